@@ -1,0 +1,38 @@
+#!/bin/sh
+# workstation.sh - runs trident on this machine with mpirun.
+#
+#   jobs/workstation.sh [-n RANKS] [-c CONFIG] [-- more trident train options]
+#
+# Defaults: 1 rank, jobs/configs/tiny.ini. Choose the layout in the config
+# or with options, e.g.
+#   jobs/workstation.sh -n 4 -- --set parallel.tp=2 --set parallel.pp=2
+# Each rank gets cores/RANKS OpenMP threads unless OMP_NUM_THREADS is set.
+# Paths in configs are relative to the repository root, where this runs.
+# Needs: a built ./trident (jobs/setup.sh) and Open MPI's mpirun.
+set -eu
+cd "$(dirname "$0")/.."
+ranks=1
+config=jobs/configs/tiny.ini
+while [ $# -gt 0 ]; do
+    case "$1" in
+    -n) ranks=$2; shift 2 ;;
+    -c) config=$2; shift 2 ;;
+    --) shift; break ;;
+    -h|--help) sed -n '2,11p' "$0"; exit 0 ;;
+    *) echo "workstation.sh: unknown option $1 (try --help)" >&2; exit 2 ;;
+    esac
+done
+TRIDENT=${TRIDENT:-./trident}
+[ -x "$TRIDENT" ] || { echo "workstation.sh: $TRIDENT not built; run jobs/setup.sh" >&2; exit 1; }
+cores=$(nproc)
+threads=$((cores / ranks))
+[ "$threads" -ge 1 ] || threads=1
+export OMP_NUM_THREADS="${OMP_NUM_THREADS:-$threads}"
+mpi_opts="--bind-to none"
+[ "$ranks" -le "$cores" ] || mpi_opts="$mpi_opts --oversubscribe"
+if [ "$(id -u)" = 0 ]; then
+    export OMPI_ALLOW_RUN_AS_ROOT=1 OMPI_ALLOW_RUN_AS_ROOT_CONFIRM=1
+fi
+echo "workstation.sh: $ranks rank(s) x $OMP_NUM_THREADS thread(s), config $config"
+# shellcheck disable=SC2086
+exec mpirun -n "$ranks" $mpi_opts "$TRIDENT" train --config "$config" "$@"

@@ -1,0 +1,30 @@
+/*
+ * adamw_cpu.c - one AdamW step on a flat block of fp32 master weights.
+ *
+ * The per-element update is elem_adamw, shared with the GPU. Here we only
+ * compute the bias corrections once per call (in fp64: 1 - beta^step
+ * cancels when beta^step is near 1, as beta2 = 0.999 is for the first
+ * thousand steps, and fp32 would keep few correct digits), unscale the
+ * gradient, and refresh the low-precision weight copy the next forward pass
+ * reads, in the same sweep so the weights are read once.
+ */
+#include "cpu.h"
+
+#include <math.h>
+
+void adamw_cpu(float *master, const void *grad, ops_dtype gdt, float *m,
+               float *v, void *wcopy, ops_dtype wdt, int64_t n,
+               const ops_adamw_args *a)
+{
+    float bc1 = (float)(1.0 - pow((double)a->beta1, a->step));
+    float bc2 = (float)(1.0 - pow((double)a->beta2, a->step));
+    #pragma omp parallel for schedule(static)
+    for (int64_t i = 0; i < n; i++) {
+        float g = load_f32_cpu(grad, gdt, i) * a->grad_scale;
+        float w = elem_adamw(master[i], g, &m[i], &v[i], a->lr, a->beta1,
+                             a->beta2, a->eps, a->weight_decay, bc1, bc2);
+        master[i] = w;
+        if (wcopy)
+            store_f32_cpu(wcopy, wdt, i, w);
+    }
+}

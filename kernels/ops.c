@@ -1,0 +1,690 @@
+/*
+ * ops.c - validation and dispatch for every op in ops.h.
+ *
+ * Each ops_* call describes its arguments once (name, tensor, elements the
+ * shapes need, which dtypes it may have), check_args checks them all, and a
+ * two-line `if` sends the call to its backend. Bad calls are programming
+ * errors of the caller, so they go to the fatal handler with the op, the
+ * argument and what is wrong, rather than an error code nobody checks.
+ *
+ * The CUDA backend does not exist yet: a CUDA tensor fails here, with
+ * "built without CUDA" in a CPU-only build. When kernels/cuda/ arrives,
+ * each op's `else no_backend(...)` becomes its `*_cuda(...)` call, and the
+ * dtypes it supports go into dtype_ok.
+ *
+ * Not collective.
+ */
+#include "ops.h"
+
+#include <stdarg.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+
+#include "cpu/cpu.h"
+
+const ops_tensor OPS_NONE = { NULL, 0, OPS_F32, OPS_CPU };
+
+/* ---- the fatal handler --------------------------------------------------- */
+
+static void default_fatal(const char *what, const char *file, int line)
+{
+    fprintf(stderr, "trident: fatal: %s at %s:%d\n", what, file, line);
+    fflush(stderr);
+}
+
+static ops_fatal_fn fatal_handler = default_fatal;
+
+void ops_set_fatal_handler(ops_fatal_fn fn)
+{
+    fatal_handler = fn ? fn : default_fatal;
+}
+
+/* The handler is not expected to return (main.c's calls MPI_Abort, a test's
+ * may longjmp); if it does, abort anyway: no caller is written to continue
+ * after a failed op. */
+void ops_fatal(const char *what, const char *file, int line)
+{
+    fatal_handler(what, file, line);
+    abort();
+}
+
+static void fail_at(const char *file, int line, const char *fmt, ...)
+    __attribute__((format(printf, 3, 4)));
+
+static void fail_at(const char *file, int line, const char *fmt, ...)
+{
+    char msg[512];
+    va_list ap;
+    va_start(ap, fmt);
+    vsnprintf(msg, sizeof msg, fmt, ap);
+    va_end(ap);
+    ops_fatal(msg, file, line);
+}
+
+#define FAIL(...) fail_at(__FILE__, __LINE__, __VA_ARGS__)
+
+/* ---- dtypes ---------------------------------------------------------- */
+
+/* Bytes per element, 0 for a value that is not an ops_dtype. */
+static size_t dtype_bytes(ops_dtype dtype)
+{
+    switch (dtype) {
+    case OPS_F32: return 4;
+    case OPS_BF16: return 2;
+    case OPS_F16: return 2;
+    case OPS_I32: return 4;
+    case OPS_F64: return 8;
+    }
+    return 0;
+}
+
+size_t ops_dtype_size(ops_dtype dtype)
+{
+    size_t size = dtype_bytes(dtype);
+    if (!size)
+        FAIL("ops_dtype_size: unknown dtype %d", (int)dtype);
+    return size;
+}
+
+const char *ops_dtype_name(ops_dtype dtype)
+{
+    switch (dtype) {
+    case OPS_F32: return "fp32";
+    case OPS_BF16: return "bf16";
+    case OPS_F16: return "fp16";
+    case OPS_I32: return "int32";
+    case OPS_F64: return "fp64";
+    }
+    return "unknown";
+}
+
+int ops_dtype_parse(const char *s, ops_dtype *out)
+{
+    static const ops_dtype floats[] = { OPS_F32, OPS_BF16, OPS_F16 };
+    for (size_t i = 0; s && i < sizeof floats / sizeof floats[0]; i++) {
+        if (strcmp(s, ops_dtype_name(floats[i])) == 0) {
+            *out = floats[i];
+            return 0;
+        }
+    }
+    return -1;
+}
+
+static const char *device_name(ops_device dev)
+{
+    return dev == OPS_CPU ? "cpu" : dev == OPS_CUDA ? "cuda" : "unknown";
+}
+
+/* ---- argument checks ------------------------------------------------- */
+
+/* What dtypes an argument may have. FLOAT is the compute dtype (weights,
+ * activations, their grads); F32 is always fp32 (statistics, master weights,
+ * Adam moments); ANY_FLOAT is converted element-wise by every backend;
+ * ANY is raw memory (zero, copy). */
+typedef enum { ARG_FLOAT, ARG_F32, ARG_ANY_FLOAT, ARG_I32, ARG_ANY } arg_kind;
+
+typedef struct {
+    const char *name;
+    ops_tensor t;
+    int64_t need;     /* elements the shapes address */
+    arg_kind kind;
+    int optional;     /* 1: data == NULL means absent and is skipped */
+} ops_arg;
+
+static int is_float_dtype(ops_dtype d)
+{
+    return d == OPS_F32 || d == OPS_BF16 || d == OPS_F16;
+}
+
+/* Whether `dev`'s backend implements this dtype for this kind yet. */
+static int dtype_ok(ops_device dev, arg_kind kind, ops_dtype d)
+{
+    switch (kind) {
+    case ARG_FLOAT: return d == OPS_F32;
+    case ARG_F32: return d == OPS_F32;
+    case ARG_ANY_FLOAT: return is_float_dtype(d);
+    case ARG_I32: return d == OPS_I32;
+    case ARG_ANY: return is_float_dtype(d) || d == OPS_I32;
+    }
+    return 0;
+}
+
+static void check_device(const char *fn, const ops_arg *a)
+{
+    if (a->t.device == OPS_CPU)
+        return;
+    if (a->t.device != OPS_CUDA)
+        FAIL("%s: %s has unknown device %d", fn, a->name, (int)a->t.device);
+    if (!TRI_HAVE_CUDA)
+        FAIL("%s: %s is on a CUDA device, but trident was built without "
+             "CUDA; reconfigure with --with-cuda", fn, a->name);
+}
+
+static void check_dtype(const char *fn, const ops_arg *a, ops_device dev)
+{
+    ops_dtype d = a->t.dtype;
+    if (dtype_ok(dev, a->kind, d))
+        return;
+    if (a->kind == ARG_FLOAT && is_float_dtype(d))
+        FAIL("%s: %s not supported by the %s backend yet (argument %s)",
+             fn, ops_dtype_name(d), dev == OPS_CPU ? "CPU" : "CUDA", a->name);
+    FAIL("%s: %s is %s but must be %s", fn, a->name, ops_dtype_name(d),
+         a->kind == ARG_I32 ? "int32" :
+         a->kind == ARG_ANY_FLOAT ? "fp32, bf16 or fp16" :
+         a->kind == ARG_ANY ? "fp32, bf16, fp16 or int32" : "fp32");
+}
+
+/* Checks presence, size, device and dtype of every argument and returns the
+ * device they all live on. */
+static ops_device check_args(const char *fn, const ops_arg *args, int n)
+{
+    const ops_arg *first = NULL;
+    for (int i = 0; i < n; i++) {
+        const ops_arg *a = &args[i];
+        if (!a->t.data) {
+            if (a->optional)
+                continue;
+            FAIL("%s: required argument %s is missing", fn, a->name);
+        }
+        if (a->need < 0)
+            FAIL("%s: negative shape for %s", fn, a->name);
+        if (a->t.n < a->need)
+            FAIL("%s: %s holds %lld elements but the shapes need %lld", fn,
+                 a->name, (long long)a->t.n, (long long)a->need);
+        check_device(fn, a);
+        if (!first)
+            first = a;
+        else if (a->t.device != first->t.device)
+            FAIL("%s: %s is on %s but %s is on %s", fn, a->name,
+                 device_name(a->t.device), first->name,
+                 device_name(first->t.device));
+    }
+    ops_device dev = first ? first->t.device : OPS_CPU;
+    for (int i = 0; i < n; i++)
+        if (args[i].t.data)
+            check_dtype(fn, &args[i], dev);
+    return dev;
+}
+
+#define CHECK_ARGS(fn, ...)                                                 \
+    check_args(fn, (const ops_arg[]){ __VA_ARGS__ },                        \
+               (int)(sizeof((const ops_arg[]){ __VA_ARGS__ }) / sizeof(ops_arg)))
+
+/* A device this build accepts but no backend implements yet (CUDA builds
+ * until kernels/cuda/ lands). */
+static void no_backend(const char *fn, ops_device dev)
+{
+    FAIL("%s: no %s backend in this build yet", fn, device_name(dev));
+}
+
+static void check_dims(const char *fn, const char *names, int a, int b, int c)
+{
+    if (a < 0 || b < 0 || c < 0)
+        FAIL("%s: negative shape (%s = %d, %d, %d)", fn, names, a, b, c);
+}
+
+/* ---- memory ------------------------------------------------------------ */
+
+ops_tensor ops_alloc(ops_dtype dtype, ops_device device, int64_t n)
+{
+    ops_tensor t = { NULL, n, dtype, device };
+    ops_arg a = { "the allocation", t, 0, ARG_ANY, 0 };
+    if (n < 0)
+        FAIL("ops_alloc: negative element count %lld", (long long)n);
+    check_device("ops_alloc", &a);
+    if (device != OPS_CPU)
+        no_backend("ops_alloc", device);
+    size_t esize = ops_dtype_size(dtype);
+    if ((uint64_t)n > (SIZE_MAX - 64) / esize)
+        FAIL("ops_alloc: %lld elements of %s overflow size_t", (long long)n,
+             ops_dtype_name(dtype));
+    /* aligned_alloc wants a multiple of the alignment; n == 0 still gets a
+     * real pointer so the tensor does not read as absent. */
+    size_t bytes = ((size_t)n * esize + 63) & ~(size_t)63;
+    if (bytes == 0)
+        bytes = 64;
+    t.data = aligned_alloc(64, bytes);
+    if (!t.data)
+        FAIL("ops_alloc: out of memory allocating %zu bytes (%lld x %s)",
+             bytes, (long long)n, ops_dtype_name(dtype));
+    zero_cpu(t.data, bytes);
+    return t;
+}
+
+void ops_free(ops_tensor *t)
+{
+    if (!t || !t->data)
+        return;
+    if (t->device == OPS_CPU)
+        free(t->data);
+    else
+        no_backend("ops_free", t->device);
+    *t = OPS_NONE;
+}
+
+ops_tensor ops_view(ops_tensor t, int64_t off, int64_t n)
+{
+    if (!t.data)
+        FAIL("ops_view: view of an absent tensor");
+    if (off < 0 || n < 0 || off > t.n || n > t.n - off)
+        FAIL("ops_view: [%lld, %lld) is outside a tensor of %lld elements",
+             (long long)off, (long long)(off + n), (long long)t.n);
+    ops_tensor v = t;
+    v.data = (char *)t.data + (size_t)off * ops_dtype_size(t.dtype);
+    v.n = n;
+    return v;
+}
+
+void ops_zero(ops_tensor t)
+{
+    if (t.n == 0)
+        return;
+    ops_device dev = CHECK_ARGS("ops_zero", { "t", t, t.n, ARG_ANY, 0 });
+    if (dev == OPS_CPU)
+        zero_cpu(t.data, (size_t)t.n * ops_dtype_size(t.dtype));
+    else
+        no_backend("ops_zero", dev);
+}
+
+/* Any devices by contract; CPU to CPU is all this build moves yet. */
+void ops_copy(ops_tensor dst, ops_tensor src)
+{
+    static const char fn[] = "ops_copy";
+    if (dst.dtype != src.dtype)
+        FAIL("%s: dst is %s but src is %s (use ops_cast)", fn,
+             ops_dtype_name(dst.dtype), ops_dtype_name(src.dtype));
+    if (dst.n != src.n)
+        FAIL("%s: dst holds %lld elements but src %lld", fn,
+             (long long)dst.n, (long long)src.n);
+    if (dst.n == 0)
+        return;
+    ops_arg a[2] = { { "dst", dst, dst.n, ARG_ANY, 0 },
+                     { "src", src, src.n, ARG_ANY, 0 } };
+    check_args(fn, &a[0], 1);
+    check_args(fn, &a[1], 1);
+    if (dst.device == OPS_CPU && src.device == OPS_CPU)
+        copy_cpu(dst.data, src.data, (size_t)dst.n * ops_dtype_size(dst.dtype));
+    else
+        no_backend(fn, OPS_CUDA);
+}
+
+void ops_cast(ops_tensor dst, ops_tensor src)
+{
+    if (dst.n != src.n)
+        FAIL("ops_cast: dst holds %lld elements but src %lld",
+             (long long)dst.n, (long long)src.n);
+    if (dst.n == 0)
+        return;
+    ops_device dev = CHECK_ARGS("ops_cast",
+        { "dst", dst, dst.n, ARG_ANY_FLOAT, 0 },
+        { "src", src, src.n, ARG_ANY_FLOAT, 0 });
+    if (dev == OPS_CPU)
+        cast_cpu(dst.data, dst.dtype, src.data, src.dtype, dst.n);
+    else
+        no_backend("ops_cast", dev);
+}
+
+/* ---- dense layers ---------------------------------------------------- */
+
+void ops_matmul_fwd(ops_tensor out, ops_tensor inp, ops_tensor w,
+                    ops_tensor bias, int M, int N, int K)
+{
+    static const char fn[] = "ops_matmul_fwd";
+    check_dims(fn, "M, N, K", M, N, K);
+    ops_device dev = CHECK_ARGS(fn,
+        { "out", out, (int64_t)M * N, ARG_FLOAT, 0 },
+        { "inp", inp, (int64_t)M * K, ARG_FLOAT, 0 },
+        { "w", w, (int64_t)N * K, ARG_FLOAT, 0 },
+        { "bias", bias, N, ARG_FLOAT, 1 });
+    if (dev == OPS_CPU)
+        matmul_fwd_cpu(out.data, inp.data, w.data, bias.data, M, N, K);
+    else
+        no_backend(fn, dev);
+}
+
+void ops_matmul_bwd(ops_tensor dinp, ops_tensor dw, ops_tensor dbias,
+                    ops_tensor dout, ops_tensor inp, ops_tensor w,
+                    int M, int N, int K)
+{
+    static const char fn[] = "ops_matmul_bwd";
+    check_dims(fn, "M, N, K", M, N, K);
+    /* inp is needed only for dw, w only for dinp */
+    ops_device dev = CHECK_ARGS(fn,
+        { "dinp", dinp, (int64_t)M * K, ARG_FLOAT, 1 },
+        { "dw", dw, (int64_t)N * K, ARG_FLOAT, 1 },
+        { "dbias", dbias, N, ARG_FLOAT, 1 },
+        { "dout", dout, (int64_t)M * N, ARG_FLOAT, 0 },
+        { "inp", inp, (int64_t)M * K, ARG_FLOAT, !dw.data },
+        { "w", w, (int64_t)N * K, ARG_FLOAT, !dinp.data });
+    if (dev == OPS_CPU)
+        matmul_bwd_cpu(dinp.data, dw.data, dbias.data, dout.data, inp.data,
+                       w.data, M, N, K);
+    else
+        no_backend(fn, dev);
+}
+
+/* ---- elementwise ------------------------------------------------------- */
+
+void ops_gelu_fwd(ops_tensor out, ops_tensor inp, int64_t n)
+{
+    static const char fn[] = "ops_gelu_fwd";
+    ops_device dev = CHECK_ARGS(fn,
+        { "out", out, n, ARG_FLOAT, 0 },
+        { "inp", inp, n, ARG_FLOAT, 0 });
+    if (dev == OPS_CPU)
+        gelu_fwd_cpu(out.data, inp.data, n);
+    else
+        no_backend(fn, dev);
+}
+
+void ops_gelu_bwd(ops_tensor dinp, ops_tensor inp, ops_tensor dout, int64_t n)
+{
+    static const char fn[] = "ops_gelu_bwd";
+    ops_device dev = CHECK_ARGS(fn,
+        { "dinp", dinp, n, ARG_FLOAT, 0 },
+        { "inp", inp, n, ARG_FLOAT, 0 },
+        { "dout", dout, n, ARG_FLOAT, 0 });
+    if (dev == OPS_CPU)
+        gelu_bwd_cpu(dinp.data, inp.data, dout.data, n);
+    else
+        no_backend(fn, dev);
+}
+
+void ops_add(ops_tensor out, ops_tensor a, ops_tensor b, int64_t n)
+{
+    static const char fn[] = "ops_add";
+    ops_device dev = CHECK_ARGS(fn,
+        { "out", out, n, ARG_FLOAT, 0 },
+        { "a", a, n, ARG_FLOAT, 0 },
+        { "b", b, n, ARG_FLOAT, 0 });
+    if (dev == OPS_CPU)
+        add_cpu(out.data, a.data, b.data, n);
+    else
+        no_backend(fn, dev);
+}
+
+void ops_accumulate(ops_tensor y, ops_tensor x, int64_t n)
+{
+    static const char fn[] = "ops_accumulate";
+    ops_device dev = CHECK_ARGS(fn,
+        { "y", y, n, ARG_FLOAT, 0 },
+        { "x", x, n, ARG_FLOAT, 0 });
+    if (dev == OPS_CPU)
+        accumulate_cpu(y.data, x.data, n);
+    else
+        no_backend(fn, dev);
+}
+
+void ops_scale(ops_tensor x, float s, int64_t n)
+{
+    static const char fn[] = "ops_scale";
+    ops_device dev = CHECK_ARGS(fn, { "x", x, n, ARG_FLOAT, 0 });
+    if (dev == OPS_CPU)
+        scale_cpu(x.data, s, n);
+    else
+        no_backend(fn, dev);
+}
+
+void ops_clip_value(ops_tensor x, float c, int64_t n)
+{
+    static const char fn[] = "ops_clip_value";
+    ops_device dev = CHECK_ARGS(fn, { "x", x, n, ARG_FLOAT, 0 });
+    if (dev == OPS_CPU)
+        clip_value_cpu(x.data, c, n);
+    else
+        no_backend(fn, dev);
+}
+
+void ops_sumsq_accumulate(ops_tensor acc, ops_tensor x, int64_t n)
+{
+    static const char fn[] = "ops_sumsq_accumulate";
+    if (!acc.data || acc.n < 1 || acc.dtype != OPS_F64)
+        FAIL("%s: acc must hold one fp64 element", fn);
+    if ((uintptr_t)acc.data % _Alignof(double) != 0)
+        FAIL("%s: acc is not aligned for a double", fn);
+    ops_arg a = { "acc", acc, 0, ARG_ANY, 0 };
+    check_device(fn, &a);
+    ops_device dev = CHECK_ARGS(fn, { "x", x, n, ARG_FLOAT, 0 });
+    if (acc.device != dev)
+        FAIL("%s: acc is on %s but x is on %s", fn, device_name(acc.device),
+             device_name(dev));
+    if (dev == OPS_CPU)
+        sumsq_accumulate_cpu(acc.data, x.data, n);
+    else
+        no_backend(fn, dev);
+}
+
+/* ---- LayerNorm --------------------------------------------------------- */
+
+void ops_layernorm_fwd(ops_tensor out, ops_tensor mean, ops_tensor rstd,
+                       ops_tensor inp, ops_tensor w, ops_tensor b,
+                       int N, int C)
+{
+    static const char fn[] = "ops_layernorm_fwd";
+    check_dims(fn, "N, C, C", N, C, C);
+    ops_device dev = CHECK_ARGS(fn,
+        { "out", out, (int64_t)N * C, ARG_FLOAT, 0 },
+        { "mean", mean, N, ARG_F32, 0 },
+        { "rstd", rstd, N, ARG_F32, 0 },
+        { "inp", inp, (int64_t)N * C, ARG_FLOAT, 0 },
+        { "w", w, C, ARG_FLOAT, 0 },
+        { "b", b, C, ARG_FLOAT, 0 });
+    if (dev == OPS_CPU)
+        layernorm_fwd_cpu(out.data, mean.data, rstd.data, inp.data, w.data,
+                          b.data, N, C);
+    else
+        no_backend(fn, dev);
+}
+
+void ops_layernorm_bwd(ops_tensor dinp, ops_tensor dw, ops_tensor db,
+                       ops_tensor dout, ops_tensor inp, ops_tensor w,
+                       ops_tensor mean, ops_tensor rstd, int N, int C)
+{
+    static const char fn[] = "ops_layernorm_bwd";
+    check_dims(fn, "N, C, C", N, C, C);
+    ops_device dev = CHECK_ARGS(fn,
+        { "dinp", dinp, (int64_t)N * C, ARG_FLOAT, 0 },
+        { "dw", dw, C, ARG_FLOAT, 0 },
+        { "db", db, C, ARG_FLOAT, 0 },
+        { "dout", dout, (int64_t)N * C, ARG_FLOAT, 0 },
+        { "inp", inp, (int64_t)N * C, ARG_FLOAT, 0 },
+        { "w", w, C, ARG_FLOAT, 0 },
+        { "mean", mean, N, ARG_F32, 0 },
+        { "rstd", rstd, N, ARG_F32, 0 });
+    if (dev == OPS_CPU)
+        layernorm_bwd_cpu(dinp.data, dw.data, db.data, dout.data, inp.data,
+                          w.data, mean.data, rstd.data, N, C);
+    else
+        no_backend(fn, dev);
+}
+
+/* ---- attention --------------------------------------------------------- */
+
+void ops_attention_fwd(ops_tensor out, ops_tensor att, ops_tensor qkv,
+                       int B, int T, int NH, int hs)
+{
+    static const char fn[] = "ops_attention_fwd";
+    check_dims(fn, "B, T, NH", B, T, NH);
+    if (hs <= 0)
+        FAIL("%s: head size %d must be positive", fn, hs);
+    int64_t rows = (int64_t)B * T;
+    ops_device dev = CHECK_ARGS(fn,
+        { "out", out, rows * NH * hs, ARG_FLOAT, 0 },
+        { "att", att, (int64_t)B * NH * T * T, ARG_F32, 0 },
+        { "qkv", qkv, rows * NH * 3 * hs, ARG_FLOAT, 0 });
+    if (dev == OPS_CPU)
+        attention_fwd_cpu(out.data, att.data, qkv.data, B, T, NH, hs);
+    else
+        no_backend(fn, dev);
+}
+
+void ops_attention_bwd(ops_tensor dqkv, ops_tensor scratch, ops_tensor dout,
+                       ops_tensor qkv, ops_tensor att,
+                       int B, int T, int NH, int hs)
+{
+    static const char fn[] = "ops_attention_bwd";
+    check_dims(fn, "B, T, NH", B, T, NH);
+    if (hs <= 0)
+        FAIL("%s: head size %d must be positive", fn, hs);
+    int64_t rows = (int64_t)B * T, probs = (int64_t)B * NH * T * T;
+    ops_device dev = CHECK_ARGS(fn,
+        { "dqkv", dqkv, rows * NH * 3 * hs, ARG_FLOAT, 0 },
+        { "scratch", scratch, probs, ARG_F32, 0 },
+        { "dout", dout, rows * NH * hs, ARG_FLOAT, 0 },
+        { "qkv", qkv, rows * NH * 3 * hs, ARG_FLOAT, 0 },
+        { "att", att, probs, ARG_F32, 0 });
+    if (dev == OPS_CPU)
+        attention_bwd_cpu(dqkv.data, scratch.data, dout.data, qkv.data,
+                          att.data, B, T, NH, hs);
+    else
+        no_backend(fn, dev);
+}
+
+/* ---- embeddings -------------------------------------------------------- */
+
+static void check_shard(const char *fn, int v0, int Vl)
+{
+    if (v0 < 0 || Vl < 0)
+        FAIL("%s: bad vocabulary shard v0 = %d, Vl = %d", fn, v0, Vl);
+}
+
+void ops_embedding_fwd(ops_tensor out, ops_tensor tokens, ops_tensor wte,
+                       int v0, int Vl, int N, int C)
+{
+    static const char fn[] = "ops_embedding_fwd";
+    check_dims(fn, "N, C, Vl", N, C, Vl);
+    check_shard(fn, v0, Vl);
+    ops_device dev = CHECK_ARGS(fn,
+        { "out", out, (int64_t)N * C, ARG_FLOAT, 0 },
+        { "tokens", tokens, N, ARG_I32, 0 },
+        { "wte", wte, (int64_t)Vl * C, ARG_FLOAT, 0 });
+    if (dev == OPS_CPU)
+        embedding_fwd_cpu(out.data, tokens.data, wte.data, v0, Vl, N, C);
+    else
+        no_backend(fn, dev);
+}
+
+void ops_embedding_bwd(ops_tensor dwte, ops_tensor tokens, ops_tensor dout,
+                       int v0, int Vl, int N, int C)
+{
+    static const char fn[] = "ops_embedding_bwd";
+    check_dims(fn, "N, C, Vl", N, C, Vl);
+    check_shard(fn, v0, Vl);
+    ops_device dev = CHECK_ARGS(fn,
+        { "dwte", dwte, (int64_t)Vl * C, ARG_FLOAT, 0 },
+        { "tokens", tokens, N, ARG_I32, 0 },
+        { "dout", dout, (int64_t)N * C, ARG_FLOAT, 0 });
+    if (dev == OPS_CPU)
+        embedding_bwd_cpu(dwte.data, tokens.data, dout.data, v0, Vl, N, C);
+    else
+        no_backend(fn, dev);
+}
+
+void ops_position_fwd(ops_tensor out, ops_tensor wpe, int B, int T, int C)
+{
+    static const char fn[] = "ops_position_fwd";
+    check_dims(fn, "B, T, C", B, T, C);
+    ops_device dev = CHECK_ARGS(fn,
+        { "out", out, (int64_t)B * T * C, ARG_FLOAT, 0 },
+        { "wpe", wpe, (int64_t)T * C, ARG_FLOAT, 0 });
+    if (dev == OPS_CPU)
+        position_fwd_cpu(out.data, wpe.data, B, T, C);
+    else
+        no_backend(fn, dev);
+}
+
+void ops_position_bwd(ops_tensor dwpe, ops_tensor dout, int B, int T, int C)
+{
+    static const char fn[] = "ops_position_bwd";
+    check_dims(fn, "B, T, C", B, T, C);
+    ops_device dev = CHECK_ARGS(fn,
+        { "dwpe", dwpe, (int64_t)T * C, ARG_FLOAT, 0 },
+        { "dout", dout, (int64_t)B * T * C, ARG_FLOAT, 0 });
+    if (dev == OPS_CPU)
+        position_bwd_cpu(dwpe.data, dout.data, B, T, C);
+    else
+        no_backend(fn, dev);
+}
+
+/* ---- softmax cross-entropy --------------------------------------------- */
+
+void ops_xent_max(ops_tensor rowmax, ops_tensor logits, int N, int Vl)
+{
+    static const char fn[] = "ops_xent_max";
+    check_dims(fn, "N, Vl, Vl", N, Vl, Vl);
+    ops_device dev = CHECK_ARGS(fn,
+        { "rowmax", rowmax, N, ARG_F32, 0 },
+        { "logits", logits, (int64_t)N * Vl, ARG_FLOAT, 0 });
+    if (dev == OPS_CPU)
+        xent_max_cpu(rowmax.data, logits.data, N, Vl);
+    else
+        no_backend(fn, dev);
+}
+
+void ops_xent_sumexp(ops_tensor sumexp, ops_tensor target_logit,
+                     ops_tensor logits, ops_tensor rowmax, ops_tensor targets,
+                     int v0, int N, int Vl)
+{
+    static const char fn[] = "ops_xent_sumexp";
+    check_dims(fn, "N, Vl, Vl", N, Vl, Vl);
+    check_shard(fn, v0, Vl);
+    ops_device dev = CHECK_ARGS(fn,
+        { "sumexp", sumexp, N, ARG_F32, 0 },
+        { "target_logit", target_logit, N, ARG_F32, 0 },
+        { "logits", logits, (int64_t)N * Vl, ARG_FLOAT, 0 },
+        { "rowmax", rowmax, N, ARG_F32, 0 },
+        { "targets", targets, N, ARG_I32, 0 });
+    if (dev == OPS_CPU)
+        xent_sumexp_cpu(sumexp.data, target_logit.data, logits.data,
+                        rowmax.data, targets.data, v0, N, Vl);
+    else
+        no_backend(fn, dev);
+}
+
+void ops_xent_finish(ops_tensor losses, ops_tensor dlogits, ops_tensor logits,
+                     ops_tensor rowmax, ops_tensor sumexp,
+                     ops_tensor target_logit, ops_tensor targets,
+                     int v0, int N, int Vl, float grad_scale)
+{
+    static const char fn[] = "ops_xent_finish";
+    check_dims(fn, "N, Vl, Vl", N, Vl, Vl);
+    check_shard(fn, v0, Vl);
+    ops_device dev = CHECK_ARGS(fn,
+        { "losses", losses, N, ARG_F32, 0 },
+        { "dlogits", dlogits, (int64_t)N * Vl, ARG_FLOAT, 1 },
+        { "logits", logits, (int64_t)N * Vl, ARG_FLOAT, 0 },
+        { "rowmax", rowmax, N, ARG_F32, 0 },
+        { "sumexp", sumexp, N, ARG_F32, 0 },
+        { "target_logit", target_logit, N, ARG_F32, 0 },
+        { "targets", targets, N, ARG_I32, 0 });
+    if (dev == OPS_CPU)
+        xent_finish_cpu(losses.data, dlogits.data, logits.data, rowmax.data,
+                        sumexp.data, target_logit.data, targets.data, v0, N,
+                        Vl, grad_scale);
+    else
+        no_backend(fn, dev);
+}
+
+/* ---- optimizer --------------------------------------------------------- */
+
+void ops_adamw(ops_tensor master, ops_tensor grad, ops_tensor m, ops_tensor v,
+               ops_tensor wcopy, int64_t n, const ops_adamw_args *a)
+{
+    static const char fn[] = "ops_adamw";
+    if (!a)
+        FAIL("%s: no arguments", fn);
+    if (a->step < 1)
+        FAIL("%s: step %d must be 1 or more (bias correction)", fn, a->step);
+    ops_device dev = CHECK_ARGS(fn,
+        { "master", master, n, ARG_F32, 0 },
+        { "grad", grad, n, ARG_ANY_FLOAT, 0 },
+        { "m", m, n, ARG_F32, 0 },
+        { "v", v, n, ARG_F32, 0 },
+        { "wcopy", wcopy, n, ARG_ANY_FLOAT, 1 });
+    if (dev == OPS_CPU)
+        adamw_cpu(master.data, grad.data, grad.dtype, m.data, v.data,
+                  wcopy.data, wcopy.dtype, n, a);
+    else
+        no_backend(fn, dev);
+}

@@ -1,0 +1,190 @@
+/*
+ * ops.h - what the model computes, on one device.
+ *
+ * Every op takes ops_tensor handles (pointer + dtype + device + length) and
+ * plain int shapes, llm.c-style: B batch, T time, C channels, V vocabulary,
+ * NH heads, hs head size, N = B*T rows. ops.c checks dtypes and dispatches on
+ * the device to kernels/cpu/ or kernels/cuda/. Nothing here knows about MPI,
+ * HDF5 or the pipeline schedule: collectives happen between ops, in src/.
+ *
+ * Conventions that every backend keeps:
+ *  - matrices are row-major; a linear layer's weight is (out, in), as in
+ *    GPT-2 and llm.c, so y = x . W^T + b;
+ *  - parameter gradients ACCUMULATE (+=) so microbatches add up without a
+ *    copy; input gradients are stated per op (overwrite "=" or "+=");
+ *  - statistics (LayerNorm mean/rstd, softmax max/sum, loss) are fp32.
+ *
+ * Not collective: kernels never communicate.
+ */
+#ifndef TRI_KERNELS_OPS_H
+#define TRI_KERNELS_OPS_H
+
+#include <stddef.h>
+#include <stdint.h>
+
+#ifdef __cplusplus
+extern "C" {
+#endif
+
+/* OPS_F64 is for accumulators (norms), never for model tensors. */
+typedef enum { OPS_F32 = 0, OPS_BF16 = 1, OPS_F16 = 2, OPS_I32 = 3, OPS_F64 = 4 } ops_dtype;
+typedef enum { OPS_CPU = 0, OPS_CUDA = 1 } ops_device;
+
+/* A flat buffer of n elements; shapes are passed to each op. data == NULL
+ * means "absent" for optional arguments (bias, position embedding). */
+typedef struct {
+    void *data;
+    int64_t n;
+    ops_dtype dtype;
+    ops_device device;
+} ops_tensor;
+
+extern const ops_tensor OPS_NONE;
+
+/* ---- memory and set-up ------------------------------------------------ */
+
+/* Bytes per element of dtype. */
+size_t ops_dtype_size(ops_dtype dtype);
+const char *ops_dtype_name(ops_dtype dtype);
+/* Parses "fp32", "bf16", "fp16"; returns 0 on success. */
+int ops_dtype_parse(const char *s, ops_dtype *out);
+
+/* Zero-filled, 64-byte aligned allocation. Aborts through the fatal handler
+ * when memory runs out (the message names the size). */
+ops_tensor ops_alloc(ops_dtype dtype, ops_device device, int64_t n);
+void ops_free(ops_tensor *t);
+/* A view of elements [off, off+n) of t. */
+ops_tensor ops_view(ops_tensor t, int64_t off, int64_t n);
+void ops_zero(ops_tensor t);
+/* dst = src; same dtype, any devices. */
+void ops_copy(ops_tensor dst, ops_tensor src);
+/* dst = (dtype of dst) src, element-wise rounding (round-to-nearest-even);
+ * fp16 reproduces the real range: overflow gives inf, tiny values flush
+ * to subnormals or zero. */
+void ops_cast(ops_tensor dst, ops_tensor src);
+
+/* A fatal library error inside a kernel (CUDA, cuBLAS, oneDNN, malloc)
+ * calls this handler; the default prints and abort()s. main.c installs one
+ * that calls MPI_Abort. */
+typedef void (*ops_fatal_fn)(const char *what, const char *file, int line);
+void ops_set_fatal_handler(ops_fatal_fn fn);
+/* Handlers must not return; if one does, ops_fatal abort()s. */
+void ops_fatal(const char *what, const char *file, int line) __attribute__((noreturn));
+
+/* Which GEMM library and kernel run, e.g. "oneDNN 2.6.3 dnnl_sgemm
+ * (avx512_core_amx)"; *warning is set to a message when that kernel is far
+ * below what the CPU supports, else NULL. */
+const char *ops_gemm_info(const char **warning);
+/* Measures the sustained fp32 GEMM rate (FLOP/s) of this process over about
+ * `seconds`, on a square GEMM of the size models use. */
+double ops_gemm_peak(double seconds);
+
+/* ---- dense layers ----------------------------------------------------- */
+
+/* out(M,N) = inp(M,K) . w(N,K)^T + bias(N). bias may be OPS_NONE. */
+void ops_matmul_fwd(ops_tensor out, ops_tensor inp, ops_tensor w,
+                    ops_tensor bias, int M, int N, int K);
+/* dinp(M,K) = dout(M,N) . w(N,K)          (overwrite; skipped if absent)
+ * dw(N,K)  += dout(M,N)^T . inp(M,K)       (skipped if absent)
+ * dbias(N) += column sums of dout          (skipped if absent) */
+void ops_matmul_bwd(ops_tensor dinp, ops_tensor dw, ops_tensor dbias,
+                    ops_tensor dout, ops_tensor inp, ops_tensor w,
+                    int M, int N, int K);
+
+/* ---- elementwise ------------------------------------------------------ */
+
+/* out = gelu_tanh(inp). out may alias nothing. */
+void ops_gelu_fwd(ops_tensor out, ops_tensor inp, int64_t n);
+/* dinp = gelu'(inp) * dout   (overwrite; dinp may alias dout) */
+void ops_gelu_bwd(ops_tensor dinp, ops_tensor inp, ops_tensor dout, int64_t n);
+/* out = a + b   (out may alias a or b) */
+void ops_add(ops_tensor out, ops_tensor a, ops_tensor b, int64_t n);
+/* y += x */
+void ops_accumulate(ops_tensor y, ops_tensor x, int64_t n);
+/* x *= s */
+void ops_scale(ops_tensor x, float s, int64_t n);
+/* x = clamp(x, -c, c) */
+void ops_clip_value(ops_tensor x, float c, int64_t n);
+/* *acc (one OPS_F64 element on x's device) += sum of x^2, in fp64.
+ * A non-finite element makes the sum non-finite: that doubles as the
+ * overflow check. */
+void ops_sumsq_accumulate(ops_tensor acc, ops_tensor x, int64_t n);
+
+/* ---- LayerNorm -------------------------------------------------------- */
+
+/* out(N,C) = (inp - mean) * rstd * w + b, eps 1e-5; mean, rstd (N) fp32. */
+void ops_layernorm_fwd(ops_tensor out, ops_tensor mean, ops_tensor rstd,
+                       ops_tensor inp, ops_tensor w, ops_tensor b,
+                       int N, int C);
+/* dinp += ..., dw += ..., db += ...   (all accumulate: the residual stream
+ * gradient arrives in dinp already) */
+void ops_layernorm_bwd(ops_tensor dinp, ops_tensor dw, ops_tensor db,
+                       ops_tensor dout, ops_tensor inp, ops_tensor w,
+                       ops_tensor mean, ops_tensor rstd, int N, int C);
+
+/* ---- attention -------------------------------------------------------- */
+
+/* Causal self-attention over NH local heads.
+ * qkv (B,T,NH,3,hs): per head, q then k then v (the head-interleaved layout
+ * that lets tensor parallelism split heads as a contiguous row block).
+ * out (B,T,NH*hs); att (B,NH,T,T) keeps the softmax probabilities (fp32)
+ * for the backward pass; entries above the diagonal are 0. */
+void ops_attention_fwd(ops_tensor out, ops_tensor att, ops_tensor qkv,
+                       int B, int T, int NH, int hs);
+/* dqkv (B,T,NH,3,hs) = ... (overwrite). scratch holds B*NH*T*T fp32. */
+void ops_attention_bwd(ops_tensor dqkv, ops_tensor scratch, ops_tensor dout,
+                       ops_tensor qkv, ops_tensor att,
+                       int B, int T, int NH, int hs);
+
+/* ---- embeddings (vocab-parallel aware) -------------------------------- */
+
+/* out(N,C) = wte[tok - v0] for tokens in [v0, v0+Vl), 0 for others.
+ * tokens (N) int32. Summing over the ranks that split V gives the lookup. */
+void ops_embedding_fwd(ops_tensor out, ops_tensor tokens, ops_tensor wte,
+                       int v0, int Vl, int N, int C);
+/* dwte[tok - v0] += dout for tokens this shard owns. */
+void ops_embedding_bwd(ops_tensor dwte, ops_tensor tokens, ops_tensor dout,
+                       int v0, int Vl, int N, int C);
+/* out(B,T,C) += wpe(T,C) broadcast over B. */
+void ops_position_fwd(ops_tensor out, ops_tensor wpe, int B, int T, int C);
+/* dwpe(T,C) += sum over B of dout(B,T,C). */
+void ops_position_bwd(ops_tensor dwpe, ops_tensor dout, int B, int T, int C);
+
+/* ---- softmax cross-entropy (vocab-parallel in three phases) -----------
+ * logits (N,Vl) hold this shard's vocabulary [v0, v0+Vl). With one shard
+ * the caller runs the phases back to back; with several it all-reduces
+ * rowmax (MAX) after phase 1 and sumexp, target_logit (SUM) after phase 2.
+ * All the (N) vectors are fp32. */
+/* rowmax = max_j logits[i,j] over this shard */
+void ops_xent_max(ops_tensor rowmax, ops_tensor logits, int N, int Vl);
+/* sumexp[i] = sum_j exp(logits[i,j] - rowmax[i]);
+ * target_logit[i] = logits[i, targets[i]-v0] if this shard owns it, else 0 */
+void ops_xent_sumexp(ops_tensor sumexp, ops_tensor target_logit,
+                     ops_tensor logits, ops_tensor rowmax, ops_tensor targets,
+                     int v0, int N, int Vl);
+/* losses[i] = log(sumexp[i]) + rowmax[i] - target_logit[i]   (fp32, N)
+ * If dlogits is present: dlogits = (softmax - onehot(target)) * grad_scale,
+ * written in place over logits when they alias. */
+void ops_xent_finish(ops_tensor losses, ops_tensor dlogits, ops_tensor logits,
+                     ops_tensor rowmax, ops_tensor sumexp,
+                     ops_tensor target_logit, ops_tensor targets,
+                     int v0, int N, int Vl, float grad_scale);
+
+/* ---- optimizer -------------------------------------------------------- */
+
+typedef struct {
+    float lr, beta1, beta2, eps, weight_decay;
+    float grad_scale;   /* grads are multiplied by this first (unscale, clip) */
+    int step;           /* 1-based, for bias correction */
+} ops_adamw_args;
+
+/* AdamW with decoupled weight decay on fp32 master weights, m and v (n).
+ * grad may be fp32 or the compute dtype. If wcopy is present, it receives
+ * the updated weights rounded to its dtype. */
+void ops_adamw(ops_tensor master, ops_tensor grad, ops_tensor m, ops_tensor v,
+               ops_tensor wcopy, int64_t n, const ops_adamw_args *a);
+
+#ifdef __cplusplus
+}
+#endif
+#endif

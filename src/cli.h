@@ -1,0 +1,38 @@
+/*
+ * cli.h - the command line: `trident COMMAND [options]`, parsed with
+ * getopt_long.
+ *
+ *   trident train   [--config FILE] [--set section.key=value ...]
+ *   trident plan    --config FILE --world N [--set ...]
+ *   trident inspect CKPT.h5
+ *   trident sample  --ckpt CKPT.h5 [--prompt TEXT] [--tokens N]
+ *   trident --version | --help
+ */
+#ifndef TRI_SRC_CLI_H
+#define TRI_SRC_CLI_H
+
+#include <stdio.h>
+
+#define CLI_MAX_SETS 256
+
+typedef enum { CLI_TRAIN, CLI_PLAN, CLI_INSPECT, CLI_SAMPLE, CLI_HELP, CLI_VERSION } CliCommand;
+
+typedef struct {
+    CliCommand command;
+    const char *config;              /* NULL: the built-in tiny.ini */
+    const char *sets[CLI_MAX_SETS];  /* "section.key=value" overrides */
+    int n_sets;
+    int world;                       /* plan: ranks to plan for */
+    const char *ckpt;                /* inspect, sample */
+    const char *prompt;              /* sample */
+    int tokens;                      /* sample */
+} CliArgs;
+
+/* Parses argv. Returns 0, or TRI_EXIT_USAGE after writing the problem and
+ * a usage hint to err. Not collective (every rank parses the same argv). */
+int cli_parse(CliArgs *a, int argc, char **argv, FILE *err);
+
+void cli_usage(FILE *out);
+void cli_version(FILE *out);
+
+#endif

@@ -1,0 +1,145 @@
+/*
+ * comm.c - the MPI implementation of comm.h, for host buffers.
+ */
+#include "comm.h"
+
+#include "fail.h"
+#include "timer.h"
+
+static double comm_time[COMM_EMBED + 1];
+
+MPI_Comm comm_mpi(const Grid *g, CommGroup group)
+{
+    switch (group) {
+    case COMM_WORLD: return g->world;
+    case COMM_TP: return g->tp_comm;
+    case COMM_DP: return g->dp_comm;
+    case COMM_PP: return g->pp_comm;
+    case COMM_DP_NODE: return g->dp_node;
+    case COMM_DP_CROSS: return g->dp_cross;
+    case COMM_EMBED: return g->embed_comm;
+    }
+    return MPI_COMM_NULL;
+}
+
+int comm_size(const Grid *g, CommGroup group)
+{
+    MPI_Comm c = comm_mpi(g, group);
+    int size = 0;
+    if (c != MPI_COMM_NULL)
+        MPI_Comm_size(c, &size);
+    return size;
+}
+
+static MPI_Datatype mpi_type(ops_dtype dtype)
+{
+    switch (dtype) {
+    case OPS_F32: return MPI_FLOAT;
+    case OPS_I32: return MPI_INT;
+    case OPS_F64: return MPI_DOUBLE;
+    case OPS_BF16:
+    case OPS_F16: return MPI_UINT16_T; /* moved, never reduced over MPI */
+    }
+    return MPI_DATATYPE_NULL;
+}
+
+static void check_host(ops_tensor t, const char *what)
+{
+    if (t.device != OPS_CPU)
+        fail_abort(what, __FILE__, __LINE__);
+}
+
+void comm_allreduce(const Grid *g, CommGroup group, ops_tensor buf, int64_t n,
+                    CommOp op)
+{
+    if (comm_size(g, group) <= 1 || n == 0)
+        return;
+    check_host(buf, "comm_allreduce: device buffers need the NCCL build");
+    if (buf.dtype != OPS_F32)
+        fail_abort("comm_allreduce: only fp32 buffers are reduced", __FILE__, __LINE__);
+    double t0 = timer_now();
+    TRI_CHECK_MPI(MPI_Allreduce(MPI_IN_PLACE, buf.data, (int)n, MPI_FLOAT,
+                                op == COMM_SUM ? MPI_SUM : MPI_MAX,
+                                comm_mpi(g, group)));
+    comm_time[group] += timer_now() - t0;
+}
+
+void comm_reduce_scatter(const Grid *g, CommGroup group, ops_tensor send,
+                         ops_tensor recv, const int *counts)
+{
+    check_host(send, "comm_reduce_scatter: device buffers need the NCCL build");
+    double t0 = timer_now();
+    TRI_CHECK_MPI(MPI_Reduce_scatter(send.data, recv.data, counts, MPI_FLOAT,
+                                     MPI_SUM, comm_mpi(g, group)));
+    comm_time[group] += timer_now() - t0;
+}
+
+void comm_allgather(const Grid *g, CommGroup group, ops_tensor send,
+                    ops_tensor recv, const int *counts)
+{
+    check_host(send, "comm_allgather: device buffers need the NCCL build");
+    int size = comm_size(g, group);
+    int displs[size];
+    int off = 0;
+    for (int r = 0; r < size; r++) {
+        displs[r] = off;
+        off += counts[r];
+    }
+    int rank;
+    MPI_Comm_rank(comm_mpi(g, group), &rank);
+    double t0 = timer_now();
+    TRI_CHECK_MPI(MPI_Allgatherv(send.data, counts[rank], mpi_type(send.dtype),
+                                 recv.data, counts, displs, mpi_type(recv.dtype),
+                                 comm_mpi(g, group)));
+    comm_time[group] += timer_now() - t0;
+}
+
+void comm_bcast(const Grid *g, CommGroup group, ops_tensor buf, int64_t n,
+                int root)
+{
+    if (comm_size(g, group) <= 1 || n == 0)
+        return;
+    check_host(buf, "comm_bcast: device buffers need the NCCL build");
+    TRI_CHECK_MPI(MPI_Bcast(buf.data, (int)n, mpi_type(buf.dtype), root,
+                            comm_mpi(g, group)));
+}
+
+void comm_barrier(const Grid *g, CommGroup group)
+{
+    TRI_CHECK_MPI(MPI_Barrier(comm_mpi(g, group)));
+}
+
+void comm_isend(const Grid *g, CommGroup group, ops_tensor buf, int64_t n,
+                int peer, int tag, MPI_Request *req)
+{
+    check_host(buf, "comm_isend: device buffers need the NCCL build");
+    TRI_CHECK_MPI(MPI_Isend(buf.data, (int)n, mpi_type(buf.dtype), peer, tag,
+                            comm_mpi(g, group), req));
+}
+
+void comm_irecv(const Grid *g, CommGroup group, ops_tensor buf, int64_t n,
+                int peer, int tag, MPI_Request *req)
+{
+    check_host(buf, "comm_irecv: device buffers need the NCCL build");
+    TRI_CHECK_MPI(MPI_Irecv(buf.data, (int)n, mpi_type(buf.dtype), peer, tag,
+                            comm_mpi(g, group), req));
+}
+
+double comm_wait(MPI_Request *req)
+{
+    if (*req == MPI_REQUEST_NULL)
+        return 0.0;
+    double t0 = timer_now();
+    TRI_CHECK_MPI(MPI_Wait(req, MPI_STATUS_IGNORE));
+    double dt = timer_now() - t0;
+    comm_time[COMM_PP] += dt;
+    return dt;
+}
+
+double comm_seconds(CommGroup group) { return comm_time[group]; }
+
+void comm_reset_seconds(void)
+{
+    for (int i = 0; i <= COMM_EMBED; i++)
+        comm_time[i] = 0.0;
+}

@@ -1,0 +1,1060 @@
+/*
+ * config.c - the run's configuration: INI file (libinih) plus --set overrides.
+ *
+ * One table, KEYS, describes every key: section, name, type, where it lives
+ * in Config, its default, its range or its words. Defaults, parsing
+ * (config_set), checking (config_validate) and printing (config_to_ini) all
+ * walk that table, so a key is added in one row and can never be parsed but
+ * left out of the config text a checkpoint stores.
+ *
+ * libinih as Debian ships it (r55) is built without INI_HANDLER_LINENO and
+ * with a 200-byte line buffer: a longer line is silently cut, its tail parsed
+ * as a line of its own, and every later line number is off by one. So we
+ * never let libinih read a file. We read the text ourselves and hand it one
+ * physical line per reader call (ini_parse_stream), which gives every key
+ * its true line number, stops the parse at the first error, makes
+ * indentation harmless (no continuation lines) and passes values of any
+ * length (paths up to CONFIG_PATH_MAX) around libinih's buffer; see
+ * next_line.
+ *
+ * A key given twice in one file is an error, not "last one wins": in a file
+ * that defines a run, a second `lr =` is a mistake, and which of the two the
+ * run used would be invisible. Changing a file's value is what --set is for;
+ * overrides apply after the file, in order, so the last --set wins.
+ */
+#include "config.h"
+
+#include <ctype.h>
+#include <errno.h>
+#include <ini.h>
+#include <limits.h>
+#include <math.h>
+#include <stdarg.h>
+#include <stddef.h>
+#include <stdlib.h>
+#include <string.h>
+
+#define BUILTIN_NAME "(built-in tiny.ini)"
+#define MSG_MAX 1024                  /* one error line */
+#define SHOW_MAX 72                   /* longer names and values are elided */
+#define VALUE_MAX (CONFIG_PATH_MAX + 32)
+#define CONFIG_FILE_MAX (1 << 20)     /* anything bigger is not a config */
+
+typedef enum { K_INT, K_SEED, K_REAL, K_BOOL, K_ENUM, K_WORD, K_PATH, K_RECOMPUTE } KeyType;
+
+enum { OPEN_MIN = 1, OPEN_MAX = 2, NONEMPTY = 4 };
+
+typedef struct {
+    const char *section, *name;
+    KeyType type;
+    size_t offset, size;        /* of the field in Config */
+    const char *def;            /* default, as text: config_defaults parses it */
+    double min, max;            /* K_INT, K_REAL: the allowed range */
+    unsigned flags;             /* OPEN_*: bound excluded; NONEMPTY: path required */
+    const char *const *words;   /* K_ENUM, K_WORD: value i is words[i] */
+} KeyDef;
+
+/* K_ENUM fields are written through an int lvalue. */
+_Static_assert(sizeof(InitScheme) == sizeof(int), "enum is not int-sized");
+_Static_assert(sizeof(FanMode) == sizeof(int), "enum is not int-sized");
+_Static_assert(sizeof(ScheduleKind) == sizeof(int), "enum is not int-sized");
+_Static_assert(sizeof(DataFormat) == sizeof(int), "enum is not int-sized");
+
+/* Word lists are in enum order: the index is the enum value. */
+static const char *const INIT_WORDS[] = {
+    "gpt2", "normal", "he_normal", "he_uniform", "xavier_normal",
+    "xavier_uniform", "zeros", NULL
+};
+static const char *const FAN_WORDS[] = { "fan_in", "fan_out", NULL };
+static const char *const SCHEDULE_WORDS[] = { "1f1b", "gpipe", NULL };
+static const char *const PRECISION_WORDS[] = { "fp32", "bf16", "fp16", NULL };
+static const char *const FORMAT_WORDS[] = { "text", "tokens", NULL };
+
+#define KEY(s, n, t, f, d) \
+    .section = (s), .name = (n), .type = (t), .offset = offsetof(Config, f), \
+    .size = sizeof(((Config *)0)->f), .def = (d)
+#define INT_KEY(s, n, f, d, lo, hi) { KEY(s, n, K_INT, f, d), .min = (lo), .max = (hi) }
+#define REAL_KEY(s, n, f, d, lo, hi, fl) \
+    { KEY(s, n, K_REAL, f, d), .min = (lo), .max = (hi), .flags = (fl) }
+#define ENUM_KEY(s, n, f, d, w) { KEY(s, n, K_ENUM, f, d), .words = (w) }
+#define PATH_KEY(s, n, f, d, fl) { KEY(s, n, K_PATH, f, d), .flags = (fl) }
+
+/* DESIGN.md order; config_to_ini prints in this order. The defaults are a
+ * tiny byte-level model that runs anywhere. */
+static const KeyDef KEYS[] = {
+    INT_KEY("model", "n_layer", model.n_layer, "4", 1, INT_MAX),
+    INT_KEY("model", "n_embd", model.n_embd, "128", 1, INT_MAX),
+    INT_KEY("model", "n_head", model.n_head, "4", 1, INT_MAX),
+    INT_KEY("model", "seq_len", model.seq_len, "128", 1, INT_MAX),
+    INT_KEY("model", "vocab_size", model.vocab_size, "256", 1, INT_MAX),
+    ENUM_KEY("model", "init", model.init, "gpt2", INIT_WORDS),
+    REAL_KEY("model", "init_std", model.init_std, "0.02", 0, INFINITY, OPEN_MIN),
+    ENUM_KEY("model", "init_fan", model.init_fan, "fan_in", FAN_WORDS),
+    { KEY("model", "tie_embeddings", K_BOOL, model.tie_embeddings, "true") },
+
+    INT_KEY("parallel", "dp", parallel.dp, "0", 0, INT_MAX),
+    INT_KEY("parallel", "pp", parallel.pp, "1", 1, INT_MAX),
+    INT_KEY("parallel", "tp", parallel.tp, "1", 1, INT_MAX),
+    ENUM_KEY("parallel", "schedule", parallel.schedule, "1f1b", SCHEDULE_WORDS),
+    INT_KEY("parallel", "zero", parallel.zero, "1", 0, 3),
+    INT_KEY("parallel", "node_size", parallel.node_size, "0", 0, INT_MAX),
+
+    INT_KEY("train", "micro_batch", train.micro_batch, "8", 1, INT_MAX),
+    INT_KEY("train", "grad_accum", train.grad_accum, "1", 1, INT_MAX),
+    INT_KEY("train", "steps", train.steps, "1000", 0, INT_MAX),
+    REAL_KEY("train", "lr", train.lr, "1e-3", 0, INFINITY, 0),
+    REAL_KEY("train", "min_lr", train.min_lr, "1e-4", 0, INFINITY, 0),
+    INT_KEY("train", "warmup", train.warmup, "100", 0, INT_MAX),
+    REAL_KEY("train", "weight_decay", train.weight_decay, "0.1", 0, INFINITY, 0),
+    REAL_KEY("train", "beta1", train.beta1, "0.9", 0, 1, OPEN_MAX),
+    REAL_KEY("train", "beta2", train.beta2, "0.95", 0, 1, OPEN_MAX),
+    REAL_KEY("train", "eps", train.eps, "1e-8", 0, INFINITY, OPEN_MIN),
+    REAL_KEY("train", "clip_norm", train.clip_norm, "1.0", 0, INFINITY, 0),
+    REAL_KEY("train", "clip_value", train.clip_value, "0", 0, INFINITY, 0),
+    { KEY("train", "precision", K_WORD, train.precision, "fp32"), .words = PRECISION_WORDS },
+    /* also sets train.recompute_every: see parse_recompute */
+    { KEY("train", "recompute", K_RECOMPUTE, train.recompute, "none") },
+    { KEY("train", "seed", K_SEED, train.seed, "1337") },
+    INT_KEY("train", "loss_scale_window", train.loss_scale_window, "2000", 1, INT_MAX),
+    INT_KEY("train", "loss_scale_hysteresis", train.loss_scale_hysteresis, "2", 1, INT_MAX),
+    REAL_KEY("train", "loss_scale_min", train.loss_scale_min, "1", 0, INFINITY, OPEN_MIN),
+
+    PATH_KEY("data", "train", data.train, "", 0),
+    PATH_KEY("data", "val", data.val, "", 0),
+    REAL_KEY("data", "val_fraction", data.val_fraction, "0.1", 0, 1, OPEN_MIN | OPEN_MAX),
+    ENUM_KEY("data", "format", data.format, "text", FORMAT_WORDS),
+
+    PATH_KEY("checkpoint", "dir", checkpoint.dir, "", 0),
+    INT_KEY("checkpoint", "every", checkpoint.every, "0", 0, INT_MAX),
+    INT_KEY("checkpoint", "keep", checkpoint.keep, "3", 1, INT_MAX),
+    PATH_KEY("checkpoint", "resume", checkpoint.resume, "auto", NONEMPTY),
+
+    INT_KEY("eval", "every", eval.every, "0", 0, INT_MAX),
+    INT_KEY("eval", "batches", eval.batches, "4", 1, INT_MAX),
+    INT_KEY("eval", "patience", eval.patience, "0", 0, INT_MAX),
+    REAL_KEY("eval", "min_delta", eval.min_delta, "0", 0, INFINITY, 0),
+
+    INT_KEY("log", "every", log.every, "1", 1, INT_MAX),
+    PATH_KEY("log", "metrics", log.metrics, "", 0),
+    INT_KEY("log", "sample_tokens", log.sample_tokens, "0", 0, INT_MAX),
+};
+#define N_KEYS (sizeof KEYS / sizeof KEYS[0])
+
+/* snprintf-style appender: keeps counting once the buffer is full. */
+typedef struct {
+    char *buf;
+    size_t size, len;
+} Text;
+
+static void put(Text *t, const char *fmt, ...) __attribute__((format(printf, 2, 3)));
+static void put(Text *t, const char *fmt, ...)
+{
+    size_t room = t->len < t->size ? t->size - t->len : 0;
+    va_list ap;
+    va_start(ap, fmt);
+    int n = vsnprintf(room ? t->buf + t->len : NULL, room, fmt, ap);
+    va_end(ap);
+    if (n > 0)
+        t->len += (size_t)n;
+}
+
+/* Error lines stay readable when a value is a 1000-character path: long
+ * strings are shown by their head and tail. buf holds SHOW_MAX + 1. */
+static const char *shown(const char *s, char *buf)
+{
+    size_t len = strlen(s);
+    if (len <= SHOW_MAX)
+        return s;
+    snprintf(buf, SHOW_MAX + 1, "%.40s...%s", s, s + len - (SHOW_MAX - 43));
+    return buf;
+}
+
+static int report(FILE *err, const char *fmt, ...) __attribute__((format(printf, 2, 3)));
+/* Prints "trident: <message>" as one line; returns 1 so callers can
+ * `return report(...)`. */
+static int report(FILE *err, const char *fmt, ...)
+{
+    if (err) {
+        va_list ap;
+        va_start(ap, fmt);
+        fputs("trident: ", err);
+        vfprintf(err, fmt, ap);
+        fputc('\n', err);
+        fflush(err);
+        va_end(ap);
+    }
+    return 1;
+}
+
+static char *trim(char *s)
+{
+    while (isspace((unsigned char)*s))
+        s++;
+    size_t n = strlen(s);
+    while (n > 0 && isspace((unsigned char)s[n - 1]))
+        s[--n] = '\0';
+    return s;
+}
+
+/* Levenshtein distance, case-insensitive; short names only. */
+static size_t edit_distance(const char *a, const char *b)
+{
+    size_t la = strlen(a), lb = strlen(b), row[64];
+    if (la >= 64 || lb >= 64)
+        return (size_t)-1;
+    for (size_t j = 0; j <= lb; j++)
+        row[j] = j;
+    for (size_t i = 1; i <= la; i++) {
+        size_t diag = row[0];
+        row[0] = i;
+        for (size_t j = 1; j <= lb; j++) {
+            size_t up = row[j];
+            size_t cost = tolower((unsigned char)a[i - 1]) != tolower((unsigned char)b[j - 1]);
+            size_t best = diag + cost;
+            if (row[j] + 1 < best)
+                best = row[j] + 1;
+            if (row[j - 1] + 1 < best)
+                best = row[j - 1] + 1;
+            row[j] = best;
+            diag = up;
+        }
+    }
+    return row[lb];
+}
+
+static const KeyDef *find_key(const char *section, const char *name)
+{
+    for (size_t i = 0; i < N_KEYS; i++)
+        if (!strcmp(KEYS[i].section, section) && !strcmp(KEYS[i].name, name))
+            return &KEYS[i];
+    return NULL;
+}
+
+static int section_known(const char *section)
+{
+    for (size_t i = 0; i < N_KEYS; i++)
+        if (!strcmp(KEYS[i].section, section))
+            return 1;
+    return 0;
+}
+
+static int word_index(const char *const *words, const char *s)
+{
+    for (int i = 0; words[i]; i++)
+        if (!strcmp(words[i], s))
+            return i;
+    return -1;
+}
+
+static int word_count(const char *const *words)
+{
+    int n = 0;
+    while (words[n])
+        n++;
+    return n;
+}
+
+static void list_words(Text *t, const char *const *words)
+{
+    for (int i = 0; words[i]; i++)
+        put(t, "%s%s", i ? ", " : "", words[i]);
+}
+
+/* "model, parallel, ..." in table order; "in" restricts to one section's
+ * keys, otherwise the sections are listed. */
+static void list_names(Text *t, const char *in)
+{
+    const char *prev = NULL;
+    for (size_t i = 0; i < N_KEYS; i++) {
+        const KeyDef *k = &KEYS[i];
+        if (in && strcmp(k->section, in))
+            continue;
+        if (!in && prev && !strcmp(prev, k->section))
+            continue;
+        put(t, "%s%s", prev ? ", " : "", in ? k->name : k->section);
+        prev = k->section;
+    }
+}
+
+/* "[section] key = value: why", or "[section] key: why" for an empty value. */
+static void describe(char *msg, size_t n, const char *section, const char *key,
+                     const char *value, const char *why)
+{
+    char b1[SHOW_MAX + 1], b2[SHOW_MAX + 1], b3[SHOW_MAX + 1];
+    Text t = { msg, n, 0 };
+    put(&t, "[%s] %s", shown(section, b1), shown(key, b2));
+    if (value && *value)
+        put(&t, " = %s", shown(value, b3));
+    put(&t, ": %s", why);
+}
+
+/* Sections that have a key of this name: "[eval], [log]". */
+static int sections_with(Text *t, const char *key)
+{
+    int found = 0;
+    for (size_t i = 0; i < N_KEYS; i++)
+        if (!strcmp(KEYS[i].name, key))
+            put(t, "%s[%s]", found++ ? ", " : "", KEYS[i].section);
+    return found;
+}
+
+static void describe_unknown_section(char *msg, size_t n, const char *section)
+{
+    char b[SHOW_MAX + 1];
+    Text t = { msg, n, 0 };
+    put(&t, "[%s]: unknown section (known: ", shown(section, b));
+    list_names(&t, NULL);
+    put(&t, ")");
+}
+
+/* A key above the first [section] header. */
+static void describe_orphan_key(char *msg, size_t n, const char *key)
+{
+    char b[SHOW_MAX + 1], where[MSG_MAX];
+    Text t = { msg, n, 0 }, w = { where, sizeof where, 0 };
+    int found = sections_with(&w, key);
+    put(&t, "%s: key before any [section] header", shown(key, b));
+    if (found)
+        put(&t, " (%s is in %s)", shown(key, b), where);
+}
+
+/* Unknown key: say where it lives if it is another section's key, else
+ * suggest the nearest key of this section, else list them all. */
+static void describe_unknown_key(char *msg, size_t n, const char *section, const char *key)
+{
+    char b[SHOW_MAX + 1], why[MSG_MAX], where[MSG_MAX];
+    Text t = { why, sizeof why, 0 }, w = { where, sizeof where, 0 };
+    const KeyDef *near = NULL;
+    size_t best = (size_t)-1;
+    for (size_t i = 0; i < N_KEYS; i++) {
+        size_t d = strcmp(KEYS[i].section, section) ? best : edit_distance(key, KEYS[i].name);
+        if (d < best) {
+            best = d;
+            near = &KEYS[i];
+        }
+    }
+    put(&t, "unknown key in [%s] (", section);
+    if (sections_with(&w, key)) {
+        put(&t, "%s is in %s", shown(key, b), where);
+    } else if (near && best <= 2 && 2 * best < strlen(key)) {
+        /* a typo: at most 2 edits, and fewer than half the name */
+        put(&t, "did you mean %s?", near->name);
+    } else {
+        put(&t, "known: ");
+        list_names(&t, section);
+    }
+    put(&t, ")");
+    describe(msg, n, section, key, NULL, why);
+}
+
+static void format_real(double v, char *buf, size_t n)
+{
+    /* the shortest of %.15g..%.17g that reads back to the same double, so
+     * 0.1 prints as 0.1 and every value round-trips exactly */
+    for (int digits = 15; digits <= 17; digits++) {
+        snprintf(buf, n, "%.*g", digits, v);
+        if (strtod(buf, NULL) == v)
+            return;
+    }
+}
+
+static size_t field_len(const char *s, size_t size)
+{
+    const char *end = memchr(s, '\0', size);
+    return end ? (size_t)(end - s) : size;
+}
+
+/* The key's current value as the text config_set would accept. */
+static void format_value(const KeyDef *k, const Config *cfg, char *buf, size_t n)
+{
+    const void *p = (const char *)cfg + k->offset;
+    switch (k->type) {
+    case K_INT:
+        snprintf(buf, n, "%d", *(const int *)p);
+        break;
+    case K_SEED:
+        snprintf(buf, n, "%llu", *(const unsigned long long *)p);
+        break;
+    case K_REAL:
+        format_real(*(const double *)p, buf, n);
+        break;
+    case K_BOOL:
+        snprintf(buf, n, "%s", *(const int *)p ? "true" : "false");
+        break;
+    case K_ENUM: {
+        int v = *(const int *)p;
+        if (v >= 0 && v < word_count(k->words))
+            snprintf(buf, n, "%s", k->words[v]);
+        else
+            snprintf(buf, n, "%d", v);
+        break;
+    }
+    case K_WORD:
+    case K_PATH:
+        snprintf(buf, n, "%.*s", (int)field_len(p, k->size), (const char *)p);
+        break;
+    case K_RECOMPUTE:
+        if (cfg->train.recompute == RECOMPUTE_EVERY)
+            snprintf(buf, n, "every:%d", cfg->train.recompute_every);
+        else
+            snprintf(buf, n, "%s", cfg->train.recompute == RECOMPUTE_FULL ? "full" : "none");
+        break;
+    }
+}
+
+/* Why v is outside the key's range, or 0 when it is inside. */
+static int check_range(const KeyDef *k, double v, char *why, size_t n)
+{
+    int low = (k->flags & OPEN_MIN) ? !(v > k->min) : !(v >= k->min);
+    int high = (k->flags & OPEN_MAX) ? !(v < k->max) : !(v <= k->max);
+    if (!low && !high)
+        return 0;
+    int bounded = k->type == K_INT ? k->max < INT_MAX : isfinite(k->max);
+    if (!bounded)
+        snprintf(why, n, "must be %s %g", (k->flags & OPEN_MIN) ? ">" : ">=", k->min);
+    else if (k->type == K_INT)
+        snprintf(why, n, "must be between %g and %g", k->min, k->max);
+    else
+        snprintf(why, n, "must be in %c%g, %g%c", (k->flags & OPEN_MIN) ? '(' : '[', k->min,
+                 k->max, (k->flags & OPEN_MAX) ? ')' : ']');
+    return 1;
+}
+
+static int parse_int(const char *s, long long *out, char *why, size_t n)
+{
+    char *end;
+    errno = 0;
+    long long v = strtoll(s, &end, 10);
+    if (end == s || *end || isspace((unsigned char)*s)) {
+        snprintf(why, n, "not an integer");
+        return 1;
+    }
+    if (errno == ERANGE || v < INT_MIN || v > INT_MAX) {
+        snprintf(why, n, "integer overflow (the range is %d..%d)", INT_MIN, INT_MAX);
+        return 1;
+    }
+    *out = v;
+    return 0;
+}
+
+static int parse_seed(const char *s, unsigned long long *out, char *why, size_t n)
+{
+    char *end;
+    errno = 0;
+    /* strtoull would quietly wrap "-1" to 2^64-1: digits only */
+    unsigned long long v = isdigit((unsigned char)*s) ? strtoull(s, &end, 10) : 0;
+    if (!isdigit((unsigned char)*s) || *end) {
+        snprintf(why, n, "not an unsigned integer");
+        return 1;
+    }
+    if (errno == ERANGE) {
+        snprintf(why, n, "integer overflow (the range is 0..%llu)", (unsigned long long)-1);
+        return 1;
+    }
+    *out = v;
+    return 0;
+}
+
+static int parse_real(const char *s, double *out, char *why, size_t n)
+{
+    char *end;
+    double v = strtod(s, &end);
+    if (end == s || *end || isspace((unsigned char)*s)) {
+        snprintf(why, n, "not a number");
+        return 1;
+    }
+    if (!isfinite(v)) {
+        snprintf(why, n, "not a finite number");
+        return 1;
+    }
+    *out = v;
+    return 0;
+}
+
+static int parse_bool(const char *s, int *out, char *why, size_t n)
+{
+    static const char *const yes[] = { "1", "true", "yes", "on" };
+    static const char *const no[] = { "0", "false", "no", "off" };
+    for (int i = 0; i < 4; i++) {
+        /* case-insensitive: edit distance 0 with equal lengths */
+        if (strlen(s) == strlen(yes[i]) && edit_distance(s, yes[i]) == 0) {
+            *out = 1;
+            return 0;
+        }
+        if (strlen(s) == strlen(no[i]) && edit_distance(s, no[i]) == 0) {
+            *out = 0;
+            return 0;
+        }
+    }
+    snprintf(why, n, "not a boolean (true/false, yes/no, on/off, 1/0)");
+    return 1;
+}
+
+/* none | full | every:K: checkpoint activations of every K-th layer. */
+static int parse_recompute(const char *s, TrainConfig *train, char *why, size_t n)
+{
+    long long every = 0;
+    RecomputeKind kind;
+    if (!strcmp(s, "none")) {
+        kind = RECOMPUTE_NONE;
+    } else if (!strcmp(s, "full")) {
+        kind = RECOMPUTE_FULL;
+    } else if (!strncmp(s, "every:", 6)) {
+        if (parse_int(s + 6, &every, why, n) || every < 1) {
+            snprintf(why, n, "K of every:K must be an integer >= 1");
+            return 1;
+        }
+        kind = RECOMPUTE_EVERY;
+    } else {
+        snprintf(why, n, "expected none, full or every:K (K >= 1)");
+        return 1;
+    }
+    train->recompute = kind;
+    train->recompute_every = (int)every;
+    return 0;
+}
+
+/* A path must read back the same from config_to_ini's output. */
+static int check_path(const KeyDef *k, const char *s, char *why, size_t n)
+{
+    size_t len = strlen(s);
+    if (len >= k->size) {
+        snprintf(why, n, "path longer than %zu characters", k->size - 1);
+        return 1;
+    }
+    if ((k->flags & NONEMPTY) && len == 0) {
+        snprintf(why, n, "must not be empty (auto, none or a checkpoint path)");
+        return 1;
+    }
+    for (size_t i = 0; i < len; i++) {
+        if (s[i] == '\n' || s[i] == '\r') {
+            snprintf(why, n, "contains a line break");
+            return 1;
+        }
+        if (s[i] == ';' && (i == 0 || isspace((unsigned char)s[i - 1]))) {
+            snprintf(why, n, "has a ';' first or after a blank, which INI reads as a comment");
+            return 1;
+        }
+    }
+    if (len && (isspace((unsigned char)s[0]) || isspace((unsigned char)s[len - 1]))) {
+        snprintf(why, n, "has leading or trailing blanks, which INI drops");
+        return 1;
+    }
+    return 0;
+}
+
+static void set_text(void *field, size_t size, const char *s)
+{
+    memset(field, 0, size);     /* zero tail: configs compare with memcmp */
+    memcpy(field, s, strlen(s));
+}
+
+/* Parses text into the key's field. On failure leaves cfg unchanged, writes
+ * the reason to why and returns 1. */
+static int parse_value(const KeyDef *k, const char *text, Config *cfg, char *why, size_t n)
+{
+    void *p = (char *)cfg + k->offset;
+    long long i;
+    double d;
+    int w;
+    switch (k->type) {
+    case K_INT:
+        if (parse_int(text, &i, why, n) || check_range(k, (double)i, why, n))
+            return 1;
+        *(int *)p = (int)i;
+        return 0;
+    case K_SEED:
+        return parse_seed(text, p, why, n);
+    case K_REAL:
+        if (parse_real(text, &d, why, n) || check_range(k, d, why, n))
+            return 1;
+        *(double *)p = d;
+        return 0;
+    case K_BOOL:
+        return parse_bool(text, p, why, n);
+    case K_ENUM:
+    case K_WORD:
+        w = word_index(k->words, text);
+        if (w < 0) {
+            Text t = { why, n, 0 };
+            put(&t, "expected one of ");
+            list_words(&t, k->words);
+            return 1;
+        }
+        if (k->type == K_ENUM)
+            *(int *)p = w;
+        else
+            set_text(p, k->size, k->words[w]);
+        return 0;
+    case K_PATH:
+        if (check_path(k, text, why, n))
+            return 1;
+        set_text(p, k->size, text);
+        return 0;
+    case K_RECOMPUTE:
+        return parse_recompute(text, &cfg->train, why, n);
+    }
+    return 1;
+}
+
+/* Sets one key; on failure writes the error (without "trident: origin: ")
+ * to msg and returns 1. */
+static int set_key(Config *cfg, const char *section, const char *key, const char *value,
+                   char *msg, size_t n)
+{
+    char why[MSG_MAX];
+    if (!*section) {
+        describe_orphan_key(msg, n, key);
+        return 1;
+    }
+    if (!section_known(section)) {
+        describe_unknown_section(msg, n, section);
+        return 1;
+    }
+    const KeyDef *k = find_key(section, key);
+    if (!k) {
+        describe_unknown_key(msg, n, section, key);
+        return 1;
+    }
+    if (!parse_value(k, value, cfg, why, sizeof why))
+        return 0;
+    /* libinih knows only ";" inline comments: "lr = 1e-3 # peak" is one value */
+    if (k->type != K_PATH && strchr(value, '#')) {
+        size_t len = strlen(why);
+        snprintf(why + len, sizeof why - len, " (inline comments start with \" ;\", not \"#\")");
+    }
+    describe(msg, n, section, key, value, why);
+    return 1;
+}
+
+int config_set(Config *cfg, const char *section, const char *key, const char *value,
+               const char *origin, FILE *err)
+{
+    char msg[MSG_MAX];
+    if (!set_key(cfg, section, key, value, msg, sizeof msg))
+        return 0;
+    return report(err, "%s: %s", origin ? origin : "config", msg);
+}
+
+void config_defaults(Config *cfg)
+{
+    char why[MSG_MAX];
+    memset(cfg, 0, sizeof *cfg);
+    for (size_t i = 0; i < N_KEYS; i++) {
+        if (parse_value(&KEYS[i], KEYS[i].def, cfg, why, sizeof why)) {
+            /* a bad default is a bug in KEYS, not bad input */
+            fprintf(stderr, "trident: bug: default of [%s] %s: %s\n", KEYS[i].section,
+                    KEYS[i].name, why);
+            abort();
+        }
+    }
+}
+
+/* Re-checks a field against its row, for configs built or changed in code
+ * rather than parsed. */
+static int check_key(const Config *cfg, const KeyDef *k, char *why, size_t n)
+{
+    const void *p = (const char *)cfg + k->offset;
+    switch (k->type) {
+    case K_INT:
+        return check_range(k, *(const int *)p, why, n);
+    case K_REAL: {
+        double v = *(const double *)p;
+        if (!isfinite(v)) {
+            snprintf(why, n, "not a finite number");
+            return 1;
+        }
+        return check_range(k, v, why, n);
+    }
+    case K_BOOL:
+        if (*(const int *)p == 0 || *(const int *)p == 1)
+            return 0;
+        snprintf(why, n, "must be 0 or 1");
+        return 1;
+    case K_ENUM:
+    case K_WORD: {
+        int v = -1;
+        if (k->type == K_ENUM)
+            v = *(const int *)p;
+        else if (field_len(p, k->size) < k->size)
+            v = word_index(k->words, p);
+        if (v >= 0 && v < word_count(k->words))
+            return 0;
+        Text t = { why, n, 0 };
+        put(&t, "expected one of ");
+        list_words(&t, k->words);
+        return 1;
+    }
+    case K_PATH:
+        if (field_len(p, k->size) == k->size) {
+            snprintf(why, n, "path longer than %zu characters", k->size - 1);
+            return 1;
+        }
+        return check_path(k, p, why, n);
+    case K_RECOMPUTE:
+        if (cfg->train.recompute == RECOMPUTE_NONE || cfg->train.recompute == RECOMPUTE_FULL)
+            return 0;
+        if (cfg->train.recompute == RECOMPUTE_EVERY && cfg->train.recompute_every >= 1)
+            return 0;
+        snprintf(why, n, "expected none, full or every:K (K >= 1)");
+        return 1;
+    case K_SEED:
+        return 0;
+    }
+    return 0;
+}
+
+static int fail_key(const Config *cfg, char *msg, size_t n, const char *section,
+                    const char *key, const char *fmt, ...) __attribute__((format(printf, 6, 7)));
+/* A cross-key rule failed: name the key the user should change. */
+static int fail_key(const Config *cfg, char *msg, size_t n, const char *section,
+                    const char *key, const char *fmt, ...)
+{
+    char value[VALUE_MAX], why[MSG_MAX];
+    va_list ap;
+    format_value(find_key(section, key), cfg, value, sizeof value);
+    va_start(ap, fmt);
+    vsnprintf(why, sizeof why, fmt, ap);
+    va_end(ap);
+    describe(msg, n, section, key, value, why);
+    return 1;
+}
+
+/* Rules between keys. Warmup longer than the run is legal (the run ends
+ * warming up), so warmup <= steps is not one of them. */
+static int check_rules(const Config *c, char *msg, size_t n)
+{
+    const ModelConfig *m = &c->model;
+    if (m->n_embd % m->n_head)
+        return fail_key(c, msg, n, "model", "n_head", "n_embd (%d) is not divisible by n_head",
+                        m->n_embd);
+    /* Text is bytes, so at least 256 ids; more is legal padding (GPT-2's
+     * 50257 is often padded to 50304 for faster matmuls). */
+    if (c->data.format == DATA_TEXT && m->vocab_size < 256)
+        return fail_key(c, msg, n, "model", "vocab_size",
+                        "text data is bytes: vocab_size must be >= 256 with format = text");
+    if (c->data.format == DATA_TOKENS && m->vocab_size > 65536)
+        return fail_key(c, msg, n, "model", "vocab_size",
+                        "token shards hold uint16 ids: vocab_size must be <= 65536 "
+                        "with format = tokens");
+    /* Layout rules that need no world size: a stage owns >= 1 layer, and
+     * TP splits attention heads (grid_check does the ones that need it). */
+    if (c->parallel.pp > m->n_layer)
+        return fail_key(c, msg, n, "parallel", "pp",
+                        "more pipeline stages than layers (n_layer = %d)", m->n_layer);
+    if (m->n_head % c->parallel.tp)
+        return fail_key(c, msg, n, "parallel", "tp",
+                        "n_head (%d) is not divisible by tp (heads are split across TP ranks)",
+                        m->n_head);
+    if (c->train.min_lr > c->train.lr)
+        return fail_key(c, msg, n, "train", "min_lr", "greater than lr (%g)", c->train.lr);
+    if (!c->data.train[0])
+        return fail_key(c, msg, n, "data", "train", "required (the training data file)");
+    if (c->checkpoint.every > 0 && !c->checkpoint.dir[0])
+        return fail_key(c, msg, n, "checkpoint", "every", "needs [checkpoint] dir");
+    if (c->eval.patience > 0 && c->eval.every == 0)
+        return fail_key(c, msg, n, "eval", "patience",
+                        "early stopping needs [eval] every > 0");
+    return 0;
+}
+
+int config_validate(const Config *cfg, FILE *err)
+{
+    char msg[MSG_MAX], why[MSG_MAX], value[VALUE_MAX];
+    const char *origin = cfg->source[0] ? cfg->source : "config";
+    for (size_t i = 0; i < N_KEYS; i++) {
+        const KeyDef *k = &KEYS[i];
+        if (check_key(cfg, k, why, sizeof why)) {
+            format_value(k, cfg, value, sizeof value);
+            describe(msg, sizeof msg, k->section, k->name, value, why);
+            return report(err, "%.*s: %s", CONFIG_PATH_MAX, origin, msg);
+        }
+    }
+    if (check_rules(cfg, msg, sizeof msg))
+        return report(err, "%.*s: %s", CONFIG_PATH_MAX, origin, msg);
+    return 0;
+}
+
+int config_to_ini(const Config *cfg, char *buf, size_t size)
+{
+    Text t = { buf, size, 0 };
+    char value[VALUE_MAX];
+    const char *section = NULL;
+    if (size)
+        buf[0] = '\0';
+    for (size_t i = 0; i < N_KEYS; i++) {
+        const KeyDef *k = &KEYS[i];
+        if (!section || strcmp(section, k->section)) {
+            put(&t, "%s[%s]\n", section ? "\n" : "", k->section);
+            section = k->section;
+        }
+        format_value(k, cfg, value, sizeof value);
+        put(&t, "%s = %s\n", k->name, value);
+    }
+    return (int)t.len;
+}
+
+typedef struct {
+    Config *cfg;
+    const char *name;           /* for messages: file name or BUILTIN_NAME */
+    const char *text;
+    size_t len, pos;
+    int lineno;                 /* physical line last handed to libinih */
+    const char *long_value;     /* the real value of a too-long line */
+    char *long_buf;
+    int seen[N_KEYS];           /* line where each key was set, 0: not yet */
+    int err_line;               /* first error: its line and message */
+    char msg[MSG_MAX];
+} IniSource;
+
+/* Checked here rather than in on_key so that an unknown section is reported
+ * at its own line, even when it holds no keys. */
+static int section_unknown(IniSource *src, const char *line, size_t n)
+{
+    const char *end = memchr(line, ']', n);
+    char name[64];
+    if (!end)
+        return 0;       /* libinih reports the syntax error */
+    size_t len = (size_t)(end - line - 1);
+    snprintf(name, sizeof name, "%.*s", (int)len, line + 1);
+    if (len < sizeof name && section_known(name))
+        return 0;
+    describe_unknown_section(src->msg, sizeof src->msg, name);
+    src->err_line = src->lineno;
+    return 1;
+}
+
+/* A line too long for libinih's buffer is nearly always "key = long path".
+ * libinih gets "key = -" and on_key takes the real value from
+ * src->long_value, cut out here as libinih would: trimmed, up to an inline
+ * " ;" comment. A long comment becomes an empty one, a long header just its
+ * "[name]"; anything else becomes a lone "[", which libinih reports as a
+ * syntax error on this line. */
+static char *long_line(IniSource *src, char *buf, size_t size, const char *line, size_t n)
+{
+    if (*line == ';' || *line == '#') {
+        snprintf(buf, size, ";\n");
+        return buf;
+    }
+    if (*line == '[') {
+        const char *end = memchr(line, ']', n);
+        if (end && (size_t)(end - line) + 3 <= size)
+            snprintf(buf, size, "%.*s\n", (int)(end - line + 1), line);
+        else
+            snprintf(buf, size, "[\n");
+        return buf;
+    }
+    size_t sep = 0;
+    while (sep < n && line[sep] != '=' && line[sep] != ':' &&
+           !(line[sep] == ';' && sep > 0 && isspace((unsigned char)line[sep - 1])))
+        sep++;
+    if (sep == n || line[sep] == ';') {
+        snprintf(buf, size, "[\n");
+        return buf;
+    }
+    size_t name_len = sep;
+    while (name_len > 0 && isspace((unsigned char)line[name_len - 1]))
+        name_len--;
+    /* as libinih: the comment search starts right after the separator */
+    const char *value = line + sep + 1, *end = line + n, *v;
+    int was_space = 0;
+    for (v = value; v < end && !(*v == ';' && was_space); v++)
+        was_space = isspace((unsigned char)*v);
+    while (value < v && isspace((unsigned char)*value))
+        value++;
+    while (v > value && isspace((unsigned char)v[-1]))
+        v--;
+    char *copy = realloc(src->long_buf, (size_t)(v - value) + 1);
+    if (!copy) {
+        snprintf(src->msg, sizeof src->msg, "out of memory");
+        src->err_line = src->lineno;
+        return NULL;
+    }
+    memcpy(copy, value, (size_t)(v - value));
+    copy[v - value] = '\0';
+    src->long_buf = copy;
+    src->long_value = copy;
+    /* no real key is 64 characters long, so a cut name stays unknown */
+    snprintf(buf, size, "%.*s = -\n", (int)(name_len < 64 ? name_len : 64), line);
+    return buf;
+}
+
+/* ini_reader: one physical line per call, without its indentation, so
+ * libinih's line count is ours and no line continues the one before. */
+static char *next_line(char *buf, int size, void *stream)
+{
+    IniSource *src = stream;
+    src->long_value = NULL;
+    if (src->err_line || src->pos >= src->len)
+        return NULL;    /* stop at the first error */
+    const char *line = src->text + src->pos;
+    const char *nl = memchr(line, '\n', src->len - src->pos);
+    size_t n = nl ? (size_t)(nl - line) : src->len - src->pos;
+    src->pos += n + (nl != NULL);
+    src->lineno++;
+    if (src->lineno == 1 && n >= 3 && !memcmp(line, "\xEF\xBB\xBF", 3)) {
+        line += 3;      /* UTF-8 byte order mark */
+        n -= 3;
+    }
+    while (n > 0 && (*line == ' ' || *line == '\t')) {
+        line++;
+        n--;
+    }
+    if (n > 0 && *line == '[' && section_unknown(src, line, n))
+        return NULL;
+    if (n + 2 <= (size_t)size) {
+        memcpy(buf, line, n);
+        buf[n] = '\n';
+        buf[n + 1] = '\0';
+        return buf;
+    }
+    return long_line(src, buf, (size_t)size, line, n);
+}
+
+/* ini_handler. Always returns 1: errors are kept in src (the first one
+ * wins) so libinih's own return value means syntax errors only. */
+static int on_key(void *user, const char *section, const char *name, const char *value)
+{
+    IniSource *src = user;
+    if (src->err_line)
+        return 1;
+    if (src->long_value)
+        value = src->long_value;
+    const KeyDef *k = find_key(section, name);
+    if (k && src->seen[k - KEYS]) {
+        char why[64];
+        snprintf(why, sizeof why, "set twice (first on line %d)", src->seen[k - KEYS]);
+        describe(src->msg, sizeof src->msg, section, name, value, why);
+    } else if (!set_key(src->cfg, section, name, value, src->msg, sizeof src->msg)) {
+        src->seen[k - KEYS] = src->lineno;
+        return 1;
+    }
+    src->err_line = src->lineno;
+    return 1;
+}
+
+static int report_syntax(const IniSource *src, int line, FILE *err)
+{
+    const char *p = src->text, *end = src->text + src->len;
+    for (int i = 1; i < line && p < end; i++) {
+        const char *nl = memchr(p, '\n', (size_t)(end - p));
+        p = nl ? nl + 1 : end;
+    }
+    const char *nl = memchr(p, '\n', (size_t)(end - p));
+    char text[256], b[SHOW_MAX + 1];
+    size_t n = nl ? (size_t)(nl - p) : (size_t)(end - p);
+    snprintf(text, sizeof text, "%.*s", (int)(n < 255 ? n : 255), p);
+    return report(err, "%s:%d: syntax error in \"%s\" (expected key = value, [section] or "
+                  "a ; comment)", src->name, line, shown(trim(text), b));
+}
+
+static int parse_text(Config *cfg, const char *name, const char *text, size_t len, FILE *err)
+{
+    IniSource *src = calloc(1, sizeof *src);
+    if (!src)
+        return report(err, "%s: out of memory", name);
+    src->cfg = cfg;
+    src->name = name;
+    src->text = text;
+    src->len = len;
+    int line = ini_parse_stream(next_line, src, on_key, src), rc = 0;
+    if (line > 0 && (!src->err_line || line < src->err_line))
+        rc = report_syntax(src, line, err);
+    else if (src->err_line)
+        rc = report(err, "%s:%d: %s", name, src->err_line, src->msg);
+    else if (line < 0)
+        rc = report(err, "%s: libinih failed (%d)", name, line);
+    free(src->long_buf);
+    free(src);
+    return rc;
+}
+
+static char *read_text(const char *path, size_t *len, FILE *err)
+{
+    FILE *f = fopen(path, "rb");
+    if (!f) {
+        report(err, "cannot read config %s: %s", path, strerror(errno));
+        return NULL;
+    }
+    char *text = NULL;
+    size_t cap = 0, n = 0;
+    while (!feof(f) && !ferror(f)) {
+        if (n + 1 >= cap) {
+            char *bigger = cap < CONFIG_FILE_MAX ? realloc(text, cap ? 2 * cap : 4096) : NULL;
+            if (!bigger) {
+                report(err, "cannot read config %s: %s", path,
+                       cap < CONFIG_FILE_MAX ? "out of memory" : "larger than 1 MiB");
+                free(text);
+                fclose(f);
+                return NULL;
+            }
+            text = bigger;
+            cap = cap ? 2 * cap : 4096;
+        }
+        n += fread(text + n, 1, cap - n - 1, f);
+    }
+    int failed = ferror(f), e = errno;
+    fclose(f);
+    if (failed) {
+        report(err, "cannot read config %s: %s", path, strerror(e));
+        free(text);
+        return NULL;
+    }
+    text[n] = '\0';
+    *len = n;
+    return text;
+}
+
+/* "section.key=value", blanks around each part ignored. */
+static int apply_override(Config *cfg, const char *text, FILE *err)
+{
+    char b[SHOW_MAX + 1];
+    size_t len = strlen(text);
+    char *copy = malloc(len + 1);
+    if (!copy)
+        return report(err, "--set: out of memory");
+    memcpy(copy, text, len + 1);
+    char *eq = strchr(copy, '=');
+    char *dot = eq ? memchr(copy, '.', (size_t)(eq - copy)) : NULL;
+    int malformed = !eq || !dot, rc = 0;
+    if (!malformed) {
+        *eq = '\0';
+        *dot = '\0';
+        char *section = trim(copy), *key = trim(dot + 1), *value = trim(eq + 1);
+        malformed = !*section || !*key;
+        if (!malformed)
+            rc = config_set(cfg, section, key, value, "--set", err);
+    }
+    free(copy);
+    if (malformed)
+        return report(err, "--set %s: expected section.key=value", shown(text, b));
+    return rc;
+}
+
+int config_load(Config *cfg, const char *path, const char *const *overrides,
+                int n_overrides, FILE *err)
+{
+    const char *name = path ? path : BUILTIN_NAME;
+    int rc;
+    config_defaults(cfg);
+    if (strlen(name) >= sizeof cfg->source)
+        return report(err, "cannot read config %.64s...: path longer than %d characters", name,
+                      CONFIG_PATH_MAX - 1);
+    set_text(cfg->source, sizeof cfg->source, name);
+    if (path) {
+        size_t len;
+        char *text = read_text(path, &len, err);
+        if (!text)
+            return 1;
+        rc = parse_text(cfg, name, text, len, err);
+        free(text);
+    } else {
+        rc = parse_text(cfg, name, config_builtin_tiny, strlen(config_builtin_tiny), err);
+    }
+    if (rc)
+        return rc;
+    for (int i = 0; i < n_overrides; i++)
+        if (apply_override(cfg, overrides[i], err))
+            return 1;
+    return config_validate(cfg, err);
+}

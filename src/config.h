@@ -1,0 +1,120 @@
+/*
+ * config.h - the run's configuration: INI file (libinih) plus --set overrides.
+ *
+ * A run is defined by its config (DESIGN.md invariant 1). Every section and
+ * key of DESIGN.md is here; config_load fills defaults, reads the file,
+ * applies overrides, then validates every value and cross-key rule, so a
+ * bad input is reported before any work starts, naming file, key, value and
+ * reason.
+ */
+#ifndef TRI_SRC_CONFIG_H
+#define TRI_SRC_CONFIG_H
+
+#include <stdio.h>
+
+#define CONFIG_PATH_MAX 1024
+
+typedef enum { SCHED_1F1B = 0, SCHED_GPIPE = 1 } ScheduleKind;
+typedef enum { DATA_TEXT = 0, DATA_TOKENS = 1 } DataFormat;
+typedef enum {
+    INIT_GPT2 = 0, INIT_NORMAL, INIT_HE_NORMAL, INIT_HE_UNIFORM,
+    INIT_XAVIER_NORMAL, INIT_XAVIER_UNIFORM, INIT_ZEROS
+} InitScheme;
+typedef enum { FAN_IN = 0, FAN_OUT = 1 } FanMode;
+typedef enum { RECOMPUTE_NONE = 0, RECOMPUTE_FULL = 1, RECOMPUTE_EVERY = 2 } RecomputeKind;
+
+typedef struct {
+    int n_layer, n_embd, n_head, seq_len, vocab_size;
+    InitScheme init;
+    double init_std;
+    FanMode init_fan;
+    int tie_embeddings;
+} ModelConfig;
+
+typedef struct {
+    int dp, pp, tp;          /* dp = 0: world / (pp * tp) */
+    ScheduleKind schedule;
+    int zero;                /* 0..3 */
+    int node_size;           /* 0: the real node (shared-memory split) */
+} ParallelConfig;
+
+typedef struct {
+    int micro_batch, grad_accum, steps;
+    double lr, min_lr;
+    int warmup;
+    double weight_decay, beta1, beta2, eps;
+    double clip_norm, clip_value;   /* 0 disables */
+    char precision[8];              /* fp32 | bf16 | fp16 */
+    RecomputeKind recompute;
+    int recompute_every;            /* K of every:K */
+    unsigned long long seed;
+    int loss_scale_window;          /* clean fp16 steps before doubling */
+    int loss_scale_hysteresis;      /* overflows tolerated before halving */
+    double loss_scale_min;          /* below this the run stops */
+} TrainConfig;
+
+typedef struct {
+    char train[CONFIG_PATH_MAX];
+    char val[CONFIG_PATH_MAX];      /* empty: hold out the tail of train */
+    double val_fraction;            /* share of train held out when val is empty */
+    DataFormat format;
+} DataConfig;
+
+typedef struct {
+    char dir[CONFIG_PATH_MAX];      /* empty: no checkpoints */
+    int every;                      /* 0: only at the end and on signals */
+    int keep;
+    char resume[CONFIG_PATH_MAX];   /* "auto", "none" or a path */
+} CheckpointConfig;
+
+typedef struct {
+    int every, batches, patience;
+    double min_delta;
+} EvalConfig;
+
+typedef struct {
+    int every;
+    char metrics[CONFIG_PATH_MAX];  /* JSON Lines file; empty: none */
+    int sample_tokens;              /* tokens generated at the end; 0: none */
+} LogConfig;
+
+typedef struct {
+    ModelConfig model;
+    ParallelConfig parallel;
+    TrainConfig train;
+    DataConfig data;
+    CheckpointConfig checkpoint;
+    EvalConfig eval;
+    LogConfig log;
+    char source[CONFIG_PATH_MAX];   /* file name, or "(built-in tiny.ini)" */
+} Config;
+
+/* Fills every key with its default. Not collective. */
+void config_defaults(Config *cfg);
+
+/* Loads `path` (NULL: the built-in jobs/configs/tiny.ini), then applies the
+ * "section.key=value" overrides in order, then validates. On failure writes
+ * one line naming file, key, value and reason to err and returns non-zero.
+ * Not collective: rank 0 calls it and broadcasts the result. */
+int config_load(Config *cfg, const char *path, const char *const *overrides,
+                int n_overrides, FILE *err);
+
+/* Sets one key from text; returns non-zero (with a message on err) when the
+ * section or key is unknown, the value has the wrong type or is out of
+ * range. origin names where the value came from ("tiny.ini:12", "--set"). */
+int config_set(Config *cfg, const char *section, const char *key,
+               const char *value, const char *origin, FILE *err);
+
+/* Cross-key checks (n_embd % n_head, checkpoint.every needs a dir, ...). Checks that
+ * need the data files are data_open's, and those that need the world size
+ * are grid_check's. Returns non-zero on failure. */
+int config_validate(const Config *cfg, FILE *err);
+
+/* Writes the effective config as INI text, every key, to buf; returns the
+ * length (as snprintf). Loading that text gives the same Config. */
+int config_to_ini(const Config *cfg, char *buf, size_t size);
+
+/* The built-in default config text (jobs/configs/tiny.ini at build time). */
+extern const char config_builtin_tiny[];
+
+#endif

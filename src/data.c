@@ -1,0 +1,602 @@
+/*
+ * data.c - memory-mapped corpora, the seeded window sampler and the
+ * prefetching loader (see data.h).
+ *
+ * Why this shape:
+ * - Files are mmap'ed read-only, never read into buffers: every DP rank maps
+ *   the same file and the page cache holds one copy per node, however many
+ *   ranks share it. After open the Dataset is immutable, so the loader thread
+ *   and the main thread read it without locks.
+ * - Everything is checked at open (header, size, every token id), so a bad
+ *   file fails before the first step with one line naming the key, the file
+ *   and the reason, never as a garbage loss or a crash at step 10000.
+ * - Training sample g is a pure function of (seed, g) (DESIGN.md invariant 1):
+ *   epoch e = g / W picks a seeded shift and a seeded permutation of the W
+ *   windows, computed in O(1) memory by a Feistel network, so no rank stores
+ *   or communicates an order, and resuming at any g needs only g.
+ * - The splits never overlap: a held-out validation split is the tail of the
+ *   train file, and the window count reserves room for the largest shift, so
+ *   no training window ever reaches a validation token.
+ */
+#include "data.h"
+
+#include <errno.h>
+#include <fcntl.h>
+#include <pthread.h>
+#include <stdarg.h>
+#include <stdlib.h>
+#include <string.h>
+#include <sys/mman.h>
+#include <sys/stat.h>
+#include <time.h>
+#include <unistd.h>
+
+#define SHARD_MAGIC 20240520
+#define SHARD_VERSION 1
+#define SHARD_HEADER_INTS 256
+#define SHARD_HEADER_BYTES (SHARD_HEADER_INTS * 4)
+
+typedef struct {
+    void *map;          /* NULL when not mapped */
+    size_t size;        /* bytes */
+    const uint8_t *tok; /* first token: after the header for shards */
+    int64_t count;      /* tokens in the file */
+} MappedFile;
+
+struct Dataset {
+    MappedFile train_file;
+    MappedFile val_file;      /* unmapped when val is held out of train */
+    int width;                /* bytes per token: 1 (text) or 2 (shards) */
+    const uint8_t *train;     /* first token of each split */
+    const uint8_t *val;
+    int64_t n_train, n_val;   /* tokens in each split */
+    int seq_len;
+    int64_t windows;          /* W: training windows per epoch */
+    int64_t val_windows;      /* V */
+    int shifted;              /* 1: per-epoch shift in [0, seq_len); 0: no room, shift 0 */
+};
+
+/* Error reporting. */
+
+/* One line: "trident: <key> = <value>: <reason>". */
+static int report(FILE *err, const char *key, const char *value,
+                  const char *fmt, ...)
+    __attribute__((format(printf, 4, 5)));
+
+static int report(FILE *err, const char *key, const char *value,
+                  const char *fmt, ...)
+{
+    FILE *f = err ? err : stderr;
+    va_list ap;
+    va_start(ap, fmt);
+    fprintf(f, "trident: %s = %s: ", key, value);
+    vfprintf(f, fmt, ap);
+    fputc('\n', f);
+    fflush(f);
+    va_end(ap);
+    return 1;
+}
+
+/* A caller broke the API contract: no sane way on, so say what and stop. */
+static void bug(const char *what)
+{
+    fprintf(stderr, "trident: data.c: programming error: %s\n", what);
+    fflush(stderr);
+    abort();
+}
+
+/* Hashing and the permutation. */
+
+#define GOLDEN 0x9e3779b97f4a7c15ULL
+#define TAG_SHIFT 0x5348494654ULL  /* "SHIFT": keeps the two streams apart */
+#define TAG_PERM 0x5045524dULL     /* "PERM" */
+
+/* splitmix64's finalizer: a bijection of uint64 with full avalanche. */
+static uint64_t mix64(uint64_t x)
+{
+    x ^= x >> 30;
+    x *= 0xbf58476d1ce4e5b9ULL;
+    x ^= x >> 27;
+    x *= 0x94d049bb133111ebULL;
+    x ^= x >> 31;
+    return x;
+}
+
+/* Folds v into the running hash h; distinct v give distinct inputs to the
+ * final mix for a fixed h, because mix64 is a bijection. */
+static uint64_t hash_combine(uint64_t h, uint64_t v)
+{
+    return mix64(h + GOLDEN + mix64(v));
+}
+
+static uint64_t epoch_key(uint64_t seed, uint64_t tag, int64_t epoch)
+{
+    return hash_combine(hash_combine(seed, tag), (uint64_t)epoch);
+}
+
+/* Smallest h with 4^h >= w (w >= 2): the Feistel network is balanced, so
+ * its domain is 2^(2h) values, less than 4w, which bounds cycle-walking. */
+static int half_bits(int64_t w)
+{
+    int h = 1;
+    while (h < 32 && (((uint64_t)1 << (2 * h)) < (uint64_t)w))
+        h++;
+    return h;
+}
+
+/* Four Feistel rounds on (l, r), h bits each. Each round maps (l, r) to
+ * (r, l ^ F(r)), which is undone by (l, r) = (r' ^ F(l'), l'), so the
+ * network is a bijection of [0, 4^h) whatever the round function F. */
+static uint64_t feistel(uint64_t x, int h, const uint64_t key[4])
+{
+    uint64_t mask = ((uint64_t)1 << h) - 1;
+    uint64_t l = x >> h, r = x & mask;
+    for (int i = 0; i < 4; i++) {
+        uint64_t t = l ^ (mix64(key[i] ^ r) & mask);
+        l = r;
+        r = t;
+    }
+    return (l << h) | r;
+}
+
+/* A seeded bijection of [0, w): apply the Feistel permutation of [0, 4^h)
+ * until the value falls back into [0, w) ("cycle-walking"). It terminates:
+ * p lies on a finite cycle of the permutation, and that cycle comes back to
+ * p < w. It is a bijection: walking the cycles backwards from the result
+ * recovers p, so two starting points cannot meet. Since 4^h < 4w, it takes
+ * fewer than 4 steps on average. */
+static int64_t permute(int64_t p, int64_t w, uint64_t key)
+{
+    if (w <= 1)
+        return 0;
+    uint64_t round_key[4];
+    for (int i = 0; i < 4; i++)
+        round_key[i] = hash_combine(key, (uint64_t)i);
+    int h = half_bits(w);
+    uint64_t x = (uint64_t)p;
+    do
+        x = feistel(x, h, round_key);
+    while (x >= (uint64_t)w);
+    return (int64_t)x;
+}
+
+/* Mapping and checking files. */
+
+static int32_t le_i32(const uint8_t *p)
+{
+    uint32_t u = (uint32_t)p[0] | (uint32_t)p[1] << 8 |
+                 (uint32_t)p[2] << 16 | (uint32_t)p[3] << 24;
+    return (int32_t)u;
+}
+
+static int32_t token_at(const uint8_t *tok, int width, int64_t i)
+{
+    if (width == 1)
+        return tok[i];
+    const uint8_t *p = tok + 2 * i;
+    return (int32_t)((uint32_t)p[0] | (uint32_t)p[1] << 8);
+}
+
+static void unmap_file(MappedFile *mf)
+{
+    if (mf->map)
+        munmap(mf->map, mf->size);
+    memset(mf, 0, sizeof *mf);
+}
+
+/* Opens, checks and maps a non-empty regular file. */
+static int map_file(MappedFile *mf, const char *key, const char *path,
+                    FILE *err)
+{
+    memset(mf, 0, sizeof *mf);
+    int fd = open(path, O_RDONLY | O_CLOEXEC);
+    if (fd < 0)
+        return report(err, key, path, "%s", strerror(errno));
+    struct stat st;
+    int rc = 0;
+    if (fstat(fd, &st) != 0)
+        rc = report(err, key, path, "%s", strerror(errno));
+    else if (S_ISDIR(st.st_mode))
+        rc = report(err, key, path, "is a directory");
+    else if (!S_ISREG(st.st_mode))
+        rc = report(err, key, path, "not a regular file");
+    else if (st.st_size == 0)
+        rc = report(err, key, path, "empty file");
+    if (rc == 0) {
+        void *m = mmap(NULL, (size_t)st.st_size, PROT_READ, MAP_PRIVATE, fd, 0);
+        if (m == MAP_FAILED)
+            rc = report(err, key, path, "mmap failed: %s", strerror(errno));
+        else {
+            mf->map = m;
+            mf->size = (size_t)st.st_size;
+        }
+    }
+    close(fd);
+    return rc;
+}
+
+/* llm.c shard: 256 little-endian int32 (magic, version, count, unused),
+ * then exactly count uint16 tokens. */
+static int parse_shard(MappedFile *mf, const char *key, const char *path,
+                       FILE *err)
+{
+    const uint8_t *b = mf->map;
+    if (mf->size < SHARD_HEADER_BYTES)
+        return report(err, key, path,
+                      "too small for a token shard: %zu bytes, the header alone is %d",
+                      mf->size, SHARD_HEADER_BYTES);
+    int32_t magic = le_i32(b), version = le_i32(b + 4), count = le_i32(b + 8);
+    if (magic != SHARD_MAGIC)
+        return report(err, key, path, "not a token shard: magic %d (expected %d)",
+                      (int)magic, SHARD_MAGIC);
+    if (version != SHARD_VERSION)
+        return report(err, key, path, "unsupported version %d (expected %d)",
+                      (int)version, SHARD_VERSION);
+    if (count < 0)
+        return report(err, key, path, "negative token count %d in the header",
+                      (int)count);
+    uint64_t want = SHARD_HEADER_BYTES + 2 * (uint64_t)count;
+    uint64_t have = (uint64_t)mf->size;
+    if (have < want)
+        return report(err, key, path,
+                      "truncated: header says %d tokens but the file holds %llu",
+                      (int)count,
+                      (unsigned long long)((have - SHARD_HEADER_BYTES) / 2));
+    if (have > want)
+        return report(err, key, path,
+                      "trailing bytes: header says %d tokens (%llu bytes) but the file has %llu bytes",
+                      (int)count, (unsigned long long)want,
+                      (unsigned long long)have);
+    mf->tok = b + SHARD_HEADER_BYTES;
+    mf->count = count;
+    return 0;
+}
+
+/* First position whose token is >= vocab, or -1. The scan is parallel but
+ * a MIN reduction makes the answer the first offender, whatever the thread
+ * count. */
+static int64_t first_out_of_vocab(const uint8_t *tok, int width, int64_t n,
+                                  int vocab)
+{
+    if (vocab >= (width == 1 ? 256 : 65536))
+        return -1;
+    int64_t first = INT64_MAX;
+#ifdef _OPENMP
+#pragma omp parallel for reduction(min : first) schedule(static)
+#endif
+    for (int64_t i = 0; i < n; i++)
+        if (token_at(tok, width, i) >= vocab && i < first)
+            first = i;
+    return first == INT64_MAX ? -1 : first;
+}
+
+/* Maps one file of the configured format and checks every token. The scan
+ * reads the file once in order, so readahead is on for it; afterwards the
+ * sampler jumps around and readahead would only waste page cache. */
+static int load_file(MappedFile *mf, const char *key, const char *path,
+                     DataFormat format, int vocab, FILE *err)
+{
+    if (map_file(mf, key, path, err))
+        return 1;
+    if (format == DATA_TOKENS) {
+        if (parse_shard(mf, key, path, err))
+            return 1;
+    } else {
+        mf->tok = mf->map;
+        mf->count = (int64_t)mf->size;
+    }
+    int width = format == DATA_TOKENS ? 2 : 1;
+    madvise(mf->map, mf->size, MADV_SEQUENTIAL);
+    int64_t bad = first_out_of_vocab(mf->tok, width, mf->count, vocab);
+    madvise(mf->map, mf->size, MADV_RANDOM);
+    if (bad >= 0)
+        return report(err, key, path,
+                      "token %d at position %lld is outside the vocabulary (vocab_size %d)",
+                      (int)token_at(mf->tok, width, bad), (long long)bad, vocab);
+    return 0;
+}
+
+/* Checks that need no file: the model's vocabulary must hold every id the
+ * format can produce (text) or can be stored in a shard (tokens). */
+static int check_model(DataFormat format, int seq_len, int vocab, FILE *err)
+{
+    char value[32];
+    if (seq_len < 1) {
+        snprintf(value, sizeof value, "%d", seq_len);
+        return report(err, "[model] seq_len", value, "must be at least 1");
+    }
+    snprintf(value, sizeof value, "%d", vocab);
+    if (format == DATA_TEXT && vocab < 256)
+        return report(err, "[model] vocab_size", value,
+                      "format=text reads bytes, which needs vocab_size >= 256");
+    if (format == DATA_TOKENS && (vocab < 1 || vocab > 65536))
+        return report(err, "[model] vocab_size", value,
+                      "format=tokens stores uint16 ids, which needs 1 <= vocab_size <= 65536");
+    return 0;
+}
+
+/* Opening. */
+
+/* Splits and window counts. W reserves seq_len - 1 tokens of room so that
+ * every shift in [0, seq_len) keeps the last window inside the split: the
+ * last token read is at most (seq_len - 1) + W * seq_len <= n - 1. A split
+ * shorter than 2 * seq_len has no room for that; it then has exactly one
+ * window, at offset 0, and the shift is always 0. */
+static void set_windows(Dataset *ds)
+{
+    int64_t n = ds->n_train, t = ds->seq_len;
+    int64_t w = (n - 1 - (t - 1)) / t;
+    ds->shifted = w >= 1;
+    ds->windows = ds->shifted ? w : (n - 1) / t;
+    ds->val_windows = (ds->n_val - 1) / t;
+}
+
+static int check_split_sizes(const Dataset *ds, const DataConfig *cfg,
+                             FILE *err)
+{
+    int need = ds->seq_len + 1;
+    if (ds->n_train < need)
+        return report(err, "[data] train", cfg->train,
+                      "too short: %lld tokens in the train split, a sample needs seq_len+1 = %d",
+                      (long long)ds->n_train, need);
+    if (ds->n_val >= need)
+        return 0;
+    if (cfg->val[0])
+        return report(err, "[data] val", cfg->val,
+                      "too short: %lld tokens in the val split, a sample needs seq_len+1 = %d",
+                      (long long)ds->n_val, need);
+    return report(err, "[data] train", cfg->train,
+                  "too short: %lld tokens in the held-out validation split (last %g%% of [data] train), a sample needs seq_len+1 = %d",
+                  (long long)ds->n_val, cfg->val_fraction * 100.0, need);
+}
+
+/* Uses the val file, or holds out the last floor(count * val_fraction)
+ * tokens of train; the train split is everything before them. */
+static void set_splits(Dataset *ds, const DataConfig *cfg)
+{
+    const MappedFile *tf = &ds->train_file;
+    if (cfg->val[0]) {
+        ds->train = tf->tok;
+        ds->n_train = tf->count;
+        ds->val = ds->val_file.tok;
+        ds->n_val = ds->val_file.count;
+        return;
+    }
+    double f = cfg->val_fraction;
+    int64_t held = 0;
+    if (f >= 1.0)
+        held = tf->count;
+    else if (f > 0.0)
+        held = (int64_t)((double)tf->count * f);
+    ds->n_train = tf->count - held;
+    ds->n_val = held;
+    ds->train = tf->tok;
+    ds->val = tf->tok + (size_t)ds->n_train * (size_t)ds->width;
+}
+
+int data_open(Dataset **out, const DataConfig *cfg, int seq_len,
+              int vocab_size, FILE *err)
+{
+    *out = NULL;
+    if (check_model(cfg->format, seq_len, vocab_size, err))
+        return 1;
+    Dataset *ds = calloc(1, sizeof *ds);
+    if (!ds)
+        return report(err, "[data] train", cfg->train, "out of memory");
+    ds->seq_len = seq_len;
+    ds->width = cfg->format == DATA_TOKENS ? 2 : 1;
+    int rc = load_file(&ds->train_file, "[data] train", cfg->train,
+                       cfg->format, vocab_size, err);
+    if (rc == 0 && cfg->val[0])
+        rc = load_file(&ds->val_file, "[data] val", cfg->val, cfg->format,
+                       vocab_size, err);
+    if (rc == 0) {
+        set_splits(ds, cfg);
+        rc = check_split_sizes(ds, cfg, err);
+    }
+    if (rc) {
+        data_close(ds);
+        return rc;
+    }
+    set_windows(ds);
+    *out = ds;
+    return 0;
+}
+
+void data_close(Dataset *ds)
+{
+    if (!ds)
+        return;
+    unmap_file(&ds->train_file);
+    unmap_file(&ds->val_file);
+    free(ds);
+}
+
+int64_t data_train_tokens(const Dataset *ds) { return ds->n_train; }
+int64_t data_val_tokens(const Dataset *ds) { return ds->n_val; }
+int64_t data_train_windows(const Dataset *ds) { return ds->windows; }
+int64_t data_val_windows(const Dataset *ds) { return ds->val_windows; }
+
+/* Sampling. */
+
+int64_t data_train_offset(const Dataset *ds, uint64_t seed, int64_t g)
+{
+    if (g < 0)
+        bug("data_train_offset: negative sample index");
+    int64_t w = ds->windows, e = g / w, p = g % w;
+    int64_t shift = 0;
+    if (ds->shifted)
+        shift = (int64_t)(epoch_key(seed, TAG_SHIFT, e) % (uint64_t)ds->seq_len);
+    int64_t window = permute(p, w, epoch_key(seed, TAG_PERM, e));
+    return shift + window * ds->seq_len;
+}
+
+static void copy_tokens(const uint8_t *tok, int width, int64_t off,
+                        int64_t n, int32_t *out)
+{
+    for (int64_t i = 0; i < n; i++)
+        out[i] = token_at(tok, width, off + i);
+}
+
+void data_train_sample(const Dataset *ds, uint64_t seed, int64_t g,
+                       int32_t *out)
+{
+    copy_tokens(ds->train, ds->width, data_train_offset(ds, seed, g),
+                ds->seq_len + 1, out);
+}
+
+void data_val_sample(const Dataset *ds, int64_t i, int32_t *out)
+{
+    int64_t v = ds->val_windows, k = i % v;
+    if (k < 0)
+        k += v;
+    copy_tokens(ds->val, ds->width, k * ds->seq_len, ds->seq_len + 1, out);
+}
+
+/* The prefetching loader. */
+
+/* One job at a time, in two buffers used alternately: request N fills
+ * buf[N % 2] while the caller still reads buf[(N - 1) % 2], the batch that
+ * wait N-1 returned. So a batch stays valid until the next-but-one request,
+ * which is what lets a caller request N+1 before computing on N.
+ * state: IDLE (no job), QUEUED (requested, thread not done), READY (done,
+ * not yet taken by loader_wait). */
+enum { LOADER_IDLE, LOADER_QUEUED, LOADER_READY };
+
+struct Loader {
+    const Dataset *ds;
+    uint64_t seed;
+    int rows;
+    int32_t *buf[2];
+    int64_t *index;         /* the job's sample indices, rows entries */
+    int job_buf;            /* buffer of the current job */
+    int next_buf;           /* buffer the next request fills */
+    int state;
+    int stop;
+    pthread_mutex_t lock;
+    pthread_cond_t queued;  /* signals the thread: a job or stop */
+    pthread_cond_t ready;   /* signals the caller: the job is done */
+    pthread_t thread;
+};
+
+static void fill_batch(Loader *ld, int32_t *dst)
+{
+    size_t row = (size_t)ld->ds->seq_len + 1;
+    for (int i = 0; i < ld->rows; i++)
+        data_train_sample(ld->ds, ld->seed, ld->index[i], dst + (size_t)i * row);
+}
+
+/* The index array and the job's buffer are the thread's alone between
+ * QUEUED and READY (loader_request refuses to overwrite them meanwhile), so
+ * the copy runs without the lock. */
+static void *loader_main(void *arg)
+{
+    Loader *ld = arg;
+    pthread_mutex_lock(&ld->lock);
+    for (;;) {
+        while (!ld->stop && ld->state != LOADER_QUEUED)
+            pthread_cond_wait(&ld->queued, &ld->lock);
+        if (ld->stop)
+            break;
+        int32_t *dst = ld->buf[ld->job_buf];
+        pthread_mutex_unlock(&ld->lock);
+        fill_batch(ld, dst);
+        pthread_mutex_lock(&ld->lock);
+        ld->state = LOADER_READY;
+        pthread_cond_signal(&ld->ready);
+    }
+    pthread_mutex_unlock(&ld->lock);
+    return NULL;
+}
+
+static void loader_free(Loader *ld)
+{
+    free(ld->buf[0]);
+    free(ld->buf[1]);
+    free(ld->index);
+    free(ld);
+}
+
+Loader *loader_create(const Dataset *ds, uint64_t seed, int rows)
+{
+    if (rows < 1)
+        bug("loader_create: rows must be at least 1");
+    Loader *ld = calloc(1, sizeof *ld);
+    if (!ld)
+        return NULL;
+    size_t n = (size_t)rows * ((size_t)ds->seq_len + 1);
+    ld->ds = ds;
+    ld->seed = seed;
+    ld->rows = rows;
+    ld->buf[0] = malloc(n * sizeof(int32_t));
+    ld->buf[1] = malloc(n * sizeof(int32_t));
+    ld->index = malloc((size_t)rows * sizeof(int64_t));
+    if (!ld->buf[0] || !ld->buf[1] || !ld->index) {
+        loader_free(ld);
+        return NULL;
+    }
+    pthread_mutex_init(&ld->lock, NULL);
+    pthread_cond_init(&ld->queued, NULL);
+    pthread_cond_init(&ld->ready, NULL);
+    if (pthread_create(&ld->thread, NULL, loader_main, ld) != 0) {
+        pthread_cond_destroy(&ld->ready);
+        pthread_cond_destroy(&ld->queued);
+        pthread_mutex_destroy(&ld->lock);
+        loader_free(ld);
+        return NULL;
+    }
+    return ld;
+}
+
+/* A queued job is abandoned or finished, whichever comes first; either way
+ * the thread sees stop before it would wait again, so join returns. */
+void loader_destroy(Loader *ld)
+{
+    if (!ld)
+        return;
+    pthread_mutex_lock(&ld->lock);
+    ld->stop = 1;
+    pthread_cond_signal(&ld->queued);
+    pthread_mutex_unlock(&ld->lock);
+    pthread_join(ld->thread, NULL);
+    pthread_cond_destroy(&ld->ready);
+    pthread_cond_destroy(&ld->queued);
+    pthread_mutex_destroy(&ld->lock);
+    loader_free(ld);
+}
+
+void loader_request(Loader *ld, const int64_t *index)
+{
+    pthread_mutex_lock(&ld->lock);
+    if (ld->state != LOADER_IDLE)
+        bug("loader_request: the previous batch was not taken by loader_wait");
+    memcpy(ld->index, index, (size_t)ld->rows * sizeof(int64_t));
+    ld->job_buf = ld->next_buf;
+    ld->next_buf ^= 1;
+    ld->state = LOADER_QUEUED;
+    pthread_cond_signal(&ld->queued);
+    pthread_mutex_unlock(&ld->lock);
+}
+
+static double now_s(void)
+{
+    struct timespec ts;
+    clock_gettime(CLOCK_MONOTONIC, &ts);
+    return (double)ts.tv_sec + 1e-9 * (double)ts.tv_nsec;
+}
+
+const int32_t *loader_wait(Loader *ld, double *wait_s)
+{
+    double t0 = now_s();
+    pthread_mutex_lock(&ld->lock);
+    if (ld->state == LOADER_IDLE)
+        bug("loader_wait: no batch was requested");
+    while (ld->state != LOADER_READY)
+        pthread_cond_wait(&ld->ready, &ld->lock);
+    ld->state = LOADER_IDLE;
+    const int32_t *batch = ld->buf[ld->job_buf];
+    pthread_mutex_unlock(&ld->lock);
+    if (wait_s)
+        *wait_s = now_s() - t0;
+    return batch;
+}

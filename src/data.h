@@ -1,0 +1,72 @@
+/*
+ * data.h - training data: memory-mapped corpora, a seeded sampler that is a
+ * pure function of (seed, sample index), and a prefetching loader.
+ *
+ * Two formats: plain text read as bytes (vocab 256), and llm.c token shards
+ * (a 256 x int32 header: magic 20240520, version 1, token count; then uint16
+ * tokens). A sample is seq_len+1 consecutive tokens. Training samples are
+ * windows of the train split taken in the order of a seeded per-epoch
+ * permutation, so sample g depends only on (seed, g): any data-parallel
+ * layout, and any resume, sees the same samples. Validation windows are read
+ * in order from a held-out split that never overlaps the training windows.
+ */
+#ifndef TRI_SRC_DATA_H
+#define TRI_SRC_DATA_H
+
+#include <stdint.h>
+#include <stdio.h>
+
+#include "config.h"
+
+typedef struct Dataset Dataset;
+
+/* Opens and memory-maps cfg->train (and cfg->val, or holds out the last
+ * cfg->val_fraction of train when val is empty). Checks: file exists and is
+ * readable, non-empty, token-shard header (magic, version, count matching
+ * the file size), every token id < vocab_size, and each split holds at least
+ * one window of seq_len+1 tokens. On failure writes one line naming the key
+ * ("[data] train"), the file and the reason to err, and returns non-zero.
+ * Not collective. */
+int data_open(Dataset **out, const DataConfig *cfg, int seq_len,
+              int vocab_size, FILE *err);
+void data_close(Dataset *ds);
+
+/* Number of tokens in each split, and of sample windows. */
+int64_t data_train_tokens(const Dataset *ds);
+int64_t data_val_tokens(const Dataset *ds);
+int64_t data_train_windows(const Dataset *ds);
+int64_t data_val_windows(const Dataset *ds);
+
+/* Start offset (in tokens, within the train split) of global training
+ * sample g >= 0: epoch e = g / windows, then a seeded bijection of
+ * [0, windows) picks the window, plus a seeded per-epoch shift in
+ * [0, seq_len). A split shorter than 2*seq_len has one window and no
+ * shift. Pure. */
+int64_t data_train_offset(const Dataset *ds, uint64_t seed, int64_t g);
+
+/* Copies seq_len+1 tokens of training sample g / validation window i
+ * (i wraps around the val split) as int32. */
+void data_train_sample(const Dataset *ds, uint64_t seed, int64_t g,
+                       int32_t *out);
+void data_val_sample(const Dataset *ds, int64_t i, int32_t *out);
+
+/* A background thread that builds the next batch while a step computes.
+ * A batch is `rows` samples of seq_len+1 tokens; row i is training sample
+ * index[i] (see loader_request). Two buffers alternate. loader_create
+ * returns NULL if memory or the thread cannot be had. Not collective. */
+typedef struct Loader Loader;
+
+Loader *loader_create(const Dataset *ds, uint64_t seed, int rows);
+void loader_destroy(Loader *ld);
+/* Asks for the batch whose row i is training sample index[i] (rows
+ * entries, copied). Returns at once; the thread fills it in the background. */
+void loader_request(Loader *ld, const int64_t *index);
+/* Waits for the requested batch and returns it (rows x (seq_len+1) int32),
+ * valid until the next-but-one loader_request: the buffers alternate, so
+ * the caller may request batch N+1 before it reads batch N. Calling
+ * loader_request again before loader_wait has returned the previous batch
+ * is a programming error and aborts. *wait_s receives the time spent
+ * waiting, which is ~0 when prefetch keeps up. */
+const int32_t *loader_wait(Loader *ld, double *wait_s);
+
+#endif

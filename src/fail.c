@@ -1,0 +1,101 @@
+/*
+ * fail.c - fatal errors and agreement on failure; see fail.h.
+ * This is the one file that calls MPI_Abort.
+ */
+#include "fail.h"
+
+#include <hdf5.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <unistd.h>
+
+#include "kernels/ops.h"
+
+static int fail_world_rank = -1;
+static char fail_hostname[64] = "?";
+
+static void fail_kernel_handler(const char *what, const char *file, int line)
+{
+    fail_abort(what, file, line);
+}
+
+void fail_init(void)
+{
+    int initialized = 0;
+    MPI_Initialized(&initialized);
+    if (initialized) {
+        MPI_Comm_rank(MPI_COMM_WORLD, &fail_world_rank);
+        MPI_Comm_set_errhandler(MPI_COMM_WORLD, MPI_ERRORS_RETURN);
+    }
+    if (gethostname(fail_hostname, sizeof fail_hostname) != 0)
+        strcpy(fail_hostname, "?");
+    fail_hostname[sizeof fail_hostname - 1] = '\0';
+    ops_set_fatal_handler(fail_kernel_handler);
+    /* One failing HDF5 call would otherwise print a stack on every rank;
+     * TRI_H5 prints the failing rank's stack itself. */
+    H5Eset_auto2(H5E_DEFAULT, NULL, NULL);
+}
+
+int fail_rank(void) { return fail_world_rank; }
+const char *fail_host(void) { return fail_hostname; }
+
+int fail_agree(MPI_Comm comm, int rc)
+{
+    int all = 0;
+    TRI_CHECK_MPI(MPI_Allreduce(&rc, &all, 1, MPI_INT, MPI_MAX, comm));
+    return all;
+}
+
+int fail_report(MPI_Comm comm, int rc, const char *msg)
+{
+    int all = fail_agree(comm, rc);
+    if (!all)
+        return 0;
+    int rank, root_rc = rc;
+    MPI_Comm_rank(comm, &rank);
+    TRI_CHECK_MPI(MPI_Bcast(&root_rc, 1, MPI_INT, 0, comm));
+    if (rc && msg && msg[0]) {
+        if (rank == 0)
+            fputs(msg, stderr);
+        else if (!root_rc)
+            fprintf(stderr, "[rank %d %s] %s", fail_world_rank, fail_hostname, msg);
+    }
+    fflush(stderr);
+    return all;
+}
+
+void fail_abort(const char *what, const char *file, int line)
+{
+    fprintf(stderr, "[rank %d %s] trident: fatal: %s at %s:%d\n",
+            fail_world_rank, fail_hostname, what, file, line);
+    fflush(stderr);
+    int initialized = 0, finalized = 0;
+    MPI_Initialized(&initialized);
+    MPI_Finalized(&finalized);
+    if (initialized && !finalized)
+        MPI_Abort(MPI_COMM_WORLD, TRI_EXIT_ERROR);
+    exit(TRI_EXIT_ERROR);
+}
+
+void fail_mpi_(int err, const char *call, const char *file, int line)
+{
+    if (err == MPI_SUCCESS)
+        return;
+    char msg[MPI_MAX_ERROR_STRING] = "";
+    int len = 0;
+    MPI_Error_string(err, msg, &len);
+    char what[1024 + MPI_MAX_ERROR_STRING];
+    snprintf(what, sizeof what, "%s failed: %s", call, msg);
+    fail_abort(what, file, line);
+}
+
+int64_t fail_h5_(int64_t ret, const char *call, const char *file, int line)
+{
+    if (ret >= 0)
+        return ret;
+    H5Eprint2(H5E_DEFAULT, stderr);
+    char what[1024];
+    snprintf(what, sizeof what, "%s failed", call);
+    fail_abort(what, file, line);
+}

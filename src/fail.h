@@ -1,0 +1,63 @@
+/*
+ * fail.h - the two kinds of failure, and how every rank learns of them.
+ *
+ * 1. Bad input (a config key, a missing file, a mismatched checkpoint):
+ *    functions return an int (0 = ok), pass it up with TRI_TRY, and the
+ *    ranks agree with fail_agree (an MPI_Allreduce MAX) before exiting, so
+ *    every rank exits non-zero and none is left waiting in a collective.
+ * 2. A library failing mid-run (MPI, HDF5, CUDA, NCCL, out of memory): the
+ *    peers are already inside collectives, so we print the call, file:line,
+ *    rank and host, and MPI_Abort.
+ */
+#ifndef TRI_SRC_FAIL_H
+#define TRI_SRC_FAIL_H
+
+#include <mpi.h>
+#include <stdint.h>
+
+/* Exit codes, documented in doc/guide.md and trident(1). */
+enum {
+    TRI_EXIT_OK = 0,
+    TRI_EXIT_ERROR = 1,      /* bad input or a failed run */
+    TRI_EXIT_USAGE = 2,      /* bad command line */
+    TRI_EXIT_REQUEUE = 75    /* stopped by SIGTERM/SIGUSR1 after a checkpoint
+                                (EX_TEMPFAIL): batch scripts requeue on it */
+};
+
+#define TRI_TRY(expr)                                                      \
+    do {                                                                   \
+        int tri_rc_ = (expr);                                              \
+        if (tri_rc_)                                                       \
+            return tri_rc_;                                                \
+    } while (0)
+
+#define TRI_CHECK_MPI(call) fail_mpi_((call), #call, __FILE__, __LINE__)
+/* TRI_H5 returns the call's value; a negative one is fatal. */
+#define TRI_H5(call) fail_h5_((int64_t)(call), #call, __FILE__, __LINE__)
+
+/* Remembers the world rank and host for messages, installs the kernels'
+ * fatal handler, and sets MPI_ERRORS_RETURN on MPI_COMM_WORLD so that
+ * TRI_CHECK_MPI can name the failing call. Not collective. */
+void fail_init(void);
+
+/* Collective on comm: returns the largest rc of any rank (0 if all ok). */
+int fail_agree(MPI_Comm comm, int rc);
+
+/* Collective on comm: agrees on rc like fail_agree, and makes sure the
+ * failure is reported once: by rank 0 of comm if it failed (msg is its
+ * message), else by each failing rank, prefixed "[rank R host]". msg may be
+ * NULL or empty. Returns the agreed rc. */
+int fail_report(MPI_Comm comm, int rc, const char *msg);
+
+/* Prints "[rank R host] fatal: what at file:line" and MPI_Abort()s. */
+void fail_abort(const char *what, const char *file, int line)
+    __attribute__((noreturn));
+
+void fail_mpi_(int err, const char *call, const char *file, int line);
+int64_t fail_h5_(int64_t ret, const char *call, const char *file, int line);
+
+/* World rank and host name, as fail_init recorded them. */
+int fail_rank(void);
+const char *fail_host(void);
+
+#endif

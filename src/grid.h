@@ -1,0 +1,59 @@
+/*
+ * grid.h - the process grid: world = pp x dp x tp, TP innermost.
+ *
+ * World rank r sits at tp_rank = r % tp, dp_rank = (r / tp) % dp and
+ * pp_stage = r / (tp * dp), so a TP group (the chattiest) is a run of
+ * consecutive ranks and lands on one node, then DP, then PP (Megatron's
+ * order). Data-parallel traffic is hierarchical: each DP group is cut into
+ * node-local groups (dp_node) and cross-node groups (dp_cross, one rank per
+ * node). [parallel] node_size pretends a node holds that many world ranks,
+ * so one machine can exercise the multi-node paths.
+ */
+#ifndef TRI_SRC_GRID_H
+#define TRI_SRC_GRID_H
+
+#include <mpi.h>
+#include <stdio.h>
+
+#include "config.h"
+
+typedef struct {
+    int rank, size;              /* world */
+    int dp, pp, tp;              /* group sizes */
+    int dp_rank, pp_stage, tp_rank;
+    int node, n_nodes;           /* node index and count, real or pretended */
+    int local_rank, local_size;  /* world ranks on this node (GPU choice) */
+    int dp_node_rank, dp_node_size;   /* within dp_node */
+    int dp_cross_rank, dp_cross_size; /* within dp_cross */
+    MPI_Comm world;
+    MPI_Comm tp_comm;            /* same dp_rank, pp_stage */
+    MPI_Comm dp_comm;            /* same tp_rank, pp_stage */
+    MPI_Comm pp_comm;            /* same tp_rank, dp_rank: the pipeline */
+    MPI_Comm dp_node;            /* DP ranks on this node */
+    MPI_Comm dp_cross;           /* DP ranks with this dp_node_rank, one per node */
+    MPI_Comm embed_comm;         /* first and last stage (tied embeddings) */
+    MPI_Comm node_comm;          /* world ranks on this node */
+} Grid;
+
+/* Checks that the layout of cfg fits a world of `world` ranks: dp*pp*tp,
+ * divisibility by tp, layers per stage, node_size. Writes the reason on err
+ * and returns non-zero. Not collective. */
+int grid_check(const Config *cfg, int world, FILE *err);
+
+/* Builds every communicator. Collective on world; cfg must have passed
+ * grid_check. dp = 0 in cfg resolves to world / (pp * tp). */
+void grid_create(Grid *g, const Config *cfg, MPI_Comm world);
+void grid_destroy(Grid *g);
+
+/* World rank of the rank at (pp_stage, dp_rank, tp_rank). Not collective. */
+int grid_world_rank(const Grid *g, int pp_stage, int dp_rank, int tp_rank);
+
+/* Rank 0 prints the layout and which world ranks form each group.
+ * Not collective. */
+void grid_print(const Grid *g, FILE *out);
+
+/* Layers [*first, *first + *count) that stage s owns: balanced, the earlier
+ * stages taking one more when n_layer % pp != 0. Not collective. */
+void grid_stage_layers(int n_layer, int pp, int stage, int *first, int *count);
+
+#endif

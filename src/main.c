@@ -1,0 +1,73 @@
+/*
+ * main.c - trident's entry point: MPI start-up, the command line, and the
+ * dispatch to each command.
+ */
+#include <mpi.h>
+#include <stdio.h>
+#include <string.h>
+
+#include "cli.h"
+#include "config.h"
+#include "fail.h"
+#include "train.h"
+
+/* Rank 0 reads the config; every rank learns whether that worked. */
+static int load_config(Config *cfg, const CliArgs *a, int rank)
+{
+    int rc = 0;
+    if (rank == 0) {
+        rc = config_load(cfg, a->config, a->sets, a->n_sets, stderr);
+        if (!rc) {
+            char text[16384];
+            config_to_ini(cfg, text, sizeof text);
+            printf("trident %s: config %s\n%s", PACKAGE_VERSION, cfg->source, text);
+            fflush(stdout);
+        }
+    }
+    return fail_agree(MPI_COMM_WORLD, rc);
+}
+
+static int run(const CliArgs *a, int rank)
+{
+    static Config cfg;
+    switch (a->command) {
+    case CLI_HELP:
+        if (rank == 0)
+            cli_usage(stdout);
+        return TRI_EXIT_OK;
+    case CLI_VERSION:
+        if (rank == 0)
+            cli_version(stdout);
+        return TRI_EXIT_OK;
+    case CLI_TRAIN:
+        if (load_config(&cfg, a, rank))
+            return TRI_EXIT_ERROR;
+        return train_run(&cfg, MPI_COMM_WORLD);
+    case CLI_PLAN:
+    case CLI_INSPECT:
+    case CLI_SAMPLE:
+        if (rank == 0)
+            fprintf(stderr, "trident: this command is not supported yet\n");
+        return TRI_EXIT_ERROR;
+    }
+    return TRI_EXIT_ERROR;
+}
+
+int main(int argc, char **argv)
+{
+    MPI_Init(&argc, &argv);
+    fail_init();
+    int rank;
+    MPI_Comm_rank(MPI_COMM_WORLD, &rank);
+    CliArgs args;
+    /* every rank parses, only rank 0 speaks */
+    FILE *err = rank == 0 ? stderr : fopen("/dev/null", "w");
+    int rc = cli_parse(&args, argc, argv, err ? err : stderr);
+    if (err && err != stderr)
+        fclose(err);
+    if (!rc)
+        rc = run(&args, rank);
+    fflush(stdout);
+    MPI_Finalize();
+    return rc;
+}

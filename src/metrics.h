@@ -1,0 +1,50 @@
+/*
+ * metrics.h - what a run reports: one human line per logged step on
+ * stdout, and a JSON Lines file with one object per logged step.
+ *
+ * Every figure describes the global batch, and only world rank 0 writes.
+ */
+#ifndef TRI_SRC_METRICS_H
+#define TRI_SRC_METRICS_H
+
+#include <stdint.h>
+#include <stdio.h>
+
+typedef struct {
+    int step;              /* 1-based: steps completed */
+    int steps;             /* of the run */
+    double loss;           /* mean over the global batch's tokens */
+    double val_loss;       /* NaN when not evaluated this step */
+    double lr, grad_norm, loss_scale;
+    int skipped;           /* fp16 overflow: the update was skipped */
+    int64_t tokens;        /* tokens seen so far */
+    double tokens_per_s, step_ms, mfu;
+    double data_wait_ms;   /* time the step waited for its batch */
+    double bubble;         /* pipeline idle share, max over stages */
+    double comm_share;     /* share of the step in DP/TP collectives */
+    double eta_s;
+} StepMetrics;
+
+typedef struct {
+    FILE *jsonl;           /* NULL: no metrics file */
+} Metrics;
+
+/* Opens (appending when resuming) the JSON Lines file; creates missing
+ * parent directories. Returns non-zero with a message on err. Not
+ * collective: rank 0 only. */
+int metrics_open(Metrics *mt, const char *path, int append, FILE *err);
+void metrics_close(Metrics *mt);
+
+/* Writes one JSON object (flushed, so a killed job keeps its lines). */
+void metrics_write(Metrics *mt, const StepMetrics *s);
+/* "step   10/600 | loss 3.2145 | ..." */
+void metrics_print(FILE *out, const StepMetrics *s);
+
+/* Peak resident set size of this process, bytes. */
+int64_t metrics_peak_rss(void);
+
+/* Creates every missing directory of the parent path of `path`
+ * (mkdir -p of dirname). Returns 0 or an errno value. */
+int metrics_mkdirs_for(const char *path);
+
+#endif

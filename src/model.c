@@ -1,0 +1,545 @@
+/*
+ * model.c - GPT-2 forward and backward on one stage and one TP shard.
+ *
+ * The block follows GPT-2 (pre-LayerNorm, tanh GELU, MLP width 4C) split
+ * the Megatron way: QKV and MLP-up are column-parallel (each TP rank has
+ * whole heads and a slice of the hidden width), attention-out and MLP-down
+ * are row-parallel (each rank multiplies its slice and an all-reduce sums
+ * them). So a block costs two all-reduces forward and two backward, and
+ * the residual stream is replicated across the TP group.
+ *
+ * Shapes: B rows of T tokens, N = B*T, C channels; Cl = C/tp, NHl = NH/tp.
+ */
+#include "model.h"
+
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+
+#include "comm.h"
+#include "fail.h"
+
+struct BlockActs {
+    ops_tensor x;                          /* input (B,T,C), always kept */
+    ops_tensor ln1, ln1_mean, ln1_rstd;    /* (B,T,C), (B,T), (B,T) */
+    ops_tensor qkv;                        /* (B,T,3Cl) */
+    ops_tensor att;                        /* (B,NHl,T,T) softmax */
+    ops_tensor atty;                       /* (B,T,Cl) */
+    ops_tensor xmid;                       /* (B,T,C) after attention */
+    ops_tensor ln2, ln2_mean, ln2_rstd;
+    ops_tensor fc, fcg;                    /* (B,T,4Cl) before/after GELU */
+};
+
+typedef struct ModelScratch {
+    BlockActs recomputed;    /* where recomputed blocks put activations */
+    ops_tensor tmp;          /* (B,T,C) row-parallel partial sums */
+    ops_tensor d_ln;         /* (B,T,C) gradient at a LayerNorm output */
+    ops_tensor d_fc;         /* (B,T,4Cl) */
+    ops_tensor d_atty;       /* (B,T,Cl) */
+    ops_tensor d_qkv;        /* (B,T,3Cl) */
+    ops_tensor d_att;        /* (B,NHl,T,T) attention backward scratch */
+    ops_tensor lnf, lnf_mean, lnf_rstd, d_lnf;   /* head, last stage */
+    ops_tensor logits;       /* (chunk, Vl) */
+    ops_tensor rowmax, stats, losses;  /* chunk; stats = sumexp | target */
+    int chunk;               /* rows of logits held at once */
+} ModelScratch;
+
+/* The first n elements of t, so each op sees exactly its shape. */
+static ops_tensor head_of(ops_tensor t, int64_t n) { return ops_view(t, 0, n); }
+
+static ops_tensor W(Model *m, int idx) { return m->ps.p[idx].w; }
+static ops_tensor G(Model *m, int idx) { return m->ps.p[idx].g; }
+
+static void hook(Model *m, int unit, UnitEvent ev)
+{
+    if (m->hook && unit >= 0)
+        m->hook(m->hook_ctx, unit, ev);
+}
+
+/* ---- set-up ------------------------------------------------------------ */
+
+static ops_tensor act(Model *m, int64_t n) { return ops_alloc(m->act_dtype, OPS_CPU, n); }
+static ops_tensor f32(int64_t n) { return ops_alloc(OPS_F32, OPS_CPU, n); }
+
+/* Allocates a block's activations; with keep_input_only, all but x point
+ * at the shared recompute buffers. */
+static void acts_alloc(Model *m, BlockActs *a, int keep_input_only)
+{
+    int64_t N = (int64_t)m->B * m->T, C = m->C, Cl = C / m->grid->tp;
+    a->x = act(m, N * C);
+    if (keep_input_only) {
+        BlockActs *r = &m->scratch->recomputed;
+        ops_tensor x = a->x;
+        *a = *r;
+        a->x = x;
+        return;
+    }
+    a->ln1 = act(m, N * C);
+    a->ln1_mean = f32(N);
+    a->ln1_rstd = f32(N);
+    a->qkv = act(m, N * 3 * Cl);
+    a->att = f32((int64_t)m->B * m->NHl * m->T * m->T);
+    a->atty = act(m, N * Cl);
+    a->xmid = act(m, N * C);
+    a->ln2 = act(m, N * C);
+    a->ln2_mean = f32(N);
+    a->ln2_rstd = f32(N);
+    a->fc = act(m, N * 4 * Cl);
+    a->fcg = act(m, N * 4 * Cl);
+}
+
+static void acts_free(BlockActs *a, int keep_input_only)
+{
+    ops_free(&a->x);
+    if (keep_input_only)
+        return;
+    ops_tensor *all[] = {&a->ln1, &a->ln1_mean, &a->ln1_rstd, &a->qkv, &a->att,
+                         &a->atty, &a->xmid, &a->ln2, &a->ln2_mean, &a->ln2_rstd,
+                         &a->fc, &a->fcg};
+    for (size_t i = 0; i < sizeof all / sizeof all[0]; i++)
+        ops_free(all[i]);
+}
+
+/* Logit rows held at once: about 16M floats, so the 50k-word head never
+ * holds a full (N, V) matrix. */
+static int head_chunk_rows(int64_t N, int Vl)
+{
+    int64_t rows = (16LL << 20) / (Vl > 0 ? Vl : 1);
+    if (rows < 1)
+        rows = 1;
+    return (int)(rows < N ? rows : N);
+}
+
+static void scratch_alloc(Model *m, int any_recompute)
+{
+    ModelScratch *s = calloc(1, sizeof *s);
+    if (!s)
+        fail_abort("out of memory for model scratch", __FILE__, __LINE__);
+    m->scratch = s;
+    int64_t N = (int64_t)m->B * m->T, C = m->C, Cl = C / m->grid->tp;
+    if (any_recompute) {
+        acts_alloc(m, &s->recomputed, 0);
+        ops_free(&s->recomputed.x); /* a recomputed block reads its kept x */
+    }
+    s->tmp = act(m, N * C);
+    s->d_ln = act(m, N * C);
+    s->d_fc = act(m, N * 4 * Cl);
+    s->d_atty = act(m, N * Cl);
+    s->d_qkv = act(m, N * 3 * Cl);
+    s->d_att = f32((int64_t)m->B * m->NHl * m->T * m->T);
+    if (m->is_last) {
+        s->lnf = act(m, N * C);
+        s->lnf_mean = f32(N);
+        s->lnf_rstd = f32(N);
+        s->d_lnf = act(m, N * C);
+        s->chunk = head_chunk_rows(N, m->Vl);
+        s->logits = f32((int64_t)s->chunk * m->Vl);
+        s->rowmax = f32(s->chunk);
+        s->stats = f32(2 * (int64_t)s->chunk);
+        s->losses = f32(s->chunk);
+    }
+}
+
+static int param_index(Model *m, const char *name)
+{
+    Param *p = params_find(&m->ps, name);
+    return p ? (int)(p - m->ps.p) : -1;
+}
+
+static void find_params(Model *m)
+{
+    m->p_wte = param_index(m, "wte");
+    m->p_wpe = param_index(m, "wpe");
+    m->p_lnfw = param_index(m, "lnf.w");
+    m->p_lnfb = param_index(m, "lnf.b");
+    m->p_lm = m->cfg->model.tie_embeddings ? m->p_wte : param_index(m, "lm_head");
+    m->unit_embed = m->unit_head = -1;
+    m->unit_block0 = m->is_first ? 1 : 0;
+    for (int u = 0; u < m->ps.n_units; u++) {
+        if (strcmp(m->ps.units[u].name, "embed") == 0)
+            m->unit_embed = u;
+        if (strcmp(m->ps.units[u].name, "head") == 0)
+            m->unit_head = u;
+    }
+    m->blocks = calloc((size_t)m->n_local, sizeof *m->blocks);
+    if (!m->blocks && m->n_local)
+        fail_abort("out of memory", __FILE__, __LINE__);
+    for (int l = 0; l < m->n_local; l++) {
+        const int *u = m->ps.units[m->unit_block0 + l].idx;
+        BlockParams *b = &m->blocks[l];
+        /* params_build adds a block's tensors in this order */
+        *b = (BlockParams){u[0], u[1], u[2], u[3], u[4], u[5],
+                           u[6], u[7], u[8], u[9], u[10], u[11]};
+    }
+}
+
+static int layer_recomputes(const TrainConfig *t, int layer)
+{
+    switch (t->recompute) {
+    case RECOMPUTE_NONE: return 0;
+    case RECOMPUTE_FULL: return 1;
+    case RECOMPUTE_EVERY: return layer % t->recompute_every == 0;
+    }
+    return 0;
+}
+
+void model_create(Model *m, const Config *cfg, const Grid *g, int n_slots)
+{
+    memset(m, 0, sizeof *m);
+    m->cfg = cfg;
+    m->grid = g;
+    m->B = cfg->train.micro_batch;
+    m->T = cfg->model.seq_len;
+    m->C = cfg->model.n_embd;
+    m->NH = cfg->model.n_head;
+    m->V = cfg->model.vocab_size;
+    m->hs = m->C / m->NH;
+    m->NHl = m->NH / g->tp;
+    m->Vl = m->V / g->tp;
+    m->v0 = m->Vl * g->tp_rank;
+    m->is_first = g->pp_stage == 0;
+    m->is_last = g->pp_stage == g->pp - 1;
+    m->act_dtype = OPS_F32;
+    grid_stage_layers(cfg->model.n_layer, g->pp, g->pp_stage, &m->layer0, &m->n_local);
+    params_build(&m->ps, cfg, g);
+    find_params(m);
+
+    m->recompute = calloc((size_t)m->n_local + 1, sizeof *m->recompute);
+    int any = 0;
+    for (int l = 0; l < m->n_local; l++)
+        any |= m->recompute[l] = layer_recomputes(&cfg->train, m->layer0 + l);
+    scratch_alloc(m, any);
+
+    int64_t N = (int64_t)m->B * m->T;
+    m->n_slots = n_slots;
+    m->acts = calloc((size_t)(n_slots * m->n_local), sizeof *m->acts);
+    m->out = calloc((size_t)n_slots, sizeof *m->out);
+    m->grad = calloc((size_t)n_slots, sizeof *m->grad);
+    m->tokens = calloc((size_t)n_slots, sizeof *m->tokens);
+    m->targets = calloc((size_t)n_slots, sizeof *m->targets);
+    if (!m->acts || !m->out || !m->grad || !m->tokens || !m->targets)
+        fail_abort("out of memory for activations", __FILE__, __LINE__);
+    for (int s = 0; s < n_slots; s++) {
+        for (int l = 0; l < m->n_local; l++)
+            acts_alloc(m, &m->acts[s * m->n_local + l], m->recompute[l]);
+        m->out[s] = act(m, N * m->C);
+        m->grad[s] = act(m, N * m->C);
+        m->tokens[s] = m->is_first ? ops_alloc(OPS_I32, OPS_CPU, N) : OPS_NONE;
+        m->targets[s] = m->is_last ? ops_alloc(OPS_I32, OPS_CPU, N) : OPS_NONE;
+    }
+}
+
+void model_destroy(Model *m)
+{
+    for (int s = 0; s < m->n_slots; s++) {
+        for (int l = 0; l < m->n_local; l++)
+            acts_free(&m->acts[s * m->n_local + l], m->recompute[l]);
+        ops_free(&m->out[s]);
+        ops_free(&m->grad[s]);
+        ops_free(&m->tokens[s]);
+        ops_free(&m->targets[s]);
+    }
+    ModelScratch *s = m->scratch;
+    BlockActs *r = &s->recomputed;
+    if (r->ln1.data) {
+        r->x = OPS_NONE;
+        acts_free(r, 0);
+    }
+    ops_tensor *all[] = {&s->tmp, &s->d_ln, &s->d_fc, &s->d_atty, &s->d_qkv,
+                         &s->d_att, &s->lnf, &s->lnf_mean, &s->lnf_rstd,
+                         &s->d_lnf, &s->logits, &s->rowmax, &s->stats, &s->losses};
+    for (size_t i = 0; i < sizeof all / sizeof all[0]; i++)
+        ops_free(all[i]);
+    free(s);
+    free(m->acts);
+    free(m->out);
+    free(m->grad);
+    free(m->tokens);
+    free(m->targets);
+    free(m->blocks);
+    free(m->recompute);
+    params_free(&m->ps);
+    memset(m, 0, sizeof *m);
+}
+
+/* ---- forward ----------------------------------------------------------- */
+
+static void tp_allreduce(Model *m, ops_tensor t, int64_t n)
+{
+    comm_allreduce(m->grid, COMM_TP, t, n, COMM_SUM);
+}
+
+/* x (N,C) = wte[tokens] + wpe: each TP rank looks up the words of its
+ * vocabulary shard (zeros elsewhere), and the all-reduce assembles them. */
+static void embed_forward(Model *m, int slot, int rows)
+{
+    int64_t N = (int64_t)rows * m->T, C = m->C;
+    ops_tensor x = head_of(m->acts[slot * m->n_local].x, N * C);
+    ops_embedding_fwd(x, head_of(m->tokens[slot], N), W(m, m->p_wte), m->v0, m->Vl,
+                      (int)N, (int)C);
+    tp_allreduce(m, x, N * C);
+    ops_position_fwd(x, W(m, m->p_wpe), rows, m->T, (int)C);
+}
+
+/* The row-parallel output: y = x . W^T summed over TP ranks, plus the bias
+ * once (TP rank 0 adds it before the sum). */
+static void row_parallel(Model *m, ops_tensor y, ops_tensor x, int w, int b,
+                         int64_t N, int64_t in_local)
+{
+    ops_tensor bias = m->grid->tp_rank == 0 ? W(m, b) : OPS_NONE;
+    ops_matmul_fwd(head_of(y, N * m->C), head_of(x, N * in_local), W(m, w), bias,
+                   (int)N, m->C, (int)in_local);
+    tp_allreduce(m, y, N * m->C);
+}
+
+static void block_forward(Model *m, const BlockParams *p, BlockActs *a,
+                          ops_tensor out, int rows)
+{
+    int64_t N = (int64_t)rows * m->T, C = m->C, Cl = C / m->grid->tp;
+    ModelScratch *s = m->scratch;
+    ops_layernorm_fwd(head_of(a->ln1, N * C), a->ln1_mean, a->ln1_rstd,
+                      head_of(a->x, N * C), W(m, p->ln1w), W(m, p->ln1b), (int)N, (int)C);
+    ops_matmul_fwd(head_of(a->qkv, N * 3 * Cl), head_of(a->ln1, N * C), W(m, p->qkvw),
+                   W(m, p->qkvb), (int)N, (int)(3 * Cl), (int)C);
+    ops_attention_fwd(head_of(a->atty, N * Cl), a->att, head_of(a->qkv, N * 3 * Cl),
+                      rows, m->T, m->NHl, m->hs);
+    row_parallel(m, s->tmp, a->atty, p->projw, p->projb, N, Cl);
+    ops_add(head_of(a->xmid, N * C), head_of(a->x, N * C), head_of(s->tmp, N * C), N * C);
+    ops_layernorm_fwd(head_of(a->ln2, N * C), a->ln2_mean, a->ln2_rstd,
+                      head_of(a->xmid, N * C), W(m, p->ln2w), W(m, p->ln2b), (int)N, (int)C);
+    ops_matmul_fwd(head_of(a->fc, N * 4 * Cl), head_of(a->ln2, N * C), W(m, p->fcw),
+                   W(m, p->fcb), (int)N, (int)(4 * Cl), (int)C);
+    ops_gelu_fwd(head_of(a->fcg, N * 4 * Cl), head_of(a->fc, N * 4 * Cl), N * 4 * Cl);
+    row_parallel(m, s->tmp, a->fcg, p->mprojw, p->mprojb, N, 4 * Cl);
+    ops_add(head_of(out, N * C), head_of(a->xmid, N * C), head_of(s->tmp, N * C), N * C);
+}
+
+/* Vocab-parallel softmax cross-entropy over rows [r0, r0+nr): the TP ranks
+ * agree on each row's max and sum of exponentials by two small
+ * all-reduces, never gathering the logits. With grad, the logits turn into
+ * their gradient in place and flow straight into the head's backward. */
+static void head_chunk(Model *m, int slot, int64_t r0, int nr, ForwardMode mode)
+{
+    ModelScratch *s = m->scratch;
+    int C = m->C, Vl = m->Vl;
+    ops_tensor lnf = ops_view(s->lnf, r0 * C, (int64_t)nr * C);
+    ops_tensor logits = head_of(s->logits, (int64_t)nr * Vl);
+    ops_tensor targets = ops_view(m->targets[slot], r0, nr);
+    ops_tensor rowmax = head_of(s->rowmax, nr);
+    ops_tensor sumexp = head_of(s->stats, nr), target = ops_view(s->stats, nr, nr);
+    ops_tensor losses = head_of(s->losses, nr);
+
+    ops_matmul_fwd(logits, lnf, W(m, m->p_lm), OPS_NONE, nr, Vl, C);
+    ops_xent_max(rowmax, logits, nr, Vl);
+    comm_allreduce(m->grid, COMM_TP, rowmax, nr, COMM_MAX);
+    ops_xent_sumexp(sumexp, target, logits, rowmax, targets, m->v0, nr, Vl);
+    comm_allreduce(m->grid, COMM_TP, head_of(s->stats, 2 * (int64_t)nr), 2 * (int64_t)nr,
+                   COMM_SUM);
+    int grad = mode == FORWARD_TRAIN;
+    ops_xent_finish(losses, grad ? logits : OPS_NONE, logits, rowmax, sumexp, target,
+                    targets, m->v0, nr, Vl, m->grad_scale);
+    const float *l = losses.data;
+    double sum = 0.0;
+    for (int i = 0; i < nr; i++)
+        sum += l[i];
+    m->loss_sum += sum;
+    m->loss_count += nr;
+    if (grad)
+        ops_matmul_bwd(ops_view(s->d_lnf, r0 * C, (int64_t)nr * C), G(m, m->p_lm), OPS_NONE,
+                       logits, lnf, W(m, m->p_lm), nr, Vl, C);
+}
+
+static void head_forward(Model *m, int slot, int rows, ForwardMode mode)
+{
+    ModelScratch *s = m->scratch;
+    int64_t N = (int64_t)rows * m->T, C = m->C;
+    ops_tensor x = head_of(m->out[slot], N * C);
+    ops_layernorm_fwd(head_of(s->lnf, N * C), s->lnf_mean, s->lnf_rstd, x,
+                      W(m, m->p_lnfw), W(m, m->p_lnfb), (int)N, (int)C);
+    for (int64_t r0 = 0; r0 < N; r0 += s->chunk) {
+        int nr = (int)(N - r0 < s->chunk ? N - r0 : s->chunk);
+        head_chunk(m, slot, r0, nr, mode);
+    }
+    if (mode != FORWARD_TRAIN)
+        return;
+    /* each TP rank's d_lnf holds its vocabulary shard's share */
+    tp_allreduce(m, s->d_lnf, N * C);
+    ops_tensor dx = head_of(m->grad[slot], N * C);
+    ops_zero(dx);
+    ops_layernorm_bwd(dx, G(m, m->p_lnfw), G(m, m->p_lnfb), head_of(s->d_lnf, N * C), x,
+                      W(m, m->p_lnfw), s->lnf_mean, s->lnf_rstd, (int)N, (int)C);
+}
+
+/* The buffer block l of a slot writes: the next block's input, or the
+ * stage output. */
+static ops_tensor block_output(Model *m, int slot, int l)
+{
+    return l + 1 < m->n_local ? m->acts[slot * m->n_local + l + 1].x : m->out[slot];
+}
+
+void model_forward(Model *m, int slot, int rows, ForwardMode mode)
+{
+    if (m->is_first) {
+        hook(m, m->unit_embed, UNIT_BEFORE_FORWARD);
+        embed_forward(m, slot, rows);
+        hook(m, m->unit_embed, UNIT_AFTER_FORWARD);
+    }
+    for (int l = 0; l < m->n_local; l++) {
+        int unit = m->unit_block0 + l;
+        hook(m, unit, UNIT_BEFORE_FORWARD);
+        block_forward(m, &m->blocks[l], &m->acts[slot * m->n_local + l],
+                      block_output(m, slot, l), rows);
+        hook(m, unit, UNIT_AFTER_FORWARD);
+    }
+    if (m->is_last && mode != FORWARD_ONLY) {
+        hook(m, m->unit_head, UNIT_BEFORE_FORWARD);
+        if (mode == FORWARD_TRAIN)
+            hook(m, m->unit_head, UNIT_BEFORE_BACKWARD);
+        head_forward(m, slot, rows, mode);
+        hook(m, m->unit_head, mode == FORWARD_TRAIN ? UNIT_AFTER_BACKWARD : UNIT_AFTER_FORWARD);
+    }
+}
+
+/* ---- backward ---------------------------------------------------------- */
+
+/* The gradient at a LayerNorm's output arrives as partial sums from the
+ * column-parallel layer after it: sum over TP, then LayerNorm's backward
+ * adds into the residual gradient dres. */
+static void ln_backward(Model *m, ops_tensor dres, ops_tensor inp, int w, int b,
+                        ops_tensor mean, ops_tensor rstd, int64_t N)
+{
+    ops_tensor d_ln = head_of(m->scratch->d_ln, N * m->C);
+    tp_allreduce(m, d_ln, N * m->C);
+    ops_layernorm_bwd(dres, G(m, w), G(m, b), d_ln, head_of(inp, N * m->C), W(m, w),
+                      mean, rstd, (int)N, m->C);
+}
+
+/* dres (N,C): gradient at the block output on entry, at its input on exit. */
+static void block_backward(Model *m, const BlockParams *p, BlockActs *a,
+                           ops_tensor dres, int rows)
+{
+    ModelScratch *s = m->scratch;
+    int64_t N = (int64_t)rows * m->T, C = m->C, Cl = C / m->grid->tp;
+    ops_tensor d_fc = head_of(s->d_fc, N * 4 * Cl);
+    ops_tensor d_ln = head_of(s->d_ln, N * C);
+
+    /* MLP: out = xmid + fcg . Wp^T; fcg = gelu(fc); fc = ln2 . Wf^T */
+    ops_matmul_bwd(d_fc, G(m, p->mprojw), G(m, p->mprojb), dres, head_of(a->fcg, N * 4 * Cl),
+                   W(m, p->mprojw), (int)N, (int)C, (int)(4 * Cl));
+    ops_gelu_bwd(d_fc, head_of(a->fc, N * 4 * Cl), d_fc, N * 4 * Cl);
+    ops_matmul_bwd(d_ln, G(m, p->fcw), G(m, p->fcb), d_fc, head_of(a->ln2, N * C),
+                   W(m, p->fcw), (int)N, (int)(4 * Cl), (int)C);
+    ln_backward(m, dres, a->xmid, p->ln2w, p->ln2b, a->ln2_mean, a->ln2_rstd, N);
+
+    /* attention: xmid = x + atty . Wo^T; atty = attn(qkv); qkv = ln1 . Wq^T */
+    ops_tensor d_atty = head_of(s->d_atty, N * Cl), d_qkv = head_of(s->d_qkv, N * 3 * Cl);
+    ops_matmul_bwd(d_atty, G(m, p->projw), G(m, p->projb), dres, head_of(a->atty, N * Cl),
+                   W(m, p->projw), (int)N, (int)C, (int)Cl);
+    ops_attention_bwd(d_qkv, s->d_att, d_atty, head_of(a->qkv, N * 3 * Cl), a->att,
+                      rows, m->T, m->NHl, m->hs);
+    ops_matmul_bwd(d_ln, G(m, p->qkvw), G(m, p->qkvb), d_qkv, head_of(a->ln1, N * C),
+                   W(m, p->qkvw), (int)N, (int)(3 * Cl), (int)C);
+    ln_backward(m, dres, a->x, p->ln1w, p->ln1b, a->ln1_mean, a->ln1_rstd, N);
+}
+
+static void embed_backward(Model *m, int slot, int rows)
+{
+    int64_t N = (int64_t)rows * m->T, C = m->C;
+    ops_tensor dx = head_of(m->grad[slot], N * C);
+    ops_embedding_bwd(G(m, m->p_wte), head_of(m->tokens[slot], N), dx, m->v0, m->Vl,
+                      (int)N, (int)C);
+    ops_position_bwd(G(m, m->p_wpe), dx, rows, m->T, (int)C);
+}
+
+void model_backward(Model *m, int slot, int rows)
+{
+    int64_t N = (int64_t)rows * m->T;
+    ops_tensor dres = head_of(m->grad[slot], N * m->C);
+    for (int l = m->n_local - 1; l >= 0; l--) {
+        int unit = m->unit_block0 + l;
+        BlockActs *a = &m->acts[slot * m->n_local + l];
+        hook(m, unit, UNIT_BEFORE_BACKWARD);
+        if (m->recompute[l]) /* rebuild what forward threw away; output unused */
+            block_forward(m, &m->blocks[l], a, m->scratch->tmp, rows);
+        block_backward(m, &m->blocks[l], a, dres, rows);
+        hook(m, unit, UNIT_AFTER_BACKWARD);
+    }
+    if (m->is_first) {
+        hook(m, m->unit_embed, UNIT_BEFORE_BACKWARD);
+        embed_backward(m, slot, rows);
+        hook(m, m->unit_embed, UNIT_AFTER_BACKWARD);
+    }
+}
+
+/* ---- pipeline buffers, generation, accounting ------------------------- */
+
+ops_tensor model_stage_input(Model *m, int slot)
+{
+    return m->n_local > 0 ? m->acts[slot * m->n_local].x : m->out[slot];
+}
+
+ops_tensor model_stage_output(Model *m, int slot) { return m->out[slot]; }
+ops_tensor model_stage_grad(Model *m, int slot) { return m->grad[slot]; }
+
+void model_logits_at(Model *m, int slot, int row, int t, float *logits)
+{
+    ModelScratch *s = m->scratch;
+    int C = m->C;
+    int64_t at = ((int64_t)row * m->T + t) * C;
+    hook(m, m->unit_head, UNIT_BEFORE_FORWARD);
+    ops_tensor ln = head_of(s->lnf, C);
+    ops_layernorm_fwd(ln, s->lnf_mean, s->lnf_rstd, ops_view(m->out[slot], at, C),
+                      W(m, m->p_lnfw), W(m, m->p_lnfb), 1, C);
+    ops_tensor out = head_of(s->logits, m->Vl);
+    ops_matmul_fwd(out, ln, W(m, m->p_lm), OPS_NONE, 1, m->Vl, C);
+    memcpy(logits, out.data, (size_t)m->Vl * sizeof(float));
+    hook(m, m->unit_head, UNIT_AFTER_FORWARD);
+}
+
+static int64_t tensor_bytes(ops_tensor t)
+{
+    return t.data ? t.n * (int64_t)ops_dtype_size(t.dtype) : 0;
+}
+
+static int64_t acts_bytes(const BlockActs *a, int keep_input_only)
+{
+    if (keep_input_only)
+        return tensor_bytes(a->x);
+    const ops_tensor all[] = {a->x, a->ln1, a->ln1_mean, a->ln1_rstd, a->qkv, a->att,
+                              a->atty, a->xmid, a->ln2, a->ln2_mean, a->ln2_rstd,
+                              a->fc, a->fcg};
+    int64_t b = 0;
+    for (size_t i = 0; i < sizeof all / sizeof all[0]; i++)
+        b += tensor_bytes(all[i]);
+    return b;
+}
+
+int64_t model_activation_bytes(const Model *m)
+{
+    int64_t b = 0;
+    for (int s = 0; s < m->n_slots; s++) {
+        for (int l = 0; l < m->n_local; l++)
+            b += acts_bytes(&m->acts[s * m->n_local + l], m->recompute[l]);
+        b += tensor_bytes(m->out[s]) + tensor_bytes(m->grad[s]);
+        b += tensor_bytes(m->tokens[s]) + tensor_bytes(m->targets[s]);
+    }
+    const ModelScratch *s = m->scratch;
+    BlockActs r = s->recomputed;
+    r.x = OPS_NONE;
+    b += acts_bytes(&r, 0);
+    const ops_tensor all[] = {s->tmp, s->d_ln, s->d_fc, s->d_atty, s->d_qkv, s->d_att,
+                              s->lnf, s->lnf_mean, s->lnf_rstd, s->d_lnf, s->logits,
+                              s->rowmax, s->stats, s->losses};
+    for (size_t i = 0; i < sizeof all / sizeof all[0]; i++)
+        b += tensor_bytes(all[i]);
+    return b;
+}
+
+double model_forward_flops(const ModelConfig *mc, double tokens)
+{
+    double C = mc->n_embd, T = mc->seq_len, V = mc->vocab_size;
+    /* per token: QKV 3C^2, out C^2, MLP 8C^2 multiply-adds; attention
+     * scores and values T*C each (all T x T, as computed); head C*V */
+    double per_layer = 2.0 * 12.0 * C * C + 2.0 * 2.0 * T * C;
+    return tokens * (mc->n_layer * per_layer + 2.0 * C * V);
+}

@@ -1,0 +1,24 @@
+/*
+ * sample.h - text generation with the distributed model.
+ *
+ * Every rank takes part: the sequence runs through the pipeline like a
+ * one-row microbatch, the last stage's TP ranks gather their vocabulary
+ * shards, its TP rank 0 draws the next token, and the world learns it by
+ * broadcast. So any layout can generate, including the end of a run.
+ */
+#ifndef TRI_SRC_SAMPLE_H
+#define TRI_SRC_SAMPLE_H
+
+#include <stdint.h>
+#include <stdio.h>
+
+#include "model.h"
+
+/* Generates n_tokens after the prompt (prompt_len tokens; at least one)
+ * with temperature sampling seeded by seed, writing each token to out as it
+ * comes (bytes when vocab_size is 256, else "<id>"), on world rank 0.
+ * Collective on world. */
+void sample_generate(Model *m, const int32_t *prompt, int prompt_len,
+                     int n_tokens, double temperature, uint64_t seed, FILE *out);
+
+#endif

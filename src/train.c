@@ -1,0 +1,396 @@
+/*
+ * train.c - the training loop; see train.h.
+ *
+ * A step: every DP rank takes its grad_accum microbatches of the global
+ * batch (sample k of step s is sample cursor + k of the seeded order, with
+ * DP rank r taking k in [r*ga*B, (r+1)*ga*B)), the pipeline runs its
+ * schedule over them, ZeRO reduces the gradients, one all-reduce gives the
+ * global norm (and the overflow check), AdamW updates the owned rows, and
+ * ZeRO shares the new weights. The loss is normalised by the global token
+ * count inside the loss layer, so any layout sums to the same gradient.
+ */
+#include "train.h"
+
+#include <math.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+
+#include "comm.h"
+#include "data.h"
+#include "fail.h"
+#include "grid.h"
+#include "metrics.h"
+#include "model.h"
+#include "optim.h"
+#include "pipeline.h"
+#include "sample.h"
+#include "schedule.h"
+#include "timer.h"
+#include "zero.h"
+#include "kernels/ops.h"
+
+typedef struct {
+    Config *cfg;
+    Grid grid;
+    Model model;
+    Zero *zero;
+    Dataset *data;            /* first and last stages only */
+    Loader *loader;
+    Metrics metrics;
+    Action *actions;          /* this stage's training schedule */
+    Action *eval_actions;     /* forwards only */
+    int n_actions;
+    int rows;                 /* microbatch rows B */
+    int ga;                   /* microbatches per step */
+    int64_t global_batch;     /* sequences per step */
+    int64_t cursor;           /* first global sample of the next step */
+    int step;                 /* steps done */
+    double peak_flops;        /* GEMM FLOP/s of the whole world */
+    double loss_scale;
+    double best_val;
+    int64_t *index;           /* sample indices of one step, this DP rank */
+    int32_t *eval_batch;
+} Trainer;
+
+static int is_root(const Trainer *t) { return t->grid.rank == 0; }
+
+/* ---- set-up ------------------------------------------------------------ */
+
+/* Features whose issue has not landed are refused, not ignored. */
+static int check_supported(const Config *cfg, FILE *err)
+{
+    if (strcmp(cfg->train.precision, "fp32") != 0) {
+        fprintf(err, "trident: [train] precision = %s: not supported yet (fp32 only)\n",
+                cfg->train.precision);
+        return 1;
+    }
+    if (cfg->checkpoint.dir[0]) {
+        fprintf(err, "trident: [checkpoint] dir = %s: not supported yet\n", cfg->checkpoint.dir);
+        return 1;
+    }
+    if (cfg->eval.patience > 0) {
+        fprintf(err, "trident: [eval] patience = %d: early stopping is not supported yet\n",
+                cfg->eval.patience);
+        return 1;
+    }
+    return 0;
+}
+
+/* Rank 0 has the config; everyone checks the layout against the world. */
+static int share_config(Trainer *t, MPI_Comm world)
+{
+    TRI_CHECK_MPI(MPI_Bcast(t->cfg, sizeof *t->cfg, MPI_BYTE, 0, world));
+    int size;
+    MPI_Comm_size(world, &size);
+    char msg[1024] = "";
+    FILE *err = fmemopen(msg, sizeof msg, "w");
+    int rc = grid_check(t->cfg, size, err);
+    if (!rc)
+        rc = check_supported(t->cfg, err);
+    fclose(err);
+    return fail_report(world, rc, msg);
+}
+
+static int open_data(Trainer *t)
+{
+    char msg[2048] = "";
+    int rc = 0;
+    if (t->model.is_first || t->model.is_last) {
+        FILE *err = fmemopen(msg, sizeof msg, "w");
+        rc = data_open(&t->data, &t->cfg->data, t->cfg->model.seq_len,
+                       t->cfg->model.vocab_size, err);
+        fclose(err);
+    }
+    rc = fail_report(t->grid.world, rc, msg);
+    if (rc || !t->data)
+        return rc;
+    t->loader = loader_create(t->data, t->cfg->train.seed, t->ga * t->rows);
+    if (!t->loader)
+        fail_abort("cannot start the data loader thread", __FILE__, __LINE__);
+    if (is_root(t))
+        printf("data: %s, %lld train tokens (%lld windows), %lld validation tokens\n",
+               t->cfg->data.train, (long long)data_train_tokens(t->data),
+               (long long)data_train_windows(t->data), (long long)data_val_tokens(t->data));
+    return 0;
+}
+
+static void print_memory(Trainer *t)
+{
+    ZeroBytes b = zero_bytes(t->zero);
+    double mine[4] = {(double)b.weights, (double)b.grads, (double)b.optimizer,
+                      (double)model_activation_bytes(&t->model)};
+    int size = t->grid.size;
+    double *all = is_root(t) ? malloc(sizeof mine * (size_t)size) : NULL;
+    TRI_CHECK_MPI(MPI_Gather(mine, 4, MPI_DOUBLE, all, 4, MPI_DOUBLE, 0, t->grid.world));
+    if (!is_root(t))
+        return;
+    printf("memory per rank (MiB): weights / grads / optimizer / activations\n");
+    for (int r = 0; r < size; r++) {
+        if (size > 16 && r == 8) {
+            printf("  ... (%d more ranks)\n", size - 8);
+            break;
+        }
+        printf("  rank %3d: %9.2f / %9.2f / %9.2f / %9.2f\n", r, all[4 * r] / 1048576.0,
+               all[4 * r + 1] / 1048576.0, all[4 * r + 2] / 1048576.0, all[4 * r + 3] / 1048576.0);
+    }
+    free(all);
+}
+
+/* Every rank measures its GEMM rate at the same time, so oversubscribed
+ * ranks see their real share of the cores; the sum is the world's peak. */
+static void measure_peak(Trainer *t)
+{
+    const char *warning = NULL;
+    const char *info = ops_gemm_info(&warning);
+    comm_barrier(&t->grid, COMM_WORLD);
+    double mine = ops_gemm_peak(0.15), total = 0.0;
+    TRI_CHECK_MPI(MPI_Allreduce(&mine, &total, 1, MPI_DOUBLE, MPI_SUM, t->grid.world));
+    t->peak_flops = total;
+    if (is_root(t)) {
+        printf("gemm: %s; measured peak %.1f GFLOP/s over %d rank%s\n", info, total / 1e9,
+               t->grid.size, t->grid.size > 1 ? "s" : "");
+        if (warning)
+            printf("warning: %s\n", warning);
+    }
+}
+
+static void print_plan(Trainer *t)
+{
+    if (!is_root(t))
+        return;
+    const Config *c = t->cfg;
+    printf("model: %d layers, %d wide, %d heads, seq %d, vocab %d: %.2fM parameters\n",
+           c->model.n_layer, c->model.n_embd, c->model.n_head, c->model.seq_len,
+           c->model.vocab_size, params_logical_count(&c->model) / 1e6);
+    printf("batch: %d rows x %d microbatches x dp %d = %lld sequences (%lld tokens) per step; schedule %s, zero %d\n",
+           t->rows, t->ga, t->grid.dp, (long long)t->global_batch,
+           (long long)(t->global_batch * c->model.seq_len), schedule_name(c->parallel.schedule),
+           c->parallel.zero);
+    if (c->parallel.schedule == SCHED_1F1B && t->ga < t->grid.pp)
+        printf("warning: grad_accum (%d) < pp (%d): with fewer microbatches than stages, the pipeline idles %.0f%% of the step; use grad_accum >= pp (4 x pp is better)\n",
+               t->ga, t->grid.pp, 100.0 * (t->grid.pp - 1) / (t->ga + t->grid.pp - 1));
+}
+
+static int setup(Trainer *t)
+{
+    Config *cfg = t->cfg;
+    grid_create(&t->grid, cfg, MPI_COMM_WORLD);
+    if (is_root(t))
+        grid_print(&t->grid, stdout);
+    t->rows = cfg->train.micro_batch;
+    t->ga = cfg->train.grad_accum;
+    t->global_batch = (int64_t)t->rows * t->ga * t->grid.dp;
+    t->loss_scale = 1.0;
+    t->best_val = INFINITY;
+    t->actions = calloc((size_t)(2 * t->ga), sizeof *t->actions);
+    t->eval_actions = calloc((size_t)t->ga, sizeof *t->eval_actions);
+    t->index = calloc((size_t)(t->ga * t->rows), sizeof *t->index);
+    t->eval_batch = calloc((size_t)(t->ga * t->rows) * (size_t)(cfg->model.seq_len + 1),
+                           sizeof *t->eval_batch);
+    if (!t->actions || !t->eval_actions || !t->index || !t->eval_batch)
+        fail_abort("out of memory", __FILE__, __LINE__);
+    t->n_actions = schedule_build(cfg->parallel.schedule, t->grid.pp, t->grid.pp_stage, t->ga,
+                                  t->actions);
+    for (int i = 0; i < t->ga; i++)
+        t->eval_actions[i] = (Action){ACTION_FORWARD, i};
+    int slots = schedule_max_in_flight(t->actions, t->n_actions);
+    model_create(&t->model, cfg, &t->grid, slots);
+    print_plan(t);
+    TRI_TRY(open_data(t));
+    char msg[1024] = "";
+    int rc = 0;
+    if (is_root(t)) {
+        FILE *err = fmemopen(msg, sizeof msg, "w");
+        rc = metrics_open(&t->metrics, cfg->log.metrics, 0, err);
+        fclose(err);
+    }
+    TRI_TRY(fail_report(t->grid.world, rc, msg));
+    t->zero = zero_create(&t->model, cfg, &t->grid);
+    zero_init_weights(t->zero);
+    print_memory(t);
+    measure_peak(t);
+    return 0;
+}
+
+static void teardown(Trainer *t)
+{
+    if (t->loader)
+        loader_destroy(t->loader);
+    if (t->data)
+        data_close(t->data);
+    zero_destroy(t->zero);
+    if (t->model.cfg)
+        model_destroy(&t->model);
+    metrics_close(&t->metrics);
+    free(t->actions);
+    free(t->eval_actions);
+    free(t->index);
+    free(t->eval_batch);
+    grid_destroy(&t->grid);
+}
+
+/* ---- steps ------------------------------------------------------------- */
+
+/* Asks the loader for the samples of the step starting at `cursor`. */
+static void request_batch(Trainer *t, int64_t cursor)
+{
+    if (!t->loader)
+        return;
+    int64_t mine = (int64_t)t->grid.dp_rank * t->ga * t->rows;
+    for (int k = 0; k < t->ga * t->rows; k++)
+        t->index[k] = cursor + mine + k;
+    loader_request(t->loader, t->index);
+}
+
+/* Sum over the world of the last stage's (TP rank 0's) loss sums. */
+static double global_loss_sum(Trainer *t)
+{
+    Model *m = &t->model;
+    double mine = m->is_last && t->grid.tp_rank == 0 ? m->loss_sum : 0.0, total = 0.0;
+    TRI_CHECK_MPI(MPI_Allreduce(&mine, &total, 1, MPI_DOUBLE, MPI_SUM, t->grid.world));
+    return total;
+}
+
+static double evaluate(Trainer *t)
+{
+    const Config *c = t->cfg;
+    int T = c->model.seq_len, rows = t->ga * t->rows;
+    t->model.loss_sum = 0.0;
+    t->model.loss_count = 0;
+    PipelineTimes times = {0};
+    for (int i = 0; i < c->eval.batches; i++) {
+        if (t->data) {
+            int64_t first = (int64_t)i * t->global_batch + (int64_t)t->grid.dp_rank * rows;
+            for (int k = 0; k < rows; k++)
+                data_val_sample(t->data, first + k, t->eval_batch + (int64_t)k * (T + 1));
+        }
+        pipeline_run(&t->model, t->eval_actions, t->ga, t->eval_batch, t->rows, FORWARD_EVAL,
+                     &times);
+    }
+    double tokens = (double)c->eval.batches * t->global_batch * T;
+    return global_loss_sum(t) / tokens;
+}
+
+typedef struct {
+    double loss, grad_norm, data_wait, bubble;
+} StepResult;
+
+static double max_over_world(Trainer *t, double v)
+{
+    double out = v;
+    TRI_CHECK_MPI(MPI_Allreduce(&v, &out, 1, MPI_DOUBLE, MPI_MAX, t->grid.world));
+    return out;
+}
+
+static StepResult train_step(Trainer *t)
+{
+    const TrainConfig *tc = &t->cfg->train;
+    Model *m = &t->model;
+    StepResult r = {0};
+    int64_t tokens = t->global_batch * t->cfg->model.seq_len;
+    const int32_t *batch = t->loader ? loader_wait(t->loader, &r.data_wait) : NULL;
+    t->cursor += t->global_batch;
+    if (t->step + 1 < tc->steps)
+        request_batch(t, t->cursor); /* the next step's batch loads meanwhile */
+
+    zero_begin_step(t->zero);
+    m->loss_sum = 0.0;
+    m->loss_count = 0;
+    m->grad_scale = (float)(t->loss_scale / (double)tokens);
+    PipelineTimes times = {0};
+    pipeline_run(m, t->actions, t->n_actions, batch, t->rows, FORWARD_TRAIN, &times);
+    zero_reduce_grads(t->zero);
+    if (tc->clip_value > 0)
+        optim_clip_value(m, t->zero, (float)(tc->clip_value * t->loss_scale));
+    r.grad_norm = optim_grad_norm(m, t->zero) / t->loss_scale;
+    double clip = 1.0;
+    if (tc->clip_norm > 0 && r.grad_norm > tc->clip_norm)
+        clip = tc->clip_norm / r.grad_norm;
+    double lr = optim_lr(tc, t->step);
+    optim_step(m, t->zero, tc, t->step + 1, lr, (float)(clip / t->loss_scale));
+    zero_gather_weights(t->zero);
+    r.loss = global_loss_sum(t) / (double)tokens;
+    double total = times.busy + times.wait;
+    r.bubble = max_over_world(t, total > 0 ? times.wait / total : 0.0);
+    r.data_wait = max_over_world(t, r.data_wait);
+    t->step++;
+    return r;
+}
+
+static int due(int step, int every, int last)
+{
+    return step == last || (every > 0 && step % every == 0);
+}
+
+static void report(Trainer *t, const StepResult *r, double step_s, double elapsed,
+                   double val_loss, double comm_s)
+{
+    const Config *c = t->cfg;
+    double tokens = (double)t->global_batch * c->model.seq_len;
+    StepMetrics s = {
+        .step = t->step, .steps = c->train.steps, .loss = r->loss, .val_loss = val_loss,
+        .lr = optim_lr(&c->train, t->step - 1), .grad_norm = r->grad_norm,
+        .loss_scale = t->loss_scale, .tokens = (int64_t)(tokens * t->step),
+        .tokens_per_s = tokens / step_s, .step_ms = 1e3 * step_s,
+        .mfu = 3.0 * model_forward_flops(&c->model, tokens) / step_s / t->peak_flops,
+        .data_wait_ms = 1e3 * r->data_wait, .bubble = r->bubble,
+        .comm_share = comm_s / step_s,
+        .eta_s = elapsed / t->step * (c->train.steps - t->step),
+    };
+    metrics_print(stdout, &s);
+    metrics_write(&t->metrics, &s);
+}
+
+static void generate(Trainer *t)
+{
+    const Config *c = t->cfg;
+    if (c->log.sample_tokens <= 0)
+        return;
+    int32_t prompt = c->model.vocab_size == 256 ? '\n' : 50256 % c->model.vocab_size;
+    if (is_root(t))
+        printf("\nsample (%d tokens):\n", c->log.sample_tokens);
+    sample_generate(&t->model, &prompt, 1, c->log.sample_tokens, 0.8, c->train.seed, stdout);
+    if (is_root(t))
+        printf("\n");
+}
+
+static void run_steps(Trainer *t)
+{
+    const Config *c = t->cfg;
+    double start = timer_now();
+    request_batch(t, t->cursor);
+    while (t->step < c->train.steps) {
+        comm_reset_seconds();
+        double t0 = timer_now();
+        StepResult r = train_step(t);
+        double step_s = timer_now() - t0;
+        double comm_s = comm_seconds(COMM_TP) + comm_seconds(COMM_DP);
+        double val = NAN;
+        if (c->eval.every > 0 && due(t->step, c->eval.every, c->train.steps))
+            val = evaluate(t);
+        if (is_root(t) && (due(t->step, c->log.every, c->train.steps) || t->step == 1 || !isnan(val)))
+            report(t, &r, step_s, timer_now() - start, val, comm_s);
+    }
+}
+
+int train_run(Config *cfg, MPI_Comm world)
+{
+    Trainer t;
+    memset(&t, 0, sizeof t);
+    t.cfg = cfg;
+    int rc = share_config(&t, world);
+    if (rc)
+        return TRI_EXIT_ERROR;
+    rc = setup(&t);
+    if (!rc) {
+        run_steps(&t);
+        generate(&t);
+        double rss = max_over_world(&t, (double)metrics_peak_rss());
+        if (is_root(&t))
+            printf("done: %d steps; peak memory (RSS) %.1f MiB on the largest rank\n", t.step,
+                   rss / 1048576.0);
+    }
+    teardown(&t);
+    return rc ? TRI_EXIT_ERROR : TRI_EXIT_OK;
+}

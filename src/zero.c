@@ -1,0 +1,474 @@
+/*
+ * zero.c - ZeRO stages 0 to 3 over the DP group; see zero.h.
+ *
+ * A bucket is a list of parameters reduced by one collective. Its send
+ * buffer is packed rank-major: DP rank 0's owned rows of every tensor in
+ * the bucket, then rank 1's, and so on, so one MPI_Reduce_scatter leaves
+ * each rank exactly its owned rows, summed, in parameter order.
+ */
+#include "zero.h"
+
+#include <stdlib.h>
+#include <string.h>
+
+#include "comm.h"
+#include "fail.h"
+
+typedef struct {
+    int n;
+    int idx[PARAMS_MAX_UNIT];
+    int64_t numel;            /* elements of the full local blocks */
+} Bucket;
+
+struct Zero {
+    Model *m;
+    const Config *cfg;
+    const Grid *g;
+    int stage;
+    int dp, dp_rank;
+    Bucket *buckets;          /* zero 0/1: units, each parameter once */
+    int n_buckets;
+    Bucket *units;            /* zero 2/3: units as the model uses them */
+    int *counts;              /* per DP rank, scratch for collectives */
+    ops_tensor pack, recv;    /* largest bucket, packed / owned part */
+    ops_tensor work_w;        /* zero 3: the gathered unit's weights */
+    ops_tensor work_g;        /* zero 2/3: the unit's transient gradients */
+    ops_tensor *arenas;       /* everything allocated, for freeing */
+    int n_arenas;
+    int gathered_unit;        /* zero 3: which unit work_w holds, or -1 */
+    ZeroBytes bytes;
+};
+
+void zero_partition(int64_t rows, int dp, int rank, int64_t *row0, int64_t *n)
+{
+    int64_t block = (rows + dp - 1) / dp;
+    int64_t start = block * rank;
+    if (start > rows)
+        start = rows;
+    int64_t end = start + block;
+    if (end > rows)
+        end = rows;
+    *row0 = start;
+    *n = end - start;
+}
+
+void zero_update_rows(const Zero *z, const Param *p, int64_t *row0, int64_t *rows)
+{
+    if (z->stage == 0) {
+        *row0 = 0;
+        *rows = p->lrows;
+    } else {
+        *row0 = p->zrow0;
+        *rows = p->zrows;
+    }
+}
+
+static ops_tensor arena(Zero *z, ops_dtype dtype, int64_t n, int64_t *bytes)
+{
+    ops_tensor t = ops_alloc(dtype, OPS_CPU, n > 0 ? n : 1);
+    z->arenas = realloc(z->arenas, (size_t)(z->n_arenas + 1) * sizeof *z->arenas);
+    if (!z->arenas)
+        fail_abort("out of memory", __FILE__, __LINE__);
+    z->arenas[z->n_arenas++] = t;
+    *bytes += n * (int64_t)ops_dtype_size(dtype);
+    return t;
+}
+
+/* Buckets for zero 0/1: each unit, skipping parameters an earlier unit
+ * already holds (the tied wte sits in both embed and head on one stage). */
+static void build_buckets(Zero *z)
+{
+    ParamSet *ps = &z->m->ps;
+    char *seen = calloc((size_t)ps->n + 1, 1);
+    z->buckets = calloc((size_t)ps->n_units + 1, sizeof *z->buckets);
+    z->units = calloc((size_t)ps->n_units + 1, sizeof *z->units);
+    if (!seen || !z->buckets || !z->units)
+        fail_abort("out of memory", __FILE__, __LINE__);
+    for (int u = 0; u < ps->n_units; u++) {
+        Bucket *b = &z->buckets[z->n_buckets], *unit = &z->units[u];
+        for (int i = 0; i < ps->units[u].n; i++) {
+            int idx = ps->units[u].idx[i];
+            int64_t numel = params_local_numel(&ps->p[idx]);
+            unit->idx[unit->n++] = idx;
+            unit->numel += numel;
+            if (!seen[idx]) {
+                seen[idx] = 1;
+                b->idx[b->n++] = idx;
+                b->numel += numel;
+            }
+        }
+        for (int i = 1; i < b->n; i++)
+            if (b->idx[i] != b->idx[i - 1] + 1)
+                fail_abort("a bucket's parameters must be consecutive in the table",
+                           __FILE__, __LINE__);
+        if (b->n)
+            z->n_buckets++;
+    }
+    free(seen);
+}
+
+static int64_t largest(const Bucket *b, int n)
+{
+    int64_t most = 0;
+    for (int i = 0; i < n; i++)
+        if (b[i].numel > most)
+            most = b[i].numel;
+    return most;
+}
+
+/* Lays out weights, gradients and optimizer state per the ZeRO stage. */
+static void allocate_state(Zero *z)
+{
+    ParamSet *ps = &z->m->ps;
+    ops_dtype wdt = z->m->act_dtype;
+    int64_t n_full = 0, n_owned = 0, n_update = 0;
+    for (int i = 0; i < ps->n; i++) {
+        Param *p = &ps->p[i];
+        zero_partition(p->lrows, z->dp, z->dp_rank, &p->zrow0, &p->zrows);
+        int64_t r0, nr;
+        zero_update_rows(z, p, &r0, &nr);
+        n_full += params_local_numel(p);
+        n_owned += p->zrows * p->lcols;
+        n_update += nr * p->lcols;
+    }
+    int keep_full_weights = z->stage < 3, keep_full_grads = z->stage < 2;
+    int separate_master = wdt != OPS_F32 || !keep_full_weights;
+    ops_tensor w = keep_full_weights ? arena(z, wdt, n_full, &z->bytes.weights) : OPS_NONE;
+    ops_tensor g = keep_full_grads ? arena(z, OPS_F32, n_full, &z->bytes.grads) : OPS_NONE;
+    ops_tensor og = z->stage == 0 ? OPS_NONE : arena(z, OPS_F32, n_owned, &z->bytes.grads);
+    ops_tensor master = separate_master
+        ? arena(z, OPS_F32, n_update, !keep_full_weights ? &z->bytes.weights : &z->bytes.optimizer)
+        : OPS_NONE;
+    ops_tensor mom = arena(z, OPS_F32, n_update, &z->bytes.optimizer);
+    ops_tensor vel = arena(z, OPS_F32, n_update, &z->bytes.optimizer);
+
+    int64_t off_full = 0, off_upd = 0, off_own = 0;
+    for (int i = 0; i < ps->n; i++) {
+        Param *p = &ps->p[i];
+        int64_t full = params_local_numel(p), r0, nr;
+        zero_update_rows(z, p, &r0, &nr);
+        int64_t upd = nr * p->lcols;
+        p->w = keep_full_weights ? ops_view(w, off_full, full) : OPS_NONE;
+        p->g = keep_full_grads ? ops_view(g, off_full, full) : OPS_NONE;
+        p->og = z->stage == 0 ? p->g : ops_view(og, off_own, p->zrows * p->lcols);
+        p->master = separate_master ? ops_view(master, off_upd, upd)
+                                    : ops_view(p->w, r0 * p->lcols, upd);
+        p->m = ops_view(mom, off_upd, upd);
+        p->v = ops_view(vel, off_upd, upd);
+        off_full += full;
+        off_upd += upd;
+        off_own += p->zrows * p->lcols;
+    }
+    int64_t most = largest(z->units, ps->n_units);
+    z->pack = arena(z, OPS_F32, most, &z->bytes.grads);
+    z->recv = arena(z, OPS_F32, most, &z->bytes.grads);
+    if (z->stage >= 2)
+        z->work_g = arena(z, OPS_F32, most, &z->bytes.grads);
+    if (z->stage == 3)
+        z->work_w = arena(z, wdt, most, &z->bytes.weights);
+}
+
+/* ---- packing ----------------------------------------------------------- */
+
+/* Copies every rank's owned rows of b's gradients into z->pack, rank-major,
+ * filling z->counts. */
+static void pack_grads(Zero *z, const Bucket *b)
+{
+    ParamSet *ps = &z->m->ps;
+    float *dst = z->pack.data;
+    int64_t off = 0;
+    for (int r = 0; r < z->dp; r++) {
+        int64_t start = off;
+        for (int i = 0; i < b->n; i++) {
+            Param *p = &ps->p[b->idx[i]];
+            int64_t row0, n;
+            zero_partition(p->lrows, z->dp, r, &row0, &n);
+            memcpy(dst + off, (float *)p->g.data + row0 * p->lcols,
+                   (size_t)(n * p->lcols) * sizeof(float));
+            off += n * p->lcols;
+        }
+        z->counts[r] = (int)(off - start);
+    }
+}
+
+/* Reduce-scatters b's gradients: this rank's owned rows, summed over DP,
+ * land in z->recv in parameter order. */
+static void reduce_scatter_bucket(Zero *z, const Bucket *b)
+{
+    pack_grads(z, b);
+    comm_reduce_scatter(z->m->grid, COMM_DP, z->pack, z->recv, z->counts);
+}
+
+/* owned grads (og) of b's parameters = (accumulate ? og + : ) z->recv */
+static void store_owned(Zero *z, const Bucket *b, int accumulate)
+{
+    ParamSet *ps = &z->m->ps;
+    int64_t off = 0;
+    for (int i = 0; i < b->n; i++) {
+        Param *p = &ps->p[b->idx[i]];
+        int64_t n = p->zrows * p->lcols;
+        ops_tensor part = ops_view(z->recv, off, n);
+        if (accumulate)
+            ops_accumulate(p->og, part, n);
+        else
+            ops_copy(p->og, part);
+        off += n;
+    }
+}
+
+/* Every rank's owned rows of `src(p)` gathered into `dst(p)` for all p in b. */
+static void gather_bucket(Zero *z, const Bucket *b, int from_master, ops_tensor into)
+{
+    ParamSet *ps = &z->m->ps;
+    ops_dtype wdt = z->m->act_dtype;
+    int64_t n_mine = 0;
+    for (int i = 0; i < b->n; i++) {
+        Param *p = &ps->p[b->idx[i]];
+        int64_t n = p->zrows * p->lcols;
+        ops_tensor dst = {(char *)z->pack.data + n_mine * ops_dtype_size(wdt), n, wdt, OPS_CPU};
+        if (from_master)
+            ops_cast(dst, p->master);
+        else
+            ops_copy(dst, ops_view(p->w, p->zrow0 * p->lcols, n));
+        n_mine += n;
+    }
+    for (int r = 0; r < z->dp; r++) {
+        int64_t cnt = 0;
+        for (int i = 0; i < b->n; i++) {
+            Param *p = &ps->p[b->idx[i]];
+            int64_t row0, n;
+            zero_partition(p->lrows, z->dp, r, &row0, &n);
+            cnt += n * p->lcols;
+        }
+        z->counts[r] = (int)cnt;
+    }
+    ops_tensor send = {z->pack.data, n_mine, wdt, OPS_CPU};
+    ops_tensor recv = {z->recv.data, b->numel, wdt, OPS_CPU};
+    comm_allgather(z->m->grid, COMM_DP, send, recv, z->counts);
+    /* unpack rank-major into each block, which `into` lays out in order */
+    size_t es = ops_dtype_size(wdt);
+    const char *src = recv.data;
+    for (int r = 0; r < z->dp; r++) {
+        int64_t off_into = 0;
+        for (int i = 0; i < b->n; i++) {
+            Param *p = &ps->p[b->idx[i]];
+            int64_t row0, n;
+            zero_partition(p->lrows, z->dp, r, &row0, &n);
+            char *dst = (char *)into.data + (off_into + row0 * p->lcols) * es;
+            memcpy(dst, src, (size_t)(n * p->lcols) * es);
+            src += n * p->lcols * es;
+            off_into += params_local_numel(p);
+        }
+    }
+}
+
+/* ---- ZeRO-2/3 unit hooks ----------------------------------------------- */
+
+static void point_unit(Zero *z, const Bucket *u, ops_tensor base, int weights)
+{
+    ParamSet *ps = &z->m->ps;
+    int64_t off = 0;
+    for (int i = 0; i < u->n; i++) {
+        Param *p = &ps->p[u->idx[i]];
+        int64_t n = params_local_numel(p);
+        ops_tensor view = base.data ? ops_view(base, off, n) : OPS_NONE;
+        if (weights)
+            p->w = view;
+        else
+            p->g = view;
+        off += n;
+    }
+}
+
+static void gather_unit(Zero *z, int unit)
+{
+    if (z->gathered_unit == unit)
+        return;
+    const Bucket *u = &z->units[unit];
+    ops_tensor into = ops_view(z->work_w, 0, u->numel);
+    gather_bucket(z, u, 1, into);
+    point_unit(z, u, into, 1);
+    z->gathered_unit = unit;
+}
+
+static void release_unit(Zero *z, int unit)
+{
+    point_unit(z, &z->units[unit], OPS_NONE, 1);
+    z->gathered_unit = -1;
+}
+
+static void unit_hook(void *ctx, int unit, UnitEvent ev)
+{
+    Zero *z = ctx;
+    const Bucket *u = &z->units[unit];
+    switch (ev) {
+    case UNIT_BEFORE_FORWARD:
+        if (z->stage == 3)
+            gather_unit(z, unit);
+        break;
+    case UNIT_AFTER_FORWARD:
+        if (z->stage == 3)
+            release_unit(z, unit);
+        break;
+    case UNIT_BEFORE_BACKWARD:
+        if (z->stage == 3)
+            gather_unit(z, unit);
+        ops_zero(ops_view(z->work_g, 0, u->numel));
+        point_unit(z, u, ops_view(z->work_g, 0, u->numel), 0);
+        break;
+    case UNIT_AFTER_BACKWARD:
+        reduce_scatter_bucket(z, u);
+        store_owned(z, u, 1);
+        point_unit(z, u, OPS_NONE, 0);
+        if (z->stage == 3)
+            release_unit(z, unit);
+        break;
+    }
+}
+
+/* ---- public ------------------------------------------------------------ */
+
+Zero *zero_create(Model *m, const Config *cfg, const Grid *g)
+{
+    Zero *z = calloc(1, sizeof *z);
+    if (!z)
+        fail_abort("out of memory", __FILE__, __LINE__);
+    z->m = m;
+    z->cfg = cfg;
+    z->g = g;
+    z->stage = cfg->parallel.zero;
+    z->dp = g->dp;
+    z->dp_rank = g->dp_rank;
+    z->gathered_unit = -1;
+    z->counts = calloc((size_t)g->dp, sizeof *z->counts);
+    if (!z->counts)
+        fail_abort("out of memory", __FILE__, __LINE__);
+    build_buckets(z);
+    allocate_state(z);
+    if (z->stage >= 2) {
+        m->hook = unit_hook;
+        m->hook_ctx = z;
+    }
+    return z;
+}
+
+void zero_destroy(Zero *z)
+{
+    if (!z)
+        return;
+    for (int i = 0; i < z->n_arenas; i++)
+        ops_free(&z->arenas[i]);
+    free(z->arenas);
+    free(z->buckets);
+    free(z->units);
+    free(z->counts);
+    free(z);
+}
+
+/* In fp32 with full weights, the master rows are the weights' own rows. */
+static int master_aliases_weights(const Param *p, int64_t row0)
+{
+    return p->w.data && p->w.dtype == OPS_F32
+        && p->master.data == (char *)p->w.data + row0 * p->lcols * sizeof(float);
+}
+
+void zero_init_weights(Zero *z)
+{
+    ParamSet *ps = &z->m->ps;
+    int64_t most = 0;
+    for (int i = 0; i < ps->n; i++)
+        if (params_local_numel(&ps->p[i]) > most)
+            most = params_local_numel(&ps->p[i]);
+    float *block = malloc((size_t)(most > 0 ? most : 1) * sizeof(float));
+    if (!block)
+        fail_abort("out of memory initialising weights", __FILE__, __LINE__);
+    for (int i = 0; i < ps->n; i++) {
+        Param *p = &ps->p[i];
+        int64_t n = params_local_numel(p), r0, nr;
+        params_init(p, z->cfg, block);
+        zero_update_rows(z, p, &r0, &nr);
+        ops_tensor src = {block, n, OPS_F32, OPS_CPU};
+        if (p->w.data)
+            ops_cast(p->w, src);
+        if (!master_aliases_weights(p, r0))
+            ops_copy(p->master, ops_view(src, r0 * p->lcols, nr * p->lcols));
+    }
+    free(block);
+}
+
+void zero_begin_step(Zero *z)
+{
+    ParamSet *ps = &z->m->ps;
+    for (int i = 0; i < ps->n; i++) {
+        if (ps->p[i].g.data && z->stage < 2)
+            ops_zero(ps->p[i].g);
+        if (z->stage >= 2)
+            ops_zero(ps->p[i].og);
+    }
+}
+
+static void sum_tied_copies(Zero *z)
+{
+    if (z->g->pp == 1 || !z->cfg->model.tie_embeddings)
+        return;
+    if (!(z->m->is_first || z->m->is_last))
+        return;
+    Param *p = params_find(&z->m->ps, "wte");
+    comm_allreduce(z->g, COMM_EMBED, p->og, p->og.n, COMM_SUM);
+}
+
+void zero_reduce_grads(Zero *z)
+{
+    if (z->stage == 0) {
+        for (int b = 0; b < z->n_buckets; b++) {
+            const Bucket *bk = &z->buckets[b];
+            for (int i = 0; i < bk->n; i++) {
+                Param *p = &z->m->ps.p[bk->idx[i]];
+                comm_allreduce(z->g, COMM_DP, p->g, p->g.n, COMM_SUM);
+            }
+        }
+    } else if (z->stage == 1) {
+        for (int b = 0; b < z->n_buckets; b++) {
+            reduce_scatter_bucket(z, &z->buckets[b]);
+            store_owned(z, &z->buckets[b], 0);
+        }
+    }
+    sum_tied_copies(z);
+}
+
+void zero_gather_weights(Zero *z)
+{
+    if (z->stage == 0 || z->stage == 3)
+        return;
+    ParamSet *ps = &z->m->ps;
+    int separate_master = z->m->act_dtype != OPS_F32;
+    for (int b = 0; b < z->n_buckets; b++) {
+        /* a bucket's blocks are consecutive in the weight arena (see
+         * build_buckets), so its first block's start is the whole bucket's */
+        const Bucket *bk = &z->buckets[b];
+        ops_tensor whole = {ps->p[bk->idx[0]].w.data, bk->numel, z->m->act_dtype, OPS_CPU};
+        gather_bucket(z, bk, separate_master, whole);
+    }
+}
+
+ZeroBytes zero_bytes(const Zero *z) { return z->bytes; }
+
+void zero_read_block(Zero *z, Param *p, float *out)
+{
+    int64_t n = params_local_numel(p);
+    ops_tensor dst = {out, n, OPS_F32, OPS_CPU};
+    if (z->stage < 3) {
+        ops_cast(dst, p->w);
+        return;
+    }
+    int idx = (int)(p - z->m->ps.p);
+    Bucket one = {.n = 1, .idx = {idx}, .numel = n};
+    ops_tensor into = ops_view(z->work_w, 0, n);
+    int was = z->gathered_unit;
+    gather_bucket(z, &one, 1, into);
+    ops_cast(dst, into);
+    if (was >= 0) { /* put the unit back where it was */
+        z->gathered_unit = -1;
+        gather_unit(z, was);
+    }
+}

@@ -1,0 +1,67 @@
+/*
+ * zero.h - where parameter state lives, and how DP ranks share it (ZeRO).
+ *
+ * One rule for all state (DESIGN.md): each DP rank owns a contiguous block
+ * of dim-0 rows of every local tensor; the last block may be short. Then:
+ *   zero 0: every rank keeps full weights, gradients and optimizer state;
+ *           gradients are all-reduced (the baseline);
+ *   zero 1: fp32 master weights and Adam moments exist only for owned rows;
+ *           gradients are reduce-scattered, bucket by bucket, packed
+ *           rank-major, straight into that layout; the updated rows are
+ *           all-gathered into the full weights;
+ *   zero 2: as 1, but a unit's full gradients live only while its backward
+ *           runs: they are reduce-scattered right after it, every
+ *           microbatch, and added into the owned rows;
+ *   zero 3: as 2, and only owned weights are kept: a unit's weights are
+ *           all-gathered just before its forward and again before its
+ *           backward.
+ * The buckets are the model's units (embeddings, each block, the head).
+ */
+#ifndef TRI_SRC_ZERO_H
+#define TRI_SRC_ZERO_H
+
+#include <stdint.h>
+
+#include "config.h"
+#include "grid.h"
+#include "model.h"
+
+typedef struct {
+    int64_t weights, grads, optimizer;   /* bytes this rank holds */
+} ZeroBytes;
+
+typedef struct Zero Zero;
+
+/* Decides ownership, allocates weights, gradients and optimizer state for
+ * m's parameters, and installs the unit hooks ZeRO-2/3 need.
+ * Not collective. */
+Zero *zero_create(Model *m, const Config *cfg, const Grid *g);
+void zero_destroy(Zero *z);
+
+/* Initialises every parameter this rank holds from the counter-based RNG.
+ * Not collective. */
+void zero_init_weights(Zero *z);
+
+/* Zeroes gradients before a step's first microbatch. Not collective. */
+void zero_begin_step(Zero *z);
+/* After the last microbatch: reduces gradients over DP into the owned rows
+ * (zero 0: all-reduce; 1: reduce-scatter; 2/3: already done per unit) and
+ * sums the tied embedding's two copies. Collective on dp and embed. */
+void zero_reduce_grads(Zero *z);
+/* After the optimizer: all-gathers updated owned rows into the full
+ * weights (zero 1/2; nothing for 0 and 3). Collective on dp. */
+void zero_gather_weights(Zero *z);
+
+/* Rows of p's block this rank updates: all of them under zero 0, else the
+ * owned block. og, master, m and v cover exactly these rows. */
+void zero_update_rows(const Zero *z, const Param *p, int64_t *row0, int64_t *rows);
+
+/* The owned-row partition of a block of `rows` rows among dp ranks. */
+void zero_partition(int64_t rows, int dp, int rank, int64_t *row0, int64_t *n);
+
+ZeroBytes zero_bytes(const Zero *z);
+/* Copies p's full block of weights (fp32) into out, gathering it under
+ * zero 3. Collective on dp under zero 3, else not collective. */
+void zero_read_block(Zero *z, Param *p, float *out);
+
+#endif

@@ -1,0 +1,63 @@
+# shellcheck shell=sh
+# lib.sh - TAP helpers for the script tests. Sourced; mpitap.sh exports
+# TRI_MPIEXEC, TRI_BUILDDIR and TRI_SRCDIR.
+tap_n=0
+tap_failed=0
+TRIDENT="${TRI_BUILDDIR:-.}/trident"
+DATA="${TRI_SRCDIR:-.}/tests/data"
+WORK=$(mktemp -d "${TMPDIR:-/tmp}/trident-test.XXXXXX")
+trap 'rm -rf "$WORK"' EXIT
+
+plan() { echo "1..$1"; }
+ok() {   # ok CONDITION-EXIT-STATUS DESCRIPTION
+    tap_n=$((tap_n + 1))
+    if [ "$1" -eq 0 ]; then
+        echo "ok $tap_n - $2"
+    else
+        echo "not ok $tap_n - $2"
+        tap_failed=$((tap_failed + 1))
+    fi
+}
+diag() { echo "# $*"; }
+done_testing() { [ "$tap_failed" -eq 0 ]; exit $?; }
+
+# run NP ARGS...: runs trident under mpiexec; stdout+stderr to $WORK/out,
+# exit status to $rc.
+run() {
+    np=$1
+    shift
+    # shellcheck disable=SC2086
+    $TRI_MPIEXEC -n "$np" "$TRIDENT" "$@" >"$WORK/out" 2>&1
+    rc=$?
+}
+
+# expect RC PATTERN DESCRIPTION: the last run exited RC and printed PATTERN.
+expect() {
+    if [ "$rc" -eq "$1" ] && grep -q -- "$2" "$WORK/out"; then
+        ok 0 "$3 (exit $rc)"
+    else
+        ok 1 "$3: wanted exit $1 and '$2', got exit $rc"
+        sed 's/^/#   /' "$WORK/out" | head -n 20
+    fi
+}
+
+# A small config over the test corpus; extra lines may follow.
+write_config() {
+    cat > "$1" <<EOC
+[model]
+n_layer = 2
+n_embd = 32
+n_head = 2
+seq_len = 32
+vocab_size = 256
+[train]
+micro_batch = 4
+steps = 4
+lr = 3e-3
+warmup = 2
+[data]
+train = $DATA/small.txt
+[log]
+every = 1
+EOC
+}

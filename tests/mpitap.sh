@@ -1,0 +1,38 @@
+#!/bin/sh
+# mpitap.sh - runs one TAP test under MPI; the test name carries the rank
+# count: tests/t_grid.np4.tap runs `mpiexec -n 4 tests/t_grid`, or the
+# script tests/t_grid.sh with the rank count as its argument when the
+# test is a script. A hang fails after TRI_TEST_TIMEOUT seconds (300).
+set -u
+stamp=$1
+base=$(basename "$stamp" .tap)          # t_grid.np4
+name=${base%.np*}                       # t_grid
+np=${base##*.np}                        # 4
+dir=$(dirname "$stamp")
+srcdir=${srcdir:-.}
+timeout_s=${TRI_TEST_TIMEOUT:-300}
+
+MPIEXEC=${MPIEXEC:-mpiexec}
+if ! command -v "$MPIEXEC" >/dev/null 2>&1; then
+    echo "1..0 # SKIP no mpiexec (install openmpi-bin)"
+    exit 0
+fi
+if [ "$(id -u)" = 0 ]; then
+    export OMPI_ALLOW_RUN_AS_ROOT=1 OMPI_ALLOW_RUN_AS_ROOT_CONFIRM=1
+fi
+# N ranks share the cores: give each its share of OpenMP threads, so the
+# test measures correctness rather than thread thrashing.
+cores=$(nproc 2>/dev/null || echo 2)
+threads=$((cores / np))
+[ "$threads" -ge 1 ] || threads=1
+export OMP_NUM_THREADS="${OMP_NUM_THREADS:-$threads}"
+export TRI_MPIEXEC="$MPIEXEC --oversubscribe --bind-to none"
+export TRI_BUILDDIR="${TRI_BUILDDIR:-$(pwd)}"
+export TRI_SRCDIR="$srcdir"
+
+if [ -f "$srcdir/$dir/$name.sh" ]; then
+    exec timeout -k 10 "$timeout_s" sh "$srcdir/$dir/$name.sh" "$np"
+fi
+# TRI_MPIEXEC is a command with options: split it
+# shellcheck disable=SC2086
+exec timeout -k 10 "$timeout_s" $TRI_MPIEXEC -n "$np" "$dir/$name"

@@ -1,0 +1,25 @@
+#!/bin/sh
+# t_cli.sh - the command line and bad inputs through the real binary: each
+# fails fast, on every rank, with a message naming what is wrong.
+. "${TRI_SRCDIR:-.}/tests/lib.sh"
+np=${1:-1}
+plan 14
+cfg="$WORK/c.ini"
+write_config "$cfg"
+
+run "$np" --version;                 expect 0 "backends: cpu" "--version names the backends"
+run "$np" --help;                    expect 0 "usage: trident train" "--help prints the usage"
+run "$np" frobnicate;                expect 2 "unknown command 'frobnicate'" "unknown command"
+run "$np" train --bogus;             expect 2 "unknown option '--bogus'" "unknown option"
+run "$np" train --config;            expect 2 "needs a value" "option without its value"
+run "$np" train --config "$WORK/none.ini"; expect 1 "none.ini" "missing config file"
+run "$np" train --config "$cfg" --set model.n_layers=3; expect 1 "n_layers" "unknown key through --set"
+run "$np" train --config "$cfg" --set model.n_head=3; expect 1 "divisible" "n_embd not divisible by n_head"
+run "$np" train --config "$cfg" --set data.train="$WORK/missing.txt"; expect 1 "\[data\] train" "missing data file"
+: > "$WORK/empty.txt"
+run "$np" train --config "$cfg" --set data.train="$WORK/empty.txt"; expect 1 "empty" "empty data file"
+run "$np" train --config "$cfg" --set model.seq_len=4096; expect 1 "too short" "seq_len longer than the data"
+run "$np" train --config "$cfg" --set parallel.dp=3; expect 1 "dp \* pp \* tp" "layout that does not fit the world"
+run "$np" train --config "$cfg" --set train.precision=fp8; expect 1 "precision" "unknown precision"
+run "$np" train --config "$cfg" --set train.steps=2; expect 0 "done: 2 steps" "a good config trains"
+done_testing

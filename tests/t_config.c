@@ -1,0 +1,508 @@
+/*
+ * t_config.c - config.c: defaults, the built-in job, the INI round trip,
+ * --set overrides, and one check per kind of bad input.
+ *
+ * Every bad input must fail with exactly one line on err, starting with
+ * "trident: <origin>" (file:line, the file for cross-key rules, or --set)
+ * and naming the key, the value and the reason; the lines are echoed as TAP
+ * diagnostics so a reader sees what a user would. Runs at any rank count:
+ * each rank writes its own temporary files.
+ */
+#ifndef _POSIX_C_SOURCE
+#define _POSIX_C_SOURCE 200809L     /* mkstemp, open_memstream */
+#endif
+#include "src/config.h"
+
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <unistd.h>
+
+#include "tap.h"
+
+/* the smallest valid file */
+#define BASE "[data]\ntrain = data.txt\n"
+
+/* Every key, none at its default. */
+static const char FULL[] =
+    "[model]\nn_layer = 6\nn_embd = 96\nn_head = 6\nseq_len = 64\nvocab_size = 50304\n"
+    "init = xavier_uniform\ninit_std = 0.01\ninit_fan = fan_out\ntie_embeddings = no\n"
+    "[parallel]\ndp = 2\npp = 3\ntp = 2\nschedule = gpipe\nzero = 3\nnode_size = 4\n"
+    "[train]\nmicro_batch = 4\ngrad_accum = 5\nsteps = 77\nlr = 6e-4\nmin_lr = 6e-5\n"
+    "warmup = 7\nweight_decay = 0.33333333333333331\nbeta1 = 0.85\nbeta2 = 0.99\n"
+    "eps = 1e-6\nclip_norm = 0.5\nclip_value = 2.5\nprecision = bf16\nrecompute = every:2\n"
+    "seed = 18446744073709551615\nloss_scale_window = 500\nloss_scale_hysteresis = 3\n"
+    "loss_scale_min = 0.25\n"
+    "[data]\ntrain = /data/shard_train.bin\nval = /data/shard_val.bin\nval_fraction = 0.05\n"
+    "format = tokens\n"
+    "[checkpoint]\ndir = /scratch/ckpt\nevery = 25\nkeep = 2\n"
+    "resume = /scratch/ckpt/step_000050.h5\n"
+    "[eval]\nevery = 10\nbatches = 3\npatience = 4\nmin_delta = 0.001\n"
+    "[log]\nevery = 5\nmetrics = /scratch/m.jsonl\nsample_tokens = 64\n";
+
+typedef struct {
+    int rc;
+    char *msg;      /* everything written to err */
+    size_t len;
+    char *path;     /* the temporary file (already removed), or NULL */
+} Outcome;
+
+static char *write_file(const char *text)
+{
+    const char *dir = getenv("TMPDIR");
+    if (!dir || !*dir)
+        dir = "/tmp";
+    size_t n = strlen(dir) + 32, len = strlen(text);
+    char *path = malloc(n);
+    snprintf(path, n, "%s/t_config_XXXXXX", dir);
+    int fd = mkstemp(path);
+    if (fd < 0 || write(fd, text, len) != (ssize_t)len || close(fd) != 0) {
+        perror(path);
+        exit(1);
+    }
+    return path;
+}
+
+/* config_load on text written to a file (NULL: the built-in config). */
+static Outcome run(const char *text, const char *const *ov, int n_ov, Config *cfg)
+{
+    Outcome o = { 0, NULL, 0, text ? write_file(text) : NULL };
+    FILE *err = open_memstream(&o.msg, &o.len);
+    o.rc = config_load(cfg, o.path, ov, n_ov, err);
+    fclose(err);
+    if (o.path)
+        unlink(o.path);
+    return o;
+}
+
+static void outcome_free(Outcome *o)
+{
+    free(o->msg);
+    free(o->path);
+}
+
+static int one_line(const char *msg, size_t len)
+{
+    return len > 0 && memchr(msg, '\n', len) == msg + len - 1;
+}
+
+/* The load must fail with one line that starts with the origin (line > 0:
+ * "file:line: ", line 0: "file: ", line < 0: "--set") and contains both
+ * needles. */
+static void expect_error(const char *what, const char *text, const char *const *ov, int n_ov,
+                         int line, const char *needle, const char *needle2)
+{
+    static Config cfg;
+    char prefix[1200];
+    Outcome o = run(text, ov, n_ov, &cfg);
+    if (line > 0)
+        snprintf(prefix, sizeof prefix, "trident: %s:%d: ", o.path, line);
+    else if (line == 0)
+        snprintf(prefix, sizeof prefix, "trident: %s: ", o.path);
+    else
+        snprintf(prefix, sizeof prefix, "trident: --set");
+    int ok = o.rc != 0 && one_line(o.msg, o.len) && !strncmp(o.msg, prefix, strlen(prefix)) &&
+             strstr(o.msg, needle) && (!needle2 || strstr(o.msg, needle2));
+    tap_ok(ok, "%s", what);
+    tap_diag("%.*s", (int)(o.len ? o.len - 1 : 0), o.msg ? o.msg : "");
+    outcome_free(&o);
+}
+
+#define FILE_ERR(what, text, line, needle, needle2) \
+    expect_error(what, text, NULL, 0, line, needle, needle2)
+#define SET_ERR(what, ov, needle, needle2) \
+    expect_error(what, BASE, (const char *const[]){ ov }, 1, -1, needle, needle2)
+
+static int same_config(const Config *a, const Config *b)
+{
+    return !memcmp(&a->model, &b->model, sizeof a->model) &&
+           !memcmp(&a->parallel, &b->parallel, sizeof a->parallel) &&
+           !memcmp(&a->train, &b->train, sizeof a->train) &&
+           !memcmp(&a->data, &b->data, sizeof a->data) &&
+           !memcmp(&a->checkpoint, &b->checkpoint, sizeof a->checkpoint) &&
+           !memcmp(&a->eval, &b->eval, sizeof a->eval) &&
+           !memcmp(&a->log, &b->log, sizeof a->log);
+}
+
+/* config_to_ini, then config_load of that text: the same Config back? */
+static int round_trips(const Config *cfg)
+{
+    static Config back;
+    static char a[1 << 16], b[1 << 16];
+    config_to_ini(cfg, a, sizeof a);
+    Outcome o = run(a, NULL, 0, &back);
+    config_to_ini(&back, b, sizeof b);
+    int ok = o.rc == 0 && same_config(cfg, &back) && !strcmp(a, b);
+    if (o.rc)
+        tap_diag("%.*s", (int)o.len, o.msg);
+    outcome_free(&o);
+    return ok;
+}
+
+static void test_defaults(void)
+{
+    static Config c;
+    char *msg = NULL;
+    size_t len = 0;
+    config_defaults(&c);
+    const ModelConfig *m = &c.model;
+    tap_ok(m->n_layer == 4 && m->n_embd == 128 && m->n_head == 4 && m->seq_len == 128 &&
+           m->vocab_size == 256 && m->init == INIT_GPT2 && m->init_std == 0.02 &&
+           m->init_fan == FAN_IN && m->tie_embeddings == 1,
+           "defaults: [model] is the tiny byte-level model");
+    const ParallelConfig *p = &c.parallel;
+    const TrainConfig *t = &c.train;
+    tap_ok(p->dp == 0 && p->pp == 1 && p->tp == 1 && p->schedule == SCHED_1F1B && p->zero == 1 &&
+           p->node_size == 0 && t->micro_batch == 8 && t->grad_accum == 1 && t->steps == 1000 &&
+           t->lr == 1e-3 && t->min_lr == 1e-4 && t->warmup == 100 && t->weight_decay == 0.1 &&
+           t->beta1 == 0.9 && t->beta2 == 0.95 && t->eps == 1e-8 && t->clip_norm == 1.0 &&
+           t->clip_value == 0 && !strcmp(t->precision, "fp32") &&
+           t->recompute == RECOMPUTE_NONE && t->recompute_every == 0 && t->seed == 1337 &&
+           t->loss_scale_window == 2000 && t->loss_scale_hysteresis == 2 &&
+           t->loss_scale_min == 1.0,
+           "defaults: [parallel] and [train]");
+    tap_ok(!c.data.train[0] && !c.data.val[0] && c.data.val_fraction == 0.1 &&
+           c.data.format == DATA_TEXT && !c.checkpoint.dir[0] && c.checkpoint.every == 0 &&
+           c.checkpoint.keep == 3 && !strcmp(c.checkpoint.resume, "auto") &&
+           c.eval.every == 0 && c.eval.batches == 4 && c.eval.patience == 0 &&
+           c.eval.min_delta == 0 && c.log.every == 1 && !c.log.metrics[0] &&
+           c.log.sample_tokens == 0 && !c.source[0],
+           "defaults: [data], [checkpoint], [eval], [log]");
+
+    FILE *err = open_memstream(&msg, &len);
+    int rc = config_validate(&c, err);
+    fclose(err);
+    tap_ok(rc != 0 && one_line(msg, len) &&
+           !strcmp(msg, "trident: config: [data] train: required (the training data file)\n"),
+           "defaults fail validation only for want of [data] train");
+    tap_diag("%.*s", (int)(len ? len - 1 : 0), msg);
+    free(msg);
+    tap_ok(config_set(&c, "data", "train", "x.txt", "test", NULL) == 0 &&
+           config_validate(&c, NULL) == 0 && round_trips(&c),
+           "defaults plus a train file validate and round-trip");
+}
+
+static void test_builtin(void)
+{
+    static Config c;
+    Outcome o = run(NULL, NULL, 0, &c);
+    tap_ok(o.rc == 0 && o.len == 0 && !strcmp(c.source, "(built-in tiny.ini)"),
+           "built-in tiny.ini loads and validates");
+    outcome_free(&o);
+    tap_ok(c.model.n_layer == 4 && c.model.n_embd == 128 && c.train.micro_batch == 16 &&
+           c.train.steps == 600 && c.train.lr == 2e-3 && c.train.min_lr == 2e-4 &&
+           c.train.warmup == 50 && !strcmp(c.data.train, "data/fortunes.txt") &&
+           !c.data.val[0] && c.eval.every == 100 && c.eval.batches == 8 && c.log.every == 10 &&
+           !strcmp(c.log.metrics, "runs/tiny/metrics.jsonl") && c.log.sample_tokens == 300,
+           "built-in values are tiny.ini's (inline comments stripped)");
+    tap_ok(round_trips(&c), "built-in config round-trips through config_to_ini");
+}
+
+static void test_full_file(void)
+{
+    static Config c, d;
+    static char full[1 << 16], def[1 << 16];
+    Outcome o = run(FULL, NULL, 0, &c);
+    tap_ok(o.rc == 0 && c.model.vocab_size == 50304 && c.model.init == INIT_XAVIER_UNIFORM &&
+           c.model.init_fan == FAN_OUT && c.model.tie_embeddings == 0 &&
+           c.parallel.schedule == SCHED_GPIPE && c.parallel.zero == 3 &&
+           !strcmp(c.train.precision, "bf16") && c.train.recompute == RECOMPUTE_EVERY &&
+           c.train.recompute_every == 2 && c.train.seed == 18446744073709551615ULL &&
+           c.train.loss_scale_min == 0.25 && c.data.format == DATA_TOKENS &&
+           !strcmp(c.checkpoint.resume, "/scratch/ckpt/step_000050.h5") &&
+           c.eval.min_delta == 0.001 && !strcmp(c.log.metrics, "/scratch/m.jsonl") &&
+           !strcmp(c.source, o.path),
+           "a file with every key loads");
+    if (o.rc)
+        tap_diag("%.*s", (int)o.len, o.msg);
+    outcome_free(&o);
+
+    /* line by line against the defaults: FULL must change every key */
+    config_defaults(&d);
+    int n = config_to_ini(&c, full, sizeof full);
+    config_to_ini(&d, def, sizeof def);
+    int keys = 0, same = 0;
+    for (char *a = full, *b = def; *a && *b;) {
+        size_t la = strcspn(a, "\n"), lb = strcspn(b, "\n");
+        int is_key = memchr(a, '=', la) != NULL;
+        keys += is_key;
+        same += is_key && la == lb && !memcmp(a, b, la);
+        a += la + (a[la] != 0);
+        b += lb + (b[lb] != 0);
+    }
+    /* 48 keys today: a new key must be added to FULL too */
+    tap_ok(keys == 48 && same == 0 && n == (int)strlen(full),
+           "config_to_ini writes all %d keys, and the full file sets each", keys);
+    tap_ok(round_trips(&c), "every key round-trips: config_to_ini -> config_load -> same Config");
+
+    char small[16];
+    tap_ok(config_to_ini(&c, NULL, 0) == n && config_to_ini(&c, small, sizeof small) == n &&
+           strlen(small) == sizeof small - 1 && !strncmp(small, full, sizeof small - 1),
+           "config_to_ini returns the full length and truncates like snprintf");
+}
+
+static void test_overrides(void)
+{
+    static Config c;
+    const char *ov[] = { "model.n_layer=8", "  train.lr = 0.25 ", "model.n_layer=2",
+                         "data.val=v=1.txt" };
+    Outcome o = run("[model]\nn_layer = 6\nn_embd = 96\n[train]\nlr = 0.5\n" BASE, ov, 4, &c);
+    tap_ok(o.rc == 0 && c.model.n_layer == 2 && c.train.lr == 0.25 && c.model.n_embd == 96 &&
+           !strcmp(c.data.val, "v=1.txt"),
+           "--set wins over the file, in order, blanks trimmed, value split at the first '='");
+    outcome_free(&o);
+
+    const char *fix[] = { "data.train=late.txt" };
+    o = run("[model]\nn_layer = 2\n", fix, 1, &c);
+    tap_ok(o.rc == 0 && !strcmp(c.data.train, "late.txt"), "--set applies before validation");
+    outcome_free(&o);
+
+    o = run("[model]\nn_layer = 6\n", fix, 1, &c);
+    char *msg = NULL;
+    size_t len = 0;
+    FILE *err = open_memstream(&msg, &len);
+    int rc = config_set(&c, "model", "n_layer", "0", "unit", err);
+    fclose(err);
+    tap_ok(rc != 0 && c.model.n_layer == 6 &&
+           !strcmp(msg, "trident: unit: [model] n_layer = 0: must be >= 1\n"),
+           "config_set: a bad value leaves the key unchanged and names the origin");
+    free(msg);
+    outcome_free(&o);
+
+    tap_ok(!config_set(&c, "model", "tie_embeddings", "YES", "t", NULL) &&
+           c.model.tie_embeddings == 1 &&
+           !config_set(&c, "model", "tie_embeddings", "off", "t", NULL) &&
+           c.model.tie_embeddings == 0 &&
+           !config_set(&c, "model", "tie_embeddings", "1", "t", NULL) &&
+           c.model.tie_embeddings == 1,
+           "booleans: yes/off/1 in any case");
+}
+
+static void test_syntax_variants(void)
+{
+    static Config c;
+    Outcome o = run("\xEF\xBB\xBF; comment\r\n[model]\r\n   n_layer = 6 ; six\r\n\t# note\r\n"
+                    "  [train]\r\n lr=0.5\r\nrecompute = full\r\n" BASE, NULL, 0, &c);
+    tap_ok(o.rc == 0 && c.model.n_layer == 6 && c.train.lr == 0.5 &&
+           c.train.recompute == RECOMPUTE_FULL,
+           "BOM, CRLF, indentation, ';' and '#' comments, inline ' ;' comments");
+    outcome_free(&o);
+
+    /* libinih's line buffer is 200 bytes: longer values must pass intact */
+    char path[1100], text[1300];
+    memset(path, 0, sizeof path);
+    memset(path, 'p', 300);
+    path[0] = '/';
+    snprintf(text, sizeof text, "[data]\ntrain = %s   ; a long path\n[model]\nn_layer = 3\n", path);
+    o = run(text, NULL, 0, &c);
+    tap_ok(o.rc == 0 && !strcmp(c.data.train, path) && c.model.n_layer == 3,
+           "a 300-character path in a file loads intact");
+    outcome_free(&o);
+
+    memset(path, 'q', CONFIG_PATH_MAX - 1);
+    snprintf(text, sizeof text, "[data]\ntrain = %s\n", path);
+    o = run(text, NULL, 0, &c);
+    tap_ok(o.rc == 0 && strlen(c.data.train) == CONFIG_PATH_MAX - 1 && round_trips(&c),
+           "a path of CONFIG_PATH_MAX-1 characters loads and round-trips");
+    outcome_free(&o);
+
+    memset(path, 'r', 300);
+    path[300] = '\0';
+    snprintf(text, sizeof text, "[data]\ntrain = %s\n[model]\nn_layer = 0\n", path);
+    FILE_ERR("line numbers stay right after a long line", text, 4, "[model] n_layer = 0: must be >= 1",
+             NULL);
+    snprintf(text, sizeof text, "[data]\ntrain = %s\noops\n", path);
+    FILE_ERR("syntax error after a long line", text, 3, "syntax error in \"oops\"", NULL);
+}
+
+static void test_file_errors(void)
+{
+    FILE_ERR("unknown section", "[model]\nn_layer = 4\n[modle]\nn_embd = 64\n" BASE, 3,
+             "[modle]: unknown section (known: model, parallel, train, data, checkpoint, eval, "
+             "log)", NULL);
+    FILE_ERR("unknown section without keys", BASE "[modle]\n", 3, "[modle]: unknown section", NULL);
+    FILE_ERR("unknown key, with a suggestion", "[model]\nn_layers = 4\n" BASE, 2,
+             "[model] n_layers: unknown key in [model] (did you mean n_layer?)", NULL);
+    FILE_ERR("another section's key", "[model]\nlr = 0.1\n" BASE, 2,
+             "[model] lr: unknown key in [model] (lr is in [train])", NULL);
+    FILE_ERR("unknown key, nothing close", "[log]\nverbosity = 3\n" BASE, 2,
+             "[log] verbosity: unknown key in [log] (known: every, metrics, sample_tokens)", NULL);
+    FILE_ERR("key before any section", "n_layer = 4\n" BASE, 1,
+             "n_layer: key before any [section] header (n_layer is in [model])", NULL);
+    FILE_ERR("syntax error", "[model]\nn_layer 4\n" BASE, 2, "syntax error", "n_layer 4");
+    FILE_ERR("unterminated section header", "[model\nn_layer = 4\n" BASE, 1, "syntax error", NULL);
+    FILE_ERR("the first error wins (syntax before unknown key)",
+             "[model]\nthis is not ini\nn_layers = 3\n" BASE, 2, "syntax error", NULL);
+    FILE_ERR("the first error wins (two bad values)", "[model]\nn_layer = 0\nn_embd = x\n" BASE, 2,
+             "n_layer = 0", NULL);
+    FILE_ERR("key set twice", "[model]\nn_layer = 2\n\n[model]\nn_layer = 3\n" BASE, 5,
+             "[model] n_layer = 3: set twice (first on line 2)", NULL);
+}
+
+static void test_value_errors(void)
+{
+    FILE_ERR("integer: word", "[model]\nn_layer = four\n" BASE, 2,
+             "[model] n_layer = four: not an integer", NULL);
+    FILE_ERR("integer: trailing junk", "[model]\nn_layer = 4abc\n" BASE, 2,
+             "[model] n_layer = 4abc: not an integer", NULL);
+    FILE_ERR("integer: overflow", "[train]\nsteps = 99999999999999\n" BASE, 2,
+             "[train] steps = 99999999999999: integer overflow", NULL);
+    FILE_ERR("real: trailing junk", "[train]\nlr = 1e-3x\n" BASE, 2,
+             "[train] lr = 1e-3x: not a number", NULL);
+    FILE_ERR("real: not finite", "[train]\nlr = inf\n" BASE, 2,
+             "[train] lr = inf: not a finite number", NULL);
+    FILE_ERR("real: '#' comment hint", "[train]\nlr = 1e-3 # peak\n" BASE, 2,
+             "not a number", "inline comments start with \" ;\"");
+    FILE_ERR("boolean", "[model]\ntie_embeddings = maybe\n" BASE, 2,
+             "[model] tie_embeddings = maybe: not a boolean", NULL);
+    FILE_ERR("seed: negative", "[train]\nseed = -1\n" BASE, 2,
+             "[train] seed = -1: not an unsigned integer", NULL);
+    FILE_ERR("seed: overflow", "[train]\nseed = 18446744073709551616\n" BASE, 2,
+             "[train] seed = 18446744073709551616: integer overflow", NULL);
+    FILE_ERR("range: n_layer = 0", "[model]\nn_layer = 0\n" BASE, 2,
+             "[model] n_layer = 0: must be >= 1", NULL);
+    FILE_ERR("range: zero = 4", "[parallel]\nzero = 4\n" BASE, 2,
+             "[parallel] zero = 4: must be between 0 and 3", NULL);
+    FILE_ERR("range: beta1 = 1.0", "[train]\nbeta1 = 1.0\n" BASE, 2,
+             "[train] beta1 = 1.0: must be in [0, 1)", NULL);
+    FILE_ERR("range: dp = -1", "[parallel]\ndp = -1\n" BASE, 2,
+             "[parallel] dp = -1: must be >= 0", NULL);
+    FILE_ERR("range: steps = -5", "[train]\nsteps = -5\n" BASE, 2,
+             "[train] steps = -5: must be >= 0", NULL);
+    FILE_ERR("range: lr = -1", "[train]\nlr = -1\n" BASE, 2, "[train] lr = -1: must be >= 0", NULL);
+    FILE_ERR("range: val_fraction = 1.5", BASE "val_fraction = 1.5\n", 3,
+             "[data] val_fraction = 1.5: must be in (0, 1)", NULL);
+    FILE_ERR("range: eps = 0", "[train]\neps = 0\n" BASE, 2, "[train] eps = 0: must be > 0", NULL);
+    FILE_ERR("enum: schedule", "[parallel]\nschedule = zigzag\n" BASE, 2,
+             "[parallel] schedule = zigzag: expected one of 1f1b, gpipe", NULL);
+    FILE_ERR("enum: precision", "[train]\nprecision = fp8\n" BASE, 2,
+             "[train] precision = fp8: expected one of fp32, bf16, fp16", NULL);
+    FILE_ERR("enum: format", BASE "format = csv\n", 3,
+             "[data] format = csv: expected one of text, tokens", NULL);
+    FILE_ERR("enum: init", "[model]\ninit = kaiming\n" BASE, 2,
+             "[model] init = kaiming: expected one of gpt2, normal, he_normal", NULL);
+    FILE_ERR("enum: recompute = some", "[train]\nrecompute = some\n" BASE, 2,
+             "[train] recompute = some: expected none, full or every:K (K >= 1)", NULL);
+    FILE_ERR("enum: recompute = every:0", "[train]\nrecompute = every:0\n" BASE, 2,
+             "[train] recompute = every:0: K of every:K must be an integer >= 1", NULL);
+    FILE_ERR("resume must not be empty", BASE "[checkpoint]\nresume =\n", 4,
+             "[checkpoint] resume: must not be empty", NULL);
+
+    char path[CONFIG_PATH_MAX + 100], text[CONFIG_PATH_MAX + 200];
+    memset(path, 0, sizeof path);
+    memset(path, 'x', CONFIG_PATH_MAX);
+    snprintf(text, sizeof text, "[data]\ntrain = %s\n", path);
+    FILE_ERR("path too long (file), the value shown elided", text, 2,
+             "[data] train = xxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxx...x",
+             "x: path longer than 1023 characters");
+}
+
+static void test_rule_errors(void)
+{
+    FILE_ERR("n_embd not divisible by n_head", "[model]\nn_head = 5\n" BASE, 0,
+             "[model] n_head = 5: n_embd (128) is not divisible by n_head", NULL);
+    FILE_ERR("missing [data] train", "[model]\nn_layer = 4\n", 0,
+             "[data] train: required", NULL);
+    FILE_ERR("vocab_size > 65536 with tokens",
+             "[model]\nvocab_size = 70000\n" BASE "format = tokens\n", 0,
+             "[model] vocab_size = 70000: token shards hold uint16 ids", NULL);
+    FILE_ERR("vocab_size < 256 with text", "[model]\nvocab_size = 100\n" BASE, 0,
+             "[model] vocab_size = 100: text data is bytes", NULL);
+    FILE_ERR("min_lr > lr", "[train]\nlr = 0.001\nmin_lr = 0.01\n" BASE, 0,
+             "[train] min_lr = 0.01: greater than lr (0.001)", NULL);
+    FILE_ERR("patience without eval.every", "[eval]\npatience = 3\n" BASE, 0,
+             "[eval] patience = 3: early stopping needs [eval] every > 0", NULL);
+    FILE_ERR("checkpoint.every without dir", "[checkpoint]\nevery = 100\n" BASE, 0,
+             "[checkpoint] every = 100: needs [checkpoint] dir", NULL);
+    FILE_ERR("tp must divide n_head", "[parallel]\ntp = 3\n" BASE, 0,
+             "[parallel] tp = 3: n_head (4) is not divisible by tp", NULL);
+    FILE_ERR("pp must not exceed n_layer", "[parallel]\npp = 8\n" BASE, 0,
+             "[parallel] pp = 8: more pipeline stages than layers (n_layer = 4)", NULL);
+
+    static Config c;
+    char *msg = NULL;
+    size_t len = 0;
+    config_defaults(&c);
+    config_set(&c, "data", "train", "x.txt", "t", NULL);
+    c.train.beta2 = 1.5;
+    FILE *err = open_memstream(&msg, &len);
+    int rc = config_validate(&c, err);
+    fclose(err);
+    tap_ok(rc != 0 && one_line(msg, len) && strstr(msg, "[train] beta2 = 1.5: must be in [0, 1)"),
+           "config_validate re-checks ranges of a config built in code");
+    tap_diag("%.*s", (int)(len ? len - 1 : 0), msg);
+    free(msg);
+}
+
+static void test_set_errors(void)
+{
+    SET_ERR("--set without '='", "model.n_layer",
+            "trident: --set model.n_layer: expected section.key=value", NULL);
+    SET_ERR("--set without section", "n_layer=3",
+            "trident: --set n_layer=3: expected section.key=value", NULL);
+    SET_ERR("--set with an empty key", "model.=3", "expected section.key=value", NULL);
+    SET_ERR("--set: out of range", "model.n_layer=0",
+            "trident: --set: [model] n_layer = 0: must be >= 1", NULL);
+    SET_ERR("--set: unknown key", "model.n_layers=3",
+            "trident: --set: [model] n_layers: unknown key in [model] (did you mean n_layer?)",
+            NULL);
+    SET_ERR("--set: unknown section", "modle.n_layer=3", "trident: --set: [modle]: unknown section",
+            NULL);
+    SET_ERR("--set: a path INI would cut at ' ;'", "data.train=a ;b",
+            "[data] train = a ;b: has a ';' first or after a blank", NULL);
+
+    char ov[CONFIG_PATH_MAX + 200];
+    snprintf(ov, sizeof ov, "data.train=/");
+    memset(ov + 12, 'y', 1100);
+    ov[1112] = '\0';
+    static Config c;
+    const char *list[] = { ov };
+    Outcome o = run(BASE, list, 1, &c);
+    tap_ok(o.rc != 0 && one_line(o.msg, o.len) && o.len < 200 &&
+           strstr(o.msg, "trident: --set: [data] train = /yyy") &&
+           strstr(o.msg, "yyy: path longer than 1023 characters"),
+           "path too long (--set), the value shown elided");
+    tap_diag("%.*s", (int)(o.len ? o.len - 1 : 0), o.msg);
+    outcome_free(&o);
+}
+
+static void test_missing_file(void)
+{
+    static Config c;
+    char *msg = NULL;
+    size_t len = 0;
+    FILE *err = open_memstream(&msg, &len);
+    int rc = config_load(&c, "/nonexistent/nofile.ini", NULL, 0, err);
+    fclose(err);
+    tap_ok(rc != 0 && !strcmp(msg, "trident: cannot read config /nonexistent/nofile.ini: "
+                                   "No such file or directory\n"),
+           "missing config file");
+    tap_diag("%.*s", (int)(len ? len - 1 : 0), msg);
+    free(msg);
+
+    msg = NULL;
+    err = open_memstream(&msg, &len);
+    rc = config_load(&c, "/", NULL, 0, err);
+    fclose(err);
+    tap_ok(rc != 0 && one_line(msg, len) && strstr(msg, "cannot read config /: Is a directory"),
+           "a directory as config file");
+    tap_diag("%.*s", (int)(len ? len - 1 : 0), msg);
+    free(msg);
+}
+
+int main(int argc, char **argv)
+{
+    tap_init(&argc, &argv);
+    tap_plan(77);
+    test_defaults();
+    test_builtin();
+    test_full_file();
+    test_overrides();
+    test_syntax_variants();
+    test_file_errors();
+    test_value_errors();
+    test_rule_errors();
+    test_set_errors();
+    test_missing_file();
+    return tap_done();
+}

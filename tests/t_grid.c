@@ -1,0 +1,95 @@
+/*
+ * t_grid.c - the process grid on 1, 2, 4 and 8 ranks: every layout that
+ * fits the world, TP innermost, groups of the right sizes and members, and
+ * the bad layouts refused with their reason.
+ */
+#include <mpi.h>
+#include <stdio.h>
+#include <string.h>
+
+#include "config.h"
+#include "grid.h"
+#include "tap.h"
+
+static int check_layout(int dp, int pp, int tp, int node_size)
+{
+    Config cfg;
+    config_defaults(&cfg);
+    cfg.model.n_layer = 8;
+    cfg.model.n_head = 8;
+    cfg.model.n_embd = 64;
+    cfg.parallel.dp = dp;
+    cfg.parallel.pp = pp;
+    cfg.parallel.tp = tp;
+    cfg.parallel.node_size = node_size;
+    Grid g;
+    grid_create(&g, &cfg, MPI_COMM_WORLD);
+    int ok = g.dp * g.pp * g.tp == g.size;
+    ok &= g.rank == grid_world_rank(&g, g.pp_stage, g.dp_rank, g.tp_rank);
+    ok &= g.tp_rank == g.rank % tp;             /* TP innermost */
+    int s;
+    MPI_Comm_size(g.tp_comm, &s); ok &= s == g.tp;
+    MPI_Comm_size(g.dp_comm, &s); ok &= s == g.dp;
+    MPI_Comm_size(g.pp_comm, &s); ok &= s == g.pp;
+    /* pp_comm rank is the stage, dp_comm rank the dp rank */
+    int r;
+    MPI_Comm_rank(g.pp_comm, &r); ok &= r == g.pp_stage;
+    MPI_Comm_rank(g.dp_comm, &r); ok &= r == g.dp_rank;
+    MPI_Comm_rank(g.tp_comm, &r); ok &= r == g.tp_rank;
+    /* a sum over each group counts its members */
+    int one = 1, sum = 0;
+    MPI_Allreduce(&one, &sum, 1, MPI_INT, MPI_SUM, g.tp_comm); ok &= sum == tp;
+    ok &= g.dp_node_size * g.dp_cross_size == g.dp;
+    if (node_size > 0)
+        ok &= g.n_nodes == g.size / node_size && g.node == g.rank / node_size;
+    grid_destroy(&g);
+    return ok;
+}
+
+static int rejects(int world, int dp, int pp, int tp, int n_layer, const char *needle)
+{
+    Config cfg;
+    config_defaults(&cfg);
+    cfg.model.n_layer = n_layer;
+    cfg.model.n_head = 4;
+    cfg.model.vocab_size = 256;
+    cfg.parallel.dp = dp;
+    cfg.parallel.pp = pp;
+    cfg.parallel.tp = tp;
+    char msg[512] = "";
+    FILE *f = fmemopen(msg, sizeof msg, "w");
+    int rc = grid_check(&cfg, world, f);
+    fclose(f);
+    return rc != 0 && strstr(msg, needle) != NULL;
+}
+
+int main(int argc, char **argv)
+{
+    tap_init(&argc, &argv);
+    int n = tap_size();
+    tap_plan(9);
+    int ok = 1, count = 0;
+    for (int tp = 1; tp <= n; tp *= 2)
+        for (int pp = 1; pp * tp <= n; pp *= 2)
+            if (n % (tp * pp) == 0) {
+                ok &= check_layout(n / (tp * pp), pp, tp, 0);
+                count++;
+            }
+    tap_ok(ok, "all %d layouts of %d ranks: sizes, members and rank order", count, n);
+    tap_ok(n < 2 || check_layout(0, 1, 1, 1), "node_size 1 pretends one rank per node");
+    tap_ok(n < 4 || check_layout(n / 2, 1, 2, 2), "node_size 2 with tp 2: TP stays on a node");
+    tap_ok(rejects(8, 2, 2, 1, 8, "dp * pp * tp"), "dp*pp*tp != world is refused");
+    tap_ok(rejects(4, 0, 3, 1, 8, "not a multiple"), "dp=0 with world not a multiple of pp*tp");
+    tap_ok(rejects(8, 1, 1, 8, 8, "n_head"), "n_head not divisible by tp");
+    tap_ok(rejects(8, 1, 8, 1, 4, "layers"), "fewer layers than stages");
+    int first, cnt, all = 1, next = 0;
+    for (int s = 0; s < 3; s++) {
+        grid_stage_layers(8, 3, s, &first, &cnt);
+        all &= first == next && (cnt == 3 || cnt == 2);
+        next = first + cnt;
+    }
+    tap_ok(all && next == 8, "8 layers on 3 stages: 3, 3, 2, contiguous");
+    grid_stage_layers(12, 4, 3, &first, &cnt);
+    tap_ok(first == 9 && cnt == 3, "12 layers on 4 stages: stage 3 has layers 9..11");
+    return tap_done();
+}

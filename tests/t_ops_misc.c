@@ -1,0 +1,487 @@
+/*
+ * t_ops_misc.c - the ops without a backward pass, checked against values
+ * worked out independently: casts at the edges of bf16 and fp16, AdamW
+ * against its formula in double, the sum of squares, clipping and scaling,
+ * cross-entropy against a double log-softmax, the GEMM against a triple
+ * loop, and the dispatcher's error messages.
+ */
+#include "kernels/ops.h"
+
+#include <math.h>
+#include <omp.h>
+#include <setjmp.h>
+#include <stdint.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+
+#include "kernels/cpu/cpu.h"
+#include "tests/tap.h"
+
+static uint64_t rng_state = 0x2545f4914f6cdd1dull;
+
+static float uniform(float lo, float hi)
+{
+    rng_state ^= rng_state >> 12;
+    rng_state ^= rng_state << 25;
+    rng_state ^= rng_state >> 27;
+    uint64_t r = rng_state * 0x2545f4914f6cdd1dull;
+    return lo + (hi - lo) * (float)((r >> 40) * (1.0 / 16777216.0));
+}
+
+static ops_tensor f32(int64_t n)
+{
+    return ops_alloc(OPS_F32, OPS_CPU, n);
+}
+
+static float *fp(ops_tensor t)
+{
+    return (float *)t.data;
+}
+
+static uint32_t bits(float f)
+{
+    uint32_t u;
+    memcpy(&u, &f, sizeof u);
+    return u;
+}
+
+/* ---- dtypes and memory ------------------------------------------------- */
+
+static void test_dtypes(void)
+{
+    ops_dtype d = OPS_I32;
+    int ok = ops_dtype_size(OPS_F32) == 4 && ops_dtype_size(OPS_BF16) == 2 &&
+             ops_dtype_size(OPS_F16) == 2 && ops_dtype_size(OPS_I32) == 4;
+    ok = ok && ops_dtype_parse("bf16", &d) == 0 && d == OPS_BF16;
+    ok = ok && ops_dtype_parse("fp16", &d) == 0 && d == OPS_F16;
+    ok = ok && ops_dtype_parse("fp32", &d) == 0 && d == OPS_F32;
+    ok = ok && ops_dtype_parse("fp8", &d) != 0 && d == OPS_F32;
+    ok = ok && strcmp(ops_dtype_name(OPS_BF16), "bf16") == 0;
+    tap_ok(ok, "dtype sizes, names and parsing");
+
+    ops_tensor t = ops_alloc(OPS_BF16, OPS_CPU, 1001);
+    int zero = 1;
+    for (int i = 0; i < 1001; i++)
+        zero = zero && ((uint16_t *)t.data)[i] == 0;
+    ops_tensor v = ops_view(t, 10, 5);
+    ops_tensor e = ops_alloc(OPS_F32, OPS_CPU, 0);
+    tap_ok(zero && ((uintptr_t)t.data % 64) == 0 &&
+           (char *)v.data == (char *)t.data + 20 && v.n == 5 &&
+           v.dtype == OPS_BF16 && e.data != NULL,
+           "ops_alloc is zeroed and 64-byte aligned; ops_view offsets");
+    ops_free(&t);
+    ops_free(&e);
+    tap_ok(t.data == NULL && t.n == 0, "ops_free clears the handle");
+}
+
+/* ---- casts ----------------------------------------------------------------- */
+
+/* Casts n floats to dtype and back through ops_cast. */
+static void round_trip(float *out, const float *in, int n, ops_dtype dtype)
+{
+    ops_tensor a = f32(n), h = ops_alloc(dtype, OPS_CPU, n), b = f32(n);
+    memcpy(a.data, in, (size_t)n * sizeof(float));
+    ops_cast(h, a);
+    ops_cast(b, h);
+    memcpy(out, b.data, (size_t)n * sizeof(float));
+    ops_free(&a);
+    ops_free(&h);
+    ops_free(&b);
+}
+
+/* in[i] -> dtype -> fp32 must give want[i] bit for bit (NaN: any NaN). */
+static int casts_to(const float *in, const float *want, int n,
+                    ops_dtype dtype)
+{
+    float out[32];
+    round_trip(out, in, n, dtype);
+    int ok = 1;
+    for (int i = 0; i < n; i++) {
+        int same = isnan(want[i]) ? isnan(out[i]) : bits(out[i]) == bits(want[i]);
+        if (!same)
+            tap_diag("%s: %.9g -> %.9g, want %.9g", ops_dtype_name(dtype),
+                     in[i], out[i], want[i]);
+        ok = ok && same;
+    }
+    return ok;
+}
+
+static void test_bf16(void)
+{
+    const float u = 0x1p-7f; /* bf16's ulp at 1 */
+    float exact[] = { 0.0f, -0.0f, 1.0f, -2.5f, 1.0f + u, 0x1p-133f,
+                      3.3895313892515355e38f, 0x1p-126f };
+    tap_ok(casts_to(exact, exact, 8, OPS_BF16),
+           "bf16: representable values round-trip exactly");
+    float in[] = { 1.0f + u / 2, 1.0f + 3 * u / 2, 1.0f + u / 2 + 0x1p-20f,
+                   -(1.0f + 3 * u / 2), 1.0f + u / 4 };
+    float want[] = { 1.0f, 1.0f + 2 * u, 1.0f + u, -(1.0f + 2 * u), 1.0f };
+    tap_ok(casts_to(in, want, 5, OPS_BF16),
+           "bf16: ties round to even, others to nearest");
+    float sp[] = { NAN, -NAN, INFINITY, -INFINITY, 3.4e38f };
+    float spw[] = { NAN, NAN, INFINITY, -INFINITY, INFINITY };
+    tap_ok(casts_to(sp, spw, 5, OPS_BF16),
+           "bf16: NaN stays NaN, inf stays inf, near-FLT_MAX rounds to inf");
+}
+
+static void test_f16(void)
+{
+    const float u = 0x1p-10f; /* fp16's ulp at 1 */
+    float exact[] = { 0.0f, -0.0f, 1.0f, 65504.0f, -65504.0f, 0x1p-14f,
+                      0x1p-24f, 3 * 0x1p-24f, 1023 * 0x1p-24f, 1.0f + u };
+    tap_ok(casts_to(exact, exact, 10, OPS_F16),
+           "fp16: representable values (max, min normal, subnormals) "
+           "round-trip exactly");
+    float in[] = { 1.0f + u / 2, 1.0f + 3 * u / 2, 1.0f + u / 2 + 0x1p-20f,
+                   2048.0f + 1.0f, 2048.0f + 3.0f };
+    float want[] = { 1.0f, 1.0f + 2 * u, 1.0f + u, 2048.0f, 2052.0f };
+    tap_ok(casts_to(in, want, 5, OPS_F16),
+           "fp16: ties round to even, others to nearest");
+    float big[] = { 65504.0f, 65519.996f, 65520.0f, -65520.0f, 1e6f,
+                    INFINITY };
+    float bigw[] = { 65504.0f, 65504.0f, INFINITY, -INFINITY, INFINITY,
+                     INFINITY };
+    tap_ok(casts_to(big, bigw, 6, OPS_F16),
+           "fp16: 65504 and 65519.996 stay finite, 65520 overflows to inf");
+    float sub[] = { 0x1p-25f, 1.5f * 0x1p-25f, 0x1p-26f, -0x1p-26f,
+                    3 * 0x1p-25f, 5 * 0x1p-25f, 1e-10f, 0x1p-14f - 0x1p-25f };
+    float subw[] = { 0.0f, 0x1p-24f, 0.0f, -0.0f, 4 * 0x1p-25f,
+                     4 * 0x1p-25f, 0.0f, 0x1p-14f };
+    tap_ok(casts_to(sub, subw, 8, OPS_F16),
+           "fp16: subnormals round to even, below 2^-25 flush to signed zero");
+    float nan_in[] = { NAN, -NAN };
+    float nan_w[] = { NAN, NAN };
+    tap_ok(casts_to(nan_in, nan_w, 2, OPS_F16), "fp16: NaN stays NaN");
+}
+
+/* bf16 <-> fp16 directly must equal the trip through fp32, and a same-dtype
+ * cast is a copy. */
+static void test_cast_pairs(void)
+{
+    enum { N = 257 };
+    ops_tensor a = f32(N), h = ops_alloc(OPS_F16, OPS_CPU, N);
+    ops_tensor b = ops_alloc(OPS_BF16, OPS_CPU, N);
+    ops_tensor b2 = ops_alloc(OPS_BF16, OPS_CPU, N), t = f32(N);
+    ops_tensor h2 = ops_alloc(OPS_F16, OPS_CPU, N), h3 = ops_alloc(OPS_F16, OPS_CPU, N);
+    for (int i = 0; i < N; i++)
+        fp(a)[i] = uniform(-70000.0f, 70000.0f) * powf(2.0f, (float)(i % 40 - 30));
+    ops_cast(h, a);
+    ops_cast(b, h);   /* fp16 -> bf16 */
+    ops_cast(t, h);
+    ops_cast(b2, t);  /* fp16 -> fp32 -> bf16 */
+    int ok = memcmp(b.data, b2.data, N * 2) == 0;
+    ops_cast(h2, b);  /* bf16 -> fp16 */
+    ops_cast(t, b);
+    ops_cast(h3, t);  /* bf16 -> fp32 -> fp16 */
+    ok = ok && memcmp(h2.data, h3.data, N * 2) == 0;
+    ops_cast(h3, h2); /* same dtype: a copy */
+    ok = ok && memcmp(h2.data, h3.data, N * 2) == 0;
+    tap_ok(ok, "bf16 <-> fp16 casts equal the trip through fp32");
+    ops_free(&a); ops_free(&h); ops_free(&b); ops_free(&b2); ops_free(&t);
+    ops_free(&h2); ops_free(&h3);
+}
+
+/* ---- AdamW ----------------------------------------------------------------- */
+
+enum { AD_N = 5, AD_STEPS = 3 };
+
+/* The AdamW formula in double, for element i over steps 1..3. */
+static void adamw_reference(double *w, const float g[AD_STEPS][AD_N],
+                            const ops_adamw_args *a)
+{
+    for (int i = 0; i < AD_N; i++) {
+        double m = 0.0, v = 0.0;
+        for (int s = 1; s <= AD_STEPS; s++) {
+            double gi = (double)g[s - 1][i] * a->grad_scale;
+            m = a->beta1 * m + (1.0 - a->beta1) * gi;
+            v = a->beta2 * v + (1.0 - a->beta2) * gi * gi;
+            double mhat = m / (1.0 - pow(a->beta1, s));
+            double vhat = v / (1.0 - pow(a->beta2, s));
+            w[i] -= a->lr * (mhat / (sqrt(vhat) + a->eps) + a->weight_decay * w[i]);
+        }
+    }
+}
+
+/* Runs three steps with grads of dtype gdt and a wcopy of dtype wdt;
+ * returns the worst relative error against the double reference and
+ * whether wcopy always held the rounded master weights. */
+static double adamw_run(ops_dtype gdt, ops_dtype wdt, int *copy_ok)
+{
+    static const float w0[AD_N] = { 0.5f, -1.0f, 2.0f, 0.0f, -0.25f };
+    float g[AD_STEPS][AD_N] = {
+        { 0.1f, -0.2f, 0.3f, 1.5f, -0.05f },
+        { -0.3f, 0.1f, 0.25f, 1.0f, 0.0f },
+        { 0.2f, 0.2f, -0.5f, -2.0f, 0.125f },
+    };
+    ops_adamw_args a = { 1e-2f, 0.9f, 0.95f, 1e-8f, 0.1f, 0.5f, 0 };
+    ops_tensor master = f32(AD_N), m = f32(AD_N), v = f32(AD_N), gf = f32(AD_N);
+    ops_tensor grad = ops_alloc(gdt, OPS_CPU, AD_N);
+    ops_tensor wcopy = ops_alloc(wdt, OPS_CPU, AD_N), back = f32(AD_N);
+    ops_tensor round = ops_alloc(wdt, OPS_CPU, AD_N);
+    memcpy(master.data, w0, sizeof w0);
+    *copy_ok = 1;
+    for (int s = 0; s < AD_STEPS; s++) {
+        memcpy(gf.data, g[s], sizeof g[s]);
+        ops_cast(grad, gf);
+        ops_cast(back, grad);  /* the grads as the step sees them */
+        memcpy(g[s], back.data, sizeof g[s]);
+        a.step = s + 1;
+        ops_adamw(master, grad, m, v, wcopy, AD_N, &a);
+        ops_cast(round, master);
+        *copy_ok = *copy_ok && memcmp(round.data, wcopy.data,
+                                      AD_N * ops_dtype_size(wdt)) == 0;
+    }
+    double ref[AD_N];
+    for (int i = 0; i < AD_N; i++)
+        ref[i] = w0[i];
+    adamw_reference(ref, (const float (*)[AD_N])g, &a);
+    double worst = 0.0;
+    for (int i = 0; i < AD_N; i++) {
+        double e = fabs(fp(master)[i] - ref[i]) / fmax(fabs(ref[i]), 1e-3);
+        worst = !(e <= worst) ? (isnan(e) ? INFINITY : e) : worst;
+    }
+    ops_free(&master); ops_free(&m); ops_free(&v); ops_free(&gf);
+    ops_free(&grad); ops_free(&wcopy); ops_free(&back); ops_free(&round);
+    return worst;
+}
+
+static void test_adamw(void)
+{
+    int c1, c2, c3;
+    double e1 = adamw_run(OPS_F32, OPS_F32, &c1);
+    tap_ok(e1 < 1e-5, "adamw steps 1-3 match the double formula (max rel "
+           "%.1e, tol 1e-5)", e1);
+    double e2 = adamw_run(OPS_BF16, OPS_BF16, &c2);
+    double e3 = adamw_run(OPS_F16, OPS_F16, &c3);
+    tap_ok(e2 < 1e-5 && e3 < 1e-5, "adamw with bf16 and fp16 grads (max rel "
+           "%.1e, %.1e)", e2, e3);
+    tap_ok(c1 && c2 && c3, "adamw wcopy (fp32, bf16, fp16) holds the rounded "
+           "new master weights");
+}
+
+/* ---- sum of squares, clip, scale ------------------------------------------- */
+
+static double sumsq_with(int threads, ops_tensor x, double start)
+{
+    ops_tensor acc = ops_alloc(OPS_F64, OPS_CPU, 1);
+    memcpy(acc.data, &start, sizeof start);
+    int saved = omp_get_max_threads();
+    omp_set_num_threads(threads);
+    ops_sumsq_accumulate(acc, x, x.n);
+    omp_set_num_threads(saved);
+    double r;
+    memcpy(&r, acc.data, sizeof r);
+    ops_free(&acc);
+    return r;
+}
+
+static void test_sumsq(void)
+{
+    enum { N = 1000003 };
+    ops_tensor x = f32(N);
+    double ref = 0.0;
+    for (int i = 0; i < N; i++) {
+        fp(x)[i] = uniform(-2, 2);
+        ref += (double)fp(x)[i] * fp(x)[i];
+    }
+    double s1 = sumsq_with(1, x, 1.5), s3 = sumsq_with(3, x, 1.5);
+    double e = fabs(s1 - 1.5 - ref) / ref;
+    tap_ok(e < 1e-12, "sumsq accumulates the fp64 sum of squares (rel %.1e)",
+           e);
+    tap_ok(memcmp(&s1, &s3, sizeof s1) == 0,
+           "sumsq is bitwise equal with 1 and 3 threads");
+    fp(x)[N / 2] = INFINITY;
+    double si = sumsq_with(2, x, 0.0);
+    fp(x)[N / 2] = NAN;
+    double sn = sumsq_with(2, x, 0.0);
+    fp(x)[N / 2] = 3e38f;
+    double sb = sumsq_with(2, x, 0.0);
+    tap_ok(!isfinite(si) && !isfinite(sn) && isfinite(sb),
+           "sumsq is non-finite with an inf or a NaN, finite with 3e38");
+    ops_free(&x);
+}
+
+static void test_clip_scale(void)
+{
+    float in[] = { -5.0f, -1.0f, 0.5f, 1.0f, 3.0f, INFINITY, -INFINITY, NAN };
+    float want[] = { -1.0f, -1.0f, 0.5f, 1.0f, 1.0f, 1.0f, -1.0f, NAN };
+    ops_tensor x = f32(8);
+    memcpy(x.data, in, sizeof in);
+    ops_clip_value(x, 1.0f, 8);
+    int ok = 1;
+    for (int i = 0; i < 8; i++)
+        ok = ok && (isnan(want[i]) ? isnan(fp(x)[i]) : fp(x)[i] == want[i]);
+    tap_ok(ok, "clip_value clamps to [-c, c] and keeps NaN");
+    memcpy(x.data, in, sizeof in);
+    ops_scale(x, -0.5f, 5);
+    ok = fp(x)[0] == 2.5f && fp(x)[2] == -0.25f && fp(x)[4] == -1.5f &&
+         isinf(fp(x)[5]);
+    tap_ok(ok, "scale multiplies the first n elements only");
+    ops_free(&x);
+}
+
+/* ---- cross-entropy ------------------------------------------------------- */
+
+static void test_xent_loss(void)
+{
+    enum { N = 8, V = 50 };
+    ops_tensor logits = f32(N * V), targets = ops_alloc(OPS_I32, OPS_CPU, N);
+    ops_tensor rowmax = f32(N), sumexp = f32(N), tl = f32(N), losses = f32(N);
+    for (int i = 0; i < N; i++) {
+        ((int32_t *)targets.data)[i] = (i * 13) % V;
+        for (int j = 0; j < V; j++)  /* large offsets test the max shift */
+            fp(logits)[i * V + j] = uniform(-3, 3) + (i % 2 ? 80.0f : -30.0f);
+    }
+    ops_xent_max(rowmax, logits, N, V);
+    ops_xent_sumexp(sumexp, tl, logits, rowmax, targets, 0, N, V);
+    ops_xent_finish(losses, OPS_NONE, logits, rowmax, sumexp, tl, targets, 0,
+                    N, V, 1.0f);
+    double worst = 0.0;
+    for (int i = 0; i < N; i++) {
+        const float *row = fp(logits) + i * V;
+        double m = -INFINITY, z = 0.0;
+        for (int j = 0; j < V; j++)
+            m = row[j] > m ? row[j] : m;
+        for (int j = 0; j < V; j++)
+            z += exp((double)row[j] - m);
+        double ref = -((double)row[(i * 13) % V] - m - log(z));
+        double e = fabs(fp(losses)[i] - ref) / ref;
+        worst = e > worst ? e : worst;
+    }
+    tap_ok(worst < 1e-5, "xent loss vs double log-softmax (max rel %.1e)",
+           worst);
+    ops_free(&logits); ops_free(&targets); ops_free(&rowmax);
+    ops_free(&sumexp); ops_free(&tl); ops_free(&losses);
+}
+
+/* ---- GEMM ------------------------------------------------------------------- */
+
+/* gemm_f32_cpu with padded leading dimensions against a double triple loop,
+ * for one transpose combination; returns the worst relative error. */
+static double gemm_err(int ta, int tb)
+{
+    enum { M = 13, N = 9, K = 7, PAD = 3 };
+    /* stored shapes: A is (M,K) or (K,M), B is (K,N) or (N,K) */
+    int ar = ta ? K : M, ac = ta ? M : K, br = tb ? N : K, bc = tb ? K : N;
+    int lda = ac + PAD, ldb = bc + PAD + 2, ldc = N + PAD + 1;
+    float *A = malloc(sizeof(float) * ar * lda), *B = malloc(sizeof(float) * br * ldb);
+    float *C = malloc(sizeof(float) * M * ldc);
+    double *ref = malloc(sizeof(double) * M * ldc);
+    for (int i = 0; i < ar * lda; i++)
+        A[i] = uniform(-1, 1);
+    for (int i = 0; i < br * ldb; i++)
+        B[i] = uniform(-1, 1);
+    for (int i = 0; i < M * ldc; i++)
+        ref[i] = C[i] = uniform(-1, 1);
+    const float alpha = 0.75f, beta = -0.5f;
+    for (int i = 0; i < M; i++)
+        for (int j = 0; j < N; j++) {
+            double s = 0.0;
+            for (int k = 0; k < K; k++)
+                s += (double)(ta ? A[k * lda + i] : A[i * lda + k]) *
+                     (tb ? B[j * ldb + k] : B[k * ldb + j]);
+            ref[i * ldc + j] = alpha * s + beta * ref[i * ldc + j];
+        }
+    gemm_f32_cpu(ta, tb, M, N, K, alpha, A, lda, B, ldb, beta, C, ldc);
+    double worst = 0.0;
+    for (int i = 0; i < M * ldc; i++) {
+        /* padding columns must be untouched: ref holds their old values */
+        double e = fabs(C[i] - ref[i]) / fmax(fabs(ref[i]), 1.0);
+        worst = !(e <= worst) ? (isnan(e) ? INFINITY : e) : worst;
+    }
+    free(A); free(B); free(C); free(ref);
+    return worst;
+}
+
+static void test_gemm(void)
+{
+    for (int ta = 0; ta < 2; ta++)
+        for (int tb = 0; tb < 2; tb++) {
+            double e = gemm_err(ta, tb);
+            tap_ok(e < 1e-5, "gemm_f32_cpu trans_a=%d trans_b=%d, padded "
+                   "leading dims, vs triple loop (max rel %.1e)", ta, tb, e);
+        }
+    float a[6] = { 1, 2, 3, 4, 5, 6 }, b[6] = { 1, 0, 0, 1, 1, 1 };
+    float c[4] = { NAN, NAN, NAN, NAN };
+    gemm_f32_cpu(0, 0, 2, 2, 3, 1.0f, a, 3, b, 2, 0.0f, c, 2);
+    tap_ok(c[0] == 4 && c[1] == 5 && c[2] == 10 && c[3] == 11,
+           "gemm_f32_cpu with beta 0 ignores NaN in C");
+
+    const char *warning = NULL;
+    const char *info = ops_gemm_info(&warning);
+    tap_diag("GEMM: %s", info);
+    if (warning)
+        tap_diag("GEMM warning: %s", warning);
+    tap_ok(strstr(info, "sgemm") != NULL, "ops_gemm_info names the library");
+    double peak = ops_gemm_peak(0.2);
+    tap_diag("ops_gemm_peak: %.1f GFLOP/s on %d threads", peak / 1e9,
+             omp_get_max_threads());
+    tap_ok(peak > 0 && isfinite(peak), "ops_gemm_peak is positive and finite");
+}
+
+/* ---- errors --------------------------------------------------------------- */
+
+static jmp_buf fatal_jump;
+static char fatal_msg[512];
+
+static void catch_fatal(const char *what, const char *file, int line)
+{
+    (void)file;
+    (void)line;
+    snprintf(fatal_msg, sizeof fatal_msg, "%s", what);
+    longjmp(fatal_jump, 1);
+}
+
+/* Runs a bad matmul_fwd and returns whether the fatal message holds want. */
+static int fails_with(ops_tensor out, ops_tensor inp, const char *want)
+{
+    ops_tensor w = f32(6);
+    fatal_msg[0] = '\0';
+    if (setjmp(fatal_jump) == 0)
+        ops_matmul_fwd(out, inp, w, OPS_NONE, 2, 3, 2);
+    ops_free(&w);
+    if (!strstr(fatal_msg, want))
+        tap_diag("fatal message \"%s\" lacks \"%s\"", fatal_msg, want);
+    return strstr(fatal_msg, want) != NULL;
+}
+
+static void test_errors(void)
+{
+    ops_set_fatal_handler(catch_fatal);
+    ops_tensor out = f32(6), inp = f32(4);
+    ops_tensor bf = ops_alloc(OPS_BF16, OPS_CPU, 4);
+    ops_tensor gpu = inp;
+    gpu.device = OPS_CUDA;
+    ops_tensor small = ops_view(out, 0, 5);
+    int ok = fails_with(out, bf, "ops_matmul_fwd: bf16 not supported by the "
+                        "CPU backend yet");
+    ok = fails_with(out, OPS_NONE, "required argument inp is missing") && ok;
+    ok = fails_with(small, inp, "out holds 5 elements but the shapes need 6")
+         && ok;
+    if (!TRI_HAVE_CUDA)
+        ok = fails_with(out, gpu, "built without CUDA; reconfigure with "
+                        "--with-cuda") && ok;
+    tap_ok(ok, "bad calls reach the fatal handler with a clear message");
+    ops_set_fatal_handler(NULL);
+    ops_free(&out);
+    ops_free(&inp);
+    ops_free(&bf);
+}
+
+int main(int argc, char **argv)
+{
+    tap_init(&argc, &argv);
+    tap_plan(29);
+    test_dtypes();
+    test_bf16();
+    test_f16();
+    test_cast_pairs();
+    test_adamw();
+    test_sumsq();
+    test_clip_scale();
+    test_xent_loss();
+    test_gemm();
+    test_errors();
+    return tap_done();
+}
