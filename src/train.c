@@ -12,10 +12,12 @@
 #include "train.h"
 
 #include <math.h>
+#include <signal.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
 
+#include "ckpt.h"
 #include "comm.h"
 #include "data.h"
 #include "fail.h"
@@ -44,11 +46,9 @@ typedef struct {
     int rows;                 /* microbatch rows B */
     int ga;                   /* microbatches per step */
     int64_t global_batch;     /* sequences per step */
-    int64_t cursor;           /* first global sample of the next step */
-    int step;                 /* steps done */
+    TrainState st;            /* step, cursor, scaler, early stopping */
+    int step;                 /* steps done (st.step as an int) */
     double peak_flops;        /* GEMM FLOP/s of the whole world */
-    double loss_scale;
-    double best_val;
     int64_t *index;           /* sample indices of one step, this DP rank */
     int32_t *eval_batch;
 } Trainer;
@@ -63,15 +63,6 @@ static int check_supported(const Config *cfg, FILE *err)
     if (strcmp(cfg->train.precision, "fp32") != 0) {
         fprintf(err, "trident: [train] precision = %s: not supported yet (fp32 only)\n",
                 cfg->train.precision);
-        return 1;
-    }
-    if (cfg->checkpoint.dir[0]) {
-        fprintf(err, "trident: [checkpoint] dir = %s: not supported yet\n", cfg->checkpoint.dir);
-        return 1;
-    }
-    if (cfg->eval.patience > 0) {
-        fprintf(err, "trident: [eval] patience = %d: early stopping is not supported yet\n",
-                cfg->eval.patience);
         return 1;
     }
     return 0;
@@ -172,6 +163,36 @@ static void print_plan(Trainer *t)
                t->ga, t->grid.pp, 100.0 * (t->grid.pp - 1) / (t->ga + t->grid.pp - 1));
 }
 
+/* Fresh weights from the counter-based RNG, or the checkpoint that
+ * [checkpoint] resume names, whatever layout wrote it. */
+static int init_or_resume(Trainer *t)
+{
+    char path[CONFIG_PATH_MAX + 64] = "", msg[1024] = "";
+    int rc = 0;
+    if (is_root(t)) {
+        FILE *err = fmemopen(msg, sizeof msg, "w");
+        rc = ckpt_resolve(&t->cfg->checkpoint, path, sizeof path, err);
+        fclose(err);
+    }
+    TRI_TRY(fail_report(t->grid.world, rc, msg));
+    TRI_CHECK_MPI(MPI_Bcast(path, sizeof path, MPI_CHAR, 0, t->grid.world));
+    if (!path[0]) {
+        zero_init_weights(t->zero);
+        return 0;
+    }
+    FILE *err = is_root(t) ? stderr : fopen("/dev/null", "w");
+    rc = ckpt_load(&t->model, t->zero, t->cfg, path, 1, &t->st, err ? err : stderr);
+    if (err && err != stderr)
+        fclose(err);
+    if (rc)
+        return rc;
+    t->step = (int)t->st.step;
+    if (is_root(t))
+        printf("resumed from %s: step %d, %lld tokens seen\n", path, t->step,
+               (long long)t->st.tokens);
+    return 0;
+}
+
 static int setup(Trainer *t)
 {
     Config *cfg = t->cfg;
@@ -181,8 +202,8 @@ static int setup(Trainer *t)
     t->rows = cfg->train.micro_batch;
     t->ga = cfg->train.grad_accum;
     t->global_batch = (int64_t)t->rows * t->ga * t->grid.dp;
-    t->loss_scale = 1.0;
-    t->best_val = INFINITY;
+    t->st.loss_scale = 1.0;
+    t->st.best_val = INFINITY;
     t->actions = calloc((size_t)(2 * t->ga), sizeof *t->actions);
     t->eval_actions = calloc((size_t)t->ga, sizeof *t->eval_actions);
     t->index = calloc((size_t)(t->ga * t->rows), sizeof *t->index);
@@ -207,7 +228,7 @@ static int setup(Trainer *t)
     }
     TRI_TRY(fail_report(t->grid.world, rc, msg));
     t->zero = zero_create(&t->model, cfg, &t->grid);
-    zero_init_weights(t->zero);
+    TRI_TRY(init_or_resume(t));
     print_memory(t);
     measure_peak(t);
     return 0;
@@ -290,31 +311,33 @@ static StepResult train_step(Trainer *t)
     StepResult r = {0};
     int64_t tokens = t->global_batch * t->cfg->model.seq_len;
     const int32_t *batch = t->loader ? loader_wait(t->loader, &r.data_wait) : NULL;
-    t->cursor += t->global_batch;
+    t->st.cursor += t->global_batch;
     if (t->step + 1 < tc->steps)
-        request_batch(t, t->cursor); /* the next step's batch loads meanwhile */
+        request_batch(t, t->st.cursor); /* the next step's batch loads meanwhile */
 
     zero_begin_step(t->zero);
     m->loss_sum = 0.0;
     m->loss_count = 0;
-    m->grad_scale = (float)(t->loss_scale / (double)tokens);
+    m->grad_scale = (float)(t->st.loss_scale / (double)tokens);
     PipelineTimes times = {0};
     pipeline_run(m, t->actions, t->n_actions, batch, t->rows, FORWARD_TRAIN, &times);
     zero_reduce_grads(t->zero);
     if (tc->clip_value > 0)
-        optim_clip_value(m, t->zero, (float)(tc->clip_value * t->loss_scale));
-    r.grad_norm = optim_grad_norm(m, t->zero) / t->loss_scale;
+        optim_clip_value(m, t->zero, (float)(tc->clip_value * t->st.loss_scale));
+    r.grad_norm = optim_grad_norm(m, t->zero) / t->st.loss_scale;
     double clip = 1.0;
     if (tc->clip_norm > 0 && r.grad_norm > tc->clip_norm)
         clip = tc->clip_norm / r.grad_norm;
     double lr = optim_lr(tc, t->step);
-    optim_step(m, t->zero, tc, t->step + 1, lr, (float)(clip / t->loss_scale));
+    optim_step(m, t->zero, tc, t->step + 1, lr, (float)(clip / t->st.loss_scale));
     zero_gather_weights(t->zero);
     r.loss = global_loss_sum(t) / (double)tokens;
     double total = times.busy + times.wait;
     r.bubble = max_over_world(t, total > 0 ? times.wait / total : 0.0);
     r.data_wait = max_over_world(t, r.data_wait);
     t->step++;
+    t->st.step = t->step;
+    t->st.tokens += tokens;
     return r;
 }
 
@@ -323,7 +346,7 @@ static int due(int step, int every, int last)
     return step == last || (every > 0 && step % every == 0);
 }
 
-static void report(Trainer *t, const StepResult *r, double step_s, double elapsed,
+static void report(Trainer *t, const StepResult *r, double step_s, double mean_step_s,
                    double val_loss, double comm_s)
 {
     const Config *c = t->cfg;
@@ -331,12 +354,12 @@ static void report(Trainer *t, const StepResult *r, double step_s, double elapse
     StepMetrics s = {
         .step = t->step, .steps = c->train.steps, .loss = r->loss, .val_loss = val_loss,
         .lr = optim_lr(&c->train, t->step - 1), .grad_norm = r->grad_norm,
-        .loss_scale = t->loss_scale, .tokens = (int64_t)(tokens * t->step),
+        .loss_scale = t->st.loss_scale, .tokens = t->st.tokens,
         .tokens_per_s = tokens / step_s, .step_ms = 1e3 * step_s,
         .mfu = 3.0 * model_forward_flops(&c->model, tokens) / step_s / t->peak_flops,
         .data_wait_ms = 1e3 * r->data_wait, .bubble = r->bubble,
         .comm_share = comm_s / step_s,
-        .eta_s = elapsed / t->step * (c->train.steps - t->step),
+        .eta_s = mean_step_s * (c->train.steps - t->step),
     };
     metrics_print(stdout, &s);
     metrics_write(&t->metrics, &s);
@@ -355,11 +378,60 @@ static void generate(Trainer *t)
         printf("\n");
 }
 
-static void run_steps(Trainer *t)
+/* ---- stopping and saving ---------------------------------------------- */
+
+static volatile sig_atomic_t stop_signal;
+
+static void on_stop_signal(int sig) { stop_signal = sig; }
+
+/* SIGTERM (Slurm's time limit, scancel) and SIGUSR1 (sbatch --signal) only
+ * raise a flag: the ranks act on it together at the next step boundary. */
+static void install_signals(void)
+{
+    struct sigaction sa;
+    memset(&sa, 0, sizeof sa);
+    sa.sa_handler = on_stop_signal;
+    sigemptyset(&sa.sa_mask);
+    sa.sa_flags = SA_RESTART;
+    sigaction(SIGTERM, &sa, NULL);
+    sigaction(SIGUSR1, &sa, NULL);
+}
+
+static int save(Trainer *t)
+{
+    if (!t->cfg->checkpoint.dir[0])
+        return 0;
+    double seconds;
+    int64_t bytes;
+    int rc = ckpt_save(&t->model, t->zero, t->cfg, &t->st, &seconds, &bytes, stderr);
+    if (!rc && is_root(t))
+        printf("checkpoint: %s/step_%08d.h5, %.1f MB in %.2f s (%.2f GB/s)\n",
+               t->cfg->checkpoint.dir, t->step, bytes / 1e6, seconds, bytes / seconds / 1e9);
+    return rc;
+}
+
+/* Early stopping: counts evaluations that fail to beat the best by
+ * min_delta; returns 1 when patience runs out. */
+static int out_of_patience(Trainer *t, double val)
+{
+    const EvalConfig *e = &t->cfg->eval;
+    if (val < t->st.best_val - e->min_delta) {
+        t->st.best_val = val;
+        t->st.evals_bad = 0;
+        return 0;
+    }
+    t->st.evals_bad++;
+    return e->patience > 0 && t->st.evals_bad >= e->patience;
+}
+
+typedef enum { RUN_DONE, RUN_SIGNALLED, RUN_EARLY_STOP, RUN_FAILED } RunEnd;
+
+static RunEnd run_steps(Trainer *t)
 {
     const Config *c = t->cfg;
     double start = timer_now();
-    request_batch(t, t->cursor);
+    int first = t->step;
+    request_batch(t, t->st.cursor);
     while (t->step < c->train.steps) {
         comm_reset_seconds();
         double t0 = timer_now();
@@ -369,9 +441,32 @@ static void run_steps(Trainer *t)
         double val = NAN;
         if (c->eval.every > 0 && due(t->step, c->eval.every, c->train.steps))
             val = evaluate(t);
-        if (is_root(t) && (due(t->step, c->log.every, c->train.steps) || t->step == 1 || !isnan(val)))
-            report(t, &r, step_s, timer_now() - start, val, comm_s);
+        if (is_root(t) && (due(t->step, c->log.every, c->train.steps) || t->step == first + 1
+                           || !isnan(val)))
+            report(t, &r, step_s, (timer_now() - start) / (t->step - first), val, comm_s);
+        int early = !isnan(val) && out_of_patience(t, val);
+        int signalled = fail_agree(t->grid.world, stop_signal != 0);
+        if (signalled || early || (c->checkpoint.every > 0 && t->step % c->checkpoint.every == 0
+                                   && t->step < c->train.steps)) {
+            if (save(t))
+                return RUN_FAILED;
+        }
+        if (signalled) {
+            if (is_root(t))
+                printf("stopping at step %d on a signal: exit %d asks the batch system to requeue\n",
+                       t->step, TRI_EXIT_REQUEUE);
+            return RUN_SIGNALLED;
+        }
+        if (early) {
+            if (is_root(t))
+                printf("early stop at step %d: validation loss has not improved on %.4f by %g for %d evaluations\n",
+                       t->step, t->st.best_val, c->eval.min_delta, c->eval.patience);
+            return RUN_EARLY_STOP;
+        }
     }
+    if (t->step > first && save(t))
+        return RUN_FAILED;
+    return RUN_DONE;
 }
 
 int train_run(Config *cfg, MPI_Comm world)
@@ -382,15 +477,20 @@ int train_run(Config *cfg, MPI_Comm world)
     int rc = share_config(&t, world);
     if (rc)
         return TRI_EXIT_ERROR;
+    install_signals();
     rc = setup(&t);
+    RunEnd end = RUN_FAILED;
     if (!rc) {
-        run_steps(&t);
-        generate(&t);
+        end = run_steps(&t);
+        if (end == RUN_DONE || end == RUN_EARLY_STOP)
+            generate(&t);
         double rss = max_over_world(&t, (double)metrics_peak_rss());
         if (is_root(&t))
             printf("done: %d steps; peak memory (RSS) %.1f MiB on the largest rank\n", t.step,
                    rss / 1048576.0);
     }
     teardown(&t);
-    return rc ? TRI_EXIT_ERROR : TRI_EXIT_OK;
+    if (rc || end == RUN_FAILED)
+        return TRI_EXIT_ERROR;
+    return end == RUN_SIGNALLED ? TRI_EXIT_REQUEUE : TRI_EXIT_OK;
 }

@@ -1,0 +1,71 @@
+/*
+ * ckpt.h - checkpoints: one HDF5 file per save, written by every rank at
+ * once through MPI-IO, holding every tensor in its full logical shape.
+ *
+ *   /                 attributes: format version, program version, step,
+ *                     tokens seen, data cursor, config text, the layout
+ *                     that wrote it, loss-scaler state, early-stopping
+ *                     state, seed, and the model's shape
+ *   /model/<name>     fp32 master weights
+ *   /optim/<name>/m   Adam first moment
+ *   /optim/<name>/v   Adam second moment
+ *
+ * Each dataset carries a "checksum" attribute: the wrapping sum over its
+ * elements of a hash of (index, value bits). It does not depend on who
+ * wrote which part, so any layout can verify any file.
+ *
+ * A save is atomic: it writes step_NNNNNNNN.h5.tmp, closes it, renames it
+ * and only then points `latest` at it (doc/checkpoint-format.md).
+ */
+#ifndef TRI_SRC_CKPT_H
+#define TRI_SRC_CKPT_H
+
+#include <stdint.h>
+#include <stdio.h>
+
+#include "config.h"
+#include "model.h"
+#include "zero.h"
+
+#define CKPT_FORMAT_VERSION 1
+
+/* What a run needs besides tensors to continue exactly. */
+typedef struct {
+    int64_t step;             /* steps completed */
+    int64_t tokens;           /* tokens trained on */
+    int64_t cursor;           /* global sample index of the next step */
+    double loss_scale;
+    int64_t scale_good_steps; /* clean steps since the scale last changed */
+    int32_t scale_overflows;  /* overflows since the last backoff */
+    double best_val;          /* early stopping: best validation loss */
+    int32_t evals_bad;        /* evaluations without improvement */
+} TrainState;
+
+/* Writes dir/step_NNNNNNNN.h5 and points dir/latest at it, then deletes
+ * checkpoints older than the newest `keep`. On failure deletes the
+ * temporary file, leaves `latest` alone, writes the reason on err (rank 0)
+ * and returns non-zero. Collective on world. */
+int ckpt_save(Model *m, Zero *z, const Config *cfg, const TrainState *st,
+              double *seconds, int64_t *bytes, FILE *err);
+
+/* Finds what [checkpoint] resume asks for: "none" gives an empty path;
+ * "auto" the file dir/latest names (empty if there is none yet); anything
+ * else is a path. Fails if `latest` names a missing file. Not collective. */
+int ckpt_resolve(const CheckpointConfig *c, char *path, size_t size, FILE *err);
+
+/* Checks the file (format version, model shape, every dataset's presence,
+ * shape and type), then reads the hyperslabs this rank now owns and checks
+ * every dataset's checksum. with_optimizer = 0 skips the Adam moments (for
+ * sampling). Errors name the file and the dataset. Collective on world. */
+int ckpt_load(Model *m, Zero *z, const Config *cfg, const char *path,
+              int with_optimizer, TrainState *st, FILE *err);
+
+/* Reads the config text stored in a checkpoint into cfg (for `sample`).
+ * Not collective. */
+int ckpt_read_config(const char *path, Config *cfg, FILE *err);
+
+/* `trident inspect`: prints the attributes and every dataset with its shape,
+ * and verifies every checksum. Not collective (one rank). */
+int ckpt_inspect(const char *path, FILE *out, FILE *err);
+
+#endif
