@@ -145,7 +145,7 @@ static int dtype_ok(ops_device dev, arg_kind kind, ops_dtype d)
     case ARG_F32: return d == OPS_F32;
     case ARG_ANY_FLOAT: return is_float_dtype(d);
     case ARG_I32: return d == OPS_I32;
-    case ARG_ANY: return is_float_dtype(d) || d == OPS_I32;
+    case ARG_ANY: return is_float_dtype(d) || d == OPS_I32 || d == OPS_F64;
     }
     return 0;
 }
@@ -172,7 +172,7 @@ static void check_dtype(const char *fn, const ops_arg *a, ops_device dev)
     FAIL("%s: %s is %s but must be %s", fn, a->name, ops_dtype_name(d),
          a->kind == ARG_I32 ? "int32" :
          a->kind == ARG_ANY_FLOAT ? "fp32, bf16 or fp16" :
-         a->kind == ARG_ANY ? "fp32, bf16, fp16 or int32" : "fp32");
+         a->kind == ARG_ANY ? "fp32, bf16, fp16, int32 or fp64" : "fp32");
 }
 
 /* Checks presence, size, device and dtype of every argument and returns the
@@ -436,9 +436,9 @@ void ops_clip_value(ops_tensor x, float c, int64_t n)
         no_backend(fn, dev);
 }
 
-void ops_sumsq_accumulate(ops_tensor acc, ops_tensor x, int64_t n)
+/* Checks a one-element fp64 accumulator on x's device. */
+static ops_device check_accumulator(const char *fn, ops_tensor acc, ops_tensor x, int64_t n)
 {
-    static const char fn[] = "ops_sumsq_accumulate";
     if (!acc.data || acc.n < 1 || acc.dtype != OPS_F64)
         FAIL("%s: acc must hold one fp64 element", fn);
     if ((uintptr_t)acc.data % _Alignof(double) != 0)
@@ -449,8 +449,25 @@ void ops_sumsq_accumulate(ops_tensor acc, ops_tensor x, int64_t n)
     if (acc.device != dev)
         FAIL("%s: acc is on %s but x is on %s", fn, device_name(acc.device),
              device_name(dev));
+    return dev;
+}
+
+void ops_sumsq_accumulate(ops_tensor acc, ops_tensor x, int64_t n)
+{
+    static const char fn[] = "ops_sumsq_accumulate";
+    ops_device dev = check_accumulator(fn, acc, x, n);
     if (dev == OPS_CPU)
         sumsq_accumulate_cpu(acc.data, x.data, n);
+    else
+        no_backend(fn, dev);
+}
+
+void ops_sum_accumulate(ops_tensor acc, ops_tensor x, int64_t n)
+{
+    static const char fn[] = "ops_sum_accumulate";
+    ops_device dev = check_accumulator(fn, acc, x, n);
+    if (dev == OPS_CPU)
+        sum_accumulate_cpu(acc.data, x.data, n);
     else
         no_backend(fn, dev);
 }

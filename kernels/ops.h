@@ -109,6 +109,9 @@ void ops_clip_value(ops_tensor x, float c, int64_t n);
  * A non-finite element makes the sum non-finite: that doubles as the
  * overflow check. */
 void ops_sumsq_accumulate(ops_tensor acc, ops_tensor x, int64_t n);
+/* *acc (one OPS_F64 element on x's device) += sum of x, in fp64: the loss
+ * stays on the device until the step reads it once. */
+void ops_sum_accumulate(ops_tensor acc, ops_tensor x, int64_t n);
 
 /* ---- LayerNorm -------------------------------------------------------- */
 

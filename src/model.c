@@ -138,6 +138,7 @@ static void scratch_alloc(Model *m, int any_recompute)
         s->stats = f32(2 * (int64_t)s->chunk);
         s->losses = f32(s->chunk);
     }
+    m->loss_acc = ops_alloc(OPS_F64, OPS_CPU, 1);
 }
 
 static int param_index(Model *m, const char *name)
@@ -247,7 +248,8 @@ void model_destroy(Model *m)
     }
     ops_tensor *all[] = {&s->tmp, &s->d_ln, &s->d_fc, &s->d_atty, &s->d_qkv,
                          &s->d_att, &s->lnf, &s->lnf_mean, &s->lnf_rstd,
-                         &s->d_lnf, &s->logits, &s->rowmax, &s->stats, &s->losses};
+                         &s->d_lnf, &s->logits, &s->rowmax, &s->stats, &s->losses,
+                         &m->loss_acc};
     for (size_t i = 0; i < sizeof all / sizeof all[0]; i++)
         ops_free(all[i]);
     free(s);
@@ -338,11 +340,7 @@ static void head_chunk(Model *m, int slot, int64_t r0, int nr, ForwardMode mode)
     int grad = mode == FORWARD_TRAIN;
     ops_xent_finish(losses, grad ? logits : OPS_NONE, logits, rowmax, sumexp, target,
                     targets, m->v0, nr, Vl, m->grad_scale);
-    const float *l = losses.data;
-    double sum = 0.0;
-    for (int i = 0; i < nr; i++)
-        sum += l[i];
-    m->loss_sum += sum;
+    ops_sum_accumulate(m->loss_acc, losses, nr);
     m->loss_count += nr;
     if (grad)
         ops_matmul_bwd(ops_view(s->d_lnf, r0 * C, (int64_t)nr * C), G(m, m->p_lm), OPS_NONE,
@@ -469,6 +467,20 @@ void model_backward(Model *m, int slot, int rows)
         embed_backward(m, slot, rows);
         hook(m, m->unit_embed, UNIT_AFTER_BACKWARD);
     }
+}
+
+void model_reset_loss(Model *m)
+{
+    ops_zero(m->loss_acc);
+    m->loss_count = 0;
+}
+
+double model_loss_sum(const Model *m)
+{
+    double sum = 0.0;
+    ops_tensor host = {&sum, 1, OPS_F64, OPS_CPU};
+    ops_copy(host, m->loss_acc);
+    return sum;
 }
 
 /* ---- pipeline buffers, generation, accounting ------------------------- */

@@ -64,7 +64,8 @@ struct Model {
     ops_tensor *tokens, *targets; /* per slot: (B,T) int32 */
     struct ModelScratch *scratch;
 
-    double loss_sum;              /* sum of token losses since last reset */
+    ops_tensor loss_acc;          /* fp64 sum of token losses since the last
+                                     model_reset_loss, on the device */
     int64_t loss_count;
     float grad_scale;             /* d loss_sum multiplier: scale / tokens */
 
@@ -96,6 +97,11 @@ void model_forward(Model *m, int slot, int rows, ForwardMode mode);
  * (stage 0 instead finishes with the embedding backward). Parameter
  * gradients accumulate. Collective on tp. */
 void model_backward(Model *m, int slot, int rows);
+
+/* The summed token loss (last stage) since model_reset_loss; reading it
+ * is the step's one wait for the device. Not collective. */
+void model_reset_loss(Model *m);
+double model_loss_sum(const Model *m);
 
 /* Buffers the pipeline executor sends and receives: (B,T,C). */
 ops_tensor model_stage_input(Model *m, int slot);

@@ -268,7 +268,7 @@ static void request_batch(Trainer *t, int64_t cursor)
 static double global_loss_sum(Trainer *t)
 {
     Model *m = &t->model;
-    double mine = m->is_last && t->grid.tp_rank == 0 ? m->loss_sum : 0.0, total = 0.0;
+    double mine = m->is_last && t->grid.tp_rank == 0 ? model_loss_sum(m) : 0.0, total = 0.0;
     TRI_CHECK_MPI(MPI_Allreduce(&mine, &total, 1, MPI_DOUBLE, MPI_SUM, t->grid.world));
     return total;
 }
@@ -277,8 +277,7 @@ static double evaluate(Trainer *t)
 {
     const Config *c = t->cfg;
     int T = c->model.seq_len, rows = t->ga * t->rows;
-    t->model.loss_sum = 0.0;
-    t->model.loss_count = 0;
+    model_reset_loss(&t->model);
     PipelineTimes times = {0};
     for (int i = 0; i < c->eval.batches; i++) {
         if (t->data) {
@@ -316,8 +315,7 @@ static StepResult train_step(Trainer *t)
         request_batch(t, t->st.cursor); /* the next step's batch loads meanwhile */
 
     zero_begin_step(t->zero);
-    m->loss_sum = 0.0;
-    m->loss_count = 0;
+    model_reset_loss(m);
     m->grad_scale = (float)(t->st.loss_scale / (double)tokens);
     PipelineTimes times = {0};
     pipeline_run(m, t->actions, t->n_actions, batch, t->rows, FORWARD_TRAIN, &times);

@@ -68,11 +68,12 @@ static void run_step(Run *r, MPI_Comm comm, const int32_t *batch)
     zero_init_weights(r->zero);
     r->model.grad_scale = 1.0f / (float)(GB * c->model.seq_len);
     zero_begin_step(r->zero);
+    model_reset_loss(&r->model);
     PipelineTimes times = {0};
     const int32_t *mine = batch + (int64_t)r->grid.dp_rank * ga * mb * (c->model.seq_len + 1);
     pipeline_run(&r->model, acts, n, mine, mb, FORWARD_TRAIN, &times);
     zero_reduce_grads(r->zero);
-    double l = r->model.is_last && r->grid.tp_rank == 0 ? r->model.loss_sum : 0.0;
+    double l = r->model.is_last && r->grid.tp_rank == 0 ? model_loss_sum(&r->model) : 0.0;
     MPI_Allreduce(&l, &r->loss, 1, MPI_DOUBLE, MPI_SUM, comm);
 }
 

@@ -71,7 +71,7 @@ static double loss(Rig *r, int with_grads)
 {
     Model *m = &r->model;
     PipelineTimes times = {0};
-    m->loss_sum = 0.0;
+    model_reset_loss(m);
     if (with_grads) {
         zero_begin_step(r->zero);
         pipeline_run(m, r->acts, r->n_acts, r->batch, r->cfg.train.micro_batch, FORWARD_TRAIN, &times);
@@ -83,7 +83,7 @@ static double loss(Rig *r, int with_grads)
         pipeline_run(m, fwd, r->cfg.train.grad_accum, r->batch, r->cfg.train.micro_batch,
                      FORWARD_EVAL, &times);
     }
-    return m->loss_sum;
+    return model_loss_sum(m);
 }
 
 /* Finite differences of a few elements of p; returns the worst error. */

@@ -84,6 +84,7 @@ void accumulate_cpu(float *y, const float *x, int64_t n);
 void scale_cpu(float *x, float s, int64_t n);
 void clip_value_cpu(float *x, float c, int64_t n);
 void sumsq_accumulate_cpu(double *acc, const float *x, int64_t n);
+void sum_accumulate_cpu(double *acc, const float *x, int64_t n);
 
 /* ---- LayerNorm (layernorm_cpu.c) ---------------------------------------- */
 

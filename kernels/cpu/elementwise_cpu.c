@@ -63,22 +63,23 @@ void clip_value_cpu(float *x, float c, int64_t n)
 
 /* Eight independent lanes in a fixed pattern: the compiler can vectorize
  * them without reassociating, and the add latency chain is 8x shorter. */
-static double sumsq_block(const float *x, int64_t n)
+static double block_sum(const float *x, int64_t n, int square)
 {
     double lane[8] = { 0 };
     int64_t i = 0;
     for (; i + 8 <= n; i += 8)
         for (int j = 0; j < 8; j++)
-            lane[j] += (double)x[i + j] * (double)x[i + j];
+            lane[j] += square ? (double)x[i + j] * (double)x[i + j] : (double)x[i + j];
     double s = 0.0;
     for (int j = 0; j < 8; j++)
         s += lane[j];
     for (; i < n; i++)
-        s += (double)x[i] * (double)x[i];
+        s += square ? (double)x[i] * (double)x[i] : (double)x[i];
     return s;
 }
 
-void sumsq_accumulate_cpu(double *acc, const float *x, int64_t n)
+/* Fixed blocks summed in order: the same bits whatever the thread count. */
+static void reduce_into(double *acc, const float *x, int64_t n, int square)
 {
     int64_t blocks = (n + SUMSQ_BLOCK - 1) / SUMSQ_BLOCK;
     double total = *acc;
@@ -89,10 +90,20 @@ void sumsq_accumulate_cpu(double *acc, const float *x, int64_t n)
         for (int b = 0; b < ng; b++) {
             int64_t i0 = (g0 + b) * SUMSQ_BLOCK;
             int64_t len = n - i0 < SUMSQ_BLOCK ? n - i0 : SUMSQ_BLOCK;
-            part[b] = sumsq_block(x + i0, len);
+            part[b] = block_sum(x + i0, len, square);
         }
         for (int b = 0; b < ng; b++)
             total += part[b];
     }
     *acc = total;
+}
+
+void sumsq_accumulate_cpu(double *acc, const float *x, int64_t n)
+{
+    reduce_into(acc, x, n, 1);
+}
+
+void sum_accumulate_cpu(double *acc, const float *x, int64_t n)
+{
+    reduce_into(acc, x, n, 0);
 }
