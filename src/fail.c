@@ -38,6 +38,16 @@ void fail_init(void)
 }
 
 int fail_rank(void) { return fail_world_rank; }
+
+FILE *fail_stream(int speak)
+{
+    static FILE *null_stream;
+    if (speak)
+        return stderr;
+    if (!null_stream)
+        null_stream = fopen("/dev/null", "w");
+    return null_stream ? null_stream : stderr;
+}
 const char *fail_host(void) { return fail_hostname; }
 
 int fail_agree(MPI_Comm comm, int rc)

@@ -14,6 +14,7 @@
 
 #include <mpi.h>
 #include <stdint.h>
+#include <stdio.h>
 
 /* Exit codes, documented in doc/guide.md and trident(1). */
 enum {
@@ -55,6 +56,11 @@ void fail_abort(const char *what, const char *file, int line)
 
 void fail_mpi_(int err, const char *call, const char *file, int line);
 int64_t fail_h5_(int64_t ret, const char *call, const char *file, int line);
+
+/* stderr when speak is true, else a stream that discards: where every rank
+ * checks the same input, only rank 0 needs to say what is wrong.
+ * Not collective. */
+FILE *fail_stream(int speak);
 
 /* World rank and host name, as fail_init recorded them. */
 int fail_rank(void);

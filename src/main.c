@@ -6,9 +6,11 @@
 #include <stdio.h>
 #include <string.h>
 
+#include "ckpt.h"
 #include "cli.h"
 #include "config.h"
 #include "fail.h"
+#include "sample.h"
 #include "train.h"
 
 /* Rank 0 reads the config; every rank learns whether that worked. */
@@ -43,11 +45,15 @@ static int run(const CliArgs *a, int rank)
         if (load_config(&cfg, a, rank))
             return TRI_EXIT_ERROR;
         return train_run(&cfg, MPI_COMM_WORLD);
-    case CLI_PLAN:
-    case CLI_INSPECT:
+    case CLI_INSPECT: {
+        int rc = rank == 0 ? ckpt_inspect(a->ckpt, stdout, stderr) : 0;
+        return fail_agree(MPI_COMM_WORLD, rc) ? TRI_EXIT_ERROR : TRI_EXIT_OK;
+    }
     case CLI_SAMPLE:
+        return sample_main(a->ckpt, a->prompt, a->tokens, MPI_COMM_WORLD);
+    case CLI_PLAN:
         if (rank == 0)
-            fprintf(stderr, "trident: this command is not supported yet\n");
+            fprintf(stderr, "trident: plan is not supported yet\n");
         return TRI_EXIT_ERROR;
     }
     return TRI_EXIT_ERROR;
@@ -61,10 +67,7 @@ int main(int argc, char **argv)
     MPI_Comm_rank(MPI_COMM_WORLD, &rank);
     CliArgs args;
     /* every rank parses, only rank 0 speaks */
-    FILE *err = rank == 0 ? stderr : fopen("/dev/null", "w");
-    int rc = cli_parse(&args, argc, argv, err ? err : stderr);
-    if (err && err != stderr)
-        fclose(err);
+    int rc = cli_parse(&args, argc, argv, fail_stream(rank == 0));
     if (!rc)
         rc = run(&args, rank);
     fflush(stdout);

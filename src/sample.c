@@ -11,8 +11,10 @@
 #include <stdlib.h>
 #include <string.h>
 
+#include "ckpt.h"
 #include "comm.h"
 #include "fail.h"
+#include "zero.h"
 #include "pipeline.h"
 #include "rng.h"
 
@@ -91,4 +93,87 @@ void sample_generate(Model *m, const int32_t *prompt, int prompt_len,
     free(window);
     free(local);
     free(full);
+}
+
+/* The prompt as tokens: bytes for a byte-level model, else token ids. */
+static int parse_prompt(const char *text, int vocab, int32_t **out, int *n, FILE *err)
+{
+    size_t len = text ? strlen(text) : 0;
+    int32_t *tok = malloc((len + 2) * sizeof *tok);
+    if (!tok)
+        fail_abort("out of memory", __FILE__, __LINE__);
+    *n = 0;
+    if (!text || !len) {
+        tok[(*n)++] = vocab == 256 ? '\n' : 50256 % vocab;
+    } else if (vocab == 256) {
+        for (size_t i = 0; i < len; i++)
+            tok[(*n)++] = (unsigned char)text[i];
+    } else {
+        for (char *p = (char *)text, *end; *p; p = end) {
+            long id = strtol(p, &end, 10);
+            if (end == p || id < 0 || id >= vocab) {
+                fprintf(err, "trident: --prompt: expected token ids below %d separated by spaces, got '%s'\n",
+                        vocab, p);
+                free(tok);
+                return 1;
+            }
+            tok[(*n)++] = (int32_t)id;
+            while (*end == ' ')
+                end++;
+        }
+    }
+    *out = tok;
+    return 0;
+}
+
+/* The checkpoint's config, run as one full model per rank. */
+static int sample_config(Config *cfg, const char *ckpt, int rank, MPI_Comm world)
+{
+    int rc = rank == 0 ? ckpt_read_config(ckpt, cfg, stderr) : 0;
+    if (fail_agree(world, rc))
+        return 1;
+    TRI_CHECK_MPI(MPI_Bcast(cfg, sizeof *cfg, MPI_BYTE, 0, world));
+    cfg->parallel.dp = 0;
+    cfg->parallel.pp = cfg->parallel.tp = 1;
+    cfg->parallel.zero = 0;
+    cfg->train.micro_batch = cfg->train.grad_accum = 1;
+    cfg->train.recompute = RECOMPUTE_NONE;
+    return 0;
+}
+
+int sample_main(const char *ckpt, const char *prompt, int n_tokens, MPI_Comm world)
+{
+    static Config cfg;
+    int rank;
+    MPI_Comm_rank(world, &rank);
+    if (sample_config(&cfg, ckpt, rank, world))
+        return TRI_EXIT_ERROR;
+    int32_t *tokens = NULL;
+    int n_prompt = 0;
+    int rc = parse_prompt(prompt, cfg.model.vocab_size, &tokens, &n_prompt,
+                          fail_stream(rank == 0));
+    if (fail_agree(world, rc))
+        return TRI_EXIT_ERROR;
+    Grid g;
+    grid_create(&g, &cfg, world);
+    Model m;
+    model_create(&m, &cfg, &g, 1);
+    Zero *z = zero_create(&m, &cfg, &g);
+    TrainState st;
+    rc = ckpt_load(&m, z, &cfg, ckpt, 0, &st, fail_stream(rank == 0));
+    if (!rc) {
+        if (rank == 0) {
+            fprintf(stderr, "sample: %s, step %lld, %d tokens\n", ckpt, (long long)st.step, n_tokens);
+            if (cfg.model.vocab_size == 256)
+                fwrite(prompt ? prompt : "", 1, prompt ? strlen(prompt) : 0, stdout);
+        }
+        sample_generate(&m, tokens, n_prompt, n_tokens, 0.8, cfg.train.seed, stdout);
+        if (rank == 0)
+            printf("\n");
+    }
+    zero_destroy(z);
+    model_destroy(&m);
+    grid_destroy(&g);
+    free(tokens);
+    return rc ? TRI_EXIT_ERROR : TRI_EXIT_OK;
 }

@@ -12,6 +12,8 @@
 #include <stdint.h>
 #include <stdio.h>
 
+#include <mpi.h>
+
 #include "model.h"
 
 /* Generates n_tokens after the prompt (prompt_len tokens; at least one)
@@ -20,5 +22,12 @@
  * Collective on world. */
 void sample_generate(Model *m, const int32_t *prompt, int prompt_len,
                      int n_tokens, double temperature, uint64_t seed, FILE *out);
+
+/* `trident sample`: loads the model of a checkpoint (its stored config,
+ * laid out as pure data parallelism over the world) and generates
+ * n_tokens after the prompt: text for byte models, space-separated token
+ * ids otherwise (NULL: a newline, or token 50256). Returns the exit code.
+ * Collective on world. */
+int sample_main(const char *ckpt, const char *prompt, int n_tokens, MPI_Comm world);
 
 #endif

@@ -180,10 +180,7 @@ static int init_or_resume(Trainer *t)
         zero_init_weights(t->zero);
         return 0;
     }
-    FILE *err = is_root(t) ? stderr : fopen("/dev/null", "w");
-    rc = ckpt_load(&t->model, t->zero, t->cfg, path, 1, &t->st, err ? err : stderr);
-    if (err && err != stderr)
-        fclose(err);
+    rc = ckpt_load(&t->model, t->zero, t->cfg, path, 1, &t->st, fail_stream(is_root(t)));
     if (rc)
         return rc;
     t->step = (int)t->st.step;

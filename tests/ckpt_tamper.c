@@ -1,0 +1,83 @@
+/*
+ * ckpt_tamper.c - damages checkpoints on purpose, for the tests of
+ * checkpoint validation (a test helper, not part of trident):
+ *
+ *   ckpt_tamper FILE version N          set the format_version attribute
+ *   ckpt_tamper FILE flip DATASET I     change element I of a dataset
+ *   ckpt_tamper FILE delete DATASET     unlink a dataset
+ *   ckpt_tamper FILE foreign            create a foreign HDF5 file
+ */
+#include <hdf5.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+
+static int set_version(hid_t f, int v)
+{
+    hid_t a = H5Aopen(f, "format_version", H5P_DEFAULT);
+    int rc = a < 0 || H5Awrite(a, H5T_NATIVE_INT, &v) < 0;
+    if (a >= 0)
+        H5Aclose(a);
+    return rc;
+}
+
+static int flip(hid_t f, const char *name, hsize_t i)
+{
+    hid_t d = H5Dopen2(f, name, H5P_DEFAULT);
+    if (d < 0)
+        return 1;
+    hid_t space = H5Dget_space(d);
+    int ndim = H5Sget_simple_extent_ndims(space);
+    hsize_t dims[2] = {1, 1}, start[2], count[2] = {1, 1};
+    H5Sget_simple_extent_dims(space, dims, NULL);
+    start[0] = ndim == 2 ? i / dims[1] : i;
+    start[1] = ndim == 2 ? i % dims[1] : 0;
+    H5Sselect_hyperslab(space, H5S_SELECT_SET, start, NULL, count, NULL);
+    hsize_t one = 1;
+    hid_t mem = H5Screate_simple(1, &one, NULL);
+    float v;
+    int rc = H5Dread(d, H5T_NATIVE_FLOAT, mem, space, H5P_DEFAULT, &v) < 0;
+    v = v * 1.5f + 0.25f;
+    rc |= H5Dwrite(d, H5T_NATIVE_FLOAT, mem, space, H5P_DEFAULT, &v) < 0;
+    H5Sclose(mem);
+    H5Sclose(space);
+    H5Dclose(d);
+    return rc;
+}
+
+static int foreign(const char *path)
+{
+    hid_t f = H5Fcreate(path, H5F_ACC_TRUNC, H5P_DEFAULT, H5P_DEFAULT);
+    hsize_t n = 4;
+    hid_t space = H5Screate_simple(1, &n, NULL);
+    hid_t d = H5Dcreate2(f, "temperature", H5T_IEEE_F64LE, space, H5P_DEFAULT, H5P_DEFAULT,
+                         H5P_DEFAULT);
+    double v[4] = {1, 2, 3, 4};
+    int rc = f < 0 || d < 0 || H5Dwrite(d, H5T_NATIVE_DOUBLE, H5S_ALL, H5S_ALL, H5P_DEFAULT, v) < 0;
+    H5Dclose(d);
+    H5Sclose(space);
+    H5Fclose(f);
+    return rc;
+}
+
+int main(int argc, char **argv)
+{
+    if (argc < 3) {
+        fprintf(stderr, "usage: ckpt_tamper FILE version N | flip DATASET I | delete DATASET | foreign\n");
+        return 2;
+    }
+    if (strcmp(argv[2], "foreign") == 0)
+        return foreign(argv[1]);
+    hid_t f = H5Fopen(argv[1], H5F_ACC_RDWR, H5P_DEFAULT);
+    if (f < 0)
+        return 1;
+    int rc = 2;
+    if (strcmp(argv[2], "version") == 0 && argc == 4)
+        rc = set_version(f, atoi(argv[3]));
+    else if (strcmp(argv[2], "flip") == 0 && argc == 5)
+        rc = flip(f, argv[3], (hsize_t)atoll(argv[4]));
+    else if (strcmp(argv[2], "delete") == 0 && argc == 4)
+        rc = H5Ldelete(f, argv[3], H5P_DEFAULT) < 0;
+    H5Fclose(f);
+    return rc;
+}
