@@ -27,6 +27,7 @@
 #include <unistd.h>
 
 #include "fail.h"
+#include "fault.h"
 #include "grid.h"
 #include "metrics.h"
 #include "params.h"
@@ -251,6 +252,7 @@ static void write_root_attrs(H5Ctx *c, const Config *cfg, const Grid *g, const T
     attr_write(c, root, "step", H5T_NATIVE_INT64, &st->step);
     attr_write(c, root, "tokens_seen", H5T_NATIVE_INT64, &st->tokens);
     attr_write(c, root, "data_cursor", H5T_NATIVE_INT64, &st->cursor);
+    attr_write(c, root, "optimizer_updates", H5T_NATIVE_INT64, &st->updates);
     attr_write(c, root, "loss_scale", H5T_NATIVE_DOUBLE, &st->loss_scale);
     attr_write(c, root, "loss_scale_good_steps", H5T_NATIVE_INT64, &st->scale_good_steps);
     attr_write(c, root, "loss_scale_overflows", H5T_NATIVE_INT32, &st->scale_overflows);
@@ -528,6 +530,8 @@ int ckpt_save(Model *m, Zero *z, const Config *cfg, const TrainState *st,
         h5_fail(&c, "cannot create the file: %s", strerror(errno));
     if (!agree(&c, err)) {
         transfers_open(&c);
+        if (fault_at("save_fail", rank, (long)st->step))
+            h5_fail(&c, "cannot write dataset /model/wte (injected fault: No space left on device)");
         write_root_attrs(&c, cfg, m->grid, st);
         write_tensors(&c, m, z, &all, sums);
         transfers_close(&c);
@@ -738,6 +742,7 @@ static void read_state(H5Ctx *c, TrainState *st)
     int bad = attr_read(c->file, "step", H5T_NATIVE_INT64, &st->step)
             | attr_read(c->file, "tokens_seen", H5T_NATIVE_INT64, &st->tokens)
             | attr_read(c->file, "data_cursor", H5T_NATIVE_INT64, &st->cursor)
+            | attr_read(c->file, "optimizer_updates", H5T_NATIVE_INT64, &st->updates)
             | attr_read(c->file, "loss_scale", H5T_NATIVE_DOUBLE, &st->loss_scale)
             | attr_read(c->file, "loss_scale_good_steps", H5T_NATIVE_INT64, &st->scale_good_steps)
             | attr_read(c->file, "loss_scale_overflows", H5T_NATIVE_INT32, &st->scale_overflows)
@@ -907,6 +912,7 @@ static herr_t inspect_object(hid_t obj, const char *name, const tri_h5_info_t *i
 static void print_attrs(hid_t file, FILE *out)
 {
     static const char *const ints[] = {"format_version", "step", "tokens_seen", "data_cursor",
+                                       "optimizer_updates",
                                        "loss_scale_good_steps", "loss_scale_overflows",
                                        "evals_without_improvement", "n_layer", "n_embd",
                                        "n_head", "seq_len", "vocab_size", "tie_embeddings"};

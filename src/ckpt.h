@@ -34,6 +34,7 @@ typedef struct {
     int64_t step;             /* steps completed */
     int64_t tokens;           /* tokens trained on */
     int64_t cursor;           /* global sample index of the next step */
+    int64_t updates;          /* optimizer steps applied (skipped ones not) */
     double loss_scale;
     int64_t scale_good_steps; /* clean steps since the scale last changed */
     int32_t scale_overflows;  /* overflows since the last backoff */

@@ -10,6 +10,7 @@
 #include "cli.h"
 #include "config.h"
 #include "fail.h"
+#include "plan.h"
 #include "sample.h"
 #include "train.h"
 
@@ -51,10 +52,12 @@ static int run(const CliArgs *a, int rank)
     }
     case CLI_SAMPLE:
         return sample_main(a->ckpt, a->prompt, a->tokens, MPI_COMM_WORLD);
-    case CLI_PLAN:
-        if (rank == 0)
-            fprintf(stderr, "trident: plan is not supported yet\n");
-        return TRI_EXIT_ERROR;
+    case CLI_PLAN: {
+        if (load_config(&cfg, a, rank))
+            return TRI_EXIT_ERROR;
+        int rc = rank == 0 ? plan_print(&cfg, a->world, a->mem_gib, stdout, stderr) : 0;
+        return fail_agree(MPI_COMM_WORLD, rc) ? TRI_EXIT_ERROR : TRI_EXIT_OK;
+    }
     }
     return TRI_EXIT_ERROR;
 }

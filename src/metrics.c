@@ -107,7 +107,7 @@ void metrics_print(FILE *out, const StepMetrics *s)
         fprintf(out, " | val %.4f", s->val_loss);
     fprintf(out, " | lr %.2e | norm %.4f | %.0f tok/s | %.1f ms | mfu %.1f%% | eta %s%s\n",
             s->lr, s->grad_norm, s->tokens_per_s, s->step_ms, 100.0 * s->mfu, eta,
-            s->skipped ? " | skipped (overflow)" : "");
+            s->skipped ? " | update skipped (gradients not finite)" : "");
     fflush(out);
 }
 

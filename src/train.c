@@ -16,17 +16,20 @@
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <unistd.h>
 
 #include "ckpt.h"
 #include "comm.h"
 #include "data.h"
 #include "fail.h"
+#include "fault.h"
 #include "grid.h"
 #include "metrics.h"
 #include "model.h"
 #include "optim.h"
 #include "pipeline.h"
 #include "sample.h"
+#include "scaler.h"
 #include "schedule.h"
 #include "timer.h"
 #include "zero.h"
@@ -46,7 +49,8 @@ typedef struct {
     int rows;                 /* microbatch rows B */
     int ga;                   /* microbatches per step */
     int64_t global_batch;     /* sequences per step */
-    TrainState st;            /* step, cursor, scaler, early stopping */
+    TrainState st;            /* step, cursor, early stopping, for checkpoints */
+    Scaler scaler;            /* fp16 loss scale */
     int step;                 /* steps done (st.step as an int) */
     double peak_flops;        /* GEMM FLOP/s of the whole world */
     int64_t *index;           /* sample indices of one step, this DP rank */
@@ -122,7 +126,7 @@ static void print_memory(Trainer *t)
             printf("  ... (%d more ranks)\n", size - 8);
             break;
         }
-        printf("  rank %3d: %9.2f / %9.2f / %9.2f / %9.2f\n", r, all[4 * r] / 1048576.0,
+        printf("  rank %3d: %10.3f / %10.3f / %10.3f / %10.3f\n", r, all[4 * r] / 1048576.0,
                all[4 * r + 1] / 1048576.0, all[4 * r + 2] / 1048576.0, all[4 * r + 3] / 1048576.0);
     }
     free(all);
@@ -184,6 +188,11 @@ static int init_or_resume(Trainer *t)
     if (rc)
         return rc;
     t->step = (int)t->st.step;
+    if (t->scaler.dynamic) {
+        t->scaler.scale = t->st.loss_scale;
+        t->scaler.good_steps = t->st.scale_good_steps;
+        t->scaler.overflows = t->st.scale_overflows;
+    }
     if (is_root(t))
         printf("resumed from %s: step %d, %lld tokens seen\n", path, t->step,
                (long long)t->st.tokens);
@@ -199,7 +208,7 @@ static int setup(Trainer *t)
     t->rows = cfg->train.micro_batch;
     t->ga = cfg->train.grad_accum;
     t->global_batch = (int64_t)t->rows * t->ga * t->grid.dp;
-    t->st.loss_scale = 1.0;
+    scaler_init(&t->scaler, &cfg->train);
     t->st.best_val = INFINITY;
     t->actions = calloc((size_t)(2 * t->ga), sizeof *t->actions);
     t->eval_actions = calloc((size_t)t->ga, sizeof *t->eval_actions);
@@ -289,15 +298,70 @@ static double evaluate(Trainer *t)
     return global_loss_sum(t) / tokens;
 }
 
-typedef struct {
-    double loss, grad_norm, data_wait, bubble;
-} StepResult;
-
 static double max_over_world(Trainer *t, double v)
 {
     double out = v;
     TRI_CHECK_MPI(MPI_Allreduce(&v, &out, 1, MPI_DOUBLE, MPI_MAX, t->grid.world));
     return out;
+}
+
+/* Test hooks (fault.h): poison a weight so the loss turns NaN, or put an
+ * inf into one gradient, on one rank. */
+static void inject_before(Trainer *t)
+{
+    if (!fault_at("nan_loss", t->grid.rank, t->step + 1) || t->model.ps.n == 0)
+        return;
+    Param *p = &t->model.ps.p[0];
+    ops_tensor one = p->w.data ? ops_view(p->w, 0, 1) : ops_view(p->master, 0, 1);
+    float nan = NAN;
+    ops_cast(one, (ops_tensor){&nan, 1, OPS_F32, OPS_CPU});
+}
+
+static void inject_after(Trainer *t)
+{
+    if (fault_at("die", t->grid.rank, t->step + 1)) {
+        fprintf(stderr, "[rank %d] injected fault: dying mid-step\n", t->grid.rank);
+        _exit(9);
+    }
+    if (!fault_at("grad_inf", t->grid.rank, t->step + 1))
+        return;
+    for (int i = 0; i < t->model.ps.n; i++) {
+        Param *p = &t->model.ps.p[i];
+        if (p->og.data && p->og.n > 0) {
+            float inf = INFINITY;
+            ops_copy(ops_view(p->og, 0, 1), (ops_tensor){&inf, 1, OPS_F32, OPS_CPU});
+            return;
+        }
+    }
+}
+
+typedef struct {
+    double loss, grad_norm, data_wait, bubble;
+    int skipped;              /* fp16 overflow: no update this step */
+    int give_up;              /* non-finite and nothing left to try */
+} StepResult;
+
+/* The gradients are ready: clip, update, share the new weights, unless
+ * the global norm says they overflowed. */
+static void apply_update(Trainer *t, StepResult *r)
+{
+    const TrainConfig *tc = &t->cfg->train;
+    Model *m = &t->model;
+    double scale = t->scaler.scale;
+    if (tc->clip_value > 0)
+        optim_clip_value(m, t->zero, (float)(tc->clip_value * scale));
+    r->grad_norm = optim_grad_norm(m, t->zero) / scale;
+    ScalerVerdict v = scaler_update(&t->scaler, isfinite(r->grad_norm));
+    r->skipped = v != SCALER_STEP;
+    r->give_up = v == SCALER_GIVE_UP;
+    if (v != SCALER_STEP)
+        return;
+    double clip = 1.0;
+    if (tc->clip_norm > 0 && r->grad_norm > tc->clip_norm)
+        clip = tc->clip_norm / r->grad_norm;
+    t->st.updates++;
+    optim_step(m, t->zero, tc, (int)t->st.updates, optim_lr(tc, t->step), (float)(clip / scale));
+    zero_gather_weights(t->zero);
 }
 
 static StepResult train_step(Trainer *t)
@@ -311,21 +375,15 @@ static StepResult train_step(Trainer *t)
     if (t->step + 1 < tc->steps)
         request_batch(t, t->st.cursor); /* the next step's batch loads meanwhile */
 
+    inject_before(t);
     zero_begin_step(t->zero);
     model_reset_loss(m);
-    m->grad_scale = (float)(t->st.loss_scale / (double)tokens);
+    m->grad_scale = (float)(t->scaler.scale / (double)tokens);
     PipelineTimes times = {0};
     pipeline_run(m, t->actions, t->n_actions, batch, t->rows, FORWARD_TRAIN, &times);
     zero_reduce_grads(t->zero);
-    if (tc->clip_value > 0)
-        optim_clip_value(m, t->zero, (float)(tc->clip_value * t->st.loss_scale));
-    r.grad_norm = optim_grad_norm(m, t->zero) / t->st.loss_scale;
-    double clip = 1.0;
-    if (tc->clip_norm > 0 && r.grad_norm > tc->clip_norm)
-        clip = tc->clip_norm / r.grad_norm;
-    double lr = optim_lr(tc, t->step);
-    optim_step(m, t->zero, tc, t->step + 1, lr, (float)(clip / t->st.loss_scale));
-    zero_gather_weights(t->zero);
+    inject_after(t);
+    apply_update(t, &r);
     r.loss = global_loss_sum(t) / (double)tokens;
     double total = times.busy + times.wait;
     r.bubble = max_over_world(t, total > 0 ? times.wait / total : 0.0);
@@ -333,6 +391,9 @@ static StepResult train_step(Trainer *t)
     t->step++;
     t->st.step = t->step;
     t->st.tokens += tokens;
+    t->st.loss_scale = t->scaler.scale;
+    t->st.scale_good_steps = t->scaler.good_steps;
+    t->st.scale_overflows = t->scaler.overflows;
     return r;
 }
 
@@ -349,7 +410,7 @@ static void report(Trainer *t, const StepResult *r, double step_s, double mean_s
     StepMetrics s = {
         .step = t->step, .steps = c->train.steps, .loss = r->loss, .val_loss = val_loss,
         .lr = optim_lr(&c->train, t->step - 1), .grad_norm = r->grad_norm,
-        .loss_scale = t->st.loss_scale, .tokens = t->st.tokens,
+        .loss_scale = t->st.loss_scale, .tokens = t->st.tokens, .skipped = r->skipped,
         .tokens_per_s = tokens / step_s, .step_ms = 1e3 * step_s,
         .mfu = 3.0 * model_forward_flops(&c->model, tokens) / step_s / t->peak_flops,
         .data_wait_ms = 1e3 * r->data_wait, .bubble = r->bubble,
@@ -421,6 +482,20 @@ static int out_of_patience(Trainer *t, double val)
 
 typedef enum { RUN_DONE, RUN_SIGNALLED, RUN_EARLY_STOP, RUN_FAILED } RunEnd;
 
+/* Why a run cannot go on: it has no finite gradients to step with. The
+ * last checkpoint, if any, is left as it was. */
+static void give_up_message(Trainer *t, const StepResult *r)
+{
+    if (!is_root(t))
+        return;
+    if (t->scaler.dynamic)
+        fprintf(stderr, "trident: step %d: the fp16 loss scale fell to %g, below [train] loss_scale_min = %g: the gradients overflow at any scale; lower the learning rate or use bf16\n",
+                t->step, t->scaler.scale, t->scaler.min);
+    else
+        fprintf(stderr, "trident: step %d: the loss is %g and the gradient norm %g: training diverged (NaN or inf); lower [train] lr, set clip_norm, or resume from an earlier checkpoint\n",
+                t->step, r->loss, r->grad_norm);
+}
+
 static RunEnd run_steps(Trainer *t)
 {
     const Config *c = t->cfg;
@@ -433,6 +508,12 @@ static RunEnd run_steps(Trainer *t)
         StepResult r = train_step(t);
         double step_s = timer_now() - t0;
         double comm_s = comm_seconds(COMM_TP) + comm_seconds(COMM_DP);
+        if (r.give_up) {
+            if (is_root(t))
+                report(t, &r, step_s, step_s, NAN, comm_s);
+            give_up_message(t, &r);
+            return RUN_FAILED;
+        }
         double val = NAN;
         if (c->eval.every > 0 && due(t->step, c->eval.every, c->train.steps))
             val = evaluate(t);

@@ -1,0 +1,16 @@
+/*
+ * fault.h - fault injection for tests: TRIDENT_FAULT="point:rank:step,..."
+ * makes world rank `rank` take the faulty branch at `point` on step `step`
+ * (1-based; 0 = any step). Points: grad_inf (puts inf into one of the
+ * rank's gradients), nan_loss (the loss layer sees a NaN), die (the rank
+ * exits abruptly mid-step), save_fail (the checkpoint write fails, as on a
+ * full disk). Unset in normal runs: a getenv at start-up is the whole cost.
+ */
+#ifndef TRI_SRC_FAULT_H
+#define TRI_SRC_FAULT_H
+
+/* Whether the fault `point` is armed for this world rank at this step.
+ * Not collective. */
+int fault_at(const char *point, int rank, long step);
+
+#endif

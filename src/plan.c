@@ -1,0 +1,299 @@
+/*
+ * plan.c - the cost of a run, without running it; see plan.h.
+ *
+ * Memory follows the trainer's allocation rules (zero.c for parameter
+ * state, model.c for activations), restated here as arithmetic over the
+ * same parameter table (params_build). Communication volume is the bytes
+ * each rank sends per step: an all-reduce of S bytes over p ranks sends
+ * 2 (p-1)/p S (ring), a reduce-scatter or all-gather (p-1)/p S.
+ */
+#include "plan.h"
+
+#include <math.h>
+#include <stdlib.h>
+#include <string.h>
+
+#include "fail.h"
+#include "grid.h"
+#include "model.h"
+#include "params.h"
+#include "schedule.h"
+#include "zero.h"
+#include "kernels/ops.h"
+
+#define MIB (1024.0 * 1024.0)
+
+static ops_dtype compute_dtype(const Config *cfg)
+{
+    ops_dtype d = OPS_F32;
+    ops_dtype_parse(cfg->train.precision, &d);
+    return d;
+}
+
+static int resolved_dp(const Config *cfg, int world)
+{
+    return cfg->parallel.dp ? cfg->parallel.dp : world / (cfg->parallel.pp * cfg->parallel.tp);
+}
+
+/* A grid describing one rank, enough for params_build. */
+static Grid plan_grid(const Config *cfg, int world, int stage, int dp_rank, int tp_rank)
+{
+    Grid g;
+    memset(&g, 0, sizeof g);
+    g.size = world;
+    g.pp = cfg->parallel.pp;
+    g.tp = cfg->parallel.tp;
+    g.dp = resolved_dp(cfg, world);
+    g.pp_stage = stage;
+    g.dp_rank = dp_rank;
+    g.tp_rank = tp_rank;
+    return g;
+}
+
+/* ---- memory ------------------------------------------------------------ */
+
+/* zero.c's arenas: full or owned weights, gradients and Adam state. */
+static void parameter_memory(const ParamSet *ps, const Config *cfg, int dp, int dp_rank,
+                             PlanMemory *mem)
+{
+    int stage = cfg->parallel.zero;
+    int64_t w = (int64_t)ops_dtype_size(compute_dtype(cfg));
+    int64_t full = 0, owned = 0, largest = 0;
+    for (int i = 0; i < ps->n; i++) {
+        int64_t r0, rows;
+        zero_partition(ps->p[i].lrows, dp, dp_rank, &r0, &rows);
+        full += ps->p[i].lrows * ps->p[i].lcols;
+        owned += rows * ps->p[i].lcols;
+    }
+    for (int u = 0; u < ps->n_units; u++) {
+        int64_t n = 0;
+        for (int i = 0; i < ps->units[u].n; i++)
+            n += params_local_numel(&ps->p[ps->units[u].idx[i]]);
+        largest = n > largest ? n : largest;
+    }
+    int64_t update = stage == 0 ? full : owned;
+    mem->weights = stage < 3 ? full * w : update * 4 + largest * w;
+    mem->grads = (stage < 2 ? full * 4 : 0) + (stage >= 1 ? owned * 4 : 0) + 2 * largest * 4
+               + (stage >= 2 ? largest * 4 : 0);
+    mem->optimizer = (w != 4 && stage < 3 ? update * 4 : 0) + 2 * update * 4;
+}
+
+/* model.c's buffers for one stage. */
+static int64_t activation_memory(const Config *cfg, const Grid *g, int n_local, int layer0)
+{
+    const ModelConfig *mc = &cfg->model;
+    int64_t a = (int64_t)ops_dtype_size(compute_dtype(cfg));
+    int64_t B = cfg->train.micro_batch, T = mc->seq_len, C = mc->n_embd, N = B * T;
+    int64_t Cl = C / g->tp, NHl = mc->n_head / g->tp, Vl = mc->vocab_size / g->tp;
+    int64_t att = 4 * B * NHl * T * T;
+    int64_t block = a * (4 * N * C + 3 * N * Cl + N * Cl + 8 * N * Cl) + 4 * 4 * N + att;
+    int first = g->pp_stage == 0, last = g->pp_stage == g->pp - 1;
+    int ga = cfg->train.grad_accum;
+    Action *acts = malloc(sizeof(Action) * (size_t)(2 * ga));
+    int slots = schedule_max_in_flight(acts, schedule_build(cfg->parallel.schedule, g->pp,
+                                                            g->pp_stage, ga, acts));
+    free(acts);
+    int64_t per_slot = 2 * a * N * C + (first ? 4 * N : 0) + (last ? 4 * N : 0), any = 0;
+    for (int l = layer0; l < layer0 + n_local; l++) {
+        const TrainConfig *t = &cfg->train;
+        int keep_input = t->recompute == RECOMPUTE_FULL
+                      || (t->recompute == RECOMPUTE_EVERY && l % t->recompute_every == 0);
+        per_slot += keep_input ? a * N * C : block;
+        any |= keep_input;
+    }
+    int64_t scratch = (any ? block - a * N * C : 0) + 2 * a * N * C + a * N * 8 * Cl + att;
+    if (last) {
+        int64_t chunk = (16LL << 20) / (Vl > 0 ? Vl : 1);
+        chunk = chunk < 1 ? 1 : chunk > N ? N : chunk;
+        scratch += 2 * a * N * C + 8 * N + 4 * chunk * Vl + 16 * chunk;
+    }
+    return slots * per_slot + scratch;
+}
+
+PlanMemory plan_rank_memory(const Config *cfg, int world, int stage, int dp_rank, int tp_rank)
+{
+    Grid g = plan_grid(cfg, world, stage, dp_rank, tp_rank);
+    ParamSet ps;
+    params_build(&ps, cfg, &g);
+    PlanMemory mem = {0};
+    parameter_memory(&ps, cfg, g.dp, dp_rank, &mem);
+    int layer0, n_local;
+    grid_stage_layers(cfg->model.n_layer, g.pp, stage, &layer0, &n_local);
+    mem.activations = activation_memory(cfg, &g, n_local, layer0);
+    params_free(&ps);
+    return mem;
+}
+
+static int64_t total(PlanMemory m) { return m.weights + m.grads + m.optimizer + m.activations; }
+
+/* The largest rank: the first stage (embeddings, the most microbatches in
+ * flight), stage 1 (a middle stage with the most layers: earlier stages
+ * take the spare ones) and the last (the head); the first and last DP rank
+ * (the last ZeRO block may be short); TP rank 0 (TP ranks hold the same
+ * sizes). */
+static PlanMemory largest_rank(const Config *cfg, int world, int *stage_out)
+{
+    PlanMemory best = {0};
+    int dp = resolved_dp(cfg, world), pp = cfg->parallel.pp;
+    int stages[3] = {0, pp > 2 ? 1 : 0, pp - 1};
+    for (int k = 0; k < 3; k++) {
+        int s = stages[k];
+        for (int d = 0; d < dp; d += dp - 1 > 0 ? dp - 1 : 1) {
+            PlanMemory m = plan_rank_memory(cfg, world, s, d, 0);
+            if (total(m) > total(best)) {
+                best = m;
+                if (stage_out)
+                    *stage_out = s;
+            }
+        }
+    }
+    return best;
+}
+
+/* ---- FLOPs, bubble, communication --------------------------------------- */
+
+typedef struct {
+    double tp, dp, pp, embed;      /* bytes sent per step by the busiest rank */
+} PlanComm;
+
+static double ring_allreduce(double bytes, int p) { return p > 1 ? 2.0 * (p - 1) / p * bytes : 0; }
+static double ring_share(double bytes, int p) { return p > 1 ? (double)(p - 1) / p * bytes : 0; }
+
+static PlanComm communication(const Config *cfg, int world)
+{
+    const ModelConfig *mc = &cfg->model;
+    const TrainConfig *t = &cfg->train;
+    PlanComm c = {0};
+    int tp = cfg->parallel.tp, pp = cfg->parallel.pp, dp = resolved_dp(cfg, world);
+    int ga = t->grad_accum, zero = cfg->parallel.zero;
+    double a = (double)ops_dtype_size(compute_dtype(cfg));
+    double act = (double)t->micro_batch * mc->seq_len * mc->n_embd * a;
+    int first, layers;
+    grid_stage_layers(mc->n_layer, pp, 0, &first, &layers);
+    /* per block: two all-reduces forward, two backward, two more when the
+     * block is recomputed; the embedding's and the head's come on top */
+    int recomputed = t->recompute == RECOMPUTE_FULL ? layers
+                   : t->recompute == RECOMPUTE_EVERY ? (layers + t->recompute_every - 1) / t->recompute_every
+                   : 0;
+    double per_mb = (4.0 * layers + 2.0 * recomputed + 2.0) * act;
+    c.tp = ga * ring_allreduce(per_mb, tp);
+    c.pp = pp > 1 ? 2.0 * ga * act : 0.0;
+    Grid g = plan_grid(cfg, world, 0, 0, 0);
+    ParamSet ps;
+    params_build(&ps, cfg, &g);
+    double n = 0;
+    for (int i = 0; i < ps.n; i++)
+        n += (double)params_local_numel(&ps.p[i]);
+    params_free(&ps);
+    switch (zero) {
+    case 0: c.dp = ring_allreduce(4 * n, dp); break;
+    case 1: c.dp = ring_share(4 * n, dp) + ring_share(a * n, dp); break;
+    case 2: c.dp = ga * ring_share(4 * n, dp) + ring_share(a * n, dp); break;
+    case 3: c.dp = ga * ring_share(4 * n, dp) + 2.0 * ga * ring_share(a * n, dp); break;
+    }
+    if (pp > 1 && mc->tie_embeddings)
+        c.embed = ring_allreduce(4.0 * mc->vocab_size / tp * mc->n_embd / dp, 2);
+    return c;
+}
+
+/* ---- printing ----------------------------------------------------------- */
+
+static void print_memory_table(const Config *cfg, int world, FILE *out)
+{
+    fprintf(out, "memory per rank (MiB): weights / grads / optimizer / activations\n");
+    int dp = resolved_dp(cfg, world), tp = cfg->parallel.tp;
+    if (world <= 16) {
+        for (int r = 0; r < world; r++) {
+            PlanMemory m = plan_rank_memory(cfg, world, r / (tp * dp), (r / tp) % dp, r % tp);
+            fprintf(out, "  rank %3d: %10.3f / %10.3f / %10.3f / %10.3f\n", r, m.weights / MIB,
+                    m.grads / MIB, m.optimizer / MIB, m.activations / MIB);
+        }
+        return;
+    }
+    for (int s = 0; s < cfg->parallel.pp; s++) {
+        PlanMemory m = plan_rank_memory(cfg, world, s, 0, 0);
+        fprintf(out, "  stage %3d: %10.3f / %10.3f / %10.3f / %10.3f  (each of its %d ranks)\n", s,
+                m.weights / MIB, m.grads / MIB, m.optimizer / MIB, m.activations / MIB, dp * tp);
+    }
+}
+
+static void print_costs(const Config *cfg, int world, FILE *out)
+{
+    const ModelConfig *mc = &cfg->model;
+    const TrainConfig *t = &cfg->train;
+    int dp = resolved_dp(cfg, world), pp = cfg->parallel.pp;
+    double seqs = (double)t->micro_batch * t->grad_accum * dp, tokens = seqs * mc->seq_len;
+    double flops = 3.0 * model_forward_flops(mc, tokens);
+    double bubble = (double)(pp - 1) / (t->grad_accum + pp - 1);
+    fprintf(out, "model: %.3fM parameters; %.0f sequences, %.0f tokens per step\n",
+            params_logical_count(mc) / 1e6, seqs, tokens);
+    fprintf(out, "flops per step: %.4g (model, 3 x forward), %.4g per rank\n", flops,
+            flops / world);
+    fprintf(out, "pipeline bubble (%s, %d microbatches): %.1f%% = (pp-1)/(m+pp-1)\n",
+            schedule_name(cfg->parallel.schedule), t->grad_accum, 100.0 * bubble);
+    PlanComm c = communication(cfg, world);
+    fprintf(out, "communication per step, bytes sent by one rank: tp %.4g, dp %.4g (zero %d), pp %.4g, tied embedding %.4g\n",
+            c.tp, c.dp, cfg->parallel.zero, c.pp, c.embed);
+}
+
+/* Every dp x pp x tp of the world (tp a power of two up to 8, dividing
+ * the heads and the vocabulary; pp up to n_layer) that keeps the global
+ * batch (grad_accum adjusts to the new dp), every ZeRO stage and recompute
+ * none/full: the largest rank's memory against mem_gib. */
+static void print_fits(const Config *cfg, int world, double mem_gib, FILE *out)
+{
+    int64_t mb = cfg->train.micro_batch;
+    int64_t global = mb * cfg->train.grad_accum * resolved_dp(cfg, world);
+    fprintf(out, "\nlayouts of %d ranks within %.1f GiB per device, global batch %lld (largest rank):\n",
+            world, mem_gib, (long long)global);
+    fprintf(out, "  %5s %5s %5s %4s %4s %9s %10s %6s\n", "dp", "pp", "tp", "ga", "zero", "recompute",
+            "GiB", "bubble");
+    int shown = 0;
+    for (int tp = 1; tp <= 8 && tp <= world; tp *= 2) {
+        for (int pp = 1; pp <= world / tp; pp++) {
+            int dp = world / (tp * pp);
+            if (world % (tp * pp) || global % (mb * dp))
+                continue;
+            Config c = *cfg;
+            c.parallel.tp = tp;
+            c.parallel.pp = pp;
+            c.parallel.dp = dp;
+            c.train.grad_accum = (int)(global / (mb * dp));
+            if (grid_check(&c, world, fail_stream(0)) != 0)
+                continue;
+            for (int z = 0; z <= 3; z++) {
+                for (int rc = 0; rc <= 1; rc++) {
+                    c.parallel.zero = z;
+                    c.train.recompute = rc ? RECOMPUTE_FULL : RECOMPUTE_NONE;
+                    double gib = total(largest_rank(&c, world, NULL)) / (MIB * 1024.0);
+                    if (gib > mem_gib)
+                        continue;
+                    double bubble = (double)(pp - 1) / (c.train.grad_accum + pp - 1);
+                    fprintf(out, "  %5d %5d %5d %4d %4d %9s %10.2f %5.1f%%\n", dp, pp, tp,
+                            c.train.grad_accum, z, rc ? "full" : "none", gib, 100.0 * bubble);
+                    shown++;
+                }
+            }
+        }
+    }
+    if (!shown)
+        fprintf(out, "  none: more ranks, a smaller micro_batch, or more memory\n");
+}
+
+int plan_print(const Config *cfg, int world, double mem_gib, FILE *out, FILE *err)
+{
+    if (grid_check(cfg, world, err))
+        return 1;
+    int dp = resolved_dp(cfg, world), stage = 0;
+    fprintf(out, "plan: %d ranks = dp %d x pp %d x tp %d, zero %d, %s, recompute %s\n", world, dp,
+            cfg->parallel.pp, cfg->parallel.tp, cfg->parallel.zero, cfg->train.precision,
+            cfg->train.recompute == RECOMPUTE_NONE ? "none"
+            : cfg->train.recompute == RECOMPUTE_FULL ? "full" : "every:K");
+    print_costs(cfg, world, out);
+    print_memory_table(cfg, world, out);
+    PlanMemory big = largest_rank(cfg, world, &stage);
+    fprintf(out, "largest rank: %.2f GiB (stage %d)\n", total(big) / (MIB * 1024.0), stage);
+    if (mem_gib > 0)
+        print_fits(cfg, world, mem_gib, out);
+    return 0;
+}

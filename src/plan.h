@@ -1,0 +1,36 @@
+/*
+ * plan.h - `trident plan`: what a run will cost, computed from the config
+ * and a world size without running anything: per-rank memory (weights,
+ * gradients, optimizer state, activations) under the layout, precision,
+ * ZeRO stage and recompute policy; FLOPs per step; the pipeline bubble;
+ * the communication volume per step of each group; and which layouts of
+ * the world fit a given memory per device.
+ *
+ * The memory figures follow the allocation rules of zero.c and model.c,
+ * restated as arithmetic: the trainer reports the same numbers at start-up
+ * from its real allocations (tests/t_plan.sh checks that they agree).
+ */
+#ifndef TRI_SRC_PLAN_H
+#define TRI_SRC_PLAN_H
+
+#include <stdint.h>
+#include <stdio.h>
+
+#include "config.h"
+
+typedef struct {
+    int64_t weights, grads, optimizer, activations;
+} PlanMemory;
+
+/* Memory of the rank at (stage, dp_rank, tp_rank) of a world of `world`
+ * ranks. cfg must pass grid_check for that world. Not collective. */
+PlanMemory plan_rank_memory(const Config *cfg, int world, int stage, int dp_rank,
+                            int tp_rank);
+
+/* Prints the whole plan for cfg on `world` ranks; mem_gib > 0 adds the
+ * table of layouts that fit in that much memory per device. Returns 0, or
+ * non-zero with the reason on err when the layout does not fit the world.
+ * Not collective. */
+int plan_print(const Config *cfg, int world, double mem_gib, FILE *out, FILE *err);
+
+#endif
