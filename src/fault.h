@@ -2,9 +2,10 @@
  * fault.h - fault injection for tests: TRIDENT_FAULT="point:rank:step,..."
  * makes world rank `rank` take the faulty branch at `point` on step `step`
  * (1-based; 0 = any step). Points: grad_inf (puts inf into one of the
- * rank's gradients), nan_loss (the loss layer sees a NaN), die (the rank
- * exits abruptly mid-step), save_fail (the checkpoint write fails, as on a
- * full disk). Unset in normal runs: a getenv at start-up is the whole cost.
+ * rank's gradients), nan_loss (a weight turns NaN, so the loss does), die
+ * (the rank exits abruptly mid-step), save_fail (the checkpoint write
+ * fails, as on a full disk), data_open (this rank alone cannot read the
+ * data: a failure only one rank sees). Unset in normal runs: a getenv at start-up is the whole cost.
  */
 #ifndef TRI_SRC_FAULT_H
 #define TRI_SRC_FAULT_H

@@ -52,10 +52,35 @@ static Grid plan_grid(const Config *cfg, int world, int stage, int dp_rank, int 
 
 /* ---- memory ------------------------------------------------------------ */
 
+/* Whether zero.c reduces hierarchically for the DP group of (stage, tp
+ * rank): [parallel] node_size puts more than one node's worth of DP ranks
+ * in it, the same number on each node. (Real node boundaries are not
+ * known before the run; plan assumes one node unless node_size says.) */
+static int dp_hierarchical(const Config *cfg, const Grid *g)
+{
+    int ns = cfg->parallel.node_size;
+    if (ns <= 0)
+        return 0;
+    int per_node[4096] = {0}, nodes = 0, places = 0;
+    for (int d = 0; d < g->dp; d++) {
+        int node = ((g->pp_stage * g->dp + d) * g->tp + g->tp_rank) / ns;
+        if (node >= 4096)
+            return 0;
+        if (per_node[node]++ == 0)
+            nodes++;
+    }
+    places = g->dp / nodes;
+    for (int n = 0; n < 4096; n++)
+        if (per_node[n] && per_node[n] != places)
+            return 0;
+    return nodes > 1 && places > 1;
+}
+
 /* zero.c's arenas: full or owned weights, gradients and Adam state. */
-static void parameter_memory(const ParamSet *ps, const Config *cfg, int dp, int dp_rank,
+static void parameter_memory(const ParamSet *ps, const Config *cfg, const Grid *g,
                              PlanMemory *mem)
 {
+    int dp = g->dp, dp_rank = g->dp_rank;
     int stage = cfg->parallel.zero;
     int64_t w = (int64_t)ops_dtype_size(compute_dtype(cfg));
     int64_t full = 0, owned = 0, largest = 0;
@@ -74,7 +99,7 @@ static void parameter_memory(const ParamSet *ps, const Config *cfg, int dp, int 
     int64_t update = stage == 0 ? full : owned;
     mem->weights = stage < 3 ? full * w : update * 4 + largest * w;
     mem->grads = (stage < 2 ? full * 4 : 0) + (stage >= 1 ? owned * 4 : 0) + 2 * largest * 4
-               + (stage >= 2 ? largest * 4 : 0);
+               + (stage >= 2 ? largest * 4 : 0) + (dp_hierarchical(cfg, g) ? largest * 4 : 0);
     mem->optimizer = (w != 4 && stage < 3 ? update * 4 : 0) + 2 * update * 4;
 }
 
@@ -116,7 +141,7 @@ PlanMemory plan_rank_memory(const Config *cfg, int world, int stage, int dp_rank
     ParamSet ps;
     params_build(&ps, cfg, &g);
     PlanMemory mem = {0};
-    parameter_memory(&ps, cfg, g.dp, dp_rank, &mem);
+    parameter_memory(&ps, cfg, &g, &mem);
     int layer0, n_local;
     grid_stage_layers(cfg->model.n_layer, g.pp, stage, &layer0, &n_local);
     mem.activations = activation_memory(cfg, &g, n_local, layer0);

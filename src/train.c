@@ -95,6 +95,11 @@ static int open_data(Trainer *t)
         FILE *err = fmemopen(msg, sizeof msg, "w");
         rc = data_open(&t->data, &t->cfg->data, t->cfg->model.seq_len,
                        t->cfg->model.vocab_size, err);
+        if (!rc && fault_at("data_open", t->grid.rank, 0)) {
+            fprintf(err, "trident: [data] train = %s: injected fault: this rank cannot read it\n",
+                    t->cfg->data.train);
+            rc = 1;
+        }
         fclose(err);
     }
     rc = fail_report(t->grid.world, rc, msg);

@@ -5,6 +5,13 @@
  * buffer is packed rank-major: DP rank 0's owned rows of every tensor in
  * the bucket, then rank 1's, and so on, so one MPI_Reduce_scatter leaves
  * each rank exactly its owned rows, summed, in parameter order.
+ *
+ * Across nodes the reduction is hierarchical (DESIGN.md, Communication):
+ * a reduce-scatter inside the node, then one across nodes among the ranks
+ * with the same place in their node, so the slow links carry each block
+ * once. For that the blocks are packed grouped by place-in-node, then by
+ * node; each rank still ends with exactly its own rows. All-gathers run
+ * the same two levels in reverse.
  */
 #include "zero.h"
 
@@ -30,7 +37,11 @@ struct Zero {
     int n_buckets;
     Bucket *units;            /* zero 2/3: units as the model uses them */
     int *counts;              /* per DP rank, scratch for collectives */
+    int *order;               /* DP ranks in packing order */
+    int hierarchical;         /* two levels: node, then across nodes */
+    int *node_counts, *cross_counts;  /* per dp_node / dp_cross rank */
     ops_tensor pack, recv;    /* largest bucket, packed / owned part */
+    ops_tensor mid;           /* hierarchical: this rank's node-level share */
     ops_tensor work_w;        /* zero 3: the gathered unit's weights */
     ops_tensor work_g;        /* zero 2/3: the unit's transient gradients */
     ops_tensor *arenas;       /* everything allocated, for freeing */
@@ -162,6 +173,8 @@ static void allocate_state(Zero *z)
     int64_t most = largest(z->units, ps->n_units);
     z->pack = arena(z, OPS_F32, most, &z->bytes.grads);
     z->recv = arena(z, OPS_F32, most, &z->bytes.grads);
+    if (z->hierarchical)
+        z->mid = arena(z, OPS_F32, most, &z->bytes.grads);
     if (z->stage >= 2)
         z->work_g = arena(z, OPS_F32, most, &z->bytes.grads);
     if (z->stage == 3)
@@ -170,14 +183,15 @@ static void allocate_state(Zero *z)
 
 /* ---- packing ----------------------------------------------------------- */
 
-/* Copies every rank's owned rows of b's gradients into z->pack, rank-major,
- * filling z->counts. */
+/* Copies every rank's owned rows of b's gradients into z->pack in packing
+ * order, filling z->counts (indexed by DP rank). */
 static void pack_grads(Zero *z, const Bucket *b)
 {
     ParamSet *ps = &z->m->ps;
     float *dst = z->pack.data;
     int64_t off = 0;
-    for (int r = 0; r < z->dp; r++) {
+    for (int k = 0; k < z->dp; k++) {
+        int r = z->order[k];
         int64_t start = off;
         for (int i = 0; i < b->n; i++) {
             Param *p = &ps->p[b->idx[i]];
@@ -191,12 +205,48 @@ static void pack_grads(Zero *z, const Bucket *b)
     }
 }
 
+/* Element counts per rank of the two levels, from z->counts: a node
+ * rank's share is its place's blocks of every node. */
+static void level_counts(Zero *z)
+{
+    const Grid *g = z->m->grid;
+    int nodes = g->dp_cross_size, places = g->dp_node_size;
+    for (int l = 0; l < places; l++) {
+        z->node_counts[l] = 0;
+        for (int n = 0; n < nodes; n++)
+            z->node_counts[l] += z->counts[z->order[l * nodes + n]];
+    }
+    for (int n = 0; n < nodes; n++)
+        z->cross_counts[n] = z->counts[z->order[g->dp_node_rank * nodes + n]];
+}
+
 /* Reduce-scatters b's gradients: this rank's owned rows, summed over DP,
  * land in z->recv in parameter order. */
 static void reduce_scatter_bucket(Zero *z, const Bucket *b)
 {
+    const Grid *g = z->m->grid;
     pack_grads(z, b);
-    comm_reduce_scatter(z->m->grid, COMM_DP, z->pack, z->recv, z->counts);
+    if (!z->hierarchical) {
+        comm_reduce_scatter(g, COMM_DP, z->pack, z->recv, z->counts);
+        return;
+    }
+    level_counts(z);
+    comm_reduce_scatter(g, COMM_DP_NODE, z->pack, z->mid, z->node_counts);
+    comm_reduce_scatter(g, COMM_DP_CROSS, z->mid, z->recv, z->cross_counts);
+}
+
+/* All-gathers every rank's send into recv, in packing order. */
+static void allgather_bucket(Zero *z, ops_tensor send, ops_tensor recv)
+{
+    const Grid *g = z->m->grid;
+    if (!z->hierarchical) {
+        comm_allgather(g, COMM_DP, send, recv, z->counts);
+        return;
+    }
+    level_counts(z);
+    ops_tensor mid = {z->mid.data, z->node_counts[g->dp_node_rank], send.dtype, OPS_CPU};
+    comm_allgather(g, COMM_DP_CROSS, send, mid, z->cross_counts);
+    comm_allgather(g, COMM_DP_NODE, mid, recv, z->node_counts);
 }
 
 /* owned grads (og) of b's parameters = (accumulate ? og + : ) z->recv */
@@ -244,11 +294,12 @@ static void gather_bucket(Zero *z, const Bucket *b, int from_master, ops_tensor 
     }
     ops_tensor send = {z->pack.data, n_mine, wdt, OPS_CPU};
     ops_tensor recv = {z->recv.data, b->numel, wdt, OPS_CPU};
-    comm_allgather(z->m->grid, COMM_DP, send, recv, z->counts);
-    /* unpack rank-major into each block, which `into` lays out in order */
+    allgather_bucket(z, send, recv);
+    /* unpack in packing order into each block, which `into` lays out in order */
     size_t es = ops_dtype_size(wdt);
     const char *src = recv.data;
-    for (int r = 0; r < z->dp; r++) {
+    for (int k = 0; k < z->dp; k++) {
+        int r = z->order[k];
         int64_t off_into = 0;
         for (int i = 0; i < b->n; i++) {
             Param *p = &ps->p[b->idx[i]];
@@ -326,6 +377,27 @@ static void unit_hook(void *ctx, int unit, UnitEvent ev)
     }
 }
 
+/* Flat: DP rank order. Two levels, when every node holds the same number
+ * of DP ranks and there is more than one of each: position l * nodes + n
+ * holds the rank at place l of node n. Collective on dp. */
+static void packing_order(Zero *z)
+{
+    const Grid *g = z->m->grid;
+    int nodes = g->dp_cross_size, places = g->dp_node_size;
+    int mine[2] = {g->dp_node_rank, g->dp_cross_rank};
+    int *all = malloc(sizeof(int) * 2 * (size_t)g->dp);
+    if (!all)
+        fail_abort("out of memory", __FILE__, __LINE__);
+    TRI_CHECK_MPI(MPI_Allgather(mine, 2, MPI_INT, all, 2, MPI_INT, g->dp_comm));
+    int balanced = 1;
+    for (int r = 0; r < g->dp; r++)
+        balanced &= all[2 * r] < places && all[2 * r + 1] < nodes;
+    z->hierarchical = balanced && nodes > 1 && places > 1 && nodes * places == g->dp;
+    for (int r = 0; r < g->dp; r++)
+        z->order[z->hierarchical ? all[2 * r] * nodes + all[2 * r + 1] : r] = r;
+    free(all);
+}
+
 /* ---- public ------------------------------------------------------------ */
 
 Zero *zero_create(Model *m, const Config *cfg, const Grid *g)
@@ -341,8 +413,12 @@ Zero *zero_create(Model *m, const Config *cfg, const Grid *g)
     z->dp_rank = g->dp_rank;
     z->gathered_unit = -1;
     z->counts = calloc((size_t)g->dp, sizeof *z->counts);
-    if (!z->counts)
+    z->order = calloc((size_t)g->dp, sizeof *z->order);
+    z->node_counts = calloc((size_t)g->dp, sizeof *z->node_counts);
+    z->cross_counts = calloc((size_t)g->dp, sizeof *z->cross_counts);
+    if (!z->counts || !z->order || !z->node_counts || !z->cross_counts)
         fail_abort("out of memory", __FILE__, __LINE__);
+    packing_order(z);
     build_buckets(z);
     allocate_state(z);
     if (z->stage >= 2) {
@@ -362,6 +438,9 @@ void zero_destroy(Zero *z)
     free(z->buckets);
     free(z->units);
     free(z->counts);
+    free(z->order);
+    free(z->node_counts);
+    free(z->cross_counts);
     free(z);
 }
 
@@ -417,15 +496,34 @@ static void sum_tied_copies(Zero *z)
     comm_allreduce(z->g, COMM_EMBED, p->og, p->og.n, COMM_SUM);
 }
 
+/* ZeRO-0's all-reduce of one gradient block: flat, or reduce-scatter in
+ * the node, all-reduce of each share across nodes, all-gather in the node. */
+static void allreduce_grads(Zero *z, ops_tensor g)
+{
+    const Grid *grid = z->m->grid;
+    if (!z->hierarchical) {
+        comm_allreduce(grid, COMM_DP, g, g.n, COMM_SUM);
+        return;
+    }
+    int places = grid->dp_node_size;
+    for (int l = 0; l < places; l++) {
+        int64_t r0, n;
+        zero_partition(g.n, places, l, &r0, &n);
+        z->node_counts[l] = (int)n;
+    }
+    ops_tensor share = ops_view(z->mid, 0, z->node_counts[grid->dp_node_rank]);
+    comm_reduce_scatter(grid, COMM_DP_NODE, g, share, z->node_counts);
+    comm_allreduce(grid, COMM_DP_CROSS, share, share.n, COMM_SUM);
+    comm_allgather(grid, COMM_DP_NODE, share, g, z->node_counts);
+}
+
 void zero_reduce_grads(Zero *z)
 {
     if (z->stage == 0) {
         for (int b = 0; b < z->n_buckets; b++) {
             const Bucket *bk = &z->buckets[b];
-            for (int i = 0; i < bk->n; i++) {
-                Param *p = &z->m->ps.p[bk->idx[i]];
-                comm_allreduce(z->g, COMM_DP, p->g, p->g.n, COMM_SUM);
-            }
+            for (int i = 0; i < bk->n; i++)
+                allreduce_grads(z, z->m->ps.p[bk->idx[i]].g);
         }
     } else if (z->stage == 1) {
         for (int b = 0; b < z->n_buckets; b++) {

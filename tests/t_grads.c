@@ -7,7 +7,9 @@
  * included); each piece is compared with the same rows and columns of the
  * reference's full logical gradient. Gradients come before Adam, so the
  * only differences are fp32 reassociation: a wrong shard, a missing
- * all-reduce or a double-counted replica shows up at once.
+ * all-reduce or a double-counted replica shows up at once. The layouts with
+ * node_size run the two-level DP reduction (inside pretended nodes, then
+ * across them) and must match like the flat one.
  */
 #include <math.h>
 #include <stdio.h>
@@ -124,7 +126,7 @@ static double compare(Run *dist, Run *ref, char *worst_name)
 }
 
 static void check_layout(Run *ref, const int32_t *batch, int dp, int pp, int tp, int zero,
-                         int ga, ScheduleKind kind, int tie)
+                         int ga, ScheduleKind kind, int tie, int node_size)
 {
     Run r;
     memset(&r, 0, sizeof r);
@@ -135,15 +137,21 @@ static void check_layout(Run *ref, const int32_t *batch, int dp, int pp, int tp,
     r.cfg.parallel.tp = tp;
     r.cfg.parallel.zero = zero;
     r.cfg.parallel.schedule = kind;
+    r.cfg.parallel.node_size = node_size;
     r.cfg.train.grad_accum = ga;
     r.cfg.train.micro_batch = GB / (ga * dp);
     run_step(&r, MPI_COMM_WORLD, batch);
     char name[48] = "-";
     double worst = compare(&r, ref, name);
     double lrel = fabs(r.loss - ref->loss) / ref->loss;
+    char nodes[32] = "";
+    if (node_size)
+        snprintf(nodes, sizeof nodes, ", node_size %d%s", node_size,
+                 r.grid.dp_node_size > 1 && r.grid.dp_cross_size > 1 ? " (two-level)" : "");
     tap_ok(worst < 1e-5 && lrel < 1e-6,
-           "dp %d x pp %d x tp %d, zero %d, %s, ga %d%s: loss rel %.1e, grads per tensor max rel %.1e (%s)",
-           dp, pp, tp, zero, schedule_name(kind), ga, tie ? "" : ", untied", lrel, worst, name);
+           "dp %d x pp %d x tp %d, zero %d, %s, ga %d%s%s: loss rel %.1e, grads per tensor max rel %.1e (%s)",
+           dp, pp, tp, zero, schedule_name(kind), ga, tie ? "" : ", untied", nodes, lrel, worst,
+           name);
     run_free(&r);
 }
 
@@ -151,8 +159,8 @@ int main(int argc, char **argv)
 {
     tap_init(&argc, &argv);
     int n = tap_size();
-    static const int layouts[][6] = {
-        /* dp pp tp zero ga schedule */
+    static const int layouts[][7] = {
+        /* dp pp tp zero ga schedule node_size */
         {1, 1, 1, 1, 4, SCHED_1F1B}, {2, 1, 1, 0, 4, SCHED_1F1B}, {2, 1, 1, 1, 2, SCHED_1F1B},
         {2, 1, 1, 2, 4, SCHED_1F1B}, {2, 1, 1, 3, 4, SCHED_1F1B}, {1, 2, 1, 1, 4, SCHED_1F1B},
         {1, 2, 1, 1, 4, SCHED_GPIPE}, {1, 1, 2, 1, 4, SCHED_1F1B}, {4, 1, 1, 1, 2, SCHED_1F1B},
@@ -160,6 +168,9 @@ int main(int argc, char **argv)
         {1, 2, 2, 3, 4, SCHED_1F1B}, {2, 1, 2, 0, 4, SCHED_1F1B}, {2, 2, 2, 0, 4, SCHED_1F1B},
         {2, 2, 2, 1, 4, SCHED_1F1B}, {2, 2, 2, 2, 2, SCHED_1F1B}, {2, 2, 2, 3, 4, SCHED_GPIPE},
         {8, 1, 1, 1, 1, SCHED_1F1B}, {1, 1, 8, 1, 4, SCHED_1F1B}, {1, 4, 2, 3, 4, SCHED_1F1B},
+        {4, 1, 1, 1, 2, SCHED_1F1B, 2}, {8, 1, 1, 1, 1, SCHED_1F1B, 2},
+        {8, 1, 1, 2, 1, SCHED_1F1B, 4}, {8, 1, 1, 3, 1, SCHED_1F1B, 2},
+        {4, 1, 2, 1, 2, SCHED_1F1B, 4}, {4, 2, 1, 0, 2, SCHED_1F1B, 2},
     };
     int count = 0;
     for (size_t i = 0; i < sizeof layouts / sizeof layouts[0]; i++)
@@ -181,11 +192,12 @@ int main(int argc, char **argv)
     for (size_t i = 0; i < sizeof layouts / sizeof layouts[0]; i++) {
         const int *l = layouts[i];
         if (l[0] * l[1] * l[2] == n)
-            check_layout(&ref[1], batch, l[0], l[1], l[2], l[3], l[4], (ScheduleKind)l[5], 1);
+            check_layout(&ref[1], batch, l[0], l[1], l[2], l[3], l[4], (ScheduleKind)l[5], 1,
+                         l[6]);
     }
     /* an untied LM head, on the largest model split of this world */
-    check_layout(&ref[0], batch, 1, n >= 2 ? 2 : 1, n >= 4 ? n / 2 : 1, 1, 4, SCHED_1F1B, 0);
-    check_layout(&ref[1], batch, n, 1, 1, 3, 1, SCHED_1F1B, 1);
+    check_layout(&ref[0], batch, 1, n >= 2 ? 2 : 1, n >= 4 ? n / 2 : 1, 1, 4, SCHED_1F1B, 0, 0);
+    check_layout(&ref[1], batch, n, 1, 1, 3, 1, SCHED_1F1B, 1, 0);
     run_free(&ref[0]);
     run_free(&ref[1]);
     free(batch);

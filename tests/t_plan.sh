@@ -13,7 +13,8 @@ pp2:--set+parallel.pp=2+--set+train.grad_accum=4
 tp2-zero3:--set+parallel.tp=2+--set+parallel.zero=3
 tp2-pp2-zero0-gpipe:--set+parallel.tp=2+--set+parallel.pp=2+--set+parallel.zero=0+--set+parallel.schedule=gpipe+--set+train.grad_accum=3
 pp2-zero2-recompute:--set+parallel.pp=2+--set+parallel.zero=2+--set+train.recompute=full+--set+train.grad_accum=4
-untied-every2:--set+model.tie_embeddings=0+--set+train.recompute=every:2+--set+parallel.zero=3"
+untied-every2:--set+model.tie_embeddings=0+--set+train.recompute=every:2+--set+parallel.zero=3
+two-level-dp:--set+parallel.node_size=2+--set+parallel.zero=2"
 plan $(($(echo "$CASES" | wc -l) + 2))
 table() { sed -n '/^memory per rank/,/^[^ m]/p' "$1" | grep '^  rank'; }
 for c in $CASES; do
