@@ -8,7 +8,8 @@
 #   jobs/workstation.sh -n 4 -- --set parallel.tp=2 --set parallel.pp=2
 # Each rank gets cores/RANKS OpenMP threads unless OMP_NUM_THREADS is set.
 # Paths in configs are relative to the repository root, where this runs.
-# Needs: a built ./trident (jobs/setup.sh) and Open MPI's mpirun.
+# Plot the loss: jobs/plot.sh runs/tiny/metrics.jsonl. Clusters: doc/cluster.md.
+# Needs: a built ./trident (jobs/setup.sh, or TRIDENT=path) and Open MPI's mpirun.
 set -eu
 cd "$(dirname "$0")/.."
 ranks=1
@@ -18,10 +19,17 @@ while [ $# -gt 0 ]; do
     -n) ranks=$2; shift 2 ;;
     -c) config=$2; shift 2 ;;
     --) shift; break ;;
-    -h|--help) sed -n '2,11p' "$0"; exit 0 ;;
+    -h|--help) sed -n '2,12p' "$0"; exit 0 ;;
     *) echo "workstation.sh: unknown option $1 (try --help)" >&2; exit 2 ;;
     esac
 done
+case "$ranks" in
+''|*[!0-9]*) ranks=0 ;;
+esac
+if [ "$ranks" -lt 1 ]; then
+    echo "workstation.sh: -n needs a positive number of ranks" >&2
+    exit 2
+fi
 TRIDENT=${TRIDENT:-./trident}
 [ -x "$TRIDENT" ] || { echo "workstation.sh: $TRIDENT not built; run jobs/setup.sh" >&2; exit 1; }
 cores=$(nproc)

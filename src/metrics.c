@@ -30,14 +30,40 @@ int metrics_mkdirs_for(const char *path)
     return 0;
 }
 
-int metrics_open(Metrics *mt, const char *path, int append, FILE *err)
+/* Rewrites path keeping the lines of steps up to last (through a
+ * temporary file and a rename). A missing file is fine. */
+static int keep_lines_through(const char *path, long last)
+{
+    FILE *in = fopen(path, "r");
+    if (!in)
+        return errno == ENOENT ? 0 : errno;
+    char tmp[4200], line[4096];
+    snprintf(tmp, sizeof tmp, "%s.tmp", path);
+    FILE *out = fopen(tmp, "w");
+    if (!out) {
+        fclose(in);
+        return errno;
+    }
+    while (fgets(line, sizeof line, in)) {
+        long step;
+        if (sscanf(line, "{\"step\":%ld", &step) == 1 && step <= last)
+            fputs(line, out);
+    }
+    fclose(in);
+    int e = fclose(out) == 0 && rename(tmp, path) == 0 ? 0 : errno;
+    return e;
+}
+
+int metrics_open(Metrics *mt, const char *path, long resumed_step, FILE *err)
 {
     mt->jsonl = NULL;
     if (!path || !path[0])
         return 0;
     int e = metrics_mkdirs_for(path);
+    if (!e && resumed_step > 0)
+        e = keep_lines_through(path, resumed_step);
     if (!e) {
-        mt->jsonl = fopen(path, append ? "a" : "w");
+        mt->jsonl = fopen(path, resumed_step > 0 ? "a" : "w");
         e = mt->jsonl ? 0 : errno;
     }
     if (e) {

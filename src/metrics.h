@@ -29,10 +29,13 @@ typedef struct {
     FILE *jsonl;           /* NULL: no metrics file */
 } Metrics;
 
-/* Opens (appending when resuming) the JSON Lines file; creates missing
- * parent directories. Returns non-zero with a message on err. Not
- * collective: rank 0 only. */
-int metrics_open(Metrics *mt, const char *path, int append, FILE *err);
+/* Opens the JSON Lines file, creating missing parent directories. A fresh
+ * run (resumed_step 0) starts it empty; a resumed run keeps the lines up
+ * to resumed_step and appends, so a requeued job has one continuous file
+ * (lines a killed run logged after its last checkpoint are dropped: the
+ * resumed run logs those steps again). Returns non-zero with a message on
+ * err. Not collective: rank 0 only. */
+int metrics_open(Metrics *mt, const char *path, long resumed_step, FILE *err);
 void metrics_close(Metrics *mt);
 
 /* Writes one JSON object (flushed, so a killed job keeps its lines). */

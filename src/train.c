@@ -230,16 +230,16 @@ static int setup(Trainer *t)
     model_create(&t->model, cfg, &t->grid, slots);
     print_plan(t);
     TRI_TRY(open_data(t));
+    t->zero = zero_create(&t->model, cfg, &t->grid);
+    TRI_TRY(init_or_resume(t));
     char msg[1024] = "";
     int rc = 0;
     if (is_root(t)) {
         FILE *err = fmemopen(msg, sizeof msg, "w");
-        rc = metrics_open(&t->metrics, cfg->log.metrics, 0, err);
+        rc = metrics_open(&t->metrics, cfg->log.metrics, t->step, err);
         fclose(err);
     }
     TRI_TRY(fail_report(t->grid.world, rc, msg));
-    t->zero = zero_create(&t->model, cfg, &t->grid);
-    TRI_TRY(init_or_resume(t));
     print_memory(t);
     measure_peak(t);
     return 0;

@@ -8,7 +8,7 @@
 np=${1:-2}
 TAMPER="${TRI_BUILDDIR:-.}/tests/ckpt_tamper"
 DIFF="${TRI_BUILDDIR:-.}/tests/ckpt_diff"
-plan 23
+plan 24
 cfg="$WORK/c.ini"
 write_config "$cfg"
 cat >> "$cfg" <<EOC
@@ -42,6 +42,17 @@ cmp -s "$WORK/x" "$WORK/y"
 ok $? "steps 5-8 after resuming are bitwise those of the straight run"
 "$DIFF" "$WORK/straight/step_00000008.h5" "$WORK/split/step_00000008.h5" 0 > "$WORK/d"
 ok $? "and so are the final weights ($(cat "$WORK/d"))"
+
+# a resumed run continues the same metrics file: steps 1..8 once each
+mkdir -p "$WORK/cont"
+cp "$WORK/step4.h5" "$WORK/cont/step_00000004.h5"
+echo step_00000004.h5 > "$WORK/cont/latest"
+cp "$WORK/straight.jsonl" "$WORK/cont.jsonl"
+run "$np" train --config "$cfg" --set train.steps=8 --set checkpoint.dir="$WORK/cont" \
+    --set log.metrics="$WORK/cont.jsonl"
+steps=$(sed 's/{"step":\([0-9]*\),.*/\1/' "$WORK/cont.jsonl" | tr '\n' ' ')
+[ "$steps" = "1 2 3 4 5 6 7 8 " ]
+ok $? "the metrics file continues across a resume, each step once ($steps)"
 
 # 3. resume the same checkpoint on another layout
 run "$np" train --config "$cfg" --set train.steps=8 --set checkpoint.resume="$WORK/step4.h5" \

@@ -1,0 +1,362 @@
+#!/bin/sh
+# t_slurm.sh - jobs/cpu.sbatch under a real Slurm. Starts munged, slurmctld
+# and slurmd on localhost (Debian's munge and slurm-wlm), with everything
+# they use (slurm.conf, state, spool, logs, munge key and socket) in a
+# private directory, on free ports. Then submits: a tiny 2-rank run (srun
+# --mpi=pmix) and checks its output, checkpoint and metrics; a run with a
+# bad config, which fails and is not requeued; a run under mpirun that gets
+# the time-limit signal (-t 1 --signal=B:USR1@50), checkpoints, is requeued
+# by the script and resumes until it finishes; and a run under srun that
+# gets USR1 from scancel and does the same. The daemons are stopped by
+# their pids, also on failure or timeout. Root only; where Slurm is not
+# installed, a skip names the packages. TRI_TEST_KEEP=1 keeps the files.
+. "${TRI_SRCDIR:-.}/tests/lib.sh"
+np=${1:-2}
+t_start=$(date +%s)
+PATH=$PATH:/usr/sbin:/sbin
+
+skip() { echo "1..0 # SKIP $*"; rm -rf "$WORK"; exit 0; }
+[ "$(id -u)" = 0 ] || skip "needs root (slurmd runs the jobs)"
+missing=""
+for need in munged:munge slurmctld:slurmctld slurmd:slurmd sbatch:slurm-client \
+            scontrol:slurm-client; do
+    command -v "${need%%:*}" >/dev/null 2>&1 || missing="$missing ${need#*:}"
+done
+[ -z "$missing" ] || skip "no Slurm: apt-get install -y --no-install-recommends$missing"
+
+SRC=$(cd "${TRI_SRCDIR:-.}" && pwd)
+DATA=$SRC/tests/data                  # absolute: the jobs run elsewhere
+TRIDENT=$(cd "$(dirname "$TRIDENT")" && pwd)/trident
+S=$WORK/slurm                            # the cluster's files
+export SLURM_CONF="$S/slurm.conf"
+mkdir -p "$S/munge" "$S/run" "$S/state" "$S/spool" "$S/log"
+chmod 0711 "$WORK" "$S" "$S/munge"   # munged wants a socket dir nobody else can write
+
+elapsed() { echo $(($(date +%s) - t_start)); }
+
+# ---- stopping: cancel the jobs, then TERM each daemon by its pid file
+# (slurmstepd outlives slurmd, so jobs go first), KILL after 10 s.
+stop_cluster() {
+    if [ -s "$S/run/slurmctld.pid" ]; then
+        ids=$(squeue -h -o %i 2>/dev/null)
+        if [ -n "$ids" ]; then
+            # shellcheck disable=SC2086  # a list of job ids
+            scancel $ids 2>/dev/null
+            i=0
+            while [ $i -lt 100 ] && [ -n "$(squeue -h -o %i 2>/dev/null)" ]; do
+                sleep 0.1
+                i=$((i + 1))
+            done
+        fi
+    fi
+    stopped=0
+    for d in slurmd slurmctld munged; do
+        f="$S/run/$d.pid"
+        [ -s "$f" ] || continue
+        pid=$(cat "$f")
+        if kill -0 "$pid" 2>/dev/null; then
+            kill -TERM "$pid"
+            i=0
+            while [ $i -lt 100 ] && kill -0 "$pid" 2>/dev/null; do
+                sleep 0.1
+                i=$((i + 1))
+            done
+            kill -0 "$pid" 2>/dev/null && kill -KILL "$pid"
+        fi
+        kill -0 "$pid" 2>/dev/null || stopped=$((stopped + 1))
+        rm -f "$f"
+    done
+}
+# shellcheck disable=SC2317  # called by the EXIT trap
+cleanup() {
+    stop_cluster
+    [ -n "${TRI_TEST_KEEP:-}" ] || rm -rf "$WORK"    # keep it to debug a failure
+}
+trap cleanup EXIT
+trap 'exit 1' INT TERM HUP PIPE
+
+# check STATUS DESCRIPTION: ok, and returns STATUS (for "|| show ...")
+check() {
+    ok "$1" "$2"
+    return "$1"
+}
+# On failure: the end of the daemons' logs.
+show_logs() {
+    for f in "$S"/log/*.log; do
+        [ -f "$f" ] || continue
+        diag "--- $f"
+        tail -n 15 "$f" | sed 's/^/#   /'
+    done
+}
+
+plan 17
+
+# ---- the cluster
+port_used() {    # port_used PORT: some TCP socket on this host has that local port
+    hex=$(printf '%04X' "$1")
+    cat /proc/net/tcp /proc/net/tcp6 2>/dev/null |
+        awk -v p=":$hex" '$2 ~ p"$" { f = 1 } END { exit !f }'
+}
+port=$((20000 + $$ % 20000))
+tries=0
+while port_used "$port" || port_used $((port + 1)); do
+    port=$((port + 2))
+    tries=$((tries + 1))
+    [ $tries -lt 100 ] || break
+done
+hw=$(slurmd -C | head -n 1)
+field() { echo "$hw" | sed -n "s/.*$1=\([0-9]*\).*/\1/p"; }
+cpus=$(field CPUs)
+sockets=$(field SocketsPerBoard)
+cores=$(field CoresPerSocket)
+threads=$(field ThreadsPerCore)
+mem=$(field RealMemory)
+: "${cpus:=$(nproc)}" "${sockets:=1}" "${cores:=$cpus}" "${threads:=1}" "${mem:=2000}"
+if [ "$cpus" -lt "$np" ]; then    # a smaller machine still runs np ranks
+    cpus=$np sockets=1 cores=$np threads=1
+fi
+# cred_expire: a requeued job may start again after this many seconds (120
+# by default). sched_interval: look for startable jobs every second.
+# FirstJobId and TmpFS: job ids and srun's PMIx directories that another
+# cluster of this test, in another build tree, does not share.
+mkdir -p "$S/tmp"
+cat > "$SLURM_CONF" <<EOF
+ClusterName=tritest
+FirstJobId=$((port % 20000 * 100 + 1000))
+TmpFS=$S/tmp
+SlurmctldHost=localhost
+SlurmUser=root
+SlurmdUser=root
+SlurmctldPort=$port
+SlurmdPort=$((port + 1))
+AuthType=auth/munge
+CredType=cred/munge
+AuthInfo=socket=$S/munge/munge.socket.2,cred_expire=5
+SlurmctldPidFile=$S/run/slurmctld.pid
+SlurmdPidFile=$S/run/slurmd.pid
+StateSaveLocation=$S/state
+SlurmdSpoolDir=$S/spool
+SlurmctldLogFile=$S/log/slurmctld.log
+SlurmdLogFile=$S/log/slurmd.log
+PlugStackConfig=$S/plugstack.conf
+ProctrackType=proctrack/linuxproc
+TaskPlugin=task/none
+JobAcctGatherType=jobacct_gather/none
+SwitchType=switch/none
+MpiDefault=none
+SchedulerType=sched/backfill
+SchedulerParameters=sched_interval=1
+SelectType=select/cons_tres
+SelectTypeParameters=CR_Core
+AccountingStorageType=accounting_storage/none
+JobCompType=jobcomp/none
+SlurmdParameters=config_overrides
+ReturnToService=2
+MinJobAge=600
+KillWait=5
+InactiveLimit=0
+MailProg=/bin/true
+NodeName=localhost NodeAddr=127.0.0.1 CPUs=$cpus Sockets=$sockets CoresPerSocket=$cores ThreadsPerCore=$threads RealMemory=$((mem * 9 / 10)) State=UNKNOWN
+PartitionName=debug Nodes=ALL Default=YES MaxTime=INFINITE State=UP
+EOF
+: > "$S/plugstack.conf"
+
+wait_pid_file() {    # wait_pid_file FILE: up to 10 s for a live pid in FILE
+    i=0
+    while [ $i -lt 100 ]; do
+        [ -s "$1" ] && kill -0 "$(cat "$1")" 2>/dev/null && return 0
+        sleep 0.1
+        i=$((i + 1))
+    done
+    return 1
+}
+start_cluster() {
+    # munged: a private key, socket and pid file; nothing in /etc or /run
+    if [ -r /etc/munge/munge.key ]; then
+        cp /etc/munge/munge.key "$S/munge/munge.key"
+    else
+        dd if=/dev/urandom of="$S/munge/munge.key" bs=1024 count=1 2>/dev/null
+    fi
+    chmod 0400 "$S/munge/munge.key"
+    munged --socket="$S/munge/munge.socket.2" --key-file="$S/munge/munge.key" \
+        --pid-file="$S/run/munged.pid" --seed-file="$S/munge/seed" \
+        --log-file="$S/log/munged.log" || return 1
+    wait_pid_file "$S/run/munged.pid" || return 1
+    slurmctld -c -i || return 1        # -c: a clean start, no saved jobs
+    wait_pid_file "$S/run/slurmctld.pid" || return 1
+    slurmd -N localhost || return 1     # -N: whatever this host is called
+    wait_pid_file "$S/run/slurmd.pid" || return 1
+    i=0
+    while [ $i -lt 300 ]; do
+        [ "$(sinfo -h -n localhost -o %t 2>/dev/null)" = idle ] && return 0
+        sleep 0.1
+        i=$((i + 1))
+    done
+    return 1
+}
+start_cluster
+rc=$?
+ok $rc "munged, slurmctld and slurmd start on ports $port-$((port + 1)) and the node is idle ($(elapsed) s)"
+if [ $rc -ne 0 ]; then
+    show_logs
+    done_testing
+fi
+
+# wait_job ID SECONDS: polls every 0.5 s until the job ends; sets $state,
+# $exit (N:S) and $restarts.
+wait_job() {
+    deadline=$(($(date +%s) + $2))
+    state=""
+    while [ "$(date +%s)" -lt "$deadline" ]; do
+        line=$(scontrol show job -o "$1" 2>/dev/null)
+        state=$(echo "$line" | sed -n 's/.*JobState=\([A-Z_]*\).*/\1/p')
+        case $state in
+        COMPLETED|FAILED|CANCELLED|TIMEOUT|NODE_FAIL|OUT_OF_MEMORY|BOOT_FAIL|DEADLINE) break ;;
+        esac
+        sleep 0.5
+    done
+    exit=$(echo "$line" | sed -n 's/.* ExitCode=\([0-9:]*\).*/\1/p')
+    restarts=$(echo "$line" | sed -n 's/.* Restarts=\([0-9]*\).*/\1/p')
+}
+# last_step FILE: the step of the last line of a metrics file
+last_step() { tail -n 1 "$1" | sed -n 's/.*"step":\([0-9]*\).*/\1/p'; }
+show() { sed 's/^/#   /' "$1" | tail -n "${2:-25}"; }
+
+cfg="$WORK/tiny.ini"
+write_config "$cfg"
+cat >> "$cfg" <<EOF
+[eval]
+every = 50
+batches = 2
+[checkpoint]
+every = 100
+EOF
+cd "$WORK" || exit 1
+
+# ---- 1. a tiny run, launched by srun --mpi=pmix (the script's default)
+t0=$(date +%s)
+id=$(TRIDENT=$TRIDENT CONFIG=$cfg RUN_DIR=$WORK/run1 sbatch --parsable -J tiny \
+     -o "$WORK/tiny-%j.out" --ntasks-per-node="$np" -t 10 "$SRC/jobs/cpu.sbatch" \
+     --set train.steps=200 --set log.every=10 --set log.sample_tokens=20)
+ok $? "sbatch jobs/cpu.sbatch: a $np-rank tiny run is job $id"
+wait_job "$id" 120
+out="$WORK/tiny-$id.out"
+[ "$state" = COMPLETED ] && [ "$exit" = 0:0 ]
+check $? "the job completes with exit 0 ($state $exit after $(($(date +%s) - t0)) s)" ||
+    { show "$out"; show_logs; }
+grep -q '^config: ' "$out" && grep -q '^ranks: ' "$out" && grep -q '^git: ' "$out" &&
+    grep -q '^== trident finished' "$out"
+check $? "the output shows the git version, config, ranks and the end" || show "$out"
+grep -q "^layout: $np ranks = dp $np x pp 1 x tp 1" "$out" && grep -q '^done: 200 steps' "$out"
+check $? "trident ran on $np ranks under srun and did 200 steps" || show "$out"
+ckpt=$(cat "$WORK/run1/ckpt/latest" 2>/dev/null)
+[ "$ckpt" = step_00000200.h5 ] && [ -s "$WORK/run1/ckpt/$ckpt" ]
+ok $? "RUN_DIR/ckpt/latest names the final checkpoint (${ckpt:-none})"
+[ "$(last_step "$WORK/run1/metrics.jsonl")" = 200 ] && grep -q '"val_loss":' "$WORK/run1/metrics.jsonl" &&
+    cmp -s "$out" "$WORK/run1/train.log"
+ok $? "RUN_DIR has the metrics up to step 200 and a copy of the output"
+
+[ "$restarts" = 0 ]
+ok $? "a finished run is not requeued (Restarts=$restarts)"
+
+# ---- 2. a run that fails is not requeued either
+id=$(TRIDENT=$TRIDENT CONFIG=$cfg RUN_DIR=$WORK/bad sbatch --parsable -J bad \
+     -o "$WORK/bad-%j.out" --ntasks-per-node="$np" -t 10 "$SRC/jobs/cpu.sbatch" \
+     --set model.n_head=3)
+wait_job "$id" 60
+out="$WORK/bad-$id.out"
+[ "$state" = FAILED ] && [ "$exit" = 1:0 ] && [ "$restarts" = 0 ] &&
+    grep -q '^== trident failed (exit 1): not requeued' "$out"
+check $? "a run with a bad config fails with exit 1 and is not requeued ($state $exit, Restarts=$restarts)" ||
+    show "$out"
+
+# ---- 3. a run that outlasts the first time-limit signal
+# The signal (-t 1 --signal=B:USR1@50) comes 10 to 40 s into a run, as
+# slurmctld checks limits every 30 s. So the run is sized to about 45 s of
+# work at the fastest step time the first job saw; a resumed run that is
+# signalled again is requeued again. Should the machine be faster now and
+# the run end before the signal, it is tried once more, longer.
+ms=$(sed -n 's/.*"step_ms":\([0-9.]*\).*/\1/p' "$WORK/run1/metrics.jsonl" | sort -n | head -n 1)
+sized() { awk -v ms="${ms:-1}" -v s="$1" 'BEGIN { n = int(s * 1000 / (ms > 0.2 ? ms : 0.2)); print (n < 1000 ? 1000 : n) }'; }
+steps=$(sized 45)
+long_job() {    # long_job TRY: submits the run, waits for it
+    every=$((steps / 100))
+    t0=$(date +%s)
+    rm -rf "$WORK/run2"
+    id=$(LAUNCHER=mpirun TRIDENT=$TRIDENT CONFIG=$cfg RUN_DIR=$WORK/run2 sbatch --parsable \
+         -J "long$1" -o "$WORK/long-%j.out" --ntasks-per-node="$np" -t 1 --signal=B:USR1@50 \
+         "$SRC/jobs/cpu.sbatch" --set train.steps="$steps" --set log.every="$every" \
+         --set eval.every=0 --set checkpoint.every=0 --set log.sample_tokens=20)
+    rc=$?
+    wait_job "$id" 240
+}
+diag "the fastest step took $ms ms: the run does $steps steps"
+long_job 1
+if [ "$state" = COMPLETED ] && [ "$restarts" = 0 ]; then
+    took=$(($(date +%s) - t0))
+    steps=$((steps * 60 / (took > 3 ? took - 2 : 1)))
+    diag "it finished in $took s, before the signal: again with $steps steps"
+    long_job 2
+fi
+ok $rc "sbatch -t 1 --signal=B:USR1@50 jobs/cpu.sbatch: $steps steps under mpirun, job $id"
+out="$WORK/long-$id.out"
+[ "$state" = COMPLETED ] && [ "$exit" = 0:0 ] && [ "${restarts:-0}" -ge 1 ]
+check $? "the job completes after $restarts requeue(s) ($state $exit after $(($(date +%s) - t0)) s)" ||
+    { show "$out" 40; show_logs; }
+stops=$(grep -c '^stopping at step' "$out")
+requeues=$(grep -c '^== trident saved a checkpoint and stopped on USR1 (exit 75): requeueing' "$out")
+[ "$stops" -ge 1 ] && [ "$requeues" = "$stops" ]
+check $? "USR1 reached the batch script, mpirun passed it to the ranks, trident saved and exited 75, the script requeued ($requeues time(s))" ||
+    show "$out" 40
+grep 'Forwarding signal\|^stopping at step\|^resumed from\|^== ' "$out" | sed 's/^/#   /'
+resumes=$(grep -c '^resumed from .*/run2/ckpt/step_[0-9]*\.h5' "$out")
+[ "$resumes" -ge 1 ] && [ "$resumes" = "$restarts" ]
+ok $? "each requeued run resumed from the latest checkpoint ($resumes)"
+ckpt=$(cat "$WORK/run2/ckpt/latest" 2>/dev/null)
+[ "$ckpt" = "$(printf 'step_%08d.h5' "$steps")" ] && [ -s "$WORK/run2/ckpt/$ckpt" ] &&
+    [ "$(grep -c '^done: ' "$out")" = $((restarts + 1)) ] && grep -q "^done: $steps steps" "$out"
+ok $? "the final checkpoint is step $steps (${ckpt:-none})"
+m="$WORK/run2/metrics.jsonl"
+sed -n 's/.*"step":\([0-9]*\).*/\1/p' "$m" |
+    awk -v last="$steps" 'NR > 1 && $1 <= prev { bad = 1 } { prev = $1 } END { exit bad || prev != last }'
+rc=$?
+first=$(head -n 1 "$m" | sed -n 's/.*"step":\([0-9]*\).*/\1/p')
+what="the metrics file continues across the restarts: steps $first to $steps, increasing ($(wc -l < "$m") lines)"
+if [ $rc -eq 0 ] && [ "$first" != 1 ] && [ "$resumes" -ge 1 ]; then
+    # Known: trident opens [log] metrics with "w" on every start, resumed
+    # or not (metrics_open(..., 0, ...) in src/train.c), so only the last
+    # run's lines are left. Reported as a TODO until that appends.
+    tap_n=$((tap_n + 1))
+    echo "not ok $tap_n - $what # TODO a resumed run truncates the metrics file"
+else
+    ok $rc "$what"
+fi
+
+# ---- 4. srun passes the signal on too: USR1 to the batch shell, as
+# --signal=B:USR1 sends it, but now, from scancel
+steps=$(sized 8)
+t0=$(date +%s)
+id=$(TRIDENT=$TRIDENT CONFIG=$cfg RUN_DIR=$WORK/run3 sbatch --parsable -J srun \
+     -o "$WORK/srun-%j.out" --ntasks-per-node="$np" -t 10 "$SRC/jobs/cpu.sbatch" \
+     --set train.steps="$steps" --set log.every=100 --set eval.every=0 \
+     --set checkpoint.every=0 --set log.sample_tokens=20)
+deadline=$(($(date +%s) + 60))
+while [ ! -s "$WORK/run3/metrics.jsonl" ] && [ "$(date +%s)" -lt "$deadline" ]; do
+    sleep 0.5
+done
+scancel --batch --signal=USR1 "$id"
+wait_job "$id" 90
+out="$WORK/srun-$id.out"
+ckpt=$(cat "$WORK/run3/ckpt/latest" 2>/dev/null)
+[ "$state" = COMPLETED ] && [ "$exit" = 0:0 ] && [ "$restarts" = 1 ] &&
+    grep -q '^== trident saved a checkpoint and stopped on USR1 (exit 75): requeueing' "$out" &&
+    grep -q '^resumed from .*/run3/ckpt/step_' "$out" &&
+    [ "$ckpt" = "$(printf 'step_%08d.h5' "$steps")" ]
+check $? "scancel -b -s USR1: srun passes it on, the job is requeued once and resumes to step $steps ($state $exit, Restarts=$restarts, $(($(date +%s) - t0)) s)" ||
+    { show "$out" 40; show_logs; }
+
+# ---- stop
+stop_cluster
+[ "$stopped" = 3 ]
+ok $? "the three daemons stopped by pid (total $(elapsed) s)"
+done_testing
