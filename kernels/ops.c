@@ -6,6 +6,11 @@
  * two-line `if` sends the call to its backend. Bad calls are programming
  * errors of the caller, so they go to the fatal handler with the op, the
  * argument and what is wrong, rather than an error code nobody checks.
+ * The dtype checks are the precision contract of ops.h: each argument is
+ * of a kind (compute dtype D, D or fp32, always fp32, parameter gradient,
+ * ...), the call's D is read off its first D argument, and every other
+ * argument is checked against it, so a mixed-up tensor fails at the call
+ * with both names rather than as garbage three layers later.
  *
  * The CUDA backend does not exist yet: a CUDA tensor fails here, with
  * "built without CUDA" in a CPU-only build. When kernels/cuda/ arrives,
@@ -118,11 +123,20 @@ static const char *device_name(ops_device dev)
 
 /* ---- argument checks ------------------------------------------------- */
 
-/* What dtypes an argument may have. FLOAT is the compute dtype (weights,
- * activations, their grads); F32 is always fp32 (statistics, master weights,
- * Adam moments); ANY_FLOAT is converted element-wise by every backend;
- * ANY is raw memory (zero, copy). */
-typedef enum { ARG_FLOAT, ARG_F32, ARG_ANY_FLOAT, ARG_I32, ARG_ANY } arg_kind;
+/* What dtypes an argument may have (ops.h, "Precision"):
+ *  ARG_D         the call's compute dtype D: fp32, bf16 or fp16, one dtype
+ *                shared by every ARG_D argument of the call (activations,
+ *                weight copies, activation gradients);
+ *  ARG_D_OR_F32  D or fp32 (matmul_fwd's out, for fp32 logits; matmul_bwd's
+ *                dout, for fp32 dlogits);
+ *  ARG_F32       always fp32 (statistics, probabilities, master weights,
+ *                Adam moments);
+ *  ARG_GRAD      a parameter gradient: always fp32, accumulated in fp32;
+ *  ARG_ANY_FLOAT fp32, bf16 or fp16, each converted by the backend;
+ *  ARG_ANY       raw memory (zero, copy). */
+typedef enum {
+    ARG_D, ARG_D_OR_F32, ARG_F32, ARG_GRAD, ARG_ANY_FLOAT, ARG_I32, ARG_ANY
+} arg_kind;
 
 typedef struct {
     const char *name;
@@ -137,17 +151,38 @@ static int is_float_dtype(ops_dtype d)
     return d == OPS_F32 || d == OPS_BF16 || d == OPS_F16;
 }
 
-/* Whether `dev`'s backend implements this dtype for this kind yet. */
+/* Whether `dev`'s backend implements this dtype for this kind. The CPU
+ * backend does every compute dtype; a backend without bf16 or fp16 yet
+ * returns 0 for them here and callers get "not supported by the ...
+ * backend yet". */
 static int dtype_ok(ops_device dev, arg_kind kind, ops_dtype d)
 {
+    (void)dev;
     switch (kind) {
-    case ARG_FLOAT: return d == OPS_F32;
+    case ARG_D: return is_float_dtype(d);
+    case ARG_D_OR_F32: return is_float_dtype(d);
     case ARG_F32: return d == OPS_F32;
+    case ARG_GRAD: return d == OPS_F32;
     case ARG_ANY_FLOAT: return is_float_dtype(d);
     case ARG_I32: return d == OPS_I32;
     case ARG_ANY: return is_float_dtype(d) || d == OPS_I32 || d == OPS_F64;
     }
     return 0;
+}
+
+static const char *kind_dtypes(arg_kind kind)
+{
+    switch (kind) {
+    case ARG_D:
+    case ARG_D_OR_F32:
+    case ARG_ANY_FLOAT: return "fp32, bf16 or fp16";
+    case ARG_F32: return "fp32";
+    case ARG_GRAD: return "fp32 (parameter gradients are fp32 in every "
+                          "precision)";
+    case ARG_I32: return "int32";
+    case ARG_ANY: return "fp32, bf16, fp16, int32 or fp64";
+    }
+    return "?";
 }
 
 static void check_device(const char *fn, const ops_arg *a)
@@ -161,25 +196,40 @@ static void check_device(const char *fn, const ops_arg *a)
              "CUDA; reconfigure with --with-cuda", fn, a->name);
 }
 
-static void check_dtype(const char *fn, const ops_arg *a, ops_device dev)
+/* d is the argument that sets the call's compute dtype (NULL: none). */
+static void check_dtype(const char *fn, const ops_arg *a, ops_device dev,
+                        const ops_arg *d)
 {
-    ops_dtype d = a->t.dtype;
-    if (dtype_ok(dev, a->kind, d))
+    ops_dtype t = a->t.dtype;
+    if (!dtype_ok(dev, a->kind, t)) {
+        if ((a->kind == ARG_D || a->kind == ARG_D_OR_F32) && is_float_dtype(t))
+            FAIL("%s: %s not supported by the %s backend yet (argument %s)",
+                 fn, ops_dtype_name(t), dev == OPS_CPU ? "CPU" : "CUDA",
+                 a->name);
+        FAIL("%s: %s is %s but must be %s", fn, a->name, ops_dtype_name(t),
+             kind_dtypes(a->kind));
+    }
+    if (!d || a == d)
         return;
-    if (a->kind == ARG_FLOAT && is_float_dtype(d))
-        FAIL("%s: %s not supported by the %s backend yet (argument %s)",
-             fn, ops_dtype_name(d), dev == OPS_CPU ? "CPU" : "CUDA", a->name);
-    FAIL("%s: %s is %s but must be %s", fn, a->name, ops_dtype_name(d),
-         a->kind == ARG_I32 ? "int32" :
-         a->kind == ARG_ANY_FLOAT ? "fp32, bf16 or fp16" :
-         a->kind == ARG_ANY ? "fp32, bf16, fp16, int32 or fp64" : "fp32");
+    if (a->kind == ARG_D && t != d->t.dtype)
+        FAIL("%s: %s is %s but %s is %s; the activations, weights and "
+             "activation gradients of one call share one compute dtype", fn,
+             a->name, ops_dtype_name(t), d->name, ops_dtype_name(d->t.dtype));
+    if (a->kind == ARG_D_OR_F32 && t != OPS_F32 && t != d->t.dtype)
+        FAIL("%s: %s is %s but must be fp32 or the compute dtype, %s (that "
+             "of %s)", fn, a->name, ops_dtype_name(t),
+             ops_dtype_name(d->t.dtype), d->name);
 }
 
 /* Checks presence, size, device and dtype of every argument and returns the
- * device they all live on. */
-static ops_device check_args(const char *fn, const ops_arg *args, int n)
+ * device they all live on. The call's compute dtype D is that of its first
+ * present ARG_D argument, else of its first present ARG_D_OR_F32 one (a
+ * matmul_bwd asked for dbias alone), else fp32; it goes to *compute when
+ * compute is not NULL. */
+static ops_device check_args(const char *fn, ops_dtype *compute,
+                             const ops_arg *args, int n)
 {
-    const ops_arg *first = NULL;
+    const ops_arg *first = NULL, *d = NULL, *d_or_f32 = NULL;
     for (int i = 0; i < n; i++) {
         const ops_arg *a = &args[i];
         if (!a->t.data) {
@@ -199,16 +249,24 @@ static ops_device check_args(const char *fn, const ops_arg *args, int n)
             FAIL("%s: %s is on %s but %s is on %s", fn, a->name,
                  device_name(a->t.device), first->name,
                  device_name(first->t.device));
+        if (a->kind == ARG_D && !d)
+            d = a;
+        if (a->kind == ARG_D_OR_F32 && !d_or_f32)
+            d_or_f32 = a;
     }
     ops_device dev = first ? first->t.device : OPS_CPU;
+    if (!d)
+        d = d_or_f32;
     for (int i = 0; i < n; i++)
         if (args[i].t.data)
-            check_dtype(fn, &args[i], dev);
+            check_dtype(fn, &args[i], dev, d);
+    if (compute)
+        *compute = d ? d->t.dtype : OPS_F32;
     return dev;
 }
 
-#define CHECK_ARGS(fn, ...)                                                 \
-    check_args(fn, (const ops_arg[]){ __VA_ARGS__ },                        \
+#define CHECK_ARGS(fn, compute, ...)                                        \
+    check_args(fn, compute, (const ops_arg[]){ __VA_ARGS__ },               \
                (int)(sizeof((const ops_arg[]){ __VA_ARGS__ }) / sizeof(ops_arg)))
 
 /* A device this build accepts but no backend implements yet (CUDA builds
@@ -280,7 +338,7 @@ void ops_zero(ops_tensor t)
 {
     if (t.n == 0)
         return;
-    ops_device dev = CHECK_ARGS("ops_zero", { "t", t, t.n, ARG_ANY, 0 });
+    ops_device dev = CHECK_ARGS("ops_zero", NULL, { "t", t, t.n, ARG_ANY, 0 });
     if (dev == OPS_CPU)
         zero_cpu(t.data, (size_t)t.n * ops_dtype_size(t.dtype));
     else
@@ -301,8 +359,8 @@ void ops_copy(ops_tensor dst, ops_tensor src)
         return;
     ops_arg a[2] = { { "dst", dst, dst.n, ARG_ANY, 0 },
                      { "src", src, src.n, ARG_ANY, 0 } };
-    check_args(fn, &a[0], 1);
-    check_args(fn, &a[1], 1);
+    check_args(fn, NULL, &a[0], 1);
+    check_args(fn, NULL, &a[1], 1);
     if (dst.device == OPS_CPU && src.device == OPS_CPU)
         copy_cpu(dst.data, src.data, (size_t)dst.n * ops_dtype_size(dst.dtype));
     else
@@ -316,7 +374,7 @@ void ops_cast(ops_tensor dst, ops_tensor src)
              (long long)dst.n, (long long)src.n);
     if (dst.n == 0)
         return;
-    ops_device dev = CHECK_ARGS("ops_cast",
+    ops_device dev = CHECK_ARGS("ops_cast", NULL,
         { "dst", dst, dst.n, ARG_ANY_FLOAT, 0 },
         { "src", src, src.n, ARG_ANY_FLOAT, 0 });
     if (dev == OPS_CPU)
@@ -332,13 +390,15 @@ void ops_matmul_fwd(ops_tensor out, ops_tensor inp, ops_tensor w,
 {
     static const char fn[] = "ops_matmul_fwd";
     check_dims(fn, "M, N, K", M, N, K);
-    ops_device dev = CHECK_ARGS(fn,
-        { "out", out, (int64_t)M * N, ARG_FLOAT, 0 },
-        { "inp", inp, (int64_t)M * K, ARG_FLOAT, 0 },
-        { "w", w, (int64_t)N * K, ARG_FLOAT, 0 },
-        { "bias", bias, N, ARG_FLOAT, 1 });
+    ops_dtype dt;
+    ops_device dev = CHECK_ARGS(fn, &dt,
+        { "out", out, (int64_t)M * N, ARG_D_OR_F32, 0 },
+        { "inp", inp, (int64_t)M * K, ARG_D, 0 },
+        { "w", w, (int64_t)N * K, ARG_D, 0 },
+        { "bias", bias, N, ARG_D, 1 });
     if (dev == OPS_CPU)
-        matmul_fwd_cpu(out.data, inp.data, w.data, bias.data, M, N, K);
+        matmul_fwd_cpu(out.data, out.dtype, inp.data, w.data, bias.data, dt,
+                       M, N, K);
     else
         no_backend(fn, dev);
 }
@@ -350,16 +410,17 @@ void ops_matmul_bwd(ops_tensor dinp, ops_tensor dw, ops_tensor dbias,
     static const char fn[] = "ops_matmul_bwd";
     check_dims(fn, "M, N, K", M, N, K);
     /* inp is needed only for dw, w only for dinp */
-    ops_device dev = CHECK_ARGS(fn,
-        { "dinp", dinp, (int64_t)M * K, ARG_FLOAT, 1 },
-        { "dw", dw, (int64_t)N * K, ARG_FLOAT, 1 },
-        { "dbias", dbias, N, ARG_FLOAT, 1 },
-        { "dout", dout, (int64_t)M * N, ARG_FLOAT, 0 },
-        { "inp", inp, (int64_t)M * K, ARG_FLOAT, !dw.data },
-        { "w", w, (int64_t)N * K, ARG_FLOAT, !dinp.data });
+    ops_dtype dt;
+    ops_device dev = CHECK_ARGS(fn, &dt,
+        { "dinp", dinp, (int64_t)M * K, ARG_D, 1 },
+        { "dw", dw, (int64_t)N * K, ARG_GRAD, 1 },
+        { "dbias", dbias, N, ARG_GRAD, 1 },
+        { "dout", dout, (int64_t)M * N, ARG_D_OR_F32, 0 },
+        { "inp", inp, (int64_t)M * K, ARG_D, !dw.data },
+        { "w", w, (int64_t)N * K, ARG_D, !dinp.data });
     if (dev == OPS_CPU)
-        matmul_bwd_cpu(dinp.data, dw.data, dbias.data, dout.data, inp.data,
-                       w.data, M, N, K);
+        matmul_bwd_cpu(dinp.data, dw.data, dbias.data, dout.data, dout.dtype,
+                       inp.data, w.data, dt, M, N, K);
     else
         no_backend(fn, dev);
 }
@@ -369,11 +430,12 @@ void ops_matmul_bwd(ops_tensor dinp, ops_tensor dw, ops_tensor dbias,
 void ops_gelu_fwd(ops_tensor out, ops_tensor inp, int64_t n)
 {
     static const char fn[] = "ops_gelu_fwd";
-    ops_device dev = CHECK_ARGS(fn,
-        { "out", out, n, ARG_FLOAT, 0 },
-        { "inp", inp, n, ARG_FLOAT, 0 });
+    ops_dtype dt;
+    ops_device dev = CHECK_ARGS(fn, &dt,
+        { "out", out, n, ARG_D, 0 },
+        { "inp", inp, n, ARG_D, 0 });
     if (dev == OPS_CPU)
-        gelu_fwd_cpu(out.data, inp.data, n);
+        gelu_fwd_cpu(out.data, inp.data, dt, n);
     else
         no_backend(fn, dev);
 }
@@ -381,12 +443,13 @@ void ops_gelu_fwd(ops_tensor out, ops_tensor inp, int64_t n)
 void ops_gelu_bwd(ops_tensor dinp, ops_tensor inp, ops_tensor dout, int64_t n)
 {
     static const char fn[] = "ops_gelu_bwd";
-    ops_device dev = CHECK_ARGS(fn,
-        { "dinp", dinp, n, ARG_FLOAT, 0 },
-        { "inp", inp, n, ARG_FLOAT, 0 },
-        { "dout", dout, n, ARG_FLOAT, 0 });
+    ops_dtype dt;
+    ops_device dev = CHECK_ARGS(fn, &dt,
+        { "dinp", dinp, n, ARG_D, 0 },
+        { "inp", inp, n, ARG_D, 0 },
+        { "dout", dout, n, ARG_D, 0 });
     if (dev == OPS_CPU)
-        gelu_bwd_cpu(dinp.data, inp.data, dout.data, n);
+        gelu_bwd_cpu(dinp.data, inp.data, dout.data, dt, n);
     else
         no_backend(fn, dev);
 }
@@ -394,12 +457,13 @@ void ops_gelu_bwd(ops_tensor dinp, ops_tensor inp, ops_tensor dout, int64_t n)
 void ops_add(ops_tensor out, ops_tensor a, ops_tensor b, int64_t n)
 {
     static const char fn[] = "ops_add";
-    ops_device dev = CHECK_ARGS(fn,
-        { "out", out, n, ARG_FLOAT, 0 },
-        { "a", a, n, ARG_FLOAT, 0 },
-        { "b", b, n, ARG_FLOAT, 0 });
+    ops_dtype dt;
+    ops_device dev = CHECK_ARGS(fn, &dt,
+        { "out", out, n, ARG_D, 0 },
+        { "a", a, n, ARG_D, 0 },
+        { "b", b, n, ARG_D, 0 });
     if (dev == OPS_CPU)
-        add_cpu(out.data, a.data, b.data, n);
+        add_cpu(out.data, a.data, b.data, dt, n);
     else
         no_backend(fn, dev);
 }
@@ -407,11 +471,12 @@ void ops_add(ops_tensor out, ops_tensor a, ops_tensor b, int64_t n)
 void ops_accumulate(ops_tensor y, ops_tensor x, int64_t n)
 {
     static const char fn[] = "ops_accumulate";
-    ops_device dev = CHECK_ARGS(fn,
-        { "y", y, n, ARG_FLOAT, 0 },
-        { "x", x, n, ARG_FLOAT, 0 });
+    ops_dtype dt;
+    ops_device dev = CHECK_ARGS(fn, &dt,
+        { "y", y, n, ARG_D, 0 },
+        { "x", x, n, ARG_D, 0 });
     if (dev == OPS_CPU)
-        accumulate_cpu(y.data, x.data, n);
+        accumulate_cpu(y.data, x.data, dt, n);
     else
         no_backend(fn, dev);
 }
@@ -419,9 +484,10 @@ void ops_accumulate(ops_tensor y, ops_tensor x, int64_t n)
 void ops_scale(ops_tensor x, float s, int64_t n)
 {
     static const char fn[] = "ops_scale";
-    ops_device dev = CHECK_ARGS(fn, { "x", x, n, ARG_FLOAT, 0 });
+    ops_dtype dt;
+    ops_device dev = CHECK_ARGS(fn, &dt, { "x", x, n, ARG_D, 0 });
     if (dev == OPS_CPU)
-        scale_cpu(x.data, s, n);
+        scale_cpu(x.data, s, dt, n);
     else
         no_backend(fn, dev);
 }
@@ -429,9 +495,10 @@ void ops_scale(ops_tensor x, float s, int64_t n)
 void ops_clip_value(ops_tensor x, float c, int64_t n)
 {
     static const char fn[] = "ops_clip_value";
-    ops_device dev = CHECK_ARGS(fn, { "x", x, n, ARG_FLOAT, 0 });
+    ops_dtype dt;
+    ops_device dev = CHECK_ARGS(fn, &dt, { "x", x, n, ARG_D, 0 });
     if (dev == OPS_CPU)
-        clip_value_cpu(x.data, c, n);
+        clip_value_cpu(x.data, c, dt, n);
     else
         no_backend(fn, dev);
 }
@@ -445,7 +512,7 @@ static ops_device check_accumulator(const char *fn, ops_tensor acc, ops_tensor x
         FAIL("%s: acc is not aligned for a double", fn);
     ops_arg a = { "acc", acc, 0, ARG_ANY, 0 };
     check_device(fn, &a);
-    ops_device dev = CHECK_ARGS(fn, { "x", x, n, ARG_FLOAT, 0 });
+    ops_device dev = CHECK_ARGS(fn, NULL, { "x", x, n, ARG_ANY_FLOAT, 0 });
     if (acc.device != dev)
         FAIL("%s: acc is on %s but x is on %s", fn, device_name(acc.device),
              device_name(dev));
@@ -457,7 +524,7 @@ void ops_sumsq_accumulate(ops_tensor acc, ops_tensor x, int64_t n)
     static const char fn[] = "ops_sumsq_accumulate";
     ops_device dev = check_accumulator(fn, acc, x, n);
     if (dev == OPS_CPU)
-        sumsq_accumulate_cpu(acc.data, x.data, n);
+        sumsq_accumulate_cpu(acc.data, x.data, x.dtype, n);
     else
         no_backend(fn, dev);
 }
@@ -467,7 +534,7 @@ void ops_sum_accumulate(ops_tensor acc, ops_tensor x, int64_t n)
     static const char fn[] = "ops_sum_accumulate";
     ops_device dev = check_accumulator(fn, acc, x, n);
     if (dev == OPS_CPU)
-        sum_accumulate_cpu(acc.data, x.data, n);
+        sum_accumulate_cpu(acc.data, x.data, x.dtype, n);
     else
         no_backend(fn, dev);
 }
@@ -480,16 +547,17 @@ void ops_layernorm_fwd(ops_tensor out, ops_tensor mean, ops_tensor rstd,
 {
     static const char fn[] = "ops_layernorm_fwd";
     check_dims(fn, "N, C, C", N, C, C);
-    ops_device dev = CHECK_ARGS(fn,
-        { "out", out, (int64_t)N * C, ARG_FLOAT, 0 },
+    ops_dtype dt;
+    ops_device dev = CHECK_ARGS(fn, &dt,
+        { "out", out, (int64_t)N * C, ARG_D, 0 },
         { "mean", mean, N, ARG_F32, 0 },
         { "rstd", rstd, N, ARG_F32, 0 },
-        { "inp", inp, (int64_t)N * C, ARG_FLOAT, 0 },
-        { "w", w, C, ARG_FLOAT, 0 },
-        { "b", b, C, ARG_FLOAT, 0 });
+        { "inp", inp, (int64_t)N * C, ARG_D, 0 },
+        { "w", w, C, ARG_D, 0 },
+        { "b", b, C, ARG_D, 0 });
     if (dev == OPS_CPU)
         layernorm_fwd_cpu(out.data, mean.data, rstd.data, inp.data, w.data,
-                          b.data, N, C);
+                          b.data, dt, N, C);
     else
         no_backend(fn, dev);
 }
@@ -500,18 +568,19 @@ void ops_layernorm_bwd(ops_tensor dinp, ops_tensor dw, ops_tensor db,
 {
     static const char fn[] = "ops_layernorm_bwd";
     check_dims(fn, "N, C, C", N, C, C);
-    ops_device dev = CHECK_ARGS(fn,
-        { "dinp", dinp, (int64_t)N * C, ARG_FLOAT, 0 },
-        { "dw", dw, C, ARG_FLOAT, 0 },
-        { "db", db, C, ARG_FLOAT, 0 },
-        { "dout", dout, (int64_t)N * C, ARG_FLOAT, 0 },
-        { "inp", inp, (int64_t)N * C, ARG_FLOAT, 0 },
-        { "w", w, C, ARG_FLOAT, 0 },
+    ops_dtype dt;
+    ops_device dev = CHECK_ARGS(fn, &dt,
+        { "dinp", dinp, (int64_t)N * C, ARG_D, 0 },
+        { "dw", dw, C, ARG_GRAD, 0 },
+        { "db", db, C, ARG_GRAD, 0 },
+        { "dout", dout, (int64_t)N * C, ARG_D, 0 },
+        { "inp", inp, (int64_t)N * C, ARG_D, 0 },
+        { "w", w, C, ARG_D, 0 },
         { "mean", mean, N, ARG_F32, 0 },
         { "rstd", rstd, N, ARG_F32, 0 });
     if (dev == OPS_CPU)
         layernorm_bwd_cpu(dinp.data, dw.data, db.data, dout.data, inp.data,
-                          w.data, mean.data, rstd.data, N, C);
+                          w.data, mean.data, rstd.data, dt, N, C);
     else
         no_backend(fn, dev);
 }
@@ -526,12 +595,13 @@ void ops_attention_fwd(ops_tensor out, ops_tensor att, ops_tensor qkv,
     if (hs <= 0)
         FAIL("%s: head size %d must be positive", fn, hs);
     int64_t rows = (int64_t)B * T;
-    ops_device dev = CHECK_ARGS(fn,
-        { "out", out, rows * NH * hs, ARG_FLOAT, 0 },
+    ops_dtype dt;
+    ops_device dev = CHECK_ARGS(fn, &dt,
+        { "out", out, rows * NH * hs, ARG_D, 0 },
         { "att", att, (int64_t)B * NH * T * T, ARG_F32, 0 },
-        { "qkv", qkv, rows * NH * 3 * hs, ARG_FLOAT, 0 });
+        { "qkv", qkv, rows * NH * 3 * hs, ARG_D, 0 });
     if (dev == OPS_CPU)
-        attention_fwd_cpu(out.data, att.data, qkv.data, B, T, NH, hs);
+        attention_fwd_cpu(out.data, att.data, qkv.data, dt, B, T, NH, hs);
     else
         no_backend(fn, dev);
 }
@@ -545,15 +615,16 @@ void ops_attention_bwd(ops_tensor dqkv, ops_tensor scratch, ops_tensor dout,
     if (hs <= 0)
         FAIL("%s: head size %d must be positive", fn, hs);
     int64_t rows = (int64_t)B * T, probs = (int64_t)B * NH * T * T;
-    ops_device dev = CHECK_ARGS(fn,
-        { "dqkv", dqkv, rows * NH * 3 * hs, ARG_FLOAT, 0 },
+    ops_dtype dt;
+    ops_device dev = CHECK_ARGS(fn, &dt,
+        { "dqkv", dqkv, rows * NH * 3 * hs, ARG_D, 0 },
         { "scratch", scratch, probs, ARG_F32, 0 },
-        { "dout", dout, rows * NH * hs, ARG_FLOAT, 0 },
-        { "qkv", qkv, rows * NH * 3 * hs, ARG_FLOAT, 0 },
+        { "dout", dout, rows * NH * hs, ARG_D, 0 },
+        { "qkv", qkv, rows * NH * 3 * hs, ARG_D, 0 },
         { "att", att, probs, ARG_F32, 0 });
     if (dev == OPS_CPU)
         attention_bwd_cpu(dqkv.data, scratch.data, dout.data, qkv.data,
-                          att.data, B, T, NH, hs);
+                          att.data, dt, B, T, NH, hs);
     else
         no_backend(fn, dev);
 }
@@ -572,12 +643,13 @@ void ops_embedding_fwd(ops_tensor out, ops_tensor tokens, ops_tensor wte,
     static const char fn[] = "ops_embedding_fwd";
     check_dims(fn, "N, C, Vl", N, C, Vl);
     check_shard(fn, v0, Vl);
-    ops_device dev = CHECK_ARGS(fn,
-        { "out", out, (int64_t)N * C, ARG_FLOAT, 0 },
+    ops_dtype dt;
+    ops_device dev = CHECK_ARGS(fn, &dt,
+        { "out", out, (int64_t)N * C, ARG_D, 0 },
         { "tokens", tokens, N, ARG_I32, 0 },
-        { "wte", wte, (int64_t)Vl * C, ARG_FLOAT, 0 });
+        { "wte", wte, (int64_t)Vl * C, ARG_D, 0 });
     if (dev == OPS_CPU)
-        embedding_fwd_cpu(out.data, tokens.data, wte.data, v0, Vl, N, C);
+        embedding_fwd_cpu(out.data, tokens.data, wte.data, dt, v0, Vl, N, C);
     else
         no_backend(fn, dev);
 }
@@ -588,12 +660,13 @@ void ops_embedding_bwd(ops_tensor dwte, ops_tensor tokens, ops_tensor dout,
     static const char fn[] = "ops_embedding_bwd";
     check_dims(fn, "N, C, Vl", N, C, Vl);
     check_shard(fn, v0, Vl);
-    ops_device dev = CHECK_ARGS(fn,
-        { "dwte", dwte, (int64_t)Vl * C, ARG_FLOAT, 0 },
+    ops_dtype dt;
+    ops_device dev = CHECK_ARGS(fn, &dt,
+        { "dwte", dwte, (int64_t)Vl * C, ARG_GRAD, 0 },
         { "tokens", tokens, N, ARG_I32, 0 },
-        { "dout", dout, (int64_t)N * C, ARG_FLOAT, 0 });
+        { "dout", dout, (int64_t)N * C, ARG_D, 0 });
     if (dev == OPS_CPU)
-        embedding_bwd_cpu(dwte.data, tokens.data, dout.data, v0, Vl, N, C);
+        embedding_bwd_cpu(dwte.data, tokens.data, dout.data, dt, v0, Vl, N, C);
     else
         no_backend(fn, dev);
 }
@@ -602,11 +675,12 @@ void ops_position_fwd(ops_tensor out, ops_tensor wpe, int B, int T, int C)
 {
     static const char fn[] = "ops_position_fwd";
     check_dims(fn, "B, T, C", B, T, C);
-    ops_device dev = CHECK_ARGS(fn,
-        { "out", out, (int64_t)B * T * C, ARG_FLOAT, 0 },
-        { "wpe", wpe, (int64_t)T * C, ARG_FLOAT, 0 });
+    ops_dtype dt;
+    ops_device dev = CHECK_ARGS(fn, &dt,
+        { "out", out, (int64_t)B * T * C, ARG_D, 0 },
+        { "wpe", wpe, (int64_t)T * C, ARG_D, 0 });
     if (dev == OPS_CPU)
-        position_fwd_cpu(out.data, wpe.data, B, T, C);
+        position_fwd_cpu(out.data, wpe.data, dt, B, T, C);
     else
         no_backend(fn, dev);
 }
@@ -615,26 +689,32 @@ void ops_position_bwd(ops_tensor dwpe, ops_tensor dout, int B, int T, int C)
 {
     static const char fn[] = "ops_position_bwd";
     check_dims(fn, "B, T, C", B, T, C);
-    ops_device dev = CHECK_ARGS(fn,
-        { "dwpe", dwpe, (int64_t)T * C, ARG_FLOAT, 0 },
-        { "dout", dout, (int64_t)B * T * C, ARG_FLOAT, 0 });
+    ops_dtype dt;
+    ops_device dev = CHECK_ARGS(fn, &dt,
+        { "dwpe", dwpe, (int64_t)T * C, ARG_GRAD, 0 },
+        { "dout", dout, (int64_t)B * T * C, ARG_D, 0 });
     if (dev == OPS_CPU)
-        position_bwd_cpu(dwpe.data, dout.data, B, T, C);
+        position_bwd_cpu(dwpe.data, dout.data, dt, B, T, C);
     else
         no_backend(fn, dev);
 }
 
 /* ---- softmax cross-entropy --------------------------------------------- */
 
+/* logits (and dlogits) are ARG_D: the model passes fp32 logits, so D is
+ * fp32 here whatever the model's compute dtype; bf16 or fp16 logits work
+ * too. */
+
 void ops_xent_max(ops_tensor rowmax, ops_tensor logits, int N, int Vl)
 {
     static const char fn[] = "ops_xent_max";
     check_dims(fn, "N, Vl, Vl", N, Vl, Vl);
-    ops_device dev = CHECK_ARGS(fn,
+    ops_dtype dt;
+    ops_device dev = CHECK_ARGS(fn, &dt,
         { "rowmax", rowmax, N, ARG_F32, 0 },
-        { "logits", logits, (int64_t)N * Vl, ARG_FLOAT, 0 });
+        { "logits", logits, (int64_t)N * Vl, ARG_D, 0 });
     if (dev == OPS_CPU)
-        xent_max_cpu(rowmax.data, logits.data, N, Vl);
+        xent_max_cpu(rowmax.data, logits.data, dt, N, Vl);
     else
         no_backend(fn, dev);
 }
@@ -646,14 +726,15 @@ void ops_xent_sumexp(ops_tensor sumexp, ops_tensor target_logit,
     static const char fn[] = "ops_xent_sumexp";
     check_dims(fn, "N, Vl, Vl", N, Vl, Vl);
     check_shard(fn, v0, Vl);
-    ops_device dev = CHECK_ARGS(fn,
+    ops_dtype dt;
+    ops_device dev = CHECK_ARGS(fn, &dt,
         { "sumexp", sumexp, N, ARG_F32, 0 },
         { "target_logit", target_logit, N, ARG_F32, 0 },
-        { "logits", logits, (int64_t)N * Vl, ARG_FLOAT, 0 },
+        { "logits", logits, (int64_t)N * Vl, ARG_D, 0 },
         { "rowmax", rowmax, N, ARG_F32, 0 },
         { "targets", targets, N, ARG_I32, 0 });
     if (dev == OPS_CPU)
-        xent_sumexp_cpu(sumexp.data, target_logit.data, logits.data,
+        xent_sumexp_cpu(sumexp.data, target_logit.data, logits.data, dt,
                         rowmax.data, targets.data, v0, N, Vl);
     else
         no_backend(fn, dev);
@@ -667,18 +748,19 @@ void ops_xent_finish(ops_tensor losses, ops_tensor dlogits, ops_tensor logits,
     static const char fn[] = "ops_xent_finish";
     check_dims(fn, "N, Vl, Vl", N, Vl, Vl);
     check_shard(fn, v0, Vl);
-    ops_device dev = CHECK_ARGS(fn,
+    ops_dtype dt;
+    ops_device dev = CHECK_ARGS(fn, &dt,
         { "losses", losses, N, ARG_F32, 0 },
-        { "dlogits", dlogits, (int64_t)N * Vl, ARG_FLOAT, 1 },
-        { "logits", logits, (int64_t)N * Vl, ARG_FLOAT, 0 },
+        { "logits", logits, (int64_t)N * Vl, ARG_D, 0 },
+        { "dlogits", dlogits, (int64_t)N * Vl, ARG_D, 1 },
         { "rowmax", rowmax, N, ARG_F32, 0 },
         { "sumexp", sumexp, N, ARG_F32, 0 },
         { "target_logit", target_logit, N, ARG_F32, 0 },
         { "targets", targets, N, ARG_I32, 0 });
     if (dev == OPS_CPU)
-        xent_finish_cpu(losses.data, dlogits.data, logits.data, rowmax.data,
-                        sumexp.data, target_logit.data, targets.data, v0, N,
-                        Vl, grad_scale);
+        xent_finish_cpu(losses.data, dlogits.data, logits.data, dt,
+                        rowmax.data, sumexp.data, target_logit.data,
+                        targets.data, v0, N, Vl, grad_scale);
     else
         no_backend(fn, dev);
 }
@@ -693,7 +775,7 @@ void ops_adamw(ops_tensor master, ops_tensor grad, ops_tensor m, ops_tensor v,
         FAIL("%s: no arguments", fn);
     if (a->step < 1)
         FAIL("%s: step %d must be 1 or more (bias correction)", fn, a->step);
-    ops_device dev = CHECK_ARGS(fn,
+    ops_device dev = CHECK_ARGS(fn, NULL,
         { "master", master, n, ARG_F32, 0 },
         { "grad", grad, n, ARG_ANY_FLOAT, 0 },
         { "m", m, n, ARG_F32, 0 },

@@ -14,6 +14,34 @@
  *    copy; input gradients are stated per op (overwrite "=" or "+=");
  *  - statistics (LayerNorm mean/rstd, softmax max/sum, loss) are fp32.
  *
+ * Precision: the contract every backend keeps, and ops.c enforces.
+ * Each call has one compute dtype D, fp32, bf16 or fp16: the dtype of its
+ * activations, weight copies and activation gradients, which must all
+ * agree (a bf16 inp with an fp16 w fails, naming both). Always fp32,
+ * whatever D: LayerNorm mean/rstd; attention probabilities `att` and the
+ * backward `scratch`; the softmax cross-entropy vectors (rowmax, sumexp,
+ * target_logit, losses); PARAMETER GRADIENTS (matmul dw and dbias,
+ * LayerNorm dw/db, dwte, dwpe), which accumulate in fp32; AdamW's master
+ * weights, m and v. The accumulators of sumsq/sum are fp64. Per op:
+ *  - matmul_fwd: inp, w, bias D; out D, or fp32 (the LM head writes fp32
+ *    logits so that the loss is computed in fp32);
+ *  - matmul_bwd: dinp, inp, w D; dw, dbias fp32 (+=); dout D, or fp32
+ *    (the head's dlogits, in place over fp32 logits). An fp32 dout is
+ *    rounded to D as it is read, so the result is that of casting dout to
+ *    D first (up to fp32 reassociation in dinp), without the caller
+ *    holding a (B*T, V) copy;
+ *  - layernorm: out, inp, w, b, dout, dinp D; mean, rstd, dw, db fp32;
+ *  - gelu, add, accumulate, scale, clip_value: every tensor D (fp32 for
+ *    the fp32 gradient buffers);
+ *  - attention: qkv, out, dout, dqkv D; att, scratch fp32;
+ *  - embedding/position: wte, wpe, out, dout D; dwte, dwpe fp32;
+ *  - xent: logits and dlogits share one dtype, which the model makes fp32;
+ *  - sumsq/sum_accumulate and adamw's grad and wcopy: any float dtype.
+ * Arithmetic is fp32 on inputs widened from D (GEMMs accumulate in fp32)
+ * and each result is rounded to its dtype once, when stored: an fp16
+ * result beyond 65504 is inf and one below 2^-25 is 0, as on a GPU, which
+ * is what fp16 loss scaling exists for.
+ *
  * Not collective: kernels never communicate.
  */
 #ifndef TRI_KERNELS_OPS_H
@@ -78,6 +106,10 @@ const char *ops_gemm_info(const char **warning);
 /* Measures the sustained fp32 GEMM rate (FLOP/s) of this process over about
  * `seconds`, on a square GEMM of the size models use. */
 double ops_gemm_peak(double seconds);
+/* The same for a compute dtype: a linear layer's forward GEMM with inputs
+ * and output in dtype (fp32, bf16 or fp16), fp32 accumulation, run the way
+ * ops_matmul_fwd runs it. The peak for MFU in that precision. */
+double ops_gemm_peak_dtype(ops_dtype dtype, double seconds);
 
 /* ---- dense layers ----------------------------------------------------- */
 

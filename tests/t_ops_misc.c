@@ -454,8 +454,9 @@ static void test_errors(void)
     ops_tensor gpu = inp;
     gpu.device = OPS_CUDA;
     ops_tensor small = ops_view(out, 0, 5);
-    int ok = fails_with(out, bf, "ops_matmul_fwd: bf16 not supported by the "
-                        "CPU backend yet");
+    int ok = fails_with(out, bf, "ops_matmul_fwd: w is fp32 but inp is bf16; "
+                        "the activations, weights and activation gradients "
+                        "of one call share one compute dtype");
     ok = fails_with(out, OPS_NONE, "required argument inp is missing") && ok;
     ok = fails_with(small, inp, "out holds 5 elements but the shapes need 6")
          && ok;

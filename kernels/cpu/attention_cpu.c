@@ -23,10 +23,20 @@
  * out inside the region (oneDNN does that by itself). ATT_BLOCK 64 beat 32,
  * 128 and unblocked at T = 256. A third of the forward time is expf in
  * the softmax, which glibc vectorizes only under -ffast-math.
+ *
+ * bf16 and fp16: each thread widens its head's q, k, v (and dout) to fp32
+ * in its share of a scratch buffer, runs the fp32 head code above on the
+ * copies, and rounds the head's output (or dq, dk, dv) once into the
+ * tensor. So the GEMMs stay fp32 sgemm, single-threaded per head as in
+ * fp32, and P keeps fp32 in att; only the stored activations are rounded.
+ * Correctness first: a bf16 GEMM per block would need a oneDNN primitive
+ * per causal block shape and P rounded to bf16, for GEMMs that are 10% of
+ * the model's FLOPs at T = 1024.
  */
 #include "cpu.h"
 
 #include <math.h>
+#include <omp.h>
 
 #define ATT_BLOCK 64
 
@@ -120,11 +130,36 @@ static void head_bwd(float *dq, float *dk, float *dv, float *ds,
     }
 }
 
-void attention_fwd_cpu(float *out, float *att, const float *qkv,
-                       int B, int T, int NH, int hs)
+/* dst(rows, cols) fp32 with row stride ldd = src rows of dtype dt (row
+ * stride lds), widened. Serial: called by each thread for its own head. */
+static void widen_rows(float *dst, int ldd, const void *src, ops_dtype dt,
+                       int64_t lds, int rows, int cols)
+{
+    for (int r = 0; r < rows; r++)
+        for (int c = 0; c < cols; c++)
+            dst[(int64_t)r * ldd + c] = load_f32_cpu(src, dt, r * lds + c);
+}
+
+/* The reverse: rounds fp32 rows into dtype dt. */
+static void narrow_rows(void *dst, ops_dtype dt, int64_t ldd, const float *src,
+                        int lds, int rows, int cols)
+{
+    for (int r = 0; r < rows; r++)
+        for (int c = 0; c < cols; c++)
+            store_f32_cpu(dst, dt, r * ldd + c, src[(int64_t)r * lds + c]);
+}
+
+/* This thread's `floats` floats of a buffer that the caller sized for
+ * omp_get_max_threads() shares. */
+static float *thread_share(float *buf, int64_t floats)
+{
+    return buf + (int64_t)omp_get_thread_num() * floats;
+}
+
+static void attention_fwd_f32(float *out, float *att, const float *qkv,
+                              int B, int T, int NH, int hs)
 {
     int ld = 3 * NH * hs, ldo = NH * hs;
-    int saved = gemm_serial_begin_cpu();
     #pragma omp parallel for schedule(static)
     for (int bh = 0; bh < B * NH; bh++) {
         int b = bh / NH, h = bh % NH;
@@ -133,15 +168,47 @@ void attention_fwd_cpu(float *out, float *att, const float *qkv,
                  att + (int64_t)bh * T * T, q, q + hs, q + 2 * hs, T, hs, ld,
                  ldo);
     }
+}
+
+/* Each head widened into fp32 (T, 3hs) q|k|v rows and a (T, hs) output. */
+static void attention_fwd_lowp(void *out, float *att, const void *qkv,
+                               ops_dtype dt, int B, int T, int NH, int hs)
+{
+    int ld = 3 * NH * hs, ldo = NH * hs;
+    int64_t share = (int64_t)T * 4 * hs;
+    float *buf = scratch_cpu(SCRATCH_ATTENTION, (size_t)omp_get_max_threads()
+                             * share * sizeof(float));
+    #pragma omp parallel for schedule(static)
+    for (int bh = 0; bh < B * NH; bh++) {
+        int b = bh / NH, h = bh % NH;
+        float *q = thread_share(buf, share), *o = q + (int64_t)T * 3 * hs;
+        int64_t qoff = (int64_t)b * T * ld + (int64_t)h * 3 * hs;
+        int64_t ooff = (int64_t)b * T * ldo + (int64_t)h * hs;
+        widen_rows(q, 3 * hs, (const char *)qkv + qoff * ops_dtype_size(dt),
+                   dt, ld, T, 3 * hs);
+        head_fwd(o, att + (int64_t)bh * T * T, q, q + hs, q + 2 * hs, T, hs,
+                 3 * hs, hs);
+        narrow_rows((char *)out + ooff * ops_dtype_size(dt), dt, ldo, o, hs,
+                    T, hs);
+    }
+}
+
+void attention_fwd_cpu(void *out, float *att, const void *qkv, ops_dtype dt,
+                       int B, int T, int NH, int hs)
+{
+    int saved = gemm_serial_begin_cpu();
+    if (dt == OPS_F32)
+        attention_fwd_f32(out, att, qkv, B, T, NH, hs);
+    else
+        attention_fwd_lowp(out, att, qkv, dt, B, T, NH, hs);
     gemm_serial_end_cpu(saved);
 }
 
-void attention_bwd_cpu(float *dqkv, float *scratch, const float *dout,
-                       const float *qkv, const float *att,
-                       int B, int T, int NH, int hs)
+static void attention_bwd_f32(float *dqkv, float *scratch, const float *dout,
+                              const float *qkv, const float *att,
+                              int B, int T, int NH, int hs)
 {
     int ld = 3 * NH * hs, ldo = NH * hs;
-    int saved = gemm_serial_begin_cpu();
     #pragma omp parallel for schedule(static)
     for (int bh = 0; bh < B * NH; bh++) {
         int b = bh / NH, h = bh % NH;
@@ -152,5 +219,44 @@ void attention_bwd_cpu(float *dqkv, float *scratch, const float *dout,
                  dout + (int64_t)b * T * ldo + (int64_t)h * hs, q, q + hs,
                  q + 2 * hs, att + (int64_t)bh * T * T, T, hs, ld, ldo);
     }
+}
+
+/* Each head's q|k|v and dout widened, dq|dk|dv computed in fp32 (T, 3hs)
+ * and rounded once into dqkv. */
+static void attention_bwd_lowp(void *dqkv, float *scratch, const void *dout,
+                               const void *qkv, const float *att,
+                               ops_dtype dt, int B, int T, int NH, int hs)
+{
+    int ld = 3 * NH * hs, ldo = NH * hs;
+    size_t es = ops_dtype_size(dt);
+    int64_t share = (int64_t)T * 7 * hs;
+    float *buf = scratch_cpu(SCRATCH_ATTENTION, (size_t)omp_get_max_threads()
+                             * share * sizeof(float));
+    #pragma omp parallel for schedule(static)
+    for (int bh = 0; bh < B * NH; bh++) {
+        int b = bh / NH, h = bh % NH;
+        float *q = thread_share(buf, share), *dq = q + (int64_t)T * 3 * hs;
+        float *g = dq + (int64_t)T * 3 * hs;
+        int64_t qoff = (int64_t)b * T * ld + (int64_t)h * 3 * hs;
+        int64_t ooff = (int64_t)b * T * ldo + (int64_t)h * hs;
+        widen_rows(q, 3 * hs, (const char *)qkv + qoff * es, dt, ld, T,
+                   3 * hs);
+        widen_rows(g, hs, (const char *)dout + ooff * es, dt, ldo, T, hs);
+        head_bwd(dq, dq + hs, dq + 2 * hs, scratch + (int64_t)bh * T * T, g,
+                 q, q + hs, q + 2 * hs, att + (int64_t)bh * T * T, T, hs,
+                 3 * hs, hs);
+        narrow_rows((char *)dqkv + qoff * es, dt, ld, dq, 3 * hs, T, 3 * hs);
+    }
+}
+
+void attention_bwd_cpu(void *dqkv, float *scratch, const void *dout,
+                       const void *qkv, const float *att, ops_dtype dt,
+                       int B, int T, int NH, int hs)
+{
+    int saved = gemm_serial_begin_cpu();
+    if (dt == OPS_F32)
+        attention_bwd_f32(dqkv, scratch, dout, qkv, att, B, T, NH, hs);
+    else
+        attention_bwd_lowp(dqkv, scratch, dout, qkv, att, dt, B, T, NH, hs);
     gemm_serial_end_cpu(saved);
 }

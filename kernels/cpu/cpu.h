@@ -8,6 +8,13 @@
  * Everything runs on the calling thread's OpenMP pool; the results of every
  * op except the GEMMs do not depend on the number of threads.
  *
+ * Precision (ops.h, "Precision"): bf16 and fp16 tensors are widened to fp32
+ * as they are read, all arithmetic is fp32 (fp64 for the long sums), and a
+ * result is rounded once, when it is stored, through elem.h, so an fp16
+ * result overflows to inf and underflows to zero exactly as the format
+ * does. The fp32 paths keep their loops and their order of operations, so
+ * fp32 results are bit for bit what they were before bf16 and fp16 came.
+ *
  * Not collective.
  */
 #ifndef TRI_KERNELS_CPU_CPU_H
@@ -26,6 +33,27 @@ void copy_cpu(void *dst, const void *src, size_t bytes);
 /* dst(n) of dtype ddt = src(n) of dtype sdt; both among F32, BF16, F16. */
 void cast_cpu(void *dst, ops_dtype ddt, const void *src, ops_dtype sdt,
               int64_t n);
+/* The same on a (rows, cols) block: row r of dst starts at element r*ldd,
+ * of src at r*lds. Rows go to threads; call outside parallel regions. */
+void cast_2d_cpu(void *dst, ops_dtype ddt, int64_t ldd, const void *src,
+                 ops_dtype sdt, int64_t lds, int rows, int cols);
+
+/* Scratch memory kept for the life of the process and reused by every
+ * call, so no hot path allocates once the first step has run. Each slot
+ * is one 64-byte aligned buffer that only ever grows (its contents are not
+ * kept when it does). Not thread-safe: call from the thread that runs the
+ * ops, outside parallel regions; a region's threads share out one buffer. */
+typedef enum {
+    SCRATCH_GEMM_A,      /* gemm_cpu's converted panels and C tile */
+    SCRATCH_GEMM_B,
+    SCRATCH_GEMM_C,
+    SCRATCH_DNNL,        /* oneDNN's scratchpad */
+    SCRATCH_MATMUL_DOUT, /* matmul_bwd: an fp32 dout block rounded to D */
+    SCRATCH_MATMUL_ACC,  /* matmul_bwd: dinp accumulating in fp32 */
+    SCRATCH_ATTENTION,   /* per-thread fp32 copies of one head */
+    SCRATCH_SLOTS
+} scratch_slot;
+void *scratch_cpu(scratch_slot slot, size_t bytes);
 
 /* Element i of a float-family buffer as fp32, and the reverse (rounding to
  * nearest even through elem.h). Inline because the AdamW and cast loops
@@ -59,6 +87,28 @@ void gemm_f32_cpu(int trans_a, int trans_b, int M, int N, int K, float alpha,
                   const float *A, int lda, const float *B, int ldb,
                   float beta, float *C, int ldc);
 
+/* The GEMM of every dense layer, in any compute dtype dt (F32, BF16, F16):
+ *   C(M,N) = op(A) op(B) + bias(N) [+ C if accumulate]
+ * A, B and bias (NULL = none) hold dt; C holds cdt, which is F32 or dt.
+ * Products and sums are fp32, and C is rounded to cdt once, at the end.
+ * bf16 runs on oneDNN's matmul primitive where the build has oneDNN and
+ * the CPU has AMX; every other low-precision case widens blocks of A and
+ * B to fp32 and calls gemm_f32_cpu (gemm_cpu.c says why). Threads by itself and uses the shared scratch, so
+ * call it outside parallel regions (attention converts its heads to fp32
+ * and calls gemm_f32_cpu instead). */
+void gemm_cpu(ops_dtype dt, int trans_a, int trans_b, int M, int N, int K,
+              const void *A, int lda, const void *B, int ldb,
+              const void *bias, int accumulate, void *C, ops_dtype cdt,
+              int ldc);
+
+/* Which kernel gemm_cpu runs for dt inputs and a cdt output on this shape
+ * (dense operands): "oneDNN matmul brg:avx512_core_amx_bf16", "dnnl_sgemm
+ * on fp32 copies", "cblas_sgemm", ...; a static string, overwritten by the
+ * next call. For tests and benchmarks. */
+const char *gemm_kernel_name_cpu(ops_dtype dt, int trans_a, int trans_b,
+                                 int M, int N, int K, ops_dtype cdt,
+                                 int accumulate);
+
 /* Bracket a parallel region whose threads each call gemm_f32_cpu, so that
  * each GEMM runs on its calling thread only. Needed for pthreads OpenBLAS,
  * whose thread count is process-wide: begin sets it to 1 and returns the
@@ -68,57 +118,73 @@ void gemm_f32_cpu(int trans_a, int trans_b, int M, int N, int K, float alpha,
 int gemm_serial_begin_cpu(void);
 void gemm_serial_end_cpu(int saved);
 
+/* ---- the ops ----------------------------------------------------------
+ * `dt` is the call's compute dtype D (F32, BF16 or F16): every argument
+ * typed void * holds D unless its comment says otherwise; float * is
+ * always fp32 (statistics, parameter gradients). */
+
 /* ---- dense layers (matmul_cpu.c) -------------------------------------- */
 
-void matmul_fwd_cpu(float *out, const float *inp, const float *w,
-                    const float *bias, int M, int N, int K);
-void matmul_bwd_cpu(float *dinp, float *dw, float *dbias, const float *dout,
-                    const float *inp, const float *w, int M, int N, int K);
+/* out holds odt (F32 or dt). */
+void matmul_fwd_cpu(void *out, ops_dtype odt, const void *inp, const void *w,
+                    const void *bias, ops_dtype dt, int M, int N, int K);
+/* dout holds ddt (F32 or dt); an F32 dout is rounded to dt as it is read. */
+void matmul_bwd_cpu(void *dinp, float *dw, float *dbias, const void *dout,
+                    ops_dtype ddt, const void *inp, const void *w,
+                    ops_dtype dt, int M, int N, int K);
 
 /* ---- elementwise (elementwise_cpu.c) ------------------------------------ */
 
-void gelu_fwd_cpu(float *out, const float *inp, int64_t n);
-void gelu_bwd_cpu(float *dinp, const float *inp, const float *dout, int64_t n);
-void add_cpu(float *out, const float *a, const float *b, int64_t n);
-void accumulate_cpu(float *y, const float *x, int64_t n);
-void scale_cpu(float *x, float s, int64_t n);
-void clip_value_cpu(float *x, float c, int64_t n);
-void sumsq_accumulate_cpu(double *acc, const float *x, int64_t n);
-void sum_accumulate_cpu(double *acc, const float *x, int64_t n);
+void gelu_fwd_cpu(void *out, const void *inp, ops_dtype dt, int64_t n);
+void gelu_bwd_cpu(void *dinp, const void *inp, const void *dout,
+                  ops_dtype dt, int64_t n);
+void add_cpu(void *out, const void *a, const void *b, ops_dtype dt,
+             int64_t n);
+void accumulate_cpu(void *y, const void *x, ops_dtype dt, int64_t n);
+void scale_cpu(void *x, float s, ops_dtype dt, int64_t n);
+void clip_value_cpu(void *x, float c, ops_dtype dt, int64_t n);
+void sumsq_accumulate_cpu(double *acc, const void *x, ops_dtype dt,
+                          int64_t n);
+void sum_accumulate_cpu(double *acc, const void *x, ops_dtype dt, int64_t n);
 
 /* ---- LayerNorm (layernorm_cpu.c) ---------------------------------------- */
 
-void layernorm_fwd_cpu(float *out, float *mean, float *rstd, const float *inp,
-                       const float *w, const float *b, int N, int C);
-void layernorm_bwd_cpu(float *dinp, float *dw, float *db, const float *dout,
-                       const float *inp, const float *w, const float *mean,
-                       const float *rstd, int N, int C);
+void layernorm_fwd_cpu(void *out, float *mean, float *rstd, const void *inp,
+                       const void *w, const void *b, ops_dtype dt, int N,
+                       int C);
+void layernorm_bwd_cpu(void *dinp, float *dw, float *db, const void *dout,
+                       const void *inp, const void *w, const float *mean,
+                       const float *rstd, ops_dtype dt, int N, int C);
 
 /* ---- attention (attention_cpu.c) ---------------------------------------- */
 
-void attention_fwd_cpu(float *out, float *att, const float *qkv,
+void attention_fwd_cpu(void *out, float *att, const void *qkv, ops_dtype dt,
                        int B, int T, int NH, int hs);
-void attention_bwd_cpu(float *dqkv, float *scratch, const float *dout,
-                       const float *qkv, const float *att,
+void attention_bwd_cpu(void *dqkv, float *scratch, const void *dout,
+                       const void *qkv, const float *att, ops_dtype dt,
                        int B, int T, int NH, int hs);
 
 /* ---- embeddings (embedding_cpu.c) --------------------------------------- */
 
-void embedding_fwd_cpu(float *out, const int32_t *tokens, const float *wte,
-                       int v0, int Vl, int N, int C);
-void embedding_bwd_cpu(float *dwte, const int32_t *tokens, const float *dout,
-                       int v0, int Vl, int N, int C);
-void position_fwd_cpu(float *out, const float *wpe, int B, int T, int C);
-void position_bwd_cpu(float *dwpe, const float *dout, int B, int T, int C);
+void embedding_fwd_cpu(void *out, const int32_t *tokens, const void *wte,
+                       ops_dtype dt, int v0, int Vl, int N, int C);
+void embedding_bwd_cpu(float *dwte, const int32_t *tokens, const void *dout,
+                       ops_dtype dt, int v0, int Vl, int N, int C);
+void position_fwd_cpu(void *out, const void *wpe, ops_dtype dt, int B, int T,
+                      int C);
+void position_bwd_cpu(float *dwpe, const void *dout, ops_dtype dt, int B,
+                      int T, int C);
 
 /* ---- softmax cross-entropy (xent_cpu.c) --------------------------------- */
 
-void xent_max_cpu(float *rowmax, const float *logits, int N, int Vl);
-void xent_sumexp_cpu(float *sumexp, float *target_logit, const float *logits,
-                     const float *rowmax, const int32_t *targets,
-                     int v0, int N, int Vl);
-void xent_finish_cpu(float *losses, float *dlogits, const float *logits,
-                     const float *rowmax, const float *sumexp,
+/* logits and dlogits hold dt (fp32 is what the model passes). */
+void xent_max_cpu(float *rowmax, const void *logits, ops_dtype dt, int N,
+                  int Vl);
+void xent_sumexp_cpu(float *sumexp, float *target_logit, const void *logits,
+                     ops_dtype dt, const float *rowmax,
+                     const int32_t *targets, int v0, int N, int Vl);
+void xent_finish_cpu(float *losses, void *dlogits, const void *logits,
+                     ops_dtype dt, const float *rowmax, const float *sumexp,
                      const float *target_logit, const int32_t *targets,
                      int v0, int N, int Vl, float grad_scale);
 

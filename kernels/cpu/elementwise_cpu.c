@@ -6,6 +6,10 @@
  * same numbers. The only reduction, the sum of squares behind the gradient
  * norm, adds fixed blocks and then the block sums in order, so its result
  * does not depend on the thread count (DESIGN.md invariant 5).
+ *
+ * bf16 and fp16: each element is widened, the math is fp32 (fp64 for the
+ * sums), and the result is rounded once as it is stored. The fp32 loops
+ * stay separate so they keep vectorizing.
  */
 #include "cpu.h"
 
@@ -14,50 +18,101 @@
 #define SUMSQ_BLOCK 4096
 #define SUMSQ_GROUP 2048
 
-void gelu_fwd_cpu(float *out, const float *inp, int64_t n)
+void gelu_fwd_cpu(void *out, const void *inp, ops_dtype dt, int64_t n)
 {
+    if (dt == OPS_F32) {
+        float *o = out;
+        const float *x = inp;
+        #pragma omp parallel for schedule(static)
+        for (int64_t i = 0; i < n; i++)
+            o[i] = elem_gelu(x[i]);
+        return;
+    }
     #pragma omp parallel for schedule(static)
     for (int64_t i = 0; i < n; i++)
-        out[i] = elem_gelu(inp[i]);
+        store_f32_cpu(out, dt, i, elem_gelu(load_f32_cpu(inp, dt, i)));
 }
 
-void gelu_bwd_cpu(float *dinp, const float *inp, const float *dout, int64_t n)
+void gelu_bwd_cpu(void *dinp, const void *inp, const void *dout,
+                  ops_dtype dt, int64_t n)
 {
     // dinp may alias dout: each element is read before it is written
+    if (dt == OPS_F32) {
+        float *d = dinp;
+        const float *x = inp, *g = dout;
+        #pragma omp parallel for schedule(static)
+        for (int64_t i = 0; i < n; i++)
+            d[i] = elem_gelu_grad(x[i]) * g[i];
+        return;
+    }
     #pragma omp parallel for schedule(static)
     for (int64_t i = 0; i < n; i++)
-        dinp[i] = elem_gelu_grad(inp[i]) * dout[i];
+        store_f32_cpu(dinp, dt, i, elem_gelu_grad(load_f32_cpu(inp, dt, i)) *
+                                   load_f32_cpu(dout, dt, i));
 }
 
-void add_cpu(float *out, const float *a, const float *b, int64_t n)
+void add_cpu(void *out, const void *a, const void *b, ops_dtype dt,
+             int64_t n)
 {
+    if (dt == OPS_F32) {
+        float *o = out;
+        const float *x = a, *y = b;
+        #pragma omp parallel for schedule(static)
+        for (int64_t i = 0; i < n; i++)
+            o[i] = x[i] + y[i];
+        return;
+    }
     #pragma omp parallel for schedule(static)
     for (int64_t i = 0; i < n; i++)
-        out[i] = a[i] + b[i];
+        store_f32_cpu(out, dt, i, load_f32_cpu(a, dt, i) + load_f32_cpu(b, dt, i));
 }
 
-void accumulate_cpu(float *y, const float *x, int64_t n)
+void accumulate_cpu(void *y, const void *x, ops_dtype dt, int64_t n)
 {
+    if (dt == OPS_F32) {
+        float *yy = y;
+        const float *xx = x;
+        #pragma omp parallel for schedule(static)
+        for (int64_t i = 0; i < n; i++)
+            yy[i] += xx[i];
+        return;
+    }
     #pragma omp parallel for schedule(static)
     for (int64_t i = 0; i < n; i++)
-        y[i] += x[i];
+        store_f32_cpu(y, dt, i, load_f32_cpu(y, dt, i) + load_f32_cpu(x, dt, i));
 }
 
-void scale_cpu(float *x, float s, int64_t n)
+void scale_cpu(void *x, float s, ops_dtype dt, int64_t n)
 {
+    if (dt == OPS_F32) {
+        float *xx = x;
+        #pragma omp parallel for schedule(static)
+        for (int64_t i = 0; i < n; i++)
+            xx[i] *= s;
+        return;
+    }
     #pragma omp parallel for schedule(static)
     for (int64_t i = 0; i < n; i++)
-        x[i] *= s;
+        store_f32_cpu(x, dt, i, load_f32_cpu(x, dt, i) * s);
 }
 
-void clip_value_cpu(float *x, float c, int64_t n)
+void clip_value_cpu(void *x, float c, ops_dtype dt, int64_t n)
 {
     // comparisons, not fminf/fmaxf: those would turn a NaN into +-c and
     // hide it from the overflow check that runs after clipping
+    if (dt == OPS_F32) {
+        float *xx = x;
+        #pragma omp parallel for schedule(static)
+        for (int64_t i = 0; i < n; i++) {
+            float v = xx[i];
+            xx[i] = v > c ? c : v < -c ? -c : v;
+        }
+        return;
+    }
     #pragma omp parallel for schedule(static)
     for (int64_t i = 0; i < n; i++) {
-        float v = x[i];
-        x[i] = v > c ? c : v < -c ? -c : v;
+        float v = load_f32_cpu(x, dt, i);
+        store_f32_cpu(x, dt, i, v > c ? c : v < -c ? -c : v);
     }
 }
 
@@ -78,8 +133,31 @@ static double block_sum(const float *x, int64_t n, int square)
     return s;
 }
 
+/* The same for bf16 or fp16 elements, widened as they are read: the same
+ * lanes in the same order, so an fp32 copy of x gives the same bits. */
+static double block_sum_lowp(const void *p, ops_dtype dt, int64_t i0,
+                             int64_t n, int square)
+{
+    double lane[8] = { 0 };
+    int64_t i = 0;
+    for (; i + 8 <= n; i += 8)
+        for (int j = 0; j < 8; j++) {
+            double v = load_f32_cpu(p, dt, i0 + i + j);
+            lane[j] += square ? v * v : v;
+        }
+    double s = 0.0;
+    for (int j = 0; j < 8; j++)
+        s += lane[j];
+    for (; i < n; i++) {
+        double v = load_f32_cpu(p, dt, i0 + i);
+        s += square ? v * v : v;
+    }
+    return s;
+}
+
 /* Fixed blocks summed in order: the same bits whatever the thread count. */
-static void reduce_into(double *acc, const float *x, int64_t n, int square)
+static void reduce_into(double *acc, const void *x, ops_dtype dt, int64_t n,
+                        int square)
 {
     int64_t blocks = (n + SUMSQ_BLOCK - 1) / SUMSQ_BLOCK;
     double total = *acc;
@@ -90,7 +168,9 @@ static void reduce_into(double *acc, const float *x, int64_t n, int square)
         for (int b = 0; b < ng; b++) {
             int64_t i0 = (g0 + b) * SUMSQ_BLOCK;
             int64_t len = n - i0 < SUMSQ_BLOCK ? n - i0 : SUMSQ_BLOCK;
-            part[b] = block_sum(x + i0, len, square);
+            part[b] = dt == OPS_F32
+                ? block_sum((const float *)x + i0, len, square)
+                : block_sum_lowp(x, dt, i0, len, square);
         }
         for (int b = 0; b < ng; b++)
             total += part[b];
@@ -98,12 +178,12 @@ static void reduce_into(double *acc, const float *x, int64_t n, int square)
     *acc = total;
 }
 
-void sumsq_accumulate_cpu(double *acc, const float *x, int64_t n)
+void sumsq_accumulate_cpu(double *acc, const void *x, ops_dtype dt, int64_t n)
 {
-    reduce_into(acc, x, n, 1);
+    reduce_into(acc, x, dt, n, 1);
 }
 
-void sum_accumulate_cpu(double *acc, const float *x, int64_t n)
+void sum_accumulate_cpu(double *acc, const void *x, ops_dtype dt, int64_t n)
 {
-    reduce_into(acc, x, n, 0);
+    reduce_into(acc, x, dt, n, 0);
 }

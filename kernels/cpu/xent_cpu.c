@@ -7,6 +7,10 @@
  * phases. Each row is independent, so rows go to threads; within a row the
  * sum runs in order, in fp64, so the loss does not depend on the thread
  * count and a 50k-wide row loses no precision. Stored statistics are fp32.
+ *
+ * The model computes its logits in fp32 (matmul_fwd with an fp32 out), so
+ * the loss and dlogits are fp32 whatever the compute dtype; bf16 or fp16
+ * logits also work, widened as they are read, with dlogits in their dtype.
  */
 #include "cpu.h"
 
@@ -19,38 +23,53 @@ static int64_t target_col(const int32_t *targets, int i, int v0, int Vl)
     return j >= 0 && j < Vl ? j : -1;
 }
 
-void xent_max_cpu(float *rowmax, const float *logits, int N, int Vl)
+void xent_max_cpu(float *rowmax, const void *logits, ops_dtype dt, int N,
+                  int Vl)
 {
     // logits is (N,Vl); an empty shard reports -inf, the identity of MAX
     #pragma omp parallel for schedule(static)
     for (int i = 0; i < N; i++) {
-        const float *row = logits + (int64_t)i * Vl;
+        int64_t off = (int64_t)i * Vl;
         float m = -INFINITY;
-        for (int j = 0; j < Vl; j++)
-            m = row[j] > m ? row[j] : m;
+        if (dt == OPS_F32) {
+            const float *row = (const float *)logits + off;
+            for (int j = 0; j < Vl; j++)
+                m = row[j] > m ? row[j] : m;
+        } else {
+            for (int j = 0; j < Vl; j++) {
+                float x = load_f32_cpu(logits, dt, off + j);
+                m = x > m ? x : m;
+            }
+        }
         rowmax[i] = m;
     }
 }
 
-void xent_sumexp_cpu(float *sumexp, float *target_logit, const float *logits,
-                     const float *rowmax, const int32_t *targets,
-                     int v0, int N, int Vl)
+void xent_sumexp_cpu(float *sumexp, float *target_logit, const void *logits,
+                     ops_dtype dt, const float *rowmax,
+                     const int32_t *targets, int v0, int N, int Vl)
 {
     #pragma omp parallel for schedule(static)
     for (int i = 0; i < N; i++) {
-        const float *row = logits + (int64_t)i * Vl;
+        int64_t off = (int64_t)i * Vl;
         float m = rowmax[i];
         double s = 0.0;
-        for (int j = 0; j < Vl; j++)
-            s += expf(row[j] - m);
+        if (dt == OPS_F32) {
+            const float *row = (const float *)logits + off;
+            for (int j = 0; j < Vl; j++)
+                s += expf(row[j] - m);
+        } else {
+            for (int j = 0; j < Vl; j++)
+                s += expf(load_f32_cpu(logits, dt, off + j) - m);
+        }
         sumexp[i] = (float)s;
         int64_t t = target_col(targets, i, v0, Vl);
-        target_logit[i] = t >= 0 ? row[t] : 0.0f;
+        target_logit[i] = t >= 0 ? load_f32_cpu(logits, dt, off + t) : 0.0f;
     }
 }
 
-void xent_finish_cpu(float *losses, float *dlogits, const float *logits,
-                     const float *rowmax, const float *sumexp,
+void xent_finish_cpu(float *losses, void *dlogits, const void *logits,
+                     ops_dtype dt, const float *rowmax, const float *sumexp,
                      const float *target_logit, const int32_t *targets,
                      int v0, int N, int Vl, float grad_scale)
 {
@@ -61,13 +80,22 @@ void xent_finish_cpu(float *losses, float *dlogits, const float *logits,
         if (!dlogits)
             continue;
         // dlogits may alias logits: each element is read, then overwritten
-        const float *row = logits + (int64_t)i * Vl;
-        float *drow = dlogits + (int64_t)i * Vl;
+        int64_t off = (int64_t)i * Vl;
         float inv = 1.0f / sumexp[i];
         int64_t t = target_col(targets, i, v0, Vl);
-        for (int j = 0; j < Vl; j++) {
-            float p = expf(row[j] - m) * inv;
-            drow[j] = (p - (j == t ? 1.0f : 0.0f)) * grad_scale;
+        if (dt == OPS_F32) {
+            const float *row = (const float *)logits + off;
+            float *drow = (float *)dlogits + off;
+            for (int j = 0; j < Vl; j++) {
+                float p = expf(row[j] - m) * inv;
+                drow[j] = (p - (j == t ? 1.0f : 0.0f)) * grad_scale;
+            }
+        } else {
+            for (int j = 0; j < Vl; j++) {
+                float p = expf(load_f32_cpu(logits, dt, off + j) - m) * inv;
+                store_f32_cpu(dlogits, dt, off + j,
+                              (p - (j == t ? 1.0f : 0.0f)) * grad_scale);
+            }
         }
     }
 }
