@@ -1,7 +1,202 @@
 #!/bin/sh
-# bench.sh - performance figures, printed side by side (never asserted).
-# Usage: bench/bench.sh [path/to/trident]
+# bench.sh - trident's performance, printed beside its peers in one run
+# (never asserted: figures depend on the machine). `make bench` runs it.
+#
+#   bench/bench.sh [TRIDENT] [SECTIONS]      SECTIONS: any of
+#     single   tokens/s of trident (fp32, bf16) and PyTorch (as shipped and
+#              tuned) on the tiny, mid and GPT-2-small configs, with
+#              achieved FLOP/s and % of the GEMM peak measured in this run
+#     layouts  tokens/s of every 8-rank layout for one model and global
+#              batch, with the measured pipeline bubble beside (pp-1)/(m+pp-1)
+#     scaling  tokens/s over 1, 2, 4, 8 ranks at a fixed global batch
+#     ckpt     checkpoint write bandwidth beside a plain sequential write
+#     startup  mpirun to the first finished step on 8 ranks, beside
+#              PyTorch's import and first step
+#   (default: all of them)
+#
+# Needs: a built trident, mpirun; PyTorch (Debian's python3-torch, run by
+# /usr/bin/python3) is optional, and the table says when it is missing.
+# Env: BENCH_STEPS (default 6), BENCH_THREADS (default: all cores).
 set -eu
 TRIDENT=${1:-./trident}
-echo "bench.sh: not written yet (issue: performance)"
-"$TRIDENT" --version
+SECTIONS=${2:-"single layouts scaling ckpt startup"}
+here=$(cd "$(dirname "$0")" && pwd)
+root=$(cd "$here/.." && pwd)
+WORK=$(mktemp -d "${TMPDIR:-/tmp}/trident-bench.XXXXXX")
+trap 'rm -rf "$WORK"' EXIT
+STEPS=${BENCH_STEPS:-6}
+THREADS=${BENCH_THREADS:-$(nproc)}
+PY=/usr/bin/python3
+if [ "$(id -u)" = 0 ]; then
+    export OMPI_ALLOW_RUN_AS_ROOT=1 OMPI_ALLOW_RUN_AS_ROOT_CONFIRM=1
+fi
+MPIRUN="mpirun --oversubscribe --bind-to none"
+
+# A text corpus: the fortunes file if built, else the test corpus repeated.
+corpus="$root/data/fortunes.txt"
+if [ ! -s "$corpus" ]; then
+    corpus="$WORK/corpus.txt"
+    for _ in $(seq 200); do cat "$root/tests/data/small.txt"; done > "$corpus"
+fi
+
+# model NAME -> "n_layer n_embd n_head seq vocab batch"
+model() {
+    case "$1" in
+    tiny) echo "4 128 4 128 256 16" ;;
+    mid) echo "6 384 6 256 50304 4" ;;
+    gpt2) echo "12 768 12 256 50304 4" ;;
+    esac
+}
+
+config() {  # config NAME FILE: a trident config for model NAME
+    # shellcheck disable=SC2046  # the model's fields, split on purpose
+    set -- "$1" "$2" $(model "$1")
+    cat > "$2" <<EOC
+[model]
+n_layer = $3
+n_embd = $4
+n_head = $5
+seq_len = $6
+vocab_size = $7
+[train]
+micro_batch = $8
+steps = $STEPS
+warmup = 1
+[data]
+train = $corpus
+[log]
+every = 1
+metrics = $WORK/m.jsonl
+EOC
+}
+
+# mean of FIELD over the metrics lines after the first two (warm-up)
+mean_field() {
+    sed -n "3,\$p" "$WORK/m.jsonl" | sed "s/.*\"$1\":\([^,}]*\).*/\1/" \
+        | awk '{ s += $1; n++ } END { if (n) printf "%.6g", s / n; else print "nan" }'
+}
+
+# trident RANKS CONFIG [options]: runs it; sets tps, mfu, peak, bubble
+trident_run() {
+    ranks=$1
+    shift
+    rm -f "$WORK/m.jsonl"
+    OMP_NUM_THREADS=$((THREADS / ranks > 0 ? THREADS / ranks : 1)) \
+        $MPIRUN -n "$ranks" "$TRIDENT" train --config "$@" > "$WORK/run.out" 2>&1 || {
+        echo "trident failed:" >&2; tail -n 5 "$WORK/run.out" >&2; tps=nan; return; }
+    tps=$(mean_field tokens_per_s)
+    mfu=$(mean_field mfu)
+    bubble=$(mean_field bubble)
+    comm=$(mean_field comm_share)
+    peak=$(sed -n 's/.*measured [a-z0-9]* peak \([0-9.]*\) GFLOP.*/\1/p' "$WORK/run.out")
+}
+
+# pytorch NAME ENV...: tokens/s of the PyTorch peer, or "missing"
+pytorch() {
+    name=$1
+    shift
+    if ! $PY -c 'import torch' 2>/dev/null; then
+        pt=missing
+        return
+    fi
+    # shellcheck disable=SC2046
+    pt=$(env "$@" $PY "$here/pytorch_gpt2.py" $(model "$name") 3 "$THREADS" 2>/dev/null \
+         | sed 's/.*"tokens_per_s": \([0-9.e+-]*\).*/\1/')
+    [ -n "$pt" ] || pt=failed
+}
+
+flops_per_token() {  # 3 x forward FLOPs per token, as trident counts them
+    # shellcheck disable=SC2046
+    set -- $(model "$1")
+    awk -v L="$1" -v C="$2" -v T="$4" -v V="$5" \
+        'BEGIN { printf "%.6g", 3 * (L * (24 * C * C + 4 * T * C) + 2 * C * V) }'
+}
+
+section_single() {
+    echo "== single rank, $THREADS threads, fp32 (tokens/s; GFLOP/s and % of the GEMM peak measured in the same run)"
+    printf "%-6s %12s %10s %6s %14s %14s %8s\n" model trident GFLOP/s %peak "pytorch" "pytorch-tuned" ratio
+    tuned="OPENBLAS_CORETYPE=SkylakeX LD_LIBRARY_PATH=/usr/lib/x86_64-linux-gnu/openblas-openmp"
+    for name in tiny mid gpt2; do
+        config "$name" "$WORK/$name.ini"
+        trident_run 1 "$WORK/$name.ini"
+        gf=$(awk -v t="$tps" -v f="$(flops_per_token "$name")" 'BEGIN { printf "%.1f", t * f / 1e9 }')
+        pytorch "$name"
+        shipped=$pt
+        # shellcheck disable=SC2086
+        pytorch "$name" $tuned
+        best=$(awk -v a="$shipped" -v b="$pt" 'BEGIN { m = a + 0; if (b + 0 > m) m = b + 0; print m }')
+        ratio=$(awk -v t="$tps" -v b="$best" 'BEGIN { if (b > 0) printf "%.2fx", t / b; else print "-" }')
+        printf "%-6s %12.1f %10s %5.1f%% %14s %14s %8s\n" "$name" "$tps" "$gf" \
+            "$(awk -v m="$mfu" 'BEGIN { print 100 * m }')" "$shipped" "$pt" "$ratio"
+    done
+    echo "   GEMM peak measured by trident at start-up: $peak GFLOP/s; ratio = trident / best PyTorch"
+}
+
+section_layouts() {
+    echo "== 8 ranks, one model (mid) and global batch of 8 sequences, fp32"
+    printf "%-14s %10s %9s %10s %10s\n" "dp x pp x tp" tokens/s bubble formula comm
+    config mid "$WORK/l.ini"
+    sed -i 's/^micro_batch = .*/micro_batch = 1/' "$WORK/l.ini"
+    for l in "8 1 1" "4 2 1" "2 4 1" "1 8 1" "4 1 2" "2 1 4" "2 2 2" "1 2 4" "1 4 2"; do
+        # shellcheck disable=SC2086
+        set -- $l
+        ga=$((8 / $1))
+        trident_run 8 "$WORK/l.ini" --set parallel.dp="$1" --set parallel.pp="$2" \
+            --set parallel.tp="$3" --set train.grad_accum="$ga"
+        formula=$(awk -v p="$2" -v m="$ga" 'BEGIN { printf "%.1f%%", 100 * (p - 1) / (m + p - 1) }')
+        printf "%-14s %10.1f %8.1f%% %10s %9.1f%%\n" "$1 x $2 x $3" "$tps" \
+            "$(awk -v b="$bubble" 'BEGIN { print 100 * b }')" "$formula" \
+            "$(awk -v c="$comm" 'BEGIN { print 100 * c }')"
+    done
+    echo "   bubble: measured idle share of the busiest stage (waits for neighbours); formula: (pp-1)/(m+pp-1)"
+}
+
+section_scaling() {
+    echo "== scaling at a fixed global batch of 8 sequences (mid model, data parallel)"
+    printf "%6s %10s %9s\n" ranks tokens/s speedup
+    config mid "$WORK/s.ini"
+    base=""
+    for n in 1 2 4 8; do
+        trident_run "$n" "$WORK/s.ini" --set train.micro_batch=$((8 / n)) --set parallel.zero=1
+        [ -n "$base" ] || base=$tps
+        printf "%6d %10.1f %8.2fx\n" "$n" "$tps" "$(awk -v a="$tps" -v b="$base" 'BEGIN { print a / b }')"
+    done
+    echo "   (on a machine with fewer cores than ranks, ranks share cores: this measures overheads, not speedup)"
+}
+
+section_ckpt() {
+    echo "== checkpoint write (mid model, weights + Adam moments, 8 ranks)"
+    config mid "$WORK/c.ini"
+    sed -i 's/^steps = .*/steps = 1/' "$WORK/c.ini"
+    trident_run 8 "$WORK/c.ini" --set checkpoint.dir="$WORK/ck" --set train.micro_batch=1
+    line=$(grep "^checkpoint:" "$WORK/run.out" | tail -n 1)
+    size=$(stat -c %s "$WORK"/ck/step_*.h5)
+    t0=$(date +%s%N)
+    dd if="$WORK"/ck/step_00000001.h5 of="$WORK/dd.out" bs=4M conv=fsync 2>/dev/null
+    t1=$(date +%s%N)
+    echo "   trident: ${line#checkpoint: }"
+    awk -v s="$size" -v ns=$((t1 - t0)) 'BEGIN { printf "   baseline: one process, sequential write + fsync (dd): %.1f MB in %.2f s (%.2f GB/s)\n", s / 1e6, ns / 1e9, s / ns }'
+}
+
+section_startup() {
+    echo "== start-up: launch to the end of the first step (tiny model)"
+    config tiny "$WORK/t.ini"
+    sed -i 's/^steps = .*/steps = 1/' "$WORK/t.ini"
+    t0=$(date +%s%N)
+    OMP_NUM_THREADS=1 $MPIRUN -n 8 "$TRIDENT" train --config "$WORK/t.ini" > "$WORK/run.out" 2>&1
+    t1=$(date +%s%N)
+    awk -v ns=$((t1 - t0)) 'BEGIN { printf "   trident, 8 ranks (mpirun, MPI_Init, set-up, GEMM peak probe, one step, exit): %.2f s\n", ns / 1e9 }'
+    if $PY -c 'import torch' 2>/dev/null; then
+        # shellcheck disable=SC2046
+        init=$($PY "$here/pytorch_gpt2.py" $(model tiny) 1 "$THREADS" | sed 's/.*"init_s": \([0-9.]*\).*/\1/')
+        echo "   PyTorch, 1 process (interpreter, import torch, model, first step): $init s"
+    else
+        echo "   PyTorch: missing (apt-get install python3-torch)"
+    fi
+}
+
+echo "trident benchmark, $(date -u '+%Y-%m-%d %H:%M UTC'), $(nproc) cores: $(grep -m1 'model name' /proc/cpuinfo | sed 's/.*: //')"
+"$TRIDENT" --version | sed 's/^/   /'
+for s in $SECTIONS; do
+    "section_$s"
+done

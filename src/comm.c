@@ -49,19 +49,37 @@ static void check_host(ops_tensor t, const char *what)
         fail_abort(what, __FILE__, __LINE__);
 }
 
+/* MPI has no bf16 or fp16 sum, so those buffers are reduced in fp32: cast
+ * into this scratch (grown, never shrunk, so steps do not allocate), sum,
+ * cast back. One rounding, as a reduction in fp32 would give. */
+static ops_tensor widen_scratch(int64_t n)
+{
+    static ops_tensor scratch;
+    if (scratch.n < n) {
+        ops_free(&scratch);
+        scratch = ops_alloc(OPS_F32, OPS_CPU, n);
+    }
+    return ops_view(scratch, 0, n);
+}
+
 void comm_allreduce(const Grid *g, CommGroup group, ops_tensor buf, int64_t n,
                     CommOp op)
 {
     if (comm_size(g, group) <= 1 || n == 0)
         return;
     check_host(buf, "comm_allreduce: device buffers need the NCCL build");
-    if (buf.dtype != OPS_F32)
-        fail_abort("comm_allreduce: only fp32 buffers are reduced", __FILE__, __LINE__);
+    ops_tensor t = ops_view(buf, 0, n), wide = t;
+    if (buf.dtype != OPS_F32) {
+        wide = widen_scratch(n);
+        ops_cast(wide, t);
+    }
     double t0 = timer_now();
-    TRI_CHECK_MPI(MPI_Allreduce(MPI_IN_PLACE, buf.data, (int)n, MPI_FLOAT,
+    TRI_CHECK_MPI(MPI_Allreduce(MPI_IN_PLACE, wide.data, (int)n, MPI_FLOAT,
                                 op == COMM_SUM ? MPI_SUM : MPI_MAX,
                                 comm_mpi(g, group)));
     comm_time[group] += timer_now() - t0;
+    if (buf.dtype != OPS_F32)
+        ops_cast(t, wide);
 }
 
 void comm_reduce_scatter(const Grid *g, CommGroup group, ops_tensor send,

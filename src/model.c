@@ -201,6 +201,7 @@ void model_create(Model *m, const Config *cfg, const Grid *g, int n_slots)
     m->is_first = g->pp_stage == 0;
     m->is_last = g->pp_stage == g->pp - 1;
     m->act_dtype = OPS_F32;
+    ops_dtype_parse(cfg->train.precision, &m->act_dtype);
     grid_stage_layers(cfg->model.n_layer, g->pp, g->pp_stage, &m->layer0, &m->n_local);
     params_build(&m->ps, cfg, g);
     find_params(m);

@@ -61,17 +61,6 @@ static int is_root(const Trainer *t) { return t->grid.rank == 0; }
 
 /* ---- set-up ------------------------------------------------------------ */
 
-/* Features whose issue has not landed are refused, not ignored. */
-static int check_supported(const Config *cfg, FILE *err)
-{
-    if (strcmp(cfg->train.precision, "fp32") != 0) {
-        fprintf(err, "trident: [train] precision = %s: not supported yet (fp32 only)\n",
-                cfg->train.precision);
-        return 1;
-    }
-    return 0;
-}
-
 /* Rank 0 has the config; everyone checks the layout against the world. */
 static int share_config(Trainer *t, MPI_Comm world)
 {
@@ -81,8 +70,6 @@ static int share_config(Trainer *t, MPI_Comm world)
     char msg[1024] = "";
     FILE *err = fmemopen(msg, sizeof msg, "w");
     int rc = grid_check(t->cfg, size, err);
-    if (!rc)
-        rc = check_supported(t->cfg, err);
     fclose(err);
     return fail_report(world, rc, msg);
 }
@@ -144,12 +131,13 @@ static void measure_peak(Trainer *t)
     const char *warning = NULL;
     const char *info = ops_gemm_info(&warning);
     comm_barrier(&t->grid, COMM_WORLD);
-    double mine = ops_gemm_peak(0.15), total = 0.0;
+    double mine = ops_gemm_peak_dtype(t->model.act_dtype, 0.15), total = 0.0;
     TRI_CHECK_MPI(MPI_Allreduce(&mine, &total, 1, MPI_DOUBLE, MPI_SUM, t->grid.world));
     t->peak_flops = total;
     if (is_root(t)) {
-        printf("gemm: %s; measured peak %.1f GFLOP/s over %d rank%s\n", info, total / 1e9,
-               t->grid.size, t->grid.size > 1 ? "s" : "");
+        printf("gemm: %s; measured %s peak %.1f GFLOP/s over %d rank%s\n", info,
+               ops_dtype_name(t->model.act_dtype), total / 1e9, t->grid.size,
+               t->grid.size > 1 ? "s" : "");
         if (warning)
             printf("warning: %s\n", warning);
     }

@@ -1,0 +1,97 @@
+#!/usr/bin/env python3
+"""pytorch_gpt2.py - the peer trident is measured against: the same GPT-2
+(pre-LayerNorm, tanh GELU, tied LM head, AdamW, fp32) trained with PyTorch
+on the CPU, on random tokens, printing one line of JSON:
+
+  {"tokens_per_s": ..., "step_ms": ..., "init_s": ..., "threads": ...}
+
+Usage: pytorch_gpt2.py N_LAYER N_EMBD N_HEAD SEQ VOCAB BATCH STEPS [THREADS]
+
+init_s is the time from interpreter start to the end of the first step
+(import, model construction, first step): what a job pays before training.
+Written for Debian's python3-torch (1.13); it uses nothing newer.
+"""
+import json
+import math
+import sys
+import time
+
+T0 = time.time()
+import torch  # noqa: E402  (timed on purpose)
+import torch.nn as nn  # noqa: E402
+import torch.nn.functional as F  # noqa: E402
+
+
+class Block(nn.Module):
+    def __init__(self, c, nh):
+        super().__init__()
+        self.nh = nh
+        self.ln1 = nn.LayerNorm(c)
+        self.qkv = nn.Linear(c, 3 * c)
+        self.proj = nn.Linear(c, c)
+        self.ln2 = nn.LayerNorm(c)
+        self.fc = nn.Linear(c, 4 * c)
+        self.mproj = nn.Linear(4 * c, c)
+
+    def forward(self, x):
+        b, t, c = x.shape
+        q, k, v = self.qkv(self.ln1(x)).split(c, dim=2)
+        q = q.view(b, t, self.nh, c // self.nh).transpose(1, 2)
+        k = k.view(b, t, self.nh, c // self.nh).transpose(1, 2)
+        v = v.view(b, t, self.nh, c // self.nh).transpose(1, 2)
+        att = (q @ k.transpose(-2, -1)) * (1.0 / math.sqrt(k.size(-1)))
+        mask = torch.ones(t, t, dtype=torch.bool).tril()
+        att = att.masked_fill(~mask, float("-inf")).softmax(dim=-1)
+        y = (att @ v).transpose(1, 2).contiguous().view(b, t, c)
+        x = x + self.proj(y)
+        return x + self.mproj(F.gelu(self.fc(self.ln2(x)), approximate="tanh"))
+
+
+class GPT(nn.Module):
+    def __init__(self, n_layer, c, nh, seq, vocab):
+        super().__init__()
+        self.wte = nn.Embedding(vocab, c)
+        self.wpe = nn.Embedding(seq, c)
+        self.blocks = nn.ModuleList(Block(c, nh) for _ in range(n_layer))
+        self.lnf = nn.LayerNorm(c)
+
+    def forward(self, idx, targets):
+        t = idx.shape[1]
+        x = self.wte(idx) + self.wpe(torch.arange(t))
+        for blk in self.blocks:
+            x = blk(x)
+        logits = self.lnf(x) @ self.wte.weight.t()
+        return F.cross_entropy(logits.view(-1, logits.size(-1)), targets.view(-1))
+
+
+def main():
+    a = sys.argv[1:]
+    n_layer, c, nh, seq, vocab, batch, steps = (int(x) for x in a[:7])
+    threads = int(a[7]) if len(a) > 7 else 2
+    torch.set_num_threads(threads)
+    torch.manual_seed(0)
+    model = GPT(n_layer, c, nh, seq, vocab)
+    opt = torch.optim.AdamW(model.parameters(), lr=3e-4, weight_decay=0.1)
+    data = torch.randint(0, vocab, (batch, seq + 1))
+    x, y = data[:, :-1].contiguous(), data[:, 1:].contiguous()
+
+    def step():
+        opt.zero_grad(set_to_none=True)
+        loss = model(x, y)
+        loss.backward()
+        opt.step()
+        return loss.item()
+
+    step()
+    init_s = time.time() - T0
+    step()  # warm-up
+    t = time.time()
+    for _ in range(steps):
+        step()
+    dt = (time.time() - t) / steps
+    print(json.dumps({"tokens_per_s": batch * seq / dt, "step_ms": 1e3 * dt,
+                      "init_s": init_s, "threads": threads}))
+
+
+if __name__ == "__main__":
+    main()

@@ -1,0 +1,145 @@
+/*
+ * t_init.c - every initialisation scheme: each tensor's sample mean and
+ * standard deviation within sampling tolerance of its formula, LayerNorm
+ * gains at 1 and biases at 0; and layout independence (DESIGN.md
+ * invariant 1): a TP shard's values are bitwise the same elements of the
+ * single-rank tensor.
+ */
+#include <math.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+
+#include "config.h"
+#include "grid.h"
+#include "params.h"
+#include "tap.h"
+
+static Grid fake_grid(int tp, int tp_rank)
+{
+    Grid g;
+    memset(&g, 0, sizeof g);
+    g.pp = g.dp = 1;
+    g.tp = tp;
+    g.tp_rank = tp_rank;
+    return g;
+}
+
+static void config_for(Config *c, InitScheme scheme, FanMode fan)
+{
+    config_defaults(c);
+    c->model.n_layer = 2;
+    c->model.n_embd = 256;
+    c->model.n_head = 4;
+    c->model.seq_len = 64;
+    c->model.vocab_size = 512;
+    c->model.init = scheme;
+    c->model.init_fan = fan;
+    c->model.init_std = 0.05;
+}
+
+/* Checks every tensor of the scheme; returns the worst z-score seen. */
+static double check_scheme(InitScheme scheme, FanMode fan, int *ok)
+{
+    Config c;
+    config_for(&c, scheme, fan);
+    Grid g = fake_grid(1, 0);
+    ParamSet ps;
+    params_build(&ps, &c, &g);
+    double worst = 0.0;
+    *ok = 1;
+    for (int i = 0; i < ps.n; i++) {
+        Param *p = &ps.p[i];
+        int64_t n = params_local_numel(p);
+        float *x = malloc((size_t)n * sizeof *x);
+        params_init(p, &c, x);
+        double sum = 0, sq = 0;
+        for (int64_t k = 0; k < n; k++) {
+            sum += x[k];
+            sq += (double)x[k] * x[k];
+        }
+        double mean = sum / n, sd = sqrt(fmax(sq / n - mean * mean, 0.0));
+        int uniform;
+        double scale = params_init_scale(p, &c, &uniform);
+        if (scale == 0.0) {
+            double want = p->role == ROLE_NORM_GAIN ? 1.0 : 0.0;
+            *ok &= mean == want && sd == 0.0;
+        } else {
+            double want_sd = uniform ? scale / sqrt(3.0) : scale;
+            double z_mean = fabs(mean) / (want_sd / sqrt((double)n));
+            double z_sd = fabs(sd / want_sd - 1.0) / sqrt(1.0 / (2.0 * n) * (uniform ? 0.8 : 1.0));
+            worst = fmax(worst, fmax(z_mean, z_sd));
+            *ok &= z_mean < 5.0 && z_sd < 5.0;
+            if (uniform)
+                for (int64_t k = 0; k < n; k++)
+                    *ok &= fabs(x[k]) <= scale;
+        }
+        free(x);
+    }
+    params_free(&ps);
+    return worst;
+}
+
+/* Each TP rank's block is bitwise the same elements of the full tensor. */
+static int tp_shards_match(int tp)
+{
+    Config c;
+    config_for(&c, INIT_GPT2, FAN_IN);
+    Grid one = fake_grid(1, 0);
+    ParamSet full;
+    params_build(&full, &c, &one);
+    int ok = 1;
+    for (int r = 0; r < tp; r++) {
+        Grid g = fake_grid(tp, r);
+        ParamSet ps;
+        params_build(&ps, &c, &g);
+        for (int i = 0; i < ps.n; i++) {
+            Param *p = &ps.p[i], *q = params_find(&full, p->name);
+            float *a = malloc(sizeof(float) * (size_t)params_local_numel(p));
+            float *b = malloc(sizeof(float) * (size_t)params_local_numel(q));
+            params_init(p, &c, a);
+            params_init(q, &c, b);
+            for (int64_t y = 0; y < p->lrows; y++)
+                for (int64_t x = 0; x < p->lcols; x++)
+                    ok &= a[y * p->lcols + x] == b[(p->row0 + y) * q->lcols + p->col0 + x];
+            free(a);
+            free(b);
+        }
+        params_free(&ps);
+    }
+    params_free(&full);
+    return ok;
+}
+
+int main(int argc, char **argv)
+{
+    tap_init(&argc, &argv);
+    static const struct { InitScheme s; FanMode f; const char *name; } schemes[] = {
+        {INIT_GPT2, FAN_IN, "gpt2"}, {INIT_NORMAL, FAN_IN, "normal"},
+        {INIT_HE_NORMAL, FAN_IN, "he_normal fan_in"}, {INIT_HE_NORMAL, FAN_OUT, "he_normal fan_out"},
+        {INIT_HE_UNIFORM, FAN_IN, "he_uniform fan_in"}, {INIT_XAVIER_NORMAL, FAN_IN, "xavier_normal"},
+        {INIT_XAVIER_UNIFORM, FAN_IN, "xavier_uniform"}, {INIT_ZEROS, FAN_IN, "zeros"},
+    };
+    int n = sizeof schemes / sizeof schemes[0];
+    tap_plan(n + 3);
+    for (int i = 0; i < n; i++) {
+        int ok;
+        double z = check_scheme(schemes[i].s, schemes[i].f, &ok);
+        tap_ok(ok, "%s: every tensor's mean and std match the formula (worst z %.2f < 5)",
+               schemes[i].name, z);
+    }
+    tap_ok(tp_shards_match(2), "tp 2 shards are bitwise slices of the single-rank tensors");
+    tap_ok(tp_shards_match(4), "tp 4 shards are bitwise slices of the single-rank tensors");
+    Config c;
+    config_for(&c, INIT_GPT2, FAN_IN);
+    Grid g = fake_grid(1, 0);
+    ParamSet ps;
+    params_build(&ps, &c, &g);
+    int u;
+    double fc = params_init_scale(params_find(&ps, "h.0.mlp.fc.w"), &c, &u);
+    double proj = params_init_scale(params_find(&ps, "h.0.mlp.proj.w"), &c, &u);
+    tap_ok(fabs(fc - 0.05) < 1e-12 && fabs(proj - 0.05 / sqrt(4.0)) < 1e-12,
+           "gpt2 scales residual projections by 1/sqrt(2 n_layer): %.4f -> %.4f", fc, proj);
+    params_free(&ps);
+    return tap_done();
+}
