@@ -12,10 +12,9 @@
  * argument is checked against it, so a mixed-up tensor fails at the call
  * with both names rather than as garbage three layers later.
  *
- * The CUDA backend does not exist yet: a CUDA tensor fails here, with
- * "built without CUDA" in a CPU-only build. When kernels/cuda/ arrives,
- * each op's `else no_backend(...)` becomes its `*_cuda(...)` call, and the
- * dtypes it supports go into dtype_ok.
+ * Each op's CPU call and its CUDA twin (kernels/cuda/, same arguments) sit
+ * side by side. A CUDA tensor in a CPU-only build fails in check_device
+ * with "built without CUDA; reconfigure with --with-cuda".
  *
  * Not collective.
  */
@@ -27,6 +26,16 @@
 #include <string.h>
 
 #include "cpu/cpu.h"
+
+#if TRI_HAVE_CUDA
+#include "cuda/cuda.h"
+#define ON_CUDA(call) ((void)fn, (void)dev, (call))
+#else
+/* Unreachable: check_device has refused CUDA tensors. A macro rather than
+ * `if (TRI_HAVE_CUDA)` so a CPU build never names a *_cuda symbol, even
+ * at -O0. */
+#define ON_CUDA(call) no_backend(fn, dev)
+#endif
 
 const ops_tensor OPS_NONE = { NULL, 0, OPS_F32, OPS_CPU };
 
@@ -269,12 +278,14 @@ static ops_device check_args(const char *fn, ops_dtype *compute,
     check_args(fn, compute, (const ops_arg[]){ __VA_ARGS__ },               \
                (int)(sizeof((const ops_arg[]){ __VA_ARGS__ }) / sizeof(ops_arg)))
 
-/* A device this build accepts but no backend implements yet (CUDA builds
- * until kernels/cuda/ lands). */
+#if !TRI_HAVE_CUDA
+/* The else branch of every dispatch in a CPU-only build; check_device
+ * has already refused such tensors, so this only guards against a bug. */
 static void no_backend(const char *fn, ops_device dev)
 {
-    FAIL("%s: no %s backend in this build yet", fn, device_name(dev));
+    FAIL("%s: no %s backend in this build", fn, device_name(dev));
 }
+#endif
 
 static void check_dims(const char *fn, const char *names, int a, int b, int c)
 {
@@ -291,8 +302,6 @@ ops_tensor ops_alloc(ops_dtype dtype, ops_device device, int64_t n)
     if (n < 0)
         FAIL("ops_alloc: negative element count %lld", (long long)n);
     check_device("ops_alloc", &a);
-    if (device != OPS_CPU)
-        no_backend("ops_alloc", device);
     size_t esize = ops_dtype_size(dtype);
     if ((uint64_t)n > (SIZE_MAX - 64) / esize)
         FAIL("ops_alloc: %lld elements of %s overflow size_t", (long long)n,
@@ -302,6 +311,12 @@ ops_tensor ops_alloc(ops_dtype dtype, ops_device device, int64_t n)
     size_t bytes = ((size_t)n * esize + 63) & ~(size_t)63;
     if (bytes == 0)
         bytes = 64;
+#if TRI_HAVE_CUDA
+    if (device == OPS_CUDA) {
+        t.data = alloc_cuda(bytes); /* zero-filled; fails through the fatal hook */
+        return t;
+    }
+#endif
     t.data = aligned_alloc(64, bytes);
     if (!t.data)
         FAIL("ops_alloc: out of memory allocating %zu bytes (%lld x %s)",
@@ -316,8 +331,10 @@ void ops_free(ops_tensor *t)
         return;
     if (t->device == OPS_CPU)
         free(t->data);
+#if TRI_HAVE_CUDA
     else
-        no_backend("ops_free", t->device);
+        free_cuda(t->data);
+#endif
     *t = OPS_NONE;
 }
 
@@ -339,13 +356,15 @@ void ops_zero(ops_tensor t)
     if (t.n == 0)
         return;
     ops_device dev = CHECK_ARGS("ops_zero", NULL, { "t", t, t.n, ARG_ANY, 0 });
+    const char *fn = "ops_zero";
     if (dev == OPS_CPU)
         zero_cpu(t.data, (size_t)t.n * ops_dtype_size(t.dtype));
     else
-        no_backend("ops_zero", dev);
+        ON_CUDA(zero_cuda(t.data, (size_t)t.n * ops_dtype_size(t.dtype)));
 }
 
-/* Any devices by contract; CPU to CPU is all this build moves yet. */
+/* Any devices: host to host here, anything involving a GPU in
+ * copy_cuda (which returns when the copy is done). */
 void ops_copy(ops_tensor dst, ops_tensor src)
 {
     static const char fn[] = "ops_copy";
@@ -361,10 +380,12 @@ void ops_copy(ops_tensor dst, ops_tensor src)
                      { "src", src, src.n, ARG_ANY, 0 } };
     check_args(fn, NULL, &a[0], 1);
     check_args(fn, NULL, &a[1], 1);
+    ops_device dev = OPS_CUDA;
     if (dst.device == OPS_CPU && src.device == OPS_CPU)
         copy_cpu(dst.data, src.data, (size_t)dst.n * ops_dtype_size(dst.dtype));
     else
-        no_backend(fn, OPS_CUDA);
+        ON_CUDA(copy_cuda(dst.data, dst.device, src.data, src.device,
+                          (size_t)dst.n * ops_dtype_size(dst.dtype)));
 }
 
 void ops_cast(ops_tensor dst, ops_tensor src)
@@ -374,13 +395,22 @@ void ops_cast(ops_tensor dst, ops_tensor src)
              (long long)dst.n, (long long)src.n);
     if (dst.n == 0)
         return;
+    if (dst.device != src.device) {
+        /* across devices: move first, then cast where dst lives */
+        ops_tensor moved = ops_alloc(src.dtype, dst.device, src.n);
+        ops_copy(moved, src);
+        ops_cast(dst, moved);
+        ops_free(&moved);
+        return;
+    }
     ops_device dev = CHECK_ARGS("ops_cast", NULL,
         { "dst", dst, dst.n, ARG_ANY_FLOAT, 0 },
         { "src", src, src.n, ARG_ANY_FLOAT, 0 });
+    const char *fn = "ops_cast";
     if (dev == OPS_CPU)
         cast_cpu(dst.data, dst.dtype, src.data, src.dtype, dst.n);
     else
-        no_backend("ops_cast", dev);
+        ON_CUDA(cast_cuda(dst.data, dst.dtype, src.data, src.dtype, dst.n));
 }
 
 /* ---- dense layers ---------------------------------------------------- */
@@ -400,7 +430,8 @@ void ops_matmul_fwd(ops_tensor out, ops_tensor inp, ops_tensor w,
         matmul_fwd_cpu(out.data, out.dtype, inp.data, w.data, bias.data, dt,
                        M, N, K);
     else
-        no_backend(fn, dev);
+        ON_CUDA(matmul_fwd_cuda(out.data, out.dtype, inp.data, w.data, bias.data, dt,
+                       M, N, K));
 }
 
 void ops_matmul_bwd(ops_tensor dinp, ops_tensor dw, ops_tensor dbias,
@@ -422,7 +453,8 @@ void ops_matmul_bwd(ops_tensor dinp, ops_tensor dw, ops_tensor dbias,
         matmul_bwd_cpu(dinp.data, dw.data, dbias.data, dout.data, dout.dtype,
                        inp.data, w.data, dt, M, N, K);
     else
-        no_backend(fn, dev);
+        ON_CUDA(matmul_bwd_cuda(dinp.data, dw.data, dbias.data, dout.data, dout.dtype,
+                       inp.data, w.data, dt, M, N, K));
 }
 
 /* ---- elementwise ------------------------------------------------------- */
@@ -437,7 +469,7 @@ void ops_gelu_fwd(ops_tensor out, ops_tensor inp, int64_t n)
     if (dev == OPS_CPU)
         gelu_fwd_cpu(out.data, inp.data, dt, n);
     else
-        no_backend(fn, dev);
+        ON_CUDA(gelu_fwd_cuda(out.data, inp.data, dt, n));
 }
 
 void ops_gelu_bwd(ops_tensor dinp, ops_tensor inp, ops_tensor dout, int64_t n)
@@ -451,7 +483,7 @@ void ops_gelu_bwd(ops_tensor dinp, ops_tensor inp, ops_tensor dout, int64_t n)
     if (dev == OPS_CPU)
         gelu_bwd_cpu(dinp.data, inp.data, dout.data, dt, n);
     else
-        no_backend(fn, dev);
+        ON_CUDA(gelu_bwd_cuda(dinp.data, inp.data, dout.data, dt, n));
 }
 
 void ops_add(ops_tensor out, ops_tensor a, ops_tensor b, int64_t n)
@@ -465,7 +497,7 @@ void ops_add(ops_tensor out, ops_tensor a, ops_tensor b, int64_t n)
     if (dev == OPS_CPU)
         add_cpu(out.data, a.data, b.data, dt, n);
     else
-        no_backend(fn, dev);
+        ON_CUDA(add_cuda(out.data, a.data, b.data, dt, n));
 }
 
 void ops_accumulate(ops_tensor y, ops_tensor x, int64_t n)
@@ -478,7 +510,7 @@ void ops_accumulate(ops_tensor y, ops_tensor x, int64_t n)
     if (dev == OPS_CPU)
         accumulate_cpu(y.data, x.data, dt, n);
     else
-        no_backend(fn, dev);
+        ON_CUDA(accumulate_cuda(y.data, x.data, dt, n));
 }
 
 void ops_scale(ops_tensor x, float s, int64_t n)
@@ -489,7 +521,7 @@ void ops_scale(ops_tensor x, float s, int64_t n)
     if (dev == OPS_CPU)
         scale_cpu(x.data, s, dt, n);
     else
-        no_backend(fn, dev);
+        ON_CUDA(scale_cuda(x.data, s, dt, n));
 }
 
 void ops_clip_value(ops_tensor x, float c, int64_t n)
@@ -500,7 +532,7 @@ void ops_clip_value(ops_tensor x, float c, int64_t n)
     if (dev == OPS_CPU)
         clip_value_cpu(x.data, c, dt, n);
     else
-        no_backend(fn, dev);
+        ON_CUDA(clip_value_cuda(x.data, c, dt, n));
 }
 
 /* Checks a one-element fp64 accumulator on x's device. */
@@ -526,7 +558,7 @@ void ops_sumsq_accumulate(ops_tensor acc, ops_tensor x, int64_t n)
     if (dev == OPS_CPU)
         sumsq_accumulate_cpu(acc.data, x.data, x.dtype, n);
     else
-        no_backend(fn, dev);
+        ON_CUDA(sumsq_accumulate_cuda(acc.data, x.data, x.dtype, n));
 }
 
 void ops_sum_accumulate(ops_tensor acc, ops_tensor x, int64_t n)
@@ -536,7 +568,7 @@ void ops_sum_accumulate(ops_tensor acc, ops_tensor x, int64_t n)
     if (dev == OPS_CPU)
         sum_accumulate_cpu(acc.data, x.data, x.dtype, n);
     else
-        no_backend(fn, dev);
+        ON_CUDA(sum_accumulate_cuda(acc.data, x.data, x.dtype, n));
 }
 
 /* ---- LayerNorm --------------------------------------------------------- */
@@ -559,7 +591,8 @@ void ops_layernorm_fwd(ops_tensor out, ops_tensor mean, ops_tensor rstd,
         layernorm_fwd_cpu(out.data, mean.data, rstd.data, inp.data, w.data,
                           b.data, dt, N, C);
     else
-        no_backend(fn, dev);
+        ON_CUDA(layernorm_fwd_cuda(out.data, mean.data, rstd.data, inp.data, w.data,
+                          b.data, dt, N, C));
 }
 
 void ops_layernorm_bwd(ops_tensor dinp, ops_tensor dw, ops_tensor db,
@@ -582,7 +615,8 @@ void ops_layernorm_bwd(ops_tensor dinp, ops_tensor dw, ops_tensor db,
         layernorm_bwd_cpu(dinp.data, dw.data, db.data, dout.data, inp.data,
                           w.data, mean.data, rstd.data, dt, N, C);
     else
-        no_backend(fn, dev);
+        ON_CUDA(layernorm_bwd_cuda(dinp.data, dw.data, db.data, dout.data, inp.data,
+                          w.data, mean.data, rstd.data, dt, N, C));
 }
 
 /* ---- attention --------------------------------------------------------- */
@@ -603,7 +637,7 @@ void ops_attention_fwd(ops_tensor out, ops_tensor att, ops_tensor qkv,
     if (dev == OPS_CPU)
         attention_fwd_cpu(out.data, att.data, qkv.data, dt, B, T, NH, hs);
     else
-        no_backend(fn, dev);
+        ON_CUDA(attention_fwd_cuda(out.data, att.data, qkv.data, dt, B, T, NH, hs));
 }
 
 void ops_attention_bwd(ops_tensor dqkv, ops_tensor scratch, ops_tensor dout,
@@ -626,7 +660,8 @@ void ops_attention_bwd(ops_tensor dqkv, ops_tensor scratch, ops_tensor dout,
         attention_bwd_cpu(dqkv.data, scratch.data, dout.data, qkv.data,
                           att.data, dt, B, T, NH, hs);
     else
-        no_backend(fn, dev);
+        ON_CUDA(attention_bwd_cuda(dqkv.data, scratch.data, dout.data, qkv.data,
+                          att.data, dt, B, T, NH, hs));
 }
 
 /* ---- embeddings -------------------------------------------------------- */
@@ -651,7 +686,7 @@ void ops_embedding_fwd(ops_tensor out, ops_tensor tokens, ops_tensor wte,
     if (dev == OPS_CPU)
         embedding_fwd_cpu(out.data, tokens.data, wte.data, dt, v0, Vl, N, C);
     else
-        no_backend(fn, dev);
+        ON_CUDA(embedding_fwd_cuda(out.data, tokens.data, wte.data, dt, v0, Vl, N, C));
 }
 
 void ops_embedding_bwd(ops_tensor dwte, ops_tensor tokens, ops_tensor dout,
@@ -668,7 +703,7 @@ void ops_embedding_bwd(ops_tensor dwte, ops_tensor tokens, ops_tensor dout,
     if (dev == OPS_CPU)
         embedding_bwd_cpu(dwte.data, tokens.data, dout.data, dt, v0, Vl, N, C);
     else
-        no_backend(fn, dev);
+        ON_CUDA(embedding_bwd_cuda(dwte.data, tokens.data, dout.data, dt, v0, Vl, N, C));
 }
 
 void ops_position_fwd(ops_tensor out, ops_tensor wpe, int B, int T, int C)
@@ -682,7 +717,7 @@ void ops_position_fwd(ops_tensor out, ops_tensor wpe, int B, int T, int C)
     if (dev == OPS_CPU)
         position_fwd_cpu(out.data, wpe.data, dt, B, T, C);
     else
-        no_backend(fn, dev);
+        ON_CUDA(position_fwd_cuda(out.data, wpe.data, dt, B, T, C));
 }
 
 void ops_position_bwd(ops_tensor dwpe, ops_tensor dout, int B, int T, int C)
@@ -696,7 +731,7 @@ void ops_position_bwd(ops_tensor dwpe, ops_tensor dout, int B, int T, int C)
     if (dev == OPS_CPU)
         position_bwd_cpu(dwpe.data, dout.data, dt, B, T, C);
     else
-        no_backend(fn, dev);
+        ON_CUDA(position_bwd_cuda(dwpe.data, dout.data, dt, B, T, C));
 }
 
 /* ---- softmax cross-entropy --------------------------------------------- */
@@ -716,7 +751,7 @@ void ops_xent_max(ops_tensor rowmax, ops_tensor logits, int N, int Vl)
     if (dev == OPS_CPU)
         xent_max_cpu(rowmax.data, logits.data, dt, N, Vl);
     else
-        no_backend(fn, dev);
+        ON_CUDA(xent_max_cuda(rowmax.data, logits.data, dt, N, Vl));
 }
 
 void ops_xent_sumexp(ops_tensor sumexp, ops_tensor target_logit,
@@ -737,7 +772,8 @@ void ops_xent_sumexp(ops_tensor sumexp, ops_tensor target_logit,
         xent_sumexp_cpu(sumexp.data, target_logit.data, logits.data, dt,
                         rowmax.data, targets.data, v0, N, Vl);
     else
-        no_backend(fn, dev);
+        ON_CUDA(xent_sumexp_cuda(sumexp.data, target_logit.data, logits.data, dt,
+                        rowmax.data, targets.data, v0, N, Vl));
 }
 
 void ops_xent_finish(ops_tensor losses, ops_tensor dlogits, ops_tensor logits,
@@ -762,7 +798,9 @@ void ops_xent_finish(ops_tensor losses, ops_tensor dlogits, ops_tensor logits,
                         rowmax.data, sumexp.data, target_logit.data,
                         targets.data, v0, N, Vl, grad_scale);
     else
-        no_backend(fn, dev);
+        ON_CUDA(xent_finish_cuda(losses.data, dlogits.data, logits.data, dt,
+                        rowmax.data, sumexp.data, target_logit.data,
+                        targets.data, v0, N, Vl, grad_scale));
 }
 
 /* ---- optimizer --------------------------------------------------------- */
@@ -785,5 +823,64 @@ void ops_adamw(ops_tensor master, ops_tensor grad, ops_tensor m, ops_tensor v,
         adamw_cpu(master.data, grad.data, grad.dtype, m.data, v.data,
                   wcopy.data, wcopy.dtype, n, a);
     else
-        no_backend(fn, dev);
+        ON_CUDA(adamw_cuda(master.data, grad.data, grad.dtype, m.data, v.data,
+                  wcopy.data, wcopy.dtype, n, a));
+}
+
+/* ---- devices -------------------------------------------------------------- */
+
+int ops_device_count(ops_device dev)
+{
+    if (dev == OPS_CPU)
+        return 1;
+#if TRI_HAVE_CUDA
+    return cuda_device_count();
+#else
+    return 0;
+#endif
+}
+
+int ops_device_init(ops_device dev, int local_rank, int local_size, char *err,
+                    size_t err_size)
+{
+    if (dev == OPS_CPU)
+        return 0;
+#if TRI_HAVE_CUDA
+    return cuda_device_init(local_rank, local_size, err, err_size);
+#else
+    (void)local_rank;
+    (void)local_size;
+    snprintf(err, err_size, "trident was built without CUDA; reconfigure with --with-cuda");
+    return 1;
+#endif
+}
+
+void ops_device_finalize(ops_device dev)
+{
+#if TRI_HAVE_CUDA
+    if (dev == OPS_CUDA)
+        cuda_device_finalize();
+#else
+    (void)dev;
+#endif
+}
+
+const char *ops_gemm_info_on(ops_device dev, const char **warning)
+{
+#if TRI_HAVE_CUDA
+    if (dev == OPS_CUDA)
+        return gemm_info_cuda(warning);
+#endif
+    (void)dev;
+    return ops_gemm_info(warning);
+}
+
+double ops_gemm_peak_on(ops_device dev, ops_dtype dtype, double seconds)
+{
+#if TRI_HAVE_CUDA
+    if (dev == OPS_CUDA)
+        return gemm_peak_cuda(dtype, seconds);
+#endif
+    (void)dev;
+    return ops_gemm_peak_dtype(dtype, seconds);
 }

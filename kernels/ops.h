@@ -88,7 +88,8 @@ void ops_zero(ops_tensor t);
 void ops_copy(ops_tensor dst, ops_tensor src);
 /* dst = (dtype of dst) src, element-wise rounding (round-to-nearest-even);
  * fp16 reproduces the real range: overflow gives inf, tiny values flush
- * to subnormals or zero. */
+ * to subnormals or zero. Across devices (set-up, checkpoints: not inside a
+ * step) the data moves through a temporary on dst's device. */
 void ops_cast(ops_tensor dst, ops_tensor src);
 
 /* A fatal library error inside a kernel (CUDA, cuBLAS, oneDNN, malloc)
@@ -110,6 +111,21 @@ double ops_gemm_peak(double seconds);
  * and output in dtype (fp32, bf16 or fp16), fp32 accumulation, run the way
  * ops_matmul_fwd runs it. The peak for MFU in that precision. */
 double ops_gemm_peak_dtype(ops_dtype dtype, double seconds);
+/* The same for the GEMMs of a device (cuBLAS on OPS_CUDA). */
+const char *ops_gemm_info_on(ops_device dev, const char **warning);
+double ops_gemm_peak_on(ops_device dev, ops_dtype dtype, double seconds);
+
+/* Devices of a kind this process can see (the CPU: 1; CUDA: 0 in a
+ * CPU-only build or without a GPU). */
+int ops_device_count(ops_device dev);
+/* One rank per GPU: picks device local_rank of this node, checks that the
+ * node has enough, creates the streams and handles. On failure writes the
+ * reason ("built without CUDA; reconfigure with --with-cuda", "node has 4
+ * ranks but 2 visible GPUs", ...) to err and returns non-zero. The CPU
+ * needs nothing. */
+int ops_device_init(ops_device dev, int local_rank, int local_size, char *err,
+                    size_t err_size);
+void ops_device_finalize(ops_device dev);
 
 /* ---- dense layers ----------------------------------------------------- */
 

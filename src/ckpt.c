@@ -381,17 +381,39 @@ static void prune(const char *dir, int keep, const char *current_tmp)
 
 typedef enum { PART_WEIGHTS, PART_M, PART_V } Part;
 
-/* Where this rank's written rows of part live in memory. */
-static const float *part_rows(Zero *z, const Param *p, Part part)
+/* This rank's written rows of part, in host memory: where they live on
+ * the CPU, else copied from the device into `stage` (which holds the
+ * largest block). */
+static const float *part_rows(Zero *z, const Param *p, Part part, float *stage)
 {
-    int64_t r0, nr;
+    int64_t r0, nr, w0;
     zero_update_rows(z, p, &r0, &nr);
     ops_tensor t = part == PART_WEIGHTS ? p->master : part == PART_M ? p->m : p->v;
-    return (const float *)t.data + (p->zrow0 - r0) * p->lcols;
+    int64_t n = written_rows(p, &w0) * p->lcols;
+    ops_tensor rows = ops_view(t, (w0 - r0) * p->lcols, n);
+    if (rows.device == OPS_CPU)
+        return rows.data;
+    ops_copy((ops_tensor){stage, n, OPS_F32, OPS_CPU}, rows);
+    return stage;
+}
+
+/* A host buffer for part_rows when the state lives on a device. */
+static float *host_stage(Model *m)
+{
+    if (m->grid->device == OPS_CPU)
+        return NULL;
+    int64_t most = 1;
+    for (int i = 0; i < m->ps.n; i++)
+        if (params_local_numel(&m->ps.p[i]) > most)
+            most = params_local_numel(&m->ps.p[i]);
+    float *buf = malloc((size_t)most * sizeof(float));
+    if (!buf)
+        fail_abort("out of memory staging a checkpoint", __FILE__, __LINE__);
+    return buf;
 }
 
 /* The checksums of every dataset, summed over the world in one call. */
-static uint64_t *save_checksums(Model *m, Zero *z, const ParamSet *all)
+static uint64_t *save_checksums(Model *m, Zero *z, const ParamSet *all, float *stage)
 {
     uint64_t *sums = calloc((size_t)(3 * all->n) + 1, sizeof *sums);
     if (!sums)
@@ -400,8 +422,8 @@ static uint64_t *save_checksums(Model *m, Zero *z, const ParamSet *all)
         Param *p = params_find(&m->ps, all->p[i].name);
         int64_t r0, nr = p ? written_rows(p, &r0) : 0;
         for (int part = 0; part < 3 && nr > 0; part++)
-            sums[3 * i + part] = block_checksum(part_rows(z, p, (Part)part), p->row0 + r0, nr,
-                                                p->col0, p->lcols, p->cols);
+            sums[3 * i + part] = block_checksum(part_rows(z, p, (Part)part, stage), p->row0 + r0,
+                                                nr, p->col0, p->lcols, p->cols);
     }
     TRI_CHECK_MPI(MPI_Allreduce(MPI_IN_PLACE, sums, 3 * all->n, MPI_UINT64_T, MPI_SUM,
                                 MPI_COMM_WORLD));
@@ -433,7 +455,7 @@ static void write_dataset(H5Ctx *c, hid_t group, const char *name, const Param *
 }
 
 static void write_tensors(H5Ctx *c, Model *m, Zero *z, const ParamSet *all,
-                          const uint64_t *sums)
+                          const uint64_t *sums, float *stage)
 {
     hid_t model = H5Gcreate2(c->file, "model", H5P_DEFAULT, H5P_DEFAULT, H5P_DEFAULT);
     hid_t optim = H5Gcreate2(c->file, "optim", H5P_DEFAULT, H5P_DEFAULT, H5P_DEFAULT);
@@ -442,15 +464,17 @@ static void write_tensors(H5Ctx *c, Model *m, Zero *z, const ParamSet *all,
     for (int i = 0; i < all->n && model >= 0 && optim >= 0; i++) {
         const Param *lp = &all->p[i];
         Param *p = params_find(&m->ps, lp->name);
-        write_dataset(c, model, lp->name, lp, p, p ? part_rows(z, p, PART_WEIGHTS) : NULL,
-                      sums[3 * i]);
+        write_dataset(c, model, lp->name, lp, p,
+                      p ? part_rows(z, p, PART_WEIGHTS, stage) : NULL, sums[3 * i]);
         hid_t g = H5Gcreate2(optim, lp->name, H5P_DEFAULT, H5P_DEFAULT, H5P_DEFAULT);
         if (g < 0) {
             h5_fail(c, "cannot create group /optim/%s", lp->name);
             continue;
         }
-        write_dataset(c, g, "m", lp, p, p ? part_rows(z, p, PART_M) : NULL, sums[3 * i + 1]);
-        write_dataset(c, g, "v", lp, p, p ? part_rows(z, p, PART_V) : NULL, sums[3 * i + 2]);
+        write_dataset(c, g, "m", lp, p, p ? part_rows(z, p, PART_M, stage) : NULL,
+                      sums[3 * i + 1]);
+        write_dataset(c, g, "v", lp, p, p ? part_rows(z, p, PART_V, stage) : NULL,
+                      sums[3 * i + 2]);
         H5Gclose(g);
     }
     if (model >= 0)
@@ -522,7 +546,8 @@ int ckpt_save(Model *m, Zero *z, const Config *cfg, const TrainState *st,
 
     ParamSet all;
     logical_tensors(cfg, &all);
-    uint64_t *sums = save_checksums(m, z, &all);
+    float *stage = host_stage(m);
+    uint64_t *sums = save_checksums(m, z, &all, stage);
     hid_t fapl = parallel_fapl();
     c.file = H5Fcreate(tmp, H5F_ACC_TRUNC, H5P_DEFAULT, fapl);
     H5Pclose(fapl);
@@ -533,7 +558,7 @@ int ckpt_save(Model *m, Zero *z, const Config *cfg, const TrainState *st,
         if (fault_at("save_fail", rank, (long)st->step))
             h5_fail(&c, "cannot write dataset /model/wte (injected fault: No space left on device)");
         write_root_attrs(&c, cfg, m->grid, st);
-        write_tensors(&c, m, z, &all, sums);
+        write_tensors(&c, m, z, &all, sums, stage);
         transfers_close(&c);
         if (H5Fclose(c.file) < 0)
             h5_fail(&c, "cannot close the file (disk full?)");
@@ -545,6 +570,7 @@ int ckpt_save(Model *m, Zero *z, const Config *cfg, const TrainState *st,
         unlink(tmp);
     rc = fail_agree(MPI_COMM_WORLD, rc);
     free(sums);
+    free(stage);
     params_free(&all);
     *bytes = rc ? 0 : written_bytes(m);
     *seconds = timer_now() - t0;

@@ -1,10 +1,35 @@
 /*
- * comm.c - the MPI implementation of comm.h, for host buffers.
+ * comm.c - collectives on the grid's groups: MPI for host buffers, NCCL
+ * (comm_nccl.c) for device buffers.
+ *
+ * Pipeline messages of device buffers go through host memory over MPI:
+ * each send is copied out before MPI_Isend, each receive lands in host
+ * memory and is copied in by comm_wait. That keeps the executor's
+ * posted-ahead, any-order point-to-point semantics, which NCCL's
+ * stream-ordered send/recv does not give without regrouping the schedule;
+ * the volume is one activation per microbatch and stage boundary, small
+ * beside the TP and DP collectives that NCCL carries.
  */
 #include "comm.h"
 
+#include <stdlib.h>
+
 #include "fail.h"
 #include "timer.h"
+#if TRI_HAVE_NCCL
+#include "comm_nccl.h"
+#endif
+
+static int on_device(ops_tensor t) { return t.device != OPS_CPU; }
+
+/* A device buffer in a collective: NCCL's job. */
+#if TRI_HAVE_NCCL
+#define DEVICE_COLLECTIVE(buf, call) \
+    do { if (on_device(buf)) { call; return; } } while (0)
+#else
+#define DEVICE_COLLECTIVE(buf, call) \
+    do { if (on_device(buf)) fail_abort("device buffers need the NCCL build; reconfigure with --with-nccl", __FILE__, __LINE__); } while (0)
+#endif
 
 static double comm_time[COMM_EMBED + 1];
 
@@ -43,12 +68,6 @@ static MPI_Datatype mpi_type(ops_dtype dtype)
     return MPI_DATATYPE_NULL;
 }
 
-static void check_host(ops_tensor t, const char *what)
-{
-    if (t.device != OPS_CPU)
-        fail_abort(what, __FILE__, __LINE__);
-}
-
 /* MPI has no bf16 or fp16 sum, so those buffers are reduced in fp32: cast
  * into this scratch (grown, never shrunk, so steps do not allocate), sum,
  * cast back. One rounding, as a reduction in fp32 would give. */
@@ -67,7 +86,7 @@ void comm_allreduce(const Grid *g, CommGroup group, ops_tensor buf, int64_t n,
 {
     if (comm_size(g, group) <= 1 || n == 0)
         return;
-    check_host(buf, "comm_allreduce: device buffers need the NCCL build");
+    DEVICE_COLLECTIVE(buf, comm_nccl_allreduce(g, group, buf, n, op));
     ops_tensor t = ops_view(buf, 0, n), wide = t;
     if (buf.dtype != OPS_F32) {
         wide = widen_scratch(n);
@@ -85,7 +104,7 @@ void comm_allreduce(const Grid *g, CommGroup group, ops_tensor buf, int64_t n,
 void comm_reduce_scatter(const Grid *g, CommGroup group, ops_tensor send,
                          ops_tensor recv, const int *counts)
 {
-    check_host(send, "comm_reduce_scatter: device buffers need the NCCL build");
+    DEVICE_COLLECTIVE(send, comm_nccl_reduce_scatter(g, group, send, recv, counts));
     double t0 = timer_now();
     TRI_CHECK_MPI(MPI_Reduce_scatter(send.data, recv.data, counts, MPI_FLOAT,
                                      MPI_SUM, comm_mpi(g, group)));
@@ -95,7 +114,7 @@ void comm_reduce_scatter(const Grid *g, CommGroup group, ops_tensor send,
 void comm_allgather(const Grid *g, CommGroup group, ops_tensor send,
                     ops_tensor recv, const int *counts)
 {
-    check_host(send, "comm_allgather: device buffers need the NCCL build");
+    DEVICE_COLLECTIVE(send, comm_nccl_allgather(g, group, send, recv, counts));
     int size = comm_size(g, group);
     int displs[size];
     int off = 0;
@@ -117,7 +136,7 @@ void comm_bcast(const Grid *g, CommGroup group, ops_tensor buf, int64_t n,
 {
     if (comm_size(g, group) <= 1 || n == 0)
         return;
-    check_host(buf, "comm_bcast: device buffers need the NCCL build");
+    DEVICE_COLLECTIVE(buf, comm_nccl_bcast(g, group, buf, n, root));
     TRI_CHECK_MPI(MPI_Bcast(buf.data, (int)n, mpi_type(buf.dtype), root,
                             comm_mpi(g, group)));
 }
@@ -127,19 +146,66 @@ void comm_barrier(const Grid *g, CommGroup group)
     TRI_CHECK_MPI(MPI_Barrier(comm_mpi(g, group)));
 }
 
+/* ---- point to point ----------------------------------------------------- */
+
+/* Host copies of device messages in flight, keyed by their request. The
+ * buffers are kept for reuse, so steady-state steps do not allocate. */
+typedef struct {
+    MPI_Request *req;        /* NULL: free */
+    ops_tensor host;         /* capacity in host.n elements of host.dtype */
+    ops_tensor device;       /* receive: where comm_wait copies the data */
+} Staged;
+
+static Staged staged[64];
+
+static Staged *stage_for(MPI_Request *req, ops_tensor buf, int64_t n)
+{
+    Staged *s = NULL;
+    for (size_t i = 0; i < sizeof staged / sizeof staged[0] && !s; i++)
+        if (!staged[i].req)
+            s = &staged[i];
+    if (!s)
+        fail_abort("more than 64 device messages in flight", __FILE__, __LINE__);
+    if (s->host.n < n || s->host.dtype != buf.dtype) {
+        ops_free(&s->host);
+        s->host = ops_alloc(buf.dtype, OPS_CPU, n);
+    }
+    s->req = req;
+    s->device = OPS_NONE;
+    return s;
+}
+
+static Staged *staged_of(const MPI_Request *req)
+{
+    for (size_t i = 0; i < sizeof staged / sizeof staged[0]; i++)
+        if (staged[i].req == req)
+            return &staged[i];
+    return NULL;
+}
+
 void comm_isend(const Grid *g, CommGroup group, ops_tensor buf, int64_t n,
                 int peer, int tag, MPI_Request *req)
 {
-    check_host(buf, "comm_isend: device buffers need the NCCL build");
-    TRI_CHECK_MPI(MPI_Isend(buf.data, (int)n, mpi_type(buf.dtype), peer, tag,
+    void *data = buf.data;
+    if (on_device(buf)) {
+        Staged *s = stage_for(req, buf, n);
+        ops_copy(ops_view(s->host, 0, n), ops_view(buf, 0, n));
+        data = s->host.data;
+    }
+    TRI_CHECK_MPI(MPI_Isend(data, (int)n, mpi_type(buf.dtype), peer, tag,
                             comm_mpi(g, group), req));
 }
 
 void comm_irecv(const Grid *g, CommGroup group, ops_tensor buf, int64_t n,
                 int peer, int tag, MPI_Request *req)
 {
-    check_host(buf, "comm_irecv: device buffers need the NCCL build");
-    TRI_CHECK_MPI(MPI_Irecv(buf.data, (int)n, mpi_type(buf.dtype), peer, tag,
+    void *data = buf.data;
+    if (on_device(buf)) {
+        Staged *s = stage_for(req, buf, n);
+        s->device = ops_view(buf, 0, n);
+        data = s->host.data;
+    }
+    TRI_CHECK_MPI(MPI_Irecv(data, (int)n, mpi_type(buf.dtype), peer, tag,
                             comm_mpi(g, group), req));
 }
 
@@ -147,10 +213,16 @@ double comm_wait(MPI_Request *req)
 {
     if (*req == MPI_REQUEST_NULL)
         return 0.0;
+    Staged *s = staged_of(req);
     double t0 = timer_now();
     TRI_CHECK_MPI(MPI_Wait(req, MPI_STATUS_IGNORE));
     double dt = timer_now() - t0;
     comm_time[COMM_PP] += dt;
+    if (s) {
+        if (s->device.data)
+            ops_copy(s->device, ops_view(s->host, 0, s->device.n));
+        s->req = NULL;
+    }
     return dt;
 }
 

@@ -58,6 +58,7 @@ typedef struct {
 _Static_assert(sizeof(InitScheme) == sizeof(int), "enum is not int-sized");
 _Static_assert(sizeof(FanMode) == sizeof(int), "enum is not int-sized");
 _Static_assert(sizeof(ScheduleKind) == sizeof(int), "enum is not int-sized");
+_Static_assert(sizeof(DeviceChoice) == sizeof(int), "enum is not int-sized");
 _Static_assert(sizeof(DataFormat) == sizeof(int), "enum is not int-sized");
 
 /* Word lists are in enum order: the index is the enum value. */
@@ -67,6 +68,7 @@ static const char *const INIT_WORDS[] = {
 };
 static const char *const FAN_WORDS[] = { "fan_in", "fan_out", NULL };
 static const char *const SCHEDULE_WORDS[] = { "1f1b", "gpipe", NULL };
+static const char *const DEVICE_WORDS[] = { "auto", "cpu", "cuda", NULL };
 static const char *const PRECISION_WORDS[] = { "fp32", "bf16", "fp16", NULL };
 static const char *const FORMAT_WORDS[] = { "text", "tokens", NULL };
 
@@ -98,6 +100,7 @@ static const KeyDef KEYS[] = {
     ENUM_KEY("parallel", "schedule", parallel.schedule, "1f1b", SCHEDULE_WORDS),
     INT_KEY("parallel", "zero", parallel.zero, "1", 0, 3),
     INT_KEY("parallel", "node_size", parallel.node_size, "0", 0, INT_MAX),
+    ENUM_KEY("parallel", "device", parallel.device, "auto", DEVICE_WORDS),
 
     INT_KEY("train", "micro_batch", train.micro_batch, "8", 1, INT_MAX),
     INT_KEY("train", "grad_accum", train.grad_accum, "1", 1, INT_MAX),

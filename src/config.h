@@ -15,6 +15,7 @@
 #define CONFIG_PATH_MAX 1024
 
 typedef enum { SCHED_1F1B = 0, SCHED_GPIPE = 1 } ScheduleKind;
+typedef enum { DEVICE_AUTO = 0, DEVICE_CPU = 1, DEVICE_CUDA = 2 } DeviceChoice;
 typedef enum { DATA_TEXT = 0, DATA_TOKENS = 1 } DataFormat;
 typedef enum {
     INIT_GPT2 = 0, INIT_NORMAL, INIT_HE_NORMAL, INIT_HE_UNIFORM,
@@ -36,6 +37,8 @@ typedef struct {
     ScheduleKind schedule;
     int zero;                /* 0..3 */
     int node_size;           /* 0: the real node (shared-memory split) */
+    DeviceChoice device;     /* auto: a GPU per rank when built with CUDA
+                                and GPUs are visible, else the CPU */
 } ParallelConfig;
 
 typedef struct {

@@ -16,6 +16,7 @@
 #include <stdio.h>
 
 #include "config.h"
+#include "kernels/ops.h"
 
 typedef struct {
     int rank, size;              /* world */
@@ -33,6 +34,7 @@ typedef struct {
     MPI_Comm dp_cross;           /* DP ranks with this dp_node_rank, one per node */
     MPI_Comm embed_comm;         /* first and last stage (tied embeddings) */
     MPI_Comm node_comm;          /* world ranks on this node */
+    ops_device device;           /* where this rank computes (device.c) */
 } Grid;
 
 /* Checks that the layout of cfg fits a world of `world` ranks: dp*pp*tp,

@@ -58,8 +58,8 @@ static void hook(Model *m, int unit, UnitEvent ev)
 
 /* ---- set-up ------------------------------------------------------------ */
 
-static ops_tensor act(Model *m, int64_t n) { return ops_alloc(m->act_dtype, OPS_CPU, n); }
-static ops_tensor f32(int64_t n) { return ops_alloc(OPS_F32, OPS_CPU, n); }
+static ops_tensor act(Model *m, int64_t n) { return ops_alloc(m->act_dtype, m->grid->device, n); }
+static ops_tensor f32(const Model *m, int64_t n) { return ops_alloc(OPS_F32, m->grid->device, n); }
 
 /* Allocates a block's activations; with keep_input_only, all but x point
  * at the shared recompute buffers. */
@@ -75,15 +75,15 @@ static void acts_alloc(Model *m, BlockActs *a, int keep_input_only)
         return;
     }
     a->ln1 = act(m, N * C);
-    a->ln1_mean = f32(N);
-    a->ln1_rstd = f32(N);
+    a->ln1_mean = f32(m, N);
+    a->ln1_rstd = f32(m, N);
     a->qkv = act(m, N * 3 * Cl);
-    a->att = f32((int64_t)m->B * m->NHl * m->T * m->T);
+    a->att = f32(m, (int64_t)m->B * m->NHl * m->T * m->T);
     a->atty = act(m, N * Cl);
     a->xmid = act(m, N * C);
     a->ln2 = act(m, N * C);
-    a->ln2_mean = f32(N);
-    a->ln2_rstd = f32(N);
+    a->ln2_mean = f32(m, N);
+    a->ln2_rstd = f32(m, N);
     a->fc = act(m, N * 4 * Cl);
     a->fcg = act(m, N * 4 * Cl);
 }
@@ -126,19 +126,19 @@ static void scratch_alloc(Model *m, int any_recompute)
     s->d_fc = act(m, N * 4 * Cl);
     s->d_atty = act(m, N * Cl);
     s->d_qkv = act(m, N * 3 * Cl);
-    s->d_att = f32((int64_t)m->B * m->NHl * m->T * m->T);
+    s->d_att = f32(m, (int64_t)m->B * m->NHl * m->T * m->T);
     if (m->is_last) {
         s->lnf = act(m, N * C);
-        s->lnf_mean = f32(N);
-        s->lnf_rstd = f32(N);
+        s->lnf_mean = f32(m, N);
+        s->lnf_rstd = f32(m, N);
         s->d_lnf = act(m, N * C);
         s->chunk = head_chunk_rows(N, m->Vl);
-        s->logits = f32((int64_t)s->chunk * m->Vl);
-        s->rowmax = f32(s->chunk);
-        s->stats = f32(2 * (int64_t)s->chunk);
-        s->losses = f32(s->chunk);
+        s->logits = f32(m, (int64_t)s->chunk * m->Vl);
+        s->rowmax = f32(m, s->chunk);
+        s->stats = f32(m, 2 * (int64_t)s->chunk);
+        s->losses = f32(m, s->chunk);
     }
-    m->loss_acc = ops_alloc(OPS_F64, OPS_CPU, 1);
+    m->loss_acc = ops_alloc(OPS_F64, m->grid->device, 1);
 }
 
 static int param_index(Model *m, const char *name)
@@ -226,8 +226,8 @@ void model_create(Model *m, const Config *cfg, const Grid *g, int n_slots)
             acts_alloc(m, &m->acts[s * m->n_local + l], m->recompute[l]);
         m->out[s] = act(m, N * m->C);
         m->grad[s] = act(m, N * m->C);
-        m->tokens[s] = m->is_first ? ops_alloc(OPS_I32, OPS_CPU, N) : OPS_NONE;
-        m->targets[s] = m->is_last ? ops_alloc(OPS_I32, OPS_CPU, N) : OPS_NONE;
+        m->tokens[s] = m->is_first ? ops_alloc(OPS_I32, g->device, N) : OPS_NONE;
+        m->targets[s] = m->is_last ? ops_alloc(OPS_I32, g->device, N) : OPS_NONE;
     }
 }
 
@@ -505,7 +505,7 @@ void model_logits_at(Model *m, int slot, int row, int t, float *logits)
                       W(m, m->p_lnfw), W(m, m->p_lnfb), 1, C);
     ops_tensor out = head_of(s->logits, m->Vl);
     ops_matmul_fwd(out, ln, W(m, m->p_lm), OPS_NONE, 1, m->Vl, C);
-    memcpy(logits, out.data, (size_t)m->Vl * sizeof(float));
+    ops_copy((ops_tensor){logits, m->Vl, OPS_F32, OPS_CPU}, out);
     hook(m, m->unit_head, UNIT_AFTER_FORWARD);
 }
 

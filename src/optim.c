@@ -31,10 +31,22 @@ void optim_clip_value(Model *m, Zero *z, float c)
     }
 }
 
+/* A one-element fp64 accumulator on the model's device, made once. */
+static ops_tensor norm_accumulator(ops_device dev)
+{
+    static ops_tensor acc;
+    if (!acc.data || acc.device != dev) {
+        ops_free(&acc);
+        acc = ops_alloc(OPS_F64, dev, 1);
+    }
+    ops_zero(acc);
+    return acc;
+}
+
 double optim_grad_norm(Model *m, Zero *z)
 {
     double local = 0.0;
-    ops_tensor acc = {&local, 1, OPS_F64, OPS_CPU};
+    ops_tensor acc = norm_accumulator(m->grid->device);
     for (int i = 0; i < m->ps.n; i++) {
         Param *p = &m->ps.p[i];
         if (!p->counts_in_norm || p->zrows == 0)
@@ -44,6 +56,7 @@ double optim_grad_norm(Model *m, Zero *z)
         ops_tensor part = ops_view(p->og, (p->zrow0 - r0) * p->lcols, p->zrows * p->lcols);
         ops_sumsq_accumulate(acc, part, part.n);
     }
+    ops_copy((ops_tensor){&local, 1, OPS_F64, OPS_CPU}, acc); /* the step's wait */
     double total = 0.0;
     TRI_CHECK_MPI(MPI_Allreduce(&local, &total, 1, MPI_DOUBLE, MPI_SUM, m->grid->world));
     return sqrt(total);

@@ -48,18 +48,20 @@ static void post_recv_backward(Exec *e, int mb)
                2 * mb + 1, &e->recv_bwd[s]);
 }
 
-/* Splits microbatch mb of the batch into the slot's tokens and targets. */
+/* Splits microbatch mb of the (host) batch into the slot's tokens and
+ * targets, wherever the model's tensors live. */
 static void load_microbatch(Exec *e, const int32_t *batch, int mb, int s)
 {
     Model *m = e->m;
     int T = m->T;
     for (int b = 0; b < e->rows; b++) {
-        const int32_t *row = batch + ((int64_t)mb * e->rows + b) * (T + 1);
+        int32_t *row = (int32_t *)batch + ((int64_t)mb * e->rows + b) * (T + 1);
         if (m->is_first)
-            memcpy((int32_t *)m->tokens[s].data + (int64_t)b * T, row, (size_t)T * sizeof(int32_t));
+            ops_copy(ops_view(m->tokens[s], (int64_t)b * T, T),
+                     (ops_tensor){row, T, OPS_I32, OPS_CPU});
         if (m->is_last)
-            memcpy((int32_t *)m->targets[s].data + (int64_t)b * T, row + 1,
-                   (size_t)T * sizeof(int32_t));
+            ops_copy(ops_view(m->targets[s], (int64_t)b * T, T),
+                     (ops_tensor){row + 1, T, OPS_I32, OPS_CPU});
     }
 }
 

@@ -13,6 +13,7 @@
 
 #include "ckpt.h"
 #include "comm.h"
+#include "device.h"
 #include "fail.h"
 #include "zero.h"
 #include "pipeline.h"
@@ -156,6 +157,11 @@ int sample_main(const char *ckpt, const char *prompt, int n_tokens, MPI_Comm wor
         return TRI_EXIT_ERROR;
     Grid g;
     grid_create(&g, &cfg, world);
+    if (device_setup(&g, &cfg)) {
+        grid_destroy(&g);
+        free(tokens);
+        return TRI_EXIT_ERROR;
+    }
     Model m;
     model_create(&m, &cfg, &g, 1);
     Zero *z = zero_create(&m, &cfg, &g);
@@ -173,6 +179,7 @@ int sample_main(const char *ckpt, const char *prompt, int n_tokens, MPI_Comm wor
     }
     zero_destroy(z);
     model_destroy(&m);
+    device_teardown(&g);
     grid_destroy(&g);
     free(tokens);
     return rc ? TRI_EXIT_ERROR : TRI_EXIT_OK;

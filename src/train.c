@@ -21,6 +21,7 @@
 #include "ckpt.h"
 #include "comm.h"
 #include "data.h"
+#include "device.h"
 #include "fail.h"
 #include "fault.h"
 #include "grid.h"
@@ -54,6 +55,7 @@ typedef struct {
     int step;                 /* steps done (st.step as an int) */
     double peak_flops;        /* GEMM FLOP/s of the whole world */
     int64_t *index;           /* sample indices of one step, this DP rank */
+    int device_ready;         /* device_setup succeeded */
     int32_t *eval_batch;
 } Trainer;
 
@@ -129,9 +131,10 @@ static void print_memory(Trainer *t)
 static void measure_peak(Trainer *t)
 {
     const char *warning = NULL;
-    const char *info = ops_gemm_info(&warning);
+    ops_device dev = t->grid.device;
+    const char *info = ops_gemm_info_on(dev, &warning);
     comm_barrier(&t->grid, COMM_WORLD);
-    double mine = ops_gemm_peak_dtype(t->model.act_dtype, 0.15), total = 0.0;
+    double mine = ops_gemm_peak_on(dev, t->model.act_dtype, 0.15), total = 0.0;
     TRI_CHECK_MPI(MPI_Allreduce(&mine, &total, 1, MPI_DOUBLE, MPI_SUM, t->grid.world));
     t->peak_flops = total;
     if (is_root(t)) {
@@ -198,6 +201,8 @@ static int setup(Trainer *t)
     grid_create(&t->grid, cfg, MPI_COMM_WORLD);
     if (is_root(t))
         grid_print(&t->grid, stdout);
+    TRI_TRY(device_setup(&t->grid, cfg));
+    t->device_ready = 1;
     t->rows = cfg->train.micro_batch;
     t->ga = cfg->train.grad_accum;
     t->global_batch = (int64_t)t->rows * t->ga * t->grid.dp;
@@ -247,6 +252,8 @@ static void teardown(Trainer *t)
     free(t->eval_actions);
     free(t->index);
     free(t->eval_batch);
+    if (t->device_ready)
+        device_teardown(&t->grid);
     grid_destroy(&t->grid);
 }
 

@@ -76,7 +76,7 @@ void zero_update_rows(const Zero *z, const Param *p, int64_t *row0, int64_t *row
 
 static ops_tensor arena(Zero *z, ops_dtype dtype, int64_t n, int64_t *bytes)
 {
-    ops_tensor t = ops_alloc(dtype, OPS_CPU, n > 0 ? n : 1);
+    ops_tensor t = ops_alloc(dtype, z->g->device, n > 0 ? n : 1);
     z->arenas = realloc(z->arenas, (size_t)(z->n_arenas + 1) * sizeof *z->arenas);
     if (!z->arenas)
         fail_abort("out of memory", __FILE__, __LINE__);
@@ -183,12 +183,20 @@ static void allocate_state(Zero *z)
 
 /* ---- packing ----------------------------------------------------------- */
 
+/* n elements of dtype at element offset off of a buffer (a scratch arena
+ * reused for another dtype: the pack and receive buffers hold fp32
+ * gradients or compute-dtype weights). */
+static ops_tensor typed(ops_tensor base, ops_dtype dtype, int64_t off, int64_t n)
+{
+    ops_tensor t = {(char *)base.data + off * ops_dtype_size(dtype), n, dtype, base.device};
+    return t;
+}
+
 /* Copies every rank's owned rows of b's gradients into z->pack in packing
  * order, filling z->counts (indexed by DP rank). */
 static void pack_grads(Zero *z, const Bucket *b)
 {
     ParamSet *ps = &z->m->ps;
-    float *dst = z->pack.data;
     int64_t off = 0;
     for (int k = 0; k < z->dp; k++) {
         int r = z->order[k];
@@ -197,8 +205,8 @@ static void pack_grads(Zero *z, const Bucket *b)
             Param *p = &ps->p[b->idx[i]];
             int64_t row0, n;
             zero_partition(p->lrows, z->dp, r, &row0, &n);
-            memcpy(dst + off, (float *)p->g.data + row0 * p->lcols,
-                   (size_t)(n * p->lcols) * sizeof(float));
+            ops_copy(ops_view(z->pack, off, n * p->lcols),
+                     ops_view(p->g, row0 * p->lcols, n * p->lcols));
             off += n * p->lcols;
         }
         z->counts[r] = (int)(off - start);
@@ -244,7 +252,7 @@ static void allgather_bucket(Zero *z, ops_tensor send, ops_tensor recv)
         return;
     }
     level_counts(z);
-    ops_tensor mid = {z->mid.data, z->node_counts[g->dp_node_rank], send.dtype, OPS_CPU};
+    ops_tensor mid = typed(z->mid, send.dtype, 0, z->node_counts[g->dp_node_rank]);
     comm_allgather(g, COMM_DP_CROSS, send, mid, z->cross_counts);
     comm_allgather(g, COMM_DP_NODE, mid, recv, z->node_counts);
 }
@@ -275,7 +283,7 @@ static void gather_bucket(Zero *z, const Bucket *b, int from_master, ops_tensor 
     for (int i = 0; i < b->n; i++) {
         Param *p = &ps->p[b->idx[i]];
         int64_t n = p->zrows * p->lcols;
-        ops_tensor dst = {(char *)z->pack.data + n_mine * ops_dtype_size(wdt), n, wdt, OPS_CPU};
+        ops_tensor dst = typed(z->pack, wdt, n_mine, n);
         if (from_master)
             ops_cast(dst, p->master);
         else
@@ -292,12 +300,11 @@ static void gather_bucket(Zero *z, const Bucket *b, int from_master, ops_tensor 
         }
         z->counts[r] = (int)cnt;
     }
-    ops_tensor send = {z->pack.data, n_mine, wdt, OPS_CPU};
-    ops_tensor recv = {z->recv.data, b->numel, wdt, OPS_CPU};
+    ops_tensor send = typed(z->pack, wdt, 0, n_mine);
+    ops_tensor recv = typed(z->recv, wdt, 0, b->numel);
     allgather_bucket(z, send, recv);
     /* unpack in packing order into each block, which `into` lays out in order */
-    size_t es = ops_dtype_size(wdt);
-    const char *src = recv.data;
+    int64_t src = 0;
     for (int k = 0; k < z->dp; k++) {
         int r = z->order[k];
         int64_t off_into = 0;
@@ -305,9 +312,9 @@ static void gather_bucket(Zero *z, const Bucket *b, int from_master, ops_tensor 
             Param *p = &ps->p[b->idx[i]];
             int64_t row0, n;
             zero_partition(p->lrows, z->dp, r, &row0, &n);
-            char *dst = (char *)into.data + (off_into + row0 * p->lcols) * es;
-            memcpy(dst, src, (size_t)(n * p->lcols) * es);
-            src += n * p->lcols * es;
+            ops_copy(ops_view(into, off_into + row0 * p->lcols, n * p->lcols),
+                     ops_view(recv, src, n * p->lcols));
+            src += n * p->lcols;
             off_into += params_local_numel(p);
         }
     }
@@ -544,7 +551,7 @@ void zero_gather_weights(Zero *z)
         /* a bucket's blocks are consecutive in the weight arena (see
          * build_buckets), so its first block's start is the whole bucket's */
         const Bucket *bk = &z->buckets[b];
-        ops_tensor whole = {ps->p[bk->idx[0]].w.data, bk->numel, z->m->act_dtype, OPS_CPU};
+        ops_tensor whole = typed(ps->p[bk->idx[0]].w, z->m->act_dtype, 0, bk->numel);
         gather_bucket(z, bk, separate_master, whole);
     }
 }

@@ -3,7 +3,7 @@
 # fails fast, on every rank, with a message naming what is wrong.
 . "${TRI_SRCDIR:-.}/tests/lib.sh"
 np=${1:-1}
-plan 14
+plan 15
 cfg="$WORK/c.ini"
 write_config "$cfg"
 
@@ -21,5 +21,7 @@ run "$np" train --config "$cfg" --set data.train="$WORK/empty.txt"; expect 1 "em
 run "$np" train --config "$cfg" --set model.seq_len=4096; expect 1 "too short" "seq_len longer than the data"
 run "$np" train --config "$cfg" --set parallel.dp=3; expect 1 "dp \* pp \* tp" "layout that does not fit the world"
 run "$np" train --config "$cfg" --set train.precision=fp8; expect 1 "precision" "unknown precision"
+run "$np" train --config "$cfg" --set parallel.device=cuda
+expect 1 "device = cuda: .*\(reconfigure with --with-cuda\|no CUDA device\|GPUs\)" "asking for a GPU without one (or without CUDA)"
 run "$np" train --config "$cfg" --set train.steps=2; expect 0 "done: 2 steps" "a good config trains"
 done_testing

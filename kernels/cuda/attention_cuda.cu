@@ -1,0 +1,176 @@
+/*
+ * attention_cuda.cu - causal self-attention, forward and backward, by GEMMs.
+ *
+ * The twin of attention_cpu.c: per (batch, head) S = Q K^T / sqrt(hs),
+ * P = causal softmax(S), O = P V, with Q, K and V read in place from the
+ * (B,T,NH,3,hs) qkv tensor and O written in place into (B,T,NH*hs). Head h
+ * of sequence b starts at element (b*T*NH + h)*3*hs of qkv and its rows
+ * are 3*NH*hs apart, so within one sequence the heads are a constant
+ * 3*hs apart: each GEMM runs over all NH heads of a sequence as one
+ * cublasGemmStridedBatchedEx, B of them per pass (one strided batch over
+ * all (b, h) would need the sequence stride T*NH*3*hs to be NH times the
+ * head stride 3*hs, true only for T = 1). P is kept in att (fp32) for the
+ * backward pass.
+ *
+ * The GEMMs compute whole T x T blocks: the masked softmax writes zeros
+ * above the diagonal, so the upper half of S is computed and discarded,
+ * and P V, dS K, dS^T Q, P^T dO read exact zeros there. That spends the
+ * FLOPs the CPU's blocking saves, for two library calls per product.
+ *
+ * bf16/fp16: S and dP come out of the GEMMs in fp32 (inputs in D, fp32
+ * accumulation), and the softmax and its backward run in fp32. cuBLAS
+ * takes both inputs of a GEMM in one dtype, so P and dS are rounded to D
+ * (into scratch, one sequence at a time) before the GEMMs that multiply
+ * them with V, dO, K or Q: two roundings the CPU, which widens Q, K, V to
+ * fp32, does not make. Their effect is the size of the final rounding of
+ * the output to D; t_ops_cuda's tolerances cover it.
+ */
+#include "cuda_common.h"
+
+/* rows per block for the warp-per-row kernels */
+#define ATT_ROWS_PER_BLOCK (TRI_THREADS / 32)
+
+/* Causal softmax, in place, of `rows` rows of length T (the NH heads of
+ * one sequence: row r is query t = r % T), zero above the diagonal; one
+ * warp per row. With p16, P rounded to dt goes there too. */
+static __global__ void causal_softmax_warp_kernel(float *att, void *p16,
+                                                  ops_dtype dt, int rows, int T)
+{
+    int row = blockIdx.x * ATT_ROWS_PER_BLOCK + threadIdx.x / 32;
+    int lane = threadIdx.x % 32;
+    if (row >= rows)
+        return; /* the whole warp leaves: the shuffles below stay full */
+    int t = row % T;
+    int64_t off = (int64_t)row * T;
+    float *s = att + off;
+    float m = -INFINITY;
+    for (int j = lane; j <= t; j += 32)
+        m = s[j] > m ? s[j] : m;
+    m = warp_allreduce(m, MaxOp());
+    float sum = 0.0f;
+    for (int j = lane; j <= t; j += 32) {
+        float e = expf(s[j] - m);
+        s[j] = e;
+        sum += e;
+    }
+    sum = warp_allreduce(sum, SumOp());
+    float inv = 1.0f / sum;
+    // each lane rereads only the elements it wrote above
+    for (int j = lane; j < T; j += 32) {
+        float p = j <= t ? s[j] * inv : 0.0f;
+        s[j] = p;
+        if (p16)
+            store_f32_cuda(p16, dt, off + j, p);
+    }
+}
+
+/* dS = P * (dP - rowsum(dP * P)) * scale in place over dP, zero above the
+ * diagonal; one warp per row as above. With ds16 and p16, dS and P
+ * rounded to dt go there too. */
+static __global__ void softmax_bwd_warp_kernel(float *ds, const float *p,
+                                               void *ds16, void *p16,
+                                               ops_dtype dt, int rows, int T,
+                                               float scale)
+{
+    int row = blockIdx.x * ATT_ROWS_PER_BLOCK + threadIdx.x / 32;
+    int lane = threadIdx.x % 32;
+    if (row >= rows)
+        return;
+    int t = row % T;
+    int64_t off = (int64_t)row * T;
+    float *drow = ds + off;
+    const float *prow = p + off;
+    float dot = 0.0f;
+    for (int j = lane; j <= t; j += 32)
+        dot += drow[j] * prow[j];
+    dot = warp_allreduce(dot, SumOp());
+    for (int j = lane; j < T; j += 32) {
+        float pj = j <= t ? prow[j] : 0.0f;
+        float v = j <= t ? pj * (drow[j] - dot) * scale : 0.0f;
+        drow[j] = v;
+        if (ds16) {
+            store_f32_cuda(ds16, dt, off + j, v);
+            store_f32_cuda(p16, dt, off + j, pj);
+        }
+    }
+}
+
+static unsigned row_blocks(int rows)
+{
+    return (unsigned)((rows + ATT_ROWS_PER_BLOCK - 1) / ATT_ROWS_PER_BLOCK);
+}
+
+void attention_fwd_cuda(void *out, float *att, const void *qkv, ops_dtype dt,
+                        int B, int T, int NH, int hs)
+{
+    if (B <= 0 || T <= 0 || NH <= 0)
+        return;
+    int ld = 3 * NH * hs, ldo = NH * hs, rows = NH * T;
+    int64_t tt = (int64_t)T * T;
+    size_t es = esize_cuda(dt);
+    float scale = 1.0f / sqrtf((float)hs);
+    cudaStream_t s = stream_cuda();
+    void *p16 = dt == OPS_F32 ? NULL
+              : scratch_cuda(SCRATCH_CUDA_ATTENTION, (size_t)(NH * tt) * es);
+    for (int b = 0; b < B; b++) {
+        const char *q = (const char *)qkv + (size_t)((int64_t)b * T * ld) * es;
+        const char *k = q + (size_t)hs * es, *v = q + (size_t)2 * hs * es;
+        float *pb = att + (int64_t)b * NH * tt;
+        char *o = (char *)out + (size_t)((int64_t)b * T * ldo) * es;
+        // S[h] (T,T) = scale Q[h] K[h]^T, the NH heads of sequence b at once
+        gemm_batched_cuda(0, 1, T, T, hs, scale, q, ld, 3 * hs, k, ld, 3 * hs,
+                          0.0f, pb, T, tt, NH, dt, OPS_F32);
+        causal_softmax_warp_kernel<<<row_blocks(rows), TRI_THREADS, 0, s>>>(
+            pb, p16, dt, rows, T);
+        TRI_CHECK_LAUNCH(causal_softmax_warp_kernel);
+        // O[h] (T,hs) = P[h] V[h]
+        gemm_batched_cuda(0, 0, T, hs, T, 1.0f, p16 ? p16 : (const void *)pb, T,
+                          tt, v, ld, 3 * hs, 0.0f, o, ldo, hs, NH, dt, dt);
+    }
+}
+
+void attention_bwd_cuda(void *dqkv, float *scratch, const void *dout,
+                        const void *qkv, const float *att, ops_dtype dt,
+                        int B, int T, int NH, int hs)
+{
+    if (B <= 0 || T <= 0 || NH <= 0)
+        return;
+    int ld = 3 * NH * hs, ldo = NH * hs, rows = NH * T;
+    int64_t tt = (int64_t)T * T;
+    size_t es = esize_cuda(dt);
+    float scale = 1.0f / sqrtf((float)hs);
+    cudaStream_t s = stream_cuda();
+    void *ds16 = NULL, *p16 = NULL;
+    if (dt != OPS_F32) {
+        size_t part = align256((size_t)(NH * tt) * es);
+        ds16 = scratch_cuda(SCRATCH_CUDA_ATTENTION, 2 * part);
+        p16 = (char *)ds16 + part;
+    }
+    for (int b = 0; b < B; b++) {
+        size_t qoff = (size_t)((int64_t)b * T * ld) * es;
+        const char *q = (const char *)qkv + qoff;
+        const char *k = q + (size_t)hs * es, *v = q + (size_t)2 * hs * es;
+        char *dq = (char *)dqkv + qoff;
+        char *dk = dq + (size_t)hs * es, *dv = dq + (size_t)2 * hs * es;
+        const char *dob = (const char *)dout + (size_t)((int64_t)b * T * ldo) * es;
+        float *ds = scratch + (int64_t)b * NH * tt;
+        const float *pb = att + (int64_t)b * NH * tt;
+        // dP[h] (T,T) = dO[h] V[h]^T
+        gemm_batched_cuda(0, 1, T, T, hs, 1.0f, dob, ldo, hs, v, ld, 3 * hs,
+                          0.0f, ds, T, tt, NH, dt, OPS_F32);
+        softmax_bwd_warp_kernel<<<row_blocks(rows), TRI_THREADS, 0, s>>>(
+            ds, pb, ds16, p16, dt, rows, T, scale);
+        TRI_CHECK_LAUNCH(softmax_bwd_warp_kernel);
+        const void *dsa = ds16 ? ds16 : (const void *)ds;
+        const void *pa = p16 ? p16 : (const void *)pb;
+        // dQ[h] (T,hs) = dS[h] K[h]
+        gemm_batched_cuda(0, 0, T, hs, T, 1.0f, dsa, T, tt, k, ld, 3 * hs,
+                          0.0f, dq, ld, 3 * hs, NH, dt, dt);
+        // dK[h] (T,hs) = dS[h]^T Q[h]
+        gemm_batched_cuda(1, 0, T, hs, T, 1.0f, dsa, T, tt, q, ld, 3 * hs,
+                          0.0f, dk, ld, 3 * hs, NH, dt, dt);
+        // dV[h] (T,hs) = P[h]^T dO[h]
+        gemm_batched_cuda(1, 0, T, hs, T, 1.0f, pa, T, tt, dob, ldo, hs,
+                          0.0f, dv, ld, 3 * hs, NH, dt, dt);
+    }
+}

@@ -1,0 +1,166 @@
+/*
+ * cuda.h - the CUDA backend: .cu kernels and cuBLAS, one GPU per rank.
+ *
+ * Each op is the `_cuda` twin of a `_cpu` function in cpu/cpu.h, with the
+ * same arguments in the same order, so ops.c dispatches with one line per
+ * op and a reader can hold the two side by side. The dtype contract is the
+ * CPU's: `dt` is the compute dtype D (fp32, bf16 or fp16) of every void *
+ * argument unless stated; float * is always fp32 (statistics, parameter
+ * gradients, master weights, Adam moments). Math runs in fp32 (fp64 for
+ * the long sums), and a result is rounded once, when it is stored, through
+ * elem.h, so casts and roundings are bit-identical to the CPU's.
+ *
+ * Pointers are device pointers (NULL = absent where ops.h allows it), and
+ * ops.c has already checked sizes and dtypes. Every op is enqueued on the
+ * compute stream and returns without waiting for the GPU, except
+ * copy_cuda to or from host memory, which returns when the host side may
+ * be used. The only other host waits: a scratch buffer growing (the first
+ * steps), and free_cuda (cudaFree synchronises the device).
+ *
+ * This header is plain C with C linkage, so ops.c, src/ and the tests
+ * include it without CUDA headers; streams are handed out as void *
+ * (cudaStream_t).
+ *
+ * Not collective.
+ */
+#ifndef TRI_KERNELS_CUDA_CUDA_H
+#define TRI_KERNELS_CUDA_CUDA_H
+
+#include <stddef.h>
+#include <stdint.h>
+
+#include "../ops.h"
+
+#ifdef __cplusplus
+extern "C" {
+#endif
+
+/* ---- device, streams and handles (device_cuda.cu) ---------------------- */
+
+/* Visible CUDA devices; 0 when there is no GPU or no driver (never fails). */
+int cuda_device_count(void);
+
+/* Selects this rank's GPU and creates the compute and communication
+ * streams and the cuBLAS handle. One rank drives one GPU: device =
+ * local_rank when the node's ranks see at least local_size devices; when
+ * each rank sees exactly one device (srun --gpus-per-task=1 or a
+ * per-rank CUDA_VISIBLE_DEVICES), device 0. Returns non-zero with a
+ * message in err otherwise (no GPU, fewer GPUs than ranks, a GPU this
+ * build has no kernels for). Call once per process, before any CUDA op.
+ * Not collective; cuda_device_uuid lets the caller check over the node that
+ * no two ranks share a GPU. */
+int cuda_device_init(int local_rank, int local_size, char *err,
+                     size_t err_size);
+/* Waits for both streams, then frees the streams, handles and workspace. */
+void cuda_device_finalize(void);
+/* The selected device's index, -1 before cuda_device_init. */
+int cuda_device_index(void);
+/* The selected device's 16-byte UUID. */
+void cuda_device_uuid(unsigned char uuid[16]);
+/* cudaStream_t of the compute and communication streams. */
+void *cuda_compute_stream(void);
+void *cuda_comm_stream(void);
+/* Blocks the host until all work on both streams is done. */
+void cuda_synchronize(void);
+
+/* ---- memory (tensor_cuda.cu) -------------------------------------------- */
+
+/* Zero-filled device memory (256-byte aligned); fatal when it runs out. */
+void *alloc_cuda(size_t bytes);
+void free_cuda(void *p);
+void zero_cuda(void *p, size_t bytes);
+/* dst = src between any devices (ddev, sdev each OPS_CPU or OPS_CUDA);
+ * returns once a host source may be reused and a host destination read. */
+void copy_cuda(void *dst, ops_device ddev, const void *src, ops_device sdev,
+               size_t bytes);
+/* dst(n) of dtype ddt = src(n) of dtype sdt, both on the device. */
+void cast_cuda(void *dst, ops_dtype ddt, const void *src, ops_dtype sdt,
+               int64_t n);
+
+/* ---- GEMM (gemm_cuda.cu) ------------------------------------------------- */
+
+/* "cuBLAS 13.1.0 cublasGemmEx (fp32 accumulation), NVIDIA H100 80GB HBM3
+ * (sm_90, 132 SMs, 79 GiB)"; *warning is set when the GPU lacks bf16
+ * tensor cores, else NULL. */
+const char *gemm_info_cuda(const char **warning);
+/* Sustained GEMM rate (FLOP/s) in dtype dt with fp32 accumulation, timed
+ * with CUDA events on a 4096^3 GEMM for about `seconds`. */
+double gemm_peak_cuda(ops_dtype dt, double seconds);
+
+/* ---- dense layers (matmul_cuda.cu) --------------------------------------- */
+
+/* out holds odt (F32 or dt). */
+void matmul_fwd_cuda(void *out, ops_dtype odt, const void *inp, const void *w,
+                     const void *bias, ops_dtype dt, int M, int N, int K);
+/* dout holds ddt (F32 or dt); an F32 dout is rounded to dt as it is read. */
+void matmul_bwd_cuda(void *dinp, float *dw, float *dbias, const void *dout,
+                     ops_dtype ddt, const void *inp, const void *w,
+                     ops_dtype dt, int M, int N, int K);
+
+/* ---- elementwise (elementwise_cuda.cu) ----------------------------------- */
+
+void gelu_fwd_cuda(void *out, const void *inp, ops_dtype dt, int64_t n);
+void gelu_bwd_cuda(void *dinp, const void *inp, const void *dout,
+                   ops_dtype dt, int64_t n);
+void add_cuda(void *out, const void *a, const void *b, ops_dtype dt,
+              int64_t n);
+void accumulate_cuda(void *y, const void *x, ops_dtype dt, int64_t n);
+void scale_cuda(void *x, float s, ops_dtype dt, int64_t n);
+void clip_value_cuda(void *x, float c, ops_dtype dt, int64_t n);
+/* acc: one double on the device. Deterministic: fixed blocks, fixed order. */
+void sumsq_accumulate_cuda(double *acc, const void *x, ops_dtype dt,
+                           int64_t n);
+void sum_accumulate_cuda(double *acc, const void *x, ops_dtype dt, int64_t n);
+
+/* ---- LayerNorm (layernorm_cuda.cu) --------------------------------------- */
+
+void layernorm_fwd_cuda(void *out, float *mean, float *rstd, const void *inp,
+                        const void *w, const void *b, ops_dtype dt, int N,
+                        int C);
+void layernorm_bwd_cuda(void *dinp, float *dw, float *db, const void *dout,
+                        const void *inp, const void *w, const float *mean,
+                        const float *rstd, ops_dtype dt, int N, int C);
+
+/* ---- attention (attention_cuda.cu) --------------------------------------- */
+
+void attention_fwd_cuda(void *out, float *att, const void *qkv, ops_dtype dt,
+                        int B, int T, int NH, int hs);
+void attention_bwd_cuda(void *dqkv, float *scratch, const void *dout,
+                        const void *qkv, const float *att, ops_dtype dt,
+                        int B, int T, int NH, int hs);
+
+/* ---- embeddings (embedding_cuda.cu) -------------------------------------- */
+
+void embedding_fwd_cuda(void *out, const int32_t *tokens, const void *wte,
+                        ops_dtype dt, int v0, int Vl, int N, int C);
+void embedding_bwd_cuda(float *dwte, const int32_t *tokens, const void *dout,
+                        ops_dtype dt, int v0, int Vl, int N, int C);
+void position_fwd_cuda(void *out, const void *wpe, ops_dtype dt, int B, int T,
+                       int C);
+void position_bwd_cuda(float *dwpe, const void *dout, ops_dtype dt, int B,
+                       int T, int C);
+
+/* ---- softmax cross-entropy (xent_cuda.cu) -------------------------------- */
+
+void xent_max_cuda(float *rowmax, const void *logits, ops_dtype dt, int N,
+                   int Vl);
+void xent_sumexp_cuda(float *sumexp, float *target_logit, const void *logits,
+                      ops_dtype dt, const float *rowmax,
+                      const int32_t *targets, int v0, int N, int Vl);
+/* dlogits (dtype dt) may alias logits. */
+void xent_finish_cuda(float *losses, void *dlogits, const void *logits,
+                      ops_dtype dt, const float *rowmax, const float *sumexp,
+                      const float *target_logit, const int32_t *targets,
+                      int v0, int N, int Vl, float grad_scale);
+
+/* ---- optimizer (adamw_cuda.cu) ------------------------------------------- */
+
+/* grad is F32, BF16 or F16 (gdt); wcopy may be NULL, else of dtype wdt. */
+void adamw_cuda(float *master, const void *grad, ops_dtype gdt, float *m,
+                float *v, void *wcopy, ops_dtype wdt, int64_t n,
+                const ops_adamw_args *a);
+
+#ifdef __cplusplus
+}
+#endif
+#endif

@@ -1,0 +1,190 @@
+/*
+ * cuda_common.h - what every .cu file of the backend shares: the checks on
+ * CUDA and cuBLAS calls, the device context (stream, cuBLAS handle,
+ * scratch workspace), dtype loads and stores, launch sizes, and warp and
+ * block reductions. Included by the .cu files only (nvcc), never by C.
+ *
+ * Errors: a failing CUDA or cuBLAS call is fatal (the peers are already
+ * inside collectives): the message names the call, CUDA's description and
+ * file:line, and goes to ops_fatal, whose handler main.c points at
+ * MPI_Abort. Kernels are asynchronous, so a fault inside one is reported
+ * by a later call; configure --enable-debug (TRI_DEBUG) synchronises after
+ * every launch so the report names the kernel that failed.
+ *
+ * Reductions are deterministic: shuffles in a fixed butterfly, block
+ * partials combined in index order, no floating-point atomics anywhere.
+ */
+#ifndef TRI_KERNELS_CUDA_CUDA_COMMON_H
+#define TRI_KERNELS_CUDA_CUDA_COMMON_H
+
+#include <cuda_runtime.h>
+#include <cublas_v2.h>
+#include <math.h>
+#include <stdint.h>
+
+#include "../elem.h"
+#include "../ops.h"
+#include "cuda.h"
+
+#ifndef TRI_DEBUG
+#define TRI_DEBUG 0
+#endif
+
+/* ---- checks (device_cuda.cu) --------------------------------------------- */
+
+void check_cuda_(cudaError_t err, const char *call, const char *file, int line);
+void check_cublas_(cublasStatus_t st, const char *call, const char *file,
+                   int line);
+void check_launch_(const char *kernel, const char *file, int line);
+
+#define TRI_CHECK_CUDA(call) check_cuda_((call), #call, __FILE__, __LINE__)
+#define TRI_CHECK_CUBLAS(call) check_cublas_((call), #call, __FILE__, __LINE__)
+/* After every <<<...>>>: cudaGetLastError, and with TRI_DEBUG a
+ * synchronisation so that a fault is pinned on this kernel. */
+#define TRI_CHECK_LAUNCH(kernel) check_launch_(#kernel, __FILE__, __LINE__)
+
+/* ---- context (device_cuda.cu) --------------------------------------------- */
+
+/* The compute stream and the cuBLAS handle bound to it; fatal before
+ * cuda_device_init. */
+cudaStream_t stream_cuda(void);
+cublasHandle_t cublas_cuda(void);
+/* The selected GPU's properties (name, sm, SM count); NULL before
+ * cuda_device_init. */
+const cudaDeviceProp *device_prop_cuda(void);
+/* Device scratch kept for the life of the process, as scratch_cpu: each
+ * slot is one buffer that only grows (its contents are not kept when it
+ * does). All users run on the compute stream, so a slot is free again as
+ * soon as the op that used it has been enqueued; growing one waits for the
+ * stream (the first steps only). */
+typedef enum {
+    SCRATCH_CUDA_REDUCE,      /* partial sums: column sums, fp64 sums */
+    SCRATCH_CUDA_MATMUL_DOUT, /* matmul_bwd: an fp32 dout block rounded to D */
+    SCRATCH_CUDA_MATMUL_ACC,  /* matmul_bwd: dinp accumulating in fp32 */
+    SCRATCH_CUDA_ATTENTION,   /* P and dS of one sequence, rounded to D */
+    SCRATCH_CUDA_SORT,        /* embedding_bwd: tokens sorted with positions */
+    SCRATCH_CUDA_SLOTS
+} scratch_slot_cuda;
+void *scratch_cuda(scratch_slot_cuda slot, size_t bytes);
+
+/* Bytes rounded up to the 256 that carve a workspace into aligned parts. */
+static inline size_t align256(size_t bytes)
+{
+    return (bytes + 255) & ~(size_t)255;
+}
+
+/* ---- memory (tensor_cuda.cu) ---------------------------------------------- */
+
+/* cast_cuda on a (rows, cols) block: row r of dst starts at element r*ldd,
+ * of src at r*lds (as cast_2d_cpu). */
+void cast_2d_cuda(void *dst, ops_dtype ddt, int64_t ldd, const void *src,
+                  ops_dtype sdt, int64_t lds, int rows, int cols);
+
+/* ---- GEMM (gemm_cuda.cu) --------------------------------------------------- */
+
+/* Row-major C(M,N) = alpha op(A) op(B) + beta C, as gemm_f32_cpu: op(A) is
+ * (M,K), op(B) (K,N), trans_* non-zero when the stored matrix is the
+ * transpose. A and B have dtype abt, C has ct (abt or fp32); fp32
+ * accumulation. With beta == 0 C is not read. */
+void gemm_cuda(int trans_a, int trans_b, int M, int N, int K, float alpha,
+               const void *A, int lda, const void *B, int ldb, float beta,
+               void *C, int ldc, ops_dtype abt, ops_dtype ct);
+/* The same for `batch` GEMMs, matrix i at A + i*stride_a elements, etc. */
+void gemm_batched_cuda(int trans_a, int trans_b, int M, int N, int K,
+                       float alpha, const void *A, int lda, int64_t stride_a,
+                       const void *B, int ldb, int64_t stride_b, float beta,
+                       void *C, int ldc, int64_t stride_c, int batch,
+                       ops_dtype abt, ops_dtype ct);
+
+/* ---- column sums (matmul_cuda.cu) ------------------------------------------ */
+
+/* Deterministic sums over rows, in two passes: pass 1 (per op) writes
+ * partial[r*N + j] = sum over the rows of chunk r of column j, rows in
+ * order; colsum_chunks gives the number of chunks and the rows per chunk
+ * for M rows. colsum_finish_cuda then adds sum_r partial[r*N + j] (r in
+ * order) into dst[j]. */
+int colsum_chunks(int M, int *rows_per_chunk);
+void colsum_finish_cuda(float *dst, const float *partial, int chunks, int N);
+
+/* ---- launch sizes ------------------------------------------------------------ */
+
+#define TRI_THREADS 256
+/* Grid-stride loops cap their grid: enough blocks to fill any GPU. */
+#define TRI_MAX_BLOCKS 8192
+
+static inline unsigned grid_for(int64_t n, int threads)
+{
+    int64_t blocks = (n + threads - 1) / threads;
+    if (blocks > TRI_MAX_BLOCKS)
+        blocks = TRI_MAX_BLOCKS;
+    return (unsigned)(blocks > 0 ? blocks : 1);
+}
+
+/* ---- dtypes ------------------------------------------------------------------ */
+
+/* Element i of a float-family buffer as fp32, and the reverse, through
+ * elem.h on the raw 16-bit storage: the same bits as load_f32_cpu and
+ * store_f32_cpu. The switch is uniform across a launch. */
+static __device__ __forceinline__ float load_f32_cuda(const void *p,
+                                                      ops_dtype dt, int64_t i)
+{
+    switch (dt) {
+    case OPS_BF16: return elem_bf16_to_f32(((const uint16_t *)p)[i]);
+    case OPS_F16: return elem_f16_to_f32(((const uint16_t *)p)[i]);
+    default: return ((const float *)p)[i];
+    }
+}
+
+static __device__ __forceinline__ void store_f32_cuda(void *p, ops_dtype dt,
+                                                      int64_t i, float x)
+{
+    switch (dt) {
+    case OPS_BF16: ((uint16_t *)p)[i] = elem_f32_to_bf16(x); break;
+    case OPS_F16: ((uint16_t *)p)[i] = elem_f32_to_f16(x); break;
+    default: ((float *)p)[i] = x; break;
+    }
+}
+
+/* Element size of a float-family dtype, on the host. */
+static inline size_t esize_cuda(ops_dtype dt)
+{
+    return dt == OPS_F32 ? 4 : 2;
+}
+
+/* ---- reductions ---------------------------------------------------------------- */
+
+struct SumOp {
+    template <typename T> __device__ T operator()(T a, T b) const { return a + b; }
+};
+/* Comparison, not fmaxf, as the CPU's `row[j] > m ? row[j] : m`. */
+struct MaxOp {
+    template <typename T> __device__ T operator()(T a, T b) const { return b > a ? b : a; }
+};
+
+/* Every lane gets op over the warp's 32 values (xor butterfly). */
+template <typename T, typename Op>
+static __device__ __forceinline__ T warp_allreduce(T v, Op op)
+{
+    for (int off = 16; off > 0; off >>= 1)
+        v = op(v, __shfl_xor_sync(0xffffffffu, v, off));
+    return v;
+}
+
+/* Every thread gets op over the block's values. blockDim.x must be a
+ * multiple of 32 and every thread of the block must call it. */
+template <typename T, typename Op>
+static __device__ T block_allreduce(T v, Op op, T identity)
+{
+    __shared__ T part[32];
+    int lane = threadIdx.x & 31, warp = threadIdx.x >> 5;
+    int nwarps = blockDim.x >> 5;
+    v = warp_allreduce(v, op);
+    __syncthreads(); /* part[] may still be read by a previous call */
+    if (lane == 0)
+        part[warp] = v;
+    __syncthreads();
+    v = lane < nwarps ? part[lane] : identity;
+    return warp_allreduce(v, op);
+}
+
+#endif

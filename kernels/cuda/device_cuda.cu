@@ -1,0 +1,265 @@
+/*
+ * device_cuda.cu - one GPU per rank: choosing it, its two streams, the
+ * cuBLAS handle, the scratch buffers, and the checks every call goes
+ * through.
+ *
+ * Two streams: every op runs on the compute stream, in program order, so
+ * ops never need to wait for each other on the host; NCCL runs on the
+ * communication stream (src/comm_nccl.c orders the two with events). The
+ * streams are non-blocking: nothing of ours uses the legacy default
+ * stream, and they must not serialise against a library that does.
+ */
+#include "cuda_common.h"
+
+#include <stdarg.h>
+#include <stdio.h>
+#include <string.h>
+
+static struct {
+    int ready;
+    int device;
+    cudaDeviceProp prop;
+    cudaStream_t compute, comm;
+    cublasHandle_t blas;
+    void *scratch[SCRATCH_CUDA_SLOTS];   /* see scratch_cuda */
+    size_t scratch_bytes[SCRATCH_CUDA_SLOTS];
+} ctx;
+
+/* ---- checks ------------------------------------------------------------ */
+
+void check_cuda_(cudaError_t err, const char *call, const char *file, int line)
+{
+    if (err == cudaSuccess)
+        return;
+    char msg[640];
+    snprintf(msg, sizeof msg, "%s failed: %s (%s)", call,
+             cudaGetErrorString(err), cudaGetErrorName(err));
+    ops_fatal(msg, file, line);
+}
+
+static const char *cublas_status_name(cublasStatus_t st)
+{
+    switch (st) {
+    case CUBLAS_STATUS_SUCCESS: return "CUBLAS_STATUS_SUCCESS";
+    case CUBLAS_STATUS_NOT_INITIALIZED: return "CUBLAS_STATUS_NOT_INITIALIZED";
+    case CUBLAS_STATUS_ALLOC_FAILED: return "CUBLAS_STATUS_ALLOC_FAILED";
+    case CUBLAS_STATUS_INVALID_VALUE: return "CUBLAS_STATUS_INVALID_VALUE";
+    case CUBLAS_STATUS_ARCH_MISMATCH: return "CUBLAS_STATUS_ARCH_MISMATCH";
+    case CUBLAS_STATUS_MAPPING_ERROR: return "CUBLAS_STATUS_MAPPING_ERROR";
+    case CUBLAS_STATUS_EXECUTION_FAILED: return "CUBLAS_STATUS_EXECUTION_FAILED";
+    case CUBLAS_STATUS_INTERNAL_ERROR: return "CUBLAS_STATUS_INTERNAL_ERROR";
+    case CUBLAS_STATUS_NOT_SUPPORTED: return "CUBLAS_STATUS_NOT_SUPPORTED";
+    case CUBLAS_STATUS_LICENSE_ERROR: return "CUBLAS_STATUS_LICENSE_ERROR";
+    }
+    return "unknown cuBLAS status";
+}
+
+void check_cublas_(cublasStatus_t st, const char *call, const char *file,
+                   int line)
+{
+    if (st == CUBLAS_STATUS_SUCCESS)
+        return;
+    char msg[640];
+    snprintf(msg, sizeof msg, "%s failed: %s (%d)", call,
+             cublas_status_name(st), (int)st);
+    ops_fatal(msg, file, line);
+}
+
+void check_launch_(const char *kernel, const char *file, int line)
+{
+    char msg[320];
+    cudaError_t err = cudaGetLastError();
+    if (err != cudaSuccess) {
+        snprintf(msg, sizeof msg, "launch of %s failed: %s (%s)", kernel,
+                 cudaGetErrorString(err), cudaGetErrorName(err));
+        ops_fatal(msg, file, line);
+    }
+    if (TRI_DEBUG) {
+        err = cudaStreamSynchronize(ctx.compute);
+        if (err != cudaSuccess) {
+            snprintf(msg, sizeof msg, "%s (or work before it) failed: %s (%s)",
+                     kernel, cudaGetErrorString(err), cudaGetErrorName(err));
+            ops_fatal(msg, file, line);
+        }
+    }
+}
+
+/* ---- context ----------------------------------------------------------- */
+
+static void require_ready(void)
+{
+    if (!ctx.ready)
+        ops_fatal("a CUDA op ran before cuda_device_init (call it once per "
+                  "rank, after MPI_Init, before allocating CUDA tensors)",
+                  __FILE__, __LINE__);
+}
+
+cudaStream_t stream_cuda(void)
+{
+    require_ready();
+    return ctx.compute;
+}
+
+cublasHandle_t cublas_cuda(void)
+{
+    require_ready();
+    return ctx.blas;
+}
+
+void *scratch_cuda(scratch_slot_cuda slot, size_t bytes)
+{
+    require_ready();
+    if (bytes <= ctx.scratch_bytes[slot])
+        return ctx.scratch[slot];
+    /* work queued earlier may still use the old buffer */
+    TRI_CHECK_CUDA(cudaStreamSynchronize(ctx.compute));
+    if (ctx.scratch[slot])
+        TRI_CHECK_CUDA(cudaFree(ctx.scratch[slot]));
+    ctx.scratch[slot] = NULL;
+    ctx.scratch_bytes[slot] = 0;
+    /* grow by a quarter more than asked, so growing stops after a few calls */
+    size_t want = bytes + bytes / 4;
+    if (cudaMalloc(&ctx.scratch[slot], want) != cudaSuccess) {
+        (void)cudaGetLastError();
+        want = bytes;
+        TRI_CHECK_CUDA(cudaMalloc(&ctx.scratch[slot], want));
+    }
+    ctx.scratch_bytes[slot] = want;
+    return ctx.scratch[slot];
+}
+
+/* ---- device selection ---------------------------------------------------- */
+
+int cuda_device_count(void)
+{
+    int n = 0;
+    /* no driver, no device or a broken driver all mean: no GPU here */
+    if (cudaGetDeviceCount(&n) != cudaSuccess) {
+        (void)cudaGetLastError();
+        return 0;
+    }
+    return n > 0 ? n : 0;
+}
+
+/* An empty kernel: cudaFuncGetAttributes on it fails when this build holds
+ * no kernel image the selected GPU can run. */
+static __global__ void probe_kernel(void)
+{
+}
+
+static int fail_msg(char *err, size_t err_size, const char *fmt, ...)
+    __attribute__((format(printf, 3, 4)));
+
+static int fail_msg(char *err, size_t err_size, const char *fmt, ...)
+{
+    va_list ap;
+    va_start(ap, fmt);
+    if (err && err_size)
+        vsnprintf(err, err_size, fmt, ap);
+    va_end(ap);
+    return 1;
+}
+
+int cuda_device_init(int local_rank, int local_size, char *err,
+                     size_t err_size)
+{
+    if (ctx.ready)
+        return fail_msg(err, err_size, "cuda_device_init called twice");
+    if (local_size < 1 || local_rank < 0 || local_rank >= local_size)
+        return fail_msg(err, err_size, "bad local rank %d of %d", local_rank,
+                        local_size);
+    int count = 0;
+    cudaError_t e = cudaGetDeviceCount(&count);
+    if (e != cudaSuccess || count < 1) {
+        (void)cudaGetLastError();
+        return fail_msg(err, err_size,
+                        "no CUDA device visible to this rank (%s); check the "
+                        "job's GPU allocation and CUDA_VISIBLE_DEVICES",
+                        e != cudaSuccess ? cudaGetErrorString(e) : "0 devices");
+    }
+    int device;
+    if (count >= local_size)
+        device = local_rank;
+    else if (count == 1)
+        device = 0; /* the launcher bound one GPU to each rank */
+    else
+        return fail_msg(err, err_size,
+                        "node has %d ranks but %d visible GPUs; run one rank "
+                        "per GPU (CUDA_VISIBLE_DEVICES)", local_size, count);
+    e = cudaSetDevice(device);
+    if (e == cudaSuccess)
+        e = cudaGetDeviceProperties(&ctx.prop, device);
+    if (e != cudaSuccess) {
+        (void)cudaGetLastError();
+        return fail_msg(err, err_size, "cannot use CUDA device %d: %s", device,
+                        cudaGetErrorString(e));
+    }
+    cudaFuncAttributes attr;
+    e = cudaFuncGetAttributes(&attr, probe_kernel);
+    if (e != cudaSuccess) {
+        (void)cudaGetLastError();
+        return fail_msg(err, err_size,
+                        "trident has no kernels for %s (sm_%d%d): %s; "
+                        "reconfigure with --with-cuda-arch=\"%d%d\"",
+                        ctx.prop.name, ctx.prop.major, ctx.prop.minor,
+                        cudaGetErrorString(e), ctx.prop.major, ctx.prop.minor);
+    }
+    ctx.device = device;
+    TRI_CHECK_CUDA(cudaStreamCreateWithFlags(&ctx.compute, cudaStreamNonBlocking));
+    TRI_CHECK_CUDA(cudaStreamCreateWithFlags(&ctx.comm, cudaStreamNonBlocking));
+    TRI_CHECK_CUBLAS(cublasCreate(&ctx.blas));
+    TRI_CHECK_CUBLAS(cublasSetStream(ctx.blas, ctx.compute));
+    /* no atomics: the same bits on every run (cuBLAS's default, made explicit) */
+    TRI_CHECK_CUBLAS(cublasSetAtomicsMode(ctx.blas, CUBLAS_ATOMICS_NOT_ALLOWED));
+    ctx.ready = 1;
+    return 0;
+}
+
+void cuda_device_finalize(void)
+{
+    if (!ctx.ready)
+        return;
+    cuda_synchronize();
+    TRI_CHECK_CUBLAS(cublasDestroy(ctx.blas));
+    for (int i = 0; i < SCRATCH_CUDA_SLOTS; i++)
+        if (ctx.scratch[i])
+            TRI_CHECK_CUDA(cudaFree(ctx.scratch[i]));
+    TRI_CHECK_CUDA(cudaStreamDestroy(ctx.comm));
+    TRI_CHECK_CUDA(cudaStreamDestroy(ctx.compute));
+    memset(&ctx, 0, sizeof ctx);
+}
+
+int cuda_device_index(void)
+{
+    return ctx.ready ? ctx.device : -1;
+}
+
+void cuda_device_uuid(unsigned char uuid[16])
+{
+    require_ready();
+    memcpy(uuid, ctx.prop.uuid.bytes, 16);
+}
+
+void *cuda_compute_stream(void)
+{
+    require_ready();
+    return (void *)ctx.compute;
+}
+
+void *cuda_comm_stream(void)
+{
+    require_ready();
+    return (void *)ctx.comm;
+}
+
+void cuda_synchronize(void)
+{
+    require_ready();
+    TRI_CHECK_CUDA(cudaStreamSynchronize(ctx.compute));
+    TRI_CHECK_CUDA(cudaStreamSynchronize(ctx.comm));
+}
+
+const cudaDeviceProp *device_prop_cuda(void)
+{
+    return ctx.ready ? &ctx.prop : NULL;
+}

@@ -1,0 +1,123 @@
+/*
+ * tensor_cuda.cu - allocate, free, zero, copy and cast device memory.
+ *
+ * The twin of tensor_cpu.c. Everything is enqueued on the compute stream,
+ * so a buffer zeroed or filled here is ready for the next op without a
+ * host wait. The exception is a copy with a host side: ops.h promises
+ * dst = src when ops_copy returns, so the host may read a downloaded
+ * buffer or overwrite an uploaded one (pinned host memory is not staged by
+ * the driver), and copy_cuda waits for the stream. Casts round through
+ * elem.h on the raw 16-bit storage, bit-identical to cast_cpu.
+ */
+#include "cuda_common.h"
+
+#include <stdio.h>
+#include <string.h>
+
+void *alloc_cuda(size_t bytes)
+{
+    void *p = NULL;
+    /* a zero-length tensor still gets a real pointer, as on the host */
+    size_t want = bytes ? bytes : 256;
+    cudaStream_t s = stream_cuda();
+    cudaError_t err = cudaMalloc(&p, want);
+    if (err != cudaSuccess) {
+        (void)cudaGetLastError();
+        size_t free_b = 0, total_b = 0;
+        (void)cudaMemGetInfo(&free_b, &total_b);
+        (void)cudaGetLastError();
+        char msg[256];
+        snprintf(msg, sizeof msg,
+                 "out of GPU memory allocating %zu bytes (%.2f GiB free of "
+                 "%.2f GiB): %s", want, free_b / 1073741824.0,
+                 total_b / 1073741824.0, cudaGetErrorString(err));
+        ops_fatal(msg, __FILE__, __LINE__);
+    }
+    TRI_CHECK_CUDA(cudaMemsetAsync(p, 0, want, s));
+    return p;
+}
+
+void free_cuda(void *p)
+{
+    if (!p)
+        return;
+    /* no op queued on either stream may still use p (cudaFree waits for
+     * the device anyway; this says so instead of relying on it) */
+    if (cuda_device_index() >= 0)
+        cuda_synchronize();
+    TRI_CHECK_CUDA(cudaFree(p));
+}
+
+void zero_cuda(void *p, size_t bytes)
+{
+    if (bytes)
+        TRI_CHECK_CUDA(cudaMemsetAsync(p, 0, bytes, stream_cuda()));
+}
+
+void copy_cuda(void *dst, ops_device ddev, const void *src, ops_device sdev,
+               size_t bytes)
+{
+    if (bytes == 0 || dst == src)
+        return;
+    if (ddev == OPS_CPU && sdev == OPS_CPU) {
+        memcpy(dst, src, bytes);
+        return;
+    }
+    cudaMemcpyKind kind = ddev == OPS_CUDA && sdev == OPS_CUDA ? cudaMemcpyDeviceToDevice
+                        : ddev == OPS_CUDA ? cudaMemcpyHostToDevice
+                                           : cudaMemcpyDeviceToHost;
+    cudaStream_t s = stream_cuda();
+    TRI_CHECK_CUDA(cudaMemcpyAsync(dst, src, bytes, kind, s));
+    if (kind != cudaMemcpyDeviceToDevice)
+        TRI_CHECK_CUDA(cudaStreamSynchronize(s));
+}
+
+static __global__ void cast_kernel(void *dst, ops_dtype ddt, const void *src,
+                                   ops_dtype sdt, int64_t n)
+{
+    for (int64_t i = blockIdx.x * (int64_t)blockDim.x + threadIdx.x; i < n;
+         i += (int64_t)gridDim.x * blockDim.x)
+        store_f32_cuda(dst, ddt, i, load_f32_cuda(src, sdt, i));
+}
+
+void cast_cuda(void *dst, ops_dtype ddt, const void *src, ops_dtype sdt,
+               int64_t n)
+{
+    if (n <= 0)
+        return;
+    cudaStream_t s = stream_cuda();
+    if (ddt == sdt) {
+        if (dst != src)
+            TRI_CHECK_CUDA(cudaMemcpyAsync(dst, src, (size_t)n * esize_cuda(ddt),
+                                           cudaMemcpyDeviceToDevice, s));
+        return;
+    }
+    /* every pair goes through fp32, which holds bf16 and fp16 exactly, so
+     * bf16 <-> fp16 rounds once, as in cast_cpu */
+    cast_kernel<<<grid_for(n, TRI_THREADS), TRI_THREADS, 0, s>>>(dst, ddt, src,
+                                                                 sdt, n);
+    TRI_CHECK_LAUNCH(cast_kernel);
+}
+
+static __global__ void cast_2d_kernel(void *dst, ops_dtype ddt, int64_t ldd,
+                                      const void *src, ops_dtype sdt,
+                                      int64_t lds, int rows, int cols)
+{
+    int64_t total = (int64_t)rows * cols;
+    for (int64_t k = blockIdx.x * (int64_t)blockDim.x + threadIdx.x; k < total;
+         k += (int64_t)gridDim.x * blockDim.x) {
+        int64_t r = k / cols, c = k % cols;
+        store_f32_cuda(dst, ddt, r * ldd + c, load_f32_cuda(src, sdt, r * lds + c));
+    }
+}
+
+void cast_2d_cuda(void *dst, ops_dtype ddt, int64_t ldd, const void *src,
+                  ops_dtype sdt, int64_t lds, int rows, int cols)
+{
+    int64_t total = (int64_t)rows * cols;
+    if (total <= 0)
+        return;
+    cast_2d_kernel<<<grid_for(total, TRI_THREADS), TRI_THREADS, 0, stream_cuda()>>>(
+        dst, ddt, ldd, src, sdt, lds, rows, cols);
+    TRI_CHECK_LAUNCH(cast_2d_kernel);
+}

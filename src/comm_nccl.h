@@ -1,0 +1,108 @@
+/*
+ * comm_nccl.h - comm.h's collectives for device buffers, over NCCL.
+ *
+ * GPU builds (TRI_HAVE_NCCL) move CUDA tensors with NCCL, host tensors with
+ * comm.c's MPI. Each grid group this rank belongs to gets one NCCL
+ * communicator with the same members in the same rank order as its MPI
+ * communicator (the ncclUniqueId comes from the group's rank 0 by
+ * MPI_Bcast): TP, DP, DP_NODE, DP_CROSS, PP (pipeline neighbours, for
+ * send/recv) and EMBED (first and last stage, tied embeddings). A group of
+ * one rank gets none, and its collectives are local. DP shares DP_NODE's
+ * or DP_CROSS's communicator when one of them spans all of DP. WORLD has
+ * no NCCL communicator: the world-wide reductions (loss scale, inf check)
+ * are single values the host reads anyway, so they stay on MPI.
+ *
+ * Streams. NCCL runs on the communication stream (cuda_comm_stream()).
+ * Every call first makes that stream wait for the work already queued on
+ * the compute stream (an event), so NCCL sees the buffers the kernels
+ * wrote, and afterwards makes the compute stream wait for the
+ * communication, so later kernels see its result. Neither the host nor the
+ * GPU's other work waits: a call returns as soon as NCCL has the operation
+ * queued.
+ *
+ * Errors. A failing NCCL or CUDA call aborts every NCCL communicator of
+ * this rank (ncclCommAbort, so no peer is left spinning on a GPU) and then
+ * calls fail_abort, which MPI_Aborts. comm_nccl_init installs the same
+ * abort-then-fail_abort as the kernels' fatal handler.
+ *
+ * Collectivity: each function is collective on the group it names, and all
+ * of that group's ranks must call it in the same order with the same counts
+ * and dtype; buffers are CUDA tensors of fp32, bf16, fp16, int32 or fp64.
+ */
+#ifndef TRI_SRC_COMM_NCCL_H
+#define TRI_SRC_COMM_NCCL_H
+
+#include <stddef.h>
+#include <stdint.h>
+
+#include "comm.h"
+#include "grid.h"
+#include "kernels/ops.h"
+
+/* Creates the NCCL communicators of this rank's groups (in the fixed order
+ * TP, DP_NODE, DP_CROSS, DP, PP, EMBED, so no two ranks wait on each other
+ * in opposite orders). Needs cuda_device_init first. Returns non-zero with
+ * a message in err when CUDA is not set up; NCCL failing is fatal.
+ * Collective on world, after grid_create. */
+int comm_nccl_init(const Grid *g, char *err, size_t err_size);
+/* Waits for the communication stream and destroys the communicators.
+ * Collective on world. */
+void comm_nccl_finalize(void);
+/* ncclCommAbort on every communicator of this rank. For fatal paths: safe
+ * to call twice, and from a fatal handler. Not collective. */
+void comm_nccl_abort(void);
+/* Non-zero when `group` has an NCCL communicator on this rank (it has more
+ * than one rank). Not collective. */
+int comm_nccl_has(CommGroup group);
+/* Fatal if NCCL has reported an asynchronous error (a peer or the network
+ * failed) on any communicator; call once per step. Not collective. */
+void comm_nccl_check_async(void);
+
+/* In place; SUM or MAX. Collective on group. */
+void comm_nccl_allreduce(const Grid *g, CommGroup group, ops_tensor buf,
+                         int64_t n, CommOp op);
+/* send holds sum(counts) elements, rank-major; this rank receives the sum
+ * over the group of its block (counts[rank] elements) in recv. Equal counts
+ * run as one ncclReduceScatter, unequal ones as a group of ncclReduce.
+ * Collective on group. */
+void comm_nccl_reduce_scatter(const Grid *g, CommGroup group, ops_tensor send,
+                              ops_tensor recv, const int *counts);
+/* recv (sum(counts), rank-major) = every rank's counts[r] elements of send.
+ * Equal counts run as one ncclAllGather, unequal ones as a group of
+ * ncclBroadcast. Collective on group. */
+void comm_nccl_allgather(const Grid *g, CommGroup group, ops_tensor send,
+                         ops_tensor recv, const int *counts);
+/* In place from group rank root. Collective on group. */
+void comm_nccl_bcast(const Grid *g, CommGroup group, ops_tensor buf, int64_t n,
+                     int root);
+
+/* One side of a point-to-point transfer; peer is a rank of the group. */
+typedef struct {
+    int send;          /* 1: send buf to peer; 0: receive buf from peer */
+    ops_tensor buf;
+    int64_t n;
+    int peer;
+} CommNcclP2P;
+/* Runs all of ops between one ncclGroupStart/ncclGroupEnd, so a stage may
+ * send to its successor and receive from its predecessor in any order
+ * without deadlock. Collective on the peers named (each must post the
+ * matching operation). */
+void comm_nccl_sendrecv(const Grid *g, CommGroup group, const CommNcclP2P *ops,
+                        int nops);
+
+/* The hierarchical DP reduction of DESIGN.md. counts[k] (k < dp_node_size)
+ * is the size of the node shard of dp_node_rank k; send holds the node
+ * shards rank-major. ncclReduceScatter inside the node, then the shard is
+ * all-reduced across nodes on DP_CROSS, so recv (counts[dp_node_rank])
+ * holds this rank's node shard summed over all DP ranks: shard k is owned,
+ * identically, by dp_node_rank k of every node. Needs the same number of
+ * DP ranks on every node (checked). Collective on dp. */
+void comm_nccl_dp_reduce_scatter(const Grid *g, ops_tensor send,
+                                 ops_tensor recv, const int *counts);
+/* After the update: recv (all node shards, rank-major) = every node rank's
+ * counts[k] elements of send, gathered inside the node. Collective on
+ * dp_node. */
+void comm_nccl_dp_allgather(const Grid *g, ops_tensor send, ops_tensor recv,
+                            const int *counts);
+
+#endif

@@ -1,0 +1,25 @@
+/*
+ * device.h - which device each rank computes on.
+ *
+ * [parallel] device = cpu | cuda | auto. With CUDA, one rank drives one
+ * GPU: the device is the rank's index on its node (grid.h local_rank), and
+ * the node must have as many GPUs as ranks. auto takes the GPU when the
+ * build has CUDA and every rank sees one, else the CPU. A GPU requested
+ * from a CPU-only build fails with "reconfigure with --with-cuda".
+ */
+#ifndef TRI_SRC_DEVICE_H
+#define TRI_SRC_DEVICE_H
+
+#include "config.h"
+#include "grid.h"
+
+/* Chooses and initialises this rank's device, and the NCCL communicators
+ * when the device is a GPU and the build has NCCL; records the choice in
+ * g->device. Rank 0 (or a rank failing alone) reports a failure; every
+ * rank returns the agreed result. Collective on world. */
+int device_setup(Grid *g, const Config *cfg);
+
+/* Releases what device_setup created. Collective on world. */
+void device_teardown(Grid *g);
+
+#endif

@@ -1,0 +1,524 @@
+/*
+ * t_ops_cuda.c - every CUDA op against its CPU twin, in fp32, bf16 and fp16.
+ *
+ * Each check draws random inputs in the compute dtype D, gives the same
+ * bits to the `_cpu` and the `_cuda` function (called directly, not
+ * through ops.c), and compares the outputs. Both backends widen D to fp32,
+ * compute in fp32 and round once when storing, so they differ by fp32
+ * reassociation plus, where that tips a rounding, one ulp of the output
+ * dtype; attention on the GPU also rounds P and dS to D before its second
+ * GEMMs (attention_cuda.cu). The error is normwise, max |gpu - cpu| over
+ * max |cpu|, so an element near zero is judged by the op's scale. The
+ * tolerances: fp32 outputs (statistics, parameter gradients, anything in
+ * an fp32 run) 1e-4, bf16 2e-2 (2^-8 is one ulp at the top of the range),
+ * fp16 4e-3; a missing widening or a wrong index shows up as 1e-1 or worse.
+ * Casts, the embedding lookup and the two scatter-add backward passes
+ * (which add in the CPU's order) must match bit for bit, and the
+ * reductions must give the same bits on a second run.
+ *
+ * Without a GPU (or a driver) it prints `1..0 # SKIP no CUDA device`. The
+ * plan is printed at the end (valid TAP), since the number of checks
+ * follows the loops below.
+ */
+#include "kernels/ops.h"
+
+#include <math.h>
+#include <stdint.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+
+#include "kernels/cpu/cpu.h"
+#include "kernels/cuda/cuda.h"
+#include "tests/tap.h"
+
+static uint64_t rng_state = 0x9e3779b97f4a7c15ull;
+
+static float uniform(float lo, float hi)
+{
+    rng_state ^= rng_state >> 12;
+    rng_state ^= rng_state << 25;
+    rng_state ^= rng_state >> 27;
+    uint64_t r = rng_state * 0x2545f4914f6cdd1dull;
+    return lo + (hi - lo) * (float)((r >> 40) * (1.0 / 16777216.0));
+}
+
+static const ops_dtype dtypes[] = { OPS_F32, OPS_BF16, OPS_F16 };
+
+/* tap_ok, counted for the trailing plan */
+static int n_checks;
+#define CHECK(...) (n_checks++, tap_ok(__VA_ARGS__))
+
+static double tol(ops_dtype dt)
+{
+    return dt == OPS_BF16 ? 2e-2 : dt == OPS_F16 ? 4e-3 : 1e-4;
+}
+
+static void *xmalloc(size_t bytes)
+{
+    void *p = malloc(bytes ? bytes : 1);
+    if (!p) {
+        fprintf(stderr, "t_ops_cuda: out of host memory\n");
+        abort();
+    }
+    return p;
+}
+
+/* ---- a tensor with a host and a device copy --------------------------- */
+
+typedef struct {
+    ops_dtype dt;
+    int64_t n;
+    void *h;   /* host, dtype dt: the CPU twin's argument */
+    void *d;   /* device, dtype dt: the CUDA op's argument */
+} Buf;
+
+static size_t bytes_of(const Buf *b)
+{
+    return (size_t)b->n * ops_dtype_size(b->dt);
+}
+
+static void upload(Buf *b)
+{
+    copy_cuda(b->d, OPS_CUDA, b->h, OPS_CPU, bytes_of(b));
+}
+
+/* n values uniform in [lo, hi), rounded to dt, on both sides. */
+static Buf buf_rand(ops_dtype dt, int64_t n, float lo, float hi)
+{
+    Buf b = { dt, n, xmalloc((size_t)n * ops_dtype_size(dt)),
+              alloc_cuda((size_t)n * ops_dtype_size(dt)) };
+    for (int64_t i = 0; i < n; i++)
+        store_f32_cpu(b.h, dt, i, uniform(lo, hi));
+    upload(&b);
+    return b;
+}
+
+static Buf buf_zero(ops_dtype dt, int64_t n)
+{
+    Buf b = { dt, n, xmalloc((size_t)n * ops_dtype_size(dt)),
+              alloc_cuda((size_t)n * ops_dtype_size(dt)) };
+    memset(b.h, 0, bytes_of(&b));
+    return b;
+}
+
+static Buf buf_tokens(int64_t n, int lo, int hi)
+{
+    Buf b = { OPS_I32, n, xmalloc((size_t)n * 4), alloc_cuda((size_t)n * 4) };
+    for (int64_t i = 0; i < n; i++) {
+        int v = lo + (int)uniform(0.0f, (float)(hi - lo));
+        ((int32_t *)b.h)[i] = v < hi ? v : hi - 1;
+    }
+    upload(&b);
+    return b;
+}
+
+static void buf_free(Buf *b)
+{
+    free(b->h);
+    free_cuda(b->d);
+    b->h = b->d = NULL;
+}
+
+/* The device copy, downloaded raw. */
+static void *download(const Buf *b)
+{
+    void *p = xmalloc(bytes_of(b));
+    copy_cuda(p, OPS_CPU, b->d, OPS_CUDA, bytes_of(b));
+    return p;
+}
+
+/* max |gpu - cpu| / max |cpu| over the buffer (NaN counts as failure). */
+static double normwise(const Buf *b)
+{
+    void *g = download(b);
+    double diff = 0.0, scale = 0.0;
+    for (int64_t i = 0; i < b->n; i++) {
+        double c = load_f32_cpu(b->h, b->dt, i), x = load_f32_cpu(g, b->dt, i);
+        double d = fabs(x - c);
+        if (!(d <= diff))
+            diff = d; /* NaN sticks */
+        if (fabs(c) > scale)
+            scale = fabs(c);
+    }
+    free(g);
+    return diff / (scale > 0.0 ? scale : 1.0);
+}
+
+static int bitwise(const Buf *b)
+{
+    void *g = download(b);
+    int same = memcmp(g, b->h, bytes_of(b)) == 0;
+    free(g);
+    return same;
+}
+
+/* Checks buffer b, named `what`, of an op run in dtype run_dt. */
+static void expect(const char *op, ops_dtype run_dt, const char *what,
+                   const Buf *b)
+{
+    double err = normwise(b);
+    double t = tol(b->dt);
+    CHECK(err <= t, "%s %s: %s (%s) max err %.2e (tol %.0e)", op,
+           ops_dtype_name(run_dt), what, ops_dtype_name(b->dt), err, t);
+}
+
+/* ---- memory and casts --------------------------------------------------- */
+
+static void test_memory(void)
+{
+    Buf a = buf_rand(OPS_F32, 1000, -1.0f, 1.0f);
+    Buf z = buf_zero(OPS_F32, 1000);
+    int zeroed = bitwise(&z); /* alloc_cuda fills zeros */
+    void *d2 = alloc_cuda(bytes_of(&a));
+    copy_cuda(d2, OPS_CUDA, a.d, OPS_CUDA, bytes_of(&a));
+    float *back = xmalloc(bytes_of(&a));
+    copy_cuda(back, OPS_CPU, d2, OPS_CUDA, bytes_of(&a));
+    int same = memcmp(back, a.h, bytes_of(&a)) == 0;
+    zero_cuda(d2, bytes_of(&a));
+    copy_cuda(back, OPS_CPU, d2, OPS_CUDA, bytes_of(&a));
+    int cleared = 1;
+    for (int i = 0; i < 1000; i++)
+        cleared = cleared && back[i] == 0.0f;
+    CHECK(zeroed && same && cleared,
+           "alloc zero-fills; host->device->device->host copies; zero_cuda");
+    free(back);
+    free_cuda(d2);
+    buf_free(&a);
+    buf_free(&z);
+}
+
+static void test_casts(void)
+{
+    /* the edges: signed zeros, inf, NaN, fp16 overflow (65520) and its
+     * subnormals, bf16 ties, then random values over a wide range */
+    static const float edge[] = { 0.0f, -0.0f, INFINITY, -INFINITY, NAN,
+        65504.0f, 65519.0f, 65520.0f, -70000.0f, 5.9604644775390625e-8f,
+        2.98e-8f, 2.99e-8f, 6.1e-5f, 1.00390625f, 1.01171875f, 3.4e38f,
+        1e-40f, -1e-45f };
+    const int64_t ne = (int64_t)(sizeof edge / sizeof edge[0]), n = 4096;
+    Buf src = buf_zero(OPS_F32, n);
+    for (int64_t i = 0; i < n; i++) {
+        float v = i < ne ? edge[i] : uniform(-1.0f, 1.0f) * exp2f(uniform(-30.0f, 20.0f));
+        ((float *)src.h)[i] = v;
+    }
+    upload(&src);
+    for (int k = 1; k < 3; k++) {
+        ops_dtype low = dtypes[k];
+        Buf to = buf_zero(low, n), back = buf_zero(OPS_F32, n);
+        cast_cpu(to.h, low, src.h, OPS_F32, n);
+        cast_cuda(to.d, low, src.d, OPS_F32, n);
+        cast_cpu(back.h, OPS_F32, to.h, low, n);
+        cast_cuda(back.d, OPS_F32, to.d, low, n);
+        ops_dtype other = low == OPS_BF16 ? OPS_F16 : OPS_BF16;
+        Buf cross = buf_zero(other, n);
+        cast_cpu(cross.h, other, to.h, low, n);
+        cast_cuda(cross.d, other, to.d, low, n);
+        CHECK(bitwise(&to) && bitwise(&back) && bitwise(&cross),
+               "cast fp32 -> %s -> fp32 and -> %s: bit-identical to the CPU",
+               ops_dtype_name(low), ops_dtype_name(other));
+        buf_free(&to);
+        buf_free(&back);
+        buf_free(&cross);
+    }
+    buf_free(&src);
+}
+
+/* ---- dense layers ---------------------------------------------------------- */
+
+static void test_matmul_case(ops_dtype dt, int M, int N, int K, int f32_ends)
+{
+    ops_dtype odt = f32_ends ? OPS_F32 : dt; /* the LM head's fp32 logits */
+    const char *op = f32_ends ? "matmul (fp32 out, fp32 dout)" : "matmul";
+    Buf inp = buf_rand(dt, (int64_t)M * K, -1.0f, 1.0f);
+    Buf w = buf_rand(dt, (int64_t)N * K, -0.5f, 0.5f);
+    Buf bias = buf_rand(dt, N, -1.0f, 1.0f);
+    Buf out = buf_zero(odt, (int64_t)M * N);
+    matmul_fwd_cpu(out.h, odt, inp.h, w.h, bias.h, dt, M, N, K);
+    matmul_fwd_cuda(out.d, odt, inp.d, w.d, bias.d, dt, M, N, K);
+    expect(op, dt, "fwd out", &out);
+
+    Buf dout = buf_rand(odt, (int64_t)M * N, -1.0f, 1.0f);
+    Buf dinp = buf_zero(dt, (int64_t)M * K);
+    Buf dw = buf_rand(OPS_F32, (int64_t)N * K, -1.0f, 1.0f); /* += */
+    Buf dbias = buf_rand(OPS_F32, N, -1.0f, 1.0f);
+    matmul_bwd_cpu(dinp.h, dw.h, dbias.h, dout.h, odt, inp.h, w.h, dt, M, N, K);
+    matmul_bwd_cuda(dinp.d, dw.d, dbias.d, dout.d, odt, inp.d, w.d, dt, M, N, K);
+    expect(op, dt, "bwd dinp", &dinp);
+    expect(op, dt, "bwd dw (+=)", &dw);
+    expect(op, dt, "bwd dbias (+=)", &dbias);
+    Buf *all[] = { &inp, &w, &bias, &out, &dout, &dinp, &dw, &dbias };
+    for (size_t i = 0; i < sizeof all / sizeof all[0]; i++)
+        buf_free(all[i]);
+}
+
+static void test_matmul(ops_dtype dt)
+{
+    test_matmul_case(dt, 37, 45, 29, 0);
+    if (dt == OPS_F32)
+        return;
+    test_matmul_case(dt, 37, 45, 29, 1);
+    /* dlogits wider than one rounded block (2^24 elements) */
+    test_matmul_case(dt, 2048, 8448, 32, 1);
+}
+
+/* ---- elementwise ----------------------------------------------------------- */
+
+static void test_elementwise(ops_dtype dt)
+{
+    const int64_t n = 100003;
+    Buf x = buf_rand(dt, n, -4.0f, 4.0f), y = buf_rand(dt, n, -1.0f, 1.0f);
+    Buf out = buf_zero(dt, n);
+    gelu_fwd_cpu(out.h, x.h, dt, n);
+    gelu_fwd_cuda(out.d, x.d, dt, n);
+    expect("gelu_fwd", dt, "out", &out);
+    /* in place over dout, as ops.h allows */
+    memcpy(out.h, y.h, bytes_of(&y));
+    upload(&out);
+    gelu_bwd_cpu(out.h, x.h, out.h, dt, n);
+    gelu_bwd_cuda(out.d, x.d, out.d, dt, n);
+    expect("gelu_bwd (dinp = dout)", dt, "dinp", &out);
+    add_cpu(out.h, x.h, y.h, dt, n);
+    add_cuda(out.d, x.d, y.d, dt, n);
+    expect("add", dt, "out", &out);
+    accumulate_cpu(out.h, y.h, dt, n);
+    accumulate_cuda(out.d, y.d, dt, n);
+    expect("accumulate", dt, "y", &out);
+    scale_cpu(out.h, 0.375f, dt, n);
+    scale_cuda(out.d, 0.375f, dt, n);
+    expect("scale", dt, "x", &out);
+    clip_value_cpu(out.h, 1.0f, dt, n);
+    clip_value_cuda(out.d, 1.0f, dt, n);
+    expect("clip_value", dt, "x", &out);
+
+    for (int square = 0; square < 2; square++) {
+        double cpu = 0.25, gpu[2];
+        if (square)
+            sumsq_accumulate_cpu(&cpu, x.h, dt, n);
+        else
+            sum_accumulate_cpu(&cpu, x.h, dt, n);
+        double *acc = alloc_cuda(sizeof(double));
+        for (int run = 0; run < 2; run++) {
+            double start = 0.25;
+            copy_cuda(acc, OPS_CUDA, &start, OPS_CPU, sizeof start);
+            if (square)
+                sumsq_accumulate_cuda(acc, x.d, dt, n);
+            else
+                sum_accumulate_cuda(acc, x.d, dt, n);
+            copy_cuda(&gpu[run], OPS_CPU, acc, OPS_CUDA, sizeof(double));
+        }
+        free_cuda(acc);
+        double rel = fabs(gpu[0] - cpu) / (fabs(cpu) > 1.0 ? fabs(cpu) : 1.0);
+        CHECK(rel <= 1e-10 && memcmp(&gpu[0], &gpu[1], sizeof(double)) == 0,
+               "%s %s: %.17g vs CPU %.17g (rel %.1e), same bits twice",
+               square ? "sumsq_accumulate" : "sum_accumulate",
+               ops_dtype_name(dt), gpu[0], cpu, rel);
+    }
+    /* a non-finite element makes the sum of squares non-finite */
+    store_f32_cpu(x.h, dt, 777, INFINITY);
+    upload(&x);
+    double *acc = alloc_cuda(sizeof(double)), got = 0.0;
+    sumsq_accumulate_cuda(acc, x.d, dt, n);
+    copy_cuda(&got, OPS_CPU, acc, OPS_CUDA, sizeof got);
+    free_cuda(acc);
+    CHECK(!isfinite(got), "sumsq_accumulate %s: an inf element gives %g",
+           ops_dtype_name(dt), got);
+    buf_free(&x);
+    buf_free(&y);
+    buf_free(&out);
+}
+
+/* ---- LayerNorm ------------------------------------------------------------- */
+
+static void test_layernorm(ops_dtype dt, int N, int C)
+{
+    Buf inp = buf_rand(dt, (int64_t)N * C, -2.0f, 3.0f);
+    Buf w = buf_rand(dt, C, 0.5f, 1.5f), b = buf_rand(dt, C, -0.5f, 0.5f);
+    Buf out = buf_zero(dt, (int64_t)N * C);
+    Buf mean = buf_zero(OPS_F32, N), rstd = buf_zero(OPS_F32, N);
+    layernorm_fwd_cpu(out.h, mean.h, rstd.h, inp.h, w.h, b.h, dt, N, C);
+    layernorm_fwd_cuda(out.d, mean.d, rstd.d, inp.d, w.d, b.d, dt, N, C);
+    expect("layernorm_fwd", dt, "out", &out);
+    expect("layernorm_fwd", dt, "mean", &mean);
+    expect("layernorm_fwd", dt, "rstd", &rstd);
+    /* each side's backward pass reads its own statistics */
+    Buf dout = buf_rand(dt, (int64_t)N * C, -1.0f, 1.0f);
+    Buf dinp = buf_rand(dt, (int64_t)N * C, -1.0f, 1.0f); /* += */
+    Buf dw = buf_rand(OPS_F32, C, -1.0f, 1.0f), db = buf_rand(OPS_F32, C, -1.0f, 1.0f);
+    layernorm_bwd_cpu(dinp.h, dw.h, db.h, dout.h, inp.h, w.h, mean.h, rstd.h,
+                      dt, N, C);
+    layernorm_bwd_cuda(dinp.d, dw.d, db.d, dout.d, inp.d, w.d, mean.d, rstd.d,
+                       dt, N, C);
+    expect("layernorm_bwd", dt, "dinp (+=)", &dinp);
+    expect("layernorm_bwd", dt, "dw (+=)", &dw);
+    expect("layernorm_bwd", dt, "db (+=)", &db);
+    Buf *all[] = { &inp, &w, &b, &out, &mean, &rstd, &dout, &dinp, &dw, &db };
+    for (size_t i = 0; i < sizeof all / sizeof all[0]; i++)
+        buf_free(all[i]);
+}
+
+/* ---- attention ------------------------------------------------------------- */
+
+static void test_attention(ops_dtype dt, int B, int T, int NH, int hs)
+{
+    int64_t rows = (int64_t)B * T, probs = (int64_t)B * NH * T * T;
+    Buf qkv = buf_rand(dt, rows * NH * 3 * hs, -1.0f, 1.0f);
+    Buf out = buf_zero(dt, rows * NH * hs), att = buf_zero(OPS_F32, probs);
+    attention_fwd_cpu(out.h, att.h, qkv.h, dt, B, T, NH, hs);
+    attention_fwd_cuda(out.d, att.d, qkv.d, dt, B, T, NH, hs);
+    expect("attention_fwd", dt, "out", &out);
+    expect("attention_fwd", dt, "att", &att);
+    Buf dout = buf_rand(dt, rows * NH * hs, -1.0f, 1.0f);
+    Buf dqkv = buf_rand(dt, rows * NH * 3 * hs, -9.0f, 9.0f); /* overwritten */
+    Buf scratch = buf_zero(OPS_F32, probs);
+    attention_bwd_cpu(dqkv.h, scratch.h, dout.h, qkv.h, att.h, dt, B, T, NH, hs);
+    attention_bwd_cuda(dqkv.d, scratch.d, dout.d, qkv.d, att.d, dt, B, T, NH, hs);
+    expect("attention_bwd", dt, "dqkv", &dqkv);
+    Buf *all[] = { &qkv, &out, &att, &dout, &dqkv, &scratch };
+    for (size_t i = 0; i < sizeof all / sizeof all[0]; i++)
+        buf_free(all[i]);
+}
+
+/* ---- embeddings ------------------------------------------------------------ */
+
+static void test_embedding(ops_dtype dt)
+{
+    const int N = 300, C = 70, v0 = 10, Vl = 40, B = 3, T = 100;
+    /* tokens in [0, 60): some below and above this shard, many repeats */
+    Buf tok = buf_tokens(N, 0, 60);
+    Buf wte = buf_rand(dt, (int64_t)Vl * C, -1.0f, 1.0f);
+    Buf out = buf_rand(dt, (int64_t)N * C, -9.0f, 9.0f); /* overwritten */
+    embedding_fwd_cpu(out.h, tok.h, wte.h, dt, v0, Vl, N, C);
+    embedding_fwd_cuda(out.d, tok.d, wte.d, dt, v0, Vl, N, C);
+    CHECK(bitwise(&out), "embedding_fwd %s: bit-identical", ops_dtype_name(dt));
+
+    Buf dout = buf_rand(dt, (int64_t)N * C, -1.0f, 1.0f);
+    Buf dwte = buf_rand(OPS_F32, (int64_t)Vl * C, -1.0f, 1.0f);
+    void *before = download(&dwte);
+    embedding_bwd_cpu(dwte.h, tok.h, dout.h, dt, v0, Vl, N, C);
+    embedding_bwd_cuda(dwte.d, tok.d, dout.d, dt, v0, Vl, N, C);
+    int same = bitwise(&dwte);
+    /* again from the same start: the same bits (no atomics) */
+    copy_cuda(dwte.d, OPS_CUDA, before, OPS_CPU, bytes_of(&dwte));
+    embedding_bwd_cuda(dwte.d, tok.d, dout.d, dt, v0, Vl, N, C);
+    CHECK(same && bitwise(&dwte), "embedding_bwd %s: dwte (+=) bit-identical "
+           "to the CPU's token-order sum, twice (max err %.1e)",
+           ops_dtype_name(dt), normwise(&dwte));
+    free(before);
+
+    Buf pos = buf_rand(dt, (int64_t)B * T * C, -1.0f, 1.0f);
+    Buf wpe = buf_rand(dt, (int64_t)T * C, -1.0f, 1.0f);
+    position_fwd_cpu(pos.h, wpe.h, dt, B, T, C);
+    position_fwd_cuda(pos.d, wpe.d, dt, B, T, C);
+    expect("position_fwd", dt, "out (+=)", &pos);
+    Buf dpos = buf_rand(dt, (int64_t)B * T * C, -1.0f, 1.0f);
+    Buf dwpe = buf_rand(OPS_F32, (int64_t)T * C, -1.0f, 1.0f);
+    position_bwd_cpu(dwpe.h, dpos.h, dt, B, T, C);
+    position_bwd_cuda(dwpe.d, dpos.d, dt, B, T, C);
+    CHECK(bitwise(&dwpe), "position_bwd %s: dwpe (+=) bit-identical to the "
+          "CPU's batch-order sum", ops_dtype_name(dt));
+    Buf *all[] = { &tok, &wte, &out, &dout, &dwte, &pos, &wpe, &dpos, &dwpe };
+    for (size_t i = 0; i < sizeof all / sizeof all[0]; i++)
+        buf_free(all[i]);
+}
+
+/* ---- cross-entropy ----------------------------------------------------------- */
+
+static void test_xent(ops_dtype dt)
+{
+    const int N = 9, Vl = 1000, v0 = 500;
+    const float grad_scale = 1.0f / 9.0f;
+    /* targets in [0, 2000): about half on this shard [500, 1500) */
+    Buf tgt = buf_tokens(N, 0, 2000);
+    Buf logits = buf_rand(dt, (int64_t)N * Vl, -6.0f, 6.0f);
+    Buf rowmax = buf_zero(OPS_F32, N), sumexp = buf_zero(OPS_F32, N);
+    Buf tl = buf_zero(OPS_F32, N), losses = buf_zero(OPS_F32, N);
+    xent_max_cpu(rowmax.h, logits.h, dt, N, Vl);
+    xent_max_cuda(rowmax.d, logits.d, dt, N, Vl);
+    expect("xent_max", dt, "rowmax", &rowmax);
+    upload(&rowmax); /* each phase from the same inputs on both sides */
+    xent_sumexp_cpu(sumexp.h, tl.h, logits.h, dt, rowmax.h, tgt.h, v0, N, Vl);
+    xent_sumexp_cuda(sumexp.d, tl.d, logits.d, dt, rowmax.d, tgt.d, v0, N, Vl);
+    expect("xent_sumexp", dt, "sumexp", &sumexp);
+    expect("xent_sumexp", dt, "target_logit", &tl);
+    upload(&sumexp);
+    upload(&tl);
+    /* dlogits in place over the logits, as the model calls it */
+    xent_finish_cpu(losses.h, logits.h, logits.h, dt, rowmax.h, sumexp.h, tl.h,
+                    tgt.h, v0, N, Vl, grad_scale);
+    xent_finish_cuda(losses.d, logits.d, logits.d, dt, rowmax.d, sumexp.d, tl.d,
+                     tgt.d, v0, N, Vl, grad_scale);
+    expect("xent_finish", dt, "losses", &losses);
+    expect("xent_finish (in place)", dt, "dlogits", &logits);
+    Buf *all[] = { &tgt, &logits, &rowmax, &sumexp, &tl, &losses };
+    for (size_t i = 0; i < sizeof all / sizeof all[0]; i++)
+        buf_free(all[i]);
+}
+
+/* ---- optimizer --------------------------------------------------------------- */
+
+static void test_adamw(ops_dtype dt)
+{
+    const int64_t n = 50001;
+    ops_adamw_args a = { 1e-3f, 0.9f, 0.95f, 1e-8f, 0.1f, 0.5f, 3 };
+    Buf master = buf_rand(OPS_F32, n, -1.0f, 1.0f);
+    Buf grad = buf_rand(dt, n, -2.0f, 2.0f);
+    Buf m = buf_rand(OPS_F32, n, -0.1f, 0.1f), v = buf_rand(OPS_F32, n, 0.0f, 0.01f);
+    Buf wcopy = buf_zero(dt, n);
+    adamw_cpu(master.h, grad.h, dt, m.h, v.h, wcopy.h, dt, n, &a);
+    adamw_cuda(master.d, grad.d, dt, m.d, v.d, wcopy.d, dt, n, &a);
+    expect("adamw", dt, "master", &master);
+    expect("adamw", dt, "m", &m);
+    expect("adamw", dt, "v", &v);
+    expect("adamw", dt, "wcopy", &wcopy);
+    Buf *all[] = { &master, &grad, &m, &v, &wcopy };
+    for (size_t i = 0; i < sizeof all / sizeof all[0]; i++)
+        buf_free(all[i]);
+}
+
+/* ---- GEMM info and rate ------------------------------------------------------ */
+
+static void test_gemm_info(void)
+{
+    const char *warning = NULL;
+    const char *info = gemm_info_cuda(&warning);
+    tap_diag("%s", info);
+    if (warning)
+        tap_diag("warning: %s", warning);
+    double f32 = gemm_peak_cuda(OPS_F32, 0.2), bf16 = gemm_peak_cuda(OPS_BF16, 0.2);
+    CHECK(strstr(info, "cuBLAS") != NULL && f32 > 1e9 && bf16 > 1e9,
+           "gemm_info_cuda and gemm_peak_cuda: fp32 %.1f, bf16 %.1f TFLOP/s",
+           f32 / 1e12, bf16 / 1e12);
+}
+
+int main(int argc, char **argv)
+{
+    tap_init(&argc, &argv);
+    if (cuda_device_count() == 0)
+        tap_skip_all("no CUDA device");
+    char err[256];
+    if (cuda_device_init(0, 1, err, sizeof err) != 0) {
+        CHECK(0, "cuda_device_init: %s", err);
+        tap_plan(n_checks);
+        return tap_done();
+    }
+    test_memory();
+    test_casts();
+    for (size_t k = 0; k < sizeof dtypes / sizeof dtypes[0]; k++) {
+        ops_dtype dt = dtypes[k];
+        test_matmul(dt);
+        test_elementwise(dt);
+        test_layernorm(dt, 37, 100);
+        test_layernorm(dt, 5, 1000);
+        test_attention(dt, 2, 37, 3, 16);
+        test_attention(dt, 1, 64, 2, 32);
+        test_embedding(dt);
+        test_xent(dt);
+        test_adamw(dt);
+    }
+    test_gemm_info();
+    cuda_device_finalize();
+    /* a trailing plan: the count follows the loops above */
+    tap_plan(n_checks);
+    return tap_done();
+}
