@@ -12,27 +12,78 @@
 #include <stdint.h>
 #include <math.h>
 
+/* Host and device; on the host, always inlined, so loops over these
+ * functions vectorize (a call in a loop body stops the vectorizer). */
 #ifdef __CUDACC__
 #define TRI_HD __host__ __device__
 #else
-#define TRI_HD
+#define TRI_HD __attribute__((always_inline))
 #endif
 
 #define TRI_LN_EPS 1e-5f
 #define TRI_GELU_K 0.7978845608028654f /* sqrt(2/pi) */
 
+/* ---- exp and tanh without library calls -----------------------------------
+ * libm's expf and tanhf are calls the compiler cannot vectorize, and they
+ * were a third of the attention forward and most of GELU's time. These are
+ * straight-line float code (no branches, no table), so a loop over them
+ * vectorizes, and host and device compute the same bits. */
+
+static inline TRI_HD uint32_t elem_f32_bits(float f);
+static inline TRI_HD float elem_bits_f32(uint32_t u);
+
+/* e^x to about 1 ulp for x in [-87.3, 88]; below, 2^-126-ish (the caller
+ * never needs less: softmax terms that small vanish against the rest);
+ * above, e^88. NaN stays NaN. Cody-Waite reduction x = n ln2 + r with
+ * |r| <= ln2/2, then a degree-6 Taylor polynomial of e^r (its truncation
+ * error, r^7/7! < 1.5e-8, is under half an ulp), then 2^n built in the
+ * exponent bits. */
+static inline TRI_HD float elem_expf(float x)
+{
+    x = x < -87.3f ? -87.3f : x;
+    x = x > 88.0f ? 88.0f : x;
+    const float round = 12582912.0f; /* 1.5 * 2^23: adding it rounds to an integer */
+    float shifted = x * 1.44269504088896341f + round;
+    float n = shifted - round;
+    float r = x - n * 0.693359375f;      /* ln 2, high bits (exact product) */
+    r = r - n * -2.12194440054690583e-4f; /* ln 2, the rest */
+    float p = 1.0f / 720.0f;
+    p = p * r + 1.0f / 120.0f;
+    p = p * r + 1.0f / 24.0f;
+    p = p * r + 1.0f / 6.0f;
+    p = p * r + 0.5f;
+    p = p * r * r + r + 1.0f;
+    /* n's integer value sits in shifted's low mantissa bits */
+    int32_t e = (int32_t)(elem_f32_bits(shifted) - 0x4b400000u);
+    return p * elem_bits_f32((uint32_t)(e + 127) << 23);
+}
+
+/* tanh to a few ulp: an odd Taylor polynomial near 0, where 1 - 2/(e^2x+1)
+ * would cancel, and that formula beyond; both evaluated, one kept. */
+static inline TRI_HD float elem_tanhf(float x)
+{
+    float ax = x < 0.0f ? -x : x;
+    float big_arg = ax > 9.0f ? 9.0f : ax; /* tanh(9) is 1 in fp32; NaN passes */
+    float big = 1.0f - 2.0f / (elem_expf(2.0f * big_arg) + 1.0f);
+    float x2 = x * x;
+    float small = ax * (1.0f + x2 * (-1.0f / 3.0f + x2 * (2.0f / 15.0f
+                  + x2 * (-17.0f / 315.0f + x2 * (62.0f / 2835.0f)))));
+    float t = ax < 0.3f ? small : big;
+    return x < 0.0f ? -t : t;
+}
+
 /* GELU, tanh approximation (GPT-2). */
 static inline TRI_HD float elem_gelu(float x)
 {
     float cube = 0.044715f * x * x * x;
-    return 0.5f * x * (1.0f + tanhf(TRI_GELU_K * (x + cube)));
+    return 0.5f * x * (1.0f + elem_tanhf(TRI_GELU_K * (x + cube)));
 }
 
 /* d gelu(x) / dx */
 static inline TRI_HD float elem_gelu_grad(float x)
 {
     float cube = 0.044715f * x * x * x;
-    float t = tanhf(TRI_GELU_K * (x + cube));
+    float t = elem_tanhf(TRI_GELU_K * (x + cube));
     float sech2 = 1.0f - t * t;
     float dinner = TRI_GELU_K * (1.0f + 3.0f * 0.044715f * x * x);
     return 0.5f * (1.0f + t) + 0.5f * x * sech2 * dinner;

@@ -140,6 +140,7 @@ static const KeyDef KEYS[] = {
     INT_KEY("log", "every", log.every, "1", 1, INT_MAX),
     PATH_KEY("log", "metrics", log.metrics, "", 0),
     INT_KEY("log", "sample_tokens", log.sample_tokens, "0", 0, INT_MAX),
+    { KEY("log", "profile", K_BOOL, log.profile, "false") },
 };
 #define N_KEYS (sizeof KEYS / sizeof KEYS[0])
 

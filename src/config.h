@@ -79,6 +79,7 @@ typedef struct {
     int every;
     char metrics[CONFIG_PATH_MAX];  /* JSON Lines file; empty: none */
     int sample_tokens;              /* tokens generated at the end; 0: none */
+    int profile;                    /* print a per-op time breakdown */
 } LogConfig;
 
 typedef struct {

@@ -18,6 +18,7 @@
 
 #include "comm.h"
 #include "fail.h"
+#include "prof.h"
 
 struct BlockActs {
     ops_tensor x;                          /* input (B,T,C), always kept */
@@ -278,10 +279,10 @@ static void embed_forward(Model *m, int slot, int rows)
 {
     int64_t N = (int64_t)rows * m->T, C = m->C;
     ops_tensor x = head_of(m->acts[slot * m->n_local].x, N * C);
-    ops_embedding_fwd(x, head_of(m->tokens[slot], N), W(m, m->p_wte), m->v0, m->Vl,
-                      (int)N, (int)C);
-    tp_allreduce(m, x, N * C);
-    ops_position_fwd(x, W(m, m->p_wpe), rows, m->T, (int)C);
+    PROF(PROF_EMBEDDING, ops_embedding_fwd(x, head_of(m->tokens[slot], N), W(m, m->p_wte), m->v0, m->Vl,
+                      (int)N, (int)C));
+    PROF(PROF_TP_COMM, tp_allreduce(m, x, N * C));
+    PROF(PROF_EMBEDDING, ops_position_fwd(x, W(m, m->p_wpe), rows, m->T, (int)C));
 }
 
 /* The row-parallel output: y = x . W^T summed over TP ranks, plus the bias
@@ -290,9 +291,9 @@ static void row_parallel(Model *m, ops_tensor y, ops_tensor x, int w, int b,
                          int64_t N, int64_t in_local)
 {
     ops_tensor bias = m->grid->tp_rank == 0 ? W(m, b) : OPS_NONE;
-    ops_matmul_fwd(head_of(y, N * m->C), head_of(x, N * in_local), W(m, w), bias,
-                   (int)N, m->C, (int)in_local);
-    tp_allreduce(m, y, N * m->C);
+    PROF(PROF_MATMUL, ops_matmul_fwd(head_of(y, N * m->C), head_of(x, N * in_local), W(m, w), bias,
+                   (int)N, m->C, (int)in_local));
+    PROF(PROF_TP_COMM, tp_allreduce(m, y, N * m->C));
 }
 
 static void block_forward(Model *m, const BlockParams *p, BlockActs *a,
@@ -300,21 +301,21 @@ static void block_forward(Model *m, const BlockParams *p, BlockActs *a,
 {
     int64_t N = (int64_t)rows * m->T, C = m->C, Cl = C / m->grid->tp;
     ModelScratch *s = m->scratch;
-    ops_layernorm_fwd(head_of(a->ln1, N * C), a->ln1_mean, a->ln1_rstd,
-                      head_of(a->x, N * C), W(m, p->ln1w), W(m, p->ln1b), (int)N, (int)C);
-    ops_matmul_fwd(head_of(a->qkv, N * 3 * Cl), head_of(a->ln1, N * C), W(m, p->qkvw),
-                   W(m, p->qkvb), (int)N, (int)(3 * Cl), (int)C);
-    ops_attention_fwd(head_of(a->atty, N * Cl), a->att, head_of(a->qkv, N * 3 * Cl),
-                      rows, m->T, m->NHl, m->hs);
+    PROF(PROF_LAYERNORM, ops_layernorm_fwd(head_of(a->ln1, N * C), a->ln1_mean, a->ln1_rstd,
+                      head_of(a->x, N * C), W(m, p->ln1w), W(m, p->ln1b), (int)N, (int)C));
+    PROF(PROF_MATMUL, ops_matmul_fwd(head_of(a->qkv, N * 3 * Cl), head_of(a->ln1, N * C), W(m, p->qkvw),
+                   W(m, p->qkvb), (int)N, (int)(3 * Cl), (int)C));
+    PROF(PROF_ATTENTION, ops_attention_fwd(head_of(a->atty, N * Cl), a->att, head_of(a->qkv, N * 3 * Cl),
+                      rows, m->T, m->NHl, m->hs));
     row_parallel(m, s->tmp, a->atty, p->projw, p->projb, N, Cl);
-    ops_add(head_of(a->xmid, N * C), head_of(a->x, N * C), head_of(s->tmp, N * C), N * C);
-    ops_layernorm_fwd(head_of(a->ln2, N * C), a->ln2_mean, a->ln2_rstd,
-                      head_of(a->xmid, N * C), W(m, p->ln2w), W(m, p->ln2b), (int)N, (int)C);
-    ops_matmul_fwd(head_of(a->fc, N * 4 * Cl), head_of(a->ln2, N * C), W(m, p->fcw),
-                   W(m, p->fcb), (int)N, (int)(4 * Cl), (int)C);
-    ops_gelu_fwd(head_of(a->fcg, N * 4 * Cl), head_of(a->fc, N * 4 * Cl), N * 4 * Cl);
+    PROF(PROF_RESIDUAL, ops_add(head_of(a->xmid, N * C), head_of(a->x, N * C), head_of(s->tmp, N * C), N * C));
+    PROF(PROF_LAYERNORM, ops_layernorm_fwd(head_of(a->ln2, N * C), a->ln2_mean, a->ln2_rstd,
+                      head_of(a->xmid, N * C), W(m, p->ln2w), W(m, p->ln2b), (int)N, (int)C));
+    PROF(PROF_MATMUL, ops_matmul_fwd(head_of(a->fc, N * 4 * Cl), head_of(a->ln2, N * C), W(m, p->fcw),
+                   W(m, p->fcb), (int)N, (int)(4 * Cl), (int)C));
+    PROF(PROF_GELU, ops_gelu_fwd(head_of(a->fcg, N * 4 * Cl), head_of(a->fc, N * 4 * Cl), N * 4 * Cl));
     row_parallel(m, s->tmp, a->fcg, p->mprojw, p->mprojb, N, 4 * Cl);
-    ops_add(head_of(out, N * C), head_of(a->xmid, N * C), head_of(s->tmp, N * C), N * C);
+    PROF(PROF_RESIDUAL, ops_add(head_of(out, N * C), head_of(a->xmid, N * C), head_of(s->tmp, N * C), N * C));
 }
 
 /* Vocab-parallel softmax cross-entropy over rows [r0, r0+nr): the TP ranks
@@ -332,20 +333,20 @@ static void head_chunk(Model *m, int slot, int64_t r0, int nr, ForwardMode mode)
     ops_tensor sumexp = head_of(s->stats, nr), target = ops_view(s->stats, nr, nr);
     ops_tensor losses = head_of(s->losses, nr);
 
-    ops_matmul_fwd(logits, lnf, W(m, m->p_lm), OPS_NONE, nr, Vl, C);
-    ops_xent_max(rowmax, logits, nr, Vl);
-    comm_allreduce(m->grid, COMM_TP, rowmax, nr, COMM_MAX);
-    ops_xent_sumexp(sumexp, target, logits, rowmax, targets, m->v0, nr, Vl);
-    comm_allreduce(m->grid, COMM_TP, head_of(s->stats, 2 * (int64_t)nr), 2 * (int64_t)nr,
-                   COMM_SUM);
+    PROF(PROF_MATMUL, ops_matmul_fwd(logits, lnf, W(m, m->p_lm), OPS_NONE, nr, Vl, C));
+    PROF(PROF_XENT, ops_xent_max(rowmax, logits, nr, Vl));
+    PROF(PROF_TP_COMM, comm_allreduce(m->grid, COMM_TP, rowmax, nr, COMM_MAX));
+    PROF(PROF_XENT, ops_xent_sumexp(sumexp, target, logits, rowmax, targets, m->v0, nr, Vl));
+    PROF(PROF_TP_COMM, comm_allreduce(m->grid, COMM_TP, head_of(s->stats, 2 * (int64_t)nr), 2 * (int64_t)nr,
+                   COMM_SUM));
     int grad = mode == FORWARD_TRAIN;
-    ops_xent_finish(losses, grad ? logits : OPS_NONE, logits, rowmax, sumexp, target,
-                    targets, m->v0, nr, Vl, m->grad_scale);
-    ops_sum_accumulate(m->loss_acc, losses, nr);
+    PROF(PROF_XENT, ops_xent_finish(losses, grad ? logits : OPS_NONE, logits, rowmax, sumexp, target,
+                    targets, m->v0, nr, Vl, m->grad_scale));
+    PROF(PROF_XENT, ops_sum_accumulate(m->loss_acc, losses, nr));
     m->loss_count += nr;
     if (grad)
-        ops_matmul_bwd(ops_view(s->d_lnf, r0 * C, (int64_t)nr * C), G(m, m->p_lm), OPS_NONE,
-                       logits, lnf, W(m, m->p_lm), nr, Vl, C);
+        PROF(PROF_MATMUL, ops_matmul_bwd(ops_view(s->d_lnf, r0 * C, (int64_t)nr * C), G(m, m->p_lm), OPS_NONE,
+                       logits, lnf, W(m, m->p_lm), nr, Vl, C));
 }
 
 static void head_forward(Model *m, int slot, int rows, ForwardMode mode)
@@ -353,8 +354,8 @@ static void head_forward(Model *m, int slot, int rows, ForwardMode mode)
     ModelScratch *s = m->scratch;
     int64_t N = (int64_t)rows * m->T, C = m->C;
     ops_tensor x = head_of(m->out[slot], N * C);
-    ops_layernorm_fwd(head_of(s->lnf, N * C), s->lnf_mean, s->lnf_rstd, x,
-                      W(m, m->p_lnfw), W(m, m->p_lnfb), (int)N, (int)C);
+    PROF(PROF_LAYERNORM, ops_layernorm_fwd(head_of(s->lnf, N * C), s->lnf_mean, s->lnf_rstd, x,
+                      W(m, m->p_lnfw), W(m, m->p_lnfb), (int)N, (int)C));
     for (int64_t r0 = 0; r0 < N; r0 += s->chunk) {
         int nr = (int)(N - r0 < s->chunk ? N - r0 : s->chunk);
         head_chunk(m, slot, r0, nr, mode);
@@ -362,11 +363,11 @@ static void head_forward(Model *m, int slot, int rows, ForwardMode mode)
     if (mode != FORWARD_TRAIN)
         return;
     /* each TP rank's d_lnf holds its vocabulary shard's share */
-    tp_allreduce(m, s->d_lnf, N * C);
+    PROF(PROF_TP_COMM, tp_allreduce(m, s->d_lnf, N * C));
     ops_tensor dx = head_of(m->grad[slot], N * C);
     ops_zero(dx);
-    ops_layernorm_bwd(dx, G(m, m->p_lnfw), G(m, m->p_lnfb), head_of(s->d_lnf, N * C), x,
-                      W(m, m->p_lnfw), s->lnf_mean, s->lnf_rstd, (int)N, (int)C);
+    PROF(PROF_LAYERNORM, ops_layernorm_bwd(dx, G(m, m->p_lnfw), G(m, m->p_lnfb), head_of(s->d_lnf, N * C), x,
+                      W(m, m->p_lnfw), s->lnf_mean, s->lnf_rstd, (int)N, (int)C));
 }
 
 /* The buffer block l of a slot writes: the next block's input, or the
@@ -408,9 +409,9 @@ static void ln_backward(Model *m, ops_tensor dres, ops_tensor inp, int w, int b,
                         ops_tensor mean, ops_tensor rstd, int64_t N)
 {
     ops_tensor d_ln = head_of(m->scratch->d_ln, N * m->C);
-    tp_allreduce(m, d_ln, N * m->C);
-    ops_layernorm_bwd(dres, G(m, w), G(m, b), d_ln, head_of(inp, N * m->C), W(m, w),
-                      mean, rstd, (int)N, m->C);
+    PROF(PROF_TP_COMM, tp_allreduce(m, d_ln, N * m->C));
+    PROF(PROF_LAYERNORM, ops_layernorm_bwd(dres, G(m, w), G(m, b), d_ln, head_of(inp, N * m->C), W(m, w),
+                      mean, rstd, (int)N, m->C));
 }
 
 /* dres (N,C): gradient at the block output on entry, at its input on exit. */
@@ -423,21 +424,21 @@ static void block_backward(Model *m, const BlockParams *p, BlockActs *a,
     ops_tensor d_ln = head_of(s->d_ln, N * C);
 
     /* MLP: out = xmid + fcg . Wp^T; fcg = gelu(fc); fc = ln2 . Wf^T */
-    ops_matmul_bwd(d_fc, G(m, p->mprojw), G(m, p->mprojb), dres, head_of(a->fcg, N * 4 * Cl),
-                   W(m, p->mprojw), (int)N, (int)C, (int)(4 * Cl));
-    ops_gelu_bwd(d_fc, head_of(a->fc, N * 4 * Cl), d_fc, N * 4 * Cl);
-    ops_matmul_bwd(d_ln, G(m, p->fcw), G(m, p->fcb), d_fc, head_of(a->ln2, N * C),
-                   W(m, p->fcw), (int)N, (int)(4 * Cl), (int)C);
+    PROF(PROF_MATMUL, ops_matmul_bwd(d_fc, G(m, p->mprojw), G(m, p->mprojb), dres, head_of(a->fcg, N * 4 * Cl),
+                   W(m, p->mprojw), (int)N, (int)C, (int)(4 * Cl)));
+    PROF(PROF_GELU, ops_gelu_bwd(d_fc, head_of(a->fc, N * 4 * Cl), d_fc, N * 4 * Cl));
+    PROF(PROF_MATMUL, ops_matmul_bwd(d_ln, G(m, p->fcw), G(m, p->fcb), d_fc, head_of(a->ln2, N * C),
+                   W(m, p->fcw), (int)N, (int)(4 * Cl), (int)C));
     ln_backward(m, dres, a->xmid, p->ln2w, p->ln2b, a->ln2_mean, a->ln2_rstd, N);
 
     /* attention: xmid = x + atty . Wo^T; atty = attn(qkv); qkv = ln1 . Wq^T */
     ops_tensor d_atty = head_of(s->d_atty, N * Cl), d_qkv = head_of(s->d_qkv, N * 3 * Cl);
-    ops_matmul_bwd(d_atty, G(m, p->projw), G(m, p->projb), dres, head_of(a->atty, N * Cl),
-                   W(m, p->projw), (int)N, (int)C, (int)Cl);
-    ops_attention_bwd(d_qkv, s->d_att, d_atty, head_of(a->qkv, N * 3 * Cl), a->att,
-                      rows, m->T, m->NHl, m->hs);
-    ops_matmul_bwd(d_ln, G(m, p->qkvw), G(m, p->qkvb), d_qkv, head_of(a->ln1, N * C),
-                   W(m, p->qkvw), (int)N, (int)(3 * Cl), (int)C);
+    PROF(PROF_MATMUL, ops_matmul_bwd(d_atty, G(m, p->projw), G(m, p->projb), dres, head_of(a->atty, N * Cl),
+                   W(m, p->projw), (int)N, (int)C, (int)Cl));
+    PROF(PROF_ATTENTION, ops_attention_bwd(d_qkv, s->d_att, d_atty, head_of(a->qkv, N * 3 * Cl), a->att,
+                      rows, m->T, m->NHl, m->hs));
+    PROF(PROF_MATMUL, ops_matmul_bwd(d_ln, G(m, p->qkvw), G(m, p->qkvb), d_qkv, head_of(a->ln1, N * C),
+                   W(m, p->qkvw), (int)N, (int)(3 * Cl), (int)C));
     ln_backward(m, dres, a->x, p->ln1w, p->ln1b, a->ln1_mean, a->ln1_rstd, N);
 }
 
@@ -445,9 +446,9 @@ static void embed_backward(Model *m, int slot, int rows)
 {
     int64_t N = (int64_t)rows * m->T, C = m->C;
     ops_tensor dx = head_of(m->grad[slot], N * C);
-    ops_embedding_bwd(G(m, m->p_wte), head_of(m->tokens[slot], N), dx, m->v0, m->Vl,
-                      (int)N, (int)C);
-    ops_position_bwd(G(m, m->p_wpe), dx, rows, m->T, (int)C);
+    PROF(PROF_EMBEDDING, ops_embedding_bwd(G(m, m->p_wte), head_of(m->tokens[slot], N), dx, m->v0, m->Vl,
+                      (int)N, (int)C));
+    PROF(PROF_EMBEDDING, ops_position_bwd(G(m, m->p_wpe), dx, rows, m->T, (int)C));
 }
 
 void model_backward(Model *m, int slot, int rows)

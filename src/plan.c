@@ -81,7 +81,7 @@ static void parameter_memory(const ParamSet *ps, const Config *cfg, const Grid *
                              PlanMemory *mem)
 {
     int dp = g->dp, dp_rank = g->dp_rank;
-    int stage = cfg->parallel.zero;
+    int stage = dp == 1 ? 0 : cfg->parallel.zero; /* as zero.c: nothing to shard */
     int64_t w = (int64_t)ops_dtype_size(compute_dtype(cfg));
     int64_t full = 0, owned = 0, largest = 0;
     for (int i = 0; i < ps->n; i++) {

@@ -29,6 +29,7 @@
 #include "model.h"
 #include "optim.h"
 #include "pipeline.h"
+#include "prof.h"
 #include "sample.h"
 #include "scaler.h"
 #include "schedule.h"
@@ -56,6 +57,7 @@ typedef struct {
     double peak_flops;        /* GEMM FLOP/s of the whole world */
     int64_t *index;           /* sample indices of one step, this DP rank */
     int device_ready;         /* device_setup succeeded */
+    double profiled_seconds;  /* [log] profile: step time measured so far */
     int32_t *eval_batch;
 } Trainer;
 
@@ -349,8 +351,8 @@ static void apply_update(Trainer *t, StepResult *r)
     Model *m = &t->model;
     double scale = t->scaler.scale;
     if (tc->clip_value > 0)
-        optim_clip_value(m, t->zero, (float)(tc->clip_value * scale));
-    r->grad_norm = optim_grad_norm(m, t->zero) / scale;
+        PROF(PROF_OPTIMIZER, optim_clip_value(m, t->zero, (float)(tc->clip_value * scale)));
+    PROF(PROF_OPTIMIZER, r->grad_norm = optim_grad_norm(m, t->zero) / scale);
     ScalerVerdict v = scaler_update(&t->scaler, isfinite(r->grad_norm));
     r->skipped = v != SCALER_STEP;
     r->give_up = v == SCALER_GIVE_UP;
@@ -360,7 +362,8 @@ static void apply_update(Trainer *t, StepResult *r)
     if (tc->clip_norm > 0 && r->grad_norm > tc->clip_norm)
         clip = tc->clip_norm / r->grad_norm;
     t->st.updates++;
-    optim_step(m, t->zero, tc, (int)t->st.updates, optim_lr(tc, t->step), (float)(clip / scale));
+    PROF(PROF_OPTIMIZER, optim_step(m, t->zero, tc, (int)t->st.updates, optim_lr(tc, t->step),
+                                    (float)(clip / scale)));
     zero_gather_weights(t->zero);
 }
 
@@ -496,6 +499,23 @@ static void give_up_message(Trainer *t, const StepResult *r)
                 t->step, r->loss, r->grad_norm);
 }
 
+/* With [log] profile: the breakdown of the steps after the first (which
+ * pays for warm-up), on rank 0. */
+static void profile_step(Trainer *t, double step_s, int first)
+{
+    if (!t->cfg->log.profile)
+        return;
+    if (t->step == first + 1) {
+        prof_reset();
+        prof_on = 1;
+        t->profiled_seconds = 0.0;
+        return;
+    }
+    t->profiled_seconds += step_s;
+    if (t->step == t->cfg->train.steps && is_root(t))
+        prof_print(stdout, t->step - first - 1, t->profiled_seconds);
+}
+
 static RunEnd run_steps(Trainer *t)
 {
     const Config *c = t->cfg;
@@ -507,6 +527,7 @@ static RunEnd run_steps(Trainer *t)
         double t0 = timer_now();
         StepResult r = train_step(t);
         double step_s = timer_now() - t0;
+        profile_step(t, step_s, first);
         double comm_s = comm_seconds(COMM_TP) + comm_seconds(COMM_DP);
         if (r.give_up) {
             if (is_root(t))

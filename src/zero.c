@@ -20,6 +20,7 @@
 
 #include "comm.h"
 #include "fail.h"
+#include "prof.h"
 
 typedef struct {
     int n;
@@ -235,12 +236,12 @@ static void reduce_scatter_bucket(Zero *z, const Bucket *b)
     const Grid *g = z->m->grid;
     pack_grads(z, b);
     if (!z->hierarchical) {
-        comm_reduce_scatter(g, COMM_DP, z->pack, z->recv, z->counts);
+        PROF(PROF_DP_COMM, comm_reduce_scatter(g, COMM_DP, z->pack, z->recv, z->counts));
         return;
     }
     level_counts(z);
-    comm_reduce_scatter(g, COMM_DP_NODE, z->pack, z->mid, z->node_counts);
-    comm_reduce_scatter(g, COMM_DP_CROSS, z->mid, z->recv, z->cross_counts);
+    PROF(PROF_DP_COMM, comm_reduce_scatter(g, COMM_DP_NODE, z->pack, z->mid, z->node_counts));
+    PROF(PROF_DP_COMM, comm_reduce_scatter(g, COMM_DP_CROSS, z->mid, z->recv, z->cross_counts));
 }
 
 /* All-gathers every rank's send into recv, in packing order. */
@@ -248,13 +249,13 @@ static void allgather_bucket(Zero *z, ops_tensor send, ops_tensor recv)
 {
     const Grid *g = z->m->grid;
     if (!z->hierarchical) {
-        comm_allgather(g, COMM_DP, send, recv, z->counts);
+        PROF(PROF_DP_COMM, comm_allgather(g, COMM_DP, send, recv, z->counts));
         return;
     }
     level_counts(z);
     ops_tensor mid = typed(z->mid, send.dtype, 0, z->node_counts[g->dp_node_rank]);
-    comm_allgather(g, COMM_DP_CROSS, send, mid, z->cross_counts);
-    comm_allgather(g, COMM_DP_NODE, mid, recv, z->node_counts);
+    PROF(PROF_DP_COMM, comm_allgather(g, COMM_DP_CROSS, send, mid, z->cross_counts));
+    PROF(PROF_DP_COMM, comm_allgather(g, COMM_DP_NODE, mid, recv, z->node_counts));
 }
 
 /* owned grads (og) of b's parameters = (accumulate ? og + : ) z->recv */
@@ -415,7 +416,9 @@ Zero *zero_create(Model *m, const Config *cfg, const Grid *g)
     z->m = m;
     z->cfg = cfg;
     z->g = g;
-    z->stage = cfg->parallel.zero;
+    /* with one DP rank there is nothing to shard or reduce: every stage is
+     * stage 0, with no copies and no collectives */
+    z->stage = g->dp == 1 ? 0 : cfg->parallel.zero;
     z->dp = g->dp;
     z->dp_rank = g->dp_rank;
     z->gathered_unit = -1;
@@ -509,7 +512,7 @@ static void allreduce_grads(Zero *z, ops_tensor g)
 {
     const Grid *grid = z->m->grid;
     if (!z->hierarchical) {
-        comm_allreduce(grid, COMM_DP, g, g.n, COMM_SUM);
+        PROF(PROF_DP_COMM, comm_allreduce(grid, COMM_DP, g, g.n, COMM_SUM));
         return;
     }
     int places = grid->dp_node_size;

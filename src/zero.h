@@ -16,6 +16,8 @@
  *           all-gathered just before its forward and again before its
  *           backward.
  * The buckets are the model's units (embeddings, each block, the head).
+ * With one DP rank every stage behaves as stage 0: there is nothing to
+ * shard, and no reason to copy gradients into an "owned" buffer.
  */
 #ifndef TRI_SRC_ZERO_H
 #define TRI_SRC_ZERO_H

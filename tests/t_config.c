@@ -39,7 +39,7 @@ static const char FULL[] =
     "[checkpoint]\ndir = /scratch/ckpt\nevery = 25\nkeep = 2\n"
     "resume = /scratch/ckpt/step_000050.h5\n"
     "[eval]\nevery = 10\nbatches = 3\npatience = 4\nmin_delta = 0.001\n"
-    "[log]\nevery = 5\nmetrics = /scratch/m.jsonl\nsample_tokens = 64\n";
+    "[log]\nevery = 5\nmetrics = /scratch/m.jsonl\nsample_tokens = 64\nprofile = yes\n";
 
 typedef struct {
     int rc;
@@ -231,8 +231,8 @@ static void test_full_file(void)
         a += la + (a[la] != 0);
         b += lb + (b[lb] != 0);
     }
-    /* 49 keys today: a new key must be added to FULL too */
-    tap_ok(keys == 49 && same == 0 && n == (int)strlen(full),
+    /* 50 keys today: a new key must be added to FULL too */
+    tap_ok(keys == 50 && same == 0 && n == (int)strlen(full),
            "config_to_ini writes all %d keys, and the full file sets each", keys);
     tap_ok(round_trips(&c), "every key round-trips: config_to_ini -> config_load -> same Config");
 
@@ -327,7 +327,7 @@ static void test_file_errors(void)
     FILE_ERR("another section's key", "[model]\nlr = 0.1\n" BASE, 2,
              "[model] lr: unknown key in [model] (lr is in [train])", NULL);
     FILE_ERR("unknown key, nothing close", "[log]\nverbosity = 3\n" BASE, 2,
-             "[log] verbosity: unknown key in [log] (known: every, metrics, sample_tokens)", NULL);
+             "[log] verbosity: unknown key in [log] (known: every, metrics, sample_tokens, profile)", NULL);
     FILE_ERR("key before any section", "n_layer = 4\n" BASE, 1,
              "n_layer: key before any [section] header (n_layer is in [model])", NULL);
     FILE_ERR("syntax error", "[model]\nn_layer 4\n" BASE, 2, "syntax error", "n_layer 4");

@@ -40,23 +40,41 @@
 
 #define ATT_BLOCK 64
 
-/* Causal softmax of S(T,T) in place, row by row; zero above the diagonal. */
-static void causal_softmax(float *s, int T)
+/* Causal softmax of S(T,T) in place, row by row; zero above the diagonal.
+ * Max and sum run in 16 lanes, a fixed order the compiler can vectorize
+ * without reassociating. */
+TRI_CLONES static void causal_softmax(float *s, int T)
 {
     for (int t = 0; t < T; t++) {
         float *row = s + (int64_t)t * T;
+        int n = t + 1, j = 0;
+        float lane[16];
+        for (int k = 0; k < 16; k++)
+            lane[k] = -INFINITY;
+        for (; j + 16 <= n; j += 16)
+            for (int k = 0; k < 16; k++)
+                lane[k] = row[j + k] > lane[k] ? row[j + k] : lane[k];
         float m = -INFINITY;
-        for (int j = 0; j <= t; j++)
+        for (int k = 0; k < 16; k++)
+            m = lane[k] > m ? lane[k] : m;
+        for (; j < n; j++)
             m = row[j] > m ? row[j] : m;
+        for (j = 0; j < n; j++)
+            row[j] = elem_expf(row[j] - m);
+        for (int k = 0; k < 16; k++)
+            lane[k] = 0.0f;
+        for (j = 0; j + 16 <= n; j += 16)
+            for (int k = 0; k < 16; k++)
+                lane[k] += row[j + k];
         float sum = 0.0f;
-        for (int j = 0; j <= t; j++) {
-            row[j] = expf(row[j] - m);
+        for (int k = 0; k < 16; k++)
+            sum += lane[k];
+        for (; j < n; j++)
             sum += row[j];
-        }
         float inv = 1.0f / sum;
-        for (int j = 0; j <= t; j++)
+        for (j = 0; j < n; j++)
             row[j] *= inv;
-        for (int j = t + 1; j < T; j++)
+        for (j = n; j < T; j++)
             row[j] = 0.0f;
     }
 }

@@ -26,6 +26,20 @@
 #include "../elem.h"
 #include "../ops.h"
 
+/* Hot loops get AVX2 and AVX-512 variants beside the baseline x86-64 one,
+ * and the loader picks the one this CPU runs (GCC/clang function
+ * multi-versioning), so one binary is fast on any node. Results are the
+ * same bits in every variant: only the vector width changes (C11 mode
+ * does not contract a*b+c into FMA). */
+#if defined(__x86_64__) && defined(__GNUC__) && !defined(TRI_NO_CLONES)
+#define TRI_CLONES __attribute__((target_clones("default", "arch=haswell", "arch=skylake-avx512")))
+#else
+#define TRI_CLONES
+#endif
+
+/* Elements a thread handles per call of a cloned span. */
+#define TRI_SPAN 16384
+
 /* ---- memory (tensor_cpu.c) -------------------------------------------- */
 
 void zero_cpu(void *p, size_t bytes);

@@ -18,14 +18,26 @@
 #define SUMSQ_BLOCK 4096
 #define SUMSQ_GROUP 2048
 
+TRI_CLONES static void gelu_fwd_span(float *o, const float *x, int64_t n)
+{
+    for (int64_t i = 0; i < n; i++)
+        o[i] = elem_gelu(x[i]);
+}
+
+TRI_CLONES static void gelu_bwd_span(float *d, const float *x, const float *g, int64_t n)
+{
+    for (int64_t i = 0; i < n; i++)
+        d[i] = elem_gelu_grad(x[i]) * g[i];
+}
+
 void gelu_fwd_cpu(void *out, const void *inp, ops_dtype dt, int64_t n)
 {
     if (dt == OPS_F32) {
         float *o = out;
         const float *x = inp;
         #pragma omp parallel for schedule(static)
-        for (int64_t i = 0; i < n; i++)
-            o[i] = elem_gelu(x[i]);
+        for (int64_t i = 0; i < n; i += TRI_SPAN)
+            gelu_fwd_span(o + i, x + i, n - i < TRI_SPAN ? n - i : TRI_SPAN);
         return;
     }
     #pragma omp parallel for schedule(static)
@@ -41,8 +53,8 @@ void gelu_bwd_cpu(void *dinp, const void *inp, const void *dout,
         float *d = dinp;
         const float *x = inp, *g = dout;
         #pragma omp parallel for schedule(static)
-        for (int64_t i = 0; i < n; i++)
-            d[i] = elem_gelu_grad(x[i]) * g[i];
+        for (int64_t i = 0; i < n; i += TRI_SPAN)
+            gelu_bwd_span(d + i, x + i, g + i, n - i < TRI_SPAN ? n - i : TRI_SPAN);
         return;
     }
     #pragma omp parallel for schedule(static)
