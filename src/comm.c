@@ -131,6 +131,32 @@ void comm_allgather(const Grid *g, CommGroup group, ops_tensor send,
     comm_time[group] += timer_now() - t0;
 }
 
+void comm_iallreduce(const Grid *g, CommGroup group, ops_tensor buf, int64_t n,
+                     MPI_Request *req)
+{
+    if (on_device(buf) || buf.dtype != OPS_F32)
+        fail_abort("comm_iallreduce: host fp32 buffers only", __FILE__, __LINE__);
+    TRI_CHECK_MPI(MPI_Iallreduce(MPI_IN_PLACE, buf.data, (int)n, MPI_FLOAT, MPI_SUM,
+                                 comm_mpi(g, group), req));
+}
+
+void comm_ireduce_scatter(const Grid *g, CommGroup group, ops_tensor send,
+                          ops_tensor recv, const int *counts, MPI_Request *req)
+{
+    if (on_device(send))
+        fail_abort("comm_ireduce_scatter: host buffers only", __FILE__, __LINE__);
+    TRI_CHECK_MPI(MPI_Ireduce_scatter(send.data, recv.data, counts, MPI_FLOAT, MPI_SUM,
+                                      comm_mpi(g, group), req));
+}
+
+int comm_test(MPI_Request *req)
+{
+    int done = 1;
+    if (*req != MPI_REQUEST_NULL)
+        TRI_CHECK_MPI(MPI_Test(req, &done, MPI_STATUS_IGNORE));
+    return done;
+}
+
 void comm_bcast(const Grid *g, CommGroup group, ops_tensor buf, int64_t n,
                 int root)
 {

@@ -41,6 +41,17 @@ void comm_allgather(const Grid *g, CommGroup group, ops_tensor send,
                     ops_tensor recv, const int *counts);
 void comm_bcast(const Grid *g, CommGroup group, ops_tensor buf, int64_t n,
                 int root);
+
+/* Nonblocking forms (host fp32 buffers), for overlapping the DP reduction
+ * with the backward pass: same arguments plus a request that comm_wait or
+ * comm_test completes; the buffers must stay untouched until then. */
+void comm_iallreduce(const Grid *g, CommGroup group, ops_tensor buf, int64_t n,
+                     MPI_Request *req);
+void comm_ireduce_scatter(const Grid *g, CommGroup group, ops_tensor send,
+                          ops_tensor recv, const int *counts, MPI_Request *req);
+/* Lets MPI advance the request; returns 1 once it has completed (req then
+ * is MPI_REQUEST_NULL). Not collective. */
+int comm_test(MPI_Request *req);
 void comm_barrier(const Grid *g, CommGroup group);
 
 /* Nonblocking point-to-point inside a group (pipeline neighbours). */

@@ -101,6 +101,7 @@ static const KeyDef KEYS[] = {
     INT_KEY("parallel", "zero", parallel.zero, "1", 0, 3),
     INT_KEY("parallel", "node_size", parallel.node_size, "0", 0, INT_MAX),
     ENUM_KEY("parallel", "device", parallel.device, "auto", DEVICE_WORDS),
+    { KEY("parallel", "overlap", K_BOOL, parallel.overlap, "true") },
 
     INT_KEY("train", "micro_batch", train.micro_batch, "8", 1, INT_MAX),
     INT_KEY("train", "grad_accum", train.grad_accum, "1", 1, INT_MAX),

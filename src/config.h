@@ -39,6 +39,7 @@ typedef struct {
     int node_size;           /* 0: the real node (shared-memory split) */
     DeviceChoice device;     /* auto: a GPU per rank when built with CUDA
                                 and GPUs are visible, else the CPU */
+    int overlap;             /* start DP reductions during the backward */
 } ParallelConfig;
 
 typedef struct {

@@ -109,6 +109,7 @@ void metrics_write(Metrics *mt, const StepMetrics *s)
     json_number(f, "data_wait_ms", s->data_wait_ms);
     json_number(f, "bubble", s->bubble);
     json_number(f, "comm_share", s->comm_share);
+    json_number(f, "dp_wait_ms", s->dp_wait_ms);
     fprintf(f, "}\n");
     fflush(f);
 }

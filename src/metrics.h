@@ -22,6 +22,7 @@ typedef struct {
     double data_wait_ms;   /* time the step waited for its batch */
     double bubble;         /* pipeline idle share, max over stages */
     double comm_share;     /* share of the step in DP/TP collectives */
+    double dp_wait_ms;     /* time the step waited for its DP reduction */
     double eta_s;
 } StepMetrics;
 

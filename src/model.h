@@ -71,6 +71,8 @@ struct Model {
 
     UnitHook hook;
     void *hook_ctx;
+    int final_microbatch;         /* the executor is running the step's last
+                                     microbatch: gradients become final */
 };
 
 /* Builds the parameter table and allocates activations for n_slots

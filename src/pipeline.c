@@ -21,6 +21,7 @@
 typedef struct {
     Model *m;
     int stage, pp, rows;
+    int n_mb;                     /* microbatches in this step */
     int64_t n;                    /* elements of one (rows,T,C) message */
     MPI_Request *recv_fwd, *recv_bwd, *send_fwd, *send_bwd;  /* per slot */
     PipelineTimes *times;
@@ -68,6 +69,7 @@ static void load_microbatch(Exec *e, const int32_t *batch, int mb, int s)
 static void run_forward(Exec *e, const int32_t *batch, int mb, ForwardMode mode)
 {
     int s = slot_of(e, mb);
+    e->m->final_microbatch = mb == e->n_mb - 1; /* the last stage's head */
     e->times->wait += comm_wait(&e->recv_fwd[s]);
     /* buffers this forward overwrites may still be going out */
     e->times->wait += comm_wait(&e->send_fwd[s]);
@@ -84,6 +86,7 @@ static void run_forward(Exec *e, const int32_t *batch, int mb, ForwardMode mode)
 static void run_backward(Exec *e, int mb)
 {
     int s = slot_of(e, mb);
+    e->m->final_microbatch = mb == e->n_mb - 1;
     e->times->wait += comm_wait(&e->recv_bwd[s]);
     double t0 = timer_now();
     model_backward(e->m, s, e->rows);
@@ -117,6 +120,7 @@ void pipeline_run(Model *m, const Action *actions, int n, const int32_t *batch,
     for (int i = 0; i < n; i++)
         if (actions[i].kind == ACTION_FORWARD)
             n_mb++;
+    e.n_mb = n_mb;
     /* the first forwards' inputs can be received into free slots at once */
     for (int mb = 0; mb < n_mb && mb < slots; mb++)
         post_recv_forward(&e, mb);

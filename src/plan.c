@@ -98,8 +98,13 @@ static void parameter_memory(const ParamSet *ps, const Config *cfg, const Grid *
     }
     int64_t update = stage == 0 ? full : owned;
     mem->weights = stage < 3 ? full * w : update * 4 + largest * w;
+    int hier = dp_hierarchical(cfg, g);
+    /* zero 1 overlapping its reduce-scatters keeps two more pack/receive
+     * pairs (zero.c, CPU runs with one DP level) */
+    int flights = cfg->parallel.overlap && stage == 1 && dp > 1 && !hier;
     mem->grads = (stage < 2 ? full * 4 : 0) + (stage >= 1 ? owned * 4 : 0) + 2 * largest * 4
-               + (stage >= 2 ? largest * 4 : 0) + (dp_hierarchical(cfg, g) ? largest * 4 : 0);
+               + (stage >= 2 ? largest * 4 : 0) + (hier ? largest * 4 : 0)
+               + (flights ? 4 * largest * 4 : 0);
     mem->optimizer = (w != 4 && stage < 3 ? update * 4 : 0) + 2 * update * 4;
 }
 

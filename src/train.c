@@ -338,7 +338,7 @@ static void inject_after(Trainer *t)
 }
 
 typedef struct {
-    double loss, grad_norm, data_wait, bubble;
+    double loss, grad_norm, data_wait, bubble, dp_wait;
     int skipped;              /* fp16 overflow: no update this step */
     int give_up;              /* non-finite and nothing left to try */
 } StepResult;
@@ -384,7 +384,12 @@ static StepResult train_step(Trainer *t)
     m->grad_scale = (float)(t->scaler.scale / (double)tokens);
     PipelineTimes times = {0};
     pipeline_run(m, t->actions, t->n_actions, batch, t->rows, FORWARD_TRAIN, &times);
+    double t_reduce = timer_now(), span, exposed;
     zero_reduce_grads(t->zero);
+    r.dp_wait = timer_now() - t_reduce; /* blocking: the whole reduction */
+    zero_overlap_seconds(t->zero, &span, &exposed);
+    if (span > 0.0)
+        r.dp_wait = exposed;             /* overlapped: the part left to wait */
     inject_after(t);
     apply_update(t, &r);
     r.loss = global_loss_sum(t) / (double)tokens;
@@ -417,6 +422,7 @@ static void report(Trainer *t, const StepResult *r, double step_s, double mean_s
         .tokens_per_s = tokens / step_s, .step_ms = 1e3 * step_s,
         .mfu = 3.0 * model_forward_flops(&c->model, tokens) / step_s / t->peak_flops,
         .data_wait_ms = 1e3 * r->data_wait, .bubble = r->bubble,
+        .dp_wait_ms = 1e3 * r->dp_wait,
         .comm_share = comm_s / step_s,
         .eta_s = mean_step_s * (c->train.steps - t->step),
     };

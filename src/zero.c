@@ -12,6 +12,12 @@
  * once. For that the blocks are packed grouped by place-in-node, then by
  * node; each rank still ends with exactly its own rows. All-gathers run
  * the same two levels in reverse.
+ *
+ * Overlap (zero 0 and 1, host buffers, one level): a bucket's reduction
+ * starts, nonblocking, as soon as the last microbatch's backward has made
+ * all its gradients final, so it runs while earlier layers still compute
+ * their backward; two buckets fly at once (their own pack and receive
+ * buffers), and each unit's hook gives MPI a chance to progress them.
  */
 #include "zero.h"
 
@@ -21,12 +27,24 @@
 #include "comm.h"
 #include "fail.h"
 #include "prof.h"
+#include "timer.h"
 
 typedef struct {
     int n;
     int idx[PARAMS_MAX_UNIT];
     int64_t numel;            /* elements of the full local blocks */
 } Bucket;
+
+#define FLIGHTS 2
+
+/* A bucket's reduction in flight. */
+typedef struct {
+    int bucket;               /* -1: free */
+    MPI_Request req[PARAMS_MAX_UNIT];
+    int n_req;
+    ops_tensor pack, recv;    /* zero 1: its own buffers */
+    double started;
+} Flight;
 
 struct Zero {
     Model *m;
@@ -49,6 +67,13 @@ struct Zero {
     int n_arenas;
     int gathered_unit;        /* zero 3: which unit work_w holds, or -1 */
     ZeroBytes bytes;
+    int overlap;              /* reductions start during the backward */
+    int *units_of;            /* per parameter: units that use it */
+    int *units_left;          /* ... that have not run their final backward */
+    char *bucket_started;     /* per bucket */
+    Flight flight[FLIGHTS];
+    int next_flight;          /* the oldest, completed first */
+    double span, exposed;     /* seconds in flight, and spent waiting */
 };
 
 void zero_partition(int64_t rows, int dp, int rank, int64_t *row0, int64_t *n)
@@ -176,6 +201,10 @@ static void allocate_state(Zero *z)
     z->recv = arena(z, OPS_F32, most, &z->bytes.grads);
     if (z->hierarchical)
         z->mid = arena(z, OPS_F32, most, &z->bytes.grads);
+    for (int k = 0; k < FLIGHTS && z->overlap && z->stage == 1; k++) {
+        z->flight[k].pack = arena(z, OPS_F32, most, &z->bytes.grads);
+        z->flight[k].recv = arena(z, OPS_F32, most, &z->bytes.grads);
+    }
     if (z->stage >= 2)
         z->work_g = arena(z, OPS_F32, most, &z->bytes.grads);
     if (z->stage == 3)
@@ -195,7 +224,7 @@ static ops_tensor typed(ops_tensor base, ops_dtype dtype, int64_t off, int64_t n
 
 /* Copies every rank's owned rows of b's gradients into z->pack in packing
  * order, filling z->counts (indexed by DP rank). */
-static void pack_grads(Zero *z, const Bucket *b)
+static void pack_grads(Zero *z, const Bucket *b, ops_tensor pack)
 {
     ParamSet *ps = &z->m->ps;
     int64_t off = 0;
@@ -206,7 +235,7 @@ static void pack_grads(Zero *z, const Bucket *b)
             Param *p = &ps->p[b->idx[i]];
             int64_t row0, n;
             zero_partition(p->lrows, z->dp, r, &row0, &n);
-            ops_copy(ops_view(z->pack, off, n * p->lcols),
+            ops_copy(ops_view(pack, off, n * p->lcols),
                      ops_view(p->g, row0 * p->lcols, n * p->lcols));
             off += n * p->lcols;
         }
@@ -234,7 +263,7 @@ static void level_counts(Zero *z)
 static void reduce_scatter_bucket(Zero *z, const Bucket *b)
 {
     const Grid *g = z->m->grid;
-    pack_grads(z, b);
+    pack_grads(z, b, z->pack);
     if (!z->hierarchical) {
         PROF(PROF_DP_COMM, comm_reduce_scatter(g, COMM_DP, z->pack, z->recv, z->counts));
         return;
@@ -258,15 +287,15 @@ static void allgather_bucket(Zero *z, ops_tensor send, ops_tensor recv)
     PROF(PROF_DP_COMM, comm_allgather(g, COMM_DP_NODE, mid, recv, z->node_counts));
 }
 
-/* owned grads (og) of b's parameters = (accumulate ? og + : ) z->recv */
-static void store_owned(Zero *z, const Bucket *b, int accumulate)
+/* owned grads (og) of b's parameters = (accumulate ? og + : ) recv */
+static void store_owned(Zero *z, const Bucket *b, ops_tensor recv, int accumulate)
 {
     ParamSet *ps = &z->m->ps;
     int64_t off = 0;
     for (int i = 0; i < b->n; i++) {
         Param *p = &ps->p[b->idx[i]];
         int64_t n = p->zrows * p->lcols;
-        ops_tensor part = ops_view(z->recv, off, n);
+        ops_tensor part = ops_view(recv, off, n);
         if (accumulate)
             ops_accumulate(p->og, part, n);
         else
@@ -321,6 +350,79 @@ static void gather_bucket(Zero *z, const Bucket *b, int from_master, ops_tensor 
     }
 }
 
+/* ---- overlapping the reduction with the backward pass ------------------- */
+
+static void flight_complete(Zero *z, Flight *f)
+{
+    double t0 = timer_now();
+    for (int i = 0; i < f->n_req; i++)
+        comm_wait(&f->req[i]);
+    double now = timer_now();
+    z->exposed += now - t0;
+    z->span += now - f->started;
+    if (z->stage == 1)
+        store_owned(z, &z->buckets[f->bucket], f->recv, 0);
+    f->bucket = -1;
+    f->n_req = 0;
+}
+
+/* Starts bucket b's reduction, in the oldest slot (waiting for it first). */
+static void flight_start(Zero *z, int b)
+{
+    Flight *f = &z->flight[z->next_flight];
+    z->next_flight = (z->next_flight + 1) % FLIGHTS;
+    if (f->bucket >= 0)
+        flight_complete(z, f);
+    const Bucket *bk = &z->buckets[b];
+    f->bucket = b;
+    f->n_req = 0;
+    f->started = timer_now();
+    if (z->stage == 0) {
+        for (int i = 0; i < bk->n; i++) {
+            Param *p = &z->m->ps.p[bk->idx[i]];
+            comm_iallreduce(z->g, COMM_DP, p->g, p->g.n, &f->req[f->n_req++]);
+        }
+    } else {
+        pack_grads(z, bk, f->pack);
+        comm_ireduce_scatter(z->g, COMM_DP, f->pack, f->recv, z->counts, &f->req[f->n_req++]);
+    }
+    z->bucket_started[b] = 1;
+}
+
+/* MPI moves nonblocking collectives along only inside its calls. */
+static void flights_progress(Zero *z)
+{
+    for (int k = 0; k < FLIGHTS; k++)
+        for (int i = 0; i < z->flight[k].n_req; i++)
+            comm_test(&z->flight[k].req[i]);
+}
+
+/* A unit's backward of the last microbatch is done. A parameter's
+ * gradient is final once every unit using it is (the tied wte serves the
+ * embedding and the head); start every bucket whose gradients all are. */
+static void unit_final(Zero *z, int unit)
+{
+    const Unit *u = &z->m->ps.units[unit];
+    for (int i = 0; i < u->n; i++)
+        z->units_left[u->idx[i]]--;
+    for (int b = 0; b < z->n_buckets; b++) {
+        if (z->bucket_started[b])
+            continue;
+        int ready = 1;
+        for (int i = 0; i < z->buckets[b].n; i++)
+            ready &= z->units_left[z->buckets[b].idx[i]] <= 0;
+        if (ready)
+            flight_start(z, b);
+    }
+}
+
+static void overlap_hook(Zero *z, int unit, UnitEvent ev)
+{
+    if (ev == UNIT_AFTER_BACKWARD && z->m->final_microbatch)
+        unit_final(z, unit);
+    flights_progress(z);
+}
+
 /* ---- ZeRO-2/3 unit hooks ----------------------------------------------- */
 
 static void point_unit(Zero *z, const Bucket *u, ops_tensor base, int weights)
@@ -360,6 +462,10 @@ static void unit_hook(void *ctx, int unit, UnitEvent ev)
 {
     Zero *z = ctx;
     const Bucket *u = &z->units[unit];
+    if (z->overlap) {
+        overlap_hook(z, unit, ev);
+        return;
+    }
     switch (ev) {
     case UNIT_BEFORE_FORWARD:
         if (z->stage == 3)
@@ -377,7 +483,7 @@ static void unit_hook(void *ctx, int unit, UnitEvent ev)
         break;
     case UNIT_AFTER_BACKWARD:
         reduce_scatter_bucket(z, u);
-        store_owned(z, u, 1);
+        store_owned(z, u, z->recv, 1);
         point_unit(z, u, OPS_NONE, 0);
         if (z->stage == 3)
             release_unit(z, unit);
@@ -430,8 +536,20 @@ Zero *zero_create(Model *m, const Config *cfg, const Grid *g)
         fail_abort("out of memory", __FILE__, __LINE__);
     packing_order(z);
     build_buckets(z);
+    z->overlap = cfg->parallel.overlap && z->stage <= 1 && g->dp > 1 && !z->hierarchical
+                 && g->device == OPS_CPU;
+    z->units_of = calloc((size_t)m->ps.n + 1, sizeof *z->units_of);
+    z->units_left = calloc((size_t)m->ps.n + 1, sizeof *z->units_left);
+    z->bucket_started = calloc((size_t)z->n_buckets + 1, 1);
+    if (!z->units_of || !z->units_left || !z->bucket_started)
+        fail_abort("out of memory", __FILE__, __LINE__);
+    for (int u = 0; u < m->ps.n_units; u++)
+        for (int i = 0; i < m->ps.units[u].n; i++)
+            z->units_of[m->ps.units[u].idx[i]]++;
+    for (int k = 0; k < FLIGHTS; k++)
+        z->flight[k].bucket = -1;
     allocate_state(z);
-    if (z->stage >= 2) {
+    if (z->stage >= 2 || z->overlap) {
         m->hook = unit_hook;
         m->hook_ctx = z;
     }
@@ -451,6 +569,9 @@ void zero_destroy(Zero *z)
     free(z->order);
     free(z->node_counts);
     free(z->cross_counts);
+    free(z->units_of);
+    free(z->units_left);
+    free(z->bucket_started);
     free(z);
 }
 
@@ -488,6 +609,8 @@ void zero_init_weights(Zero *z)
 void zero_begin_step(Zero *z)
 {
     ParamSet *ps = &z->m->ps;
+    memcpy(z->units_left, z->units_of, sizeof *z->units_of * (size_t)ps->n);
+    memset(z->bucket_started, 0, (size_t)z->n_buckets);
     for (int i = 0; i < ps->n; i++) {
         if (ps->p[i].g.data && z->stage < 2)
             ops_zero(ps->p[i].g);
@@ -529,7 +652,18 @@ static void allreduce_grads(Zero *z, ops_tensor g)
 
 void zero_reduce_grads(Zero *z)
 {
-    if (z->stage == 0) {
+    if (z->overlap) {
+        /* start what the backward did not, then finish everything, oldest
+         * first */
+        for (int b = 0; b < z->n_buckets; b++)
+            if (!z->bucket_started[b])
+                flight_start(z, b);
+        for (int k = 0; k < FLIGHTS; k++) {
+            Flight *f = &z->flight[(z->next_flight + k) % FLIGHTS];
+            if (f->bucket >= 0)
+                flight_complete(z, f);
+        }
+    } else if (z->stage == 0) {
         for (int b = 0; b < z->n_buckets; b++) {
             const Bucket *bk = &z->buckets[b];
             for (int i = 0; i < bk->n; i++)
@@ -538,7 +672,7 @@ void zero_reduce_grads(Zero *z)
     } else if (z->stage == 1) {
         for (int b = 0; b < z->n_buckets; b++) {
             reduce_scatter_bucket(z, &z->buckets[b]);
-            store_owned(z, &z->buckets[b], 0);
+            store_owned(z, &z->buckets[b], z->recv, 0);
         }
     }
     sum_tied_copies(z);
@@ -560,6 +694,13 @@ void zero_gather_weights(Zero *z)
 }
 
 ZeroBytes zero_bytes(const Zero *z) { return z->bytes; }
+
+void zero_overlap_seconds(Zero *z, double *span, double *exposed)
+{
+    *span = z->span;
+    *exposed = z->exposed;
+    z->span = z->exposed = 0.0;
+}
 
 void zero_read_block(Zero *z, Param *p, float *out)
 {

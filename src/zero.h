@@ -62,6 +62,11 @@ void zero_update_rows(const Zero *z, const Param *p, int64_t *row0, int64_t *row
 void zero_partition(int64_t rows, int dp, int rank, int64_t *row0, int64_t *n);
 
 ZeroBytes zero_bytes(const Zero *z);
+
+/* Overlapped DP reductions since the last call: the seconds they were in
+ * flight, and the seconds the step waited for them (the exposed part).
+ * Resets both. Not collective. */
+void zero_overlap_seconds(Zero *z, double *span, double *exposed);
 /* Copies p's full block of weights (fp32) into out, gathering it under
  * zero 3. Collective on dp under zero 3, else not collective. */
 void zero_read_block(Zero *z, Param *p, float *out);
