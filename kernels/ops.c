@@ -776,6 +776,36 @@ void ops_xent_sumexp(ops_tensor sumexp, ops_tensor target_logit,
                         rowmax.data, targets.data, v0, N, Vl));
 }
 
+void ops_xent_fused(ops_tensor losses, ops_tensor dlogits, ops_tensor logits,
+                    ops_tensor rowmax, ops_tensor sumexp, ops_tensor target_logit,
+                    ops_tensor targets, int N, int V, float grad_scale)
+{
+    static const char fn[] = "ops_xent_fused";
+    check_dims(fn, "N, V, V", N, V, V);
+    ops_dtype dt;
+    ops_device dev = CHECK_ARGS(fn, &dt,
+        { "losses", losses, N, ARG_F32, 0 },
+        { "logits", logits, (int64_t)N * V, ARG_D, 0 },
+        { "dlogits", dlogits, (int64_t)N * V, ARG_D, 1 },
+        { "rowmax", rowmax, N, ARG_F32, 0 },
+        { "sumexp", sumexp, N, ARG_F32, 0 },
+        { "target_logit", target_logit, N, ARG_F32, 0 },
+        { "targets", targets, N, ARG_I32, 0 });
+    if (dev == OPS_CPU) {
+        xent_fused_cpu(losses.data, dlogits.data, logits.data, dt, rowmax.data, sumexp.data,
+                       target_logit.data, targets.data, N, V, grad_scale);
+    } else {
+        /* the GPU's kernels keep rows in registers and shared memory
+         * already; the phases in sequence give the same numbers */
+        ON_CUDA(xent_max_cuda(rowmax.data, logits.data, dt, N, V));
+        ON_CUDA(xent_sumexp_cuda(sumexp.data, target_logit.data, logits.data, dt, rowmax.data,
+                                 targets.data, 0, N, V));
+        ON_CUDA(xent_finish_cuda(losses.data, dlogits.data, logits.data, dt, rowmax.data,
+                                 sumexp.data, target_logit.data, targets.data, 0, N, V,
+                                 grad_scale));
+    }
+}
+
 void ops_xent_finish(ops_tensor losses, ops_tensor dlogits, ops_tensor logits,
                      ops_tensor rowmax, ops_tensor sumexp,
                      ops_tensor target_logit, ops_tensor targets,

@@ -221,6 +221,15 @@ void ops_xent_finish(ops_tensor losses, ops_tensor dlogits, ops_tensor logits,
                      ops_tensor target_logit, ops_tensor targets,
                      int v0, int N, int Vl, float grad_scale);
 
+/* The three phases fused, for a single shard (the whole vocabulary, v0 =
+ * 0): each row's max, sum of exponentials, loss and gradient are done
+ * while the row is still in cache, instead of three sweeps over a
+ * 50k-wide chunk. Same results as the phases in sequence; rowmax, sumexp
+ * and target_logit are filled as they would. */
+void ops_xent_fused(ops_tensor losses, ops_tensor dlogits, ops_tensor logits,
+                    ops_tensor rowmax, ops_tensor sumexp, ops_tensor target_logit,
+                    ops_tensor targets, int N, int V, float grad_scale);
+
 /* ---- optimizer -------------------------------------------------------- */
 
 typedef struct {

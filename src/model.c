@@ -318,35 +318,51 @@ static void block_forward(Model *m, const BlockParams *p, BlockActs *a,
     PROF(PROF_RESIDUAL, ops_add(head_of(out, N * C), head_of(a->xmid, N * C), head_of(s->tmp, N * C), N * C));
 }
 
-/* Vocab-parallel softmax cross-entropy over rows [r0, r0+nr): the TP ranks
- * agree on each row's max and sum of exponentials by two small
- * all-reduces, never gathering the logits. With grad, the logits turn into
- * their gradient in place and flow straight into the head's backward. */
-static void head_chunk(Model *m, int slot, int64_t r0, int nr, ForwardMode mode)
+/* Vocab-parallel: each phase's row statistics are combined over the TP
+ * group before the next, by two small all-reduces (never the logits). */
+static void xent_phases(Model *m, ops_tensor logits, ops_tensor targets, ops_tensor losses,
+                        int nr, int grad)
 {
     ModelScratch *s = m->scratch;
-    int C = m->C, Vl = m->Vl;
-    ops_tensor lnf = ops_view(s->lnf, r0 * C, (int64_t)nr * C);
-    ops_tensor logits = head_of(s->logits, (int64_t)nr * Vl);
-    ops_tensor targets = ops_view(m->targets[slot], r0, nr);
+    int Vl = m->Vl;
     ops_tensor rowmax = head_of(s->rowmax, nr);
     ops_tensor sumexp = head_of(s->stats, nr), target = ops_view(s->stats, nr, nr);
-    ops_tensor losses = head_of(s->losses, nr);
-
-    PROF(PROF_MATMUL, ops_matmul_fwd(logits, lnf, W(m, m->p_lm), OPS_NONE, nr, Vl, C));
     PROF(PROF_XENT, ops_xent_max(rowmax, logits, nr, Vl));
     PROF(PROF_TP_COMM, comm_allreduce(m->grid, COMM_TP, rowmax, nr, COMM_MAX));
     PROF(PROF_XENT, ops_xent_sumexp(sumexp, target, logits, rowmax, targets, m->v0, nr, Vl));
-    PROF(PROF_TP_COMM, comm_allreduce(m->grid, COMM_TP, head_of(s->stats, 2 * (int64_t)nr), 2 * (int64_t)nr,
-                   COMM_SUM));
-    int grad = mode == FORWARD_TRAIN;
-    PROF(PROF_XENT, ops_xent_finish(losses, grad ? logits : OPS_NONE, logits, rowmax, sumexp, target,
-                    targets, m->v0, nr, Vl, m->grad_scale));
+    PROF(PROF_TP_COMM, comm_allreduce(m->grid, COMM_TP, head_of(s->stats, 2 * (int64_t)nr),
+                                      2 * (int64_t)nr, COMM_SUM));
+    PROF(PROF_XENT, ops_xent_finish(losses, grad ? logits : OPS_NONE, logits, rowmax, sumexp,
+                                    target, targets, m->v0, nr, Vl, m->grad_scale));
+}
+
+/* Softmax cross-entropy over rows [r0, r0+nr). With grad, the logits turn
+ * into their gradient in place and flow straight into the head's
+ * backward. One TP rank holds the whole vocabulary and fuses the phases
+ * row by row; several run them in turn with reductions between. */
+static void head_chunk(Model *m, int slot, int64_t r0, int nr, ForwardMode mode)
+{
+    ModelScratch *s = m->scratch;
+    int C = m->C, Vl = m->Vl, grad = mode == FORWARD_TRAIN;
+    ops_tensor lnf = ops_view(s->lnf, r0 * C, (int64_t)nr * C);
+    ops_tensor logits = head_of(s->logits, (int64_t)nr * Vl);
+    ops_tensor targets = ops_view(m->targets[slot], r0, nr);
+    ops_tensor losses = head_of(s->losses, nr);
+
+    PROF(PROF_MATMUL, ops_matmul_fwd(logits, lnf, W(m, m->p_lm), OPS_NONE, nr, Vl, C));
+    if (m->grid->tp == 1)
+        PROF(PROF_XENT, ops_xent_fused(losses, grad ? logits : OPS_NONE, logits,
+                                       head_of(s->rowmax, nr), head_of(s->stats, nr),
+                                       ops_view(s->stats, nr, nr), targets, nr, Vl,
+                                       m->grad_scale));
+    else
+        xent_phases(m, logits, targets, losses, nr, grad);
     PROF(PROF_XENT, ops_sum_accumulate(m->loss_acc, losses, nr));
     m->loss_count += nr;
     if (grad)
-        PROF(PROF_MATMUL, ops_matmul_bwd(ops_view(s->d_lnf, r0 * C, (int64_t)nr * C), G(m, m->p_lm), OPS_NONE,
-                       logits, lnf, W(m, m->p_lm), nr, Vl, C));
+        PROF(PROF_MATMUL, ops_matmul_bwd(ops_view(s->d_lnf, r0 * C, (int64_t)nr * C),
+                                         G(m, m->p_lm), OPS_NONE, logits, lnf, W(m, m->p_lm),
+                                         nr, Vl, C));
 }
 
 static void head_forward(Model *m, int slot, int rows, ForwardMode mode)

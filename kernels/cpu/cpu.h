@@ -32,7 +32,7 @@
  * same bits in every variant: only the vector width changes (C11 mode
  * does not contract a*b+c into FMA). */
 #if defined(__x86_64__) && defined(__GNUC__) && !defined(TRI_NO_CLONES)
-#define TRI_CLONES __attribute__((target_clones("default", "arch=haswell", "arch=skylake-avx512")))
+#define TRI_CLONES __attribute__((target_clones("default", "avx2", "avx512f")))
 #else
 #define TRI_CLONES
 #endif
@@ -45,6 +45,8 @@
 void zero_cpu(void *p, size_t bytes);
 void copy_cpu(void *dst, const void *src, size_t bytes);
 /* dst(n) of dtype ddt = src(n) of dtype sdt; both among F32, BF16, F16. */
+/* The same on one thread, for a span inside a parallel loop. */
+void cast_span_cpu(void *dst, ops_dtype ddt, const void *src, ops_dtype sdt, int64_t n);
 void cast_cpu(void *dst, ops_dtype ddt, const void *src, ops_dtype sdt,
               int64_t n);
 /* The same on a (rows, cols) block: row r of dst starts at element r*ldd,
@@ -192,6 +194,9 @@ void position_bwd_cpu(float *dwpe, const void *dout, ops_dtype dt, int B,
 /* ---- softmax cross-entropy (xent_cpu.c) --------------------------------- */
 
 /* logits and dlogits hold dt (fp32 is what the model passes). */
+void xent_fused_cpu(float *losses, void *dlogits, const void *logits, ops_dtype dt,
+                    float *rowmax, float *sumexp, float *target_logit,
+                    const int32_t *targets, int N, int V, float grad_scale);
 void xent_max_cpu(float *rowmax, const void *logits, ops_dtype dt, int N,
                   int Vl);
 void xent_sumexp_cpu(float *sumexp, float *target_logit, const void *logits,

@@ -98,8 +98,8 @@ static inline uint16_t f32_to_f16_vec(float f)
 #endif
 
 /* dst(n) = src(n) converted, one loop per dtype pair. */
-CAST_CLONES static void cast_row(void *dst, ops_dtype ddt, const void *src, ops_dtype sdt,
-                     int64_t n)
+CAST_CLONES void cast_span_cpu(void *dst, ops_dtype ddt, const void *src, ops_dtype sdt,
+                               int64_t n)
 {
     if (ddt == sdt) {
         memcpy(dst, src, (size_t)n * ops_dtype_size(ddt));
@@ -149,7 +149,7 @@ void cast_cpu(void *dst, ops_dtype ddt, const void *src, ops_dtype sdt,
     #pragma omp parallel for schedule(static) if (chunks > 1)
     for (int64_t c = 0; c < chunks; c++) {
         int64_t i0 = c * chunk, len = n - i0 < chunk ? n - i0 : chunk;
-        cast_row((char *)dst + (size_t)i0 * ds, ddt,
+        cast_span_cpu((char *)dst + (size_t)i0 * ds, ddt,
                  (const char *)src + (size_t)i0 * ss, sdt, len);
     }
 }
@@ -160,7 +160,7 @@ void cast_2d_cpu(void *dst, ops_dtype ddt, int64_t ldd, const void *src,
     size_t ds = ops_dtype_size(ddt), ss = ops_dtype_size(sdt);
     #pragma omp parallel for schedule(static) if ((int64_t)rows * cols > 65536)
     for (int r = 0; r < rows; r++)
-        cast_row((char *)dst + (size_t)r * ldd * ds, ddt,
+        cast_span_cpu((char *)dst + (size_t)r * ldd * ds, ddt,
                  (const char *)src + (size_t)r * lds * ss, sdt, cols);
 }
 
