@@ -15,7 +15,8 @@
 void cli_usage(FILE *out)
 {
     fputs("usage: trident train   [--config FILE] [--set section.key=value ...]\n"
-          "       trident plan    --config FILE --world N [--mem GIB] [--set section.key=value ...]\n"
+          "       trident plan    --config FILE --world N [--mem GIB] [--hw h100|h200|a100|cpu]\n"
+          "                       [--set section.key=value ...]\n"
           "       trident inspect CKPT.h5\n"
           "       trident sample  --ckpt CKPT.h5 [--prompt TEXT] [--tokens N]\n"
           "       trident --version | --help\n"
@@ -75,7 +76,7 @@ static int allowed(CliCommand cmd, int opt)
     switch (opt) {
     case 'c': return cmd == CLI_TRAIN || cmd == CLI_PLAN;
     case 's': return cmd == CLI_TRAIN || cmd == CLI_PLAN;
-    case 'w': case 'm': return cmd == CLI_PLAN;
+    case 'w': case 'm': case 'H': return cmd == CLI_PLAN;
     case 'k': case 'p': case 't': return cmd == CLI_SAMPLE;
     }
     return 1;
@@ -86,6 +87,7 @@ static int parse_options(CliArgs *a, int argc, char **argv, FILE *err)
     static const struct option longopts[] = {
         {"config", required_argument, NULL, 'c'}, {"set", required_argument, NULL, 's'},
         {"world", required_argument, NULL, 'w'},  {"mem", required_argument, NULL, 'm'},
+        {"hw", required_argument, NULL, 'H'},
         {"ckpt", required_argument, NULL, 'k'},
         {"prompt", required_argument, NULL, 'p'}, {"tokens", required_argument, NULL, 't'},
         {"help", no_argument, NULL, 'h'},         {NULL, 0, NULL, 0},
@@ -118,6 +120,7 @@ static int parse_options(CliArgs *a, int argc, char **argv, FILE *err)
                 return usage_error(err, "--mem %s: expected a positive number of GiB", optarg);
             break;
         }
+        case 'H': a->hw = optarg; break;
         case 'k': a->ckpt = optarg; break;
         case 'p': a->prompt = optarg; break;
         case 't':

@@ -3,7 +3,7 @@
  * getopt_long.
  *
  *   trident train   [--config FILE] [--set section.key=value ...]
- *   trident plan    --config FILE --world N [--mem GIB] [--set ...]
+ *   trident plan    --config FILE --world N [--mem GIB] [--hw NAME] [--set ...]
  *   trident inspect CKPT.h5
  *   trident sample  --ckpt CKPT.h5 [--prompt TEXT] [--tokens N]
  *   trident --version | --help
@@ -24,6 +24,7 @@ typedef struct {
     int n_sets;
     int world;                       /* plan: ranks to plan for */
     double mem_gib;                  /* plan: memory per device, 0: unset */
+    const char *hw;                  /* plan: hardware profile, NULL: none */
     const char *ckpt;                /* inspect, sample */
     const char *prompt;              /* sample */
     int tokens;                      /* sample */

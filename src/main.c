@@ -55,7 +55,7 @@ static int run(const CliArgs *a, int rank)
     case CLI_PLAN: {
         if (load_config(&cfg, a, rank))
             return TRI_EXIT_ERROR;
-        int rc = rank == 0 ? plan_print(&cfg, a->world, a->mem_gib, stdout, stderr) : 0;
+        int rc = rank == 0 ? plan_print(&cfg, a->world, a->mem_gib, a->hw, stdout, stderr) : 0;
         return fail_agree(MPI_COMM_WORLD, rc) ? TRI_EXIT_ERROR : TRI_EXIT_OK;
     }
     }

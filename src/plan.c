@@ -17,6 +17,7 @@
 #include "grid.h"
 #include "model.h"
 #include "params.h"
+#include "roofline.h"
 #include "schedule.h"
 #include "zero.h"
 #include "kernels/ops.h"
@@ -161,7 +162,7 @@ static int64_t total(PlanMemory m) { return m.weights + m.grads + m.optimizer + 
  * take the spare ones) and the last (the head); the first and last DP rank
  * (the last ZeRO block may be short); TP rank 0 (TP ranks hold the same
  * sizes). */
-static PlanMemory largest_rank(const Config *cfg, int world, int *stage_out)
+PlanMemory plan_largest_rank(const Config *cfg, int world, int *stage_out)
 {
     PlanMemory best = {0};
     int dp = resolved_dp(cfg, world), pp = cfg->parallel.pp;
@@ -182,14 +183,10 @@ static PlanMemory largest_rank(const Config *cfg, int world, int *stage_out)
 
 /* ---- FLOPs, bubble, communication --------------------------------------- */
 
-typedef struct {
-    double tp, dp, pp, embed;      /* bytes sent per step by the busiest rank */
-} PlanComm;
-
 static double ring_allreduce(double bytes, int p) { return p > 1 ? 2.0 * (p - 1) / p * bytes : 0; }
 static double ring_share(double bytes, int p) { return p > 1 ? (double)(p - 1) / p * bytes : 0; }
 
-static PlanComm communication(const Config *cfg, int world)
+PlanComm plan_communication(const Config *cfg, int world)
 {
     const ModelConfig *mc = &cfg->model;
     const TrainConfig *t = &cfg->train;
@@ -261,7 +258,7 @@ static void print_costs(const Config *cfg, int world, FILE *out)
             flops / world);
     fprintf(out, "pipeline bubble (%s, %d microbatches): %.1f%% = (pp-1)/(m+pp-1)\n",
             schedule_name(cfg->parallel.schedule), t->grad_accum, 100.0 * bubble);
-    PlanComm c = communication(cfg, world);
+    PlanComm c = plan_communication(cfg, world);
     fprintf(out, "communication per step, bytes sent by one rank: tp %.4g, dp %.4g (zero %d), pp %.4g, tied embedding %.4g\n",
             c.tp, c.dp, cfg->parallel.zero, c.pp, c.embed);
 }
@@ -295,7 +292,7 @@ static void print_fits(const Config *cfg, int world, double mem_gib, FILE *out)
                 for (int rc = 0; rc <= 1; rc++) {
                     c.parallel.zero = z;
                     c.train.recompute = rc ? RECOMPUTE_FULL : RECOMPUTE_NONE;
-                    double gib = total(largest_rank(&c, world, NULL)) / (MIB * 1024.0);
+                    double gib = total(plan_largest_rank(&c, world, NULL)) / (MIB * 1024.0);
                     if (gib > mem_gib)
                         continue;
                     double bubble = (double)(pp - 1) / (c.train.grad_accum + pp - 1);
@@ -310,7 +307,32 @@ static void print_fits(const Config *cfg, int world, double mem_gib, FILE *out)
         fprintf(out, "  none: more ranks, a smaller micro_batch, or more memory\n");
 }
 
-int plan_print(const Config *cfg, int world, double mem_gib, FILE *out, FILE *err)
+/* The roofline prediction on hw, and the layout it would choose. */
+static int print_prediction(const Config *cfg, int world, const char *hw_name, FILE *out,
+                            FILE *err)
+{
+    Hardware hw;
+    TRI_TRY(roofline_hardware(hw_name, world, compute_dtype(cfg), &hw, err));
+    Prediction p = roofline_predict(cfg, world, &hw);
+    fprintf(out, "\n");
+    roofline_print(cfg, world, &hw, &p, out);
+    Config best;
+    Prediction bp;
+    if (roofline_recommend(cfg, world, &hw, &best, &bp) == 0) {
+        fprintf(out, "\nfastest layout on %d x %s that fits %.0f GiB: dp %d x pp %d x tp %d, grad_accum %d, zero %d, recompute %s\n",
+                world, hw.name, hw.mem_gib, best.parallel.dp, best.parallel.pp, best.parallel.tp,
+                best.train.grad_accum, best.parallel.zero,
+                best.train.recompute == RECOMPUTE_FULL ? "full" : "none");
+        roofline_print(&best, world, &hw, &bp, out);
+    } else {
+        fprintf(out, "\nno layout of %d x %s fits %.0f GiB per device\n", world, hw.name,
+                hw.mem_gib);
+    }
+    return 0;
+}
+
+int plan_print(const Config *cfg, int world, double mem_gib, const char *hw_name, FILE *out,
+               FILE *err)
 {
     if (grid_check(cfg, world, err))
         return 1;
@@ -321,9 +343,11 @@ int plan_print(const Config *cfg, int world, double mem_gib, FILE *out, FILE *er
             : cfg->train.recompute == RECOMPUTE_FULL ? "full" : "every:K");
     print_costs(cfg, world, out);
     print_memory_table(cfg, world, out);
-    PlanMemory big = largest_rank(cfg, world, &stage);
+    PlanMemory big = plan_largest_rank(cfg, world, &stage);
     fprintf(out, "largest rank: %.2f GiB (stage %d)\n", total(big) / (MIB * 1024.0), stage);
     if (mem_gib > 0)
         print_fits(cfg, world, mem_gib, out);
+    if (hw_name && hw_name[0])
+        return print_prediction(cfg, world, hw_name, out, err);
     return 0;
 }

@@ -27,10 +27,22 @@ typedef struct {
 PlanMemory plan_rank_memory(const Config *cfg, int world, int stage, int dp_rank,
                             int tp_rank);
 
+/* The largest rank's memory (first, a middle and the last stage; first
+ * and last DP rank); *stage (if not NULL) receives its stage. */
+PlanMemory plan_largest_rank(const Config *cfg, int world, int *stage);
+
+/* Bytes one rank sends per step in each group (ring algorithms). */
+typedef struct {
+    double tp, dp, pp, embed;
+} PlanComm;
+PlanComm plan_communication(const Config *cfg, int world);
+
 /* Prints the whole plan for cfg on `world` ranks; mem_gib > 0 adds the
- * table of layouts that fit in that much memory per device. Returns 0, or
- * non-zero with the reason on err when the layout does not fit the world.
- * Not collective. */
-int plan_print(const Config *cfg, int world, double mem_gib, FILE *out, FILE *err);
+ * table of layouts that fit in that much memory per device; hw (NULL or
+ * "h100", "h200", "a100", "cpu") adds the predicted step time, term by
+ * term, and the fastest layout. Returns 0, or non-zero with the reason on
+ * err when the layout does not fit the world. Not collective. */
+int plan_print(const Config *cfg, int world, double mem_gib, const char *hw, FILE *out,
+               FILE *err);
 
 #endif

@@ -1,0 +1,285 @@
+/*
+ * roofline.c - predicted step time, term by term; see roofline.h.
+ *
+ * Every term is a count (FLOPs, bytes) from the model's shapes divided by
+ * a rate of the hardware, so each line of the printout can be checked by
+ * hand. The counts follow what trident executes: GEMMs as the model runs
+ * them (full T x T attention products, recomputed forwards counted), the
+ * elementwise passes of model.c, the optimizer's streams over the owned
+ * rows, and the bytes plan_communication says each group sends.
+ */
+#include "roofline.h"
+
+#include <math.h>
+#include <stdlib.h>
+#include <string.h>
+
+#include "fail.h"
+#include "grid.h"
+#include "model.h"
+#include "plan.h"
+#include "params.h"
+#include "timer.h"
+
+#define GIB (1024.0 * 1024.0 * 1024.0)
+
+/* ---- hardware ---------------------------------------------------------- */
+
+/* Datasheet dense peaks (FLOP/s, no sparsity), HBM bandwidth, NVLink
+ * bandwidth per GPU and direction, and one 400 (NDR) or 200 (HDR) Gb/s NIC
+ * per GPU. The GEMM efficiency is what large cuBLAS GEMMs sustain. fp32
+ * is true fp32 (trident's CUDA GEMMs use CUBLAS_COMPUTE_32F, not TF32). */
+static const Hardware profiles[] = {
+    {"h100", 67e12, 989e12, 989e12, 0.70, 3.35e12, 80, 450e9, 50e9, 8, 0},
+    {"h200", 67e12, 989e12, 989e12, 0.70, 4.8e12, 141, 450e9, 50e9, 8, 0},
+    {"a100", 19.5e12, 312e12, 312e12, 0.75, 2.0e12, 80, 300e9, 25e9, 8, 0},
+};
+
+/* Sustained copy bandwidth (read + write bytes) of this machine, all
+ * cores, over buffers larger than its caches. */
+static double measure_memory_bandwidth(void)
+{
+    int64_t n = 32LL << 20; /* 128 MiB per buffer */
+    ops_tensor a = ops_alloc(OPS_F32, OPS_CPU, n), b = ops_alloc(OPS_F32, OPS_CPU, n);
+    double best = 0.0;
+    for (int rep = 0; rep < 4; rep++) {
+        double t0 = timer_now();
+        ops_copy(b, a);
+        double dt = timer_now() - t0;
+        if (rep > 0 && 8.0 * n / dt > best) /* the first touches the pages */
+            best = 8.0 * n / dt;
+    }
+    ops_free(&a);
+    ops_free(&b);
+    return best;
+}
+
+int roofline_hardware(const char *name, int world, ops_dtype dtype, Hardware *hw, FILE *err)
+{
+    for (size_t i = 0; i < sizeof profiles / sizeof profiles[0]; i++) {
+        if (strcmp(name, profiles[i].name) == 0) {
+            *hw = profiles[i];
+            return 0;
+        }
+    }
+    if (strcmp(name, "cpu") != 0) {
+        fprintf(err, "trident: plan --hw %s: unknown hardware (h100, h200, a100, cpu)\n", name);
+        return 1;
+    }
+    /* this machine: its GEMM rate in the run's dtype and its memory
+     * bandwidth, shared by all the world's ranks */
+    memset(hw, 0, sizeof *hw);
+    snprintf(hw->name, sizeof hw->name, "cpu");
+    double gemm = ops_gemm_peak_on(OPS_CPU, dtype, 0.2);
+    hw->flops_fp32 = hw->flops_bf16 = hw->flops_fp16 = gemm;
+    hw->gemm_efficiency = 1.0;
+    hw->mem_bw = measure_memory_bandwidth();
+    hw->mem_gib = 0.0;
+    hw->intra_bw = hw->inter_bw = hw->mem_bw / 2.0; /* a shared-memory copy reads and writes */
+    hw->per_node = world;
+    hw->shared = 1;
+    return 0;
+}
+
+static double peak(const Hardware *hw, const Config *cfg)
+{
+    ops_dtype d = OPS_F32;
+    ops_dtype_parse(cfg->train.precision, &d);
+    double p = d == OPS_BF16 ? hw->flops_bf16 : d == OPS_F16 ? hw->flops_fp16 : hw->flops_fp32;
+    return p * hw->gemm_efficiency;
+}
+
+/* ---- the counts -------------------------------------------------------- */
+
+static int dp_of(const Config *cfg, int world)
+{
+    return cfg->parallel.dp ? cfg->parallel.dp : world / (cfg->parallel.pp * cfg->parallel.tp);
+}
+
+/* Layers of the busiest stage (the first ones take the spare layers). */
+static int stage_layers(const Config *cfg)
+{
+    int first, n;
+    grid_stage_layers(cfg->model.n_layer, cfg->parallel.pp, 0, &first, &n);
+    return n;
+}
+
+static int recomputed_layers(const Config *cfg, int layers)
+{
+    const TrainConfig *t = &cfg->train;
+    if (t->recompute == RECOMPUTE_FULL)
+        return layers;
+    if (t->recompute == RECOMPUTE_EVERY)
+        return (layers + t->recompute_every - 1) / t->recompute_every;
+    return 0;
+}
+
+typedef struct {
+    double gemm_flops;     /* per microbatch, per rank of the busiest stage */
+    double elem_bytes;     /* per microbatch */
+} StageWork;
+
+/* One microbatch on the busiest stage, one TP rank: GEMM FLOPs (3 forward
+ * passes' worth, plus recomputed forwards; the LM head on the last stage
+ * counts when it is the busier) and elementwise bytes. */
+static StageWork stage_work(const Config *cfg)
+{
+    const ModelConfig *m = &cfg->model;
+    ops_dtype d = OPS_F32;
+    ops_dtype_parse(cfg->train.precision, &d);
+    double a = (double)ops_dtype_size(d), tp = cfg->parallel.tp;
+    double C = m->n_embd, T = m->seq_len, V = m->vocab_size, NH = m->n_head;
+    double tokens = (double)cfg->train.micro_batch * T;
+    int layers = stage_layers(cfg), re = recomputed_layers(cfg, layers);
+    double layer_flops = tokens * (24.0 * C * C + 4.0 * T * C) / tp;
+    /* per token per layer, forward: two LayerNorms, GELU in and out, two
+     * residual adds, the attention probabilities (fp32) read and written;
+     * backward streams about twice that */
+    double layer_bytes = tokens * (a * C * (4.0 + 8.0 / tp + 6.0) + 8.0 * NH / tp * T / 2.0);
+    StageWork w;
+    w.gemm_flops = (3.0 * layers + re) * layer_flops;
+    w.elem_bytes = (3.0 * layers + re) * layer_bytes;
+    double head_flops = 3.0 * tokens * 2.0 * C * V / tp;
+    double head_bytes = tokens * 20.0 * V / tp; /* fp32 logits: write, max, sumexp, finish */
+    if (cfg->parallel.pp == 1) {
+        w.gemm_flops += head_flops;
+        w.elem_bytes += head_bytes;
+    } else {
+        int last_layers = cfg->model.n_layer / cfg->parallel.pp;
+        double last = (3.0 * last_layers + recomputed_layers(cfg, last_layers)) * layer_flops
+                      + head_flops;
+        if (last > w.gemm_flops) {
+            w.gemm_flops = last;
+            w.elem_bytes = (3.0 * last_layers) * layer_bytes + head_bytes;
+        }
+    }
+    return w;
+}
+
+/* Bytes the optimizer streams per step on the busiest rank: AdamW reads
+ * and writes master, m and v and reads the gradient (28 B per element),
+ * the norm reads the gradient again, a separate compute copy adds its
+ * write; over the rows the rank updates. */
+static double optimizer_bytes(const Config *cfg, int world)
+{
+    Grid g;
+    memset(&g, 0, sizeof g);
+    g.pp = cfg->parallel.pp;
+    g.tp = cfg->parallel.tp;
+    g.dp = dp_of(cfg, world);
+    ParamSet ps;
+    params_build(&ps, cfg, &g);
+    double n = 0;
+    for (int i = 0; i < ps.n; i++)
+        n += (double)params_local_numel(&ps.p[i]);
+    params_free(&ps);
+    if (cfg->parallel.zero >= 1 && g.dp > 1)
+        n /= g.dp;
+    ops_dtype d = OPS_F32;
+    ops_dtype_parse(cfg->train.precision, &d);
+    return n * (32.0 + (d != OPS_F32 ? (double)ops_dtype_size(d) : 0.0));
+}
+
+/* ---- the prediction ----------------------------------------------------- */
+
+/* Bandwidth of a group of `size` consecutive-ish world ranks: in-node when
+ * it fits in one node, else the cross-node links. */
+static double group_bw(const Hardware *hw, int span)
+{
+    return span <= hw->per_node ? hw->intra_bw : hw->inter_bw;
+}
+
+Prediction roofline_predict(const Config *cfg, int world, const Hardware *hw)
+{
+    Prediction p;
+    memset(&p, 0, sizeof p);
+    int tp = cfg->parallel.tp, pp = cfg->parallel.pp, dp = dp_of(cfg, world);
+    int m = cfg->train.grad_accum;
+    StageWork w = stage_work(cfg);
+    PlanComm c = plan_communication(cfg, world);
+    double ranks_sharing = hw->shared ? world : 1.0; /* a shared machine splits its rates */
+    double gemm_rate = peak(hw, cfg) / ranks_sharing, mem = hw->mem_bw / ranks_sharing;
+    double per_mb = w.gemm_flops / gemm_rate + w.elem_bytes / mem;
+    double tp_per_mb = c.tp / m / (group_bw(hw, tp) / ranks_sharing);
+    double pp_per_mb = c.pp / m / (group_bw(hw, tp * dp * pp) / ranks_sharing);
+    p.gemm = m * w.gemm_flops / gemm_rate;
+    p.elementwise = m * w.elem_bytes / mem;
+    p.tp = m * tp_per_mb;
+    p.pp = m * pp_per_mb;
+    /* the busiest stage does m microbatches; its neighbours' wait adds
+     * (pp-1) microbatch times (1F1B and GPipe alike) */
+    p.bubble = (pp - 1) * (per_mb + tp_per_mb + pp_per_mb);
+    p.optimizer = optimizer_bytes(cfg, world) / mem;
+    p.dp_total = c.dp / (group_bw(hw, tp * dp) / ranks_sharing);
+    /* with overlap the reduction runs behind the backward (about two
+     * thirds of the compute); a shared CPU has no idle resource to hide
+     * it behind */
+    double hideable = cfg->parallel.overlap && !hw->shared ? (2.0 / 3.0) * (p.gemm + p.elementwise) : 0.0;
+    p.dp_exposed = p.dp_total > hideable ? p.dp_total - hideable : 0.0;
+    p.step = p.gemm + p.elementwise + p.tp + p.pp + p.bubble + p.optimizer + p.dp_exposed;
+    double tokens = (double)cfg->train.micro_batch * m * dp * cfg->model.seq_len;
+    p.tokens_per_s = tokens / p.step;
+    double flops = 3.0 * model_forward_flops(&cfg->model, tokens);
+    p.mfu = flops / p.step / (world * peak(hw, cfg) / hw->gemm_efficiency / ranks_sharing);
+    p.memory_gib = 0.0;
+    PlanMemory mm = plan_largest_rank(cfg, world, NULL);
+    p.memory_gib = (mm.weights + mm.grads + mm.optimizer + mm.activations) / GIB;
+    return p;
+}
+
+void roofline_print(const Config *cfg, int world, const Hardware *hw, const Prediction *p,
+                    FILE *out)
+{
+    fprintf(out, "predicted step on %d x %s (%s GEMMs at %.0f TFLOP/s sustained, memory %.2f TB/s):\n",
+            world, hw->name, cfg->train.precision, peak(hw, cfg) / 1e12, hw->mem_bw / 1e12);
+    const struct { const char *what; double s; } terms[] = {
+        {"GEMMs", p->gemm}, {"elementwise ops (memory-bound)", p->elementwise},
+        {"tensor-parallel all-reduces", p->tp}, {"pipeline transfers", p->pp},
+        {"pipeline bubble", p->bubble}, {"optimizer", p->optimizer},
+        {"data-parallel reduction (exposed)", p->dp_exposed},
+    };
+    for (size_t i = 0; i < sizeof terms / sizeof terms[0]; i++)
+        fprintf(out, "  %-36s %10.2f ms  %5.1f%%\n", terms[i].what, 1e3 * terms[i].s,
+                100.0 * terms[i].s / p->step);
+    fprintf(out, "  %-36s %10.2f ms  (DP reduction in all: %.2f ms)\n", "step", 1e3 * p->step,
+            1e3 * p->dp_total);
+    fprintf(out, "  tokens/s %.4g, MFU %.1f%%, largest rank %.1f GiB\n", p->tokens_per_s,
+            100.0 * p->mfu, p->memory_gib);
+}
+
+int roofline_recommend(const Config *cfg, int world, const Hardware *hw, Config *best,
+                       Prediction *pred)
+{
+    int64_t mb = cfg->train.micro_batch;
+    int64_t global = mb * cfg->train.grad_accum * dp_of(cfg, world);
+    int found = 0;
+    for (int tp = 1; tp <= hw->per_node && tp <= world; tp *= 2) {
+        for (int pp = 1; pp <= world / tp; pp++) {
+            int dp = world / (tp * pp);
+            if (world % (tp * pp) || global % (mb * dp))
+                continue;
+            Config c = *cfg;
+            c.parallel.tp = tp;
+            c.parallel.pp = pp;
+            c.parallel.dp = dp;
+            c.train.grad_accum = (int)(global / (mb * dp));
+            if (grid_check(&c, world, fail_stream(0)) != 0)
+                continue;
+            for (int z = 0; z <= 3; z++) {
+                for (int rc = 0; rc <= 1; rc++) {
+                    c.parallel.zero = z;
+                    c.train.recompute = rc ? RECOMPUTE_FULL : RECOMPUTE_NONE;
+                    Prediction p = roofline_predict(&c, world, hw);
+                    if (hw->mem_gib > 0 && p.memory_gib > hw->mem_gib)
+                        continue;
+                    if (!found || p.step < pred->step) {
+                        *best = c;
+                        *pred = p;
+                        found = 1;
+                    }
+                }
+            }
+        }
+    }
+    return found ? 0 : 1;
+}
