@@ -12,7 +12,10 @@
 #include "fail.h"
 #include "plan.h"
 #include "sample.h"
+#include "timer.h"
 #include "train.h"
+
+static double process_started;
 
 /* Rank 0 reads the config; every rank learns whether that worked. */
 static int load_config(Config *cfg, const CliArgs *a, int rank)
@@ -45,7 +48,7 @@ static int run(const CliArgs *a, int rank)
     case CLI_TRAIN:
         if (load_config(&cfg, a, rank))
             return TRI_EXIT_ERROR;
-        return train_run(&cfg, MPI_COMM_WORLD);
+        return train_run(&cfg, MPI_COMM_WORLD, process_started);
     case CLI_INSPECT: {
         int rc = rank == 0 ? ckpt_inspect(a->ckpt, stdout, stderr) : 0;
         return fail_agree(MPI_COMM_WORLD, rc) ? TRI_EXIT_ERROR : TRI_EXIT_OK;
@@ -64,6 +67,7 @@ static int run(const CliArgs *a, int rank)
 
 int main(int argc, char **argv)
 {
+    process_started = timer_now();
     MPI_Init(&argc, &argv);
     fail_init();
     int rank;

@@ -58,6 +58,7 @@ typedef struct {
     int64_t *index;           /* sample indices of one step, this DP rank */
     int device_ready;         /* device_setup succeeded */
     double profiled_seconds;  /* [log] profile: step time measured so far */
+    double started;           /* process start, for the start-up time */
     int32_t *eval_batch;
 } Trainer;
 
@@ -136,7 +137,7 @@ static void measure_peak(Trainer *t)
     ops_device dev = t->grid.device;
     const char *info = ops_gemm_info_on(dev, &warning);
     comm_barrier(&t->grid, COMM_WORLD);
-    double mine = ops_gemm_peak_on(dev, t->model.act_dtype, 0.15), total = 0.0;
+    double mine = ops_gemm_peak_on(dev, t->model.act_dtype, 0.06), total = 0.0;
     TRI_CHECK_MPI(MPI_Allreduce(&mine, &total, 1, MPI_DOUBLE, MPI_SUM, t->grid.world));
     t->peak_flops = total;
     if (is_root(t)) {
@@ -533,6 +534,9 @@ static RunEnd run_steps(Trainer *t)
         double t0 = timer_now();
         StepResult r = train_step(t);
         double step_s = timer_now() - t0;
+        if (t->step == first + 1 && is_root(t))
+            printf("start-up: first step done %.2f s after the process started (MPI_Init to here)\n",
+                   timer_now() - t->started);
         profile_step(t, step_s, first);
         double comm_s = comm_seconds(COMM_TP) + comm_seconds(COMM_DP);
         if (r.give_up) {
@@ -572,11 +576,12 @@ static RunEnd run_steps(Trainer *t)
     return RUN_DONE;
 }
 
-int train_run(Config *cfg, MPI_Comm world)
+int train_run(Config *cfg, MPI_Comm world, double started)
 {
     Trainer t;
     memset(&t, 0, sizeof t);
     t.cfg = cfg;
+    t.started = started;
     int rc = share_config(&t, world);
     if (rc)
         return TRI_EXIT_ERROR;

@@ -10,8 +10,9 @@
 #include "config.h"
 
 /* Runs a training job. cfg is valid on world rank 0 only; it is broadcast.
- * Returns the process exit code (fail.h), the same on every rank.
- * Collective on world. */
-int train_run(Config *cfg, MPI_Comm world);
+ * started is when the process began (timer_now() before MPI_Init), for the
+ * start-up time it reports. Returns the process exit code (fail.h), the
+ * same on every rank. Collective on world. */
+int train_run(Config *cfg, MPI_Comm world, double started);
 
 #endif
