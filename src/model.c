@@ -262,6 +262,7 @@ void model_destroy(Model *m)
     free(m->targets);
     free(m->blocks);
     free(m->recompute);
+    free(m->requests);
     params_free(&m->ps);
     memset(m, 0, sizeof *m);
 }

@@ -18,6 +18,7 @@
 #ifndef TRI_SRC_MODEL_H
 #define TRI_SRC_MODEL_H
 
+#include <mpi.h>
 #include <stdint.h>
 
 #include "config.h"
@@ -73,6 +74,7 @@ struct Model {
     void *hook_ctx;
     int final_microbatch;         /* the executor is running the step's last
                                      microbatch: gradients become final */
+    MPI_Request *requests;        /* the executor's, 4 x n_slots */
 };
 
 /* Builds the parameter table and allocates activations for n_slots

@@ -96,14 +96,19 @@ static void run_backward(Exec *e, int mb)
                    2 * mb + 1, &e->send_bwd[s]);
 }
 
-static MPI_Request *requests(int n)
+/* Four request arrays of n_slots, kept in the model so that steps do not
+ * allocate; every request is complete (MPI_REQUEST_NULL) between steps. */
+static MPI_Request *requests(Model *m, int which)
 {
-    MPI_Request *r = malloc((size_t)n * sizeof *r);
-    if (!r)
-        fail_abort("out of memory", __FILE__, __LINE__);
-    for (int i = 0; i < n; i++)
-        r[i] = MPI_REQUEST_NULL;
-    return r;
+    int n = m->n_slots;
+    if (!m->requests) {
+        m->requests = malloc(sizeof *m->requests * (size_t)(4 * n));
+        if (!m->requests)
+            fail_abort("out of memory", __FILE__, __LINE__);
+        for (int i = 0; i < 4 * n; i++)
+            m->requests[i] = MPI_REQUEST_NULL;
+    }
+    return m->requests + which * n;
 }
 
 void pipeline_run(Model *m, const Action *actions, int n, const int32_t *batch,
@@ -113,8 +118,8 @@ void pipeline_run(Model *m, const Action *actions, int n, const int32_t *batch,
     Exec e = {
         .m = m, .stage = m->grid->pp_stage, .pp = m->grid->pp, .rows = rows,
         .n = (int64_t)rows * m->T * m->C,
-        .recv_fwd = requests(slots), .recv_bwd = requests(slots),
-        .send_fwd = requests(slots), .send_bwd = requests(slots), .times = times,
+        .recv_fwd = requests(m, 0), .recv_bwd = requests(m, 1),
+        .send_fwd = requests(m, 2), .send_bwd = requests(m, 3), .times = times,
     };
     int n_mb = 0;
     for (int i = 0; i < n; i++)
@@ -143,8 +148,4 @@ void pipeline_run(Model *m, const Action *actions, int n, const int32_t *batch,
         times->wait += comm_wait(&e.send_fwd[s]);
         times->wait += comm_wait(&e.send_bwd[s]);
     }
-    free(e.recv_fwd);
-    free(e.recv_bwd);
-    free(e.send_fwd);
-    free(e.send_bwd);
 }
