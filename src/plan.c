@@ -263,20 +263,12 @@ static void print_costs(const Config *cfg, int world, FILE *out)
             c.tp, c.dp, cfg->parallel.zero, c.pp, c.embed);
 }
 
-/* Every dp x pp x tp of the world (tp a power of two up to 8, dividing
- * the heads and the vocabulary; pp up to n_layer) that keeps the global
- * batch (grad_accum adjusts to the new dp), every ZeRO stage and recompute
- * none/full: the largest rank's memory against mem_gib. */
-static void print_fits(const Config *cfg, int world, double mem_gib, FILE *out)
+int plan_each_layout(const Config *cfg, int world, int max_tp, PlanVisit visit, void *ctx)
 {
     int64_t mb = cfg->train.micro_batch;
     int64_t global = mb * cfg->train.grad_accum * resolved_dp(cfg, world);
-    fprintf(out, "\nlayouts of %d ranks within %.1f GiB per device, global batch %lld (largest rank):\n",
-            world, mem_gib, (long long)global);
-    fprintf(out, "  %5s %5s %5s %4s %4s %9s %10s %6s\n", "dp", "pp", "tp", "ga", "zero", "recompute",
-            "GiB", "bubble");
-    int shown = 0;
-    for (int tp = 1; tp <= 8 && tp <= world; tp *= 2) {
+    int visited = 0;
+    for (int tp = 1; tp <= max_tp && tp <= world; tp *= 2) {
         for (int pp = 1; pp <= world / tp; pp++) {
             int dp = world / (tp * pp);
             if (world % (tp * pp) || global % (mb * dp))
@@ -292,18 +284,47 @@ static void print_fits(const Config *cfg, int world, double mem_gib, FILE *out)
                 for (int rc = 0; rc <= 1; rc++) {
                     c.parallel.zero = z;
                     c.train.recompute = rc ? RECOMPUTE_FULL : RECOMPUTE_NONE;
-                    double gib = total(plan_largest_rank(&c, world, NULL)) / (MIB * 1024.0);
-                    if (gib > mem_gib)
-                        continue;
-                    double bubble = (double)(pp - 1) / (c.train.grad_accum + pp - 1);
-                    fprintf(out, "  %5d %5d %5d %4d %4d %9s %10.2f %5.1f%%\n", dp, pp, tp,
-                            c.train.grad_accum, z, rc ? "full" : "none", gib, 100.0 * bubble);
-                    shown++;
+                    visit(&c, ctx);
+                    visited++;
                 }
             }
         }
     }
-    if (!shown)
+    return visited;
+}
+
+typedef struct {
+    int world, shown;
+    double mem_gib;
+    FILE *out;
+} FitsTable;
+
+static void print_fit(const Config *c, void *ctx)
+{
+    FitsTable *t = ctx;
+    double gib = total(plan_largest_rank(c, t->world, NULL)) / (MIB * 1024.0);
+    if (gib > t->mem_gib)
+        return;
+    int pp = c->parallel.pp;
+    double bubble = (double)(pp - 1) / (c->train.grad_accum + pp - 1);
+    fprintf(t->out, "  %5d %5d %5d %4d %4d %9s %10.2f %5.1f%%\n", c->parallel.dp, pp,
+            c->parallel.tp, c->train.grad_accum, c->parallel.zero,
+            c->train.recompute == RECOMPUTE_FULL ? "full" : "none", gib, 100.0 * bubble);
+    t->shown++;
+}
+
+/* The layouts of plan_each_layout (tp up to 8) that fit mem_gib. */
+static void print_fits(const Config *cfg, int world, double mem_gib, FILE *out)
+{
+    int64_t global = (int64_t)cfg->train.micro_batch * cfg->train.grad_accum
+                     * resolved_dp(cfg, world);
+    fprintf(out, "\nlayouts of %d ranks within %.1f GiB per device, global batch %lld (largest rank):\n",
+            world, mem_gib, (long long)global);
+    fprintf(out, "  %5s %5s %5s %4s %4s %9s %10s %6s\n", "dp", "pp", "tp", "ga", "zero", "recompute",
+            "GiB", "bubble");
+    FitsTable t = {.world = world, .mem_gib = mem_gib, .out = out};
+    plan_each_layout(cfg, world, 8, print_fit, &t);
+    if (!t.shown)
         fprintf(out, "  none: more ranks, a smaller micro_batch, or more memory\n");
 }
 

@@ -31,6 +31,13 @@ PlanMemory plan_rank_memory(const Config *cfg, int world, int stage, int dp_rank
  * and last DP rank); *stage (if not NULL) receives its stage. */
 PlanMemory plan_largest_rank(const Config *cfg, int world, int *stage);
 
+/* Calls visit for every layout of `world` ranks that keeps cfg's global
+ * batch (grad_accum adjusted): dp x pp x tp with tp a power of two up to
+ * max_tp that grid_check accepts, each ZeRO stage, recompute none and
+ * full. Returns the number visited. Not collective. */
+typedef void (*PlanVisit)(const Config *layout, void *ctx);
+int plan_each_layout(const Config *cfg, int world, int max_tp, PlanVisit visit, void *ctx);
+
 /* Bytes one rank sends per step in each group (ring algorithms). */
 typedef struct {
     double tp, dp, pp, embed;

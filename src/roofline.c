@@ -253,39 +253,32 @@ void roofline_print(const Config *cfg, int world, const Hardware *hw, const Pred
             100.0 * p->mfu, p->memory_gib);
 }
 
+typedef struct {
+    const Hardware *hw;
+    int world, found;
+    Config best;
+    Prediction pred;
+} Search;
+
+static void consider(const Config *c, void *ctx)
+{
+    Search *s = ctx;
+    Prediction p = roofline_predict(c, s->world, s->hw);
+    if (s->hw->mem_gib > 0 && p.memory_gib > s->hw->mem_gib)
+        return;
+    if (!s->found || p.step < s->pred.step) {
+        s->best = *c;
+        s->pred = p;
+        s->found = 1;
+    }
+}
+
 int roofline_recommend(const Config *cfg, int world, const Hardware *hw, Config *best,
                        Prediction *pred)
 {
-    int64_t mb = cfg->train.micro_batch;
-    int64_t global = mb * cfg->train.grad_accum * dp_of(cfg, world);
-    int found = 0;
-    for (int tp = 1; tp <= hw->per_node && tp <= world; tp *= 2) {
-        for (int pp = 1; pp <= world / tp; pp++) {
-            int dp = world / (tp * pp);
-            if (world % (tp * pp) || global % (mb * dp))
-                continue;
-            Config c = *cfg;
-            c.parallel.tp = tp;
-            c.parallel.pp = pp;
-            c.parallel.dp = dp;
-            c.train.grad_accum = (int)(global / (mb * dp));
-            if (grid_check(&c, world, fail_stream(0)) != 0)
-                continue;
-            for (int z = 0; z <= 3; z++) {
-                for (int rc = 0; rc <= 1; rc++) {
-                    c.parallel.zero = z;
-                    c.train.recompute = rc ? RECOMPUTE_FULL : RECOMPUTE_NONE;
-                    Prediction p = roofline_predict(&c, world, hw);
-                    if (hw->mem_gib > 0 && p.memory_gib > hw->mem_gib)
-                        continue;
-                    if (!found || p.step < pred->step) {
-                        *best = c;
-                        *pred = p;
-                        found = 1;
-                    }
-                }
-            }
-        }
-    }
-    return found ? 0 : 1;
+    Search s = {.hw = hw, .world = world};
+    plan_each_layout(cfg, world, hw->per_node, consider, &s);
+    *best = s.best;
+    *pred = s.pred;
+    return s.found ? 0 : 1;
 }
