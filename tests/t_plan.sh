@@ -15,7 +15,7 @@ tp2-pp2-zero0-gpipe:--set+parallel.tp=2+--set+parallel.pp=2+--set+parallel.zero=
 pp2-zero2-recompute:--set+parallel.pp=2+--set+parallel.zero=2+--set+train.recompute=full+--set+train.grad_accum=4
 untied-every2:--set+model.tie_embeddings=0+--set+train.recompute=every:2+--set+parallel.zero=3
 two-level-dp:--set+parallel.node_size=2+--set+parallel.zero=2"
-plan $(($(echo "$CASES" | wc -l) + 2))
+plan $(($(echo "$CASES" | wc -l) + 5))
 table() { sed -n '/^memory per rank/,/^[^ m]/p' "$1" | grep '^  rank'; }
 for c in $CASES; do
     name=${c%%:*}
@@ -55,4 +55,16 @@ ms=$((($(date +%s%N) - start) / 1000000))
 expect 0 "174604.837M parameters" "plan: GPT-3 175B on 1024 ranks (${ms} ms)"
 grep -q "layouts of 1024 ranks within 80.0 GiB" "$WORK/out"
 ok $? "plan lists the layouts that fit 80 GiB"
+"$TRIDENT" plan --config "$WORK/g175.ini" --world 1024 --hw h100 --set train.precision=bf16 \
+    > "$WORK/out" 2>&1
+mfu=$(sed -n 's/.*MFU \([0-9.]*\)%.*/\1/p' "$WORK/out" | tail -n 1)
+grep -q "^fastest layout on 1024 x h100" "$WORK/out" \
+    && awk -v m="$mfu" 'BEGIN { exit !(m > 20 && m < 70) }'
+ok $? "plan --hw h100: a term-by-term prediction and the fastest layout (MFU $mfu%)"
+"$TRIDENT" plan --config "$cfg" --world 1 --hw cpu > "$WORK/out" 2>&1
+grep -q "^predicted step on 1 x cpu" "$WORK/out" && grep -q "^  GEMMs" "$WORK/out"
+ok $? "plan --hw cpu measures this machine and predicts the step"
+"$TRIDENT" plan --config "$cfg" --world 1 --hw tpu > "$WORK/out" 2>&1
+rc=$?
+expect 1 "unknown hardware" "an unknown hardware profile is refused"
 done_testing
