@@ -5,7 +5,11 @@
 #   bench/bench.sh [TRIDENT] [SECTIONS]      SECTIONS: any of
 #     single   tokens/s of trident (fp32, bf16) and PyTorch (as shipped and
 #              tuned) on the tiny, mid and GPT-2-small configs, with
-#              achieved FLOP/s and % of the GEMM peak measured in this run
+#              achieved FLOP/s and % of the GEMM peak measured in this run,
+#              and the step time `trident plan --hw cpu` predicted
+#     recipes  the training-recipe table on GPT-2 small: fp32 vs bf16,
+#              recompute none / full / every:2 (speed, activation memory),
+#              zero 0-3 on 4 ranks (memory per rank)
 #     layouts  tokens/s of every 8-rank layout for one model and global
 #              batch, with the measured pipeline bubble beside (pp-1)/(m+pp-1)
 #     scaling  tokens/s over 1, 2, 4, 8 ranks at a fixed global batch
@@ -19,7 +23,7 @@
 # Env: BENCH_STEPS (default 6), BENCH_THREADS (default: all cores).
 set -eu
 TRIDENT=${1:-./trident}
-SECTIONS=${2:-"single layouts scaling ckpt startup"}
+SECTIONS=${2:-"single recipes layouts scaling ckpt startup"}
 here=$(cd "$(dirname "$0")" && pwd)
 root=$(cd "$here/.." && pwd)
 WORK=$(mktemp -d "${TMPDIR:-/tmp}/trident-bench.XXXXXX")
@@ -112,24 +116,67 @@ flops_per_token() {  # 3 x forward FLOPs per token, as trident counts them
         'BEGIN { printf "%.6g", 3 * (L * (24 * C * C + 4 * T * C) + 2 * C * V) }'
 }
 
+# predicted NAME CONFIG [options]: plan's step time on this machine, ms
+predicted() {
+    shift
+    "$TRIDENT" plan --config "$@" --world 1 --hw cpu 2>/dev/null \
+        | sed -n 's/^  step *\([0-9.]*\) ms.*/\1/p' | head -n 1
+}
+
 section_single() {
-    echo "== single rank, $THREADS threads, fp32 (tokens/s; GFLOP/s and % of the GEMM peak measured in the same run)"
-    printf "%-6s %12s %10s %6s %14s %14s %8s\n" model trident GFLOP/s %peak "pytorch" "pytorch-tuned" ratio
+    echo "== single rank, $THREADS threads (tokens/s; achieved GFLOP/s and % of the GEMM peak measured in the same run)"
+    printf "%-6s %-5s %10s %8s %6s %10s %10s %9s %9s %7s\n" model dtype trident GFLOP/s %peak \
+        step_ms predicted pytorch pt-tuned ratio
     tuned="OPENBLAS_CORETYPE=SkylakeX LD_LIBRARY_PATH=/usr/lib/x86_64-linux-gnu/openblas-openmp"
     for name in tiny mid gpt2; do
         config "$name" "$WORK/$name.ini"
-        trident_run 1 "$WORK/$name.ini"
-        gf=$(awk -v t="$tps" -v f="$(flops_per_token "$name")" 'BEGIN { printf "%.1f", t * f / 1e9 }')
         pytorch "$name"
         shipped=$pt
         # shellcheck disable=SC2086
         pytorch "$name" $tuned
         best=$(awk -v a="$shipped" -v b="$pt" 'BEGIN { m = a + 0; if (b + 0 > m) m = b + 0; print m }')
-        ratio=$(awk -v t="$tps" -v b="$best" 'BEGIN { if (b > 0) printf "%.2fx", t / b; else print "-" }')
-        printf "%-6s %12.1f %10s %5.1f%% %14s %14s %8s\n" "$name" "$tps" "$gf" \
-            "$(awk -v m="$mfu" 'BEGIN { print 100 * m }')" "$shipped" "$pt" "$ratio"
+        for dtype in fp32 bf16; do
+            trident_run 1 "$WORK/$name.ini" --set train.precision=$dtype
+            step=$(mean_field step_ms)
+            pred=$(predicted "$name" "$WORK/$name.ini" --set train.precision=$dtype)
+            gf=$(awk -v t="$tps" -v f="$(flops_per_token "$name")" 'BEGIN { printf "%.1f", t * f / 1e9 }')
+            ratio=$(awk -v t="$tps" -v b="$best" 'BEGIN { if (b > 0) printf "%.2fx", t / b; else print "-" }')
+            if [ "$dtype" = bf16 ]; then shown_pt="-"; shown_tuned="-"; else shown_pt=$shipped; shown_tuned=$pt; fi
+            printf "%-6s %-5s %10.1f %8s %5.1f%% %10.1f %10s %9s %9s %7s\n" "$name" "$dtype" "$tps" \
+                "$gf" "$(awk -v m="$mfu" 'BEGIN { print 100 * m }')" "$step" "${pred:--}" \
+                "$shown_pt" "$shown_tuned" "$ratio"
+        done
     done
-    echo "   GEMM peak measured by trident at start-up: $peak GFLOP/s; ratio = trident / best PyTorch"
+    echo "   %peak: MFU against the GEMM peak trident measured at start-up in that dtype (last: $peak GFLOP/s); predicted: plan --hw cpu"
+    echo "   pytorch: Debian's python3-torch as shipped; pt-tuned: OPENBLAS_CORETYPE=SkylakeX + OpenMP OpenBLAS; ratio: trident / best PyTorch (fp32)"
+}
+
+# activations MiB of rank 0, from the memory table trident prints
+activation_mib() {
+    grep '^  rank   0:' "$WORK/run.out" | awk -F' / ' '{ print $4 + 0 }'
+}
+
+section_recipes() {
+    echo "== training recipes, GPT-2 small (12 x 768, seq 256, batch 4), 1 rank"
+    printf "%-22s %10s %10s %14s\n" recipe tokens/s step_ms "activations MiB"
+    config gpt2 "$WORK/r.ini"
+    for r in "fp32:--set train.precision=fp32" "bf16:--set train.precision=bf16" \
+             "recompute=full:--set train.recompute=full" "recompute=every:2:--set train.recompute=every:2"; do
+        name=${r%%:--*}
+        # shellcheck disable=SC2086
+        trident_run 1 "$WORK/r.ini" ${r#*:}
+        printf "%-22s %10.1f %10.1f %14s\n" "$name" "$tps" "$(mean_field step_ms)" "$(activation_mib)"
+    done
+    echo "== ZeRO on 4 ranks (mid model): MiB per rank, from the trainer's accounting"
+    printf "%-8s %10s %10s %10s\n" zero weights grads optimizer
+    config mid "$WORK/z.ini"
+    sed -i 's/^steps = .*/steps = 0/' "$WORK/z.ini"
+    for z in 0 1 2 3; do
+        OMP_NUM_THREADS=1 $MPIRUN -n 4 "$TRIDENT" train --config "$WORK/z.ini" \
+            --set parallel.zero=$z --set train.micro_batch=1 > "$WORK/run.out" 2>&1
+        grep '^  rank   0:' "$WORK/run.out" | awk -F' / ' -v z=$z \
+            '{ sub(/.*: */, "", $1); printf "%-8s %10.1f %10.1f %10.1f\n", z, $1, $2, $3 }'
+    done
 }
 
 section_layouts() {
