@@ -6,6 +6,7 @@
 #include <stdio.h>
 #include <string.h>
 
+#include "affinity.h"
 #include "ckpt.h"
 #include "cli.h"
 #include "config.h"
@@ -70,6 +71,7 @@ int main(int argc, char **argv)
     process_started = timer_now();
     MPI_Init(&argc, &argv);
     fail_init();
+    affinity_setup(MPI_COMM_WORLD);
     int rank;
     MPI_Comm_rank(MPI_COMM_WORLD, &rank);
     CliArgs args;

@@ -416,12 +416,17 @@ static void report(Trainer *t, const StepResult *r, double step_s, double mean_s
 {
     const Config *c = t->cfg;
     double tokens = (double)t->global_batch * c->model.seq_len;
+    double model_flops = 3.0 * model_forward_flops(&c->model, tokens);
+    /* a probe taken while the machine was busy reads low; no step can run
+     * faster than the peak, so the best step rate bounds it from below */
+    if (model_flops / step_s > t->peak_flops)
+        t->peak_flops = model_flops / step_s;
     StepMetrics s = {
         .step = t->step, .steps = c->train.steps, .loss = r->loss, .val_loss = val_loss,
         .lr = optim_lr(&c->train, t->step - 1), .grad_norm = r->grad_norm,
         .loss_scale = t->st.loss_scale, .tokens = t->st.tokens, .skipped = r->skipped,
         .tokens_per_s = tokens / step_s, .step_ms = 1e3 * step_s,
-        .mfu = 3.0 * model_forward_flops(&c->model, tokens) / step_s / t->peak_flops,
+        .mfu = model_flops / step_s / t->peak_flops,
         .data_wait_ms = 1e3 * r->data_wait, .bubble = r->bubble,
         .dp_wait_ms = 1e3 * r->dp_wait,
         .comm_share = comm_s / step_s,
