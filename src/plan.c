@@ -340,13 +340,13 @@ static int print_prediction(const Config *cfg, int world, const char *hw_name, F
     Config best;
     Prediction bp;
     if (roofline_recommend(cfg, world, &hw, &best, &bp) == 0) {
-        fprintf(out, "\nfastest layout on %d x %s that fits %.0f GiB: dp %d x pp %d x tp %d, grad_accum %d, zero %d, recompute %s\n",
+        fprintf(out, "\nfastest layout on %d x %s that fits %.3g GiB: dp %d x pp %d x tp %d, grad_accum %d, zero %d, recompute %s\n",
                 world, hw.name, hw.mem_gib, best.parallel.dp, best.parallel.pp, best.parallel.tp,
                 best.train.grad_accum, best.parallel.zero,
                 best.train.recompute == RECOMPUTE_FULL ? "full" : "none");
         roofline_print(&best, world, &hw, &bp, out);
     } else {
-        fprintf(out, "\nno layout of %d x %s fits %.0f GiB per device\n", world, hw.name,
+        fprintf(out, "\nno layout of %d x %s fits %.3g GiB per device\n", world, hw.name,
                 hw.mem_gib);
     }
     return 0;

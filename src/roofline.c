@@ -13,9 +13,11 @@
 #include <math.h>
 #include <stdlib.h>
 #include <string.h>
+#include <unistd.h>
 
 #include "fail.h"
 #include "grid.h"
+#include "kernel_times.h"
 #include "model.h"
 #include "plan.h"
 #include "params.h"
@@ -80,7 +82,8 @@ int roofline_hardware(const char *name, int world, ops_dtype dtype, Hardware *hw
     hw->flops_fp32 = hw->flops_bf16 = hw->flops_fp16 = gemm;
     hw->gemm_efficiency = 1.0;
     hw->mem_bw = measure_memory_bandwidth();
-    hw->mem_gib = 0.0;
+    /* the ranks share the machine's memory */
+    hw->mem_gib = (double)sysconf(_SC_PHYS_PAGES) * (double)sysconf(_SC_PAGESIZE) / GIB / world;
     hw->intra_bw = hw->inter_bw = hw->mem_bw / 2.0; /* a shared-memory copy reads and writes */
     hw->per_node = world;
     hw->shared = 1;
@@ -123,12 +126,32 @@ static int recomputed_layers(const Config *cfg, int layers)
 typedef struct {
     double gemm_flops;     /* per microbatch, per rank of the busiest stage */
     double elem_bytes;     /* per microbatch */
+    double gemm_seconds;   /* the CPU profile: the stage's kernels timed, */
+    double elem_seconds;   /* else 0 */
 } StageWork;
+
+/* The CPU profile's timed kernels for one microbatch of `layers` layers
+ * (`re` of them recomputed) and, if `with_head`, the LM head. */
+static void timed_stage(const Config *cfg, int layers, int re, int with_head, StageWork *w)
+{
+    const ModelConfig *m = &cfg->model;
+    KernelShape shape = {OPS_F32, cfg->train.micro_batch, m->seq_len, m->n_embd, m->n_head,
+                         m->vocab_size, cfg->parallel.tp};
+    ops_dtype_parse(cfg->train.precision, &shape.dtype);
+    KernelTimes layer, head;
+    kernel_times_measure(&shape, &layer, &head);
+    w->gemm_seconds = layers * (layer.gemm_fwd + layer.gemm_bwd) + re * layer.gemm_fwd;
+    w->elem_seconds = layers * (layer.elem_fwd + layer.elem_bwd) + re * layer.elem_fwd;
+    if (with_head) {
+        w->gemm_seconds += head.gemm_fwd + head.gemm_bwd;
+        w->elem_seconds += head.elem_fwd + head.elem_bwd;
+    }
+}
 
 /* One microbatch on the busiest stage, one TP rank: GEMM FLOPs (3 forward
  * passes' worth, plus recomputed forwards; the LM head on the last stage
  * counts when it is the busier) and elementwise bytes. */
-static StageWork stage_work(const Config *cfg)
+static StageWork stage_work(const Config *cfg, const Hardware *hw)
 {
     const ModelConfig *m = &cfg->model;
     ops_dtype d = OPS_F32;
@@ -147,26 +170,30 @@ static StageWork stage_work(const Config *cfg)
     w.elem_bytes = (3.0 * layers + re) * layer_bytes;
     double head_flops = 3.0 * tokens * 2.0 * C * V / tp;
     double head_bytes = tokens * 20.0 * V / tp; /* fp32 logits: write, max, sumexp, finish */
-    if (cfg->parallel.pp == 1) {
+    int with_head = cfg->parallel.pp == 1;
+    if (with_head) {
         w.gemm_flops += head_flops;
         w.elem_bytes += head_bytes;
     } else {
         int last_layers = cfg->model.n_layer / cfg->parallel.pp;
-        double last = (3.0 * last_layers + recomputed_layers(cfg, last_layers)) * layer_flops
-                      + head_flops;
+        int last_re = recomputed_layers(cfg, last_layers);
+        double last = (3.0 * last_layers + last_re) * layer_flops + head_flops;
         if (last > w.gemm_flops) {
             w.gemm_flops = last;
             w.elem_bytes = (3.0 * last_layers) * layer_bytes + head_bytes;
+            layers = last_layers;
+            re = last_re;
+            with_head = 1;
         }
     }
+    w.gemm_seconds = w.elem_seconds = 0.0;
+    if (hw->shared)
+        timed_stage(cfg, layers, re, with_head, &w);
     return w;
 }
 
-/* Bytes the optimizer streams per step on the busiest rank: AdamW reads
- * and writes master, m and v and reads the gradient (28 B per element),
- * the norm reads the gradient again, a separate compute copy adds its
- * write; over the rows the rank updates. */
-static double optimizer_bytes(const Config *cfg, int world)
+/* Parameters the busiest rank's optimizer updates (its ZeRO rows). */
+static double optimizer_elements(const Config *cfg, int world)
 {
     Grid g;
     memset(&g, 0, sizeof g);
@@ -181,9 +208,21 @@ static double optimizer_bytes(const Config *cfg, int world)
     params_free(&ps);
     if (cfg->parallel.zero >= 1 && g.dp > 1)
         n /= g.dp;
+    return n;
+}
+
+/* Seconds of the optimizer step: AdamW reads and writes master, m and v
+ * and reads the gradient (28 B per element), the norm reads the gradient
+ * again, a separate compute copy adds its write; the CPU profile times
+ * that instead. */
+static double optimizer_seconds(const Config *cfg, int world, const Hardware *hw, double mem)
+{
     ops_dtype d = OPS_F32;
     ops_dtype_parse(cfg->train.precision, &d);
-    return n * (32.0 + (d != OPS_F32 ? (double)ops_dtype_size(d) : 0.0));
+    double n = optimizer_elements(cfg, world);
+    if (hw->shared)
+        return n * kernel_times_adamw(d) * world; /* the ranks share the cores */
+    return n * (32.0 + (d != OPS_F32 ? (double)ops_dtype_size(d) : 0.0)) / mem;
 }
 
 /* ---- the prediction ----------------------------------------------------- */
@@ -201,21 +240,23 @@ Prediction roofline_predict(const Config *cfg, int world, const Hardware *hw)
     memset(&p, 0, sizeof p);
     int tp = cfg->parallel.tp, pp = cfg->parallel.pp, dp = dp_of(cfg, world);
     int m = cfg->train.grad_accum;
-    StageWork w = stage_work(cfg);
+    StageWork w = stage_work(cfg, hw);
     PlanComm c = plan_communication(cfg, world);
     double ranks_sharing = hw->shared ? world : 1.0; /* a shared machine splits its rates */
     double gemm_rate = peak(hw, cfg) / ranks_sharing, mem = hw->mem_bw / ranks_sharing;
-    double per_mb = w.gemm_flops / gemm_rate + w.elem_bytes / mem;
+    double gemm_mb = hw->shared ? w.gemm_seconds * ranks_sharing : w.gemm_flops / gemm_rate;
+    double elem_mb = hw->shared ? w.elem_seconds * ranks_sharing : w.elem_bytes / mem;
+    double per_mb = gemm_mb + elem_mb;
     double tp_per_mb = c.tp / m / (group_bw(hw, tp) / ranks_sharing);
     double pp_per_mb = c.pp / m / (group_bw(hw, tp * dp * pp) / ranks_sharing);
-    p.gemm = m * w.gemm_flops / gemm_rate;
-    p.elementwise = m * w.elem_bytes / mem;
+    p.gemm = m * gemm_mb;
+    p.elementwise = m * elem_mb;
     p.tp = m * tp_per_mb;
     p.pp = m * pp_per_mb;
     /* the busiest stage does m microbatches; its neighbours' wait adds
      * (pp-1) microbatch times (1F1B and GPipe alike) */
     p.bubble = (pp - 1) * (per_mb + tp_per_mb + pp_per_mb);
-    p.optimizer = optimizer_bytes(cfg, world) / mem;
+    p.optimizer = optimizer_seconds(cfg, world, hw, mem);
     p.dp_total = c.dp / (group_bw(hw, tp * dp) / ranks_sharing);
     /* with overlap the reduction runs behind the backward (about two
      * thirds of the compute); a shared CPU has no idle resource to hide
@@ -236,10 +277,15 @@ Prediction roofline_predict(const Config *cfg, int world, const Hardware *hw)
 void roofline_print(const Config *cfg, int world, const Hardware *hw, const Prediction *p,
                     FILE *out)
 {
-    fprintf(out, "predicted step on %d x %s (%s GEMMs at %.1f TFLOP/s sustained, memory %.1f GB/s):\n",
-            world, hw->name, cfg->train.precision, peak(hw, cfg) / 1e12, hw->mem_bw / 1e9);
+    if (hw->shared)
+        fprintf(out, "predicted step on %d x %s (the model's %s kernels timed here; square GEMM %.2f TFLOP/s, memory %.1f GB/s):\n",
+                world, hw->name, cfg->train.precision, peak(hw, cfg) / 1e12, hw->mem_bw / 1e9);
+    else
+        fprintf(out, "predicted step on %d x %s (%s GEMMs at %.1f TFLOP/s sustained, memory %.1f GB/s):\n",
+                world, hw->name, cfg->train.precision, peak(hw, cfg) / 1e12, hw->mem_bw / 1e9);
     const struct { const char *what; double s; } terms[] = {
-        {"GEMMs", p->gemm}, {"elementwise ops (memory-bound)", p->elementwise},
+        {hw->shared ? "GEMMs (timed)" : "GEMMs", p->gemm},
+        {hw->shared ? "elementwise ops (timed)" : "elementwise ops (memory-bound)", p->elementwise},
         {"tensor-parallel all-reduces", p->tp}, {"pipeline transfers", p->pp},
         {"pipeline bubble", p->bubble}, {"optimizer", p->optimizer},
         {"data-parallel reduction (exposed)", p->dp_exposed},

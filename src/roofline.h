@@ -12,8 +12,12 @@
  * overlap is on); and the 1F1B bubble, (pp-1)/m of the per-microbatch time.
  *
  * Hardware profiles: H100 SXM, H200, A100 (datasheet peaks, with a GEMM
- * efficiency), and "cpu": this machine, measured when plan runs (GEMM rate
- * through the model's own library, and memory bandwidth).
+ * efficiency), and "cpu": this machine, measured when plan runs. A
+ * roofline misjudges a small model on a CPU (skinny GEMMs, GELU's tanh),
+ * so there the GEMM and elementwise terms are the model's own kernels
+ * timed at the run's shapes (kernel_times.h), the optimizer is AdamW
+ * timed per parameter, and the world's ranks share the machine's cores,
+ * bandwidth and memory.
  */
 #ifndef TRI_SRC_ROOFLINE_H
 #define TRI_SRC_ROOFLINE_H

@@ -1,0 +1,193 @@
+/*
+ * kernel_times.c - the model's own kernels timed on this CPU; see
+ * kernel_times.h.
+ *
+ * Each kernel runs on buffers of the shapes model.c gives it, filled with
+ * small varied values (zeros would let the exponentials and the GEMM
+ * library take shortcuts), a warm-up call first, then the best of a few
+ * calls. Results are cached by shape: plan's layout search asks for the
+ * same layer many times.
+ */
+#include "kernel_times.h"
+
+#include <math.h>
+#include <string.h>
+
+#include "timer.h"
+
+/* Evicts the caches, as the rest of a training step does between two
+ * calls of one kernel: an in-cache rerun would flatter small layers. */
+static void flush_caches(void)
+{
+    static float *junk;
+    const int64_t n = 16LL << 20; /* 64 MiB */
+    if (!junk)
+        junk = ops_alloc(OPS_F32, OPS_CPU, n).data; /* kept for the process */
+    #pragma omp parallel for schedule(static)
+    for (int64_t i = 0; i < n; i += 16)
+        junk[i] += 1.0f;
+}
+
+/* result = best seconds of `call` over about 20 ms of calls (at least
+ * two, after a warm-up call), each from cold caches. */
+#define TIME_BEST(result, call)                                                \
+    do {                                                                       \
+        call;                                                                  \
+        double best_ = INFINITY;                                               \
+        double spent_ = 0.0;                                                   \
+        for (int rep_ = 0; rep_ < 2 || spent_ < 0.02; rep_++) {                \
+            flush_caches();                                                    \
+            double t0_ = timer_now();                                          \
+            call;                                                              \
+            double dt_ = timer_now() - t0_;                                    \
+            best_ = fmin(best_, dt_);                                          \
+            spent_ += dt_;                                                     \
+        }                                                                      \
+        (result) = best_;                                                      \
+    } while (0)
+
+/* n elements of dtype holding values in [-0.5, 0.5), varied per element. */
+static ops_tensor filled(ops_dtype dtype, int64_t n)
+{
+    ops_tensor f = ops_alloc(OPS_F32, OPS_CPU, n);
+    float *x = f.data;
+    for (int64_t i = 0; i < n; i++)
+        x[i] = (float)((i * 2654435761u) % 1000u) / 1000.0f - 0.5f;
+    if (dtype == OPS_F32)
+        return f;
+    ops_tensor t = ops_alloc(dtype, OPS_CPU, n);
+    ops_cast(t, f);
+    ops_free(&f);
+    return t;
+}
+
+/* One linear layer, forward then backward (input gradient, weight and
+ * bias gradients). */
+static void time_linear(ops_dtype d, int M, int N, int K, KernelTimes *t)
+{
+    ops_tensor x = filled(d, (int64_t)M * K), w = filled(d, (int64_t)N * K);
+    ops_tensor b = filled(d, N), y = filled(d, (int64_t)M * N), dy = filled(d, (int64_t)M * N);
+    ops_tensor dx = filled(d, (int64_t)M * K), dw = filled(OPS_F32, (int64_t)N * K);
+    ops_tensor db = filled(OPS_F32, N);
+    double fwd, bwd;
+    TIME_BEST(fwd, ops_matmul_fwd(y, x, w, b, M, N, K));
+    TIME_BEST(bwd, ops_matmul_bwd(dx, dw, db, dy, x, w, M, N, K));
+    t->gemm_fwd += fwd;
+    t->gemm_bwd += bwd;
+    ops_tensor all[] = {x, w, b, y, dy, dx, dw, db};
+    for (size_t i = 0; i < sizeof all / sizeof all[0]; i++)
+        ops_free(&all[i]);
+}
+
+/* The layer's non-GEMM work: two LayerNorms, attention over the NH local
+ * heads (of NH_total), GELU, two residual adds, forward and backward. */
+static void time_layer_elementwise(ops_dtype d, int B, int T, int C, int NH_total, int NH,
+                                   KernelTimes *t)
+{
+    int64_t N = (int64_t)B * T;
+    int hs = C / NH_total;
+    ops_tensor x = filled(d, N * C), ln = filled(d, N * C), dx = filled(d, N * C);
+    ops_tensor lw = filled(d, C), lb = filled(d, C), dlw = filled(OPS_F32, C), dlb = filled(OPS_F32, C);
+    ops_tensor mean = filled(OPS_F32, N), rstd = filled(OPS_F32, N);
+    double ln_f;
+    TIME_BEST(ln_f, ops_layernorm_fwd(ln, mean, rstd, x, lw, lb, (int)N, C));
+    double ln_b;
+    TIME_BEST(ln_b, ops_layernorm_bwd(dx, dlw, dlb, ln, x, lw, mean, rstd, (int)N, C));
+    double add;
+    TIME_BEST(add, ops_add(dx, x, ln, N * C));
+    ops_tensor qkv = filled(d, N * 3 * NH * hs), out = filled(d, N * NH * hs);
+    ops_tensor att = filled(OPS_F32, (int64_t)B * NH * T * T), scratch = ops_alloc(OPS_F32, OPS_CPU, att.n);
+    ops_tensor dqkv = filled(d, qkv.n);
+    double att_f;
+    TIME_BEST(att_f, ops_attention_fwd(out, att, qkv, B, T, NH, hs));
+    double att_b;
+    TIME_BEST(att_b, ops_attention_bwd(dqkv, scratch, out, qkv, att, B, T, NH, hs));
+    ops_tensor fc = filled(d, N * 4 * NH * hs), fcg = filled(d, fc.n);
+    double gelu_f;
+    TIME_BEST(gelu_f, ops_gelu_fwd(fcg, fc, fc.n));
+    double gelu_b;
+    TIME_BEST(gelu_b, ops_gelu_bwd(fcg, fc, fcg, fc.n));
+    t->elem_fwd += 2 * ln_f + att_f + gelu_f + 2 * add;
+    t->elem_bwd += 2 * ln_b + att_b + gelu_b + 2 * add; /* the residual gradients add up */
+    ops_tensor all[] = {x, ln, dx, lw, lb, dlw, dlb, mean, rstd, qkv, out, att, scratch, dqkv, fc, fcg};
+    for (size_t i = 0; i < sizeof all / sizeof all[0]; i++)
+        ops_free(&all[i]);
+}
+
+/* The LM head on one chunk of rows: its GEMM pair and the fused loss. */
+static void time_head_chunk(ops_dtype d, int rows, int Vl, int C, KernelTimes *t)
+{
+    time_linear(d, rows, Vl, C, t); /* the head has no bias; a bias sum is noise here */
+    ops_tensor logits = filled(OPS_F32, (int64_t)rows * Vl), targets = ops_alloc(OPS_I32, OPS_CPU, rows);
+    ops_tensor losses = filled(OPS_F32, rows), rowmax = filled(OPS_F32, rows);
+    ops_tensor sumexp = filled(OPS_F32, rows), target = filled(OPS_F32, rows);
+    double xent;
+    TIME_BEST(xent, ops_xent_fused(losses, logits, logits, rowmax, sumexp, target, targets, rows,
+                                   Vl, 1.0f));
+    t->elem_fwd += xent;
+    ops_tensor all[] = {logits, targets, losses, rowmax, sumexp, target};
+    for (size_t i = 0; i < sizeof all / sizeof all[0]; i++)
+        ops_free(&all[i]);
+}
+
+typedef struct {
+    KernelShape shape;
+    KernelTimes layer, head;
+} CachedTimes;
+
+static int same_shape(const KernelShape *a, const KernelShape *b)
+{
+    return a->dtype == b->dtype && a->B == b->B && a->T == b->T && a->C == b->C
+        && a->NH == b->NH && a->tp == b->tp && a->V == b->V;
+}
+
+void kernel_times_measure(const KernelShape *s, KernelTimes *layer, KernelTimes *head)
+{
+    static CachedTimes cache[32];
+    static int cached;
+    for (int i = 0; i < cached; i++) {
+        if (same_shape(&cache[i].shape, s)) {
+            *layer = cache[i].layer;
+            *head = cache[i].head;
+            return;
+        }
+    }
+    int M = s->B * s->T, C = s->C, Cl = s->C / s->tp, Vl = s->V / s->tp;
+    memset(layer, 0, sizeof *layer);
+    memset(head, 0, sizeof *head);
+    time_linear(s->dtype, M, 3 * Cl, C, layer);
+    time_linear(s->dtype, M, C, Cl, layer);
+    time_linear(s->dtype, M, 4 * Cl, C, layer);
+    time_linear(s->dtype, M, C, 4 * Cl, layer);
+    time_layer_elementwise(s->dtype, s->B, s->T, C, s->NH, s->NH / s->tp, layer);
+    /* model.c runs the head in chunks of at most 16 Mi logits */
+    int chunk = (int)((16LL << 20) / Vl);
+    chunk = chunk < 1 ? 1 : chunk > M ? M : chunk;
+    time_head_chunk(s->dtype, chunk, Vl, C, head);
+    double chunks = (double)M / chunk;
+    head->gemm_fwd *= chunks;
+    head->gemm_bwd *= chunks;
+    head->elem_fwd *= chunks;
+    if (cached < (int)(sizeof cache / sizeof cache[0]))
+        cache[cached++] = (CachedTimes){*s, *layer, *head};
+}
+
+double kernel_times_adamw(ops_dtype dtype)
+{
+    static double per_element[OPS_F64 + 1];
+    if (per_element[dtype] > 0)
+        return per_element[dtype];
+    int64_t n = 4LL << 20; /* 64 MiB of state in all: far beyond the caches */
+    ops_tensor master = filled(OPS_F32, n), grad = filled(dtype, n);
+    ops_tensor m = ops_alloc(OPS_F32, OPS_CPU, n), v = ops_alloc(OPS_F32, OPS_CPU, n);
+    ops_tensor copy = dtype == OPS_F32 ? OPS_NONE : ops_alloc(dtype, OPS_CPU, n);
+    ops_adamw_args a = {1e-4f, 0.9f, 0.95f, 1e-8f, 0.1f, 1.0f, 1};
+    double s;
+    TIME_BEST(s, ops_adamw(master, grad, m, v, copy, n, &a));
+    ops_tensor all[] = {master, grad, m, v, copy};
+    for (size_t i = 0; i < sizeof all / sizeof all[0]; i++)
+        if (all[i].data)
+            ops_free(&all[i]);
+    per_element[dtype] = s / (double)n;
+    return per_element[dtype];
+}

@@ -1,0 +1,36 @@
+/*
+ * kernel_times.h - the model's own kernels timed on this CPU, for the
+ * "cpu" profile of `trident plan --hw`.
+ *
+ * A roofline from a square GEMM's rate and a stream's bandwidth misses
+ * what a small model spends in skinny GEMMs, in GELU's tanh and in
+ * attention's T x T softmax. The CPU profile can do better because it
+ * runs on the machine it predicts: it times one layer's kernels and the
+ * LM head at the run's shapes and sums them.
+ */
+#ifndef TRI_SRC_KERNEL_TIMES_H
+#define TRI_SRC_KERNEL_TIMES_H
+
+#include "kernels/ops.h"
+
+typedef struct {
+    ops_dtype dtype;
+    int B, T, C, NH, V;   /* microbatch rows, sequence, width, heads, vocabulary */
+    int tp;               /* the layer's share: C/tp columns, NH/tp heads, V/tp words */
+} KernelShape;
+
+typedef struct {
+    double gemm_fwd, gemm_bwd;   /* seconds, one microbatch on one TP rank */
+    double elem_fwd, elem_bwd;
+} KernelTimes;
+
+/* One transformer layer's and the LM head's kernels (the head in model.c's
+ * chunks of logit rows, with its fused loss). Cached by shape. */
+void kernel_times_measure(const KernelShape *shape, KernelTimes *layer, KernelTimes *head);
+
+/* Seconds per parameter of the optimizer step: AdamW on fp32 master, m
+ * and v with gradients in dtype (and the compute copy when not fp32),
+ * plus the clipping norm's pass over the gradient. */
+double kernel_times_adamw(ops_dtype dtype);
+
+#endif
