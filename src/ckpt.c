@@ -23,7 +23,9 @@
 #include <stdarg.h>
 #include <stdlib.h>
 #include <string.h>
+#include <signal.h>
 #include <sys/stat.h>
+#include <sys/statvfs.h>
 #include <unistd.h>
 
 #include "fail.h"
@@ -200,14 +202,20 @@ static void attr_string(H5Ctx *c, hid_t obj, const char *name, const char *s)
     H5Tclose(type);
 }
 
+/* Reads a one-element attribute. A damaged or foreign file may hold an
+ * array under the same name: H5Aread would then write past v. */
 static int attr_read(hid_t obj, const char *name, hid_t type, void *v)
 {
     if (H5Aexists(obj, name) <= 0)
         return 1;
     hid_t a = H5Aopen(obj, name, H5P_DEFAULT);
-    int rc = a < 0 || H5Aread(a, type, v) < 0;
-    if (a >= 0)
-        H5Aclose(a);
+    if (a < 0)
+        return 1;
+    hid_t space = H5Aget_space(a);
+    int rc = space < 0 || H5Sget_simple_extent_npoints(space) != 1 || H5Aread(a, type, v) < 0;
+    if (space >= 0)
+        H5Sclose(space);
+    H5Aclose(a);
     return rc;
 }
 
@@ -217,17 +225,27 @@ static char *attr_read_string(hid_t obj, const char *name)
     if (H5Aexists(obj, name) <= 0)
         return NULL;
     hid_t a = H5Aopen(obj, name, H5P_DEFAULT);
-    hid_t ftype = H5Aget_type(a);
-    size_t size = H5Tget_size(ftype);
-    char *s = calloc(size + 1, 1);
-    hid_t mtype = H5Tcopy(H5T_C_S1);
-    H5Tset_size(mtype, size + 1);
-    if (!s || H5Aread(a, mtype, s) < 0) {
-        free(s);
-        s = NULL;
+    if (a < 0)
+        return NULL;
+    /* one fixed-length string, or the read would overrun the buffer */
+    hid_t ftype = H5Aget_type(a), space = H5Aget_space(a);
+    char *s = NULL;
+    if (ftype >= 0 && space >= 0 && H5Tget_class(ftype) == H5T_STRING
+        && H5Tis_variable_str(ftype) == 0 && H5Sget_simple_extent_npoints(space) == 1) {
+        size_t size = H5Tget_size(ftype);
+        s = calloc(size + 1, 1);
+        hid_t mtype = H5Tcopy(H5T_C_S1);
+        H5Tset_size(mtype, size + 1);
+        if (!s || H5Aread(a, mtype, s) < 0) {
+            free(s);
+            s = NULL;
+        }
+        H5Tclose(mtype);
     }
-    H5Tclose(mtype);
-    H5Tclose(ftype);
+    if (space >= 0)
+        H5Sclose(space);
+    if (ftype >= 0)
+        H5Tclose(ftype);
     H5Aclose(a);
     return s;
 }
@@ -500,6 +518,65 @@ static int prepare_dir(const char *dir, FILE *err)
     return 0;
 }
 
+/* The file's size to expect: every logical tensor's weights and both
+ * Adam moments in fp32, plus room for HDF5's headers and the attributes
+ * (the config text among them). The 1 MiB alignment of large datasets
+ * leaves holes, which take no space. */
+static int64_t expected_file_bytes(const ParamSet *all)
+{
+    int64_t b = 64 << 10;
+    for (int i = 0; i < all->n; i++)
+        b += 3 * (all->p[i].rows * all->p[i].cols * (int64_t)sizeof(float) + 512);
+    return b;
+}
+
+/* Refuses a save that cannot fit before a byte is written. A write that
+ * runs out of space part-way fails too (and is cleaned up), but HDF5 may
+ * then leave the ranks out of step inside its collective close; this
+ * check keeps the common case, a disk already too full, away from it. */
+static int check_free_space(const char *dir, int64_t need, FILE *err)
+{
+    struct statvfs fs;
+    if (statvfs(dir, &fs) != 0)
+        return 0; /* unknown: let the write itself report */
+    double free_bytes = (double)fs.f_bavail * (double)fs.f_frsize;
+    if (free_bytes >= (double)need)
+        return 0;
+    fprintf(err, "trident: checkpoint: %s has %.1f MB free, but a checkpoint needs about "
+            "%.1f MB (%s): free some space, or lower [checkpoint] keep\n", dir,
+            free_bytes / 1e6, (double)need / 1e6, strerror(ENOSPC));
+    return 1;
+}
+
+/* After a failed write, HDF5 may leave the ranks out of step inside the
+ * collective H5Fclose (a metadata flush that failed on one rank skips a
+ * barrier the others wait in). A save that has already failed must not
+ * hang the job: its close gets a deadline, after which this rank exits
+ * and mpiexec ends the others. The completed checkpoints are untouched:
+ * only the temporary file was being written. */
+enum { FAILED_CLOSE_SECONDS = 10 };
+
+static void close_deadline_passed(int sig)
+{
+    (void)sig;
+    static const char msg[] = "trident: checkpoint: closing the failed save's temporary file "
+                              "did not finish in time; ending the job\n";
+    ssize_t ignored = write(STDERR_FILENO, msg, sizeof msg - 1);
+    (void)ignored;
+    _exit(1);
+}
+
+static void close_failed_file(hid_t file)
+{
+    struct sigaction on_alarm = {.sa_handler = close_deadline_passed}, saved;
+    sigemptyset(&on_alarm.sa_mask);
+    sigaction(SIGALRM, &on_alarm, &saved);
+    unsigned pending = alarm(FAILED_CLOSE_SECONDS);
+    H5Fclose(file);
+    alarm(pending);
+    sigaction(SIGALRM, &saved, NULL);
+}
+
 static int64_t written_bytes(Model *m)
 {
     int64_t b = 0;
@@ -540,12 +617,15 @@ int ckpt_save(Model *m, Zero *z, const Config *cfg, const TrainState *st,
     join(final, sizeof final, dir, name);
     snprintf(tmp, sizeof tmp, "%s.tmp", final);
     H5Ctx c = {.file = -1, .path = tmp, .tp = m->grid->tp};
-    int rc = rank == 0 ? prepare_dir(dir, err) : 0;
-    if (fail_agree(MPI_COMM_WORLD, rc))
-        return 1;
-
     ParamSet all;
     logical_tensors(cfg, &all);
+    int rc = rank == 0 ? prepare_dir(dir, err)
+                             || check_free_space(dir, expected_file_bytes(&all), err) : 0;
+    if (fail_agree(MPI_COMM_WORLD, rc)) {
+        params_free(&all);
+        return 1;
+    }
+
     float *stage = host_stage(m);
     uint64_t *sums = save_checksums(m, z, &all, stage);
     hid_t fapl = parallel_fapl();
@@ -560,7 +640,9 @@ int ckpt_save(Model *m, Zero *z, const Config *cfg, const TrainState *st,
         write_root_attrs(&c, cfg, m->grid, st);
         write_tensors(&c, m, z, &all, sums, stage);
         transfers_close(&c);
-        if (H5Fclose(c.file) < 0)
+        if (fail_agree(MPI_COMM_WORLD, c.rc))
+            close_failed_file(c.file);
+        else if (H5Fclose(c.file) < 0)
             h5_fail(&c, "cannot close the file (disk full?)");
     }
     rc = agree(&c, err);
@@ -880,17 +962,39 @@ typedef struct {
     H5Ctx *c;
     int64_t elements;
     int datasets, bad;
+    int64_t file_bytes;      /* no dataset can hold more than its file */
 } InspectState;
 
-/* Reads a whole fp32 dataset and checks its checksum attribute. */
-static int verify_whole(hid_t d, int64_t *count)
+/* The dataset's rank and dims when it is 1-D or 2-D (the only shapes a
+ * checkpoint holds), else -1: dims has room for two. */
+static int dataset_shape(hid_t d, hsize_t dims[2])
 {
     hid_t space = H5Dget_space(d);
-    hssize_t n = H5Sget_simple_extent_npoints(space);
-    int ndim = H5Sget_simple_extent_ndims(space);
-    hsize_t dims[2] = {1, 1};
-    H5Sget_simple_extent_dims(space, dims, NULL);
-    H5Sclose(space);
+    int ndim = space < 0 ? -1 : H5Sget_simple_extent_ndims(space);
+    dims[0] = 0;
+    dims[1] = 1;
+    if (ndim >= 1 && ndim <= 2)
+        H5Sget_simple_extent_dims(space, dims, NULL);
+    else
+        ndim = -1;
+    if (space >= 0)
+        H5Sclose(space);
+    return ndim;
+}
+
+/* Reads a whole fp32 dataset and checks its checksum attribute: 1 good,
+ * 0 mismatch, -1 unreadable or not a checkpoint tensor. */
+static int verify_whole(hid_t d, int ndim, const hsize_t dims[2], int64_t file_bytes,
+                        int64_t *count)
+{
+    hsize_t cols = ndim == 2 ? dims[1] : 1;
+    /* a damaged header may claim any extent: what does not fit in the
+     * file is refused, not allocated */
+    hsize_t max_elements = (hsize_t)file_bytes / sizeof(float);
+    if (ndim < 0 || dims[0] > max_elements || cols > max_elements
+        || (cols && dims[0] > max_elements / cols))
+        return -1;
+    int64_t n = (int64_t)(dims[0] * cols);
     *count = n;
     uint64_t want;
     float *buf = malloc((size_t)(n > 0 ? n : 1) * sizeof(float));
@@ -899,8 +1003,7 @@ static int verify_whole(hid_t d, int64_t *count)
         free(buf);
         return -1;
     }
-    int64_t cols = ndim == 2 ? (int64_t)dims[1] : 1;
-    uint64_t got = block_checksum(buf, 0, (int64_t)n / cols, 0, cols, cols);
+    uint64_t got = block_checksum(buf, 0, (int64_t)dims[0], 0, (int64_t)cols, (int64_t)cols);
     free(buf);
     return got == want;
 }
@@ -912,20 +1015,20 @@ static herr_t inspect_object(hid_t obj, const char *name, const tri_h5_info_t *i
     if (info->type != H5O_TYPE_DATASET)
         return 0;
     hid_t d = H5Dopen2(obj, name, H5P_DEFAULT);
-    hid_t space = H5Dget_space(d);
-    hsize_t dims[2] = {0, 1};
-    int ndim = H5Sget_simple_extent_ndims(space);
-    H5Sget_simple_extent_dims(space, dims, NULL);
-    H5Sclose(space);
+    hsize_t dims[2];
+    int ndim = d < 0 ? -1 : dataset_shape(d, dims);
     int64_t count = 0;
-    int ok = verify_whole(d, &count);
-    H5Dclose(d);
+    int ok = ndim < 0 ? -1 : verify_whole(d, ndim, dims, s->file_bytes, &count);
+    if (d >= 0)
+        H5Dclose(d);
     char shape[64];
     if (ndim == 2)
         snprintf(shape, sizeof shape, "%llu x %llu", (unsigned long long)dims[0],
                  (unsigned long long)dims[1]);
-    else
+    else if (ndim == 1)
         snprintf(shape, sizeof shape, "%llu", (unsigned long long)dims[0]);
+    else
+        snprintf(shape, sizeof shape, "?");
     fprintf(s->out, "  /%-36s %-16s %s\n", name, shape,
             ok == 1 ? "ok" : ok == 0 ? "CORRUPT (checksum mismatch)" : "UNREADABLE");
     s->datasets++;
@@ -972,7 +1075,9 @@ int ckpt_inspect(const char *path, FILE *out, FILE *err)
     fprintf(out, "%s\nattributes:\n", path);
     print_attrs(c.file, out);
     fprintf(out, "datasets (checksums verified):\n");
-    InspectState s = {.out = out, .c = &c};
+    struct stat sb;
+    InspectState s = {.out = out, .c = &c,
+                      .file_bytes = stat(path, &sb) == 0 ? (int64_t)sb.st_size : 0};
     tri_h5_visit(c.file, inspect_object, &s);
     fprintf(out, "%d datasets, %.3fM model parameters, %d bad\n", s.datasets,
             s.elements / 1e6, s.bad);

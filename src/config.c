@@ -747,6 +747,21 @@ static int check_rules(const Config *c, char *msg, size_t n)
     if (c->parallel.pp > m->n_layer)
         return fail_key(c, msg, n, "parallel", "pp",
                         "more pipeline stages than layers (n_layer = %d)", m->n_layer);
+    /* Products of layout sizes are ints everywhere (grid_check, MPI):
+     * none may exceed the largest MPI world, INT_MAX ranks. */
+    const ParallelConfig *pl = &c->parallel;
+    long long pt = (long long)pl->pp * pl->tp, world = pt * (pl->dp ? pl->dp : 1);
+    if (pt > INT_MAX || world > INT_MAX) {
+        const char *key = pl->tp >= pl->pp && pl->tp >= pl->dp ? "tp"
+                          : pl->pp >= pl->dp ? "pp" : "dp";
+        if (!pl->dp)
+            return fail_key(c, msg, n, "parallel", key,
+                            "pp * tp = %d * %d = %lld is more ranks than an MPI world holds "
+                            "(at most %d)", pl->pp, pl->tp, pt, INT_MAX);
+        return fail_key(c, msg, n, "parallel", key,
+                        "dp * pp * tp = %d * %d * %d = %lld is more ranks than an MPI world "
+                        "holds (at most %d)", pl->dp, pl->pp, pl->tp, world, INT_MAX);
+    }
     if (m->n_head % c->parallel.tp)
         return fail_key(c, msg, n, "parallel", "tp",
                         "n_head (%d) is not divisible by tp (heads are split across TP ranks)",
@@ -955,6 +970,17 @@ static int report_syntax(const IniSource *src, int line, FILE *err)
 
 static int parse_text(Config *cfg, const char *name, const char *text, size_t len, FILE *err)
 {
+    /* libinih reads lines as C strings: a NUL byte would silently end a
+     * line early ("lr = 1<NUL>e-3" would run with lr = 1). A text config
+     * has none, so one means a damaged or binary file. */
+    const char *nul = memchr(text, '\0', len);
+    if (nul) {
+        int line = 1;
+        for (const char *p = text; p < nul; p++)
+            line += *p == '\n';
+        return report(err, "%s:%d: a NUL byte in the text: not a text file, or a damaged one",
+                      name, line);
+    }
     IniSource *src = calloc(1, sizeof *src);
     if (!src)
         return report(err, "%s: out of memory", name);

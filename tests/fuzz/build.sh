@@ -1,0 +1,57 @@
+#!/bin/sh
+# build.sh - builds the libFuzzer targets with clang, outside the autotools
+# build: tests/fuzz/build.sh BUILDDIR [OUTDIR]
+#
+# BUILDDIR is a configured and built trident tree (any configure options
+# but --enable-sanitizers, whose gcc runtime cannot mix with clang's). The
+# code under test (src/config.c, src/grid.c, src/data.c, src/ckpt.c) and
+# the targets are compiled here with -fsanitize=fuzzer-no-link,address,
+# undefined; the rest of trident comes, uninstrumented, from BUILDDIR's
+# libraries, whose copies of those files the linker then leaves out. Needs clang and
+# Debian's libclang-rt-14-dev (libFuzzer and the sanitizer runtimes).
+#
+# Run a target:  OUTDIR/fuzz_config -max_total_time=300 CORPUS-COPY tests/fuzz/corpus/config
+# (the first directory collects new inputs; keep the committed corpus small).
+set -eu
+here=$(cd "$(dirname "$0")" && pwd)
+top=$(cd "$here/../.." && pwd)
+build=$(cd "${1:?usage: build.sh BUILDDIR [OUTDIR]}" && pwd)
+out=${2:-$build/tests/fuzz}
+mkdir -p "$out"
+CLANG=${CLANG:-clang}
+
+var() { sed -n "s/^$1 = //p" "$build/Makefile"; }
+gemm=$(var GEMM_LIBS)
+cuda=$(var CUDA_LIBS)
+nccl=$(var NCCL_LIBS)
+hdf5_cflags=$(var HDF5_CFLAGS)
+hdf5_libs=$(var HDF5_LIBS)
+inih_cflags=$(var INIH_CFLAGS)
+inih_libs=$(var INIH_LIBS)
+mpi_cflags=$(mpicc -showme:compile)
+mpi_libs=$(mpicc -showme:link)
+
+san="-fsanitize=address,undefined -fno-sanitize-recover=undefined -fno-omit-frame-pointer"
+# shellcheck disable=SC2086
+cc() {  # cc OUT.o SOURCE: instrumented for coverage and the sanitizers
+    $CLANG -std=c11 -g -O1 -fsanitize=fuzzer-no-link $san -Wno-unknown-pragmas \
+        -include "$build/tri_config.h" -I"$top" -I"$top/src" -I"$here" \
+        $hdf5_cflags $inih_cflags $mpi_cflags -c -o "$1" "$2"
+}
+obj="$out/obj"
+mkdir -p "$obj"
+for f in config data ckpt grid; do cc "$obj/$f.o" "$top/src/$f.c"; done
+for f in fuzz_util fuzz_config fuzz_data fuzz_ckpt; do cc "$obj/$f.o" "$here/$f.c"; done
+
+# shellcheck disable=SC2086
+link() {  # link TARGET OBJECTS...: libFuzzer's main, then BUILDDIR's libraries
+    t=$1
+    shift
+    $CLANG -fsanitize=fuzzer $san -o "$out/$t" "$@" "$obj/fuzz_util.o" \
+        "$build/src/libtrident.a" "$build/kernels/libkernels.a" $gemm $cuda $nccl \
+        $hdf5_libs $inih_libs $mpi_libs -lgomp -lm -pthread
+}
+link fuzz_config "$obj/fuzz_config.o" "$obj/config.o" "$obj/grid.o"
+link fuzz_data "$obj/fuzz_data.o" "$obj/data.o" "$obj/config.o"
+link fuzz_ckpt "$obj/fuzz_ckpt.o" "$obj/ckpt.o" "$obj/config.o" "$obj/data.o"
+echo "build.sh: $out/fuzz_config $out/fuzz_data $out/fuzz_ckpt"
