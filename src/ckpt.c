@@ -548,33 +548,38 @@ static int check_free_space(const char *dir, int64_t need, FILE *err)
     return 1;
 }
 
-/* After a failed write, HDF5 may leave the ranks out of step inside the
- * collective H5Fclose (a metadata flush that failed on one rank skips a
- * barrier the others wait in). A save that has already failed must not
- * hang the job: its close gets a deadline, after which this rank exits
- * and mpiexec ends the others. The completed checkpoints are untouched:
- * only the temporary file was being written. */
-enum { FAILED_CLOSE_SECONDS = 10 };
+/* HDF5's collective close flushes the metadata, and a write that fails
+ * there (the disk filled up just then) can leave the ranks out of step: one
+ * skips a barrier the others wait in, and the job would hang. So a close
+ * gets a deadline, well above what writing a few MB of metadata takes;
+ * past it this rank removes the temporary file (rank 0) and exits, and
+ * mpiexec ends the others. Completed checkpoints are untouched: only the
+ * temporary file was being written. */
+static char close_tmp_path[CONFIG_PATH_MAX + 96];
 
 static void close_deadline_passed(int sig)
 {
     (void)sig;
-    static const char msg[] = "trident: checkpoint: closing the failed save's temporary file "
-                              "did not finish in time; ending the job\n";
+    static const char msg[] = "trident: checkpoint: closing the file did not finish in time "
+                              "(a full disk?); ending the job\n";
     ssize_t ignored = write(STDERR_FILENO, msg, sizeof msg - 1);
     (void)ignored;
+    if (close_tmp_path[0])
+        unlink(close_tmp_path);
     _exit(1);
 }
 
-static void close_failed_file(hid_t file)
+static herr_t close_with_deadline(hid_t file, unsigned seconds, const char *tmp, int rank)
 {
+    snprintf(close_tmp_path, sizeof close_tmp_path, "%s", rank == 0 ? tmp : "");
     struct sigaction on_alarm = {.sa_handler = close_deadline_passed}, saved;
     sigemptyset(&on_alarm.sa_mask);
     sigaction(SIGALRM, &on_alarm, &saved);
-    unsigned pending = alarm(FAILED_CLOSE_SECONDS);
-    H5Fclose(file);
+    unsigned pending = alarm(seconds);
+    herr_t rc = H5Fclose(file);
     alarm(pending);
     sigaction(SIGALRM, &saved, NULL);
+    return rc;
 }
 
 static int64_t written_bytes(Model *m)
@@ -640,9 +645,10 @@ int ckpt_save(Model *m, Zero *z, const Config *cfg, const TrainState *st,
         write_root_attrs(&c, cfg, m->grid, st);
         write_tensors(&c, m, z, &all, sums, stage);
         transfers_close(&c);
-        if (fail_agree(MPI_COMM_WORLD, c.rc))
-            close_failed_file(c.file);
-        else if (H5Fclose(c.file) < 0)
+        /* a save that already failed closes only to let go of the file */
+        unsigned deadline = fail_agree(MPI_COMM_WORLD, c.rc)
+                                ? 10 : 30 + (unsigned)(2 * (timer_now() - t0));
+        if (close_with_deadline(c.file, deadline, tmp, rank) < 0)
             h5_fail(&c, "cannot close the file (disk full?)");
     }
     rc = agree(&c, err);
