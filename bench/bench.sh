@@ -13,6 +13,8 @@
 #     layouts  tokens/s of every 8-rank layout for one model and global
 #              batch, with the measured pipeline bubble beside (pp-1)/(m+pp-1)
 #     scaling  tokens/s over 1, 2, 4, 8 ranks at a fixed global batch
+#     overlap  the DP reduction's exposed wait with and without overlap
+#              (dp = 8 and 2 x 2 x 2), and the data loader's wait per step
 #     ckpt     checkpoint write bandwidth beside a plain sequential write
 #     startup  mpirun to the first finished step on 8 ranks, beside
 #              PyTorch's import and first step
@@ -23,7 +25,7 @@
 # Env: BENCH_STEPS (default 6), BENCH_THREADS (default: all cores).
 set -eu
 TRIDENT=${1:-./trident}
-SECTIONS=${2:-"single recipes layouts scaling ckpt startup"}
+SECTIONS=${2:-"single recipes layouts scaling overlap ckpt startup"}
 here=$(cd "$(dirname "$0")" && pwd)
 root=$(cd "$here/.." && pwd)
 WORK=$(mktemp -d "${TMPDIR:-/tmp}/trident-bench.XXXXXX")
@@ -87,7 +89,8 @@ trident_run() {
     rm -f "$WORK/m.jsonl"
     OMP_NUM_THREADS=$((THREADS / ranks > 0 ? THREADS / ranks : 1)) \
         $MPIRUN -n "$ranks" "$TRIDENT" train --config "$@" > "$WORK/run.out" 2>&1 || {
-        echo "trident failed:" >&2; tail -n 5 "$WORK/run.out" >&2; tps=nan; return; }
+        echo "trident failed:" >&2; grep "trident:" "$WORK/run.out" | head -n 3 >&2
+        tps=nan mfu=nan bubble=nan comm=nan; : > "$WORK/m.jsonl"; return; }
     tps=$(mean_field tokens_per_s)
     mfu=$(mean_field mfu)
     bubble=$(mean_field bubble)
@@ -105,7 +108,7 @@ pytorch() {
     fi
     # shellcheck disable=SC2046
     pt=$(env "$@" $PY "$here/pytorch_gpt2.py" $(model "$name") 3 "$THREADS" 2>/dev/null \
-         | sed 's/.*"tokens_per_s": \([0-9.e+-]*\).*/\1/')
+         | sed 's/.*"tokens_per_s": \([0-9.e+-]*\).*/\1/' | awk '{ printf "%.1f", $1 }')
     [ -n "$pt" ] || pt=failed
 }
 
@@ -160,11 +163,11 @@ section_recipes() {
     echo "== training recipes, GPT-2 small (12 x 768, seq 256, batch 4), 1 rank"
     printf "%-22s %10s %10s %14s\n" recipe tokens/s step_ms "activations MiB"
     config gpt2 "$WORK/r.ini"
-    for r in "fp32:--set train.precision=fp32" "bf16:--set train.precision=bf16" \
-             "recompute=full:--set train.recompute=full" "recompute=every:2:--set train.recompute=every:2"; do
-        name=${r%%:--*}
+    for r in "fp32|--set train.precision=fp32" "bf16|--set train.precision=bf16" \
+             "recompute=full|--set train.recompute=full" "recompute=every:2|--set train.recompute=every:2"; do
+        name=${r%%|*}
         # shellcheck disable=SC2086
-        trident_run 1 "$WORK/r.ini" ${r#*:}
+        trident_run 1 "$WORK/r.ini" ${r#*|}
         printf "%-22s %10.1f %10.1f %14s\n" "$name" "$tps" "$(mean_field step_ms)" "$(activation_mib)"
     done
     echo "== ZeRO on 4 ranks (mid model): MiB per rank, from the trainer's accounting"
@@ -184,7 +187,8 @@ section_layouts() {
     printf "%-14s %10s %9s %10s %10s\n" "dp x pp x tp" tokens/s bubble formula comm
     config mid "$WORK/l.ini"
     sed -i 's/^micro_batch = .*/micro_batch = 1/' "$WORK/l.ini"
-    for l in "8 1 1" "4 2 1" "2 4 1" "1 8 1" "4 1 2" "2 1 4" "2 2 2" "1 2 4" "1 4 2"; do
+    # every layout the mid model allows: pp <= 6 layers, tp dividing 6 heads
+    for l in "8 1 1" "4 2 1" "2 4 1" "4 1 2" "2 2 2" "1 4 2"; do
         # shellcheck disable=SC2086
         set -- $l
         ga=$((8 / $1))
@@ -209,6 +213,31 @@ section_scaling() {
         printf "%6d %10.1f %8.2fx\n" "$n" "$tps" "$(awk -v a="$tps" -v b="$base" 'BEGIN { print a / b }')"
     done
     echo "   (on a machine with fewer cores than ranks, ranks share cores: this measures overheads, not speedup)"
+}
+
+section_overlap() {
+    echo "== communication hidden behind compute, and data wait (mid model, 8 ranks, global batch 8)"
+    printf "%-14s %-8s %10s %10s %12s %9s %14s\n" "dp x pp x tp" overlap tokens/s step_ms dp_wait_ms hidden data_wait_ms
+    config mid "$WORK/o.ini"
+    sed -i 's/^micro_batch = .*/micro_batch = 1/' "$WORK/o.ini"
+    for l in "8 1 1" "2 2 2"; do
+        # shellcheck disable=SC2086
+        set -- $l
+        ga=$((8 / $1))
+        exposed=""
+        for o in false true; do
+            trident_run 8 "$WORK/o.ini" --set parallel.dp="$1" --set parallel.pp="$2" \
+                --set parallel.tp="$3" --set train.grad_accum="$ga" --set parallel.overlap=$o
+            wait_ms=$(mean_field dp_wait_ms)
+            [ -n "$exposed" ] || exposed=$wait_ms
+            hidden=$(awk -v a="$wait_ms" -v b="$exposed" -v o=$o \
+                     'BEGIN { if (o == "true" && b > 0) printf "%.0f%%", 100 * (1 - a / b); else print "-" }')
+            printf "%-14s %-8s %10.1f %10.1f %12.1f %9s %14.2f\n" "$1 x $2 x $3" "$o" "$tps" \
+                "$(mean_field step_ms)" "$wait_ms" "$hidden" "$(mean_field data_wait_ms)"
+        done
+    done
+    echo "   dp_wait_ms: time rank 0 waits for the DP gradient reduction after its backward; hidden: the share"
+    echo "   of the overlap=false wait that overlap=true removes; data_wait_ms: time a step waited for its batch"
 }
 
 section_ckpt() {

@@ -54,6 +54,16 @@ class GPT(nn.Module):
         self.wpe = nn.Embedding(seq, c)
         self.blocks = nn.ModuleList(Block(c, nh) for _ in range(n_layer))
         self.lnf = nn.LayerNorm(c)
+        # GPT-2's initialisation, as trident's (and nanoGPT's): with
+        # PyTorch's defaults (N(0, 1) embeddings, tied to the head) the
+        # softmax saturates, gradients turn denormal and every GEMM runs
+        # 8x slower on this CPU: a peer that slow would flatter trident.
+        for name, p in self.named_parameters():
+            if name.endswith("bias"):
+                nn.init.zeros_(p)
+            elif p.dim() == 2:
+                std = 0.02 / math.sqrt(2 * n_layer) if name.endswith("proj.weight") else 0.02
+                nn.init.normal_(p, 0.0, std)
 
     def forward(self, idx, targets):
         t = idx.shape[1]

@@ -4,7 +4,7 @@
  *
  * Each kernel runs on buffers of the shapes model.c gives it, filled with
  * small varied values (zeros would let the exponentials and the GEMM
- * library take shortcuts), a warm-up call first, then the best of a few
+ * library take shortcuts), a warm-up call first, then the mean of a few
  * calls. Results are cached by shape: plan's layout search asks for the
  * same layer many times.
  */
@@ -28,22 +28,22 @@ static void flush_caches(void)
         junk[i] += 1.0f;
 }
 
-/* result = best seconds of `call` over about 20 ms of calls (at least
- * two, after a warm-up call), each from cold caches. */
-#define TIME_BEST(result, call)                                                \
+/* result = mean seconds of `call` over about 20 ms of calls (at least
+ * two, after a warm-up call), each from cold caches. The mean, not the
+ * best: a training step pays for the typical call, and the best one
+ * underpredicted small models' steps by 25 to 30%. */
+#define TIME_MEAN(result, call)                                                \
     do {                                                                       \
         call;                                                                  \
-        double best_ = INFINITY;                                               \
         double spent_ = 0.0;                                                   \
-        for (int rep_ = 0; rep_ < 2 || spent_ < 0.02; rep_++) {                \
+        int calls_ = 0;                                                        \
+        for (; calls_ < 2 || spent_ < 0.02; calls_++) {                        \
             flush_caches();                                                    \
             double t0_ = timer_now();                                          \
             call;                                                              \
-            double dt_ = timer_now() - t0_;                                    \
-            best_ = fmin(best_, dt_);                                          \
-            spent_ += dt_;                                                     \
+            spent_ += timer_now() - t0_;                                       \
         }                                                                      \
-        (result) = best_;                                                      \
+        (result) = spent_ / calls_;                                            \
     } while (0)
 
 /* n elements of dtype holding values in [-0.5, 0.5), varied per element. */
@@ -70,8 +70,8 @@ static void time_linear(ops_dtype d, int M, int N, int K, KernelTimes *t)
     ops_tensor dx = filled(d, (int64_t)M * K), dw = filled(OPS_F32, (int64_t)N * K);
     ops_tensor db = filled(OPS_F32, N);
     double fwd, bwd;
-    TIME_BEST(fwd, ops_matmul_fwd(y, x, w, b, M, N, K));
-    TIME_BEST(bwd, ops_matmul_bwd(dx, dw, db, dy, x, w, M, N, K));
+    TIME_MEAN(fwd, ops_matmul_fwd(y, x, w, b, M, N, K));
+    TIME_MEAN(bwd, ops_matmul_bwd(dx, dw, db, dy, x, w, M, N, K));
     t->gemm_fwd += fwd;
     t->gemm_bwd += bwd;
     ops_tensor all[] = {x, w, b, y, dy, dx, dw, db};
@@ -90,23 +90,23 @@ static void time_layer_elementwise(ops_dtype d, int B, int T, int C, int NH_tota
     ops_tensor lw = filled(d, C), lb = filled(d, C), dlw = filled(OPS_F32, C), dlb = filled(OPS_F32, C);
     ops_tensor mean = filled(OPS_F32, N), rstd = filled(OPS_F32, N);
     double ln_f;
-    TIME_BEST(ln_f, ops_layernorm_fwd(ln, mean, rstd, x, lw, lb, (int)N, C));
+    TIME_MEAN(ln_f, ops_layernorm_fwd(ln, mean, rstd, x, lw, lb, (int)N, C));
     double ln_b;
-    TIME_BEST(ln_b, ops_layernorm_bwd(dx, dlw, dlb, ln, x, lw, mean, rstd, (int)N, C));
+    TIME_MEAN(ln_b, ops_layernorm_bwd(dx, dlw, dlb, ln, x, lw, mean, rstd, (int)N, C));
     double add;
-    TIME_BEST(add, ops_add(dx, x, ln, N * C));
+    TIME_MEAN(add, ops_add(dx, x, ln, N * C));
     ops_tensor qkv = filled(d, N * 3 * NH * hs), out = filled(d, N * NH * hs);
     ops_tensor att = filled(OPS_F32, (int64_t)B * NH * T * T), scratch = ops_alloc(OPS_F32, OPS_CPU, att.n);
     ops_tensor dqkv = filled(d, qkv.n);
     double att_f;
-    TIME_BEST(att_f, ops_attention_fwd(out, att, qkv, B, T, NH, hs));
+    TIME_MEAN(att_f, ops_attention_fwd(out, att, qkv, B, T, NH, hs));
     double att_b;
-    TIME_BEST(att_b, ops_attention_bwd(dqkv, scratch, out, qkv, att, B, T, NH, hs));
+    TIME_MEAN(att_b, ops_attention_bwd(dqkv, scratch, out, qkv, att, B, T, NH, hs));
     ops_tensor fc = filled(d, N * 4 * NH * hs), fcg = filled(d, fc.n);
     double gelu_f;
-    TIME_BEST(gelu_f, ops_gelu_fwd(fcg, fc, fc.n));
+    TIME_MEAN(gelu_f, ops_gelu_fwd(fcg, fc, fc.n));
     double gelu_b;
-    TIME_BEST(gelu_b, ops_gelu_bwd(fcg, fc, fcg, fc.n));
+    TIME_MEAN(gelu_b, ops_gelu_bwd(fcg, fc, fcg, fc.n));
     t->elem_fwd += 2 * ln_f + att_f + gelu_f + 2 * add;
     t->elem_bwd += 2 * ln_b + att_b + gelu_b + 2 * add; /* the residual gradients add up */
     ops_tensor all[] = {x, ln, dx, lw, lb, dlw, dlb, mean, rstd, qkv, out, att, scratch, dqkv, fc, fcg};
@@ -122,7 +122,7 @@ static void time_head_chunk(ops_dtype d, int rows, int Vl, int C, KernelTimes *t
     ops_tensor losses = filled(OPS_F32, rows), rowmax = filled(OPS_F32, rows);
     ops_tensor sumexp = filled(OPS_F32, rows), target = filled(OPS_F32, rows);
     double xent;
-    TIME_BEST(xent, ops_xent_fused(losses, logits, logits, rowmax, sumexp, target, targets, rows,
+    TIME_MEAN(xent, ops_xent_fused(losses, logits, logits, rowmax, sumexp, target, targets, rows,
                                    Vl, 1.0f));
     t->elem_fwd += xent;
     ops_tensor all[] = {logits, targets, losses, rowmax, sumexp, target};
@@ -183,7 +183,7 @@ double kernel_times_adamw(ops_dtype dtype)
     ops_tensor copy = dtype == OPS_F32 ? OPS_NONE : ops_alloc(dtype, OPS_CPU, n);
     ops_adamw_args a = {1e-4f, 0.9f, 0.95f, 1e-8f, 0.1f, 1.0f, 1};
     double s;
-    TIME_BEST(s, ops_adamw(master, grad, m, v, copy, n, &a));
+    TIME_MEAN(s, ops_adamw(master, grad, m, v, copy, n, &a));
     ops_tensor all[] = {master, grad, m, v, copy};
     for (size_t i = 0; i < sizeof all / sizeof all[0]; i++)
         if (all[i].data)
