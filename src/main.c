@@ -13,6 +13,7 @@
 #include "fail.h"
 #include "plan.h"
 #include "sample.h"
+#include "stop_signal.h"
 #include "timer.h"
 #include "train.h"
 
@@ -69,6 +70,7 @@ static int run(const CliArgs *a, int rank)
 int main(int argc, char **argv)
 {
     process_started = timer_now();
+    stop_signals_block(); /* before any thread exists: see stop_signal.h */
     MPI_Init(&argc, &argv);
     fail_init();
     affinity_setup(MPI_COMM_WORLD);
@@ -77,6 +79,11 @@ int main(int argc, char **argv)
     CliArgs args;
     /* every rank parses, only rank 0 speaks */
     int rc = cli_parse(&args, argc, argv, fail_stream(rank == 0));
+    /* only `train` stops at a step boundary; the other commands just end */
+    if (!rc && args.command == CLI_TRAIN)
+        rc = stop_signals_take() ? TRI_EXIT_ERROR : 0;
+    else
+        stop_signals_default();
     if (!rc)
         rc = run(&args, rank);
     fflush(stdout);

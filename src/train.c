@@ -12,7 +12,6 @@
 #include "train.h"
 
 #include <math.h>
-#include <signal.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
@@ -33,6 +32,7 @@
 #include "sample.h"
 #include "scaler.h"
 #include "schedule.h"
+#include "stop_signal.h"
 #include "timer.h"
 #include "zero.h"
 #include "kernels/ops.h"
@@ -451,23 +451,6 @@ static void generate(Trainer *t)
 
 /* ---- stopping and saving ---------------------------------------------- */
 
-static volatile sig_atomic_t stop_signal;
-
-static void on_stop_signal(int sig) { stop_signal = sig; }
-
-/* SIGTERM (Slurm's time limit, scancel) and SIGUSR1 (sbatch --signal) only
- * raise a flag: the ranks act on it together at the next step boundary. */
-static void install_signals(void)
-{
-    struct sigaction sa;
-    memset(&sa, 0, sizeof sa);
-    sa.sa_handler = on_stop_signal;
-    sigemptyset(&sa.sa_mask);
-    sa.sa_flags = SA_RESTART;
-    sigaction(SIGTERM, &sa, NULL);
-    sigaction(SIGUSR1, &sa, NULL);
-}
-
 static int save(Trainer *t)
 {
     if (!t->cfg->checkpoint.dir[0])
@@ -533,6 +516,13 @@ static RunEnd run_steps(Trainer *t)
     const Config *c = t->cfg;
     double start = timer_now();
     int first = t->step;
+    /* a signal that came while the job started: nothing to save yet */
+    if (fail_agree(t->grid.world, stop_signal_received() != 0)) {
+        if (is_root(t))
+            printf("stopping before step %d on a signal received while starting: exit %d asks the batch system to requeue\n",
+                   t->step + 1, TRI_EXIT_REQUEUE);
+        return RUN_SIGNALLED;
+    }
     request_batch(t, t->st.cursor);
     while (t->step < c->train.steps) {
         comm_reset_seconds();
@@ -557,7 +547,7 @@ static RunEnd run_steps(Trainer *t)
                            || !isnan(val)))
             report(t, &r, step_s, (timer_now() - start) / (t->step - first), val, comm_s);
         int early = !isnan(val) && out_of_patience(t, val);
-        int signalled = fail_agree(t->grid.world, stop_signal != 0);
+        int signalled = fail_agree(t->grid.world, stop_signal_received() != 0);
         if (signalled || early || (c->checkpoint.every > 0 && t->step % c->checkpoint.every == 0
                                    && t->step < c->train.steps)) {
             if (save(t))
@@ -590,7 +580,6 @@ int train_run(Config *cfg, MPI_Comm world, double started)
     int rc = share_config(&t, world);
     if (rc)
         return TRI_EXIT_ERROR;
-    install_signals();
     rc = setup(&t);
     RunEnd end = RUN_FAILED;
     if (!rc) {
