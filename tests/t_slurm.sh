@@ -291,13 +291,20 @@ long_job() {    # long_job TRY: submits the run, waits for it
     wait_job "$id" 240
 }
 diag "the fastest step took $ms ms: the run does $steps steps"
-long_job 1
-if [ "$state" = COMPLETED ] && [ "$restarts" = 0 ]; then
+# slurmctld, busy under a parallel make check, sometimes sends no signal
+# within the minute: such a try tests nothing here, so it is tried again
+# (three tries at most); a try that got the signal is judged.
+for try in 1 2 3; do
+    long_job "$try"
+    grep -q '^stopping at step' "$WORK/long-$id.out" 2>/dev/null && break
     took=$(($(date +%s) - t0))
-    steps=$((steps * 60 / (took > 3 ? took - 2 : 1)))
-    diag "it finished in $took s, before the signal: again with $steps steps"
-    long_job 2
-fi
+    if [ "$state" = COMPLETED ] && [ "$restarts" = 0 ] && [ "$took" -lt 58 ]; then
+        steps=$((steps * 60 / (took > 3 ? took - 2 : 1)))
+        diag "try $try finished in $took s, before the signal: again with $steps steps"
+    else
+        diag "try $try: no signal reached trident in $took s ($state): again"
+    fi
+done
 ok $rc "sbatch -t 1 --signal=B:USR1@50 jobs/cpu.sbatch: $steps steps under mpirun, job $id"
 out="$WORK/long-$id.out"
 [ "$state" = COMPLETED ] && [ "$exit" = 0:0 ] && [ "${restarts:-0}" -ge 1 ]
