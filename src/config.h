@@ -5,7 +5,7 @@
  * key of DESIGN.md is here; config_load fills defaults, reads the file,
  * applies overrides, then validates every value and cross-key rule, so a
  * bad input is reported before any work starts, naming file, key, value and
- * reason.
+ * reason. The INI reader itself is config_ini.h.
  */
 #ifndef TRI_SRC_CONFIG_H
 #define TRI_SRC_CONFIG_H

@@ -1,6 +1,7 @@
 /*
- * t_config.c - config.c: defaults, the built-in job, the INI round trip,
- * --set overrides, and one check per kind of bad input.
+ * t_config.c - config.c and config_ini.c: defaults, the built-in job, the
+ * INI round trip, --set overrides, INI text from memory, and one check per
+ * kind of bad input.
  *
  * Every bad input must fail with exactly one line on err, starting with
  * "trident: <origin>" (file:line, the file for cross-key rules, or --set)
@@ -12,6 +13,7 @@
 #define _POSIX_C_SOURCE 200809L     /* mkstemp, open_memstream */
 #endif
 #include "src/config.h"
+#include "src/config_ini.h"
 
 #include <stdio.h>
 #include <stdlib.h>
@@ -491,10 +493,60 @@ static void test_missing_file(void)
     free(msg);
 }
 
+/* config_parse_text: what a checkpoint's stored config goes through. */
+static void test_parse_text(void)
+{
+    static Config c, full;
+    static char ini[1 << 16];
+    char *msg = NULL;
+    size_t len = 0;
+    config_defaults(&c);
+    FILE *err = open_memstream(&msg, &len);
+    int rc = config_parse_text(&c, "[model]\nn_layer = 2\n[train]\nlr = 0.5\n", "mem", err);
+    fclose(err);
+    tap_ok(rc == 0 && len == 0 && c.model.n_layer == 2 && c.train.lr == 0.5 &&
+           c.model.n_embd == 128 && !c.source[0],
+           "config_parse_text sets the keys it names and leaves the others");
+    free(msg);
+
+    Outcome o = run(FULL, NULL, 0, &full);
+    config_to_ini(&full, ini, sizeof ini);
+    config_defaults(&c);
+    rc = config_parse_text(&c, ini, "mem", stderr);
+    tap_ok(o.rc == 0 && rc == 0 && same_config(&c, &full),
+           "config_parse_text of config_to_ini's text gives the same Config");
+    outcome_free(&o);
+
+    static const struct {
+        const char *text, *want;
+    } bad[] = {
+        { "[model]\nn_layer = 2\n\n; a comment\nn_embd = many\n",
+          "trident: stored:5: [model] n_embd = many: " },
+        { "[model]\nn_layer = 2\nnot ini\n",
+          "trident: stored:3: syntax error in \"not ini\"" },
+        { "[model]\nn_layer = 2\n[modle]\n",
+          "trident: stored:3: [modle]: unknown section" },
+        { "[model]\nn_layer = 2\nn_layer = 3\n",
+          "trident: stored:3: [model] n_layer = 3: set twice (first on line 2)" },
+    };
+    for (size_t i = 0; i < sizeof bad / sizeof bad[0]; i++) {
+        msg = NULL;
+        len = 0;
+        config_defaults(&c);
+        err = open_memstream(&msg, &len);
+        rc = config_parse_text(&c, bad[i].text, "stored", err);
+        fclose(err);
+        tap_ok(rc != 0 && one_line(msg, len) && !strncmp(msg, bad[i].want, strlen(bad[i].want)),
+               "config_parse_text reports a bad line with its number: %s", bad[i].want);
+        tap_diag("%.*s", (int)(len ? len - 1 : 0), msg ? msg : "");
+        free(msg);
+    }
+}
+
 int main(int argc, char **argv)
 {
     tap_init(&argc, &argv);
-    tap_plan(77);
+    tap_plan(83);
     test_defaults();
     test_builtin();
     test_full_file();
@@ -505,5 +557,6 @@ int main(int argc, char **argv)
     test_rule_errors();
     test_set_errors();
     test_missing_file();
+    test_parse_text();
     return tap_done();
 }

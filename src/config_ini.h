@@ -1,0 +1,26 @@
+/*
+ * config_ini.h - reading a config's INI text through libinih: from a file
+ * (config_load's) or from memory (the text a checkpoint stores), every
+ * error naming its line.
+ */
+#ifndef TRI_SRC_CONFIG_INI_H
+#define TRI_SRC_CONFIG_INI_H
+
+#include <stdio.h>
+
+#include "config.h"
+
+/* Parses INI text onto cfg, each key through config_set's checks; keys the
+ * text does not name keep their values. The first error (a syntax error,
+ * an unknown section or key, a bad value, a key given twice) stops the
+ * parse, is written to err as one line, "trident: ORIGIN:LINE: ...", and
+ * makes the result non-zero. Cross-key rules are config_validate's.
+ * Not collective. */
+int config_parse_text(Config *cfg, const char *text, const char *origin, FILE *err);
+
+/* config_parse_text on the contents of the file at path, named by its path
+ * in messages; a file over 1 MiB, or holding a NUL byte, is refused.
+ * Not collective. */
+int config_parse_file(Config *cfg, const char *path, FILE *err);
+
+#endif
