@@ -1,6 +1,7 @@
 /*
- * ckpt.h - checkpoints: one HDF5 file per save, written by every rank at
- * once through MPI-IO, holding every tensor in its full logical shape.
+ * ckpt.h - saving and loading checkpoints: one HDF5 file per save, written
+ * by every rank at once through MPI-IO, holding every tensor in its full
+ * logical shape.
  *
  *   /                 attributes: format version, program version, step,
  *                     tokens seen, data cursor, config text, the layout
@@ -15,7 +16,9 @@
  * wrote which part, so any layout can verify any file.
  *
  * A save is atomic: it writes step_NNNNNNNN.h5.tmp, closes it, renames it
- * and only then points `latest` at it (doc/checkpoint-format.md).
+ * and only then points `latest` at it (doc/checkpoint-format.md). The root
+ * attributes are listed in ckpt_format.h, the files' names and life in
+ * ckpt_files.h; `trident inspect` is inspect.h.
  */
 #ifndef TRI_SRC_CKPT_H
 #define TRI_SRC_CKPT_H
@@ -26,8 +29,6 @@
 #include "config.h"
 #include "model.h"
 #include "zero.h"
-
-#define CKPT_FORMAT_VERSION 1
 
 /* What a run needs besides tensors to continue exactly. */
 typedef struct {
@@ -49,11 +50,6 @@ typedef struct {
 int ckpt_save(Model *m, Zero *z, const Config *cfg, const TrainState *st,
               double *seconds, int64_t *bytes, FILE *err);
 
-/* Finds what [checkpoint] resume asks for: "none" gives an empty path;
- * "auto" the file dir/latest names (empty if there is none yet); anything
- * else is a path. Fails if `latest` names a missing file. Not collective. */
-int ckpt_resolve(const CheckpointConfig *c, char *path, size_t size, FILE *err);
-
 /* Checks the file (format version, model shape, every dataset's presence,
  * shape and type), then reads the hyperslabs this rank now owns and checks
  * every dataset's checksum. with_optimizer = 0 skips the Adam moments (for
@@ -64,9 +60,5 @@ int ckpt_load(Model *m, Zero *z, const Config *cfg, const char *path,
 /* Reads the config text stored in a checkpoint into cfg (for `sample`).
  * Not collective. */
 int ckpt_read_config(const char *path, Config *cfg, FILE *err);
-
-/* `trident inspect`: prints the attributes and every dataset with its shape,
- * and verifies every checksum. Not collective (one rank). */
-int ckpt_inspect(const char *path, FILE *out, FILE *err);
 
 #endif

@@ -11,6 +11,7 @@
 #include "cli.h"
 #include "config.h"
 #include "fail.h"
+#include "inspect.h"
 #include "plan.h"
 #include "sample.h"
 #include "stop_signal.h"
@@ -52,7 +53,7 @@ static int run(const CliArgs *a, int rank)
             return TRI_EXIT_ERROR;
         return train_run(&cfg, MPI_COMM_WORLD, process_started);
     case CLI_INSPECT: {
-        int rc = rank == 0 ? ckpt_inspect(a->ckpt, stdout, stderr) : 0;
+        int rc = rank == 0 ? inspect_checkpoint(a->ckpt, stdout, stderr) : 0;
         return fail_agree(MPI_COMM_WORLD, rc) ? TRI_EXIT_ERROR : TRI_EXIT_OK;
     }
     case CLI_SAMPLE:

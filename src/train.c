@@ -18,6 +18,7 @@
 #include <unistd.h>
 
 #include "ckpt.h"
+#include "ckpt_files.h"
 #include "comm.h"
 #include "data.h"
 #include "device.h"
@@ -174,7 +175,7 @@ static int init_or_resume(Trainer *t)
     int rc = 0;
     if (is_root(t)) {
         FILE *err = fmemopen(msg, sizeof msg, "w");
-        rc = ckpt_resolve(&t->cfg->checkpoint, path, sizeof path, err);
+        rc = ckpt_files_resolve(&t->cfg->checkpoint, path, sizeof path, err);
         fclose(err);
     }
     TRI_TRY(fail_report(t->grid.world, rc, msg));

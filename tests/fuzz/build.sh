@@ -4,11 +4,12 @@
 #
 # BUILDDIR is a configured and built trident tree (any configure options
 # but --enable-sanitizers, whose gcc runtime cannot mix with clang's). The
-# code under test (src/config*.c, src/grid.c, src/data.c, src/ckpt.c) and
-# the targets are compiled here with -fsanitize=fuzzer-no-link,address,
-# undefined; the rest of trident comes, uninstrumented, from BUILDDIR's
-# libraries, whose copies of those files the linker then leaves out. Needs clang and
-# Debian's libclang-rt-14-dev (libFuzzer and the sanitizer runtimes).
+# code under test (src/config*.c, src/grid.c, src/data.c, src/ckpt*.c,
+# src/inspect.c) and the targets are compiled here with
+# -fsanitize=fuzzer-no-link,address,undefined; the rest of trident comes,
+# uninstrumented, from BUILDDIR's libraries, whose copies of those files
+# the linker then leaves out. Needs clang and Debian's libclang-rt-14-dev
+# (libFuzzer and the sanitizer runtimes).
 #
 # Run a target:  OUTDIR/fuzz_config -max_total_time=300 CORPUS-COPY tests/fuzz/corpus/config
 # (the first directory collects new inputs; keep the committed corpus small).
@@ -40,7 +41,9 @@ cc() {  # cc OUT.o SOURCE: instrumented for coverage and the sanitizers
 }
 obj="$out/obj"
 mkdir -p "$obj"
-for f in config config_ini data ckpt grid; do cc "$obj/$f.o" "$top/src/$f.c"; done
+for f in config config_ini data ckpt ckpt_format ckpt_files inspect grid; do
+    cc "$obj/$f.o" "$top/src/$f.c"
+done
 for f in fuzz_util fuzz_config fuzz_data fuzz_ckpt; do cc "$obj/$f.o" "$here/$f.c"; done
 
 # shellcheck disable=SC2086
@@ -52,10 +55,11 @@ link() {  # link TARGET OBJECTS...: libFuzzer's main, then BUILDDIR's libraries
         $hdf5_libs $inih_libs $mpi_libs -lgomp -lm -pthread
 }
 config="$obj/config.o $obj/config_ini.o"
+ckpt="$obj/ckpt.o $obj/ckpt_format.o $obj/ckpt_files.o $obj/inspect.o"
 # shellcheck disable=SC2086
 link fuzz_config "$obj/fuzz_config.o" $config "$obj/grid.o"
 # shellcheck disable=SC2086
 link fuzz_data "$obj/fuzz_data.o" "$obj/data.o" $config
 # shellcheck disable=SC2086
-link fuzz_ckpt "$obj/fuzz_ckpt.o" "$obj/ckpt.o" $config "$obj/data.o"
+link fuzz_ckpt "$obj/fuzz_ckpt.o" $ckpt $config "$obj/data.o"
 echo "build.sh: $out/fuzz_config $out/fuzz_data $out/fuzz_ckpt"

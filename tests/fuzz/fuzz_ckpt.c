@@ -1,13 +1,13 @@
 /*
  * fuzz_ckpt.c - fuzz target for the checkpoint loader's validation path
- * (src/ckpt.c): the input is written as a file and handed to what reads
- * an untrusted checkpoint: ckpt_inspect, ckpt_read_config (what `trident
- * sample` starts with) and ckpt_load (format version, model shape, every
- * dataset's presence, type and shape, then the reads and the checksums),
- * on a one-rank world and a tiny model built once.
+ * (src/ckpt.c, src/inspect.c): the input is written as a file and handed to
+ * what reads an untrusted checkpoint: inspect_checkpoint, ckpt_read_config
+ * (what `trident sample` starts with) and ckpt_load (format version, model
+ * shape, every dataset's presence, type and shape, then the reads and the
+ * checksums), on a one-rank world and a tiny model built once.
  *
  * HDF5's own parser is exercised too. A crash inside libhdf5 on a garbage
- * file is an HDF5 bug (note it upstream); a crash in ckpt.c is ours.
+ * file is an HDF5 bug (note it upstream); a crash in src/ is ours.
  * The seeds (tests/fuzz/corpus/ckpt) are checkpoints of this model, made
  * by tests/fuzz/make-corpus.sh, some of them damaged.
  */
@@ -19,6 +19,7 @@
 #include "fail.h"
 #include "fuzz.h"
 #include "grid.h"
+#include "inspect.h"
 #include "model.h"
 #include "zero.h"
 
@@ -80,7 +81,7 @@ int LLVMFuzzerTestOneInput(const uint8_t *data, size_t size)
     static Config stored;
     const char *path = fuzz_scratch(0, data, size);
     FILE *quiet = fuzz_quiet();
-    ckpt_inspect(path, quiet, quiet);
+    inspect_checkpoint(path, quiet, quiet);
     ckpt_read_config(path, &stored, quiet);
     TrainState st;
     memset(&st, 0, sizeof st);
