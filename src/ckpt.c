@@ -27,6 +27,7 @@
 
 #include "ckpt_files.h"
 #include "ckpt_format.h"
+#include "config_ini.h"
 #include "fail.h"
 #include "fault.h"
 #include "grid.h"
@@ -634,14 +635,9 @@ int ckpt_read_config(const char *path, Config *cfg, FILE *err)
         fputs(f.msg, err);
         return 1;
     }
-    char tmpl[] = "/tmp/trident-ckpt-config-XXXXXX";
-    int fd = mkstemp(tmpl);
-    int rc = fd < 0 || write(fd, text, strlen(text)) != (ssize_t)strlen(text);
-    if (fd >= 0)
-        close(fd);
+    config_defaults(cfg);
+    snprintf(cfg->source, sizeof cfg->source, "%s (stored config)", path);
+    int rc = config_parse_text(cfg, text, cfg->source, err) || config_validate(cfg, err);
     free(text);
-    if (!rc)
-        rc = config_load(cfg, tmpl, NULL, 0, err);
-    unlink(tmpl);
     return rc;
 }

@@ -57,8 +57,9 @@ int ckpt_save(Model *m, Zero *z, const Config *cfg, const TrainState *st,
 int ckpt_load(Model *m, Zero *z, const Config *cfg, const char *path,
               int with_optimizer, TrainState *st, FILE *err);
 
-/* Reads the config text stored in a checkpoint into cfg (for `sample`).
- * Not collective. */
+/* Reads the config text stored in a checkpoint into cfg (for `sample`):
+ * defaults, then the text, then config_validate; errors name the file as
+ * "PATH (stored config)". Not collective. */
 int ckpt_read_config(const char *path, Config *cfg, FILE *err);
 
 #endif

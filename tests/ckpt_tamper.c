@@ -3,6 +3,7 @@
  * checkpoint validation (a test helper, not part of trident):
  *
  *   ckpt_tamper FILE version N          set the format_version attribute
+ *   ckpt_tamper FILE config TEXT        replace the stored config text
  *   ckpt_tamper FILE flip DATASET I     change element I of a dataset
  *   ckpt_tamper FILE delete DATASET     unlink a dataset
  *   ckpt_tamper FILE foreign            create a foreign HDF5 file
@@ -18,6 +19,21 @@ static int set_version(hid_t f, int v)
     int rc = a < 0 || H5Awrite(a, H5T_NATIVE_INT, &v) < 0;
     if (a >= 0)
         H5Aclose(a);
+    return rc;
+}
+
+static int set_config(hid_t f, const char *text)
+{
+    if (H5Adelete(f, "config") < 0)
+        return 1;
+    hid_t type = H5Tcopy(H5T_C_S1), space = H5Screate(H5S_SCALAR);
+    H5Tset_size(type, strlen(text) + 1);
+    hid_t a = H5Acreate2(f, "config", type, space, H5P_DEFAULT, H5P_DEFAULT);
+    int rc = a < 0 || H5Awrite(a, type, text) < 0;
+    if (a >= 0)
+        H5Aclose(a);
+    H5Sclose(space);
+    H5Tclose(type);
     return rc;
 }
 
@@ -63,7 +79,8 @@ static int foreign(const char *path)
 int main(int argc, char **argv)
 {
     if (argc < 3) {
-        fprintf(stderr, "usage: ckpt_tamper FILE version N | flip DATASET I | delete DATASET | foreign\n");
+        fprintf(stderr, "usage: ckpt_tamper FILE version N | config TEXT | flip DATASET I | "
+                "delete DATASET | foreign\n");
         return 2;
     }
     if (strcmp(argv[2], "foreign") == 0)
@@ -74,6 +91,8 @@ int main(int argc, char **argv)
     int rc = 2;
     if (strcmp(argv[2], "version") == 0 && argc == 4)
         rc = set_version(f, atoi(argv[3]));
+    else if (strcmp(argv[2], "config") == 0 && argc == 4)
+        rc = set_config(f, argv[3]);
     else if (strcmp(argv[2], "flip") == 0 && argc == 5)
         rc = flip(f, argv[3], (hsize_t)atoll(argv[4]));
     else if (strcmp(argv[2], "delete") == 0 && argc == 4)

@@ -2,13 +2,14 @@
 # t_ckpt.sh - checkpoints: periodic saves and `keep`, a bitwise-identical
 # continuation after resume, resume on another layout, the stop signals
 # (checkpoint, then exit 75), early stopping, `inspect` and `sample`, and
-# every kind of bad checkpoint refused with the file and dataset named
-# before any step runs (DESIGN.md invariants 2, 3 and 5).
+# every kind of bad checkpoint refused with the file and dataset (or the
+# stored config's line) named before any step runs (DESIGN.md invariants
+# 2, 3 and 5).
 . "${TRI_SRCDIR:-.}/tests/lib.sh"
 np=${1:-2}
 TAMPER="${TRI_BUILDDIR:-.}/tests/ckpt_tamper"
 DIFF="${TRI_BUILDDIR:-.}/tests/ckpt_diff"
-plan 24
+plan 25
 cfg="$WORK/c.ini"
 write_config "$cfg"
 cat >> "$cfg" <<EOC
@@ -130,6 +131,11 @@ run "$np" train --config "$cfg" --set checkpoint.dir="$WORK/dangling"
 expect 1 "names .*step_00000042.h5" "latest naming a missing file"
 run 1 inspect "$WORK/flip.h5"
 expect 1 "CORRUPT" "inspect reports the corrupt dataset"
+cp "$WORK/step4.h5" "$WORK/badcfg.h5"
+"$TAMPER" "$WORK/badcfg.h5" config "$(printf '[model]\nn_layer = 2\n\n[train]\nlr = fast\n')"
+run 1 sample --ckpt "$WORK/badcfg.h5" --tokens 4
+expect 1 "badcfg.h5 (stored config):5: \[train\] lr = fast: not a number" \
+    "sample of a checkpoint whose stored config is bad names the file and the line"
 [ "$(cat "$WORK/split/latest")" = step_00000008.h5 ] && "$DIFF" "$WORK/split/step_00000008.h5" \
     "$WORK/straight/step_00000008.h5" 0 > /dev/null
 ok $? "completed checkpoints are untouched by all of the above"
