@@ -31,11 +31,6 @@ static ops_dtype compute_dtype(const Config *cfg)
     return d;
 }
 
-static int resolved_dp(const Config *cfg, int world)
-{
-    return cfg->parallel.dp ? cfg->parallel.dp : world / (cfg->parallel.pp * cfg->parallel.tp);
-}
-
 /* A grid describing one rank, enough for params_build. */
 static Grid plan_grid(const Config *cfg, int world, int stage, int dp_rank, int tp_rank)
 {
@@ -44,7 +39,7 @@ static Grid plan_grid(const Config *cfg, int world, int stage, int dp_rank, int 
     g.size = world;
     g.pp = cfg->parallel.pp;
     g.tp = cfg->parallel.tp;
-    g.dp = resolved_dp(cfg, world);
+    g.dp = grid_resolve_dp(&cfg->parallel, world);
     g.pp_stage = stage;
     g.dp_rank = dp_rank;
     g.tp_rank = tp_rank;
@@ -165,7 +160,7 @@ static int64_t total(PlanMemory m) { return m.weights + m.grads + m.optimizer + 
 PlanMemory plan_largest_rank(const Config *cfg, int world, int *stage_out)
 {
     PlanMemory best = {0};
-    int dp = resolved_dp(cfg, world), pp = cfg->parallel.pp;
+    int dp = grid_resolve_dp(&cfg->parallel, world), pp = cfg->parallel.pp;
     int stages[3] = {0, pp > 2 ? 1 : 0, pp - 1};
     for (int k = 0; k < 3; k++) {
         int s = stages[k];
@@ -191,7 +186,8 @@ PlanComm plan_communication(const Config *cfg, int world)
     const ModelConfig *mc = &cfg->model;
     const TrainConfig *t = &cfg->train;
     PlanComm c = {0};
-    int tp = cfg->parallel.tp, pp = cfg->parallel.pp, dp = resolved_dp(cfg, world);
+    int tp = cfg->parallel.tp, pp = cfg->parallel.pp;
+    int dp = grid_resolve_dp(&cfg->parallel, world);
     int ga = t->grad_accum, zero = cfg->parallel.zero;
     double a = (double)ops_dtype_size(compute_dtype(cfg));
     double act = (double)t->micro_batch * mc->seq_len * mc->n_embd * a;
@@ -228,7 +224,7 @@ PlanComm plan_communication(const Config *cfg, int world)
 static void print_memory_table(const Config *cfg, int world, FILE *out)
 {
     fprintf(out, "memory per rank (MiB): weights / grads / optimizer / activations\n");
-    int dp = resolved_dp(cfg, world), tp = cfg->parallel.tp;
+    int dp = grid_resolve_dp(&cfg->parallel, world), tp = cfg->parallel.tp;
     if (world <= 16) {
         for (int r = 0; r < world; r++) {
             PlanMemory m = plan_rank_memory(cfg, world, r / (tp * dp), (r / tp) % dp, r % tp);
@@ -248,7 +244,7 @@ static void print_costs(const Config *cfg, int world, FILE *out)
 {
     const ModelConfig *mc = &cfg->model;
     const TrainConfig *t = &cfg->train;
-    int dp = resolved_dp(cfg, world), pp = cfg->parallel.pp;
+    int dp = grid_resolve_dp(&cfg->parallel, world), pp = cfg->parallel.pp;
     double seqs = (double)t->micro_batch * t->grad_accum * dp, tokens = seqs * mc->seq_len;
     double flops = 3.0 * model_forward_flops(mc, tokens);
     double bubble = (double)(pp - 1) / (t->grad_accum + pp - 1);
@@ -266,7 +262,7 @@ static void print_costs(const Config *cfg, int world, FILE *out)
 int plan_each_layout(const Config *cfg, int world, int max_tp, PlanVisit visit, void *ctx)
 {
     int64_t mb = cfg->train.micro_batch;
-    int64_t global = mb * cfg->train.grad_accum * resolved_dp(cfg, world);
+    int64_t global = mb * cfg->train.grad_accum * grid_resolve_dp(&cfg->parallel, world);
     int visited = 0;
     for (int tp = 1; tp <= max_tp && tp <= world; tp *= 2) {
         for (int pp = 1; pp <= world / tp; pp++) {
@@ -317,7 +313,7 @@ static void print_fit(const Config *c, void *ctx)
 static void print_fits(const Config *cfg, int world, double mem_gib, FILE *out)
 {
     int64_t global = (int64_t)cfg->train.micro_batch * cfg->train.grad_accum
-                     * resolved_dp(cfg, world);
+                     * grid_resolve_dp(&cfg->parallel, world);
     fprintf(out, "\nlayouts of %d ranks within %.1f GiB per device, global batch %lld (largest rank):\n",
             world, mem_gib, (long long)global);
     fprintf(out, "  %5s %5s %5s %4s %4s %9s %10s %6s\n", "dp", "pp", "tp", "ga", "zero", "recompute",
@@ -357,7 +353,7 @@ int plan_print(const Config *cfg, int world, double mem_gib, const char *hw_name
 {
     if (grid_check(cfg, world, err))
         return 1;
-    int dp = resolved_dp(cfg, world), stage = 0;
+    int dp = grid_resolve_dp(&cfg->parallel, world), stage = 0;
     fprintf(out, "plan: %d ranks = dp %d x pp %d x tp %d, zero %d, %s, recompute %s\n", world, dp,
             cfg->parallel.pp, cfg->parallel.tp, cfg->parallel.zero, cfg->train.precision,
             cfg->train.recompute == RECOMPUTE_NONE ? "none"

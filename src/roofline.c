@@ -100,11 +100,6 @@ static double peak(const Hardware *hw, const Config *cfg)
 
 /* ---- the counts -------------------------------------------------------- */
 
-static int dp_of(const Config *cfg, int world)
-{
-    return cfg->parallel.dp ? cfg->parallel.dp : world / (cfg->parallel.pp * cfg->parallel.tp);
-}
-
 /* Layers of the busiest stage (the first ones take the spare layers). */
 static int stage_layers(const Config *cfg)
 {
@@ -199,7 +194,7 @@ static double optimizer_elements(const Config *cfg, int world)
     memset(&g, 0, sizeof g);
     g.pp = cfg->parallel.pp;
     g.tp = cfg->parallel.tp;
-    g.dp = dp_of(cfg, world);
+    g.dp = grid_resolve_dp(&cfg->parallel, world);
     ParamSet ps;
     params_build(&ps, cfg, &g);
     double n = 0;
@@ -238,7 +233,8 @@ Prediction roofline_predict(const Config *cfg, int world, const Hardware *hw)
 {
     Prediction p;
     memset(&p, 0, sizeof p);
-    int tp = cfg->parallel.tp, pp = cfg->parallel.pp, dp = dp_of(cfg, world);
+    int tp = cfg->parallel.tp, pp = cfg->parallel.pp;
+    int dp = grid_resolve_dp(&cfg->parallel, world);
     int m = cfg->train.grad_accum;
     StageWork w = stage_work(cfg, hw);
     PlanComm c = plan_communication(cfg, world);
