@@ -175,6 +175,16 @@ static void find_params(Model *m)
     }
 }
 
+ops_dtype model_dtype(Precision precision)
+{
+    switch (precision) {
+    case PRECISION_FP32: return OPS_F32;
+    case PRECISION_BF16: return OPS_BF16;
+    case PRECISION_FP16: return OPS_F16;
+    }
+    return OPS_F32;
+}
+
 static int layer_recomputes(const TrainConfig *t, int layer)
 {
     switch (t->recompute) {
@@ -201,8 +211,7 @@ void model_create(Model *m, const Config *cfg, const Grid *g, int n_slots)
     m->v0 = m->Vl * g->tp_rank;
     m->is_first = g->pp_stage == 0;
     m->is_last = g->pp_stage == g->pp - 1;
-    m->act_dtype = OPS_F32;
-    ops_dtype_parse(cfg->train.precision, &m->act_dtype);
+    m->act_dtype = model_dtype(cfg->train.precision);
     grid_stage_layers(cfg->model.n_layer, g->pp, g->pp_stage, &m->layer0, &m->n_local);
     params_build(&m->ps, cfg, g);
     find_params(m);

@@ -116,6 +116,10 @@ ops_tensor model_stage_grad(Model *m, int slot);
  * forward with rows >= row+1. Collective on tp. */
 void model_logits_at(Model *m, int slot, int row, int t, float *logits);
 
+/* The compute dtype of activations, weights and activation gradients
+ * under [train] precision. Not collective. */
+ops_dtype model_dtype(Precision precision);
+
 /* Bytes of activations this rank allocated. */
 int64_t model_activation_bytes(const Model *m);
 /* Model FLOPs of one forward over `tokens` tokens, for the whole model

@@ -24,13 +24,6 @@
 
 #define MIB (1024.0 * 1024.0)
 
-static ops_dtype compute_dtype(const Config *cfg)
-{
-    ops_dtype d = OPS_F32;
-    ops_dtype_parse(cfg->train.precision, &d);
-    return d;
-}
-
 /* A grid describing one rank, enough for params_build. */
 static Grid plan_grid(const Config *cfg, int world, int stage, int dp_rank, int tp_rank)
 {
@@ -78,7 +71,7 @@ static void parameter_memory(const ParamSet *ps, const Config *cfg, const Grid *
 {
     int dp = g->dp, dp_rank = g->dp_rank;
     int stage = dp == 1 ? 0 : cfg->parallel.zero; /* as zero.c: nothing to shard */
-    int64_t w = (int64_t)ops_dtype_size(compute_dtype(cfg));
+    int64_t w = (int64_t)ops_dtype_size(model_dtype(cfg->train.precision));
     int64_t full = 0, owned = 0, largest = 0;
     for (int i = 0; i < ps->n; i++) {
         int64_t r0, rows;
@@ -108,7 +101,7 @@ static void parameter_memory(const ParamSet *ps, const Config *cfg, const Grid *
 static int64_t activation_memory(const Config *cfg, const Grid *g, int n_local, int layer0)
 {
     const ModelConfig *mc = &cfg->model;
-    int64_t a = (int64_t)ops_dtype_size(compute_dtype(cfg));
+    int64_t a = (int64_t)ops_dtype_size(model_dtype(cfg->train.precision));
     int64_t B = cfg->train.micro_batch, T = mc->seq_len, C = mc->n_embd, N = B * T;
     int64_t Cl = C / g->tp, NHl = mc->n_head / g->tp, Vl = mc->vocab_size / g->tp;
     int64_t att = 4 * B * NHl * T * T;
@@ -189,7 +182,7 @@ PlanComm plan_communication(const Config *cfg, int world)
     int tp = cfg->parallel.tp, pp = cfg->parallel.pp;
     int dp = grid_resolve_dp(&cfg->parallel, world);
     int ga = t->grad_accum, zero = cfg->parallel.zero;
-    double a = (double)ops_dtype_size(compute_dtype(cfg));
+    double a = (double)ops_dtype_size(model_dtype(cfg->train.precision));
     double act = (double)t->micro_batch * mc->seq_len * mc->n_embd * a;
     int first, layers;
     grid_stage_layers(mc->n_layer, pp, 0, &first, &layers);
@@ -329,7 +322,7 @@ static int print_prediction(const Config *cfg, int world, const char *hw_name, F
                             FILE *err)
 {
     Hardware hw;
-    TRI_TRY(roofline_hardware(hw_name, world, compute_dtype(cfg), &hw, err));
+    TRI_TRY(roofline_hardware(hw_name, world, model_dtype(cfg->train.precision), &hw, err));
     Prediction p = roofline_predict(cfg, world, &hw);
     fprintf(out, "\n");
     roofline_print(cfg, world, &hw, &p, out);
@@ -355,7 +348,8 @@ int plan_print(const Config *cfg, int world, double mem_gib, const char *hw_name
         return 1;
     int dp = grid_resolve_dp(&cfg->parallel, world), stage = 0;
     fprintf(out, "plan: %d ranks = dp %d x pp %d x tp %d, zero %d, %s, recompute %s\n", world, dp,
-            cfg->parallel.pp, cfg->parallel.tp, cfg->parallel.zero, cfg->train.precision,
+            cfg->parallel.pp, cfg->parallel.tp, cfg->parallel.zero,
+            ops_dtype_name(model_dtype(cfg->train.precision)),
             cfg->train.recompute == RECOMPUTE_NONE ? "none"
             : cfg->train.recompute == RECOMPUTE_FULL ? "full" : "every:K");
     print_costs(cfg, world, out);

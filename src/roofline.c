@@ -92,8 +92,7 @@ int roofline_hardware(const char *name, int world, ops_dtype dtype, Hardware *hw
 
 static double peak(const Hardware *hw, const Config *cfg)
 {
-    ops_dtype d = OPS_F32;
-    ops_dtype_parse(cfg->train.precision, &d);
+    ops_dtype d = model_dtype(cfg->train.precision);
     double p = d == OPS_BF16 ? hw->flops_bf16 : d == OPS_F16 ? hw->flops_fp16 : hw->flops_fp32;
     return p * hw->gemm_efficiency;
 }
@@ -130,9 +129,8 @@ typedef struct {
 static void timed_stage(const Config *cfg, int layers, int re, int with_head, StageWork *w)
 {
     const ModelConfig *m = &cfg->model;
-    KernelShape shape = {OPS_F32, cfg->train.micro_batch, m->seq_len, m->n_embd, m->n_head,
-                         m->vocab_size, cfg->parallel.tp};
-    ops_dtype_parse(cfg->train.precision, &shape.dtype);
+    KernelShape shape = {model_dtype(cfg->train.precision), cfg->train.micro_batch, m->seq_len,
+                         m->n_embd, m->n_head, m->vocab_size, cfg->parallel.tp};
     KernelTimes layer, head;
     kernel_times_measure(&shape, &layer, &head);
     w->gemm_seconds = layers * (layer.gemm_fwd + layer.gemm_bwd) + re * layer.gemm_fwd;
@@ -149,9 +147,8 @@ static void timed_stage(const Config *cfg, int layers, int re, int with_head, St
 static StageWork stage_work(const Config *cfg, const Hardware *hw)
 {
     const ModelConfig *m = &cfg->model;
-    ops_dtype d = OPS_F32;
-    ops_dtype_parse(cfg->train.precision, &d);
-    double a = (double)ops_dtype_size(d), tp = cfg->parallel.tp;
+    double a = (double)ops_dtype_size(model_dtype(cfg->train.precision));
+    double tp = cfg->parallel.tp;
     double C = m->n_embd, T = m->seq_len, V = m->vocab_size, NH = m->n_head;
     double tokens = (double)cfg->train.micro_batch * T;
     int layers = stage_layers(cfg), re = recomputed_layers(cfg, layers);
@@ -212,8 +209,7 @@ static double optimizer_elements(const Config *cfg, int world)
  * that instead. */
 static double optimizer_seconds(const Config *cfg, int world, const Hardware *hw, double mem)
 {
-    ops_dtype d = OPS_F32;
-    ops_dtype_parse(cfg->train.precision, &d);
+    ops_dtype d = model_dtype(cfg->train.precision);
     double n = optimizer_elements(cfg, world);
     if (hw->shared)
         return n * kernel_times_adamw(d) * world; /* the ranks share the cores */
@@ -273,12 +269,13 @@ Prediction roofline_predict(const Config *cfg, int world, const Hardware *hw)
 void roofline_print(const Config *cfg, int world, const Hardware *hw, const Prediction *p,
                     FILE *out)
 {
+    const char *dtype = ops_dtype_name(model_dtype(cfg->train.precision));
     if (hw->shared)
         fprintf(out, "predicted step on %d x %s (the model's %s kernels timed here; square GEMM %.2f TFLOP/s, memory %.1f GB/s):\n",
-                world, hw->name, cfg->train.precision, peak(hw, cfg) / 1e12, hw->mem_bw / 1e9);
+                world, hw->name, dtype, peak(hw, cfg) / 1e12, hw->mem_bw / 1e9);
     else
         fprintf(out, "predicted step on %d x %s (%s GEMMs at %.1f TFLOP/s sustained, memory %.1f GB/s):\n",
-                world, hw->name, cfg->train.precision, peak(hw, cfg) / 1e12, hw->mem_bw / 1e9);
+                world, hw->name, dtype, peak(hw, cfg) / 1e12, hw->mem_bw / 1e9);
     const struct { const char *what; double s; } terms[] = {
         {hw->shared ? "GEMMs (timed)" : "GEMMs", p->gemm},
         {hw->shared ? "elementwise ops (timed)" : "elementwise ops (memory-bound)", p->elementwise},
