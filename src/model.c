@@ -185,7 +185,7 @@ ops_dtype model_dtype(Precision precision)
     return OPS_F32;
 }
 
-static int layer_recomputes(const TrainConfig *t, int layer)
+int model_layer_recomputes(const TrainConfig *t, int layer)
 {
     switch (t->recompute) {
     case RECOMPUTE_NONE: return 0;
@@ -193,6 +193,14 @@ static int layer_recomputes(const TrainConfig *t, int layer)
     case RECOMPUTE_EVERY: return layer % t->recompute_every == 0;
     }
     return 0;
+}
+
+int model_recomputed_layers(const TrainConfig *t, int first, int count)
+{
+    int n = 0;
+    for (int l = first; l < first + count; l++)
+        n += model_layer_recomputes(t, l);
+    return n;
 }
 
 void model_create(Model *m, const Config *cfg, const Grid *g, int n_slots)
@@ -219,7 +227,7 @@ void model_create(Model *m, const Config *cfg, const Grid *g, int n_slots)
     m->recompute = calloc((size_t)m->n_local + 1, sizeof *m->recompute);
     int any = 0;
     for (int l = 0; l < m->n_local; l++)
-        any |= m->recompute[l] = layer_recomputes(&cfg->train, m->layer0 + l);
+        any |= m->recompute[l] = model_layer_recomputes(&cfg->train, m->layer0 + l);
     scratch_alloc(m, any);
 
     int64_t N = (int64_t)m->B * m->T;

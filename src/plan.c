@@ -114,9 +114,7 @@ static int64_t activation_memory(const Config *cfg, const Grid *g, int n_local, 
     free(acts);
     int64_t per_slot = 2 * a * N * C + (first ? 4 * N : 0) + (last ? 4 * N : 0), any = 0;
     for (int l = layer0; l < layer0 + n_local; l++) {
-        const TrainConfig *t = &cfg->train;
-        int keep_input = t->recompute == RECOMPUTE_FULL
-                      || (t->recompute == RECOMPUTE_EVERY && l % t->recompute_every == 0);
+        int keep_input = model_layer_recomputes(&cfg->train, l);
         per_slot += keep_input ? a * N * C : block;
         any |= keep_input;
     }
@@ -188,9 +186,7 @@ PlanComm plan_communication(const Config *cfg, int world)
     grid_stage_layers(mc->n_layer, pp, 0, &first, &layers);
     /* per block: two all-reduces forward, two backward, two more when the
      * block is recomputed; the embedding's and the head's come on top */
-    int recomputed = t->recompute == RECOMPUTE_FULL ? layers
-                   : t->recompute == RECOMPUTE_EVERY ? (layers + t->recompute_every - 1) / t->recompute_every
-                   : 0;
+    int recomputed = model_recomputed_layers(t, first, layers);
     double per_mb = (4.0 * layers + 2.0 * recomputed + 2.0) * act;
     c.tp = ga * ring_allreduce(per_mb, tp);
     c.pp = pp > 1 ? 2.0 * ga * act : 0.0;

@@ -99,22 +99,12 @@ static double peak(const Hardware *hw, const Config *cfg)
 
 /* ---- the counts -------------------------------------------------------- */
 
-/* Layers of the busiest stage (the first ones take the spare layers). */
-static int stage_layers(const Config *cfg)
+/* The layers of stage s, and how many of them recompute. */
+static void stage_layers(const Config *cfg, int s, int *layers, int *recomputed)
 {
-    int first, n;
-    grid_stage_layers(cfg->model.n_layer, cfg->parallel.pp, 0, &first, &n);
-    return n;
-}
-
-static int recomputed_layers(const Config *cfg, int layers)
-{
-    const TrainConfig *t = &cfg->train;
-    if (t->recompute == RECOMPUTE_FULL)
-        return layers;
-    if (t->recompute == RECOMPUTE_EVERY)
-        return (layers + t->recompute_every - 1) / t->recompute_every;
-    return 0;
+    int first;
+    grid_stage_layers(cfg->model.n_layer, cfg->parallel.pp, s, &first, layers);
+    *recomputed = model_recomputed_layers(&cfg->train, first, *layers);
 }
 
 typedef struct {
@@ -151,7 +141,8 @@ static StageWork stage_work(const Config *cfg, const Hardware *hw)
     double tp = cfg->parallel.tp;
     double C = m->n_embd, T = m->seq_len, V = m->vocab_size, NH = m->n_head;
     double tokens = (double)cfg->train.micro_batch * T;
-    int layers = stage_layers(cfg), re = recomputed_layers(cfg, layers);
+    int layers, re; /* stage 0 has the most blocks: the first stages take the spare ones */
+    stage_layers(cfg, 0, &layers, &re);
     double layer_flops = tokens * (24.0 * C * C + 4.0 * T * C) / tp;
     /* per token per layer, forward: two LayerNorms, GELU in and out, two
      * residual adds, the attention probabilities (fp32) read and written;
@@ -167,8 +158,8 @@ static StageWork stage_work(const Config *cfg, const Hardware *hw)
         w.gemm_flops += head_flops;
         w.elem_bytes += head_bytes;
     } else {
-        int last_layers = cfg->model.n_layer / cfg->parallel.pp;
-        int last_re = recomputed_layers(cfg, last_layers);
+        int last_layers, last_re;
+        stage_layers(cfg, cfg->parallel.pp - 1, &last_layers, &last_re);
         double last = (3.0 * last_layers + last_re) * layer_flops + head_flops;
         if (last > w.gemm_flops) {
             w.gemm_flops = last;
