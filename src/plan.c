@@ -190,13 +190,7 @@ PlanComm plan_communication(const Config *cfg, int world)
     double per_mb = (4.0 * layers + 2.0 * recomputed + 2.0) * act;
     c.tp = ga * ring_allreduce(per_mb, tp);
     c.pp = pp > 1 ? 2.0 * ga * act : 0.0;
-    Grid g = plan_grid(cfg, world, 0, 0, 0);
-    ParamSet ps;
-    params_build(&ps, cfg, &g);
-    double n = 0;
-    for (int i = 0; i < ps.n; i++)
-        n += (double)params_local_numel(&ps.p[i]);
-    params_free(&ps);
+    double n = (double)params_local_count(cfg, 0, 0);
     switch (zero) {
     case 0: c.dp = ring_allreduce(4 * n, dp); break;
     case 1: c.dp = ring_share(4 * n, dp) + ring_share(a * n, dp); break;

@@ -178,19 +178,10 @@ static StageWork stage_work(const Config *cfg, const Hardware *hw)
 /* Parameters the busiest rank's optimizer updates (its ZeRO rows). */
 static double optimizer_elements(const Config *cfg, int world)
 {
-    Grid g;
-    memset(&g, 0, sizeof g);
-    g.pp = cfg->parallel.pp;
-    g.tp = cfg->parallel.tp;
-    g.dp = grid_resolve_dp(&cfg->parallel, world);
-    ParamSet ps;
-    params_build(&ps, cfg, &g);
-    double n = 0;
-    for (int i = 0; i < ps.n; i++)
-        n += (double)params_local_numel(&ps.p[i]);
-    params_free(&ps);
-    if (cfg->parallel.zero >= 1 && g.dp > 1)
-        n /= g.dp;
+    double n = (double)params_local_count(cfg, 0, 0);
+    int dp = grid_resolve_dp(&cfg->parallel, world);
+    if (cfg->parallel.zero >= 1 && dp > 1)
+        n /= dp;
     return n;
 }
 
