@@ -1,9 +1,9 @@
 /*
  * plan.c - the cost of a run, without running it; see plan.h.
  *
- * Memory follows the trainer's allocation rules (zero.c for parameter
- * state, model.c for activations), restated here as arithmetic over the
- * same parameter table (params_build). Communication volume is the bytes
+ * Memory is the trainer's: zero_state_bytes of the rank's parameter table
+ * (params_build) for parameter state, and model.c's allocation rules,
+ * restated as arithmetic, for activations. Communication volume is the bytes
  * each rank sends per step: an all-reduce of S bytes over p ranks sends
  * 2 (p-1)/p S (ring), a reduce-scatter or all-gather (p-1)/p S.
  */
@@ -65,36 +65,22 @@ static int dp_hierarchical(const Config *cfg, const Grid *g)
     return nodes > 1 && places > 1;
 }
 
-/* zero.c's arenas: full or owned weights, gradients and Adam state. */
+/* zero.c's arenas: full or owned weights, gradients and Adam state, as
+ * zero_state_bytes sizes them. Overlap assumes host buffers (a CPU run). */
 static void parameter_memory(const ParamSet *ps, const Config *cfg, const Grid *g,
                              PlanMemory *mem)
 {
-    int dp = g->dp, dp_rank = g->dp_rank;
-    int stage = dp == 1 ? 0 : cfg->parallel.zero; /* as zero.c: nothing to shard */
-    int64_t w = (int64_t)ops_dtype_size(model_dtype(cfg->train.precision));
-    int64_t full = 0, owned = 0, largest = 0;
-    for (int i = 0; i < ps->n; i++) {
-        int64_t r0, rows;
-        zero_partition(ps->p[i].lrows, dp, dp_rank, &r0, &rows);
-        full += ps->p[i].lrows * ps->p[i].lcols;
-        owned += rows * ps->p[i].lcols;
-    }
-    for (int u = 0; u < ps->n_units; u++) {
-        int64_t n = 0;
-        for (int i = 0; i < ps->units[u].n; i++)
-            n += params_local_numel(&ps->p[ps->units[u].idx[i]]);
-        largest = n > largest ? n : largest;
-    }
-    int64_t update = stage == 0 ? full : owned;
-    mem->weights = stage < 3 ? full * w : update * 4 + largest * w;
-    int hier = dp_hierarchical(cfg, g);
-    /* zero 1 overlapping its reduce-scatters keeps two more pack/receive
-     * pairs (zero.c, CPU runs with one DP level) */
-    int flights = cfg->parallel.overlap && stage == 1 && dp > 1 && !hier;
-    mem->grads = (stage < 2 ? full * 4 : 0) + (stage >= 1 ? owned * 4 : 0) + 2 * largest * 4
-               + (stage >= 2 ? largest * 4 : 0) + (hier ? largest * 4 : 0)
-               + (flights ? 4 * largest * 4 : 0);
-    mem->optimizer = (w != 4 && stage < 3 ? update * 4 : 0) + 2 * update * 4;
+    ZeroLayout l;
+    l.stage = zero_stage(cfg->parallel.zero, g->dp);
+    l.dp = g->dp;
+    l.dp_rank = g->dp_rank;
+    l.dtype = model_dtype(cfg->train.precision);
+    l.hierarchical = dp_hierarchical(cfg, g);
+    l.overlap = zero_overlaps(cfg->parallel.overlap, l.stage, g->dp, l.hierarchical, OPS_CPU);
+    ZeroBytes b = zero_state_bytes(ps, &l);
+    mem->weights = b.weights;
+    mem->grads = b.grads;
+    mem->optimizer = b.optimizer;
 }
 
 /* model.c's buffers for one stage. */
@@ -179,7 +165,7 @@ PlanComm plan_communication(const Config *cfg, int world)
     PlanComm c = {0};
     int tp = cfg->parallel.tp, pp = cfg->parallel.pp;
     int dp = grid_resolve_dp(&cfg->parallel, world);
-    int ga = t->grad_accum, zero = cfg->parallel.zero;
+    int ga = t->grad_accum, zero = zero_stage(cfg->parallel.zero, dp);
     double a = (double)ops_dtype_size(model_dtype(cfg->train.precision));
     double act = (double)t->micro_batch * mc->seq_len * mc->n_embd * a;
     int first, layers;

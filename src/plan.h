@@ -6,9 +6,10 @@
  * the communication volume per step of each group; and which layouts of
  * the world fit a given memory per device.
  *
- * The memory figures follow the allocation rules of zero.c and model.c,
- * restated as arithmetic: the trainer reports the same numbers at start-up
- * from its real allocations (tests/t_plan.sh checks that they agree).
+ * Parameter state is zero_state_bytes, the sizes zero.c allocates by;
+ * activations follow model.c's allocation rules, restated as arithmetic.
+ * The trainer reports the same numbers at start-up from its real
+ * allocations (tests/t_plan.sh checks that they agree).
  */
 #ifndef TRI_SRC_PLAN_H
 #define TRI_SRC_PLAN_H

@@ -22,6 +22,7 @@
 #include "plan.h"
 #include "params.h"
 #include "timer.h"
+#include "zero.h"
 
 #define GIB (1024.0 * 1024.0 * 1024.0)
 
@@ -180,7 +181,7 @@ static double optimizer_elements(const Config *cfg, int world)
 {
     double n = (double)params_local_count(cfg, 0, 0);
     int dp = grid_resolve_dp(&cfg->parallel, world);
-    if (cfg->parallel.zero >= 1 && dp > 1)
+    if (zero_stage(cfg->parallel.zero, dp) >= 1)
         n /= dp;
     return n;
 }
