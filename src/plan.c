@@ -17,7 +17,6 @@
 #include "grid.h"
 #include "model.h"
 #include "params.h"
-#include "roofline.h"
 #include "schedule.h"
 #include "zero.h"
 #include "kernels/ops.h"
@@ -293,32 +292,7 @@ static void print_fits(const Config *cfg, int world, double mem_gib, FILE *out)
         fprintf(out, "  none: more ranks, a smaller micro_batch, or more memory\n");
 }
 
-/* The roofline prediction on hw, and the layout it would choose. */
-static int print_prediction(const Config *cfg, int world, const char *hw_name, FILE *out,
-                            FILE *err)
-{
-    Hardware hw;
-    TRI_TRY(roofline_hardware(hw_name, world, model_dtype(cfg->train.precision), &hw, err));
-    Prediction p = roofline_predict(cfg, world, &hw);
-    fprintf(out, "\n");
-    roofline_print(cfg, world, &hw, &p, out);
-    Config best;
-    Prediction bp;
-    if (roofline_recommend(cfg, world, &hw, &best, &bp) == 0) {
-        fprintf(out, "\nfastest layout on %d x %s that fits %.3g GiB: dp %d x pp %d x tp %d, grad_accum %d, zero %d, recompute %s\n",
-                world, hw.name, hw.mem_gib, best.parallel.dp, best.parallel.pp, best.parallel.tp,
-                best.train.grad_accum, best.parallel.zero,
-                best.train.recompute == RECOMPUTE_FULL ? "full" : "none");
-        roofline_print(&best, world, &hw, &bp, out);
-    } else {
-        fprintf(out, "\nno layout of %d x %s fits %.3g GiB per device\n", world, hw.name,
-                hw.mem_gib);
-    }
-    return 0;
-}
-
-int plan_print(const Config *cfg, int world, double mem_gib, const char *hw_name, FILE *out,
-               FILE *err)
+int plan_print(const Config *cfg, int world, double mem_gib, FILE *out, FILE *err)
 {
     if (grid_check(cfg, world, err))
         return 1;
@@ -334,7 +308,5 @@ int plan_print(const Config *cfg, int world, double mem_gib, const char *hw_name
     fprintf(out, "largest rank: %.2f GiB (stage %d)\n", total(big) / (MIB * 1024.0), stage);
     if (mem_gib > 0)
         print_fits(cfg, world, mem_gib, out);
-    if (hw_name && hw_name[0])
-        return print_prediction(cfg, world, hw_name, out, err);
     return 0;
 }

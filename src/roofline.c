@@ -304,3 +304,26 @@ int roofline_recommend(const Config *cfg, int world, const Hardware *hw, Config 
     *pred = s.pred;
     return s.found ? 0 : 1;
 }
+
+int roofline_print_plan(const Config *cfg, int world, const char *hw_name, FILE *out,
+                        FILE *err)
+{
+    Hardware hw;
+    TRI_TRY(roofline_hardware(hw_name, world, model_dtype(cfg->train.precision), &hw, err));
+    Prediction p = roofline_predict(cfg, world, &hw);
+    fprintf(out, "\n");
+    roofline_print(cfg, world, &hw, &p, out);
+    Config best;
+    Prediction bp;
+    if (roofline_recommend(cfg, world, &hw, &best, &bp) == 0) {
+        fprintf(out, "\nfastest layout on %d x %s that fits %.3g GiB: dp %d x pp %d x tp %d, grad_accum %d, zero %d, recompute %s\n",
+                world, hw.name, hw.mem_gib, best.parallel.dp, best.parallel.pp, best.parallel.tp,
+                best.train.grad_accum, best.parallel.zero,
+                best.train.recompute == RECOMPUTE_FULL ? "full" : "none");
+        roofline_print(&best, world, &hw, &bp, out);
+    } else {
+        fprintf(out, "\nno layout of %d x %s fits %.3g GiB per device\n", world, hw.name,
+                hw.mem_gib);
+    }
+    return 0;
+}
