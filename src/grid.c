@@ -7,19 +7,16 @@
 
 #include "fail.h"
 
-static int resolved_dp(const Config *cfg, int world)
+int grid_resolve_dp(const ParallelConfig *p, int world)
 {
-    int dp = cfg->parallel.dp;
-    if (dp == 0)
-        dp = world / (cfg->parallel.pp * cfg->parallel.tp);
-    return dp;
+    return p->dp ? p->dp : world / (p->pp * p->tp);
 }
 
 int grid_check(const Config *cfg, int world, FILE *err)
 {
     const ParallelConfig *p = &cfg->parallel;
     const ModelConfig *m = &cfg->model;
-    int dp = resolved_dp(cfg, world);
+    int dp = grid_resolve_dp(p, world);
     if (p->dp == 0 && world % (p->pp * p->tp) != 0) {
         fprintf(err, "trident: [parallel] dp = 0: the world size %d is not a multiple of pp * tp = %d * %d\n",
                 world, p->pp, p->tp);
@@ -112,7 +109,7 @@ void grid_create(Grid *g, const Config *cfg, MPI_Comm world)
     MPI_Comm_size(world, &g->size);
     g->pp = cfg->parallel.pp;
     g->tp = cfg->parallel.tp;
-    g->dp = resolved_dp(cfg, g->size);
+    g->dp = grid_resolve_dp(&cfg->parallel, g->size);
     g->tp_rank = g->rank % g->tp;
     g->dp_rank = (g->rank / g->tp) % g->dp;
     g->pp_stage = g->rank / (g->tp * g->dp);

@@ -42,8 +42,13 @@ typedef struct {
  * and returns non-zero. Not collective. */
 int grid_check(const Config *cfg, int world, FILE *err);
 
+/* The DP size of a world of `world` ranks: [parallel] dp, or world /
+ * (pp * tp) when dp = 0. The one place that rule lives: the trainer's grid
+ * and `trident plan` resolve it alike. Not collective. */
+int grid_resolve_dp(const ParallelConfig *p, int world);
+
 /* Builds every communicator. Collective on world; cfg must have passed
- * grid_check. dp = 0 in cfg resolves to world / (pp * tp). */
+ * grid_check; its dp is grid_resolve_dp's. */
 void grid_create(Grid *g, const Config *cfg, MPI_Comm world);
 void grid_destroy(Grid *g);
 

@@ -89,6 +89,11 @@ void params_init(Param *p, const Config *cfg, float *block);
  * under cfg, and whether it is uniform; for tests and docs. */
 double params_init_scale(const Param *p, const Config *cfg, int *uniform);
 
+/* Elements of the blocks the rank at (pp_stage, tp_rank) of cfg's layout
+ * holds, before ZeRO shards them: what its DP reduction carries and, over
+ * dp, what its optimizer updates. Not collective. */
+int64_t params_local_count(const Config *cfg, int pp_stage, int tp_rank);
+
 /* Total elements of the logical model (each tensor once). Not collective. */
 int64_t params_logical_count(const ModelConfig *m);
 

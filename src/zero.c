@@ -100,6 +100,84 @@ void zero_update_rows(const Zero *z, const Param *p, int64_t *row0, int64_t *row
     }
 }
 
+/* ---- sizes ------------------------------------------------------------- */
+
+int zero_stage(int zero, int dp)
+{
+    /* with one DP rank there is nothing to shard or reduce: every stage is
+     * stage 0, with no copies and no collectives */
+    return dp == 1 ? 0 : zero;
+}
+
+int zero_overlaps(int overlap, int stage, int dp, int hierarchical, ops_device device)
+{
+    return overlap && stage <= 1 && dp > 1 && !hierarchical && device == OPS_CPU;
+}
+
+/* Elements that size a rank's state. */
+typedef struct {
+    int64_t full;     /* its local blocks */
+    int64_t owned;    /* its owned rows of them */
+    int64_t update;   /* rows its optimizer updates: all under zero 0, else the owned */
+    int64_t unit;     /* the largest unit, as the model uses it: each scratch buffer */
+} StateCounts;
+
+static StateCounts state_counts(const ParamSet *ps, int stage, int dp, int dp_rank)
+{
+    StateCounts c = {0};
+    for (int i = 0; i < ps->n; i++) {
+        const Param *p = &ps->p[i];
+        int64_t row0, rows;
+        zero_partition(p->lrows, dp, dp_rank, &row0, &rows);
+        c.full += params_local_numel(p);
+        c.owned += rows * p->lcols;
+    }
+    c.update = stage == 0 ? c.full : c.owned;
+    for (int u = 0; u < ps->n_units; u++) {
+        int64_t n = 0;
+        for (int i = 0; i < ps->units[u].n; i++)
+            n += params_local_numel(&ps->p[ps->units[u].idx[i]]);
+        c.unit = n > c.unit ? n : c.unit;
+    }
+    return c;
+}
+
+/* fp32 master rows of their own: the weights are another dtype, or only
+ * owned weights exist (zero 3, where the master rows are the weights). */
+static int separate_master(const ZeroLayout *l)
+{
+    return l->dtype != OPS_F32 || l->stage == 3;
+}
+
+/* Unit-sized fp32 buffers: pack and receive; the node-level share of a
+ * two-level reduction; each flight's pack and receive (zero 1 overlapping);
+ * the unit's transient gradients (zero 2/3). */
+static int unit_buffers(const ZeroLayout *l)
+{
+    return 2 + (l->hierarchical ? 1 : 0) + (l->overlap && l->stage == 1 ? 2 * FLIGHTS : 0)
+         + (l->stage >= 2 ? 1 : 0);
+}
+
+ZeroBytes zero_state_bytes(const ParamSet *ps, const ZeroLayout *l)
+{
+    StateCounts n = state_counts(ps, l->stage, l->dp, l->dp_rank);
+    int64_t w = (int64_t)ops_dtype_size(l->dtype), f32 = (int64_t)sizeof(float);
+    int64_t master = separate_master(l) ? n.update * f32 : 0;
+    ZeroBytes b;
+    /* zero 3: the owned master rows, and the buffer a unit is gathered into */
+    b.weights = l->stage < 3 ? n.full * w : master + n.unit * w;
+    b.grads = (l->stage < 2 ? n.full * f32 : 0) + (l->stage > 0 ? n.owned * f32 : 0)
+            + unit_buffers(l) * n.unit * f32;
+    b.optimizer = (l->stage < 3 ? master : 0) + 2 * n.update * f32;
+    return b;
+}
+
+static ZeroLayout layout_of(const Zero *z)
+{
+    ZeroLayout l = {z->stage, z->dp, z->dp_rank, z->m->act_dtype, z->hierarchical, z->overlap};
+    return l;
+}
+
 static ops_tensor arena(Zero *z, ops_dtype dtype, int64_t n, int64_t *bytes)
 {
     ops_tensor t = ops_alloc(dtype, z->g->device, n > 0 ? n : 1);
@@ -144,40 +222,29 @@ static void build_buckets(Zero *z)
     free(seen);
 }
 
-static int64_t largest(const Bucket *b, int n)
-{
-    int64_t most = 0;
-    for (int i = 0; i < n; i++)
-        if (b[i].numel > most)
-            most = b[i].numel;
-    return most;
-}
-
-/* Lays out weights, gradients and optimizer state per the ZeRO stage. */
+/* Lays out weights, gradients and optimizer state per the ZeRO stage, in
+ * the sizes zero_state_bytes gives; what it allocated must be what that
+ * says, so plan's figures and the trainer's report cannot part. */
 static void allocate_state(Zero *z)
 {
     ParamSet *ps = &z->m->ps;
     ops_dtype wdt = z->m->act_dtype;
-    int64_t n_full = 0, n_owned = 0, n_update = 0;
+    ZeroLayout l = layout_of(z);
+    StateCounts n = state_counts(ps, z->stage, z->dp, z->dp_rank);
     for (int i = 0; i < ps->n; i++) {
         Param *p = &ps->p[i];
         zero_partition(p->lrows, z->dp, z->dp_rank, &p->zrow0, &p->zrows);
-        int64_t r0, nr;
-        zero_update_rows(z, p, &r0, &nr);
-        n_full += params_local_numel(p);
-        n_owned += p->zrows * p->lcols;
-        n_update += nr * p->lcols;
     }
     int keep_full_weights = z->stage < 3, keep_full_grads = z->stage < 2;
-    int separate_master = wdt != OPS_F32 || !keep_full_weights;
-    ops_tensor w = keep_full_weights ? arena(z, wdt, n_full, &z->bytes.weights) : OPS_NONE;
-    ops_tensor g = keep_full_grads ? arena(z, OPS_F32, n_full, &z->bytes.grads) : OPS_NONE;
-    ops_tensor og = z->stage == 0 ? OPS_NONE : arena(z, OPS_F32, n_owned, &z->bytes.grads);
-    ops_tensor master = separate_master
-        ? arena(z, OPS_F32, n_update, !keep_full_weights ? &z->bytes.weights : &z->bytes.optimizer)
+    int own_master = separate_master(&l);
+    ops_tensor w = keep_full_weights ? arena(z, wdt, n.full, &z->bytes.weights) : OPS_NONE;
+    ops_tensor g = keep_full_grads ? arena(z, OPS_F32, n.full, &z->bytes.grads) : OPS_NONE;
+    ops_tensor og = z->stage == 0 ? OPS_NONE : arena(z, OPS_F32, n.owned, &z->bytes.grads);
+    ops_tensor master = own_master
+        ? arena(z, OPS_F32, n.update, !keep_full_weights ? &z->bytes.weights : &z->bytes.optimizer)
         : OPS_NONE;
-    ops_tensor mom = arena(z, OPS_F32, n_update, &z->bytes.optimizer);
-    ops_tensor vel = arena(z, OPS_F32, n_update, &z->bytes.optimizer);
+    ops_tensor mom = arena(z, OPS_F32, n.update, &z->bytes.optimizer);
+    ops_tensor vel = arena(z, OPS_F32, n.update, &z->bytes.optimizer);
 
     int64_t off_full = 0, off_upd = 0, off_own = 0;
     for (int i = 0; i < ps->n; i++) {
@@ -188,27 +255,31 @@ static void allocate_state(Zero *z)
         p->w = keep_full_weights ? ops_view(w, off_full, full) : OPS_NONE;
         p->g = keep_full_grads ? ops_view(g, off_full, full) : OPS_NONE;
         p->og = z->stage == 0 ? p->g : ops_view(og, off_own, p->zrows * p->lcols);
-        p->master = separate_master ? ops_view(master, off_upd, upd)
-                                    : ops_view(p->w, r0 * p->lcols, upd);
+        p->master = own_master ? ops_view(master, off_upd, upd)
+                               : ops_view(p->w, r0 * p->lcols, upd);
         p->m = ops_view(mom, off_upd, upd);
         p->v = ops_view(vel, off_upd, upd);
         off_full += full;
         off_upd += upd;
         off_own += p->zrows * p->lcols;
     }
-    int64_t most = largest(z->units, ps->n_units);
-    z->pack = arena(z, OPS_F32, most, &z->bytes.grads);
-    z->recv = arena(z, OPS_F32, most, &z->bytes.grads);
+    z->pack = arena(z, OPS_F32, n.unit, &z->bytes.grads);
+    z->recv = arena(z, OPS_F32, n.unit, &z->bytes.grads);
     if (z->hierarchical)
-        z->mid = arena(z, OPS_F32, most, &z->bytes.grads);
+        z->mid = arena(z, OPS_F32, n.unit, &z->bytes.grads);
     for (int k = 0; k < FLIGHTS && z->overlap && z->stage == 1; k++) {
-        z->flight[k].pack = arena(z, OPS_F32, most, &z->bytes.grads);
-        z->flight[k].recv = arena(z, OPS_F32, most, &z->bytes.grads);
+        z->flight[k].pack = arena(z, OPS_F32, n.unit, &z->bytes.grads);
+        z->flight[k].recv = arena(z, OPS_F32, n.unit, &z->bytes.grads);
     }
     if (z->stage >= 2)
-        z->work_g = arena(z, OPS_F32, most, &z->bytes.grads);
+        z->work_g = arena(z, OPS_F32, n.unit, &z->bytes.grads);
     if (z->stage == 3)
-        z->work_w = arena(z, wdt, most, &z->bytes.weights);
+        z->work_w = arena(z, wdt, n.unit, &z->bytes.weights);
+    ZeroBytes stated = zero_state_bytes(ps, &l);
+    if (z->bytes.weights != stated.weights || z->bytes.grads != stated.grads
+        || z->bytes.optimizer != stated.optimizer)
+        fail_abort("zero.c allocated other sizes than zero_state_bytes states",
+                   __FILE__, __LINE__);
 }
 
 /* ---- packing ----------------------------------------------------------- */
@@ -522,9 +593,7 @@ Zero *zero_create(Model *m, const Config *cfg, const Grid *g)
     z->m = m;
     z->cfg = cfg;
     z->g = g;
-    /* with one DP rank there is nothing to shard or reduce: every stage is
-     * stage 0, with no copies and no collectives */
-    z->stage = g->dp == 1 ? 0 : cfg->parallel.zero;
+    z->stage = zero_stage(cfg->parallel.zero, g->dp);
     z->dp = g->dp;
     z->dp_rank = g->dp_rank;
     z->gathered_unit = -1;
@@ -536,8 +605,8 @@ Zero *zero_create(Model *m, const Config *cfg, const Grid *g)
         fail_abort("out of memory", __FILE__, __LINE__);
     packing_order(z);
     build_buckets(z);
-    z->overlap = cfg->parallel.overlap && z->stage <= 1 && g->dp > 1 && !z->hierarchical
-                 && g->device == OPS_CPU;
+    z->overlap = zero_overlaps(cfg->parallel.overlap, z->stage, g->dp, z->hierarchical,
+                               g->device);
     z->units_of = calloc((size_t)m->ps.n + 1, sizeof *z->units_of);
     z->units_left = calloc((size_t)m->ps.n + 1, sizeof *z->units_left);
     z->bucket_started = calloc((size_t)z->n_buckets + 1, 1);

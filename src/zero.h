@@ -16,8 +16,12 @@
  *           all-gathered just before its forward and again before its
  *           backward.
  * The buckets are the model's units (embeddings, each block, the head).
- * With one DP rank every stage behaves as stage 0: there is nothing to
- * shard, and no reason to copy gradients into an "owned" buffer.
+ * With one DP rank every stage behaves as stage 0 (zero_stage): there is
+ * nothing to shard, and no reason to copy gradients into an "owned" buffer.
+ *
+ * What a rank holds is a pure function of its parameter table and layout
+ * (zero_state_bytes): zero_create allocates by it and reports it, and
+ * `trident plan` predicts memory with it.
  */
 #ifndef TRI_SRC_ZERO_H
 #define TRI_SRC_ZERO_H
@@ -33,6 +37,30 @@ typedef struct {
 } ZeroBytes;
 
 typedef struct Zero Zero;
+
+/* The stage a rank runs when [parallel] zero is `zero` over dp ranks: 0
+ * with one DP rank, else `zero`. Not collective. */
+int zero_stage(int zero, int dp);
+
+/* Whether DP reductions start during the backward: [parallel] overlap,
+ * stage 0 or 1, more than one DP rank, one DP level (not hierarchical),
+ * host buffers. Not collective. */
+int zero_overlaps(int overlap, int stage, int dp, int hierarchical, ops_device device);
+
+/* What sizes a rank's ZeRO state, besides its parameter table. */
+typedef struct {
+    int stage;          /* zero_stage's */
+    int dp, dp_rank;
+    ops_dtype dtype;    /* the weights' compute dtype */
+    int hierarchical;   /* the DP reduction runs in two levels */
+    int overlap;        /* zero_overlaps's */
+} ZeroLayout;
+
+/* Bytes of weights, gradients and optimizer state that the rank with
+ * parameter table ps holds under l: full or owned weights in the compute
+ * dtype, fp32 gradients (full, owned, and the unit-sized pack, receive and
+ * work buffers), fp32 master rows and Adam moments. Not collective. */
+ZeroBytes zero_state_bytes(const ParamSet *ps, const ZeroLayout *l);
 
 /* Decides ownership, allocates weights, gradients and optimizer state for
  * m's parameters, and installs the unit hooks ZeRO-2/3 need.
@@ -61,6 +89,8 @@ void zero_update_rows(const Zero *z, const Param *p, int64_t *row0, int64_t *row
 /* The owned-row partition of a block of `rows` rows among dp ranks. */
 void zero_partition(int64_t rows, int dp, int rank, int64_t *row0, int64_t *n);
 
+/* What this rank allocated: zero_state_bytes of its table and layout.
+ * Not collective. */
 ZeroBytes zero_bytes(const Zero *z);
 
 /* Overlapped DP reductions since the last call: the seconds they were in

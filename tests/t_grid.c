@@ -67,7 +67,7 @@ int main(int argc, char **argv)
 {
     tap_init(&argc, &argv);
     int n = tap_size();
-    tap_plan(9);
+    tap_plan(10);
     int ok = 1, count = 0;
     for (int tp = 1; tp <= n; tp *= 2)
         for (int pp = 1; pp * tp <= n; pp *= 2)
@@ -82,6 +82,11 @@ int main(int argc, char **argv)
     tap_ok(rejects(4, 0, 3, 1, 8, "not a multiple"), "dp=0 with world not a multiple of pp*tp");
     tap_ok(rejects(8, 1, 1, 8, 8, "n_head"), "n_head not divisible by tp");
     tap_ok(rejects(8, 1, 8, 1, 4, "layers"), "fewer layers than stages");
+    ParallelConfig pc = {.dp = 0, .pp = 2, .tp = 4};
+    int auto_dp = grid_resolve_dp(&pc, 64);
+    pc.dp = 3;
+    tap_ok(auto_dp == 8 && grid_resolve_dp(&pc, 64) == 3,
+           "dp = 0 resolves to world / (pp * tp); a set dp stays");
     int first, cnt, all = 1, next = 0;
     for (int s = 0; s < 3; s++) {
         grid_stage_layers(8, 3, s, &first, &cnt);
