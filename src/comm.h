@@ -5,9 +5,10 @@
  * decides how to move them. The CPU build moves host buffers over MPI.
  * Keeping the group a name rather than an MPI_Comm is what lets a GPU build
  * route the same call to NCCL without touching the model code. Every
- * collective of src/ goes through here, except grid.c's building of the
- * communicators and fail.c's agreement on failure; the reduction over DP,
- * flat or in two levels, is comm_dp.h's.
+ * collective of src/ goes through here, except the building of
+ * communicators (grid.c, affinity.c), fail.c's agreement on failure and
+ * HDF5's collective I/O; the reduction over DP, flat or in two levels, is
+ * comm_dp.h's.
  *
  * A collective must be called by all ranks of its group in the same order
  * with the same n. Before the layout is known (the config is still to be

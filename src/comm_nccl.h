@@ -5,8 +5,9 @@
  * comm.c's MPI. Each grid group this rank belongs to gets one NCCL
  * communicator with the same members in the same rank order as its MPI
  * communicator (the ncclUniqueId comes from the group's rank 0 by
- * MPI_Bcast): TP, DP, DP_NODE, DP_CROSS, PP (pipeline neighbours, for
- * send/recv) and EMBED (first and last stage, tied embeddings). A group of
+ * MPI_Bcast): TP, DP, DP_NODE, DP_CROSS, PP (pipeline neighbours; no call
+ * uses it yet, as pipeline messages go through host memory over MPI:
+ * comm.c) and EMBED (first and last stage, tied embeddings). A group of
  * one rank gets none, and its collectives are local. DP shares DP_NODE's
  * or DP_CROSS's communicator when one of them spans all of DP. WORLD has
  * no NCCL communicator: the world-wide reductions (loss scale, inf check)

@@ -4,10 +4,11 @@
  * World rank r sits at tp_rank = r % tp, dp_rank = (r / tp) % dp and
  * pp_stage = r / (tp * dp), so a TP group (the chattiest) is a run of
  * consecutive ranks and lands on one node, then DP, then PP (Megatron's
- * order). Data-parallel traffic is hierarchical: each DP group is cut into
- * node-local groups (dp_node) and cross-node groups (dp_cross, one rank per
- * node). [parallel] node_size pretends a node holds that many world ranks,
- * so one machine can exercise the multi-node paths.
+ * order). Each DP group is cut into node-local groups (dp_node) and
+ * cross-node groups (dp_cross, one rank per node), over which comm_dp.h
+ * reduces in two levels when grid_dp_two_level says so. [parallel]
+ * node_size pretends a node holds that many world ranks, so one machine
+ * can exercise the multi-node paths.
  */
 #ifndef TRI_SRC_GRID_H
 #define TRI_SRC_GRID_H
