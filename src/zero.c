@@ -243,7 +243,8 @@ static void pack_grads(Zero *z, const Bucket *b, ops_tensor pack)
 static void reduce_scatter_bucket(Zero *z, const Bucket *b)
 {
     pack_grads(z, b, z->pack);
-    PROF(PROF_DP_COMM, comm_dp_reduce_scatter(z->reduction, z->pack, z->recv, z->counts, z->mid));
+    PROF(PROF_DP_COMM,
+         comm_dp_reduce_scatter(z->reduction, z->pack, z->recv, z->counts, z->mid));
 }
 
 /* owned grads (og) of b's parameters = (accumulate ? og + : ) recv */
@@ -579,8 +580,10 @@ void zero_reduce_grads(Zero *z)
     } else if (z->stage == 0) {
         for (int b = 0; b < z->n_buckets; b++) {
             const Bucket *bk = &z->buckets[b];
-            for (int i = 0; i < bk->n; i++)
-                PROF(PROF_DP_COMM, comm_dp_allreduce(z->reduction, z->m->ps.p[bk->idx[i]].g, z->mid));
+            for (int i = 0; i < bk->n; i++) {
+                ops_tensor g = z->m->ps.p[bk->idx[i]].g;
+                PROF(PROF_DP_COMM, comm_dp_allreduce(z->reduction, g, z->mid));
+            }
         }
     } else if (z->stage == 1) {
         for (int b = 0; b < z->n_buckets; b++) {
