@@ -13,7 +13,6 @@
 #define TRI_SRC_FAIL_H
 
 #include <mpi.h>
-#include <stdint.h>
 #include <stdio.h>
 
 /* Exit codes, documented in doc/guide.md and trident(1). */
