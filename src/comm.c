@@ -187,11 +187,11 @@ static MPI_Datatype scalar_type(CommScalar type, size_t *size)
     return MPI_DATATYPE_NULL;
 }
 
-/* MPI counts are ints. */
-static int mpi_count(size_t n, const char *fn)
+/* MPI counts are ints; what says which call's count is too large. */
+static int mpi_count(size_t n, const char *what)
 {
     if (n > INT_MAX)
-        fail_abort(fn, __FILE__, __LINE__);
+        fail_abort(what, __FILE__, __LINE__);
     return (int)n;
 }
 
