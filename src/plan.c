@@ -40,28 +40,23 @@ static Grid plan_grid(const Config *cfg, int world, int stage, int dp_rank, int 
 
 /* ---- memory ------------------------------------------------------------ */
 
-/* Whether zero.c reduces hierarchically for the DP group of (stage, tp
- * rank): [parallel] node_size puts more than one node's worth of DP ranks
- * in it, the same number on each node. (Real node boundaries are not
- * known before the run; plan assumes one node unless node_size says.) */
+/* Whether the DP group of (stage, tp rank) reduces in two levels, by the
+ * trainer's rule (grid_dp_two_level) over the nodes [parallel] node_size
+ * makes. (Real node boundaries are not known before the run; plan assumes
+ * one node unless node_size says.) */
 static int dp_hierarchical(const Config *cfg, const Grid *g)
 {
     int ns = cfg->parallel.node_size;
     if (ns <= 0)
         return 0;
-    int per_node[4096] = {0}, nodes = 0, places = 0;
-    for (int d = 0; d < g->dp; d++) {
-        int node = ((g->pp_stage * g->dp + d) * g->tp + g->tp_rank) / ns;
-        if (node >= 4096)
-            return 0;
-        if (per_node[node]++ == 0)
-            nodes++;
-    }
-    places = g->dp / nodes;
-    for (int n = 0; n < 4096; n++)
-        if (per_node[n] && per_node[n] != places)
-            return 0;
-    return nodes > 1 && places > 1;
+    int *node_of = malloc(sizeof *node_of * (size_t)g->dp);
+    if (!node_of)
+        fail_abort("out of memory", __FILE__, __LINE__);
+    for (int d = 0; d < g->dp; d++)
+        node_of[d] = grid_world_rank(g, g->pp_stage, d, g->tp_rank) / ns;
+    int two = grid_dp_two_level(node_of, g->dp);
+    free(node_of);
+    return two;
 }
 
 /* zero.c's arenas: full or owned weights, gradients and Adam state, as

@@ -2,16 +2,11 @@
  * zero.c - ZeRO stages 0 to 3 over the DP group; see zero.h.
  *
  * A bucket is a list of parameters reduced by one collective. Its send
- * buffer is packed rank-major: DP rank 0's owned rows of every tensor in
- * the bucket, then rank 1's, and so on, so one MPI_Reduce_scatter leaves
- * each rank exactly its owned rows, summed, in parameter order.
- *
- * Across nodes the reduction is hierarchical (DESIGN.md, Communication):
- * a reduce-scatter inside the node, then one across nodes among the ranks
- * with the same place in their node, so the slow links carry each block
- * once. For that the blocks are packed grouped by place-in-node, then by
- * node; each rank still ends with exactly its own rows. All-gathers run
- * the same two levels in reverse.
+ * buffer holds every DP rank's owned rows of every tensor in the bucket,
+ * rank by rank in the order comm_dp asks for, so one reduce-scatter over
+ * DP leaves each rank exactly its owned rows, summed, in parameter order.
+ * Whether that runs flat or in two levels (node, then across nodes) is
+ * comm_dp's business.
  *
  * Overlap (zero 0 and 1, host buffers, one level): a bucket's reduction
  * starts, nonblocking, as soon as the last microbatch's backward has made
@@ -25,6 +20,7 @@
 #include <string.h>
 
 #include "comm.h"
+#include "comm_dp.h"
 #include "fail.h"
 #include "prof.h"
 #include "timer.h"
@@ -56,11 +52,10 @@ struct Zero {
     int n_buckets;
     Bucket *units;            /* zero 2/3: units as the model uses them */
     int *counts;              /* per DP rank, scratch for collectives */
-    int *order;               /* DP ranks in packing order */
-    int hierarchical;         /* two levels: node, then across nodes */
-    int *node_counts, *cross_counts;  /* per dp_node / dp_cross rank */
+    CommDp *reduction;        /* how DP reduces: flat or two levels */
+    const int *order;         /* DP ranks in packing order (comm_dp's) */
     ops_tensor pack, recv;    /* largest bucket, packed / owned part */
-    ops_tensor mid;           /* hierarchical: this rank's node-level share */
+    ops_tensor mid;           /* two levels: comm_dp's scratch */
     ops_tensor work_w;        /* zero 3: the gathered unit's weights */
     ops_tensor work_g;        /* zero 2/3: the unit's transient gradients */
     ops_tensor *arenas;       /* everything allocated, for freeing */
@@ -174,7 +169,8 @@ ZeroBytes zero_state_bytes(const ParamSet *ps, const ZeroLayout *l)
 
 static ZeroLayout layout_of(const Zero *z)
 {
-    ZeroLayout l = {z->stage, z->dp, z->dp_rank, z->m->act_dtype, z->hierarchical, z->overlap};
+    ZeroLayout l = {z->stage, z->dp, z->dp_rank, z->m->act_dtype,
+                    comm_dp_two_level(z->reduction), z->overlap};
     return l;
 }
 
@@ -265,7 +261,7 @@ static void allocate_state(Zero *z)
     }
     z->pack = arena(z, OPS_F32, n.unit, &z->bytes.grads);
     z->recv = arena(z, OPS_F32, n.unit, &z->bytes.grads);
-    if (z->hierarchical)
+    if (comm_dp_two_level(z->reduction))
         z->mid = arena(z, OPS_F32, n.unit, &z->bytes.grads);
     for (int k = 0; k < FLIGHTS && z->overlap && z->stage == 1; k++) {
         z->flight[k].pack = arena(z, OPS_F32, n.unit, &z->bytes.grads);
@@ -314,48 +310,13 @@ static void pack_grads(Zero *z, const Bucket *b, ops_tensor pack)
     }
 }
 
-/* Element counts per rank of the two levels, from z->counts: a node
- * rank's share is its place's blocks of every node. */
-static void level_counts(Zero *z)
-{
-    const Grid *g = z->m->grid;
-    int nodes = g->dp_cross_size, places = g->dp_node_size;
-    for (int l = 0; l < places; l++) {
-        z->node_counts[l] = 0;
-        for (int n = 0; n < nodes; n++)
-            z->node_counts[l] += z->counts[z->order[l * nodes + n]];
-    }
-    for (int n = 0; n < nodes; n++)
-        z->cross_counts[n] = z->counts[z->order[g->dp_node_rank * nodes + n]];
-}
-
 /* Reduce-scatters b's gradients: this rank's owned rows, summed over DP,
  * land in z->recv in parameter order. */
 static void reduce_scatter_bucket(Zero *z, const Bucket *b)
 {
-    const Grid *g = z->m->grid;
     pack_grads(z, b, z->pack);
-    if (!z->hierarchical) {
-        PROF(PROF_DP_COMM, comm_reduce_scatter(g, COMM_DP, z->pack, z->recv, z->counts));
-        return;
-    }
-    level_counts(z);
-    PROF(PROF_DP_COMM, comm_reduce_scatter(g, COMM_DP_NODE, z->pack, z->mid, z->node_counts));
-    PROF(PROF_DP_COMM, comm_reduce_scatter(g, COMM_DP_CROSS, z->mid, z->recv, z->cross_counts));
-}
-
-/* All-gathers every rank's send into recv, in packing order. */
-static void allgather_bucket(Zero *z, ops_tensor send, ops_tensor recv)
-{
-    const Grid *g = z->m->grid;
-    if (!z->hierarchical) {
-        PROF(PROF_DP_COMM, comm_allgather(g, COMM_DP, send, recv, z->counts));
-        return;
-    }
-    level_counts(z);
-    ops_tensor mid = typed(z->mid, send.dtype, 0, z->node_counts[g->dp_node_rank]);
-    PROF(PROF_DP_COMM, comm_allgather(g, COMM_DP_CROSS, send, mid, z->cross_counts));
-    PROF(PROF_DP_COMM, comm_allgather(g, COMM_DP_NODE, mid, recv, z->node_counts));
+    PROF(PROF_DP_COMM,
+         comm_dp_reduce_scatter(z->reduction, z->pack, z->recv, z->counts, z->mid));
 }
 
 /* owned grads (og) of b's parameters = (accumulate ? og + : ) recv */
@@ -403,7 +364,7 @@ static void gather_bucket(Zero *z, const Bucket *b, int from_master, ops_tensor 
     }
     ops_tensor send = typed(z->pack, wdt, 0, n_mine);
     ops_tensor recv = typed(z->recv, wdt, 0, b->numel);
-    allgather_bucket(z, send, recv);
+    PROF(PROF_DP_COMM, comm_dp_allgather(z->reduction, send, recv, z->counts, z->mid));
     /* unpack in packing order into each block, which `into` lays out in order */
     int64_t src = 0;
     for (int k = 0; k < z->dp; k++) {
@@ -562,27 +523,6 @@ static void unit_hook(void *ctx, int unit, UnitEvent ev)
     }
 }
 
-/* Flat: DP rank order. Two levels, when every node holds the same number
- * of DP ranks and there is more than one of each: position l * nodes + n
- * holds the rank at place l of node n. Collective on dp. */
-static void packing_order(Zero *z)
-{
-    const Grid *g = z->m->grid;
-    int nodes = g->dp_cross_size, places = g->dp_node_size;
-    int mine[2] = {g->dp_node_rank, g->dp_cross_rank};
-    int *all = malloc(sizeof(int) * 2 * (size_t)g->dp);
-    if (!all)
-        fail_abort("out of memory", __FILE__, __LINE__);
-    TRI_CHECK_MPI(MPI_Allgather(mine, 2, MPI_INT, all, 2, MPI_INT, g->dp_comm));
-    int balanced = 1;
-    for (int r = 0; r < g->dp; r++)
-        balanced &= all[2 * r] < places && all[2 * r + 1] < nodes;
-    z->hierarchical = balanced && nodes > 1 && places > 1 && nodes * places == g->dp;
-    for (int r = 0; r < g->dp; r++)
-        z->order[z->hierarchical ? all[2 * r] * nodes + all[2 * r + 1] : r] = r;
-    free(all);
-}
-
 /* ---- public ------------------------------------------------------------ */
 
 Zero *zero_create(Model *m, const Config *cfg, const Grid *g)
@@ -598,15 +538,13 @@ Zero *zero_create(Model *m, const Config *cfg, const Grid *g)
     z->dp_rank = g->dp_rank;
     z->gathered_unit = -1;
     z->counts = calloc((size_t)g->dp, sizeof *z->counts);
-    z->order = calloc((size_t)g->dp, sizeof *z->order);
-    z->node_counts = calloc((size_t)g->dp, sizeof *z->node_counts);
-    z->cross_counts = calloc((size_t)g->dp, sizeof *z->cross_counts);
-    if (!z->counts || !z->order || !z->node_counts || !z->cross_counts)
+    if (!z->counts)
         fail_abort("out of memory", __FILE__, __LINE__);
-    packing_order(z);
+    z->reduction = comm_dp_create(g);
+    z->order = comm_dp_order(z->reduction);
     build_buckets(z);
-    z->overlap = zero_overlaps(cfg->parallel.overlap, z->stage, g->dp, z->hierarchical,
-                               g->device);
+    z->overlap = zero_overlaps(cfg->parallel.overlap, z->stage, g->dp,
+                               comm_dp_two_level(z->reduction), g->device);
     z->units_of = calloc((size_t)m->ps.n + 1, sizeof *z->units_of);
     z->units_left = calloc((size_t)m->ps.n + 1, sizeof *z->units_left);
     z->bucket_started = calloc((size_t)z->n_buckets + 1, 1);
@@ -635,9 +573,7 @@ void zero_destroy(Zero *z)
     free(z->buckets);
     free(z->units);
     free(z->counts);
-    free(z->order);
-    free(z->node_counts);
-    free(z->cross_counts);
+    comm_dp_destroy(z->reduction);
     free(z->units_of);
     free(z->units_left);
     free(z->bucket_started);
@@ -698,27 +634,6 @@ static void sum_tied_copies(Zero *z)
     comm_allreduce(z->g, COMM_EMBED, p->og, p->og.n, COMM_SUM);
 }
 
-/* ZeRO-0's all-reduce of one gradient block: flat, or reduce-scatter in
- * the node, all-reduce of each share across nodes, all-gather in the node. */
-static void allreduce_grads(Zero *z, ops_tensor g)
-{
-    const Grid *grid = z->m->grid;
-    if (!z->hierarchical) {
-        PROF(PROF_DP_COMM, comm_allreduce(grid, COMM_DP, g, g.n, COMM_SUM));
-        return;
-    }
-    int places = grid->dp_node_size;
-    for (int l = 0; l < places; l++) {
-        int64_t r0, n;
-        zero_partition(g.n, places, l, &r0, &n);
-        z->node_counts[l] = (int)n;
-    }
-    ops_tensor share = ops_view(z->mid, 0, z->node_counts[grid->dp_node_rank]);
-    comm_reduce_scatter(grid, COMM_DP_NODE, g, share, z->node_counts);
-    comm_allreduce(grid, COMM_DP_CROSS, share, share.n, COMM_SUM);
-    comm_allgather(grid, COMM_DP_NODE, share, g, z->node_counts);
-}
-
 void zero_reduce_grads(Zero *z)
 {
     if (z->overlap) {
@@ -735,8 +650,10 @@ void zero_reduce_grads(Zero *z)
     } else if (z->stage == 0) {
         for (int b = 0; b < z->n_buckets; b++) {
             const Bucket *bk = &z->buckets[b];
-            for (int i = 0; i < bk->n; i++)
-                allreduce_grads(z, z->m->ps.p[bk->idx[i]].g);
+            for (int i = 0; i < bk->n; i++) {
+                ops_tensor g = z->m->ps.p[bk->idx[i]].g;
+                PROF(PROF_DP_COMM, comm_dp_allreduce(z->reduction, g, z->mid));
+            }
         }
     } else if (z->stage == 1) {
         for (int b = 0; b < z->n_buckets; b++) {
@@ -769,24 +686,4 @@ void zero_overlap_seconds(Zero *z, double *span, double *exposed)
     *span = z->span;
     *exposed = z->exposed;
     z->span = z->exposed = 0.0;
-}
-
-void zero_read_block(Zero *z, Param *p, float *out)
-{
-    int64_t n = params_local_numel(p);
-    ops_tensor dst = {out, n, OPS_F32, OPS_CPU};
-    if (z->stage < 3) {
-        ops_cast(dst, p->w);
-        return;
-    }
-    int idx = (int)(p - z->m->ps.p);
-    Bucket one = {.n = 1, .idx = {idx}, .numel = n};
-    ops_tensor into = ops_view(z->work_w, 0, n);
-    int was = z->gathered_unit;
-    gather_bucket(z, &one, 1, into);
-    ops_cast(dst, into);
-    if (was >= 0) { /* put the unit back where it was */
-        z->gathered_unit = -1;
-        gather_unit(z, was);
-    }
 }

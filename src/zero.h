@@ -63,9 +63,11 @@ typedef struct {
 ZeroBytes zero_state_bytes(const ParamSet *ps, const ZeroLayout *l);
 
 /* Decides ownership, allocates weights, gradients and optimizer state for
- * m's parameters, and installs the unit hooks ZeRO-2/3 need.
- * Not collective. */
+ * m's parameters, and installs the unit hooks ZeRO-2/3 need. Learns how
+ * DP reduces (comm_dp_create all-gathers every DP rank's node).
+ * Collective on dp. */
 Zero *zero_create(Model *m, const Config *cfg, const Grid *g);
+/* Not collective. */
 void zero_destroy(Zero *z);
 
 /* Initialises every parameter this rank holds from the counter-based RNG.
@@ -83,10 +85,12 @@ void zero_reduce_grads(Zero *z);
 void zero_gather_weights(Zero *z);
 
 /* Rows of p's block this rank updates: all of them under zero 0, else the
- * owned block. og, master, m and v cover exactly these rows. */
+ * owned block. og, master, m and v cover exactly these rows.
+ * Not collective. */
 void zero_update_rows(const Zero *z, const Param *p, int64_t *row0, int64_t *rows);
 
-/* The owned-row partition of a block of `rows` rows among dp ranks. */
+/* The owned-row partition of a block of `rows` rows among dp ranks.
+ * Not collective. */
 void zero_partition(int64_t rows, int dp, int rank, int64_t *row0, int64_t *n);
 
 /* What this rank allocated: zero_state_bytes of its table and layout.
@@ -97,8 +101,5 @@ ZeroBytes zero_bytes(const Zero *z);
  * flight, and the seconds the step waited for them (the exposed part).
  * Resets both. Not collective. */
 void zero_overlap_seconds(Zero *z, double *span, double *exposed);
-/* Copies p's full block of weights (fp32) into out, gathering it under
- * zero 3. Collective on dp under zero 3, else not collective. */
-void zero_read_block(Zero *z, Param *p, float *out);
 
 #endif
