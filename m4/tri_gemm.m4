@@ -1,4 +1,5 @@
-# TRI_CHECK_GEMM: the CPU GEMM library, behind kernels/cpu/gemm_cpu.c.
+# TRI_CHECK_GEMM: the CPU GEMM library behind kernels/cpu/gemm_cpu.c; the
+# build compiles its file, kernels/cpu/gemm_dnnl.c or gemm_cblas.c.
 #   --with-gemm=dnnl   oneDNN's dnnl_sgemm (and bf16 matmul); detects the CPU
 #                      by itself, threads with the same OpenMP pool as ours
 #   --with-gemm=cblas  any CBLAS (OpenBLAS, BLIS, MKL's cblas); CBLAS_LIBS=...
