@@ -1,7 +1,7 @@
 /*
  * comm_dp.h - the reduction over data parallelism: flat, or in two levels.
  *
- * Across nodes, DP traffic runs in two levels (DESIGN.md, Communication):
+ * Across nodes, DP traffic runs in two levels (doc/design.md, Communication):
  * a reduce-scatter inside the node (dp_node), then one across nodes among
  * the ranks with the same place in their node (dp_cross), so the slow
  * links carry each block once; all-gathers run the same two levels in

@@ -82,8 +82,9 @@ static const char *const FORMAT_WORDS[] = { "text", "tokens", NULL };
 #define ENUM_KEY(s, n, f, d, w) { KEY(s, n, K_ENUM, f, d), .words = (w) }
 #define PATH_KEY(s, n, f, d, fl) { KEY(s, n, K_PATH, f, d), .flags = (fl) }
 
-/* DESIGN.md order; config_to_ini prints in this order. The defaults are a
- * tiny byte-level model that runs anywhere. */
+/* The order of jobs/configs/tiny.ini and README's table; config_to_ini
+ * prints in this order. The defaults are a tiny byte-level model that
+ * runs anywhere. */
 static const KeyDef KEYS[] = {
     INT_KEY("model", "n_layer", model.n_layer, "4", 1, INT_MAX),
     INT_KEY("model", "n_embd", model.n_embd, "128", 1, INT_MAX),

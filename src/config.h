@@ -1,11 +1,11 @@
 /*
  * config.h - the run's configuration: INI file (libinih) plus --set overrides.
  *
- * A run is defined by its config (DESIGN.md invariant 1). Every section and
- * key of DESIGN.md is here; config_load fills defaults, reads the file,
- * applies overrides, then validates every value and cross-key rule, so a
- * bad input is reported before any work starts, naming file, key, value and
- * reason.
+ * A run is defined by its config (doc/design.md, invariant 1). Every
+ * section and key that jobs/configs/tiny.ini documents is here;
+ * config_load fills defaults, reads the file, applies overrides, then
+ * validates every value and cross-key rule, so a bad input is reported
+ * before any work starts, naming file, key, value and reason.
  */
 #ifndef TRI_SRC_CONFIG_H
 #define TRI_SRC_CONFIG_H

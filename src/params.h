@@ -7,7 +7,7 @@
  * rows (column-parallel and vocab-parallel) or columns (row-parallel), and
  * ZeRO which rows of that block the rank owns for the optimizer. So every
  * piece of state is a regular hyperslab of a logical tensor, which is what
- * lets checkpoints load on any layout (DESIGN.md invariant 2).
+ * lets checkpoints load on any layout (doc/design.md, invariant 2).
  *
  * Parameters are grouped in units: the embeddings, each transformer block,
  * and the head. A unit is what ZeRO-3 gathers before use and ZeRO-2/3

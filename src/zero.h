@@ -1,7 +1,7 @@
 /*
  * zero.h - where parameter state lives, and how DP ranks share it (ZeRO).
  *
- * One rule for all state (DESIGN.md): each DP rank owns a contiguous block
+ * One rule for all state (doc/design.md, the sharding rule): each DP rank owns a contiguous block
  * of dim-0 rows of every local tensor; the last block may be short. Then:
  *   zero 0: every rank keeps full weights, gradients and optimizer state;
  *           gradients are all-reduced (the baseline);

@@ -1,7 +1,7 @@
 /*
  * t_init.c - every initialisation scheme: each tensor's sample mean and
  * standard deviation within sampling tolerance of its formula, LayerNorm
- * gains at 1 and biases at 0; and layout independence (DESIGN.md
+ * gains at 1 and biases at 0; and layout independence (doc/design.md,
  * invariant 1): a TP shard's values are bitwise the same elements of the
  * single-rank tensor.
  */
