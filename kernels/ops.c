@@ -20,10 +20,8 @@
  */
 #include "ops.h"
 
-#include <stdarg.h>
 #include <stdio.h>
 #include <stdlib.h>
-#include <string.h>
 
 #include "cpu/cpu.h"
 
@@ -39,91 +37,8 @@
 
 const ops_tensor OPS_NONE = { NULL, 0, OPS_F32, OPS_CPU };
 
-/* ---- the fatal handler --------------------------------------------------- */
-
-static void default_fatal(const char *what, const char *file, int line)
-{
-    fprintf(stderr, "trident: fatal: %s at %s:%d\n", what, file, line);
-    fflush(stderr);
-}
-
-static ops_fatal_fn fatal_handler = default_fatal;
-
-void ops_set_fatal_handler(ops_fatal_fn fn)
-{
-    fatal_handler = fn ? fn : default_fatal;
-}
-
-/* The handler is not expected to return (main.c's calls MPI_Abort, a test's
- * may longjmp); if it does, abort anyway: no caller is written to continue
- * after a failed op. */
-void ops_fatal(const char *what, const char *file, int line)
-{
-    fatal_handler(what, file, line);
-    abort();
-}
-
-static void fail_at(const char *file, int line, const char *fmt, ...)
-    __attribute__((format(printf, 3, 4)));
-
-static void fail_at(const char *file, int line, const char *fmt, ...)
-{
-    char msg[512];
-    va_list ap;
-    va_start(ap, fmt);
-    vsnprintf(msg, sizeof msg, fmt, ap);
-    va_end(ap);
-    ops_fatal(msg, file, line);
-}
-
-#define FAIL(...) fail_at(__FILE__, __LINE__, __VA_ARGS__)
-
-/* ---- dtypes ---------------------------------------------------------- */
-
-/* Bytes per element, 0 for a value that is not an ops_dtype. */
-static size_t dtype_bytes(ops_dtype dtype)
-{
-    switch (dtype) {
-    case OPS_F32: return 4;
-    case OPS_BF16: return 2;
-    case OPS_F16: return 2;
-    case OPS_I32: return 4;
-    case OPS_F64: return 8;
-    }
-    return 0;
-}
-
-size_t ops_dtype_size(ops_dtype dtype)
-{
-    size_t size = dtype_bytes(dtype);
-    if (!size)
-        FAIL("ops_dtype_size: unknown dtype %d", (int)dtype);
-    return size;
-}
-
-const char *ops_dtype_name(ops_dtype dtype)
-{
-    switch (dtype) {
-    case OPS_F32: return "fp32";
-    case OPS_BF16: return "bf16";
-    case OPS_F16: return "fp16";
-    case OPS_I32: return "int32";
-    case OPS_F64: return "fp64";
-    }
-    return "unknown";
-}
-
-int ops_dtype_parse(const char *s, ops_dtype *out)
-{
-    static const ops_dtype floats[] = { OPS_F32, OPS_BF16, OPS_F16 };
-    for (size_t i = 0; s && i < sizeof floats / sizeof floats[0]; i++) {
-        if (strcmp(s, ops_dtype_name(floats[i])) == 0) {
-            *out = floats[i];
-            return 0;
-        }
-    }
-    return -1;
-}
+/* Bad calls name the op, the argument and what is wrong, at ops.c's line. */
+#define FAIL(...) ops_fatalf(__FILE__, __LINE__, __VA_ARGS__)
 
 static const char *device_name(ops_device dev)
 {

@@ -50,12 +50,13 @@
 #include <stddef.h>
 #include <stdint.h>
 
+#include "dtype.h"
+#include "fatal.h"
+
 #ifdef __cplusplus
 extern "C" {
 #endif
 
-/* OPS_F64 is for accumulators (norms), never for model tensors. */
-typedef enum { OPS_F32 = 0, OPS_BF16 = 1, OPS_F16 = 2, OPS_I32 = 3, OPS_F64 = 4 } ops_dtype;
 typedef enum { OPS_CPU = 0, OPS_CUDA = 1 } ops_device;
 
 /* A flat buffer of n elements; shapes are passed to each op. data == NULL
@@ -69,13 +70,10 @@ typedef struct {
 
 extern const ops_tensor OPS_NONE;
 
-/* ---- memory and set-up ------------------------------------------------ */
-
-/* Bytes per element of dtype. */
-size_t ops_dtype_size(ops_dtype dtype);
-const char *ops_dtype_name(ops_dtype dtype);
-/* Parses "fp32", "bf16", "fp16"; returns 0 on success. */
-int ops_dtype_parse(const char *s, ops_dtype *out);
+/* ---- memory and set-up ------------------------------------------------
+ * dtypes (ops_dtype_size, _name, _parse) are in dtype.h, the fatal handler
+ * (ops_set_fatal_handler, ops_fatal) in fatal.h; both come with this
+ * header. */
 
 /* Zero-filled, 64-byte aligned allocation. Aborts through the fatal handler
  * when memory runs out (the message names the size). */
@@ -91,14 +89,6 @@ void ops_copy(ops_tensor dst, ops_tensor src);
  * to subnormals or zero. Across devices (set-up, checkpoints: not inside a
  * step) the data moves through a temporary on dst's device. */
 void ops_cast(ops_tensor dst, ops_tensor src);
-
-/* A fatal library error inside a kernel (CUDA, cuBLAS, oneDNN, malloc)
- * calls this handler; the default prints and abort()s. main.c installs one
- * that calls MPI_Abort. */
-typedef void (*ops_fatal_fn)(const char *what, const char *file, int line);
-void ops_set_fatal_handler(ops_fatal_fn fn);
-/* Handlers must not return; if one does, ops_fatal abort()s. */
-void ops_fatal(const char *what, const char *file, int line) __attribute__((noreturn));
 
 /* Which GEMM library and kernel run, e.g. "oneDNN 2.6.3 dnnl_sgemm
  * (avx512_core_amx)"; *warning is set to a message when that kernel is far

@@ -1,7 +1,8 @@
 # TRI_CHECK_HDF5: parallel HDF5 (MPI-IO driver). --with-hdf5=DIR points at an
 # install prefix; otherwise pkg-config (hdf5-openmpi, hdf5-mpi, hdf5) and then
 # the compiler's defaults are tried. A serial HDF5 is refused: checkpoints are
-# written collectively by every rank.
+# written collectively by every rank. Its header includes mpi.h, so the
+# checks add MPI's flags (TRI_CHECK_MPI).
 AC_DEFUN([TRI_CHECK_HDF5], [
   AC_ARG_WITH([hdf5],
     [AS_HELP_STRING([--with-hdf5=DIR], [parallel HDF5 install prefix (default: pkg-config)])],
@@ -16,10 +17,11 @@ AC_DEFUN([TRI_CHECK_HDF5], [
     [PKG_CHECK_MODULES([HDF5], [hdf5-openmpi], [],
       [PKG_CHECK_MODULES([HDF5], [hdf5-mpi], [],
         [PKG_CHECK_MODULES([HDF5], [hdf5], [], [HDF5_LIBS="-lhdf5"])])])])
+  AC_REQUIRE([TRI_CHECK_MPI])
   tri_save_CPPFLAGS="$CPPFLAGS"
   tri_save_LIBS="$LIBS"
-  CPPFLAGS="$CPPFLAGS $HDF5_CFLAGS"
-  LIBS="$HDF5_LIBS $LIBS"
+  CPPFLAGS="$CPPFLAGS $HDF5_CFLAGS $MPI_CFLAGS"
+  LIBS="$HDF5_LIBS $MPI_LIBS $LIBS"
   AC_CHECK_HEADER([hdf5.h], [],
     [AC_MSG_ERROR([hdf5.h not found. Install parallel HDF5 (Debian: libhdf5-openmpi-dev) or pass --with-hdf5=DIR])])
   AC_MSG_CHECKING([whether HDF5 is built for parallel I/O])

@@ -12,7 +12,9 @@
  */
 #include "comm.h"
 
+#include <limits.h>
 #include <stdlib.h>
+#include <string.h>
 
 #include "fail.h"
 #include "timer.h"
@@ -68,6 +70,16 @@ static MPI_Datatype mpi_type(ops_dtype dtype)
     return MPI_DATATYPE_NULL;
 }
 
+static MPI_Op mpi_op(CommOp op)
+{
+    switch (op) {
+    case COMM_SUM: return MPI_SUM;
+    case COMM_MAX: return MPI_MAX;
+    case COMM_MIN: return MPI_MIN;
+    }
+    return MPI_OP_NULL;
+}
+
 /* MPI has no bf16 or fp16 sum, so those buffers are reduced in fp32: cast
  * into this scratch (grown, never shrunk, so steps do not allocate), sum,
  * cast back. One rounding, as a reduction in fp32 would give. */
@@ -94,8 +106,7 @@ void comm_allreduce(const Grid *g, CommGroup group, ops_tensor buf, int64_t n,
     }
     double t0 = timer_now();
     TRI_CHECK_MPI(MPI_Allreduce(MPI_IN_PLACE, wide.data, (int)n, MPI_FLOAT,
-                                op == COMM_SUM ? MPI_SUM : MPI_MAX,
-                                comm_mpi(g, group)));
+                                mpi_op(op), comm_mpi(g, group)));
     comm_time[group] += timer_now() - t0;
     if (buf.dtype != OPS_F32)
         ops_cast(t, wide);
@@ -157,19 +168,63 @@ int comm_test(MPI_Request *req)
     return done;
 }
 
-void comm_bcast(const Grid *g, CommGroup group, ops_tensor buf, int64_t n,
-                int root)
-{
-    if (comm_size(g, group) <= 1 || n == 0)
-        return;
-    DEVICE_COLLECTIVE(buf, comm_nccl_bcast(g, group, buf, n, root));
-    TRI_CHECK_MPI(MPI_Bcast(buf.data, (int)n, mpi_type(buf.dtype), root,
-                            comm_mpi(g, group)));
-}
-
 void comm_barrier(const Grid *g, CommGroup group)
 {
     TRI_CHECK_MPI(MPI_Barrier(comm_mpi(g, group)));
+}
+
+/* ---- host values ---------------------------------------------------------- */
+
+static MPI_Datatype scalar_type(CommScalar type, size_t *size)
+{
+    switch (type) {
+    case COMM_INT: *size = sizeof(int); return MPI_INT;
+    case COMM_INT64: *size = sizeof(int64_t); return MPI_INT64_T;
+    case COMM_UINT64: *size = sizeof(uint64_t); return MPI_UINT64_T;
+    case COMM_DOUBLE: *size = sizeof(double); return MPI_DOUBLE;
+    }
+    *size = 0;
+    return MPI_DATATYPE_NULL;
+}
+
+/* MPI counts are ints; what says which call's count is too large. */
+static int mpi_count(size_t n, const char *what)
+{
+    if (n > INT_MAX)
+        fail_abort(what, __FILE__, __LINE__);
+    return (int)n;
+}
+
+void comm_allreduce_scalars(const Grid *g, CommGroup group, void *v, int n,
+                            CommScalar type, CommOp op)
+{
+    if (n <= 0)
+        return;
+    size_t size;
+    MPI_Datatype dt = scalar_type(type, &size);
+    /* From a copy rather than MPI_IN_PLACE: the world's sums of doubles
+     * (loss, gradient norm) keep the call they were always made with. */
+    void *mine = malloc((size_t)n * size);
+    if (!mine)
+        fail_abort("out of memory", __FILE__, __LINE__);
+    memcpy(mine, v, (size_t)n * size);
+    TRI_CHECK_MPI(MPI_Allreduce(mine, v, n, dt, mpi_op(op), comm_mpi(g, group)));
+    free(mine);
+}
+
+void comm_bcast_bytes(const Grid *g, CommGroup group, void *buf, size_t bytes,
+                      int root)
+{
+    TRI_CHECK_MPI(MPI_Bcast(buf, mpi_count(bytes, "comm_bcast_bytes: over 2 GiB"),
+                            MPI_BYTE, root, comm_mpi(g, group)));
+}
+
+void comm_gather_bytes(const Grid *g, CommGroup group, const void *send,
+                       size_t bytes, void *recv, int root)
+{
+    int n = mpi_count(bytes, "comm_gather_bytes: over 2 GiB per rank");
+    TRI_CHECK_MPI(MPI_Gather(send, n, MPI_BYTE, recv, n, MPI_BYTE, root,
+                             comm_mpi(g, group)));
 }
 
 /* ---- point to point ----------------------------------------------------- */

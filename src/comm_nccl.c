@@ -34,8 +34,6 @@ static struct {
     ncclComm_t comm[N_GROUPS];  /* NULL: no communicator (one rank) */
     int owned[N_GROUPS];        /* 0 for DP when it shares another's */
     int size[N_GROUPS], rank[N_GROUPS];
-    int hier_ok;                /* same DP ranks on every node */
-    int node_min, node_max;
     cudaEvent_t compute_done, comm_done;
 } nc;
 
@@ -164,11 +162,6 @@ int comm_nccl_init(const Grid *g, char *err, size_t err_size)
     create(COMM_EMBED, g->embed_comm);
     nc.size[COMM_WORLD] = g->size;
     nc.rank[COMM_WORLD] = g->rank;
-
-    int mine = g->dp_node_size;
-    TRI_CHECK_MPI(MPI_Allreduce(&mine, &nc.node_min, 1, MPI_INT, MPI_MIN, g->dp_comm));
-    TRI_CHECK_MPI(MPI_Allreduce(&mine, &nc.node_max, 1, MPI_INT, MPI_MAX, g->dp_comm));
-    nc.hier_ok = nc.node_min == nc.node_max;
     nc.ready = 1;
     return 0;
 }
@@ -189,11 +182,6 @@ void comm_nccl_finalize(void)
     CHECK_CUDA(cudaEventDestroy(nc.comm_done));
     ops_set_fatal_handler(fail_abort);
     nc.ready = 0;
-}
-
-int comm_nccl_has(CommGroup group)
-{
-    return nc.ready && group >= 0 && group < N_GROUPS && nc.comm[group] != NULL;
 }
 
 void comm_nccl_check_async(void)
@@ -247,6 +235,16 @@ static ncclDataType_t nccl_type(ops_dtype dt)
     case OPS_F64: return ncclFloat64;
     }
     FAIL("comm_nccl: unknown dtype");
+}
+
+static ncclRedOp_t nccl_op(CommOp op)
+{
+    switch (op) {
+    case COMM_SUM: return ncclSum;
+    case COMM_MAX: return ncclMax;
+    case COMM_MIN: return ncclMin;
+    }
+    FAIL("comm_nccl: unknown reduction");
 }
 
 static void check_buf(ops_tensor t, int64_t need, const char *fn,
@@ -316,7 +314,7 @@ void comm_nccl_allreduce(const Grid *g, CommGroup group, ops_tensor buf,
     cudaStream_t s = begin();
     TRI_CHECK_NCCL(ncclAllReduce(buf.data, buf.data, (size_t)n,
                                  nccl_type(buf.dtype),
-                                 op == COMM_SUM ? ncclSum : ncclMax, comm, s));
+                                 nccl_op(op), comm, s));
     end();
 }
 
@@ -389,79 +387,4 @@ void comm_nccl_allgather(const Grid *g, CommGroup group, ops_tensor send,
         TRI_CHECK_NCCL(ncclGroupEnd());
     }
     end();
-}
-
-void comm_nccl_bcast(const Grid *g, CommGroup group, ops_tensor buf, int64_t n,
-                     int root)
-{
-    static const char fn[] = "comm_nccl_bcast";
-    ncclComm_t comm = group_comm(group, fn);
-    if (!comm || n == 0)
-        return;
-    check_buf(buf, n, fn, "buf");
-    if (root < 0 || root >= nc.size[group])
-        FAIL("comm_nccl_bcast: root is not a rank of the group");
-    cudaStream_t s = begin();
-    TRI_CHECK_NCCL(ncclBroadcast(buf.data, buf.data, (size_t)n,
-                                 nccl_type(buf.dtype), root, comm, s));
-    end();
-}
-
-void comm_nccl_sendrecv(const Grid *g, CommGroup group, const CommNcclP2P *ops,
-                        int nops)
-{
-    static const char fn[] = "comm_nccl_sendrecv";
-    ncclComm_t comm = group_comm(group, fn);
-    if (nops <= 0)
-        return;
-    if (!comm)
-        FAIL("comm_nccl_sendrecv: the group has no other rank to talk to");
-    for (int i = 0; i < nops; i++) {
-        check_buf(ops[i].buf, ops[i].n, fn, ops[i].send ? "send buffer" : "recv buffer");
-        if (ops[i].peer < 0 || ops[i].peer >= nc.size[group] ||
-            ops[i].peer == nc.rank[group])
-            FAIL("comm_nccl_sendrecv: peer is not another rank of the group");
-    }
-    cudaStream_t s = begin();
-    TRI_CHECK_NCCL(ncclGroupStart());
-    for (int i = 0; i < nops; i++) {
-        ncclDataType_t type = nccl_type(ops[i].buf.dtype);
-        if (ops[i].send)
-            TRI_CHECK_NCCL(ncclSend(ops[i].buf.data, (size_t)ops[i].n, type,
-                                    ops[i].peer, comm, s));
-        else
-            TRI_CHECK_NCCL(ncclRecv(ops[i].buf.data, (size_t)ops[i].n, type,
-                                    ops[i].peer, comm, s));
-    }
-    TRI_CHECK_NCCL(ncclGroupEnd());
-    end();
-}
-
-/* ---- hierarchical data parallelism ------------------------------------------ */
-
-static void check_hierarchy(const char *fn)
-{
-    if (nc.ready && !nc.hier_ok) {
-        char msg[256];
-        snprintf(msg, sizeof msg, "%s: nodes hold %d to %d DP ranks; the "
-                 "hierarchical reduction needs the same number on every node "
-                 "(use the flat DP collectives)", fn, nc.node_min, nc.node_max);
-        FAIL(msg);
-    }
-}
-
-void comm_nccl_dp_reduce_scatter(const Grid *g, ops_tensor send,
-                                 ops_tensor recv, const int *counts)
-{
-    check_hierarchy("comm_nccl_dp_reduce_scatter");
-    comm_nccl_reduce_scatter(g, COMM_DP_NODE, send, recv, counts);
-    comm_nccl_allreduce(g, COMM_DP_CROSS, recv, counts[nc.rank[COMM_DP_NODE]],
-                        COMM_SUM);
-}
-
-void comm_nccl_dp_allgather(const Grid *g, ops_tensor send, ops_tensor recv,
-                            const int *counts)
-{
-    check_hierarchy("comm_nccl_dp_allgather");
-    comm_nccl_allgather(g, COMM_DP_NODE, send, recv, counts);
 }

@@ -5,8 +5,9 @@
  * comm.c's MPI. Each grid group this rank belongs to gets one NCCL
  * communicator with the same members in the same rank order as its MPI
  * communicator (the ncclUniqueId comes from the group's rank 0 by
- * MPI_Bcast): TP, DP, DP_NODE, DP_CROSS, PP (pipeline neighbours, for
- * send/recv) and EMBED (first and last stage, tied embeddings). A group of
+ * MPI_Bcast): TP, DP, DP_NODE, DP_CROSS, PP (pipeline neighbours; no call
+ * uses it yet, as pipeline messages go through host memory over MPI:
+ * comm.c) and EMBED (first and last stage, tied embeddings). A group of
  * one rank gets none, and its collectives are local. DP shares DP_NODE's
  * or DP_CROSS's communicator when one of them spans all of DP. WORLD has
  * no NCCL communicator: the world-wide reductions (loss scale, inf check)
@@ -51,14 +52,11 @@ void comm_nccl_finalize(void);
 /* ncclCommAbort on every communicator of this rank. For fatal paths: safe
  * to call twice, and from a fatal handler. Not collective. */
 void comm_nccl_abort(void);
-/* Non-zero when `group` has an NCCL communicator on this rank (it has more
- * than one rank). Not collective. */
-int comm_nccl_has(CommGroup group);
 /* Fatal if NCCL has reported an asynchronous error (a peer or the network
  * failed) on any communicator; call once per step. Not collective. */
 void comm_nccl_check_async(void);
 
-/* In place; SUM or MAX. Collective on group. */
+/* In place; SUM, MAX or MIN. Collective on group. */
 void comm_nccl_allreduce(const Grid *g, CommGroup group, ops_tensor buf,
                          int64_t n, CommOp op);
 /* send holds sum(counts) elements, rank-major; this rank receives the sum
@@ -72,37 +70,5 @@ void comm_nccl_reduce_scatter(const Grid *g, CommGroup group, ops_tensor send,
  * ncclBroadcast. Collective on group. */
 void comm_nccl_allgather(const Grid *g, CommGroup group, ops_tensor send,
                          ops_tensor recv, const int *counts);
-/* In place from group rank root. Collective on group. */
-void comm_nccl_bcast(const Grid *g, CommGroup group, ops_tensor buf, int64_t n,
-                     int root);
-
-/* One side of a point-to-point transfer; peer is a rank of the group. */
-typedef struct {
-    int send;          /* 1: send buf to peer; 0: receive buf from peer */
-    ops_tensor buf;
-    int64_t n;
-    int peer;
-} CommNcclP2P;
-/* Runs all of ops between one ncclGroupStart/ncclGroupEnd, so a stage may
- * send to its successor and receive from its predecessor in any order
- * without deadlock. Collective on the peers named (each must post the
- * matching operation). */
-void comm_nccl_sendrecv(const Grid *g, CommGroup group, const CommNcclP2P *ops,
-                        int nops);
-
-/* The hierarchical DP reduction of DESIGN.md. counts[k] (k < dp_node_size)
- * is the size of the node shard of dp_node_rank k; send holds the node
- * shards rank-major. ncclReduceScatter inside the node, then the shard is
- * all-reduced across nodes on DP_CROSS, so recv (counts[dp_node_rank])
- * holds this rank's node shard summed over all DP ranks: shard k is owned,
- * identically, by dp_node_rank k of every node. Needs the same number of
- * DP ranks on every node (checked). Collective on dp. */
-void comm_nccl_dp_reduce_scatter(const Grid *g, ops_tensor send,
-                                 ops_tensor recv, const int *counts);
-/* After the update: recv (all node shards, rank-major) = every node rank's
- * counts[k] elements of send, gathered inside the node. Collective on
- * dp_node. */
-void comm_nccl_dp_allgather(const Grid *g, ops_tensor send, ops_tensor recv,
-                            const int *counts);
 
 #endif

@@ -29,7 +29,7 @@
 #define SHOW_MAX 72                   /* longer names and values are elided */
 #define VALUE_MAX (CONFIG_PATH_MAX + 32)
 
-typedef enum { K_INT, K_SEED, K_REAL, K_BOOL, K_ENUM, K_WORD, K_PATH, K_RECOMPUTE } KeyType;
+typedef enum { K_INT, K_SEED, K_REAL, K_BOOL, K_ENUM, K_PATH, K_RECOMPUTE } KeyType;
 
 enum { OPEN_MIN = 1, OPEN_MAX = 2, NONEMPTY = 4 };
 
@@ -40,7 +40,7 @@ typedef struct {
     const char *def;            /* default, as text: config_defaults parses it */
     double min, max;            /* K_INT, K_REAL: the allowed range */
     unsigned flags;             /* OPEN_*: bound excluded; NONEMPTY: path required */
-    const char *const *words;   /* K_ENUM, K_WORD: value i is words[i] */
+    const char *const *words;   /* K_ENUM: value i is words[i] */
 } KeyDef;
 
 /* K_ENUM fields are written through an int lvalue. */
@@ -49,6 +49,7 @@ _Static_assert(sizeof(FanMode) == sizeof(int), "enum is not int-sized");
 _Static_assert(sizeof(ScheduleKind) == sizeof(int), "enum is not int-sized");
 _Static_assert(sizeof(DeviceChoice) == sizeof(int), "enum is not int-sized");
 _Static_assert(sizeof(DataFormat) == sizeof(int), "enum is not int-sized");
+_Static_assert(sizeof(Precision) == sizeof(int), "enum is not int-sized");
 
 /* Word lists are in enum order: the index is the enum value. */
 static const char *const INIT_WORDS[] = {
@@ -70,8 +71,9 @@ static const char *const FORMAT_WORDS[] = { "text", "tokens", NULL };
 #define ENUM_KEY(s, n, f, d, w) { KEY(s, n, K_ENUM, f, d), .words = (w) }
 #define PATH_KEY(s, n, f, d, fl) { KEY(s, n, K_PATH, f, d), .flags = (fl) }
 
-/* DESIGN.md order; config_to_ini prints in this order. The defaults are a
- * tiny byte-level model that runs anywhere. */
+/* The order of jobs/configs/tiny.ini and README's table; config_to_ini
+ * prints in this order. The defaults are a tiny byte-level model that
+ * runs anywhere. */
 static const KeyDef KEYS[] = {
     INT_KEY("model", "n_layer", model.n_layer, "4", 1, INT_MAX),
     INT_KEY("model", "n_embd", model.n_embd, "128", 1, INT_MAX),
@@ -104,7 +106,7 @@ static const KeyDef KEYS[] = {
     REAL_KEY("train", "eps", train.eps, "1e-8", 0, INFINITY, OPEN_MIN),
     REAL_KEY("train", "clip_norm", train.clip_norm, "1.0", 0, INFINITY, 0),
     REAL_KEY("train", "clip_value", train.clip_value, "0", 0, INFINITY, 0),
-    { KEY("train", "precision", K_WORD, train.precision, "fp32"), .words = PRECISION_WORDS },
+    ENUM_KEY("train", "precision", train.precision, "fp32", PRECISION_WORDS),
     /* also sets train.recompute_every: see parse_recompute */
     { KEY("train", "recompute", K_RECOMPUTE, train.recompute, "none") },
     { KEY("train", "seed", K_SEED, train.seed, "1337") },
@@ -383,7 +385,6 @@ static void format_value(const KeyDef *k, const Config *cfg, char *buf, size_t n
             snprintf(buf, n, "%d", v);
         break;
     }
-    case K_WORD:
     case K_PATH:
         snprintf(buf, n, "%.*s", (int)field_len(p, k->size), (const char *)p);
         break;
@@ -567,7 +568,6 @@ static int parse_value(const KeyDef *k, const char *text, Config *cfg, char *why
     case K_BOOL:
         return parse_bool(text, p, why, n);
     case K_ENUM:
-    case K_WORD:
         w = word_index(k->words, text);
         if (w < 0) {
             Text t = { why, n, 0 };
@@ -575,10 +575,7 @@ static int parse_value(const KeyDef *k, const char *text, Config *cfg, char *why
             list_words(&t, k->words);
             return 1;
         }
-        if (k->type == K_ENUM)
-            *(int *)p = w;
-        else
-            set_text(p, k->size, k->words[w]);
+        *(int *)p = w;
         return 0;
     case K_PATH:
         if (check_path(k, text, why, n))
@@ -665,13 +662,8 @@ static int check_key(const Config *cfg, const KeyDef *k, char *why, size_t n)
             return 0;
         snprintf(why, n, "must be 0 or 1");
         return 1;
-    case K_ENUM:
-    case K_WORD: {
-        int v = -1;
-        if (k->type == K_ENUM)
-            v = *(const int *)p;
-        else if (field_len(p, k->size) < k->size)
-            v = word_index(k->words, p);
+    case K_ENUM: {
+        int v = *(const int *)p;
         if (v >= 0 && v < word_count(k->words))
             return 0;
         Text t = { why, n, 0 };

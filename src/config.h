@@ -1,11 +1,12 @@
 /*
  * config.h - the run's configuration: INI file (libinih) plus --set overrides.
  *
- * A run is defined by its config (DESIGN.md invariant 1). Every section and
- * key of DESIGN.md is here; config_load fills defaults, reads the file,
- * applies overrides, then validates every value and cross-key rule, so a
- * bad input is reported before any work starts, naming file, key, value and
- * reason. The INI reader itself is config_ini.h.
+ * A run is defined by its config (doc/design.md, invariant 1). Every
+ * section and key that jobs/configs/tiny.ini documents is here;
+ * config_load fills defaults, reads the file, applies overrides, then
+ * validates every value and cross-key rule, so a bad input is reported
+ * before any work starts, naming file, key, value and reason. The INI
+ * reader itself is config_ini.h.
  */
 #ifndef TRI_SRC_CONFIG_H
 #define TRI_SRC_CONFIG_H
@@ -23,6 +24,7 @@ typedef enum {
 } InitScheme;
 typedef enum { FAN_IN = 0, FAN_OUT = 1 } FanMode;
 typedef enum { RECOMPUTE_NONE = 0, RECOMPUTE_FULL = 1, RECOMPUTE_EVERY = 2 } RecomputeKind;
+typedef enum { PRECISION_FP32 = 0, PRECISION_BF16 = 1, PRECISION_FP16 = 2 } Precision;
 
 typedef struct {
     int n_layer, n_embd, n_head, seq_len, vocab_size;
@@ -48,7 +50,7 @@ typedef struct {
     int warmup;
     double weight_decay, beta1, beta2, eps;
     double clip_norm, clip_value;   /* 0 disables */
-    char precision[8];              /* fp32 | bf16 | fp16 */
+    Precision precision;            /* the compute dtype: model_dtype */
     RecomputeKind recompute;
     int recompute_every;            /* K of every:K */
     unsigned long long seed;

@@ -10,7 +10,7 @@
  * - Everything is checked at open (header, size, every token id), so a bad
  *   file fails before the first step with one line naming the key, the file
  *   and the reason, never as a garbage loss or a crash at step 10000.
- * - Training sample g is a pure function of (seed, g) (DESIGN.md invariant 1):
+ * - Training sample g is a pure function of (seed, g) (doc/design.md, invariant 1):
  *   epoch e = g / W picks a seeded shift and a seeded permutation of the W
  *   windows, computed in O(1) memory by a Feistel network, so no rank stores
  *   or communicates an order, and resuming at any g needs only g.

@@ -5,6 +5,7 @@
 
 #include <stdio.h>
 
+#include "comm.h"
 #include "fail.h"
 #if TRI_HAVE_NCCL
 #include "comm_nccl.h"
@@ -17,9 +18,9 @@ static ops_device resolve(const Grid *g, DeviceChoice choice)
         return OPS_CPU;
     if (choice == DEVICE_CUDA)
         return OPS_CUDA;
-    int mine = TRI_HAVE_CUDA && ops_device_count(OPS_CUDA) > 0, all = 0;
-    TRI_CHECK_MPI(MPI_Allreduce(&mine, &all, 1, MPI_INT, MPI_MIN, g->world));
-    return all ? OPS_CUDA : OPS_CPU;
+    int every = TRI_HAVE_CUDA && ops_device_count(OPS_CUDA) > 0;
+    comm_allreduce_scalars(g, COMM_WORLD, &every, 1, COMM_INT, COMM_MIN);
+    return every ? OPS_CUDA : OPS_CPU;
 }
 
 int device_setup(Grid *g, const Config *cfg)

@@ -13,7 +13,6 @@
 #define TRI_SRC_FAIL_H
 
 #include <mpi.h>
-#include <stdint.h>
 #include <stdio.h>
 
 /* Exit codes, documented in doc/guide.md and trident(1). */
@@ -33,8 +32,6 @@ enum {
     } while (0)
 
 #define TRI_CHECK_MPI(call) fail_mpi_((call), #call, __FILE__, __LINE__)
-/* TRI_H5 returns the call's value; a negative one is fatal. */
-#define TRI_H5(call) fail_h5_((int64_t)(call), #call, __FILE__, __LINE__)
 
 /* Remembers the world rank and host for messages, installs the kernels'
  * fatal handler, and sets MPI_ERRORS_RETURN on MPI_COMM_WORLD so that
@@ -55,7 +52,6 @@ void fail_abort(const char *what, const char *file, int line)
     __attribute__((noreturn));
 
 void fail_mpi_(int err, const char *call, const char *file, int line);
-int64_t fail_h5_(int64_t ret, const char *call, const char *file, int line);
 
 /* stderr when speak is true, else a stream that discards: where every rank
  * checks the same input, only rank 0 needs to say what is wrong.

@@ -3,23 +3,21 @@
  */
 #include "grid.h"
 
+#include <stdlib.h>
 #include <string.h>
 
 #include "fail.h"
 
-static int resolved_dp(const Config *cfg, int world)
+int grid_resolve_dp(const ParallelConfig *p, int world)
 {
-    int dp = cfg->parallel.dp;
-    if (dp == 0)
-        dp = world / (cfg->parallel.pp * cfg->parallel.tp);
-    return dp;
+    return p->dp ? p->dp : world / (p->pp * p->tp);
 }
 
 int grid_check(const Config *cfg, int world, FILE *err)
 {
     const ParallelConfig *p = &cfg->parallel;
     const ModelConfig *m = &cfg->model;
-    int dp = resolved_dp(cfg, world);
+    int dp = grid_resolve_dp(p, world);
     if (p->dp == 0 && world % (p->pp * p->tp) != 0) {
         fprintf(err, "trident: [parallel] dp = 0: the world size %d is not a multiple of pp * tp = %d * %d\n",
                 world, p->pp, p->tp);
@@ -112,7 +110,7 @@ void grid_create(Grid *g, const Config *cfg, MPI_Comm world)
     MPI_Comm_size(world, &g->size);
     g->pp = cfg->parallel.pp;
     g->tp = cfg->parallel.tp;
-    g->dp = resolved_dp(cfg, g->size);
+    g->dp = grid_resolve_dp(&cfg->parallel, g->size);
     g->tp_rank = g->rank % g->tp;
     g->dp_rank = (g->rank / g->tp) % g->dp;
     g->pp_stage = g->rank / (g->tp * g->dp);
@@ -167,6 +165,44 @@ static void print_group(FILE *out, const char *name, const Grid *g,
         }
     }
     fprintf(out, "\n");
+}
+
+void grid_world_only(Grid *g, MPI_Comm world)
+{
+    memset(g, 0, sizeof *g);
+    g->world = world;
+    MPI_Comm_rank(world, &g->rank);
+    MPI_Comm_size(world, &g->size);
+    g->tp_comm = g->dp_comm = g->pp_comm = MPI_COMM_NULL;
+    g->dp_node = g->dp_cross = g->embed_comm = g->node_comm = MPI_COMM_NULL;
+    g->device = OPS_CPU;
+}
+
+static int by_value(const void *a, const void *b)
+{
+    int x = *(const int *)a, y = *(const int *)b;
+    return (x > y) - (x < y);
+}
+
+int grid_dp_two_level(const int *node_of, int dp)
+{
+    if (dp < 4) /* two nodes of two at least */
+        return 0;
+    int *sorted = malloc(sizeof *sorted * (size_t)dp);
+    if (!sorted)
+        fail_abort("out of memory", __FILE__, __LINE__);
+    memcpy(sorted, node_of, sizeof *sorted * (size_t)dp);
+    qsort(sorted, (size_t)dp, sizeof *sorted, by_value);
+    /* the runs of equal values are the nodes: all as long as the first */
+    int per_node = 1;
+    while (per_node < dp && sorted[per_node] == sorted[0])
+        per_node++;
+    int same = dp % per_node == 0;
+    for (int start = 0; same && start < dp; start += per_node)
+        same = sorted[start] == sorted[start + per_node - 1]
+            && (start + per_node == dp || sorted[start + per_node] != sorted[start]);
+    free(sorted);
+    return same && per_node > 1 && per_node < dp;
 }
 
 static int tp_member(const Grid *g, int k, int i) { return k * g->tp + i; }

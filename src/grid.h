@@ -4,10 +4,11 @@
  * World rank r sits at tp_rank = r % tp, dp_rank = (r / tp) % dp and
  * pp_stage = r / (tp * dp), so a TP group (the chattiest) is a run of
  * consecutive ranks and lands on one node, then DP, then PP (Megatron's
- * order). Data-parallel traffic is hierarchical: each DP group is cut into
- * node-local groups (dp_node) and cross-node groups (dp_cross, one rank per
- * node). [parallel] node_size pretends a node holds that many world ranks,
- * so one machine can exercise the multi-node paths.
+ * order). Each DP group is cut into node-local groups (dp_node) and
+ * cross-node groups (dp_cross, one rank per node), over which comm_dp.h
+ * reduces in two levels when grid_dp_two_level says so. [parallel]
+ * node_size pretends a node holds that many world ranks, so one machine
+ * can exercise the multi-node paths.
  */
 #ifndef TRI_SRC_GRID_H
 #define TRI_SRC_GRID_H
@@ -42,10 +43,23 @@ typedef struct {
  * and returns non-zero. Not collective. */
 int grid_check(const Config *cfg, int world, FILE *err);
 
+/* The DP size of a world of `world` ranks: [parallel] dp, or world /
+ * (pp * tp) when dp = 0. The one place that rule lives: the trainer's grid
+ * and `trident plan` resolve it alike. Not collective. */
+int grid_resolve_dp(const ParallelConfig *p, int world);
+
 /* Builds every communicator. Collective on world; cfg must have passed
- * grid_check. dp = 0 in cfg resolves to world / (pp * tp). */
+ * grid_check; its dp is grid_resolve_dp's. */
 void grid_create(Grid *g, const Config *cfg, MPI_Comm world);
+/* Frees the communicators grid_create built (MPI_Comm_free is collective
+ * on each). Collective on world. */
 void grid_destroy(Grid *g);
+
+/* A grid of the world alone, for the calls made before the layout is known
+ * (sharing the config from rank 0): rank, size and world are set, every
+ * other group is absent, so comm calls may name COMM_WORLD only. Builds
+ * nothing, so there is nothing to destroy. Not collective. */
+void grid_world_only(Grid *g, MPI_Comm world);
 
 /* World rank of the rank at (pp_stage, dp_rank, tp_rank). Not collective. */
 int grid_world_rank(const Grid *g, int pp_stage, int dp_rank, int tp_rank);
@@ -57,5 +71,13 @@ void grid_print(const Grid *g, FILE *out);
 /* Layers [*first, *first + *count) that stage s owns: balanced, the earlier
  * stages taking one more when n_layer % pp != 0. Not collective. */
 void grid_stage_layers(int n_layer, int pp, int stage, int *first, int *count);
+
+/* Whether a DP group reduces in two levels (inside each node on dp_node,
+ * then across nodes on dp_cross; comm_dp.h): more than one node, more than
+ * one DP rank per node, and the same number on every node. node_of[r] is
+ * the node of DP rank r, in any numbering. The one rule that the trainer
+ * (from the grid's real or pretended nodes) and plan (from node_size)
+ * both apply. Not collective. */
+int grid_dp_two_level(const int *node_of, int dp);
 
 #endif

@@ -13,6 +13,7 @@
 #include "fail.h"
 #include "inspect.h"
 #include "plan.h"
+#include "roofline.h"
 #include "sample.h"
 #include "stop_signal.h"
 #include "timer.h"
@@ -34,6 +35,15 @@ static int load_config(Config *cfg, const CliArgs *a, int rank)
         }
     }
     return fail_agree(MPI_COMM_WORLD, rc);
+}
+
+/* `trident plan`: the costs, then (--hw) the predicted step. */
+static int plan(const Config *cfg, const CliArgs *a)
+{
+    TRI_TRY(plan_print(cfg, a->world, a->mem_gib, stdout, stderr));
+    if (a->hw && a->hw[0])
+        return roofline_print_plan(cfg, a->world, a->hw, stdout, stderr);
+    return 0;
 }
 
 static int run(const CliArgs *a, int rank)
@@ -61,7 +71,7 @@ static int run(const CliArgs *a, int rank)
     case CLI_PLAN: {
         if (load_config(&cfg, a, rank))
             return TRI_EXIT_ERROR;
-        int rc = rank == 0 ? plan_print(&cfg, a->world, a->mem_gib, a->hw, stdout, stderr) : 0;
+        int rc = rank == 0 ? plan(&cfg, a) : 0;
         return fail_agree(MPI_COMM_WORLD, rc) ? TRI_EXIT_ERROR : TRI_EXIT_OK;
     }
     }

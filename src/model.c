@@ -175,7 +175,17 @@ static void find_params(Model *m)
     }
 }
 
-static int layer_recomputes(const TrainConfig *t, int layer)
+ops_dtype model_dtype(Precision precision)
+{
+    switch (precision) {
+    case PRECISION_FP32: return OPS_F32;
+    case PRECISION_BF16: return OPS_BF16;
+    case PRECISION_FP16: return OPS_F16;
+    }
+    return OPS_F32;
+}
+
+int model_layer_recomputes(const TrainConfig *t, int layer)
 {
     switch (t->recompute) {
     case RECOMPUTE_NONE: return 0;
@@ -183,6 +193,14 @@ static int layer_recomputes(const TrainConfig *t, int layer)
     case RECOMPUTE_EVERY: return layer % t->recompute_every == 0;
     }
     return 0;
+}
+
+int model_recomputed_layers(const TrainConfig *t, int first, int count)
+{
+    int n = 0;
+    for (int l = first; l < first + count; l++)
+        n += model_layer_recomputes(t, l);
+    return n;
 }
 
 void model_create(Model *m, const Config *cfg, const Grid *g, int n_slots)
@@ -201,8 +219,7 @@ void model_create(Model *m, const Config *cfg, const Grid *g, int n_slots)
     m->v0 = m->Vl * g->tp_rank;
     m->is_first = g->pp_stage == 0;
     m->is_last = g->pp_stage == g->pp - 1;
-    m->act_dtype = OPS_F32;
-    ops_dtype_parse(cfg->train.precision, &m->act_dtype);
+    m->act_dtype = model_dtype(cfg->train.precision);
     grid_stage_layers(cfg->model.n_layer, g->pp, g->pp_stage, &m->layer0, &m->n_local);
     params_build(&m->ps, cfg, g);
     find_params(m);
@@ -210,7 +227,7 @@ void model_create(Model *m, const Config *cfg, const Grid *g, int n_slots)
     m->recompute = calloc((size_t)m->n_local + 1, sizeof *m->recompute);
     int any = 0;
     for (int l = 0; l < m->n_local; l++)
-        any |= m->recompute[l] = layer_recomputes(&cfg->train, m->layer0 + l);
+        any |= m->recompute[l] = model_layer_recomputes(&cfg->train, m->layer0 + l);
     scratch_alloc(m, any);
 
     int64_t N = (int64_t)m->B * m->T;

@@ -116,6 +116,18 @@ ops_tensor model_stage_grad(Model *m, int slot);
  * forward with rows >= row+1. Collective on tp. */
 void model_logits_at(Model *m, int slot, int row, int t, float *logits);
 
+/* The compute dtype of activations, weights and activation gradients
+ * under [train] precision. Not collective. */
+ops_dtype model_dtype(Precision precision);
+
+/* Whether layer `layer` (global index) keeps only its input and
+ * recomputes the rest in the backward, under [train] recompute. The one
+ * statement of that rule: the model allocates by it, plan and the
+ * roofline count by it. Not collective. */
+int model_layer_recomputes(const TrainConfig *t, int layer);
+/* How many of layers [first, first + count) recompute. Not collective. */
+int model_recomputed_layers(const TrainConfig *t, int first, int count);
+
 /* Bytes of activations this rank allocated. */
 int64_t model_activation_bytes(const Model *m);
 /* Model FLOPs of one forward over `tokens` tokens, for the whole model

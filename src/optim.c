@@ -57,9 +57,8 @@ double optim_grad_norm(Model *m, Zero *z)
         ops_sumsq_accumulate(acc, part, part.n);
     }
     ops_copy((ops_tensor){&local, 1, OPS_F64, OPS_CPU}, acc); /* the step's wait */
-    double total = 0.0;
-    TRI_CHECK_MPI(MPI_Allreduce(&local, &total, 1, MPI_DOUBLE, MPI_SUM, m->grid->world));
-    return sqrt(total);
+    comm_allreduce_scalars(m->grid, COMM_WORLD, &local, 1, COMM_DOUBLE, COMM_SUM);
+    return sqrt(local);
 }
 
 void optim_step(Model *m, Zero *z, const TrainConfig *t, int step, double lr,

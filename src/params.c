@@ -215,6 +215,23 @@ void params_init(Param *p, const Config *cfg, float *block)
     }
 }
 
+int64_t params_local_count(const Config *cfg, int pp_stage, int tp_rank)
+{
+    Grid g; /* params_build reads only the layout and the place in it */
+    memset(&g, 0, sizeof g);
+    g.pp = cfg->parallel.pp;
+    g.tp = cfg->parallel.tp;
+    g.pp_stage = pp_stage;
+    g.tp_rank = tp_rank;
+    ParamSet ps;
+    params_build(&ps, cfg, &g);
+    int64_t n = 0;
+    for (int i = 0; i < ps.n; i++)
+        n += params_local_numel(&ps.p[i]);
+    params_free(&ps);
+    return n;
+}
+
 int64_t params_logical_count(const ModelConfig *m)
 {
     int64_t C = m->n_embd, V = m->vocab_size, T = m->seq_len;

@@ -7,7 +7,7 @@
  * rows (column-parallel and vocab-parallel) or columns (row-parallel), and
  * ZeRO which rows of that block the rank owns for the optimizer. So every
  * piece of state is a regular hyperslab of a logical tensor, which is what
- * lets checkpoints load on any layout (DESIGN.md invariant 2).
+ * lets checkpoints load on any layout (doc/design.md, invariant 2).
  *
  * Parameters are grouped in units: the embeddings, each transformer block,
  * and the head. A unit is what ZeRO-3 gathers before use and ZeRO-2/3
@@ -88,6 +88,11 @@ void params_init(Param *p, const Config *cfg, float *block);
 /* The std (normal schemes) or bound (uniform schemes) of p's distribution
  * under cfg, and whether it is uniform; for tests and docs. */
 double params_init_scale(const Param *p, const Config *cfg, int *uniform);
+
+/* Elements of the blocks the rank at (pp_stage, tp_rank) of cfg's layout
+ * holds, before ZeRO shards them: what its DP reduction carries and, over
+ * dp, what its optimizer updates. Not collective. */
+int64_t params_local_count(const Config *cfg, int pp_stage, int tp_rank);
 
 /* Total elements of the logical model (each tensor once). Not collective. */
 int64_t params_logical_count(const ModelConfig *m);

@@ -1,9 +1,9 @@
 /*
  * plan.c - the cost of a run, without running it; see plan.h.
  *
- * Memory follows the trainer's allocation rules (zero.c for parameter
- * state, model.c for activations), restated here as arithmetic over the
- * same parameter table (params_build). Communication volume is the bytes
+ * Memory is the trainer's: zero_state_bytes of the rank's parameter table
+ * (params_build) for parameter state, and model.c's allocation rules,
+ * restated as arithmetic, for activations. Communication volume is the bytes
  * each rank sends per step: an all-reduce of S bytes over p ranks sends
  * 2 (p-1)/p S (ring), a reduce-scatter or all-gather (p-1)/p S.
  */
@@ -17,24 +17,11 @@
 #include "grid.h"
 #include "model.h"
 #include "params.h"
-#include "roofline.h"
 #include "schedule.h"
 #include "zero.h"
 #include "kernels/ops.h"
 
 #define MIB (1024.0 * 1024.0)
-
-static ops_dtype compute_dtype(const Config *cfg)
-{
-    ops_dtype d = OPS_F32;
-    ops_dtype_parse(cfg->train.precision, &d);
-    return d;
-}
-
-static int resolved_dp(const Config *cfg, int world)
-{
-    return cfg->parallel.dp ? cfg->parallel.dp : world / (cfg->parallel.pp * cfg->parallel.tp);
-}
 
 /* A grid describing one rank, enough for params_build. */
 static Grid plan_grid(const Config *cfg, int world, int stage, int dp_rank, int tp_rank)
@@ -44,7 +31,7 @@ static Grid plan_grid(const Config *cfg, int world, int stage, int dp_rank, int 
     g.size = world;
     g.pp = cfg->parallel.pp;
     g.tp = cfg->parallel.tp;
-    g.dp = resolved_dp(cfg, world);
+    g.dp = grid_resolve_dp(&cfg->parallel, world);
     g.pp_stage = stage;
     g.dp_rank = dp_rank;
     g.tp_rank = tp_rank;
@@ -53,67 +40,48 @@ static Grid plan_grid(const Config *cfg, int world, int stage, int dp_rank, int 
 
 /* ---- memory ------------------------------------------------------------ */
 
-/* Whether zero.c reduces hierarchically for the DP group of (stage, tp
- * rank): [parallel] node_size puts more than one node's worth of DP ranks
- * in it, the same number on each node. (Real node boundaries are not
- * known before the run; plan assumes one node unless node_size says.) */
+/* Whether the DP group of (stage, tp rank) reduces in two levels, by the
+ * trainer's rule (grid_dp_two_level) over the nodes [parallel] node_size
+ * makes. (Real node boundaries are not known before the run; plan assumes
+ * one node unless node_size says.) */
 static int dp_hierarchical(const Config *cfg, const Grid *g)
 {
     int ns = cfg->parallel.node_size;
     if (ns <= 0)
         return 0;
-    int per_node[4096] = {0}, nodes = 0, places = 0;
-    for (int d = 0; d < g->dp; d++) {
-        int node = ((g->pp_stage * g->dp + d) * g->tp + g->tp_rank) / ns;
-        if (node >= 4096)
-            return 0;
-        if (per_node[node]++ == 0)
-            nodes++;
-    }
-    places = g->dp / nodes;
-    for (int n = 0; n < 4096; n++)
-        if (per_node[n] && per_node[n] != places)
-            return 0;
-    return nodes > 1 && places > 1;
+    int *node_of = malloc(sizeof *node_of * (size_t)g->dp);
+    if (!node_of)
+        fail_abort("out of memory", __FILE__, __LINE__);
+    for (int d = 0; d < g->dp; d++)
+        node_of[d] = grid_world_rank(g, g->pp_stage, d, g->tp_rank) / ns;
+    int two = grid_dp_two_level(node_of, g->dp);
+    free(node_of);
+    return two;
 }
 
-/* zero.c's arenas: full or owned weights, gradients and Adam state. */
+/* zero.c's arenas: full or owned weights, gradients and Adam state, as
+ * zero_state_bytes sizes them. Overlap assumes host buffers (a CPU run). */
 static void parameter_memory(const ParamSet *ps, const Config *cfg, const Grid *g,
                              PlanMemory *mem)
 {
-    int dp = g->dp, dp_rank = g->dp_rank;
-    int stage = dp == 1 ? 0 : cfg->parallel.zero; /* as zero.c: nothing to shard */
-    int64_t w = (int64_t)ops_dtype_size(compute_dtype(cfg));
-    int64_t full = 0, owned = 0, largest = 0;
-    for (int i = 0; i < ps->n; i++) {
-        int64_t r0, rows;
-        zero_partition(ps->p[i].lrows, dp, dp_rank, &r0, &rows);
-        full += ps->p[i].lrows * ps->p[i].lcols;
-        owned += rows * ps->p[i].lcols;
-    }
-    for (int u = 0; u < ps->n_units; u++) {
-        int64_t n = 0;
-        for (int i = 0; i < ps->units[u].n; i++)
-            n += params_local_numel(&ps->p[ps->units[u].idx[i]]);
-        largest = n > largest ? n : largest;
-    }
-    int64_t update = stage == 0 ? full : owned;
-    mem->weights = stage < 3 ? full * w : update * 4 + largest * w;
-    int hier = dp_hierarchical(cfg, g);
-    /* zero 1 overlapping its reduce-scatters keeps two more pack/receive
-     * pairs (zero.c, CPU runs with one DP level) */
-    int flights = cfg->parallel.overlap && stage == 1 && dp > 1 && !hier;
-    mem->grads = (stage < 2 ? full * 4 : 0) + (stage >= 1 ? owned * 4 : 0) + 2 * largest * 4
-               + (stage >= 2 ? largest * 4 : 0) + (hier ? largest * 4 : 0)
-               + (flights ? 4 * largest * 4 : 0);
-    mem->optimizer = (w != 4 && stage < 3 ? update * 4 : 0) + 2 * update * 4;
+    ZeroLayout l;
+    l.stage = zero_stage(cfg->parallel.zero, g->dp);
+    l.dp = g->dp;
+    l.dp_rank = g->dp_rank;
+    l.dtype = model_dtype(cfg->train.precision);
+    l.hierarchical = dp_hierarchical(cfg, g);
+    l.overlap = zero_overlaps(cfg->parallel.overlap, l.stage, g->dp, l.hierarchical, OPS_CPU);
+    ZeroBytes b = zero_state_bytes(ps, &l);
+    mem->weights = b.weights;
+    mem->grads = b.grads;
+    mem->optimizer = b.optimizer;
 }
 
 /* model.c's buffers for one stage. */
 static int64_t activation_memory(const Config *cfg, const Grid *g, int n_local, int layer0)
 {
     const ModelConfig *mc = &cfg->model;
-    int64_t a = (int64_t)ops_dtype_size(compute_dtype(cfg));
+    int64_t a = (int64_t)ops_dtype_size(model_dtype(cfg->train.precision));
     int64_t B = cfg->train.micro_batch, T = mc->seq_len, C = mc->n_embd, N = B * T;
     int64_t Cl = C / g->tp, NHl = mc->n_head / g->tp, Vl = mc->vocab_size / g->tp;
     int64_t att = 4 * B * NHl * T * T;
@@ -126,9 +94,7 @@ static int64_t activation_memory(const Config *cfg, const Grid *g, int n_local, 
     free(acts);
     int64_t per_slot = 2 * a * N * C + (first ? 4 * N : 0) + (last ? 4 * N : 0), any = 0;
     for (int l = layer0; l < layer0 + n_local; l++) {
-        const TrainConfig *t = &cfg->train;
-        int keep_input = t->recompute == RECOMPUTE_FULL
-                      || (t->recompute == RECOMPUTE_EVERY && l % t->recompute_every == 0);
+        int keep_input = model_layer_recomputes(&cfg->train, l);
         per_slot += keep_input ? a * N * C : block;
         any |= keep_input;
     }
@@ -165,7 +131,7 @@ static int64_t total(PlanMemory m) { return m.weights + m.grads + m.optimizer + 
 PlanMemory plan_largest_rank(const Config *cfg, int world, int *stage_out)
 {
     PlanMemory best = {0};
-    int dp = resolved_dp(cfg, world), pp = cfg->parallel.pp;
+    int dp = grid_resolve_dp(&cfg->parallel, world), pp = cfg->parallel.pp;
     int stages[3] = {0, pp > 2 ? 1 : 0, pp - 1};
     for (int k = 0; k < 3; k++) {
         int s = stages[k];
@@ -191,27 +157,20 @@ PlanComm plan_communication(const Config *cfg, int world)
     const ModelConfig *mc = &cfg->model;
     const TrainConfig *t = &cfg->train;
     PlanComm c = {0};
-    int tp = cfg->parallel.tp, pp = cfg->parallel.pp, dp = resolved_dp(cfg, world);
-    int ga = t->grad_accum, zero = cfg->parallel.zero;
-    double a = (double)ops_dtype_size(compute_dtype(cfg));
+    int tp = cfg->parallel.tp, pp = cfg->parallel.pp;
+    int dp = grid_resolve_dp(&cfg->parallel, world);
+    int ga = t->grad_accum, zero = zero_stage(cfg->parallel.zero, dp);
+    double a = (double)ops_dtype_size(model_dtype(cfg->train.precision));
     double act = (double)t->micro_batch * mc->seq_len * mc->n_embd * a;
     int first, layers;
     grid_stage_layers(mc->n_layer, pp, 0, &first, &layers);
     /* per block: two all-reduces forward, two backward, two more when the
      * block is recomputed; the embedding's and the head's come on top */
-    int recomputed = t->recompute == RECOMPUTE_FULL ? layers
-                   : t->recompute == RECOMPUTE_EVERY ? (layers + t->recompute_every - 1) / t->recompute_every
-                   : 0;
+    int recomputed = model_recomputed_layers(t, first, layers);
     double per_mb = (4.0 * layers + 2.0 * recomputed + 2.0) * act;
     c.tp = ga * ring_allreduce(per_mb, tp);
     c.pp = pp > 1 ? 2.0 * ga * act : 0.0;
-    Grid g = plan_grid(cfg, world, 0, 0, 0);
-    ParamSet ps;
-    params_build(&ps, cfg, &g);
-    double n = 0;
-    for (int i = 0; i < ps.n; i++)
-        n += (double)params_local_numel(&ps.p[i]);
-    params_free(&ps);
+    double n = (double)params_local_count(cfg, 0, 0);
     switch (zero) {
     case 0: c.dp = ring_allreduce(4 * n, dp); break;
     case 1: c.dp = ring_share(4 * n, dp) + ring_share(a * n, dp); break;
@@ -228,7 +187,7 @@ PlanComm plan_communication(const Config *cfg, int world)
 static void print_memory_table(const Config *cfg, int world, FILE *out)
 {
     fprintf(out, "memory per rank (MiB): weights / grads / optimizer / activations\n");
-    int dp = resolved_dp(cfg, world), tp = cfg->parallel.tp;
+    int dp = grid_resolve_dp(&cfg->parallel, world), tp = cfg->parallel.tp;
     if (world <= 16) {
         for (int r = 0; r < world; r++) {
             PlanMemory m = plan_rank_memory(cfg, world, r / (tp * dp), (r / tp) % dp, r % tp);
@@ -248,7 +207,7 @@ static void print_costs(const Config *cfg, int world, FILE *out)
 {
     const ModelConfig *mc = &cfg->model;
     const TrainConfig *t = &cfg->train;
-    int dp = resolved_dp(cfg, world), pp = cfg->parallel.pp;
+    int dp = grid_resolve_dp(&cfg->parallel, world), pp = cfg->parallel.pp;
     double seqs = (double)t->micro_batch * t->grad_accum * dp, tokens = seqs * mc->seq_len;
     double flops = 3.0 * model_forward_flops(mc, tokens);
     double bubble = (double)(pp - 1) / (t->grad_accum + pp - 1);
@@ -266,7 +225,7 @@ static void print_costs(const Config *cfg, int world, FILE *out)
 int plan_each_layout(const Config *cfg, int world, int max_tp, PlanVisit visit, void *ctx)
 {
     int64_t mb = cfg->train.micro_batch;
-    int64_t global = mb * cfg->train.grad_accum * resolved_dp(cfg, world);
+    int64_t global = mb * cfg->train.grad_accum * grid_resolve_dp(&cfg->parallel, world);
     int visited = 0;
     for (int tp = 1; tp <= max_tp && tp <= world; tp *= 2) {
         for (int pp = 1; pp <= world / tp; pp++) {
@@ -317,7 +276,7 @@ static void print_fit(const Config *c, void *ctx)
 static void print_fits(const Config *cfg, int world, double mem_gib, FILE *out)
 {
     int64_t global = (int64_t)cfg->train.micro_batch * cfg->train.grad_accum
-                     * resolved_dp(cfg, world);
+                     * grid_resolve_dp(&cfg->parallel, world);
     fprintf(out, "\nlayouts of %d ranks within %.1f GiB per device, global batch %lld (largest rank):\n",
             world, mem_gib, (long long)global);
     fprintf(out, "  %5s %5s %5s %4s %4s %9s %10s %6s\n", "dp", "pp", "tp", "ga", "zero", "recompute",
@@ -328,38 +287,14 @@ static void print_fits(const Config *cfg, int world, double mem_gib, FILE *out)
         fprintf(out, "  none: more ranks, a smaller micro_batch, or more memory\n");
 }
 
-/* The roofline prediction on hw, and the layout it would choose. */
-static int print_prediction(const Config *cfg, int world, const char *hw_name, FILE *out,
-                            FILE *err)
-{
-    Hardware hw;
-    TRI_TRY(roofline_hardware(hw_name, world, compute_dtype(cfg), &hw, err));
-    Prediction p = roofline_predict(cfg, world, &hw);
-    fprintf(out, "\n");
-    roofline_print(cfg, world, &hw, &p, out);
-    Config best;
-    Prediction bp;
-    if (roofline_recommend(cfg, world, &hw, &best, &bp) == 0) {
-        fprintf(out, "\nfastest layout on %d x %s that fits %.3g GiB: dp %d x pp %d x tp %d, grad_accum %d, zero %d, recompute %s\n",
-                world, hw.name, hw.mem_gib, best.parallel.dp, best.parallel.pp, best.parallel.tp,
-                best.train.grad_accum, best.parallel.zero,
-                best.train.recompute == RECOMPUTE_FULL ? "full" : "none");
-        roofline_print(&best, world, &hw, &bp, out);
-    } else {
-        fprintf(out, "\nno layout of %d x %s fits %.3g GiB per device\n", world, hw.name,
-                hw.mem_gib);
-    }
-    return 0;
-}
-
-int plan_print(const Config *cfg, int world, double mem_gib, const char *hw_name, FILE *out,
-               FILE *err)
+int plan_print(const Config *cfg, int world, double mem_gib, FILE *out, FILE *err)
 {
     if (grid_check(cfg, world, err))
         return 1;
-    int dp = resolved_dp(cfg, world), stage = 0;
+    int dp = grid_resolve_dp(&cfg->parallel, world), stage = 0;
     fprintf(out, "plan: %d ranks = dp %d x pp %d x tp %d, zero %d, %s, recompute %s\n", world, dp,
-            cfg->parallel.pp, cfg->parallel.tp, cfg->parallel.zero, cfg->train.precision,
+            cfg->parallel.pp, cfg->parallel.tp, cfg->parallel.zero,
+            ops_dtype_name(model_dtype(cfg->train.precision)),
             cfg->train.recompute == RECOMPUTE_NONE ? "none"
             : cfg->train.recompute == RECOMPUTE_FULL ? "full" : "every:K");
     print_costs(cfg, world, out);
@@ -368,7 +303,5 @@ int plan_print(const Config *cfg, int world, double mem_gib, const char *hw_name
     fprintf(out, "largest rank: %.2f GiB (stage %d)\n", total(big) / (MIB * 1024.0), stage);
     if (mem_gib > 0)
         print_fits(cfg, world, mem_gib, out);
-    if (hw_name && hw_name[0])
-        return print_prediction(cfg, world, hw_name, out, err);
     return 0;
 }

@@ -6,9 +6,10 @@
  * the communication volume per step of each group; and which layouts of
  * the world fit a given memory per device.
  *
- * The memory figures follow the allocation rules of zero.c and model.c,
- * restated as arithmetic: the trainer reports the same numbers at start-up
- * from its real allocations (tests/t_plan.sh checks that they agree).
+ * Parameter state is zero_state_bytes, the sizes zero.c allocates by;
+ * activations follow model.c's allocation rules, restated as arithmetic.
+ * The trainer reports the same numbers at start-up from its real
+ * allocations (tests/t_plan.sh checks that they agree).
  */
 #ifndef TRI_SRC_PLAN_H
 #define TRI_SRC_PLAN_H
@@ -44,12 +45,11 @@ typedef struct {
 } PlanComm;
 PlanComm plan_communication(const Config *cfg, int world);
 
-/* Prints the whole plan for cfg on `world` ranks; mem_gib > 0 adds the
- * table of layouts that fit in that much memory per device; hw (NULL or
- * "h100", "h200", "a100", "cpu") adds the predicted step time, term by
- * term, and the fastest layout. Returns 0, or non-zero with the reason on
- * err when the layout does not fit the world. Not collective. */
-int plan_print(const Config *cfg, int world, double mem_gib, const char *hw, FILE *out,
-               FILE *err);
+/* Prints the plan for cfg on `world` ranks; mem_gib > 0 adds the table of
+ * layouts that fit in that much memory per device (the predicted step time
+ * on given hardware is roofline_print_plan's). Returns 0, or non-zero with
+ * the reason on err when the layout does not fit the world.
+ * Not collective. */
+int plan_print(const Config *cfg, int world, double mem_gib, FILE *out, FILE *err);
 
 #endif

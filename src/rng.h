@@ -2,7 +2,7 @@
  * rng.h - counter-based random numbers: a value is a pure function of
  * (key, counter), with no state to carry between ranks or steps.
  *
- * This is what makes initialisation layout-independent (DESIGN.md
+ * This is what makes initialisation layout-independent (doc/design.md,
  * invariant 1): element i of parameter "h.3.mlp.fc.w" gets the same number
  * whichever rank owns it, because key = rng_key(seed, "h.3.mlp.fc.w") and
  * counter = i, its index in the full logical tensor.

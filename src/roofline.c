@@ -22,6 +22,7 @@
 #include "plan.h"
 #include "params.h"
 #include "timer.h"
+#include "zero.h"
 
 #define GIB (1024.0 * 1024.0 * 1024.0)
 
@@ -92,35 +93,19 @@ int roofline_hardware(const char *name, int world, ops_dtype dtype, Hardware *hw
 
 static double peak(const Hardware *hw, const Config *cfg)
 {
-    ops_dtype d = OPS_F32;
-    ops_dtype_parse(cfg->train.precision, &d);
+    ops_dtype d = model_dtype(cfg->train.precision);
     double p = d == OPS_BF16 ? hw->flops_bf16 : d == OPS_F16 ? hw->flops_fp16 : hw->flops_fp32;
     return p * hw->gemm_efficiency;
 }
 
 /* ---- the counts -------------------------------------------------------- */
 
-static int dp_of(const Config *cfg, int world)
+/* The layers of stage s, and how many of them recompute. */
+static void stage_layers(const Config *cfg, int s, int *layers, int *recomputed)
 {
-    return cfg->parallel.dp ? cfg->parallel.dp : world / (cfg->parallel.pp * cfg->parallel.tp);
-}
-
-/* Layers of the busiest stage (the first ones take the spare layers). */
-static int stage_layers(const Config *cfg)
-{
-    int first, n;
-    grid_stage_layers(cfg->model.n_layer, cfg->parallel.pp, 0, &first, &n);
-    return n;
-}
-
-static int recomputed_layers(const Config *cfg, int layers)
-{
-    const TrainConfig *t = &cfg->train;
-    if (t->recompute == RECOMPUTE_FULL)
-        return layers;
-    if (t->recompute == RECOMPUTE_EVERY)
-        return (layers + t->recompute_every - 1) / t->recompute_every;
-    return 0;
+    int first;
+    grid_stage_layers(cfg->model.n_layer, cfg->parallel.pp, s, &first, layers);
+    *recomputed = model_recomputed_layers(&cfg->train, first, *layers);
 }
 
 typedef struct {
@@ -135,9 +120,8 @@ typedef struct {
 static void timed_stage(const Config *cfg, int layers, int re, int with_head, StageWork *w)
 {
     const ModelConfig *m = &cfg->model;
-    KernelShape shape = {OPS_F32, cfg->train.micro_batch, m->seq_len, m->n_embd, m->n_head,
-                         m->vocab_size, cfg->parallel.tp};
-    ops_dtype_parse(cfg->train.precision, &shape.dtype);
+    KernelShape shape = {model_dtype(cfg->train.precision), cfg->train.micro_batch, m->seq_len,
+                         m->n_embd, m->n_head, m->vocab_size, cfg->parallel.tp};
     KernelTimes layer, head;
     kernel_times_measure(&shape, &layer, &head);
     w->gemm_seconds = layers * (layer.gemm_fwd + layer.gemm_bwd) + re * layer.gemm_fwd;
@@ -154,12 +138,12 @@ static void timed_stage(const Config *cfg, int layers, int re, int with_head, St
 static StageWork stage_work(const Config *cfg, const Hardware *hw)
 {
     const ModelConfig *m = &cfg->model;
-    ops_dtype d = OPS_F32;
-    ops_dtype_parse(cfg->train.precision, &d);
-    double a = (double)ops_dtype_size(d), tp = cfg->parallel.tp;
+    double a = (double)ops_dtype_size(model_dtype(cfg->train.precision));
+    double tp = cfg->parallel.tp;
     double C = m->n_embd, T = m->seq_len, V = m->vocab_size, NH = m->n_head;
     double tokens = (double)cfg->train.micro_batch * T;
-    int layers = stage_layers(cfg), re = recomputed_layers(cfg, layers);
+    int layers, re; /* stage 0 has the most blocks: the first stages take the spare ones */
+    stage_layers(cfg, 0, &layers, &re);
     double layer_flops = tokens * (24.0 * C * C + 4.0 * T * C) / tp;
     /* per token per layer, forward: two LayerNorms, GELU in and out, two
      * residual adds, the attention probabilities (fp32) read and written;
@@ -175,8 +159,8 @@ static StageWork stage_work(const Config *cfg, const Hardware *hw)
         w.gemm_flops += head_flops;
         w.elem_bytes += head_bytes;
     } else {
-        int last_layers = cfg->model.n_layer / cfg->parallel.pp;
-        int last_re = recomputed_layers(cfg, last_layers);
+        int last_layers, last_re;
+        stage_layers(cfg, cfg->parallel.pp - 1, &last_layers, &last_re);
         double last = (3.0 * last_layers + last_re) * layer_flops + head_flops;
         if (last > w.gemm_flops) {
             w.gemm_flops = last;
@@ -195,19 +179,10 @@ static StageWork stage_work(const Config *cfg, const Hardware *hw)
 /* Parameters the busiest rank's optimizer updates (its ZeRO rows). */
 static double optimizer_elements(const Config *cfg, int world)
 {
-    Grid g;
-    memset(&g, 0, sizeof g);
-    g.pp = cfg->parallel.pp;
-    g.tp = cfg->parallel.tp;
-    g.dp = dp_of(cfg, world);
-    ParamSet ps;
-    params_build(&ps, cfg, &g);
-    double n = 0;
-    for (int i = 0; i < ps.n; i++)
-        n += (double)params_local_numel(&ps.p[i]);
-    params_free(&ps);
-    if (cfg->parallel.zero >= 1 && g.dp > 1)
-        n /= g.dp;
+    double n = (double)params_local_count(cfg, 0, 0);
+    int dp = grid_resolve_dp(&cfg->parallel, world);
+    if (zero_stage(cfg->parallel.zero, dp) >= 1)
+        n /= dp;
     return n;
 }
 
@@ -217,8 +192,7 @@ static double optimizer_elements(const Config *cfg, int world)
  * that instead. */
 static double optimizer_seconds(const Config *cfg, int world, const Hardware *hw, double mem)
 {
-    ops_dtype d = OPS_F32;
-    ops_dtype_parse(cfg->train.precision, &d);
+    ops_dtype d = model_dtype(cfg->train.precision);
     double n = optimizer_elements(cfg, world);
     if (hw->shared)
         return n * kernel_times_adamw(d) * world; /* the ranks share the cores */
@@ -238,7 +212,8 @@ Prediction roofline_predict(const Config *cfg, int world, const Hardware *hw)
 {
     Prediction p;
     memset(&p, 0, sizeof p);
-    int tp = cfg->parallel.tp, pp = cfg->parallel.pp, dp = dp_of(cfg, world);
+    int tp = cfg->parallel.tp, pp = cfg->parallel.pp;
+    int dp = grid_resolve_dp(&cfg->parallel, world);
     int m = cfg->train.grad_accum;
     StageWork w = stage_work(cfg, hw);
     PlanComm c = plan_communication(cfg, world);
@@ -277,12 +252,13 @@ Prediction roofline_predict(const Config *cfg, int world, const Hardware *hw)
 void roofline_print(const Config *cfg, int world, const Hardware *hw, const Prediction *p,
                     FILE *out)
 {
+    const char *dtype = ops_dtype_name(model_dtype(cfg->train.precision));
     if (hw->shared)
         fprintf(out, "predicted step on %d x %s (the model's %s kernels timed here; square GEMM %.2f TFLOP/s, memory %.1f GB/s):\n",
-                world, hw->name, cfg->train.precision, peak(hw, cfg) / 1e12, hw->mem_bw / 1e9);
+                world, hw->name, dtype, peak(hw, cfg) / 1e12, hw->mem_bw / 1e9);
     else
         fprintf(out, "predicted step on %d x %s (%s GEMMs at %.1f TFLOP/s sustained, memory %.1f GB/s):\n",
-                world, hw->name, cfg->train.precision, peak(hw, cfg) / 1e12, hw->mem_bw / 1e9);
+                world, hw->name, dtype, peak(hw, cfg) / 1e12, hw->mem_bw / 1e9);
     const struct { const char *what; double s; } terms[] = {
         {hw->shared ? "GEMMs (timed)" : "GEMMs", p->gemm},
         {hw->shared ? "elementwise ops (timed)" : "elementwise ops (memory-bound)", p->elementwise},
@@ -327,4 +303,27 @@ int roofline_recommend(const Config *cfg, int world, const Hardware *hw, Config 
     *best = s.best;
     *pred = s.pred;
     return s.found ? 0 : 1;
+}
+
+int roofline_print_plan(const Config *cfg, int world, const char *hw_name, FILE *out,
+                        FILE *err)
+{
+    Hardware hw;
+    TRI_TRY(roofline_hardware(hw_name, world, model_dtype(cfg->train.precision), &hw, err));
+    Prediction p = roofline_predict(cfg, world, &hw);
+    fprintf(out, "\n");
+    roofline_print(cfg, world, &hw, &p, out);
+    Config best;
+    Prediction bp;
+    if (roofline_recommend(cfg, world, &hw, &best, &bp) == 0) {
+        fprintf(out, "\nfastest layout on %d x %s that fits %.3g GiB: dp %d x pp %d x tp %d, grad_accum %d, zero %d, recompute %s\n",
+                world, hw.name, hw.mem_gib, best.parallel.dp, best.parallel.pp, best.parallel.tp,
+                best.train.grad_accum, best.parallel.zero,
+                best.train.recompute == RECOMPUTE_FULL ? "full" : "none");
+        roofline_print(&best, world, &hw, &bp, out);
+    } else {
+        fprintf(out, "\nno layout of %d x %s fits %.3g GiB per device\n", world, hw.name,
+                hw.mem_gib);
+    }
+    return 0;
 }

@@ -60,6 +60,13 @@ Prediction roofline_predict(const Config *cfg, int world, const Hardware *hw);
 void roofline_print(const Config *cfg, int world, const Hardware *hw, const Prediction *p,
                     FILE *out);
 
+/* `trident plan --hw NAME` after plan_print: the predicted step of cfg on
+ * `world` devices of the profile `hw_name`, term by term, and the fastest
+ * layout that fits. Returns 0, or non-zero with the known names on err
+ * when the profile is unknown. Not collective. */
+int roofline_print_plan(const Config *cfg, int world, const char *hw_name, FILE *out,
+                        FILE *err);
+
 /* The fastest layout of `world` devices that fits hw's memory, keeping the
  * global batch: every dp x pp x tp (tp within a node), ZeRO stage and
  * recompute policy. Fills best (layout in cfg) and returns 0, or non-zero

@@ -55,13 +55,12 @@ static int next_token(Model *m, int t, float *local, float *full, double tempera
     int token = 0;
     if (m->is_last) {
         model_logits_at(m, 0, 0, t, local);
-        TRI_CHECK_MPI(MPI_Gather(local, m->Vl, MPI_FLOAT, full, m->Vl, MPI_FLOAT, 0,
-                                 g->tp_comm));
+        comm_gather_bytes(g, COMM_TP, local, sizeof *local * (size_t)m->Vl, full, 0);
         if (g->tp_rank == 0)
             token = draw(full, m->V, temperature, u);
     }
     int root = grid_world_rank(g, g->pp - 1, 0, 0);
-    TRI_CHECK_MPI(MPI_Bcast(&token, 1, MPI_INT, root, g->world));
+    comm_bcast_bytes(g, COMM_WORLD, &token, sizeof token, root);
     return token;
 }
 
@@ -133,7 +132,9 @@ static int sample_config(Config *cfg, const char *ckpt, int rank, MPI_Comm world
     int rc = rank == 0 ? ckpt_read_config(ckpt, cfg, stderr) : 0;
     if (fail_agree(world, rc))
         return 1;
-    TRI_CHECK_MPI(MPI_Bcast(cfg, sizeof *cfg, MPI_BYTE, 0, world));
+    Grid w;
+    grid_world_only(&w, world);
+    comm_bcast_bytes(&w, COMM_WORLD, cfg, sizeof *cfg, 0);
     cfg->parallel.dp = 0;
     cfg->parallel.pp = cfg->parallel.tp = 1;
     cfg->parallel.zero = 0;

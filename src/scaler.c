@@ -8,7 +8,7 @@
 void scaler_init(Scaler *s, const TrainConfig *t)
 {
     memset(s, 0, sizeof *s);
-    s->dynamic = strcmp(t->precision, "fp16") == 0;
+    s->dynamic = t->precision == PRECISION_FP16;
     s->scale = s->dynamic ? 65536.0 : 1.0;
     s->window = t->loss_scale_window;
     s->hysteresis = t->loss_scale_hysteresis;

@@ -67,15 +67,15 @@ static int is_root(const Trainer *t) { return t->grid.rank == 0; }
 
 /* ---- set-up ------------------------------------------------------------ */
 
-/* Rank 0 has the config; everyone checks the layout against the world. */
+/* Rank 0 has the config; everyone checks the layout against the world.
+ * The grid knows only the world until setup builds it. */
 static int share_config(Trainer *t, MPI_Comm world)
 {
-    TRI_CHECK_MPI(MPI_Bcast(t->cfg, sizeof *t->cfg, MPI_BYTE, 0, world));
-    int size;
-    MPI_Comm_size(world, &size);
+    grid_world_only(&t->grid, world);
+    comm_bcast_bytes(&t->grid, COMM_WORLD, t->cfg, sizeof *t->cfg, 0);
     char msg[1024] = "";
     FILE *err = fmemopen(msg, sizeof msg, "w");
-    int rc = grid_check(t->cfg, size, err);
+    int rc = grid_check(t->cfg, t->grid.size, err);
     fclose(err);
     return fail_report(world, rc, msg);
 }
@@ -115,7 +115,7 @@ static void print_memory(Trainer *t)
                       (double)model_activation_bytes(&t->model)};
     int size = t->grid.size;
     double *all = is_root(t) ? malloc(sizeof mine * (size_t)size) : NULL;
-    TRI_CHECK_MPI(MPI_Gather(mine, 4, MPI_DOUBLE, all, 4, MPI_DOUBLE, 0, t->grid.world));
+    comm_gather_bytes(&t->grid, COMM_WORLD, mine, sizeof mine, all, 0);
     if (!is_root(t))
         return;
     printf("memory per rank (MiB): weights / grads / optimizer / activations\n");
@@ -138,8 +138,8 @@ static void measure_peak(Trainer *t)
     ops_device dev = t->grid.device;
     const char *info = ops_gemm_info_on(dev, &warning);
     comm_barrier(&t->grid, COMM_WORLD);
-    double mine = ops_gemm_peak_on(dev, t->model.act_dtype, 0.06), total = 0.0;
-    TRI_CHECK_MPI(MPI_Allreduce(&mine, &total, 1, MPI_DOUBLE, MPI_SUM, t->grid.world));
+    double total = ops_gemm_peak_on(dev, t->model.act_dtype, 0.06);
+    comm_allreduce_scalars(&t->grid, COMM_WORLD, &total, 1, COMM_DOUBLE, COMM_SUM);
     t->peak_flops = total;
     if (is_root(t)) {
         printf("gemm: %s; measured %s peak %.1f GFLOP/s over %d rank%s\n", info,
@@ -179,7 +179,7 @@ static int init_or_resume(Trainer *t)
         fclose(err);
     }
     TRI_TRY(fail_report(t->grid.world, rc, msg));
-    TRI_CHECK_MPI(MPI_Bcast(path, sizeof path, MPI_CHAR, 0, t->grid.world));
+    comm_bcast_bytes(&t->grid, COMM_WORLD, path, sizeof path, 0);
     if (!path[0]) {
         zero_init_weights(t->zero);
         return 0;
@@ -202,7 +202,7 @@ static int init_or_resume(Trainer *t)
 static int setup(Trainer *t)
 {
     Config *cfg = t->cfg;
-    grid_create(&t->grid, cfg, MPI_COMM_WORLD);
+    grid_create(&t->grid, cfg, t->grid.world);
     if (is_root(t))
         grid_print(&t->grid, stdout);
     TRI_TRY(device_setup(&t->grid, cfg));
@@ -278,8 +278,8 @@ static void request_batch(Trainer *t, int64_t cursor)
 static double global_loss_sum(Trainer *t)
 {
     Model *m = &t->model;
-    double mine = m->is_last && t->grid.tp_rank == 0 ? model_loss_sum(m) : 0.0, total = 0.0;
-    TRI_CHECK_MPI(MPI_Allreduce(&mine, &total, 1, MPI_DOUBLE, MPI_SUM, t->grid.world));
+    double total = m->is_last && t->grid.tp_rank == 0 ? model_loss_sum(m) : 0.0;
+    comm_allreduce_scalars(&t->grid, COMM_WORLD, &total, 1, COMM_DOUBLE, COMM_SUM);
     return total;
 }
 
@@ -304,9 +304,8 @@ static double evaluate(Trainer *t)
 
 static double max_over_world(Trainer *t, double v)
 {
-    double out = v;
-    TRI_CHECK_MPI(MPI_Allreduce(&v, &out, 1, MPI_DOUBLE, MPI_MAX, t->grid.world));
-    return out;
+    comm_allreduce_scalars(&t->grid, COMM_WORLD, &v, 1, COMM_DOUBLE, COMM_MAX);
+    return v;
 }
 
 /* Test hooks (fault.h): poison a weight so the loss turns NaN, or put an

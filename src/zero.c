@@ -2,16 +2,11 @@
  * zero.c - ZeRO stages 0 to 3 over the DP group; see zero.h.
  *
  * A bucket is a list of parameters reduced by one collective. Its send
- * buffer is packed rank-major: DP rank 0's owned rows of every tensor in
- * the bucket, then rank 1's, and so on, so one MPI_Reduce_scatter leaves
- * each rank exactly its owned rows, summed, in parameter order.
- *
- * Across nodes the reduction is hierarchical (DESIGN.md, Communication):
- * a reduce-scatter inside the node, then one across nodes among the ranks
- * with the same place in their node, so the slow links carry each block
- * once. For that the blocks are packed grouped by place-in-node, then by
- * node; each rank still ends with exactly its own rows. All-gathers run
- * the same two levels in reverse.
+ * buffer holds every DP rank's owned rows of every tensor in the bucket,
+ * rank by rank in the order comm_dp asks for, so one reduce-scatter over
+ * DP leaves each rank exactly its owned rows, summed, in parameter order.
+ * Whether that runs flat or in two levels (node, then across nodes) is
+ * comm_dp's business.
  *
  * Overlap (zero 0 and 1, host buffers, one level): a bucket's reduction
  * starts, nonblocking, as soon as the last microbatch's backward has made
@@ -25,6 +20,7 @@
 #include <string.h>
 
 #include "comm.h"
+#include "comm_dp.h"
 #include "fail.h"
 #include "prof.h"
 #include "timer.h"
@@ -56,11 +52,10 @@ struct Zero {
     int n_buckets;
     Bucket *units;            /* zero 2/3: units as the model uses them */
     int *counts;              /* per DP rank, scratch for collectives */
-    int *order;               /* DP ranks in packing order */
-    int hierarchical;         /* two levels: node, then across nodes */
-    int *node_counts, *cross_counts;  /* per dp_node / dp_cross rank */
+    CommDp *reduction;        /* how DP reduces: flat or two levels */
+    const int *order;         /* DP ranks in packing order (comm_dp's) */
     ops_tensor pack, recv;    /* largest bucket, packed / owned part */
-    ops_tensor mid;           /* hierarchical: this rank's node-level share */
+    ops_tensor mid;           /* two levels: comm_dp's scratch */
     ops_tensor work_w;        /* zero 3: the gathered unit's weights */
     ops_tensor work_g;        /* zero 2/3: the unit's transient gradients */
     ops_tensor *arenas;       /* everything allocated, for freeing */
@@ -98,6 +93,85 @@ void zero_update_rows(const Zero *z, const Param *p, int64_t *row0, int64_t *row
         *row0 = p->zrow0;
         *rows = p->zrows;
     }
+}
+
+/* ---- sizes ------------------------------------------------------------- */
+
+int zero_stage(int zero, int dp)
+{
+    /* with one DP rank there is nothing to shard or reduce: every stage is
+     * stage 0, with no copies and no collectives */
+    return dp == 1 ? 0 : zero;
+}
+
+int zero_overlaps(int overlap, int stage, int dp, int hierarchical, ops_device device)
+{
+    return overlap && stage <= 1 && dp > 1 && !hierarchical && device == OPS_CPU;
+}
+
+/* Elements that size a rank's state. */
+typedef struct {
+    int64_t full;     /* its local blocks */
+    int64_t owned;    /* its owned rows of them */
+    int64_t update;   /* rows its optimizer updates: all under zero 0, else the owned */
+    int64_t unit;     /* the largest unit, as the model uses it: each scratch buffer */
+} StateCounts;
+
+static StateCounts state_counts(const ParamSet *ps, int stage, int dp, int dp_rank)
+{
+    StateCounts c = {0};
+    for (int i = 0; i < ps->n; i++) {
+        const Param *p = &ps->p[i];
+        int64_t row0, rows;
+        zero_partition(p->lrows, dp, dp_rank, &row0, &rows);
+        c.full += params_local_numel(p);
+        c.owned += rows * p->lcols;
+    }
+    c.update = stage == 0 ? c.full : c.owned;
+    for (int u = 0; u < ps->n_units; u++) {
+        int64_t n = 0;
+        for (int i = 0; i < ps->units[u].n; i++)
+            n += params_local_numel(&ps->p[ps->units[u].idx[i]]);
+        c.unit = n > c.unit ? n : c.unit;
+    }
+    return c;
+}
+
+/* fp32 master rows of their own: the weights are another dtype, or only
+ * owned weights exist (zero 3, where the master rows are the weights). */
+static int separate_master(const ZeroLayout *l)
+{
+    return l->dtype != OPS_F32 || l->stage == 3;
+}
+
+/* Unit-sized fp32 buffers: pack and receive; the node-level share of a
+ * two-level reduction; each flight's pack and receive (zero 1 overlapping);
+ * the unit's transient gradients (zero 2/3). */
+static int unit_buffers(const ZeroLayout *l)
+{
+    return 2 + (l->hierarchical ? 1 : 0) + (l->overlap && l->stage == 1 ? 2 * FLIGHTS : 0)
+         + (l->stage >= 2 ? 1 : 0);
+}
+
+ZeroBytes zero_state_bytes(const ParamSet *ps, const ZeroLayout *l)
+{
+    StateCounts n = state_counts(ps, l->stage, l->dp, l->dp_rank);
+    int64_t w = (int64_t)ops_dtype_size(l->dtype), f32 = (int64_t)sizeof(float);
+    int64_t master = separate_master(l) ? n.update * f32 : 0;
+    ZeroBytes b;
+    /* zero 3: the owned master rows, and the buffer a unit is gathered into */
+    b.weights = l->stage < 3 ? n.full * w : master + n.unit * w;
+    b.grads = (l->stage < 2 ? n.full * f32 : 0) + (l->stage > 0 ? n.owned * f32 : 0)
+            + unit_buffers(l) * n.unit * f32;
+    b.optimizer = (l->stage < 3 ? master : 0) + 2 * n.update * f32;
+    return b;
+}
+
+static ZeroLayout layout_of(const Zero *z)
+{
+    ZeroLayout l = {z->stage, z->dp, z->dp_rank, z->m->act_dtype,
+                    comm_dp_two_level(z->reduction), z->overlap};
+    return l;
 }
 
 static ops_tensor arena(Zero *z, ops_dtype dtype, int64_t n, int64_t *bytes)
@@ -144,40 +218,29 @@ static void build_buckets(Zero *z)
     free(seen);
 }
 
-static int64_t largest(const Bucket *b, int n)
-{
-    int64_t most = 0;
-    for (int i = 0; i < n; i++)
-        if (b[i].numel > most)
-            most = b[i].numel;
-    return most;
-}
-
-/* Lays out weights, gradients and optimizer state per the ZeRO stage. */
+/* Lays out weights, gradients and optimizer state per the ZeRO stage, in
+ * the sizes zero_state_bytes gives; what it allocated must be what that
+ * says, so plan's figures and the trainer's report cannot part. */
 static void allocate_state(Zero *z)
 {
     ParamSet *ps = &z->m->ps;
     ops_dtype wdt = z->m->act_dtype;
-    int64_t n_full = 0, n_owned = 0, n_update = 0;
+    ZeroLayout l = layout_of(z);
+    StateCounts n = state_counts(ps, z->stage, z->dp, z->dp_rank);
     for (int i = 0; i < ps->n; i++) {
         Param *p = &ps->p[i];
         zero_partition(p->lrows, z->dp, z->dp_rank, &p->zrow0, &p->zrows);
-        int64_t r0, nr;
-        zero_update_rows(z, p, &r0, &nr);
-        n_full += params_local_numel(p);
-        n_owned += p->zrows * p->lcols;
-        n_update += nr * p->lcols;
     }
     int keep_full_weights = z->stage < 3, keep_full_grads = z->stage < 2;
-    int separate_master = wdt != OPS_F32 || !keep_full_weights;
-    ops_tensor w = keep_full_weights ? arena(z, wdt, n_full, &z->bytes.weights) : OPS_NONE;
-    ops_tensor g = keep_full_grads ? arena(z, OPS_F32, n_full, &z->bytes.grads) : OPS_NONE;
-    ops_tensor og = z->stage == 0 ? OPS_NONE : arena(z, OPS_F32, n_owned, &z->bytes.grads);
-    ops_tensor master = separate_master
-        ? arena(z, OPS_F32, n_update, !keep_full_weights ? &z->bytes.weights : &z->bytes.optimizer)
+    int own_master = separate_master(&l);
+    ops_tensor w = keep_full_weights ? arena(z, wdt, n.full, &z->bytes.weights) : OPS_NONE;
+    ops_tensor g = keep_full_grads ? arena(z, OPS_F32, n.full, &z->bytes.grads) : OPS_NONE;
+    ops_tensor og = z->stage == 0 ? OPS_NONE : arena(z, OPS_F32, n.owned, &z->bytes.grads);
+    ops_tensor master = own_master
+        ? arena(z, OPS_F32, n.update, !keep_full_weights ? &z->bytes.weights : &z->bytes.optimizer)
         : OPS_NONE;
-    ops_tensor mom = arena(z, OPS_F32, n_update, &z->bytes.optimizer);
-    ops_tensor vel = arena(z, OPS_F32, n_update, &z->bytes.optimizer);
+    ops_tensor mom = arena(z, OPS_F32, n.update, &z->bytes.optimizer);
+    ops_tensor vel = arena(z, OPS_F32, n.update, &z->bytes.optimizer);
 
     int64_t off_full = 0, off_upd = 0, off_own = 0;
     for (int i = 0; i < ps->n; i++) {
@@ -188,27 +251,31 @@ static void allocate_state(Zero *z)
         p->w = keep_full_weights ? ops_view(w, off_full, full) : OPS_NONE;
         p->g = keep_full_grads ? ops_view(g, off_full, full) : OPS_NONE;
         p->og = z->stage == 0 ? p->g : ops_view(og, off_own, p->zrows * p->lcols);
-        p->master = separate_master ? ops_view(master, off_upd, upd)
-                                    : ops_view(p->w, r0 * p->lcols, upd);
+        p->master = own_master ? ops_view(master, off_upd, upd)
+                               : ops_view(p->w, r0 * p->lcols, upd);
         p->m = ops_view(mom, off_upd, upd);
         p->v = ops_view(vel, off_upd, upd);
         off_full += full;
         off_upd += upd;
         off_own += p->zrows * p->lcols;
     }
-    int64_t most = largest(z->units, ps->n_units);
-    z->pack = arena(z, OPS_F32, most, &z->bytes.grads);
-    z->recv = arena(z, OPS_F32, most, &z->bytes.grads);
-    if (z->hierarchical)
-        z->mid = arena(z, OPS_F32, most, &z->bytes.grads);
+    z->pack = arena(z, OPS_F32, n.unit, &z->bytes.grads);
+    z->recv = arena(z, OPS_F32, n.unit, &z->bytes.grads);
+    if (comm_dp_two_level(z->reduction))
+        z->mid = arena(z, OPS_F32, n.unit, &z->bytes.grads);
     for (int k = 0; k < FLIGHTS && z->overlap && z->stage == 1; k++) {
-        z->flight[k].pack = arena(z, OPS_F32, most, &z->bytes.grads);
-        z->flight[k].recv = arena(z, OPS_F32, most, &z->bytes.grads);
+        z->flight[k].pack = arena(z, OPS_F32, n.unit, &z->bytes.grads);
+        z->flight[k].recv = arena(z, OPS_F32, n.unit, &z->bytes.grads);
     }
     if (z->stage >= 2)
-        z->work_g = arena(z, OPS_F32, most, &z->bytes.grads);
+        z->work_g = arena(z, OPS_F32, n.unit, &z->bytes.grads);
     if (z->stage == 3)
-        z->work_w = arena(z, wdt, most, &z->bytes.weights);
+        z->work_w = arena(z, wdt, n.unit, &z->bytes.weights);
+    ZeroBytes stated = zero_state_bytes(ps, &l);
+    if (z->bytes.weights != stated.weights || z->bytes.grads != stated.grads
+        || z->bytes.optimizer != stated.optimizer)
+        fail_abort("zero.c allocated other sizes than zero_state_bytes states",
+                   __FILE__, __LINE__);
 }
 
 /* ---- packing ----------------------------------------------------------- */
@@ -243,48 +310,13 @@ static void pack_grads(Zero *z, const Bucket *b, ops_tensor pack)
     }
 }
 
-/* Element counts per rank of the two levels, from z->counts: a node
- * rank's share is its place's blocks of every node. */
-static void level_counts(Zero *z)
-{
-    const Grid *g = z->m->grid;
-    int nodes = g->dp_cross_size, places = g->dp_node_size;
-    for (int l = 0; l < places; l++) {
-        z->node_counts[l] = 0;
-        for (int n = 0; n < nodes; n++)
-            z->node_counts[l] += z->counts[z->order[l * nodes + n]];
-    }
-    for (int n = 0; n < nodes; n++)
-        z->cross_counts[n] = z->counts[z->order[g->dp_node_rank * nodes + n]];
-}
-
 /* Reduce-scatters b's gradients: this rank's owned rows, summed over DP,
  * land in z->recv in parameter order. */
 static void reduce_scatter_bucket(Zero *z, const Bucket *b)
 {
-    const Grid *g = z->m->grid;
     pack_grads(z, b, z->pack);
-    if (!z->hierarchical) {
-        PROF(PROF_DP_COMM, comm_reduce_scatter(g, COMM_DP, z->pack, z->recv, z->counts));
-        return;
-    }
-    level_counts(z);
-    PROF(PROF_DP_COMM, comm_reduce_scatter(g, COMM_DP_NODE, z->pack, z->mid, z->node_counts));
-    PROF(PROF_DP_COMM, comm_reduce_scatter(g, COMM_DP_CROSS, z->mid, z->recv, z->cross_counts));
-}
-
-/* All-gathers every rank's send into recv, in packing order. */
-static void allgather_bucket(Zero *z, ops_tensor send, ops_tensor recv)
-{
-    const Grid *g = z->m->grid;
-    if (!z->hierarchical) {
-        PROF(PROF_DP_COMM, comm_allgather(g, COMM_DP, send, recv, z->counts));
-        return;
-    }
-    level_counts(z);
-    ops_tensor mid = typed(z->mid, send.dtype, 0, z->node_counts[g->dp_node_rank]);
-    PROF(PROF_DP_COMM, comm_allgather(g, COMM_DP_CROSS, send, mid, z->cross_counts));
-    PROF(PROF_DP_COMM, comm_allgather(g, COMM_DP_NODE, mid, recv, z->node_counts));
+    PROF(PROF_DP_COMM,
+         comm_dp_reduce_scatter(z->reduction, z->pack, z->recv, z->counts, z->mid));
 }
 
 /* owned grads (og) of b's parameters = (accumulate ? og + : ) recv */
@@ -332,7 +364,7 @@ static void gather_bucket(Zero *z, const Bucket *b, int from_master, ops_tensor 
     }
     ops_tensor send = typed(z->pack, wdt, 0, n_mine);
     ops_tensor recv = typed(z->recv, wdt, 0, b->numel);
-    allgather_bucket(z, send, recv);
+    PROF(PROF_DP_COMM, comm_dp_allgather(z->reduction, send, recv, z->counts, z->mid));
     /* unpack in packing order into each block, which `into` lays out in order */
     int64_t src = 0;
     for (int k = 0; k < z->dp; k++) {
@@ -491,27 +523,6 @@ static void unit_hook(void *ctx, int unit, UnitEvent ev)
     }
 }
 
-/* Flat: DP rank order. Two levels, when every node holds the same number
- * of DP ranks and there is more than one of each: position l * nodes + n
- * holds the rank at place l of node n. Collective on dp. */
-static void packing_order(Zero *z)
-{
-    const Grid *g = z->m->grid;
-    int nodes = g->dp_cross_size, places = g->dp_node_size;
-    int mine[2] = {g->dp_node_rank, g->dp_cross_rank};
-    int *all = malloc(sizeof(int) * 2 * (size_t)g->dp);
-    if (!all)
-        fail_abort("out of memory", __FILE__, __LINE__);
-    TRI_CHECK_MPI(MPI_Allgather(mine, 2, MPI_INT, all, 2, MPI_INT, g->dp_comm));
-    int balanced = 1;
-    for (int r = 0; r < g->dp; r++)
-        balanced &= all[2 * r] < places && all[2 * r + 1] < nodes;
-    z->hierarchical = balanced && nodes > 1 && places > 1 && nodes * places == g->dp;
-    for (int r = 0; r < g->dp; r++)
-        z->order[z->hierarchical ? all[2 * r] * nodes + all[2 * r + 1] : r] = r;
-    free(all);
-}
-
 /* ---- public ------------------------------------------------------------ */
 
 Zero *zero_create(Model *m, const Config *cfg, const Grid *g)
@@ -522,22 +533,18 @@ Zero *zero_create(Model *m, const Config *cfg, const Grid *g)
     z->m = m;
     z->cfg = cfg;
     z->g = g;
-    /* with one DP rank there is nothing to shard or reduce: every stage is
-     * stage 0, with no copies and no collectives */
-    z->stage = g->dp == 1 ? 0 : cfg->parallel.zero;
+    z->stage = zero_stage(cfg->parallel.zero, g->dp);
     z->dp = g->dp;
     z->dp_rank = g->dp_rank;
     z->gathered_unit = -1;
     z->counts = calloc((size_t)g->dp, sizeof *z->counts);
-    z->order = calloc((size_t)g->dp, sizeof *z->order);
-    z->node_counts = calloc((size_t)g->dp, sizeof *z->node_counts);
-    z->cross_counts = calloc((size_t)g->dp, sizeof *z->cross_counts);
-    if (!z->counts || !z->order || !z->node_counts || !z->cross_counts)
+    if (!z->counts)
         fail_abort("out of memory", __FILE__, __LINE__);
-    packing_order(z);
+    z->reduction = comm_dp_create(g);
+    z->order = comm_dp_order(z->reduction);
     build_buckets(z);
-    z->overlap = cfg->parallel.overlap && z->stage <= 1 && g->dp > 1 && !z->hierarchical
-                 && g->device == OPS_CPU;
+    z->overlap = zero_overlaps(cfg->parallel.overlap, z->stage, g->dp,
+                               comm_dp_two_level(z->reduction), g->device);
     z->units_of = calloc((size_t)m->ps.n + 1, sizeof *z->units_of);
     z->units_left = calloc((size_t)m->ps.n + 1, sizeof *z->units_left);
     z->bucket_started = calloc((size_t)z->n_buckets + 1, 1);
@@ -566,9 +573,7 @@ void zero_destroy(Zero *z)
     free(z->buckets);
     free(z->units);
     free(z->counts);
-    free(z->order);
-    free(z->node_counts);
-    free(z->cross_counts);
+    comm_dp_destroy(z->reduction);
     free(z->units_of);
     free(z->units_left);
     free(z->bucket_started);
@@ -629,27 +634,6 @@ static void sum_tied_copies(Zero *z)
     comm_allreduce(z->g, COMM_EMBED, p->og, p->og.n, COMM_SUM);
 }
 
-/* ZeRO-0's all-reduce of one gradient block: flat, or reduce-scatter in
- * the node, all-reduce of each share across nodes, all-gather in the node. */
-static void allreduce_grads(Zero *z, ops_tensor g)
-{
-    const Grid *grid = z->m->grid;
-    if (!z->hierarchical) {
-        PROF(PROF_DP_COMM, comm_allreduce(grid, COMM_DP, g, g.n, COMM_SUM));
-        return;
-    }
-    int places = grid->dp_node_size;
-    for (int l = 0; l < places; l++) {
-        int64_t r0, n;
-        zero_partition(g.n, places, l, &r0, &n);
-        z->node_counts[l] = (int)n;
-    }
-    ops_tensor share = ops_view(z->mid, 0, z->node_counts[grid->dp_node_rank]);
-    comm_reduce_scatter(grid, COMM_DP_NODE, g, share, z->node_counts);
-    comm_allreduce(grid, COMM_DP_CROSS, share, share.n, COMM_SUM);
-    comm_allgather(grid, COMM_DP_NODE, share, g, z->node_counts);
-}
-
 void zero_reduce_grads(Zero *z)
 {
     if (z->overlap) {
@@ -666,8 +650,10 @@ void zero_reduce_grads(Zero *z)
     } else if (z->stage == 0) {
         for (int b = 0; b < z->n_buckets; b++) {
             const Bucket *bk = &z->buckets[b];
-            for (int i = 0; i < bk->n; i++)
-                allreduce_grads(z, z->m->ps.p[bk->idx[i]].g);
+            for (int i = 0; i < bk->n; i++) {
+                ops_tensor g = z->m->ps.p[bk->idx[i]].g;
+                PROF(PROF_DP_COMM, comm_dp_allreduce(z->reduction, g, z->mid));
+            }
         }
     } else if (z->stage == 1) {
         for (int b = 0; b < z->n_buckets; b++) {
@@ -700,24 +686,4 @@ void zero_overlap_seconds(Zero *z, double *span, double *exposed)
     *span = z->span;
     *exposed = z->exposed;
     z->span = z->exposed = 0.0;
-}
-
-void zero_read_block(Zero *z, Param *p, float *out)
-{
-    int64_t n = params_local_numel(p);
-    ops_tensor dst = {out, n, OPS_F32, OPS_CPU};
-    if (z->stage < 3) {
-        ops_cast(dst, p->w);
-        return;
-    }
-    int idx = (int)(p - z->m->ps.p);
-    Bucket one = {.n = 1, .idx = {idx}, .numel = n};
-    ops_tensor into = ops_view(z->work_w, 0, n);
-    int was = z->gathered_unit;
-    gather_bucket(z, &one, 1, into);
-    ops_cast(dst, into);
-    if (was >= 0) { /* put the unit back where it was */
-        z->gathered_unit = -1;
-        gather_unit(z, was);
-    }
 }

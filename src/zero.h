@@ -1,7 +1,7 @@
 /*
  * zero.h - where parameter state lives, and how DP ranks share it (ZeRO).
  *
- * One rule for all state (DESIGN.md): each DP rank owns a contiguous block
+ * One rule for all state (doc/design.md, the sharding rule): each DP rank owns a contiguous block
  * of dim-0 rows of every local tensor; the last block may be short. Then:
  *   zero 0: every rank keeps full weights, gradients and optimizer state;
  *           gradients are all-reduced (the baseline);
@@ -16,8 +16,12 @@
  *           all-gathered just before its forward and again before its
  *           backward.
  * The buckets are the model's units (embeddings, each block, the head).
- * With one DP rank every stage behaves as stage 0: there is nothing to
- * shard, and no reason to copy gradients into an "owned" buffer.
+ * With one DP rank every stage behaves as stage 0 (zero_stage): there is
+ * nothing to shard, and no reason to copy gradients into an "owned" buffer.
+ *
+ * What a rank holds is a pure function of its parameter table and layout
+ * (zero_state_bytes): zero_create allocates by it and reports it, and
+ * `trident plan` predicts memory with it.
  */
 #ifndef TRI_SRC_ZERO_H
 #define TRI_SRC_ZERO_H
@@ -34,10 +38,36 @@ typedef struct {
 
 typedef struct Zero Zero;
 
+/* The stage a rank runs when [parallel] zero is `zero` over dp ranks: 0
+ * with one DP rank, else `zero`. Not collective. */
+int zero_stage(int zero, int dp);
+
+/* Whether DP reductions start during the backward: [parallel] overlap,
+ * stage 0 or 1, more than one DP rank, one DP level (not hierarchical),
+ * host buffers. Not collective. */
+int zero_overlaps(int overlap, int stage, int dp, int hierarchical, ops_device device);
+
+/* What sizes a rank's ZeRO state, besides its parameter table. */
+typedef struct {
+    int stage;          /* zero_stage's */
+    int dp, dp_rank;
+    ops_dtype dtype;    /* the weights' compute dtype */
+    int hierarchical;   /* the DP reduction runs in two levels */
+    int overlap;        /* zero_overlaps's */
+} ZeroLayout;
+
+/* Bytes of weights, gradients and optimizer state that the rank with
+ * parameter table ps holds under l: full or owned weights in the compute
+ * dtype, fp32 gradients (full, owned, and the unit-sized pack, receive and
+ * work buffers), fp32 master rows and Adam moments. Not collective. */
+ZeroBytes zero_state_bytes(const ParamSet *ps, const ZeroLayout *l);
+
 /* Decides ownership, allocates weights, gradients and optimizer state for
- * m's parameters, and installs the unit hooks ZeRO-2/3 need.
- * Not collective. */
+ * m's parameters, and installs the unit hooks ZeRO-2/3 need. Learns how
+ * DP reduces (comm_dp_create all-gathers every DP rank's node).
+ * Collective on dp. */
 Zero *zero_create(Model *m, const Config *cfg, const Grid *g);
+/* Not collective. */
 void zero_destroy(Zero *z);
 
 /* Initialises every parameter this rank holds from the counter-based RNG.
@@ -55,20 +85,21 @@ void zero_reduce_grads(Zero *z);
 void zero_gather_weights(Zero *z);
 
 /* Rows of p's block this rank updates: all of them under zero 0, else the
- * owned block. og, master, m and v cover exactly these rows. */
+ * owned block. og, master, m and v cover exactly these rows.
+ * Not collective. */
 void zero_update_rows(const Zero *z, const Param *p, int64_t *row0, int64_t *rows);
 
-/* The owned-row partition of a block of `rows` rows among dp ranks. */
+/* The owned-row partition of a block of `rows` rows among dp ranks.
+ * Not collective. */
 void zero_partition(int64_t rows, int dp, int rank, int64_t *row0, int64_t *n);
 
+/* What this rank allocated: zero_state_bytes of its table and layout.
+ * Not collective. */
 ZeroBytes zero_bytes(const Zero *z);
 
 /* Overlapped DP reductions since the last call: the seconds they were in
  * flight, and the seconds the step waited for them (the exposed part).
  * Resets both. Not collective. */
 void zero_overlap_seconds(Zero *z, double *span, double *exposed);
-/* Copies p's full block of weights (fp32) into out, gathering it under
- * zero 3. Collective on dp under zero 3, else not collective. */
-void zero_read_block(Zero *z, Param *p, float *out);
 
 #endif

@@ -3,8 +3,8 @@
 # continuation after resume, resume on another layout, the stop signals
 # (checkpoint, then exit 75), early stopping, `inspect` and `sample`, and
 # every kind of bad checkpoint refused with the file and dataset (or the
-# stored config's line) named before any step runs (DESIGN.md invariants
-# 2, 3 and 5).
+# stored config's line) named before any step runs (doc/design.md,
+# invariants 2, 3 and 5).
 . "${TRI_SRCDIR:-.}/tests/lib.sh"
 np=${1:-2}
 TAMPER="${TRI_BUILDDIR:-.}/tests/ckpt_tamper"

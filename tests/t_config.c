@@ -159,7 +159,7 @@ static void test_defaults(void)
            p->node_size == 0 && t->micro_batch == 8 && t->grad_accum == 1 && t->steps == 1000 &&
            t->lr == 1e-3 && t->min_lr == 1e-4 && t->warmup == 100 && t->weight_decay == 0.1 &&
            t->beta1 == 0.9 && t->beta2 == 0.95 && t->eps == 1e-8 && t->clip_norm == 1.0 &&
-           t->clip_value == 0 && !strcmp(t->precision, "fp32") &&
+           t->clip_value == 0 && t->precision == PRECISION_FP32 &&
            t->recompute == RECOMPUTE_NONE && t->recompute_every == 0 && t->seed == 1337 &&
            t->loss_scale_window == 2000 && t->loss_scale_hysteresis == 2 &&
            t->loss_scale_min == 1.0,
@@ -209,7 +209,7 @@ static void test_full_file(void)
     tap_ok(o.rc == 0 && c.model.vocab_size == 50304 && c.model.init == INIT_XAVIER_UNIFORM &&
            c.model.init_fan == FAN_OUT && c.model.tie_embeddings == 0 &&
            c.parallel.schedule == SCHED_GPIPE && c.parallel.zero == 3 &&
-           !strcmp(c.train.precision, "bf16") && c.train.recompute == RECOMPUTE_EVERY &&
+           c.train.precision == PRECISION_BF16 && c.train.recompute == RECOMPUTE_EVERY &&
            c.train.recompute_every == 2 && c.train.seed == 18446744073709551615ULL &&
            c.train.loss_scale_min == 0.25 && c.data.format == DATA_TOKENS &&
            !strcmp(c.checkpoint.resume, "/scratch/ckpt/step_000050.h5") &&
@@ -279,6 +279,22 @@ static void test_overrides(void)
            !config_set(&c, "model", "tie_embeddings", "1", "t", NULL) &&
            c.model.tie_embeddings == 1,
            "booleans: yes/off/1 in any case");
+
+    /* precision is parsed once, into the enum, and printed back as its word */
+    static const char *const words[] = { "fp32", "bf16", "fp16" };
+    static const Precision values[] = { PRECISION_FP32, PRECISION_BF16, PRECISION_FP16 };
+    static char ini[1 << 16];
+    int all = 1;
+    for (int i = 0; i < 3; i++) {
+        char line[32];
+        snprintf(line, sizeof line, "\nprecision = %s\n", words[i]);
+        all &= !config_set(&c, "train", "precision", words[i], "t", NULL) &&
+               c.train.precision == values[i] && config_validate(&c, NULL) == 0 &&
+               config_to_ini(&c, ini, sizeof ini) > 0 && strstr(ini, line) && round_trips(&c);
+    }
+    c.train.precision = (Precision)7;
+    tap_ok(all && config_validate(&c, NULL) != 0,
+           "precision: fp32/bf16/fp16 parse to the enum and print back; another value fails");
 }
 
 static void test_syntax_variants(void)
@@ -546,7 +562,7 @@ static void test_parse_text(void)
 int main(int argc, char **argv)
 {
     tap_init(&argc, &argv);
-    tap_plan(83);
+    tap_plan(84);
     test_defaults();
     test_builtin();
     test_full_file();

@@ -1,7 +1,7 @@
 /*
  * t_grid.c - the process grid on 1, 2, 4 and 8 ranks: every layout that
- * fits the world, TP innermost, groups of the right sizes and members, and
- * the bad layouts refused with their reason.
+ * fits the world, TP innermost, groups of the right sizes and members, the
+ * bad layouts refused with their reason, and when DP reduces in two levels.
  */
 #include <mpi.h>
 #include <stdio.h>
@@ -63,11 +63,41 @@ static int rejects(int world, int dp, int pp, int tp, int n_layer, const char *n
     return rc != 0 && strstr(msg, needle) != NULL;
 }
 
+/* grid_dp_two_level on a table of node layouts of a DP group. */
+static int two_level_table(void)
+{
+    static const struct {
+        int dp, node_of[8], want;
+    } cases[] = {
+        {4, {0, 0, 1, 1}, 1},               /* two nodes of two */
+        {4, {0, 1, 0, 1}, 1},               /* nodes interleaved in DP order */
+        {6, {7, 7, 3, 3, 5, 5}, 1},         /* any numbering */
+        {8, {0, 0, 0, 0, 1, 1, 1, 1}, 1},
+        {1, {0}, 0},
+        {2, {0, 1}, 0},
+        {4, {0, 0, 0, 0}, 0},               /* one node */
+        {4, {0, 1, 2, 3}, 0},               /* one rank per node */
+        {4, {0, 0, 0, 1}, 0},               /* unequal nodes */
+        {6, {0, 0, 1, 1, 1, 1}, 0},
+        {5, {0, 0, 1, 1, 2}, 0},
+        {6, {0, 0, 0, 1, 1, 2}, 0},
+    };
+    int ok = 1;
+    for (size_t i = 0; i < sizeof cases / sizeof cases[0]; i++) {
+        int got = grid_dp_two_level(cases[i].node_of, cases[i].dp);
+        if (got != cases[i].want) {
+            tap_diag("case %zu: dp %d gives %d, want %d", i, cases[i].dp, got, cases[i].want);
+            ok = 0;
+        }
+    }
+    return ok;
+}
+
 int main(int argc, char **argv)
 {
     tap_init(&argc, &argv);
     int n = tap_size();
-    tap_plan(9);
+    tap_plan(11);
     int ok = 1, count = 0;
     for (int tp = 1; tp <= n; tp *= 2)
         for (int pp = 1; pp * tp <= n; pp *= 2)
@@ -82,6 +112,11 @@ int main(int argc, char **argv)
     tap_ok(rejects(4, 0, 3, 1, 8, "not a multiple"), "dp=0 with world not a multiple of pp*tp");
     tap_ok(rejects(8, 1, 1, 8, 8, "n_head"), "n_head not divisible by tp");
     tap_ok(rejects(8, 1, 8, 1, 4, "layers"), "fewer layers than stages");
+    ParallelConfig pc = {.dp = 0, .pp = 2, .tp = 4};
+    int auto_dp = grid_resolve_dp(&pc, 64);
+    pc.dp = 3;
+    tap_ok(auto_dp == 8 && grid_resolve_dp(&pc, 64) == 3,
+           "dp = 0 resolves to world / (pp * tp); a set dp stays");
     int first, cnt, all = 1, next = 0;
     for (int s = 0; s < 3; s++) {
         grid_stage_layers(8, 3, s, &first, &cnt);
@@ -91,5 +126,6 @@ int main(int argc, char **argv)
     tap_ok(all && next == 8, "8 layers on 3 stages: 3, 3, 2, contiguous");
     grid_stage_layers(12, 4, 3, &first, &cnt);
     tap_ok(first == 9 && cnt == 3, "12 layers on 4 stages: stage 3 has layers 9..11");
+    tap_ok(two_level_table(), "DP is two-level with >1 node, >1 rank per node, equal counts");
     return tap_done();
 }

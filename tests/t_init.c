@@ -1,7 +1,7 @@
 /*
  * t_init.c - every initialisation scheme: each tensor's sample mean and
  * standard deviation within sampling tolerance of its formula, LayerNorm
- * gains at 1 and biases at 0; and layout independence (DESIGN.md
+ * gains at 1 and biases at 0; and layout independence (doc/design.md,
  * invariant 1): a TP shard's values are bitwise the same elements of the
  * single-rank tensor.
  */
@@ -111,6 +111,28 @@ static int tp_shards_match(int tp)
     return ok;
 }
 
+/* The local count against the logical model: the whole of it on one rank,
+ * plus the last stage's copy of the tied wte on two stages; TP ranks hold
+ * the same sizes, each less than the whole. */
+static int local_counts(void)
+{
+    Config c;
+    config_for(&c, INIT_GPT2, FAN_IN);
+    int64_t logical = params_logical_count(&c.model);
+    int64_t V = c.model.vocab_size, C = c.model.n_embd;
+    int ok = params_local_count(&c, 0, 0) == logical;
+    c.parallel.pp = 2;
+    ok &= params_local_count(&c, 0, 0) + params_local_count(&c, 1, 0) == logical + V * C;
+    c.parallel.pp = 1;
+    c.parallel.tp = 2;
+    int64_t half = params_local_count(&c, 0, 0);
+    ok &= half == params_local_count(&c, 0, 1) && half < logical && 2 * half > logical;
+    c.parallel.tp = 1;
+    c.model.tie_embeddings = 0;
+    ok &= params_local_count(&c, 0, 0) == params_logical_count(&c.model);
+    return ok;
+}
+
 int main(int argc, char **argv)
 {
     tap_init(&argc, &argv);
@@ -121,13 +143,15 @@ int main(int argc, char **argv)
         {INIT_XAVIER_UNIFORM, FAN_IN, "xavier_uniform"}, {INIT_ZEROS, FAN_IN, "zeros"},
     };
     int n = sizeof schemes / sizeof schemes[0];
-    tap_plan(n + 3);
+    tap_plan(n + 4);
     for (int i = 0; i < n; i++) {
         int ok;
         double z = check_scheme(schemes[i].s, schemes[i].f, &ok);
         tap_ok(ok, "%s: every tensor's mean and std match the formula (worst z %.2f < 5)",
                schemes[i].name, z);
     }
+    tap_ok(local_counts(),
+           "params_local_count: one rank holds the model; two stages add the tied copy");
     tap_ok(tp_shards_match(2), "tp 2 shards are bitwise slices of the single-rank tensors");
     tap_ok(tp_shards_match(4), "tp 4 shards are bitwise slices of the single-rank tensors");
     Config c;

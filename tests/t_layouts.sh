@@ -1,5 +1,5 @@
 #!/bin/sh
-# t_layouts.sh - DESIGN.md invariant 1: every layout trains the same model.
+# t_layouts.sh - invariant 1 of doc/design.md: every layout trains the same model.
 # A 10-step fp32 run on each dp x pp x tp layout, ZeRO stage, schedule and
 # microbatch split below gives the single-rank run's per-step losses within
 # relative 1e-5, and the same final weights (compared tensor by tensor in

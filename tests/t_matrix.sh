@@ -4,7 +4,7 @@
 # and checks that the run ends within a time limit, with the documented
 # message and exit code, without a crash (no death by SIGSEGV/SIGABRT/...,
 # no sanitizer report), and, at the end, that the completed checkpoint
-# made first is byte for byte what it was (DESIGN.md invariants 3 and 4).
+# made first is byte for byte what it was (doc/design.md, invariants 3 and 4).
 # The case ids (M01, ...) are those of doc/errors.md's table.
 #
 # Needs tests/ckpt_tamper (check_PROGRAMS) and h5copy (hdf5-tools, which

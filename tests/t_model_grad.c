@@ -155,10 +155,32 @@ static void check_recompute_identical(void)
     rig_destroy(&b);
 }
 
+/* The recompute rule: none, full, every K-th layer by global index, and
+ * the model keeps what the rule says. */
+static void check_recompute_rule(void)
+{
+    TrainConfig t = {.recompute = RECOMPUTE_EVERY, .recompute_every = 3};
+    int ok = model_recomputed_layers(&t, 0, 7) == 3 && model_recomputed_layers(&t, 4, 3) == 1
+          && model_recomputed_layers(&t, 5, 5) == 2 && model_layer_recomputes(&t, 6)
+          && !model_layer_recomputes(&t, 7);
+    t.recompute = RECOMPUTE_FULL;
+    ok &= model_recomputed_layers(&t, 2, 5) == 5;
+    t.recompute = RECOMPUTE_NONE;
+    ok &= model_recomputed_layers(&t, 0, 5) == 0;
+    Rig r;
+    rig_create(&r, RECOMPUTE_EVERY, 1);
+    for (int l = 0; l < r.model.n_local; l++)
+        ok &= r.model.recompute[l] == model_layer_recomputes(&r.cfg.train, r.model.layer0 + l);
+    ok &= r.model.recompute[0] && !r.model.recompute[1];
+    rig_destroy(&r);
+    tap_ok(ok, "recompute: every:K picks layers by global index; the model keeps what it says");
+}
+
 int main(int argc, char **argv)
 {
     tap_init(&argc, &argv);
-    tap_plan(5);
+    tap_plan(6);
+    check_recompute_rule();
     check_model(RECOMPUTE_NONE, 1, "tied embeddings");
     check_model(RECOMPUTE_NONE, 0, "untied LM head");
     check_model(RECOMPUTE_FULL, 1, "recompute=full");

@@ -686,7 +686,7 @@ static void test_add(void)
 /* ---- determinism ------------------------------------------------------------ */
 
 /* The reductions over rows (dbias, layernorm dw/db, dwte, dwpe) must give
- * the same bits whatever the thread count (DESIGN.md invariant 5). */
+ * the same bits whatever the thread count (doc/design.md, invariant 5). */
 static void run_row_reductions(int threads, ops_tensor out[5])
 {
     enum { N = 300, C = 200, V = 50 };

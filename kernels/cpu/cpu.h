@@ -92,7 +92,7 @@ static inline void store_f32_cpu(void *p, ops_dtype dt, int64_t i, float x)
     }
 }
 
-/* ---- GEMM (gemm_cpu.c) ------------------------------------------------- */
+/* ---- GEMM (gemm_cpu.c, and gemm_dnnl.c or gemm_cblas.c) ---------------- */
 
 /* Row-major C(M,N) = alpha op(A) op(B) + beta C, op(A) (M,K), op(B) (K,N);
  * trans_a/trans_b non-zero means the stored matrix is the transpose. With
@@ -109,9 +109,10 @@ void gemm_f32_cpu(int trans_a, int trans_b, int M, int N, int K, float alpha,
  * Products and sums are fp32, and C is rounded to cdt once, at the end.
  * bf16 runs on oneDNN's matmul primitive where the build has oneDNN and
  * the CPU has AMX; every other low-precision case widens blocks of A and
- * B to fp32 and calls gemm_f32_cpu (gemm_cpu.c says why). Threads by itself and uses the shared scratch, so
- * call it outside parallel regions (attention converts its heads to fp32
- * and calls gemm_f32_cpu instead). */
+ * B to fp32 and calls gemm_f32_cpu (doc/performance.md, "CPU GEMMs", says
+ * why). Threads by itself and uses the shared scratch, so call it outside
+ * parallel regions (attention converts its heads to fp32 and calls
+ * gemm_f32_cpu instead). */
 void gemm_cpu(ops_dtype dt, int trans_a, int trans_b, int M, int N, int K,
               const void *A, int lda, const void *B, int ldb,
               const void *bias, int accumulate, void *C, ops_dtype cdt,

@@ -5,7 +5,7 @@
  * schedules; the math of GELU comes from elem.h so the GPU computes the
  * same numbers. The only reduction, the sum of squares behind the gradient
  * norm, adds fixed blocks and then the block sums in order, so its result
- * does not depend on the thread count (DESIGN.md invariant 5).
+ * does not depend on the thread count (doc/design.md, invariant 5).
  *
  * bf16 and fp16: each element is widened, the math is fp32 (fp64 for the
  * sums), and the result is rounded once as it is stored. The fp32 loops

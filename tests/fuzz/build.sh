@@ -29,8 +29,10 @@ hdf5_cflags=$(var HDF5_CFLAGS)
 hdf5_libs=$(var HDF5_LIBS)
 inih_cflags=$(var INIH_CFLAGS)
 inih_libs=$(var INIH_LIBS)
-mpi_cflags=$(mpicc -showme:compile)
-mpi_libs=$(mpicc -showme:link)
+# MPI's flags as configure found them; none when CC was an MPI wrapper
+mpi_cflags=$(var MPI_CFLAGS)
+mpi_libs=$(var MPI_LIBS)
+[ -n "$mpi_cflags$mpi_libs" ] || { mpi_cflags=$(mpicc -showme:compile); mpi_libs=$(mpicc -showme:link); }
 
 san="-fsanitize=address,undefined -fno-sanitize-recover=undefined -fno-omit-frame-pointer"
 # shellcheck disable=SC2086

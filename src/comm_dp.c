@@ -1,0 +1,162 @@
+/*
+ * comm_dp.c - the reduction over data parallelism; see comm_dp.h.
+ *
+ * With two levels, position l * nodes + n of the packing order holds the
+ * DP rank at place l of node n (its dp_node and dp_cross ranks). The node
+ * level then sees, at place l, the blocks of every node's place-l rank:
+ * that place's share of the buffer. The cross level splits that share
+ * into one block per node.
+ */
+#include "comm_dp.h"
+
+#include <stdlib.h>
+
+#include "fail.h"
+
+struct CommDp {
+    const Grid *g;
+    int two_level;
+    int nodes, places;        /* two levels: dp_cross and dp_node sizes */
+    int *order;               /* DP ranks in packing order */
+    int *node_counts, *cross_counts;  /* per dp_node / dp_cross rank */
+};
+
+static int *ints(int n)
+{
+    int *p = calloc((size_t)(n > 0 ? n : 1), sizeof *p);
+    if (!p)
+        fail_abort("out of memory", __FILE__, __LINE__);
+    return p;
+}
+
+/* Each DP rank's node, dp_node rank and dp_cross rank, DP rank-major. */
+static int *dp_places(const Grid *g)
+{
+    int mine[3] = {g->node, g->dp_node_rank, g->dp_cross_rank};
+    int *all = ints(3 * g->dp), *counts = ints(g->dp);
+    for (int r = 0; r < g->dp; r++)
+        counts[r] = 3;
+    comm_allgather(g, COMM_DP, (ops_tensor){mine, 3, OPS_I32, OPS_CPU},
+                   (ops_tensor){all, 3 * (int64_t)g->dp, OPS_I32, OPS_CPU}, counts);
+    free(counts);
+    return all;
+}
+
+CommDp *comm_dp_create(const Grid *g)
+{
+    CommDp *d = calloc(1, sizeof *d);
+    if (!d)
+        fail_abort("out of memory", __FILE__, __LINE__);
+    d->g = g;
+    d->order = ints(g->dp);
+    d->node_counts = ints(g->dp);
+    d->cross_counts = ints(g->dp);
+    for (int r = 0; r < g->dp; r++)
+        d->order[r] = r;
+    if (g->dp == 1)
+        return d;
+    int *all = dp_places(g), *node_of = ints(g->dp);
+    for (int r = 0; r < g->dp; r++)
+        node_of[r] = all[3 * r];
+    d->two_level = grid_dp_two_level(node_of, g->dp);
+    d->nodes = g->dp_cross_size;
+    d->places = g->dp_node_size;
+    for (int r = 0; r < g->dp && d->two_level; r++) {
+        int place = all[3 * r + 1], node = all[3 * r + 2];
+        if (place >= d->places || node >= d->nodes || d->nodes * d->places != g->dp)
+            fail_abort("the dp_node and dp_cross groups do not tile the DP group",
+                       __FILE__, __LINE__);
+        d->order[place * d->nodes + node] = r;
+    }
+    free(node_of);
+    free(all);
+    return d;
+}
+
+void comm_dp_destroy(CommDp *d)
+{
+    if (!d)
+        return;
+    free(d->order);
+    free(d->node_counts);
+    free(d->cross_counts);
+    free(d);
+}
+
+int comm_dp_two_level(const CommDp *d) { return d->two_level; }
+
+const int *comm_dp_order(const CommDp *d) { return d->order; }
+
+/* n elements of dtype at the start of the scratch buffer, which is sized
+ * in fp32 elements and holds fp32 or compute-dtype data. */
+static ops_tensor scratch_as(ops_tensor scratch, ops_dtype dtype, int64_t n)
+{
+    ops_tensor t = {scratch.data, n, dtype, scratch.device};
+    return t;
+}
+
+/* Element counts per rank of the two levels, from counts per DP rank: a
+ * place's share is that place's block of every node. */
+static void level_counts(CommDp *d, const int *counts)
+{
+    for (int l = 0; l < d->places; l++) {
+        d->node_counts[l] = 0;
+        for (int n = 0; n < d->nodes; n++)
+            d->node_counts[l] += counts[d->order[l * d->nodes + n]];
+    }
+    for (int n = 0; n < d->nodes; n++)
+        d->cross_counts[n] = counts[d->order[d->g->dp_node_rank * d->nodes + n]];
+}
+
+void comm_dp_reduce_scatter(CommDp *d, ops_tensor send, ops_tensor recv,
+                            const int *counts, ops_tensor scratch)
+{
+    const Grid *g = d->g;
+    if (!d->two_level) {
+        comm_reduce_scatter(g, COMM_DP, send, recv, counts);
+        return;
+    }
+    level_counts(d, counts);
+    ops_tensor share = scratch_as(scratch, send.dtype, d->node_counts[g->dp_node_rank]);
+    comm_reduce_scatter(g, COMM_DP_NODE, send, share, d->node_counts);
+    comm_reduce_scatter(g, COMM_DP_CROSS, share, recv, d->cross_counts);
+}
+
+void comm_dp_allgather(CommDp *d, ops_tensor send, ops_tensor recv,
+                       const int *counts, ops_tensor scratch)
+{
+    const Grid *g = d->g;
+    if (!d->two_level) {
+        comm_allgather(g, COMM_DP, send, recv, counts);
+        return;
+    }
+    level_counts(d, counts);
+    ops_tensor share = scratch_as(scratch, send.dtype, d->node_counts[g->dp_node_rank]);
+    comm_allgather(g, COMM_DP_CROSS, send, share, d->cross_counts);
+    comm_allgather(g, COMM_DP_NODE, share, recv, d->node_counts);
+}
+
+/* Place k's part of n elements cut into `parts` near-equal runs, the last
+ * one short (as zero_partition cuts rows). */
+static int part_count(int64_t n, int parts, int k)
+{
+    int64_t block = (n + parts - 1) / parts;
+    int64_t start = block * k < n ? block * k : n;
+    int64_t end = start + block < n ? start + block : n;
+    return (int)(end - start);
+}
+
+void comm_dp_allreduce(CommDp *d, ops_tensor buf, ops_tensor scratch)
+{
+    const Grid *g = d->g;
+    if (!d->two_level) {
+        comm_allreduce(g, COMM_DP, buf, buf.n, COMM_SUM);
+        return;
+    }
+    for (int l = 0; l < d->places; l++)
+        d->node_counts[l] = part_count(buf.n, d->places, l);
+    ops_tensor share = scratch_as(scratch, buf.dtype, d->node_counts[g->dp_node_rank]);
+    comm_reduce_scatter(g, COMM_DP_NODE, buf, share, d->node_counts);
+    comm_allreduce(g, COMM_DP_CROSS, share, share.n, COMM_SUM);
+    comm_allgather(g, COMM_DP_NODE, share, buf, d->node_counts);
+}

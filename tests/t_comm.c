@@ -1,0 +1,169 @@
+/*
+ * t_comm.c - comm's host-value helpers on the world (before and after the
+ * grid exists), and comm_dp's reductions: with pretended nodes of two
+ * ranks they run in two levels and give what one flat collective gives.
+ */
+#include <mpi.h>
+#include <stdint.h>
+#include <stdlib.h>
+#include <string.h>
+
+#include "comm.h"
+#include "comm_dp.h"
+#include "config.h"
+#include "grid.h"
+#include "tap.h"
+
+static void layout(Config *cfg, int node_size)
+{
+    config_defaults(cfg);
+    cfg->model.n_layer = 8;
+    cfg->model.n_head = 8;
+    cfg->model.n_embd = 64;
+    cfg->parallel.dp = 0;
+    cfg->parallel.pp = cfg->parallel.tp = 1;
+    cfg->parallel.node_size = node_size;
+}
+
+static int scalars(const Grid *g)
+{
+    int n = g->size, r = g->rank, ok = 1;
+    int i[3] = {r + 1, r + 1, r + 1};
+    comm_allreduce_scalars(g, COMM_WORLD, &i[0], 1, COMM_INT, COMM_SUM);
+    comm_allreduce_scalars(g, COMM_WORLD, &i[1], 1, COMM_INT, COMM_MAX);
+    comm_allreduce_scalars(g, COMM_WORLD, &i[2], 1, COMM_INT, COMM_MIN);
+    ok &= i[0] == n * (n + 1) / 2 && i[1] == n && i[2] == 1;
+    int64_t big = (int64_t)1 << 40;
+    comm_allreduce_scalars(g, COMM_WORLD, &big, 1, COMM_INT64, COMM_SUM);
+    ok &= big == (int64_t)n << 40;
+    uint64_t wrap[2] = {UINT64_MAX, (uint64_t)r};  /* sums wrap: -n mod 2^64 */
+    comm_allreduce_scalars(g, COMM_WORLD, wrap, 2, COMM_UINT64, COMM_SUM);
+    ok &= wrap[0] == (uint64_t)0 - (uint64_t)n && wrap[1] == (uint64_t)(n * (n - 1) / 2);
+    double d[2] = {0.5 * r, 0.25 * r};
+    comm_allreduce_scalars(g, COMM_WORLD, d, 1, COMM_DOUBLE, COMM_SUM);
+    comm_allreduce_scalars(g, COMM_WORLD, d + 1, 1, COMM_DOUBLE, COMM_MAX);
+    ok &= d[0] == 0.25 * n * (n - 1) && d[1] == 0.25 * (n - 1);
+    return ok;
+}
+
+static int bytes(const Grid *g)
+{
+    int n = g->size, r = g->rank, last = n - 1;
+    char text[32] = "";
+    if (r == last)
+        strcpy(text, "from the last rank");
+    comm_bcast_bytes(g, COMM_WORLD, text, sizeof text, last);
+    int ok = strcmp(text, "from the last rank") == 0;
+    double mine[2] = {r, -r};
+    double *all = r == last ? calloc(2 * (size_t)n, sizeof *all) : NULL;
+    comm_gather_bytes(g, COMM_WORLD, mine, sizeof mine, all, last);
+    for (int k = 0; all && k < n; k++)
+        ok &= all[2 * k] == k && all[2 * k + 1] == -k;
+    free(all);
+    return ok;
+}
+
+static ops_tensor host(float *p, int64_t n)
+{
+    return (ops_tensor){p, n, OPS_F32, OPS_CPU};
+}
+
+/* Small whole numbers, so every sum is exact in fp32. */
+static float value(int sender, int owner, int j)
+{
+    return (float)((sender + 1) * 100 + owner * 10 + j);
+}
+
+/* Each DP rank r owns a block of r + 1 elements. */
+static int dp_reductions(const Grid *g, CommDp *d)
+{
+    int dp = g->dp, me = g->dp_rank, total = dp * (dp + 1) / 2, ok = 1;
+    const int *order = comm_dp_order(d);
+    int *counts = calloc((size_t)dp, sizeof *counts);
+    float *send = calloc((size_t)total, sizeof *send), *recv = calloc((size_t)total, sizeof *recv);
+    float *scratch = calloc((size_t)total, sizeof *scratch);
+    for (int r = 0; r < dp; r++)
+        counts[r] = r + 1;
+    int off = 0;
+    for (int k = 0; k < dp; k++)
+        for (int j = 0; j < counts[order[k]]; j++)
+            send[off++] = value(me, order[k], j);
+    comm_dp_reduce_scatter(d, host(send, total), host(recv, counts[me]), counts,
+                           host(scratch, total));
+    for (int j = 0; j < counts[me]; j++) {
+        float want = 0.0f;
+        for (int s = 0; s < dp; s++)
+            want += value(s, me, j);
+        ok &= recv[j] == want;
+    }
+    for (int j = 0; j < counts[me]; j++)
+        send[j] = value(0, me, j);
+    comm_dp_allgather(d, host(send, counts[me]), host(recv, total), counts,
+                      host(scratch, total));
+    off = 0;
+    for (int k = 0; k < dp; k++)
+        for (int j = 0; j < counts[order[k]]; j++)
+            ok &= recv[off++] == value(0, order[k], j);
+    for (int j = 0; j < total; j++)
+        send[j] = (float)((me + 1) * j);
+    comm_dp_allreduce(d, host(send, total), host(scratch, total));
+    for (int j = 0; j < total; j++)
+        ok &= send[j] == (float)(j * dp * (dp + 1) / 2);
+    free(counts);
+    free(send);
+    free(recv);
+    free(scratch);
+    return ok;
+}
+
+/* comm_dp on a grid with nodes of node_size ranks (0: the real ones):
+ * the decision is grid_dp_two_level's, the reductions are right. */
+static int dp_on_nodes(int node_size, int *two_level)
+{
+    Config cfg;
+    layout(&cfg, node_size);
+    Grid g;
+    grid_create(&g, &cfg, MPI_COMM_WORLD);
+    CommDp *d = comm_dp_create(&g);
+    int *node_of = calloc((size_t)g.dp, sizeof *node_of);
+    for (int r = 0; r < g.dp; r++)
+        node_of[r] = node_size > 0 ? grid_world_rank(&g, 0, r, 0) / node_size : 0;
+    *two_level = comm_dp_two_level(d);
+    int ok = *two_level == grid_dp_two_level(node_of, g.dp) || node_size == 0;
+    ok &= dp_reductions(&g, d);
+    free(node_of);
+    comm_dp_destroy(d);
+    grid_destroy(&g);
+    return ok;
+}
+
+int main(int argc, char **argv)
+{
+    tap_init(&argc, &argv);
+    int n = tap_size();
+    tap_plan(6);
+    Grid w;
+    grid_world_only(&w, MPI_COMM_WORLD);
+    tap_ok(w.size == n && w.rank == tap_rank() && comm_size(&w, COMM_WORLD) == n
+           && comm_size(&w, COMM_DP) == 0, "a world-only grid has the world and no other group");
+    tap_ok(scalars(&w) && bytes(&w), "scalars and bytes on a world-only grid");
+    Config cfg;
+    layout(&cfg, 0);
+    Grid g;
+    grid_create(&g, &cfg, MPI_COMM_WORLD);
+    tap_ok(scalars(&g) && bytes(&g), "scalars and bytes on a full grid");
+    float x[2] = {(float)tap_rank(), -(float)tap_rank()};
+    comm_allreduce(&g, COMM_WORLD, host(x, 2), 2, COMM_MIN);
+    tap_ok(n == 1 || (x[0] == 0.0f && x[1] == -(float)(n - 1)), "a tensor all-reduce with MIN");
+    grid_destroy(&g);
+    int two = 0;
+    tap_ok(dp_on_nodes(0, &two), "dp %d on this machine: %s, blocks summed and gathered", n,
+           two ? "two levels" : "flat");
+    two = 0;
+    int ok = n % 2 != 0 || dp_on_nodes(2, &two);
+    tap_ok(ok && two == (n >= 4 && n % 2 == 0),
+           "dp %d on pretended nodes of 2: %s", n,
+           n % 2 ? "not run (odd world)" : two ? "two levels, blocks summed and gathered"
+                                               : "flat, blocks summed and gathered");
+    return tap_done();
+}

@@ -1,0 +1,137 @@
+/*
+ * t_zero.c - ZeRO's sizes: what a real Zero allocates and reports equals
+ * zero_state_bytes of its table and layout, on DP groups of 1, 2 and 4
+ * ranks, every stage, fp32 and bf16, with and without overlap, flat and
+ * two-level; the owned shards add up to the whole; and the rules that
+ * choose the stage a rank runs and whether it overlaps.
+ */
+#include <stdio.h>
+#include <string.h>
+
+#include "config.h"
+#include "grid.h"
+#include "model.h"
+#include "tap.h"
+#include "zero.h"
+
+static void small_config(Config *c, int zero, Precision precision, int overlap, int node_size)
+{
+    config_defaults(c);
+    c->model.n_layer = 3;
+    c->model.n_embd = 32;
+    c->model.n_head = 4;
+    c->model.seq_len = 16;
+    c->model.vocab_size = 70; /* owned blocks of unequal sizes on 4 ranks */
+    c->train.micro_batch = 1;
+    c->train.precision = precision;
+    c->parallel.dp = 0;
+    c->parallel.zero = zero;
+    c->parallel.overlap = overlap;
+    c->parallel.node_size = node_size;
+}
+
+static int same(ZeroBytes a, ZeroBytes b)
+{
+    return a.weights == b.weights && a.grads == b.grads && a.optimizer == b.optimizer;
+}
+
+/* A Zero on comm (dp = its size): zero_bytes against zero_state_bytes of
+ * the layout the rules give, the test's own statement of hierarchical.
+ * *mine receives the bytes. */
+static int real_equals_pure(MPI_Comm comm, const Config *c, int hierarchical, ZeroBytes *mine)
+{
+    Grid g;
+    Model m;
+    grid_create(&g, c, comm);
+    model_create(&m, c, &g, 1);
+    Zero *z = zero_create(&m, c, &g);
+    ZeroLayout l = {zero_stage(c->parallel.zero, g.dp), g.dp, g.dp_rank,
+                    model_dtype(c->train.precision), hierarchical, 0};
+    l.overlap = zero_overlaps(c->parallel.overlap, l.stage, g.dp, hierarchical, g.device);
+    *mine = zero_bytes(z);
+    int ok = same(*mine, zero_state_bytes(&m.ps, &l));
+    if (!ok)
+        tap_diag("dp %d zero %d %s overlap %d: real %lld/%lld/%lld", g.dp, c->parallel.zero,
+                 ops_dtype_name(l.dtype), l.overlap, (long long)mine->weights,
+                 (long long)mine->grads, (long long)mine->optimizer);
+    zero_destroy(z);
+    model_destroy(&m);
+    grid_destroy(&g);
+    return ok;
+}
+
+/* Every stage, precision and overlap on DP groups of `dp` ranks. */
+static int every_layout(int dp, int *cases)
+{
+    int rank = tap_rank(), ok = 1;
+    MPI_Comm comm;
+    MPI_Comm_split(MPI_COMM_WORLD, rank / dp, rank, &comm);
+    for (int zero = 0; zero <= 3; zero++)
+        for (int p = 0; p < 2; p++)
+            for (int overlap = 0; overlap <= 1; overlap++) {
+                Config c;
+                ZeroBytes b;
+                small_config(&c, zero, p ? PRECISION_BF16 : PRECISION_FP32, overlap, 0);
+                ok &= real_equals_pure(comm, &c, 0, &b);
+                (*cases)++;
+            }
+    MPI_Comm_free(&comm);
+    return ok;
+}
+
+/* Zero 1 and 3 over the world: the ranks' optimizer state (and, under
+ * zero 3, their master weights) partition one rank's zero 0 state. */
+static int shards_add_up(void)
+{
+    Config c;
+    ZeroBytes whole, part;
+    MPI_Comm self;
+    MPI_Comm_split(MPI_COMM_WORLD, tap_rank(), 0, &self);
+    small_config(&c, 0, PRECISION_FP32, 0, 0);
+    int ok = real_equals_pure(self, &c, 0, &whole);
+    MPI_Comm_free(&self);
+    small_config(&c, 1, PRECISION_FP32, 0, 0);
+    ok &= real_equals_pure(MPI_COMM_WORLD, &c, 0, &part);
+    long long sum = 0;
+    MPI_Allreduce(&(long long){part.optimizer}, &sum, 1, MPI_LONG_LONG, MPI_SUM, MPI_COMM_WORLD);
+    ok &= sum == whole.optimizer;
+    return ok;
+}
+
+int main(int argc, char **argv)
+{
+    tap_init(&argc, &argv);
+    int n = tap_size();
+    tap_plan(5);
+    tap_ok(zero_stage(3, 1) == 0 && zero_stage(0, 1) == 0 && zero_stage(2, 4) == 2 &&
+           zero_stage(0, 4) == 0,
+           "zero_stage: one DP rank runs stage 0 whatever the config says");
+    tap_ok(zero_overlaps(1, 1, 2, 0, OPS_CPU) && zero_overlaps(1, 0, 2, 0, OPS_CPU) &&
+           !zero_overlaps(0, 1, 2, 0, OPS_CPU) && !zero_overlaps(1, 2, 2, 0, OPS_CPU) &&
+           !zero_overlaps(1, 1, 1, 0, OPS_CPU) && !zero_overlaps(1, 1, 2, 1, OPS_CPU) &&
+           !zero_overlaps(1, 1, 2, 0, OPS_CUDA),
+           "zero_overlaps: zero 0/1, dp > 1, one level, host buffers, when asked");
+    int ok = 1, cases = 0;
+    for (int dp = 1; dp <= n; dp *= 2)
+        if (n % dp == 0)
+            ok &= every_layout(dp, &cases);
+    tap_ok(ok, "zero_bytes of a real Zero is zero_state_bytes: %d layouts on DP groups up to %d",
+           cases, n);
+    tap_ok(n < 2 || shards_add_up(), "zero 1: the ranks' optimizer state adds up to zero 0's");
+    /* two pretended nodes of two DP ranks: the two-level reduction's extra
+     * buffer, and no overlap */
+    int two_level = 1;
+    if (n == 4) {
+        Config c;
+        ZeroBytes hier, flat;
+        small_config(&c, 1, PRECISION_FP32, 1, 2);
+        two_level &= real_equals_pure(MPI_COMM_WORLD, &c, 1, &hier);
+        c.parallel.node_size = 0;
+        c.parallel.overlap = 0;
+        two_level &= real_equals_pure(MPI_COMM_WORLD, &c, 0, &flat);
+        two_level &= hier.grads > flat.grads && hier.weights == flat.weights &&
+                     hier.optimizer == flat.optimizer;
+    }
+    tap_ok(two_level, "node_size 2 on 4 ranks: two levels, one more unit buffer, no overlap");
+    return tap_done();
+}
