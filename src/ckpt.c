@@ -27,6 +27,7 @@
 
 #include "ckpt_files.h"
 #include "ckpt_format.h"
+#include "comm.h"
 #include "config_ini.h"
 #include "fail.h"
 #include "fault.h"
@@ -37,19 +38,18 @@
 typedef struct {
     CkptFile f;                      /* the file and this rank's first failure */
     hid_t independent, collective;   /* transfer property lists */
-    int tp;                  /* TP size: decides strided or contiguous */
+    const Grid *g;           /* its TP size decides strided or contiguous */
 } H5Ctx;
 
 /* Agrees on failure across the world; rank 0 (or the failing rank) prints. */
 static int agree(H5Ctx *c, FILE *err)
 {
-    int all = fail_agree(MPI_COMM_WORLD, c->f.rc);
+    int all = fail_agree(c->g->world, c->f.rc);
     if (!all)
         return 0;
-    int rank, root_rc = c->f.rc;
-    MPI_Comm_rank(MPI_COMM_WORLD, &rank);
-    MPI_Bcast(&root_rc, 1, MPI_INT, 0, MPI_COMM_WORLD);
-    if (c->f.rc && (rank == 0 || !root_rc))
+    int root_rc = c->f.rc;
+    comm_bcast_bytes(c->g, COMM_WORLD, &root_rc, sizeof root_rc, 0);
+    if (c->f.rc && (c->g->rank == 0 || !root_rc))
         fputs(c->f.msg, err);
     return all;
 }
@@ -170,7 +170,8 @@ static void write_root_attrs(H5Ctx *c, const Config *cfg, const Grid *g, const T
 
 /* ---- the parallel file ------------------------------------------------ */
 
-static hid_t parallel_fapl(void)
+/* File access over the world of the grid the file is written from. */
+static hid_t parallel_fapl(MPI_Comm world)
 {
     hid_t fapl = H5Pcreate(H5P_FILE_ACCESS);
     MPI_Info info;
@@ -180,7 +181,7 @@ static hid_t parallel_fapl(void)
      * boundaries of parallel file systems. */
     MPI_Info_set(info, "romio_cb_write", "enable");
     MPI_Info_set(info, "romio_cb_read", "enable");
-    H5Pset_fapl_mpio(fapl, MPI_COMM_WORLD, info);
+    H5Pset_fapl_mpio(fapl, world, info);
     H5Pset_alignment(fapl, 65536, 1 << 20);
     H5Pset_coll_metadata_write(fapl, 1);
     H5Pset_all_coll_metadata_ops(fapl, 1);
@@ -236,8 +237,7 @@ static uint64_t *save_checksums(Model *m, Zero *z, const ParamSet *all, float *s
             sums[3 * i + part] = ckpt_checksum(part_rows(z, p, (Part)part, stage), p->row0 + r0,
                                                 nr, p->col0, p->lcols, p->cols);
     }
-    TRI_CHECK_MPI(MPI_Allreduce(MPI_IN_PLACE, sums, 3 * all->n, MPI_UINT64_T, MPI_SUM,
-                                MPI_COMM_WORLD));
+    comm_allreduce_scalars(m->grid, COMM_WORLD, sums, 3 * all->n, COMM_UINT64, COMM_SUM);
     return sums;
 }
 
@@ -257,7 +257,7 @@ static void write_dataset(H5Ctx *c, hid_t group, const char *name, const Param *
     int64_t r0 = 0, nr = p ? written_rows(p, &r0) : 0;
     hid_t mspace = select_block(space, logical, p ? p->row0 + r0 : 0, nr, p ? p->col0 : 0,
                                 p ? p->lcols : 0);
-    if (H5Dwrite(d, H5T_NATIVE_FLOAT, mspace, space, transfer_for(c, logical, c->tp),
+    if (H5Dwrite(d, H5T_NATIVE_FLOAT, mspace, space, transfer_for(c, logical, c->g->tp),
                  nr ? rows : empty_selection_buffer) < 0)
         ckpt_fail(&c->f, "cannot write dataset %s (disk full?)", logical->name);
     H5Sclose(mspace);
@@ -347,9 +347,8 @@ static int64_t written_bytes(Model *m)
         int64_t r0;
         b += 3 * written_rows(&m->ps.p[i], &r0) * m->ps.p[i].lcols * (int64_t)sizeof(float);
     }
-    int64_t all = 0;
-    TRI_CHECK_MPI(MPI_Allreduce(&b, &all, 1, MPI_INT64_T, MPI_SUM, MPI_COMM_WORLD));
-    return all;
+    comm_allreduce_scalars(m->grid, COMM_WORLD, &b, 1, COMM_INT64, COMM_SUM);
+    return b;
 }
 
 int ckpt_save(Model *m, Zero *z, const Config *cfg, const TrainState *st,
@@ -361,19 +360,19 @@ int ckpt_save(Model *m, Zero *z, const Config *cfg, const TrainState *st,
     CkptPaths names;
     ckpt_files_paths(&names, dir, st->step);
     const char *tmp = names.tmp;
-    H5Ctx c = {.f = {.id = -1, .path = tmp}, .tp = m->grid->tp};
+    H5Ctx c = {.f = {.id = -1, .path = tmp}, .g = m->grid};
     ParamSet all;
     logical_tensors(cfg, &all);
     int rc = rank == 0 ? ckpt_files_prepare_dir(dir, err)
                          || ckpt_files_check_space(dir, expected_file_bytes(&all), err) : 0;
-    if (fail_agree(MPI_COMM_WORLD, rc)) {
+    if (fail_agree(m->grid->world, rc)) {
         params_free(&all);
         return 1;
     }
 
     float *stage = host_stage(m);
     uint64_t *sums = save_checksums(m, z, &all, stage);
-    hid_t fapl = parallel_fapl();
+    hid_t fapl = parallel_fapl(m->grid->world);
     c.f.id = H5Fcreate(tmp, H5F_ACC_TRUNC, H5P_DEFAULT, fapl);
     H5Pclose(fapl);
     if (c.f.id < 0)
@@ -386,7 +385,7 @@ int ckpt_save(Model *m, Zero *z, const Config *cfg, const TrainState *st,
         write_tensors(&c, m, z, &all, sums, stage);
         transfers_close(&c);
         /* a save that already failed closes only to let go of the file */
-        unsigned deadline = fail_agree(MPI_COMM_WORLD, c.f.rc)
+        unsigned deadline = fail_agree(m->grid->world, c.f.rc)
                                 ? 10 : 30 + (unsigned)(2 * (timer_now() - t0));
         if (close_with_deadline(c.f.id, deadline, tmp, rank) < 0)
             ckpt_fail(&c.f, "cannot close the file (disk full?)");
@@ -396,7 +395,7 @@ int ckpt_save(Model *m, Zero *z, const Config *cfg, const TrainState *st,
         rc = ckpt_files_publish(&names, cfg->checkpoint.keep, err);
     else if (rc && rank == 0)
         ckpt_files_discard(&names);
-    rc = fail_agree(MPI_COMM_WORLD, rc);
+    rc = fail_agree(m->grid->world, rc);
     free(sums);
     free(stage);
     params_free(&all);
@@ -476,7 +475,7 @@ static void read_rows(H5Ctx *c, hid_t d, const Param *logical, const Param *p, i
     hid_t space = H5Dget_space(d);
     hid_t mspace = select_block(space, p, p ? p->row0 + r0 : 0, nr, p ? p->col0 : 0,
                                 p ? p->lcols : 0);
-    if (H5Dread(d, H5T_NATIVE_FLOAT, mspace, space, transfer_for(c, logical, c->tp),
+    if (H5Dread(d, H5T_NATIVE_FLOAT, mspace, space, transfer_for(c, logical, c->g->tp),
                 nr ? out : empty_selection_buffer) < 0)
         ckpt_fail(&c->f, "cannot read dataset %s (truncated or corrupt file?)", path);
     H5Sclose(mspace);
@@ -543,8 +542,7 @@ static void read_tensors(H5Ctx *c, Model *m, Zero *z, const ParamSet *all, int p
 /* The stored checksums against the world's sum of what each rank read. */
 static void verify_checksums(H5Ctx *c, const ParamSet *all, int parts, uint64_t *sums)
 {
-    TRI_CHECK_MPI(MPI_Allreduce(MPI_IN_PLACE, sums, 3 * all->n, MPI_UINT64_T, MPI_SUM,
-                                MPI_COMM_WORLD));
+    comm_allreduce_scalars(c->g, COMM_WORLD, sums, 3 * all->n, COMM_UINT64, COMM_SUM);
     char path[128];
     for (int i = 0; i < all->n; i++) {
         for (int part = 0; part < parts; part++) {
@@ -590,8 +588,8 @@ static void check_datasets(H5Ctx *c, const ParamSet *all, int parts)
 int ckpt_load(Model *m, Zero *z, const Config *cfg, const char *path,
               int with_optimizer, TrainState *st, FILE *err)
 {
-    H5Ctx c = {.f = {.id = -1, .path = path}, .tp = m->grid->tp};
-    hid_t fapl = parallel_fapl();
+    H5Ctx c = {.f = {.id = -1, .path = path}, .g = m->grid};
+    hid_t fapl = parallel_fapl(m->grid->world);
     c.f.id = ckpt_open(&c.f, path, fapl);
     H5Pclose(fapl);
     if (agree(&c, err))
