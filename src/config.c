@@ -165,10 +165,7 @@ static const char *shown(const char *s, char *buf)
     return buf;
 }
 
-static int report(FILE *err, const char *fmt, ...) __attribute__((format(printf, 2, 3)));
-/* Prints "trident: <message>" as one line; returns 1 so callers can
- * `return report(...)`. */
-static int report(FILE *err, const char *fmt, ...)
+int config_report(FILE *err, const char *fmt, ...)
 {
     if (err) {
         va_list ap;
@@ -624,7 +621,7 @@ int config_set(Config *cfg, const char *section, const char *key, const char *va
     char msg[MSG_MAX];
     if (!set_key(cfg, section, key, value, msg, sizeof msg))
         return 0;
-    return report(err, "%s: %s", origin ? origin : "config", msg);
+    return config_report(err, "%s: %s", origin ? origin : "config", msg);
 }
 
 void config_defaults(Config *cfg)
@@ -768,11 +765,11 @@ int config_validate(const Config *cfg, FILE *err)
         if (check_key(cfg, k, why, sizeof why)) {
             format_value(k, cfg, value, sizeof value);
             describe(msg, sizeof msg, k->section, k->name, value, why);
-            return report(err, "%.*s: %s", CONFIG_PATH_MAX, origin, msg);
+            return config_report(err, "%.*s: %s", CONFIG_PATH_MAX, origin, msg);
         }
     }
     if (check_rules(cfg, msg, sizeof msg))
-        return report(err, "%.*s: %s", CONFIG_PATH_MAX, origin, msg);
+        return config_report(err, "%.*s: %s", CONFIG_PATH_MAX, origin, msg);
     return 0;
 }
 
@@ -843,7 +840,7 @@ static int apply_override(Config *cfg, const char *text, FILE *err)
     size_t len = strlen(text);
     char *copy = malloc(len + 1);
     if (!copy)
-        return report(err, "--set: out of memory");
+        return config_report(err, "--set: out of memory");
     memcpy(copy, text, len + 1);
     char *eq = strchr(copy, '=');
     char *dot = eq ? memchr(copy, '.', (size_t)(eq - copy)) : NULL;
@@ -858,7 +855,7 @@ static int apply_override(Config *cfg, const char *text, FILE *err)
     }
     free(copy);
     if (malformed)
-        return report(err, "--set %s: expected section.key=value", shown(text, b));
+        return config_report(err, "--set %s: expected section.key=value", shown(text, b));
     return rc;
 }
 
@@ -869,7 +866,7 @@ int config_load(Config *cfg, const char *path, const char *const *overrides,
     int rc;
     config_defaults(cfg);
     if (strlen(name) >= sizeof cfg->source)
-        return report(err, "cannot read config %.64s...: path longer than %d characters", name,
+        return config_report(err, "cannot read config %.64s...: path longer than %d characters", name,
                       CONFIG_PATH_MAX - 1);
     set_text(cfg->source, sizeof cfg->source, name);
     if (path)

@@ -23,30 +23,12 @@
 #include <ctype.h>
 #include <errno.h>
 #include <ini.h>
-#include <stdarg.h>
 #include <stdlib.h>
 #include <string.h>
 
 #include "config_keys.h"
 
 #define CONFIG_FILE_MAX (1 << 20)     /* anything bigger is not a config */
-
-static int report(FILE *err, const char *fmt, ...) __attribute__((format(printf, 2, 3)));
-/* Prints "trident: <message>" as one line; returns 1 so callers can
- * `return report(...)`. */
-static int report(FILE *err, const char *fmt, ...)
-{
-    if (err) {
-        va_list ap;
-        va_start(ap, fmt);
-        fputs("trident: ", err);
-        vfprintf(err, fmt, ap);
-        fputc('\n', err);
-        fflush(err);
-        va_end(ap);
-    }
-    return 1;
-}
 
 typedef struct {
     Config *cfg;
@@ -198,7 +180,7 @@ static int report_syntax(const IniSource *src, int line, FILE *err)
     size_t n = nl ? (size_t)(nl - p) : (size_t)(end - p);
     snprintf(text, sizeof text, "%.*s", (int)(n < 255 ? n : 255), p);
     config_describe_syntax(msg, sizeof msg, text);
-    return report(err, "%s:%d: %s", src->name, line, msg);
+    return config_report(err, "%s:%d: %s", src->name, line, msg);
 }
 
 static int parse_text(Config *cfg, const char *name, const char *text, size_t len, FILE *err)
@@ -211,12 +193,12 @@ static int parse_text(Config *cfg, const char *name, const char *text, size_t le
         int line = 1;
         for (const char *p = text; p < nul; p++)
             line += *p == '\n';
-        return report(err, "%s:%d: a NUL byte in the text: not a text file, or a damaged one",
+        return config_report(err, "%s:%d: a NUL byte in the text: not a text file, or a damaged one",
                       name, line);
     }
     IniSource *src = calloc(1, sizeof *src + (size_t)config_key_count() * sizeof src->seen[0]);
     if (!src)
-        return report(err, "%s: out of memory", name);
+        return config_report(err, "%s: out of memory", name);
     src->cfg = cfg;
     src->name = name;
     src->text = text;
@@ -225,9 +207,9 @@ static int parse_text(Config *cfg, const char *name, const char *text, size_t le
     if (line > 0 && (!src->err_line || line < src->err_line))
         rc = report_syntax(src, line, err);
     else if (src->err_line)
-        rc = report(err, "%s:%d: %s", name, src->err_line, src->msg);
+        rc = config_report(err, "%s:%d: %s", name, src->err_line, src->msg);
     else if (line < 0)
-        rc = report(err, "%s: libinih failed (%d)", name, line);
+        rc = config_report(err, "%s: libinih failed (%d)", name, line);
     free(src->long_buf);
     free(src);
     return rc;
@@ -237,7 +219,7 @@ static char *read_text(const char *path, size_t *len, FILE *err)
 {
     FILE *f = fopen(path, "rb");
     if (!f) {
-        report(err, "cannot read config %s: %s", path, strerror(errno));
+        config_report(err, "cannot read config %s: %s", path, strerror(errno));
         return NULL;
     }
     char *text = NULL;
@@ -246,7 +228,7 @@ static char *read_text(const char *path, size_t *len, FILE *err)
         if (n + 1 >= cap) {
             char *bigger = cap < CONFIG_FILE_MAX ? realloc(text, cap ? 2 * cap : 4096) : NULL;
             if (!bigger) {
-                report(err, "cannot read config %s: %s", path,
+                config_report(err, "cannot read config %s: %s", path,
                        cap < CONFIG_FILE_MAX ? "out of memory" : "larger than 1 MiB");
                 free(text);
                 fclose(f);
@@ -260,7 +242,7 @@ static char *read_text(const char *path, size_t *len, FILE *err)
     int failed = ferror(f), e = errno;
     fclose(f);
     if (failed) {
-        report(err, "cannot read config %s: %s", path, strerror(e));
+        config_report(err, "cannot read config %s: %s", path, strerror(e));
         free(text);
         return NULL;
     }

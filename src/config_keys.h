@@ -8,6 +8,7 @@
 #define TRI_SRC_CONFIG_KEYS_H
 
 #include <stddef.h>
+#include <stdio.h>
 
 #include "config.h"
 
@@ -35,5 +36,9 @@ void config_describe(char *msg, size_t n, const char *section, const char *key,
 /* The message for a line that is not INI: 'syntax error in "LINE" (...)'.
  * Not collective. */
 void config_describe_syntax(char *msg, size_t n, const char *line);
+
+/* Prints "trident: <message>" as one line on err (if any); returns 1 so
+ * callers can `return config_report(...)`. Not collective. */
+int config_report(FILE *err, const char *fmt, ...) __attribute__((format(printf, 2, 3)));
 
 #endif
