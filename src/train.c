@@ -19,6 +19,7 @@
 
 #include "ckpt.h"
 #include "ckpt_files.h"
+#include "ckpt_resume.h"
 #include "comm.h"
 #include "data.h"
 #include "device.h"
@@ -57,6 +58,7 @@ typedef struct {
     int step;                 /* steps done (st.step as an int) */
     double peak_flops;        /* GEMM FLOP/s of the whole world */
     int64_t *index;           /* sample indices of one step, this DP rank */
+    CkptLock ckpt_lock;       /* rank 0: the checkpoint directory is this run's */
     int device_ready;         /* device_setup succeeded */
     double profiled_seconds;  /* [log] profile: step time measured so far */
     double started;           /* process start, for the start-up time */
@@ -168,25 +170,15 @@ static void print_plan(Trainer *t)
 }
 
 /* Fresh weights from the counter-based RNG, or the checkpoint that
- * [checkpoint] resume names, whatever layout wrote it. */
+ * [checkpoint] resume names, whatever layout wrote it (ckpt_resume.h). */
 static int init_or_resume(Trainer *t)
 {
-    char path[CONFIG_PATH_MAX + 64] = "", msg[1024] = "";
-    int rc = 0;
-    if (is_root(t)) {
-        FILE *err = fmemopen(msg, sizeof msg, "w");
-        rc = ckpt_files_resolve(&t->cfg->checkpoint, path, sizeof path, err);
-        fclose(err);
-    }
-    TRI_TRY(fail_report(t->grid.world, rc, msg));
-    comm_bcast_bytes(&t->grid, COMM_WORLD, path, sizeof path, 0);
+    char path[CONFIG_PATH_MAX + 80];
+    TRI_TRY(ckpt_resume_load(&t->model, t->zero, t->cfg, &t->st, path, sizeof path));
     if (!path[0]) {
         zero_init_weights(t->zero);
         return 0;
     }
-    rc = ckpt_load(&t->model, t->zero, t->cfg, path, 1, &t->st, fail_stream(is_root(t)));
-    if (rc)
-        return rc;
     t->step = (int)t->st.step;
     if (t->scaler.dynamic) {
         t->scaler.scale = t->st.loss_scale;
@@ -227,6 +219,7 @@ static int setup(Trainer *t)
     model_create(&t->model, cfg, &t->grid, slots);
     print_plan(t);
     TRI_TRY(open_data(t));
+    TRI_TRY(ckpt_resume_claim(&t->grid, cfg, &t->ckpt_lock));
     t->zero = zero_create(&t->model, cfg, &t->grid);
     TRI_TRY(init_or_resume(t));
     char msg[1024] = "";
@@ -252,6 +245,7 @@ static void teardown(Trainer *t)
     if (t->model.cfg)
         model_destroy(&t->model);
     metrics_close(&t->metrics);
+    ckpt_files_unlock(&t->ckpt_lock);
     free(t->actions);
     free(t->eval_actions);
     free(t->index);
@@ -575,6 +569,7 @@ int train_run(Config *cfg, MPI_Comm world, double started)
 {
     Trainer t;
     memset(&t, 0, sizeof t);
+    t.ckpt_lock.fd = -1;
     t.cfg = cfg;
     t.started = started;
     int rc = share_config(&t, world);
