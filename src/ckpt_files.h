@@ -141,6 +141,7 @@ int ckpt_files_resolve(const CheckpointConfig *c, CkptResume *r, FILE *err);
 /* The path of candidate i of r. Not collective. */
 void ckpt_files_candidate(const CkptResume *r, int i, char *path, size_t size);
 
+/* Frees what ckpt_files_resolve allocated in r. Not collective. */
 void ckpt_files_resume_free(CkptResume *r);
 
 #endif

@@ -43,6 +43,6 @@ fault "save_fail:$last:4" "injected fault: No space left" \
     "a save that fails on one rank (disk full) stops the run" \
     --set train.steps=6 --set checkpoint.every=2 --set checkpoint.dir="$ck"
 [ "$(cat "$ck/latest")" = step_00000002.h5 ] && [ ! -e "$ck/step_00000004.h5" ] \
-    && [ -z "$(find "$ck" -name '*.tmp')" ] && "$TRIDENT" inspect "$ck/step_00000002.h5" > /dev/null
+    && [ -z "$(find "$ck" -name '*.tmp*')" ] && "$TRIDENT" inspect "$ck/step_00000002.h5" > /dev/null
 ok $? "after it, latest still names step 2, which verifies; no partial file is left"
 done_testing

@@ -15,7 +15,7 @@
 np=${1:-2}
 TAMPER="${TRI_BUILDDIR:-.}/tests/ckpt_tamper"
 limit=${TRI_MATRIX_LIMIT:-60}      # seconds any one case may take
-plan 84
+plan 99
 # shellcheck disable=SC3045
 ulimit -c 0 2>/dev/null            # a crash is detected below, not left as a core file
 t_start=$(date +%s)
@@ -359,7 +359,7 @@ $MPIEXEC_RAW -n $np "$TRIDENT" train --config "$cfg" --set train.steps=100000 \\
 mp=\$!
 size=\$(wc -c < "$good")
 n=0
-until [ "\$(stat -c %s "$WORK"/mnt/*.h5.tmp 2>/dev/null || echo 0)" -ge "\$size" ] \\
+until [ "\$(stat -c %s "$WORK"/mnt/*.h5.tmp.* 2>/dev/null || echo 0)" -ge "\$size" ] \\
       || [ \$n -gt 5000 ]; do n=\$((n + 1)); done
 r=\$(pgrep -P \$mp)
 kill -STOP \$r
@@ -408,7 +408,7 @@ else
     TRIDENT_FAULT=
 fi
 [ "$(cat "$WORK/full/latest" 2>/dev/null)" = step_00000004.h5 ] \
-    && [ -z "$(find "$WORK/full" -name '*.tmp')" ] && [ ! -e "$WORK/full/step_00000006.h5" ]
+    && [ -z "$(find "$WORK/full" -name '*.tmp*')" ] && [ ! -e "$WORK/full/step_00000006.h5" ]
 ok $? "M62 ... and latest still names step 4, no partial file is left"
 "$TRIDENT" inspect "$WORK/filled/$(cat "$WORK/filled/latest" 2>/dev/null)" > /dev/null 2>&1
 ok $? "M63 ... and latest names a complete checkpoint ($(cat "$WORK/filled/latest" 2>/dev/null)), which verifies"
@@ -418,7 +418,7 @@ TRIDENT_FAULT="save_fail:1:6"
 train M64 1 "injected fault: No space left on device" \
     "run dir: the save fails on rank 1 only" --set checkpoint.dir="$WORK/hook" --set train.steps=6
 TRIDENT_FAULT=
-[ "$(cat "$WORK/hook/latest")" = step_00000004.h5 ] && [ -z "$(find "$WORK/hook" -name '*.tmp')" ]
+[ "$(cat "$WORK/hook/latest")" = step_00000004.h5 ] && [ -z "$(find "$WORK/hook" -name '*.tmp*')" ]
 ok $? "M64 ... and latest still names step 4, no partial file is left"
 intact_dirs="$intact_dirs $WORK/hook"
 
@@ -483,11 +483,11 @@ mid_save() {  # mid_save ID SIG TARGET WHAT
     hit=0 tries=0 tmp=""
     while [ $hit = 0 ] && [ $tries -lt 40 ] && kill -0 "$mp" 2>/dev/null; do
         n=0
-        until [ -n "$(find "$WORK/sig_$1" -name '*.h5.tmp')" ] || [ $n -gt 2000 ]; do n=$((n + 1)); done
+        until [ -n "$(find "$WORK/sig_$1" -name '*.h5.tmp*')" ] || [ $n -gt 2000 ]; do n=$((n + 1)); done
         r=$(ranks $mp)
         # shellcheck disable=SC2086
         kill -STOP $r 2>/dev/null
-        tmp=$(find "$WORK/sig_$1" -name '*.h5.tmp')
+        tmp=$(find "$WORK/sig_$1" -name '*.h5.tmp*')
         if [ -n "$tmp" ]; then
             hit=1
             sig "$2" "$3"
@@ -500,10 +500,10 @@ mid_save() {  # mid_save ID SIG TARGET WHAT
     wait_bounded "$mp"
     verdict "$1" "$(want_stop "$3")" "stopping at step [0-9]* on a signal: exit 75" "$4" \
         $(($(date +%s) - t0))
-    saved=$(basename "${tmp%.tmp}")
+    saved=$(basename "${tmp%.tmp*}")
     [ $hit = 1 ] && [ -f "$WORK/sig_$1/$saved" ] && grep -q "checkpoint: .*$saved" "$WORK/out" \
         && "$TRIDENT" inspect "$WORK/sig_$1/$saved" > /dev/null 2>&1 \
-        && [ -z "$(find "$WORK/sig_$1" -name '*.tmp')" ]
+        && [ -z "$(find "$WORK/sig_$1" -name '*.tmp*')" ]
     ok $? "$1 ... the save it interrupted (${saved:-none seen}, try $tries) completed and verifies; no temporary file is left"
     intact_dirs="$intact_dirs $WORK/sig_$1"
 }
@@ -545,6 +545,111 @@ train M75 1 "step 2: the loss is .*nan.*training diverged" \
 train M76 1 "fatal: ops_alloc: out of memory allocating [0-9]* bytes" \
     "sizes: a model far too big for the memory (n_embd = 2^30)" \
     --set model.n_embd=1073741824 --set model.n_head=1
+
+# ---- whose checkpoint directory (issue 17) ----
+# A directory holding completed checkpoints belongs to its run: a run
+# resumes from it or refuses to start, and never overwrites or prunes
+# them; rank 0 locks it for the run's lifetime; it is checked writable
+# before step 1 (doc/checkpoint-format.md, "Whose directory").
+# same_files DIR: DIR's step-4 checkpoint and latest are the good ones.
+same_files() {
+    cmp -s "$WORK/pristine.h5" "$1/step_00000004.h5" && cmp -s "$WORK/pristine.latest" "$1/latest"
+}
+# owned ID WANT-EXIT PATTERN WHAT [options]: `train` that must also not
+# have run a step when it was refused.
+owned() {
+    o_id=$1 o_want=$2 o_pat=$3 o_what=$4
+    shift 4
+    t0=$(date +%s)
+    TRI_MPIEXEC="timeout -k 5 $limit $MPIEXEC_RAW" run "$np" train --config "$cfg" "$@"
+    if [ "$rc" -ne 0 ] && grep -q "^step  *[0-9]" "$WORK/out"; then
+        echo "(training started before the run was refused)" >> "$WORK/out"
+        rc=99
+    fi
+    verdict "$o_id" "$o_want" "$o_pat" "$o_what" $(($(date +%s) - t0))
+}
+cp -r "$WORK/good" "$WORK/own_none"
+owned M79 1 "\[checkpoint\] resume = none, but \[checkpoint\] dir = $WORK/own_none holds 1 completed checkpoint of a run (the newest: $WORK/own_none/step_00000004.h5): set resume = auto to continue it" \
+    "own dir: resume = none into a directory holding checkpoints" \
+    --set checkpoint.dir="$WORK/own_none" --set checkpoint.resume=none --set checkpoint.every=1
+same_files "$WORK/own_none" && [ "$(cd "$WORK/own_none" && echo step_*)" = step_00000004.h5 ]
+ok $? "M79 ... and its files are byte-identical, none added"
+cp -r "$WORK/good" "$WORK/own_nolatest" && rm "$WORK/own_nolatest/latest"
+owned M80 0 "warning: $WORK/own_nolatest/latest: No such file or directory; resuming from $WORK/own_nolatest/step_00000004.h5, the newest checkpoint in $WORK/own_nolatest that verifies" \
+    "own dir: latest deleted: resumes from the newest step_*.h5, with a warning" \
+    --set checkpoint.dir="$WORK/own_nolatest" --set train.steps=6
+cmp -s "$WORK/pristine.h5" "$WORK/own_nolatest/step_00000004.h5" \
+    && grep -q "resumed from $WORK/own_nolatest/step_00000004.h5: step 4" "$WORK/out" \
+    && [ "$(cat "$WORK/own_nolatest/latest")" = step_00000006.h5 ]
+ok $? "M80 ... it continued from step 4, left it as it was, and latest names step 6"
+cp -r "$WORK/good" "$WORK/own_loop" && rm "$WORK/own_loop/latest" && ln -s latest "$WORK/own_loop/latest"
+owned M81 1 "$WORK/own_loop/latest is a symbolic link (to latest): trident writes latest as a plain file" \
+    "own dir: latest is a symbolic link loop" --set checkpoint.dir="$WORK/own_loop"
+cp -r "$WORK/good" "$WORK/own_link" && rm "$WORK/own_link/latest" \
+    && ln -s "$WORK/good/latest" "$WORK/own_link/latest"
+owned M82 1 "$WORK/own_link/latest is a symbolic link (to $WORK/good/latest)" \
+    "own dir: latest is a symbolic link to another run's latest (it used to roll back silently)" \
+    --set checkpoint.dir="$WORK/own_link"
+# two checkpoints, the newer one corrupt, latest garbage
+cp -r "$WORK/good" "$WORK/own_bad"
+TRI_MPIEXEC="timeout -k 5 $limit $MPIEXEC_RAW" run "$np" train --config "$cfg" \
+    --set checkpoint.dir="$WORK/own_bad" --set train.steps=6
+"$TAMPER" "$WORK/own_bad/step_00000006.h5" flip /model/wte 5
+printf '\001\377 garbage\n' > "$WORK/own_bad/latest"
+owned M83 0 "warning: $WORK/own_bad/step_00000006.h5 does not verify (checkpoint $WORK/own_bad/step_00000006.h5: dataset /model/wte is corrupt" \
+    "own dir: latest corrupt and the newest checkpoint corrupt: resumes from the one before" \
+    --set checkpoint.dir="$WORK/own_bad" --set train.steps=8
+grep -q "resuming from $WORK/own_bad/step_00000004.h5, the newest checkpoint in $WORK/own_bad that verifies" "$WORK/out" \
+    && cmp -s "$WORK/pristine.h5" "$WORK/own_bad/step_00000004.h5" \
+    && [ "$(cat "$WORK/own_bad/latest")" = step_00000008.h5 ]
+ok $? "M83 ... from step 4, which is as it was; latest names step 8"
+# a second run while the first holds the directory's lock
+rm -rf "$WORK/own_busy" && cp -r "$WORK/good" "$WORK/own_busy"
+# shellcheck disable=SC2086
+$MPIEXEC_RAW -n "$np" "$TRIDENT" train --config "$cfg" --set train.steps=100000 \
+    --set checkpoint.dir="$WORK/own_busy" > "$WORK/busy.out" 2>&1 &
+busy=$!
+i=0
+until grep -q "^step  *[0-9]" "$WORK/busy.out" || [ $i -gt 200 ]; do sleep 0.1; i=$((i + 1)); done
+owned M84 1 "\[checkpoint\] dir = $WORK/own_busy is in use by another run (pid [0-9]* host .*, the lock on $WORK/own_busy/.trident.lock)" \
+    "own dir: a second run into a directory another run holds" \
+    --set checkpoint.dir="$WORK/own_busy"
+# shellcheck disable=SC2046
+kill -TERM $(ranks $busy) 2>/dev/null
+t0=$(date +%s)
+wait_bounded "$busy"
+grep -q "stopping at step [0-9]* on a signal: exit 75" "$WORK/busy.out" && [ "$rc" = 75 ] \
+    && cmp -s "$WORK/pristine.h5" "$WORK/own_busy/step_00000004.h5"
+ok $? "M84 ... the first run went on, saved and stopped on SIGTERM (exit $rc); step 4 is as it was"
+# unwritable, with no periodic save: refused before step 1, not at the end
+if [ $can_mount = 1 ]; then
+    MPIEXEC_KEPT=$MPIEXEC_RAW
+    MPIEXEC_RAW="unshare -m sh $WORK/inmnt.sh ro,size=64k - - $MPIEXEC_KEPT"
+    owned M85 1 "\[checkpoint\] dir = $WORK/mnt: Read-only file system" \
+        "own dir: a read-only checkpoint directory (tmpfs, ro) with every = 0: refused at start-up" \
+        --set checkpoint.dir="$WORK/mnt" --set train.steps=50
+    MPIEXEC_RAW=$MPIEXEC_KEPT
+else
+    owned M85 1 "\[checkpoint\] dir = $WORK/plainfile/ro: Not a directory" \
+        "own dir: an unwritable checkpoint directory (stand-in: under a file) with every = 0: refused at start-up" \
+        --set checkpoint.dir="$WORK/plainfile/ro" --set train.steps=50
+fi
+cp -r "$WORK/good" "$WORK/own_foreign"
+owned M86 1 "\[checkpoint\] resume = $WORK/pristine.h5, but \[checkpoint\] dir = $WORK/own_foreign holds 1 completed checkpoint of another run" \
+    "own dir: resume = a file from elsewhere into a directory holding checkpoints" \
+    --set checkpoint.dir="$WORK/own_foreign" --set checkpoint.resume="$WORK/pristine.h5"
+same_files "$WORK/own_foreign"
+ok $? "M86 ... and its files are byte-identical"
+cp -r "$WORK/good" "$WORK/own_stale"
+: > "$WORK/own_stale/step_00000005.h5.tmp.999.deadnode"
+: > "$WORK/own_stale/step_00000005.h5.tmp"
+: > "$WORK/own_stale/latest.tmp.999.deadnode"
+owned M87 0 "resumed from $WORK/own_stale/step_00000004.h5" \
+    "own dir: a dead run's temporary files are cleared when the next run takes the directory" \
+    --set checkpoint.dir="$WORK/own_stale" --set train.steps=5
+[ -z "$(find "$WORK/own_stale" -name '*.tmp*')" ] \
+    && cmp -s "$WORK/pristine.h5" "$WORK/own_stale/step_00000004.h5"
+ok $? "M87 ... no temporary file is left, and step 4 is as it was"
 
 # ---- the completed checkpoint survived all of it ------------------------------
 bad=""
