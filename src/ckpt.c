@@ -56,18 +56,6 @@ static int agree(H5Ctx *c, FILE *err)
 
 /* ---- the logical tensor list ------------------------------------------ */
 
-/* Every tensor of the model once, in its full logical shape: the table
- * of a one-stage, one-TP-rank layout. */
-static void logical_tensors(const Config *cfg, ParamSet *out)
-{
-    Config one = *cfg;
-    one.parallel.pp = one.parallel.tp = 1;
-    Grid g;
-    memset(&g, 0, sizeof g);
-    g.pp = g.tp = g.dp = 1;
-    params_build(out, &one, &g);
-}
-
 /* The rows of p this rank writes (and verifies): its ZeRO partition of its
  * TP block, unless another rank holds the same elements. */
 static int64_t written_rows(const Param *p, int64_t *row0)
@@ -130,41 +118,23 @@ static hid_t select_block(hid_t fspace, const Param *p, int64_t r0, int64_t nr, 
 
 static void write_root_attrs(H5Ctx *c, const Config *cfg, const Grid *g, const TrainState *st)
 {
-    int32_t version = CKPT_FORMAT_VERSION;
+    CkptRoot root;
     char layout[160];
     snprintf(layout, sizeof layout, "world=%d dp=%d pp=%d tp=%d zero=%d schedule=%s", g->size,
              g->dp, g->pp, g->tp, cfg->parallel.zero,
              cfg->parallel.schedule == SCHED_GPIPE ? "gpipe" : "1f1b");
     char *text = malloc(1 << 16);
-    if (text)
-        config_to_ini(cfg, text, 1 << 16);
-    for (int i = 0; i < ckpt_n_root_attrs; i++) {
-        const CkptRootAttr *a = &ckpt_root_attrs[i];
-        const void *v = NULL;
-        switch (a->source) {
-        case CKPT_FROM_VERSION:
-            v = &version;
-            break;
-        case CKPT_FROM_PROGRAM:
-            v = "trident " PACKAGE_VERSION;
-            break;
-        case CKPT_FROM_STATE:
-            v = (const char *)st + a->offset;
-            break;
-        case CKPT_FROM_SHAPE:
-        case CKPT_FROM_SEED:
-            v = (const char *)cfg + a->offset;
-            break;
-        case CKPT_FROM_LAYOUT:
-            v = layout;
-            break;
-        case CKPT_FROM_CONFIG:
-            v = text;    /* out of memory: the file goes without it */
-            break;
-        }
-        if (v)
-            ckpt_attr_write_root(&c->f, a, v);
+    if (!text) {
+        ckpt_fail(&c->f, "out of memory for the config text");
+        return;
     }
+    config_to_ini(cfg, text, 1 << 16);
+    memset(&root, 0, sizeof root);
+    root.st = *st;
+    root.cfg = *cfg;
+    root.layout = layout;
+    root.config = text;
+    ckpt_root_write(&c->f, &root);
     free(text);
 }
 
@@ -362,7 +332,7 @@ int ckpt_save(Model *m, Zero *z, const Config *cfg, const TrainState *st,
     const char *tmp = names.tmp;
     H5Ctx c = {.f = {.id = -1, .path = tmp}, .g = m->grid};
     ParamSet all;
-    logical_tensors(cfg, &all);
+    ckpt_logical_tensors(cfg, &all);
     int rc = rank == 0 ? ckpt_files_prepare_dir(dir, err)
                          || ckpt_files_check_space(dir, expected_file_bytes(&all), err) : 0;
     if (fail_agree(m->grid->world, rc)) {
@@ -406,28 +376,20 @@ int ckpt_save(Model *m, Zero *z, const Config *cfg, const TrainState *st,
 
 /* ---- load ------------------------------------------------------------- */
 
-static void check_model_attrs(H5Ctx *c, const Config *cfg)
+/* The root attributes: present, in range, matching their checksum, and
+ * the model's shape that of the config. */
+static void check_model_attrs(H5Ctx *c, const Config *cfg, const CkptRoot *root)
 {
-    const char *version_name = ckpt_root_attr(CKPT_FROM_VERSION)->name;
-    int32_t version = 0;
-    if (ckpt_attr_read(c->f.id, version_name, H5T_NATIVE_INT32, &version)) {
-        ckpt_fail(&c->f, "no %s attribute: not a trident checkpoint", version_name);
+    if (ckpt_root_verify(&c->f, root))
         return;
-    }
-    if (version != CKPT_FORMAT_VERSION) {
-        ckpt_fail(&c->f, "format version %d, this trident reads version %d", version,
-                  CKPT_FORMAT_VERSION);
-        return;
-    }
     for (int i = 0; i < ckpt_n_root_attrs; i++) {
         const CkptRootAttr *a = &ckpt_root_attrs[i];
         if (a->source != CKPT_FROM_SHAPE)
             continue;
-        int32_t got;
-        int want = *(const int *)((const char *)cfg + a->offset);
-        if (ckpt_attr_read(c->f.id, a->name, H5T_NATIVE_INT32, &got))
-            ckpt_fail(&c->f, "attribute %s is missing", a->name);
-        else if (got != want)
+        size_t at = a->offset - offsetof(CkptRoot, cfg);
+        int got = *(const int *)((const char *)&root->cfg + at);
+        int want = *(const int *)((const char *)cfg + at);
+        if (got != want)
             ckpt_fail(&c->f, "[model] %s is %d in the checkpoint but %d in the config",
                       a->name, got, want);
     }
@@ -436,36 +398,11 @@ static void check_model_attrs(H5Ctx *c, const Config *cfg)
 /* Opens a dataset and checks it is fp32 with the logical shape. */
 static hid_t open_checked(H5Ctx *c, const char *path, const Param *lp)
 {
-    if (H5Lexists(c->f.id, path[0] == '/' ? path + 1 : path, H5P_DEFAULT) <= 0) {
-        ckpt_fail(&c->f, "dataset %s is missing", path);
-        return -1;
-    }
-    hid_t d = H5Dopen2(c->f.id, path, H5P_DEFAULT);
-    if (d < 0) {
-        ckpt_fail(&c->f, "cannot open dataset %s", path);
-        return -1;
-    }
-    hid_t type = H5Dget_type(d), space = H5Dget_space(d);
-    hsize_t dims[2] = {0, 0};
-    int ndim = H5Sget_simple_extent_ndims(space);
-    if (ndim >= 1 && ndim <= 2)
-        H5Sget_simple_extent_dims(space, dims, NULL);
-    if (H5Tget_class(type) != H5T_FLOAT || H5Tget_size(type) != 4)
-        ckpt_fail(&c->f, "dataset %s is not fp32", path);
-    else if (ndim != lp->ndim || dims[0] != (hsize_t)lp->rows
-             || (ndim == 2 && dims[1] != (hsize_t)lp->cols))
-        ckpt_fail(&c->f, "dataset %s has shape %llu x %llu, the model needs %lld x %lld", path,
-                (unsigned long long)dims[0], (unsigned long long)dims[1],
-                (long long)lp->rows, (long long)lp->cols);
-    H5Tclose(type);
-    H5Sclose(space);
+    char why[256];
+    hid_t d = ckpt_dataset_open(c->f.id, path, lp, why, sizeof why);
+    if (why[0])
+        ckpt_fail(&c->f, "dataset %s %s", path, why);
     return d;
-}
-
-static void dataset_path(char *out, size_t size, const char *name, int part)
-{
-    static const char *const fmt[] = {"/model/%s", "/optim/%s/m", "/optim/%s/v"};
-    snprintf(out, size, fmt[part], name);
 }
 
 /* Reads rows [r0, r0+nr) of this rank's TP block of dataset d into out. */
@@ -530,7 +467,7 @@ static void read_tensors(H5Ctx *c, Model *m, Zero *z, const ParamSet *all, int p
     for (int i = 0; i < all->n; i++) {
         Param *p = params_find(&m->ps, all->p[i].name);
         for (int part = 0; part < parts; part++) {
-            dataset_path(path, sizeof path, all->p[i].name, part);
+            ckpt_dataset_path(path, sizeof path, all->p[i].name, part);
             hid_t d = H5Dopen2(c->f.id, path, H5P_DEFAULT);
             load_part(c, z, d, &all->p[i], p, part, path, &s, &sums[3 * i + part]);
             H5Dclose(d);
@@ -546,7 +483,7 @@ static void verify_checksums(H5Ctx *c, const ParamSet *all, int parts, uint64_t 
     char path[128];
     for (int i = 0; i < all->n; i++) {
         for (int part = 0; part < parts; part++) {
-            dataset_path(path, sizeof path, all->p[i].name, part);
+            ckpt_dataset_path(path, sizeof path, all->p[i].name, part);
             hid_t d = H5Dopen2(c->f.id, path, H5P_DEFAULT);
             uint64_t want = 0;
             if (ckpt_attr_read(d, CKPT_CHECKSUM_ATTR, H5T_NATIVE_UINT64, &want))
@@ -559,25 +496,12 @@ static void verify_checksums(H5Ctx *c, const ParamSet *all, int parts, uint64_t 
     }
 }
 
-static void read_state(H5Ctx *c, TrainState *st)
-{
-    int bad = 0;
-    for (int i = 0; i < ckpt_n_root_attrs; i++) {
-        const CkptRootAttr *a = &ckpt_root_attrs[i];
-        if (a->source == CKPT_FROM_STATE)
-            bad |= ckpt_attr_read(c->f.id, a->name, ckpt_attr_native(a->type),
-                                  (char *)st + a->offset);
-    }
-    if (bad)
-        ckpt_fail(&c->f, "the training state attributes are missing or unreadable");
-}
-
 static void check_datasets(H5Ctx *c, const ParamSet *all, int parts)
 {
     char path[128];
     for (int i = 0; i < all->n && !c->f.rc; i++) {
         for (int part = 0; part < parts; part++) {
-            dataset_path(path, sizeof path, all->p[i].name, part);
+            ckpt_dataset_path(path, sizeof path, all->p[i].name, part);
             hid_t d = open_checked(c, path, &all->p[i]);
             if (d >= 0)
                 H5Dclose(d);
@@ -595,13 +519,16 @@ int ckpt_load(Model *m, Zero *z, const Config *cfg, const char *path,
     if (agree(&c, err))
         return 1;
     ParamSet all;
-    logical_tensors(cfg, &all);
+    ckpt_logical_tensors(cfg, &all);
     int parts = with_optimizer ? 3 : 1;
-    check_model_attrs(&c, cfg);
+    CkptRoot root;
+    ckpt_root_read(c.f.id, &root);
+    check_model_attrs(&c, cfg, &root);
     if (!c.f.rc)
         check_datasets(&c, &all, parts);
     if (!c.f.rc)
-        read_state(&c, st);
+        *st = root.st;
+    ckpt_root_free(&root);
     int rc = agree(&c, err);
     if (!rc) {
         uint64_t *sums = calloc((size_t)(3 * all.n) + 1, sizeof *sums);

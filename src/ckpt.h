@@ -6,7 +6,8 @@
  *   /                 attributes: format version, program version, step,
  *                     tokens seen, data cursor, config text, the layout
  *                     that wrote it, loss-scaler state, early-stopping
- *                     state, seed, and the model's shape
+ *                     state, seed, the model's shape, and the checksum
+ *                     of all of them
  *   /model/<name>     fp32 master weights
  *   /optim/<name>/m   Adam first moment
  *   /optim/<name>/v   Adam second moment
@@ -50,8 +51,8 @@ typedef struct {
 int ckpt_save(Model *m, Zero *z, const Config *cfg, const TrainState *st,
               double *seconds, int64_t *bytes, FILE *err);
 
-/* Checks the file (format version, model shape, every dataset's presence,
- * shape and type), then reads the hyperslabs this rank now owns and checks
+/* Checks the file (format version, the root attributes' ranges and
+ * checksum, model shape, every dataset's presence, shape and type), then reads the hyperslabs this rank now owns and checks
  * every dataset's checksum. with_optimizer = 0 skips the Adam moments (for
  * sampling). Errors name the file and the dataset. Collective on world. */
 int ckpt_load(Model *m, Zero *z, const Config *cfg, const char *path,

@@ -14,6 +14,7 @@
 #include <sys/stat.h>
 
 #include "ckpt_format.h"
+#include "params.h"
 
 /* HDF5 1.12 renamed H5Ovisit; keep building against 1.10 (Debian 12) and
  * newer releases (cluster modules). */
@@ -105,44 +106,102 @@ static herr_t inspect_object(hid_t obj, const char *name, const tri_h5_info_t *i
     return 0;
 }
 
-/* The groups root attributes are listed in: texts, integers, reals. */
-enum { SHOW_TEXT, SHOW_INTEGER, SHOW_REAL, SHOW_GROUPS };
+/* ---- root attributes -------------------------------------------------- */
 
-static int show_group(const CkptRootAttr *a)
+/* Lists every root attribute with its value, and what is wrong with it;
+ * returns the number of attributes that are missing or out of range. */
+static int print_root(const CkptRoot *r, FILE *out)
 {
-    return a->type == CKPT_STRING ? SHOW_TEXT : a->type == CKPT_F64 ? SHOW_REAL : SHOW_INTEGER;
-}
-
-/* The config text is printed last, whole, and holds the seed. */
-static int shown_with_attrs(const CkptRootAttr *a)
-{
-    return a->source != CKPT_FROM_CONFIG && a->source != CKPT_FROM_SEED;
-}
-
-/* A missing text shows as "?"; a missing number is left out. */
-static void print_attr(hid_t file, const CkptRootAttr *a, FILE *out)
-{
-    if (a->type == CKPT_STRING) {
-        char *s = ckpt_attr_read_string(file, a->name);
-        fprintf(out, "  %-26s %s\n", a->name, s ? s : "?");
-        free(s);
-    } else if (a->type == CKPT_F64) {
-        double v = 0;
-        if (!ckpt_attr_read(file, a->name, H5T_NATIVE_DOUBLE, &v))
-            fprintf(out, "  %-26s %g\n", a->name, v);
-    } else {
-        long long v = 0;
-        if (!ckpt_attr_read(file, a->name, H5T_NATIVE_LLONG, &v))
-            fprintf(out, "  %-26s %lld\n", a->name, v);
+    int bad = 0;
+    fprintf(out, "root attributes:\n");
+    for (int i = 0; i < ckpt_n_root_attrs; i++) {
+        char value[96], why[512];
+        ckpt_root_format(r, i, value, sizeof value);
+        int wrong = ckpt_root_problem(r, i, why, sizeof why);
+        if (!wrong && !r->present[i])
+            snprintf(value, sizeof value, "none (format version 1)");
+        fprintf(out, "  %-26s %s%s%s\n", ckpt_root_attrs[i].name, value,
+                wrong ? "  <- WRONG: " : "", wrong ? why : "");
+        bad += wrong;
     }
+    static const char *const verdict[] = {
+        [CKPT_SUM_VERIFIED] = "verified",
+        [CKPT_SUM_MISMATCH] = "MISMATCH (an attribute was changed)",
+        [CKPT_SUM_MISSING] = "MISSING",
+        [CKPT_SUM_NONE] = "none (format version 1: range-checked only)",
+    };
+    fprintf(out, "root attributes checksum: %s\n", verdict[ckpt_root_sum_state(r)]);
+    return bad;
 }
 
-static void print_attrs(hid_t file, FILE *out)
+/* ---- completeness -------------------------------------------------------- */
+
+/* A checkpoint holds every tensor three times in fp32, so a file smaller
+ * than that cannot be complete; and a shape that a damaged or hostile file
+ * claims (2^30 layers) is not turned into a parameter table of that size.
+ * The first test bounds the largest term, so the count cannot overflow. */
+static int model_fits(const ModelConfig *m, int64_t file_bytes)
 {
-    for (int group = 0; group < SHOW_GROUPS; group++)
-        for (int i = 0; i < ckpt_n_root_attrs; i++)
-            if (shown_with_attrs(&ckpt_root_attrs[i]) && show_group(&ckpt_root_attrs[i]) == group)
-                print_attr(file, &ckpt_root_attrs[i], out);
+    double f = (double)file_bytes, C = m->n_embd;
+    if (12.0 * m->n_layer * C * C > f || 12.0 * m->vocab_size * C > f
+        || 12.0 * m->seq_len * C > f)
+        return 0;
+    return 12.0 * (double)params_logical_count(m) <= f;
+}
+
+#define LISTED_MAX 10   /* missing datasets named on err; all are on out */
+
+/* Checks that every dataset the model of the root attributes needs is
+ * there, fp32, with its shape; lists those that are not on out and the
+ * first few on err. Returns non-zero when any is wrong or the check cannot
+ * be made. */
+static int check_complete(hid_t file, const char *path, const CkptRoot *r, int64_t file_bytes,
+                          FILE *out, FILE *err)
+{
+    const ModelConfig *m = &r->cfg.model;
+    if (!model_fits(m, file_bytes)) {
+        fprintf(out, "complete: NO: the file is too small for its model\n");
+        fprintf(err, "trident: checkpoint %s: incomplete: its %lld bytes cannot hold the "
+                "tensors of the model its root attributes describe (n_layer %d, n_embd %d, "
+                "vocab_size %d, seq_len %d)\n", path, (long long)file_bytes, m->n_layer,
+                m->n_embd, m->vocab_size, m->seq_len);
+        return 1;
+    }
+    ParamSet all;
+    ckpt_logical_tensors(&r->cfg, &all);
+    int needed = 3 * all.n, wrong = 0;
+    char listed[LISTED_MAX * 160] = "";
+    for (int i = 0; i < all.n; i++) {
+        for (int part = 0; part < 3; part++) {
+            char name[128], why[256];
+            ckpt_dataset_path(name, sizeof name, all.p[i].name, part);
+            hid_t d = ckpt_dataset_open(file, name, &all.p[i], why, sizeof why);
+            if (d >= 0)
+                H5Dclose(d);
+            if (!why[0])
+                continue;
+            if (wrong++ == 0)
+                fprintf(out, "datasets the model needs that are missing or wrong:\n");
+            fprintf(out, "  %s %s\n", name, why);
+            if (wrong <= LISTED_MAX)
+                snprintf(listed + strlen(listed), sizeof listed - strlen(listed), "%s%s %s",
+                         wrong > 1 ? ", " : "", name, why);
+        }
+    }
+    params_free(&all);
+    if (!wrong) {
+        fprintf(out, "complete: all %d datasets of the model (%d layers, %d wide, vocab %d) are "
+                "present with their shapes\n", needed, m->n_layer, m->n_embd, m->vocab_size);
+        return 0;
+    }
+    fprintf(out, "complete: NO: %d of the %d datasets the model needs are missing or wrong\n",
+            wrong, needed);
+    fprintf(err, "trident: checkpoint %s: incomplete: missing or wrong datasets (%d of the %d "
+            "the model needs): %s", path, wrong, needed, listed);
+    if (wrong > LISTED_MAX)
+        fprintf(err, " (and %d more)", wrong - LISTED_MAX);
+    fprintf(err, "\n");
+    return 1;
 }
 
 int inspect_checkpoint(const char *path, FILE *out, FILE *err)
@@ -153,24 +212,36 @@ int inspect_checkpoint(const char *path, FILE *out, FILE *err)
         fputs(f.msg, err);
         return 1;
     }
-    fprintf(out, "%s\nattributes:\n", path);
-    print_attrs(f.id, out);
+    CkptRoot *root = malloc(sizeof *root);
+    if (!root) {
+        H5Fclose(f.id);
+        fprintf(err, "trident: inspect: out of memory\n");
+        return 1;
+    }
+    ckpt_root_read(f.id, root);
+    fprintf(out, "%s\n", path);
+    print_root(root, out);
+    /* the reason a load would give, which names the first bad attribute */
+    int root_bad = ckpt_root_verify(&f, root);
     fprintf(out, "datasets (checksums verified):\n");
     struct stat sb;
     InspectState s = {.out = out, .file_bytes = stat(path, &sb) == 0 ? (int64_t)sb.st_size : 0};
     tri_h5_visit(f.id, inspect_object, &s);
     fprintf(out, "%d datasets, %.3fM model parameters, %d bad\n", s.datasets,
             s.elements / 1e6, s.bad);
-    char *config = ckpt_attr_read_string(f.id, ckpt_root_attr(CKPT_FROM_CONFIG)->name);
-    if (config) {
-        fprintf(out, "config:\n%s", config);
-        free(config);
-    }
+    /* the model's shape is taken from attributes found sound */
+    int incomplete = 0;
+    if (!root_bad)
+        incomplete = check_complete(f.id, path, root, s.file_bytes, out, err);
+    if (root->config)
+        fprintf(out, "config:\n%s", root->config);
+    ckpt_root_free(root);
+    free(root);
     H5Fclose(f.id);
-    if (s.bad || s.datasets == 0) {
+    if (root_bad)
+        fputs(f.msg, err);
+    if (s.bad || s.datasets == 0)
         fprintf(err, "trident: checkpoint %s: %s\n", path,
                 s.datasets ? "some datasets are corrupt or unreadable" : "no datasets");
-        return 1;
-    }
-    return 0;
+    return root_bad || incomplete || s.bad || s.datasets == 0;
 }

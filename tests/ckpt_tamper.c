@@ -6,6 +6,11 @@
  *   ckpt_tamper FILE config TEXT        replace the stored config text
  *   ckpt_tamper FILE flip DATASET I     change element I of a dataset
  *   ckpt_tamper FILE delete DATASET     unlink a dataset
+ *   ckpt_tamper FILE bit ATTR N         flip bit N (0 = least significant)
+ *                                       of a numeric root attribute
+ *   ckpt_tamper FILE set ATTR V         set a numeric root attribute to
+ *                                       the integer V
+ *   ckpt_tamper FILE unset ATTR         delete a root attribute
  *   ckpt_tamper FILE foreign            create a foreign HDF5 file
  */
 #include <hdf5.h>
@@ -61,6 +66,36 @@ static int flip(hid_t f, const char *name, hsize_t i)
     return rc;
 }
 
+/* Flips one bit of the attribute's stored bytes, whatever its type: what
+ * a bad disk block or a cosmic ray does. */
+static int flip_attr_bit(hid_t f, const char *name, unsigned bit)
+{
+    hid_t a = H5Aopen(f, name, H5P_DEFAULT);
+    if (a < 0)
+        return 1;
+    hid_t type = H5Aget_type(a);
+    unsigned char bytes[16] = {0};
+    size_t size = H5Tget_size(type);
+    int rc = size > sizeof bytes || bit >= 8 * size || H5Aread(a, type, bytes) < 0;
+    if (!rc) {
+        /* the file's types are little-endian: bit 0 is in byte 0 */
+        bytes[bit / 8] ^= (unsigned char)(1u << (bit % 8));
+        rc = H5Awrite(a, type, bytes) < 0;
+    }
+    H5Tclose(type);
+    H5Aclose(a);
+    return rc;
+}
+
+static int set_attr(hid_t f, const char *name, long long v)
+{
+    hid_t a = H5Aopen(f, name, H5P_DEFAULT);
+    int rc = a < 0 || H5Awrite(a, H5T_NATIVE_LLONG, &v) < 0;
+    if (a >= 0)
+        H5Aclose(a);
+    return rc;
+}
+
 static int foreign(const char *path)
 {
     hid_t f = H5Fcreate(path, H5F_ACC_TRUNC, H5P_DEFAULT, H5P_DEFAULT);
@@ -80,7 +115,7 @@ int main(int argc, char **argv)
 {
     if (argc < 3) {
         fprintf(stderr, "usage: ckpt_tamper FILE version N | config TEXT | flip DATASET I | "
-                "delete DATASET | foreign\n");
+                "delete DATASET | bit ATTR N | set ATTR V | unset ATTR | foreign\n");
         return 2;
     }
     if (strcmp(argv[2], "foreign") == 0)
@@ -97,6 +132,12 @@ int main(int argc, char **argv)
         rc = flip(f, argv[3], (hsize_t)atoll(argv[4]));
     else if (strcmp(argv[2], "delete") == 0 && argc == 4)
         rc = H5Ldelete(f, argv[3], H5P_DEFAULT) < 0;
+    else if (strcmp(argv[2], "bit") == 0 && argc == 5)
+        rc = flip_attr_bit(f, argv[3], (unsigned)atoi(argv[4]));
+    else if (strcmp(argv[2], "set") == 0 && argc == 5)
+        rc = set_attr(f, argv[3], atoll(argv[4]));
+    else if (strcmp(argv[2], "unset") == 0 && argc == 4)
+        rc = H5Adelete(f, argv[3]) < 0;
     H5Fclose(f);
     return rc;
 }

@@ -15,7 +15,7 @@
 np=${1:-2}
 TAMPER="${TRI_BUILDDIR:-.}/tests/ckpt_tamper"
 limit=${TRI_MATRIX_LIMIT:-60}      # seconds any one case may take
-plan 99
+plan 107
 # shellcheck disable=SC3045
 ulimit -c 0 2>/dev/null            # a crash is detected below, not left as a core file
 t_start=$(date +%s)
@@ -299,7 +299,7 @@ train M50 1 "\[model\] n_embd is 32 in the checkpoint but 64 in the config" \
     "checkpoint: written for another model shape" --set checkpoint.resume="$good" \
     --set model.n_embd=64
 cp "$good" "$WORK/ver.h5" && "$TAMPER" "$WORK/ver.h5" version 99
-bad_ckpt M51 "$WORK/ver.h5" "format version 99, this trident reads version 1" \
+bad_ckpt M51 "$WORK/ver.h5" "format version 99, this trident reads versions 1 to 2" \
     "checkpoint: a newer format version"
 "$TAMPER" "$WORK/foreign.h5" foreign
 bad_ckpt M52 "$WORK/foreign.h5" "no format_version attribute: not a trident checkpoint" \
@@ -650,6 +650,39 @@ owned M87 0 "resumed from $WORK/own_stale/step_00000004.h5" \
 [ -z "$(find "$WORK/own_stale" -name '*.tmp*')" ] \
     && cmp -s "$WORK/pristine.h5" "$WORK/own_stale/step_00000004.h5"
 ok $? "M87 ... no temporary file is left, and step 4 is as it was"
+# ---- checkpoint root attributes and completeness (issue 17) ----
+cp "$good" "$WORK/cursor.h5" && "$TAMPER" "$WORK/cursor.h5" bit data_cursor 63
+bad_ckpt M105 "$WORK/cursor.h5" "checkpoint $WORK/cursor.h5: root attribute data_cursor is -9223372036854775776: must be between step (4) and" \
+    "root attributes: one flipped bit in data_cursor (it used to abort every rank with a core)"
+tcase M106 1 "root attribute data_cursor is -9223372036854775776: must be between step (4)" \
+    "inspect: the same file names the attribute and exits 1" inspect "$WORK/cursor.h5"
+cp "$good" "$WORK/step.h5" && "$TAMPER" "$WORK/step.h5" bit step 31
+bad_ckpt M107 "$WORK/step.h5" "root attribute step is 2147483652: must be between 1 and 4 (\[train\] steps of the stored config)" \
+    "root attributes: a flipped bit in step (it used to resume at step -2147483644)"
+cp "$good" "$WORK/evals.h5" && "$TAMPER" "$WORK/evals.h5" bit evals_without_improvement 0
+bad_ckpt M108 "$WORK/evals.h5" "the root attributes do not match their checksum (attrs_checksum)" \
+    "root attributes: a flipped bit that stays in range is caught by their checksum"
+cp "$good" "$WORK/gutted.h5"
+for d in $(h5ls -r "$good" | awk '$2 == "Dataset" && $1 != "/model/wte" { print $1 }'); do
+    "$TAMPER" "$WORK/gutted.h5" delete "$d"
+done
+tcase M109 1 "incomplete: missing or wrong datasets (83 of the 84 the model needs): /optim/wte/m is missing, /optim/wte/v is missing, /model/wpe is missing.* (and 73 more)" \
+    "inspect: a checkpoint that lost 83 of its 84 datasets (it used to exit 0)" \
+    inspect "$WORK/gutted.h5"
+tcase M110 1 "incomplete: missing or wrong datasets (1 of the 84 the model needs): /model/wpe has shape 96 x 32, the model needs 32 x 32" \
+    "inspect: a dataset of the wrong shape" inspect "$WORK/shape.h5"
+old_v1="${TRI_SRCDIR:-.}/tests/fuzz/corpus/ckpt/good_v1.h5"
+train M111 0 "resumed from $old_v1: step 2" \
+    "root attributes: a format version 1 checkpoint (no checksum) still resumes, range-checked" \
+    --set model.n_layer=1 --set model.n_embd=8 --set model.n_head=2 --set model.seq_len=8 \
+    --set train.steps=3 --set checkpoint.resume="$old_v1"
+run "$np" inspect "$good"
+t0=$(date +%s)
+grep -q "^  data_cursor  *32$" "$WORK/out" && grep -q "^  config  *([0-9]* bytes of text" "$WORK/out" \
+    && grep -q "^complete: all 84 datasets" "$WORK/out" || rc=98
+verdict M112 0 "^root attributes checksum: verified" \
+    "inspect: a sound checkpoint lists every root attribute, 'verified' and complete" \
+    $(($(date +%s) - t0))
 
 # ---- the completed checkpoint survived all of it ------------------------------
 bad=""

@@ -4,7 +4,8 @@
 # model fuzz_ckpt.c loads (1 layer, 8 wide, 2 heads, seq 8, vocab 256), a
 # few of them damaged with tests/ckpt_tamper (make -C BUILDDIR
 # tests/ckpt_tamper first) or made hostile by gen_hostile.c. The config and
-# data seeds are written by hand.
+# data seeds are written by hand. good_v1.h5 is a format version 1 file (no
+# attrs_checksum), kept from before version 2: this script cannot remake it.
 set -eu
 here=$(cd "$(dirname "$0")" && pwd)
 top=$(cd "$here/../.." && pwd)
@@ -35,7 +36,14 @@ mkdir -p "$out"
 cp "$good" "$out/good.h5"
 cp "$good" "$out/flip.h5" && "$tamper" "$out/flip.h5" flip /model/wte 5
 cp "$good" "$out/delete.h5" && "$tamper" "$out/delete.h5" delete /optim/lnf.b/v
-cp "$good" "$out/version.h5" && "$tamper" "$out/version.h5" version 2
+cp "$good" "$out/version.h5" && "$tamper" "$out/version.h5" version 99
+cp "$good" "$out/cursor_bit.h5" && "$tamper" "$out/cursor_bit.h5" bit data_cursor 63
+cp "$good" "$out/step_bit.h5" && "$tamper" "$out/step_bit.h5" bit step 31
+cp "$good" "$out/no_attrs_checksum.h5" && "$tamper" "$out/no_attrs_checksum.h5" unset attrs_checksum
+cp "$good" "$out/gutted.h5"
+for d in $(h5ls -r "$good" | awk '$2 == "Dataset" && $1 != "/model/wte" { print $1 }'); do
+    "$tamper" "$out/gutted.h5" delete "$d"
+done
 "$tamper" "$out/foreign.h5" foreign
 size=$(wc -c < "$good")
 head -c $((size / 2)) "$good" > "$out/truncated.h5"
