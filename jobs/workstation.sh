@@ -42,5 +42,41 @@ if [ "$(id -u)" = 0 ]; then
     export OMPI_ALLOW_RUN_AS_ROOT=1 OMPI_ALLOW_RUN_AS_ROOT_CONFIRM=1
 fi
 echo "workstation.sh: $ranks rank(s) x $OMP_NUM_THREADS thread(s), config $config"
+
+# Ctrl-C or SIGTERM to this script stops the run with a checkpoint. mpirun
+# would take either as an order to end the job at once, so it runs in a
+# session of its own (the terminal's Ctrl-C reaches this script only) and
+# gets the stop as SIGUSR1, which it passes on to every rank: trident then
+# saves (with [checkpoint] dir set) and exits 75. A second Ctrl-C ends the
+# job at once.
+stops=0
+# shellcheck disable=SC2317  # called by the trap
+stop() {
+    stops=$((stops + 1))
+    if [ "$stops" = 1 ]; then
+        echo "workstation.sh: stopping at the next step boundary (Ctrl-C again to end at once)" >&2
+        kill -USR1 "$child" 2>/dev/null || true
+    else
+        kill -TERM "$child" 2>/dev/null || true
+    fi
+}
+trap stop INT TERM
 # shellcheck disable=SC2086
-exec mpirun -n "$ranks" $mpi_opts "$TRIDENT" train --config "$config" "$@"
+setsid mpirun -n "$ranks" $mpi_opts "$TRIDENT" train --config "$config" "$@" &
+child=$!
+rc=0
+while :; do
+    seen=$stops
+    rc=0
+    wait "$child" || rc=$?
+    [ "$stops" != "$seen" ] || break    # a trap cut the wait short: wait again
+done
+# mpirun can die by the SIGUSR1 it passed on (exit 138) just after the
+# ranks exited 75.
+if [ "$stops" = 1 ] && [ "$rc" = 138 ]; then
+    rc=75
+fi
+if [ "$rc" = 75 ]; then
+    echo "workstation.sh: stopped on request (exit 75); the same command resumes from the latest checkpoint" >&2
+fi
+exit "$rc"

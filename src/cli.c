@@ -94,14 +94,20 @@ static int parse_options(CliArgs *a, int argc, char **argv, FILE *err)
     };
     optind = 1;
     opterr = 0;
-    int opt;
-    while ((opt = getopt_long(argc, argv, ":h", longopts, NULL)) != -1) {
+    int opt, which = -1;
+    while ((opt = getopt_long(argc, argv, ":h", longopts, &which)) != -1) {
+        /* the option as the user wrote it: argv[optind - 1] is its value
+         * when the value came as a separate word */
+        char name[64] = "-h";
+        if (which >= 0)
+            snprintf(name, sizeof name, "--%s", longopts[which].name);
+        which = -1;
         if (opt == '?')
             return usage_error(err, "unknown option '%s'", argv[optind - 1]);
         if (opt == ':')
             return usage_error(err, "option '%s' needs a value", argv[optind - 1]);
         if (!allowed(a->command, opt))
-            return usage_error(err, "option '%s' does not apply to this command", argv[optind - 1]);
+            return usage_error(err, "option '%s' does not apply to this command", name);
         switch (opt) {
         case 'c': a->config = optarg; break;
         case 's':

@@ -67,29 +67,37 @@ static int next_token(Model *m, int t, float *local, float *full, double tempera
 void sample_generate(Model *m, const int32_t *prompt, int prompt_len,
                      int n_tokens, double temperature, uint64_t seed, FILE *out)
 {
-    int T = m->T, total = prompt_len + n_tokens;
-    int32_t *seq = calloc((size_t)total, sizeof *seq);
+    /* Only the last T tokens are ever looked at: keep those, not the
+     * whole text, so any --tokens count runs in fixed memory. */
+    int T = m->T;
+    int have = prompt_len < T ? prompt_len : T;
+    int32_t *recent = calloc((size_t)T, sizeof *recent);
     int32_t *window = calloc((size_t)T + 1, sizeof *window);
     float *local = malloc((size_t)m->Vl * sizeof(float));
     float *full = malloc((size_t)m->V * sizeof(float));
-    if (!seq || !window || !local || !full)
+    if (!recent || !window || !local || !full)
         fail_abort("out of memory for sampling", __FILE__, __LINE__);
-    memcpy(seq, prompt, (size_t)prompt_len * sizeof *seq);
+    memcpy(recent, prompt + (prompt_len - have), (size_t)have * sizeof *recent);
     uint64_t key = rng_key(seed, "sample");
     Action forward = {ACTION_FORWARD, 0};
     PipelineTimes times = {0};
     int rank = m->grid->rank;
-    for (int len = prompt_len; len < total; len++) {
-        int start = len > T ? len - T : 0, n = len - start;
+    int64_t total = (int64_t)prompt_len + n_tokens;
+    for (int64_t len = prompt_len; len < total; len++) {
         memset(window, 0, (size_t)(T + 1) * sizeof *window);
-        memcpy(window, seq + start, (size_t)n * sizeof *window);
+        memcpy(window, recent, (size_t)have * sizeof *window);
         pipeline_run(m, &forward, 1, window, 1, FORWARD_ONLY, &times);
-        seq[len] = next_token(m, n - 1, local, full, temperature,
-                              rng_uniform(key, (uint64_t)len));
+        int32_t token = next_token(m, have - 1, local, full, temperature,
+                                   rng_uniform(key, (uint64_t)len));
+        if (have == T)
+            memmove(recent, recent + 1, (size_t)(T - 1) * sizeof *recent);
+        else
+            have++;
+        recent[have - 1] = token;
         if (rank == 0)
-            emit(out, seq[len], m->V);
+            emit(out, token, m->V);
     }
-    free(seq);
+    free(recent);
     free(window);
     free(local);
     free(full);

@@ -59,3 +59,15 @@ int stop_signal_received(void)
 {
     return atomic_load(&received);
 }
+
+const char *stop_signal_name(void)
+{
+    switch (stop_signal_received()) {
+    case SIGTERM:
+        return "SIGTERM";
+    case SIGUSR1:
+        return "SIGUSR1";
+    default:
+        return "another rank's signal";
+    }
+}

@@ -15,16 +15,23 @@
 #define TRIDENT_STOP_SIGNAL_H
 
 /* Blocks SIGTERM and SIGUSR1 in the calling thread (and every thread it
- * creates from now on). Call first thing in main. */
+ * creates from now on). Call first thing in main. Not collective. */
 void stop_signals_block(void);
 
-/* For `train`: starts the thread that takes the signals. 0 on success. */
+/* For `train`: starts the thread that takes the signals. 0 on success.
+ * Not collective. */
 int stop_signals_take(void);
 
-/* For every other command: the default actions again (the process ends). */
+/* For every other command: the default actions again (the process ends).
+ * Not collective. */
 void stop_signals_default(void);
 
-/* 0, or the number of the first stop signal received. */
+/* 0, or the number of the first stop signal received. Not collective. */
 int stop_signal_received(void);
+
+/* "SIGTERM" or "SIGUSR1" as this rank received it, for messages; another
+ * rank's signal when this rank got none (the ranks agree to stop when any
+ * one did). Not collective. */
+const char *stop_signal_name(void);
 
 #endif

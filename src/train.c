@@ -26,10 +26,12 @@
 #include "fail.h"
 #include "fault.h"
 #include "grid.h"
+#include "host_memory.h"
 #include "metrics.h"
 #include "model.h"
 #include "optim.h"
 #include "pipeline.h"
+#include "plan.h"
 #include "prof.h"
 #include "sample.h"
 #include "scaler.h"
@@ -191,6 +193,40 @@ static int init_or_resume(Trainer *t)
     return 0;
 }
 
+/* The plan's estimate of this rank's memory against what its node can
+ * still give, before anything large is allocated: a run that cannot fit
+ * fails at once, saying the estimate, instead of paging for minutes. CPU
+ * runs only (a GPU's own memory is the device layer's). A pretended node
+ * (node_size) holds fewer ranks than the machine: the check is then
+ * lenient. Collective on world. */
+static int check_memory_fits(Trainer *t)
+{
+    const Config *c = t->cfg;
+    char msg[1024] = "";
+    int rc = 0;
+    if (t->grid.device == OPS_CPU) {
+        PlanMemory m = plan_rank_memory(c, t->grid.size, t->grid.pp_stage, t->grid.dp_rank,
+                                        t->grid.tp_rank);
+        int64_t need = m.weights + m.grads + m.optimizer + m.activations;
+        int64_t avail = host_memory_available();
+        int share = t->grid.local_size > 0 ? t->grid.local_size : 1;
+        const double gib = 1073741824.0;
+        if (avail > 0 && need > avail / share) {
+            snprintf(msg, sizeof msg,
+                     "trident: the plan estimates %.2f GiB for rank %d (weights %.2f, gradients "
+                     "%.2f, optimizer %.2f, activations %.2f GiB at [train] micro_batch = %d), but "
+                     "its node has %.2f GiB available (MemAvailable + free swap, within the job's "
+                     "cgroup) for %d rank(s): lower micro_batch (raise grad_accum to keep the "
+                     "batch), recompute activations, raise [parallel] zero, use more nodes or a "
+                     "smaller model; `trident plan` shows the layouts that fit\n",
+                     need / gib, t->grid.rank, m.weights / gib, m.grads / gib, m.optimizer / gib,
+                     m.activations / gib, c->train.micro_batch, avail / gib, share);
+            rc = 1;
+        }
+    }
+    return fail_report(t->grid.world, rc, msg);
+}
+
 static int setup(Trainer *t)
 {
     Config *cfg = t->cfg;
@@ -216,6 +252,7 @@ static int setup(Trainer *t)
     for (int i = 0; i < t->ga; i++)
         t->eval_actions[i] = (Action){ACTION_FORWARD, i};
     int slots = schedule_max_in_flight(t->actions, t->n_actions);
+    TRI_TRY(check_memory_fits(t));
     model_create(&t->model, cfg, &t->grid, slots);
     print_plan(t);
     TRI_TRY(open_data(t));
@@ -513,8 +550,8 @@ static RunEnd run_steps(Trainer *t)
     /* a signal that came while the job started: nothing to save yet */
     if (fail_agree(t->grid.world, stop_signal_received() != 0)) {
         if (is_root(t))
-            printf("stopping before step %d on a signal received while starting: exit %d asks the batch system to requeue\n",
-                   t->step + 1, TRI_EXIT_REQUEUE);
+            printf("stopping before step %d on %s, received while starting: nothing to save; exit %d\n",
+                   t->step + 1, stop_signal_name(), TRI_EXIT_REQUEUE);
         return RUN_SIGNALLED;
     }
     request_batch(t, t->st.cursor);
@@ -542,6 +579,9 @@ static RunEnd run_steps(Trainer *t)
             report(t, &r, step_s, (timer_now() - start) / (t->step - first), val, comm_s);
         int early = !isnan(val) && out_of_patience(t, val);
         int signalled = fail_agree(t->grid.world, stop_signal_received() != 0);
+        /* a test hook: a save on a signal as slow as a large model's */
+        if (signalled && fault_at("slow_stop", t->grid.rank, t->step))
+            sleep(3);
         if (signalled || early || (c->checkpoint.every > 0 && t->step % c->checkpoint.every == 0
                                    && t->step < c->train.steps)) {
             if (save(t))
@@ -549,8 +589,10 @@ static RunEnd run_steps(Trainer *t)
         }
         if (signalled) {
             if (is_root(t))
-                printf("stopping at step %d on a signal: exit %d asks the batch system to requeue\n",
-                       t->step, TRI_EXIT_REQUEUE);
+                printf("stopping at step %d on %s%s: exit %d (the job scripts requeue on it)\n",
+                       t->step, stop_signal_name(),
+                       c->checkpoint.dir[0] ? ", its checkpoint saved" : " with no [checkpoint] dir",
+                       TRI_EXIT_REQUEUE);
             return RUN_SIGNALLED;
         }
         if (early) {

@@ -7,7 +7,8 @@
 # bad config, which fails and is not requeued; a run under mpirun that gets
 # the time-limit signal (-t 1 --signal=B:USR1@50), checkpoints, is requeued
 # by the script and resumes until it finishes; and a run under srun that
-# gets USR1 from scancel and does the same. The daemons are stopped by
+# gets USR1 from scancel and does the same; and a run under mpirun that is
+# cancelled (SIGTERM) and saves first. The daemons are stopped by
 # their pids, also on failure or timeout. Root only; where Slurm is not
 # installed, a skip names the packages. TRI_TEST_KEEP=1 keeps the files.
 . "${TRI_SRCDIR:-.}/tests/lib.sh"
@@ -89,7 +90,7 @@ show_logs() {
     done
 }
 
-plan 17
+plan 19
 
 # ---- the cluster
 port_used() {    # port_used PORT: some TCP socket on this host has that local port
@@ -360,6 +361,33 @@ ckpt=$(cat "$WORK/run3/ckpt/latest" 2>/dev/null)
     grep -q '^resumed from .*/run3/ckpt/step_' "$out" &&
     [ "$ckpt" = "$(printf 'step_%08d.h5' "$steps")" ]
 check $? "scancel -b -s USR1: srun passes it on, the job is requeued once and resumes to step $steps ($state $exit, Restarts=$restarts, $(($(date +%s) - t0)) s)" ||
+    { show "$out" 40; show_logs; }
+
+# ---- 5. scancel of a run under mpirun: Slurm sends SIGTERM to the batch
+# script, mpirun and the ranks at once. mpirun then ends the job, and by
+# default leaves the ranks 2 s: the script's MPIRUN_GRACE must give them the
+# time to save (here a save slowed to 3 s by TRIDENT_FAULT=slow_stop; Slurm's
+# SIGKILL comes KillWait = 5 s after the SIGTERM).
+steps=$(sized 60)
+t0=$(date +%s)
+id=$(TRIDENT_FAULT=slow_stop:0:0 LAUNCHER=mpirun TRIDENT=$TRIDENT CONFIG=$cfg \
+     RUN_DIR=$WORK/run4 sbatch --parsable -J cancel -o "$WORK/cancel-%j.out" \
+     --ntasks-per-node="$np" -t 10 "$SRC/jobs/cpu.sbatch" --set train.steps="$steps" \
+     --set log.every=100 --set eval.every=0 --set checkpoint.every=0 --set log.sample_tokens=20)
+ok $? "sbatch LAUNCHER=mpirun jobs/cpu.sbatch: a long run, job $id"
+deadline=$(($(date +%s) + 60))
+while [ ! -s "$WORK/run4/metrics.jsonl" ] && [ "$(date +%s)" -lt "$deadline" ]; do
+    sleep 0.5
+done
+scancel "$id"
+wait_job "$id" 60
+out="$WORK/cancel-$id.out"
+ckpt=$(cat "$WORK/run4/ckpt/latest" 2>/dev/null)
+# (mpirun stops passing the ranks' output on once it ends the job, and
+# Slurm kills the script at KillWait: the checkpoint is what tells.)
+[ "$state" = CANCELLED ] && [ "${restarts:-0}" = 0 ] && [ -n "$ckpt" ] &&
+    [ -s "$WORK/run4/ckpt/$ckpt" ] && "$TRIDENT" inspect "$WORK/run4/ckpt/$ckpt" > /dev/null 2>&1
+check $? "scancel under mpirun: the ranks save (${ckpt:-no checkpoint}) before mpirun or Slurm ends them; not requeued ($state, Restarts=$restarts, $(($(date +%s) - t0)) s)" ||
     { show "$out" 40; show_logs; }
 
 # ---- stop
