@@ -5,7 +5,8 @@
  * rank's gradients), nan_loss (a weight turns NaN, so the loss does), die
  * (the rank exits abruptly mid-step), save_fail (the checkpoint write
  * fails, as on a full disk), data_open (this rank alone cannot read the
- * data: a failure only one rank sees). Unset in normal runs: a getenv at start-up is the whole cost.
+ * data: a failure only one rank sees), slow (the rank sleeps 50 ms in each
+ * such step: a straggler). Unset in normal runs: a getenv at start-up is the whole cost.
  */
 #ifndef TRI_SRC_FAULT_H
 #define TRI_SRC_FAULT_H

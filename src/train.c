@@ -34,7 +34,9 @@
 #include "scaler.h"
 #include "schedule.h"
 #include "stop_signal.h"
+#include "straggler.h"
 #include "timer.h"
+#include "watchdog.h"
 #include "zero.h"
 #include "kernels/ops.h"
 
@@ -46,6 +48,7 @@ typedef struct {
     Dataset *data;            /* first and last stages only */
     Loader *loader;
     Metrics metrics;
+    Straggler straggler;      /* busy time per rank, for the spread */
     Action *actions;          /* this stage's training schedule */
     Action *eval_actions;     /* forwards only */
     int n_actions;
@@ -184,7 +187,9 @@ static int init_or_resume(Trainer *t)
         zero_init_weights(t->zero);
         return 0;
     }
+    WatchdogPhase outer = watchdog_enter("ckpt_load", NULL);
     rc = ckpt_load(&t->model, t->zero, t->cfg, path, 1, &t->st, fail_stream(is_root(t)));
+    watchdog_leave(outer);
     if (rc)
         return rc;
     t->step = (int)t->st.step;
@@ -308,10 +313,12 @@ static double max_over_world(Trainer *t, double v)
     return v;
 }
 
-/* Test hooks (fault.h): poison a weight so the loss turns NaN, or put an
- * inf into one gradient, on one rank. */
+/* Test hooks (fault.h): slow one rank down, poison a weight so the loss
+ * turns NaN, or put an inf into one gradient, on one rank. */
 static void inject_before(Trainer *t)
 {
+    if (fault_at("slow", t->grid.rank, t->step + 1))
+        usleep(50000); /* a straggler: 50 ms more than the others each step */
     if (!fault_at("nan_loss", t->grid.rank, t->step + 1) || t->model.ps.n == 0)
         return;
     Param *p = &t->model.ps.p[0];
@@ -374,7 +381,9 @@ static StepResult train_step(Trainer *t)
     Model *m = &t->model;
     StepResult r = {0};
     int64_t tokens = t->global_batch * t->cfg->model.seq_len;
+    WatchdogPhase outer = watchdog_enter("loader_wait (the next batch from the data)", NULL);
     const int32_t *batch = t->loader ? loader_wait(t->loader, &r.data_wait) : NULL;
+    watchdog_leave(outer);
     t->st.cursor += t->global_batch;
     if (t->step + 1 < tc->steps)
         request_batch(t, t->st.cursor); /* the next step's batch loads meanwhile */
@@ -412,7 +421,7 @@ static int due(int step, int every, int last)
 }
 
 static void report(Trainer *t, const StepResult *r, double step_s, double mean_step_s,
-                   double val_loss, double comm_s)
+                   double val_loss, double comm_s, const StragglerReport *spread)
 {
     const Config *c = t->cfg;
     double tokens = (double)t->global_batch * c->model.seq_len;
@@ -430,6 +439,9 @@ static void report(Trainer *t, const StepResult *r, double step_s, double mean_s
         .data_wait_ms = 1e3 * r->data_wait, .bubble = r->bubble,
         .dp_wait_ms = 1e3 * r->dp_wait,
         .comm_share = comm_s / step_s,
+        .rank_busy_ms_median = spread->slowest_rank >= 0 ? spread->median_ms : NAN,
+        .rank_busy_ms_max = spread->slowest_rank >= 0 ? spread->slowest_ms : NAN,
+        .slowest_rank = spread->slowest_rank,
         .eta_s = mean_step_s * (c->train.steps - t->step),
     };
     metrics_print(stdout, &s);
@@ -457,7 +469,9 @@ static int save(Trainer *t)
         return 0;
     double seconds;
     int64_t bytes;
+    WatchdogPhase outer = watchdog_enter("ckpt_save", NULL);
     int rc = ckpt_save(&t->model, t->zero, t->cfg, &t->st, &seconds, &bytes, stderr);
+    watchdog_leave(outer);
     if (!rc && is_root(t))
         printf("checkpoint: %s/step_%08d.h5, %.1f MB in %.2f s (%.2f GB/s)\n",
                t->cfg->checkpoint.dir, t->step, bytes / 1e6, seconds, bytes / seconds / 1e9);
@@ -526,26 +540,35 @@ static RunEnd run_steps(Trainer *t)
     request_batch(t, t->st.cursor);
     while (t->step < c->train.steps) {
         comm_reset_seconds();
+        watchdog_step(t->step + 1);
         double t0 = timer_now();
         StepResult r = train_step(t);
         double step_s = timer_now() - t0;
+        if (t->step == first + 1)
+            watchdog_warmed_up();
+        straggler_add_step(&t->straggler, step_s, comm_blocked_seconds());
         if (t->step == first + 1 && is_root(t))
             printf("start-up: first step done %.2f s after the process started (MPI_Init to here)\n",
                    timer_now() - t->started);
         profile_step(t, step_s, first);
         double comm_s = comm_seconds(COMM_TP) + comm_seconds(COMM_DP);
         if (r.give_up) {
+            StragglerReport none = {.slowest_rank = -1};
             if (is_root(t))
-                report(t, &r, step_s, step_s, NAN, comm_s);
+                report(t, &r, step_s, step_s, NAN, comm_s, &none);
             give_up_message(t, &r);
             return RUN_FAILED;
         }
         double val = NAN;
         if (c->eval.every > 0 && due(t->step, c->eval.every, c->train.steps))
             val = evaluate(t);
-        if (is_root(t) && (due(t->step, c->log.every, c->train.steps) || t->step == first + 1
-                           || !isnan(val)))
-            report(t, &r, step_s, (timer_now() - start) / (t->step - first), val, comm_s);
+        if (due(t->step, c->log.every, c->train.steps) || t->step == first + 1 || !isnan(val)) {
+            StragglerReport spread;
+            straggler_report(&t->straggler, &t->grid, &spread, stdout);
+            if (is_root(t))
+                report(t, &r, step_s, (timer_now() - start) / (t->step - first), val, comm_s,
+                       &spread);
+        }
         int early = !isnan(val) && out_of_patience(t, val);
         int signalled = fail_agree(t->grid.world, stop_signal_received() != 0);
         if (signalled || early || (c->checkpoint.every > 0 && t->step % c->checkpoint.every == 0
@@ -580,6 +603,8 @@ int train_run(Config *cfg, MPI_Comm world, double started)
     int rc = share_config(&t, world);
     if (rc)
         return TRI_EXIT_ERROR;
+    if (watchdog_start(cfg->fault.timeout, NULL, NULL))
+        fail_abort("cannot start the watchdog thread", __FILE__, __LINE__);
     rc = setup(&t);
     RunEnd end = RUN_FAILED;
     if (!rc) {
@@ -592,6 +617,7 @@ int train_run(Config *cfg, MPI_Comm world, double started)
                    rss / 1048576.0);
     }
     teardown(&t);
+    watchdog_stop();
     if (rc || end == RUN_FAILED)
         return TRI_EXIT_ERROR;
     return end == RUN_SIGNALLED ? TRI_EXIT_REQUEUE : TRI_EXIT_OK;
