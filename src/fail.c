@@ -55,7 +55,7 @@ int fail_agree(MPI_Comm comm, int rc)
 {
     int all = 0;
     /* where the ranks meet at each step's end: name it for the watchdog */
-    WatchdogPhase outer = watchdog_enter("fail_agree (the ranks agree on success)", NULL);
+    WatchdogPhase outer = watchdog_enter("fail_agree (the ranks agree on a status)", NULL);
     TRI_CHECK_MPI(MPI_Allreduce(&rc, &all, 1, MPI_INT, MPI_MAX, comm));
     watchdog_leave(outer);
     return all;

@@ -542,7 +542,9 @@ static RunEnd run_steps(Trainer *t)
         comm_reset_seconds();
         watchdog_step(t->step + 1);
         double t0 = timer_now();
+        WatchdogPhase outer = watchdog_enter("train_step", NULL);
         StepResult r = train_step(t);
+        watchdog_leave(outer);
         double step_s = timer_now() - t0;
         if (t->step == first + 1)
             watchdog_warmed_up();
@@ -560,8 +562,11 @@ static RunEnd run_steps(Trainer *t)
             return RUN_FAILED;
         }
         double val = NAN;
-        if (c->eval.every > 0 && due(t->step, c->eval.every, c->train.steps))
+        if (c->eval.every > 0 && due(t->step, c->eval.every, c->train.steps)) {
+            outer = watchdog_enter("evaluate", NULL);
             val = evaluate(t);
+            watchdog_leave(outer);
+        }
         if (due(t->step, c->log.every, c->train.steps) || t->step == first + 1 || !isnan(val)) {
             StragglerReport spread;
             straggler_report(&t->straggler, &t->grid, &spread, stdout);
@@ -608,13 +613,17 @@ int train_run(Config *cfg, MPI_Comm world, double started)
     rc = setup(&t);
     RunEnd end = RUN_FAILED;
     if (!rc) {
+        WatchdogPhase outer = watchdog_enter("training", NULL);
         end = run_steps(&t);
+        watchdog_leave(outer);
+        outer = watchdog_enter("the sample and the end of the run", NULL);
         if (end == RUN_DONE || end == RUN_EARLY_STOP)
             generate(&t);
         double rss = max_over_world(&t, (double)metrics_peak_rss());
         if (is_root(&t))
             printf("done: %d steps; peak memory (RSS) %.1f MiB on the largest rank\n", t.step,
                    rss / 1048576.0);
+        watchdog_leave(outer);
     }
     teardown(&t);
     watchdog_stop();

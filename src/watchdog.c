@@ -23,6 +23,7 @@
 
 static _Atomic(const char *) phase_operation = "start-up";
 static _Atomic(const char *) phase_detail;
+static _Atomic(const char *) phase_within;
 static atomic_long phase_step;
 static atomic_ulong progress;
 static atomic_int warmed_up;
@@ -47,9 +48,11 @@ WatchdogPhase watchdog_enter(const char *operation, const char *detail)
     WatchdogPhase outer = {
         atomic_load_explicit(&phase_operation, memory_order_relaxed),
         atomic_load_explicit(&phase_detail, memory_order_relaxed),
+        atomic_load_explicit(&phase_within, memory_order_relaxed),
     };
     atomic_store_explicit(&phase_operation, operation, memory_order_relaxed);
     atomic_store_explicit(&phase_detail, detail, memory_order_relaxed);
+    atomic_store_explicit(&phase_within, outer.operation, memory_order_relaxed);
     made_progress();
     return outer;
 }
@@ -58,6 +61,7 @@ void watchdog_leave(WatchdogPhase outer)
 {
     atomic_store_explicit(&phase_operation, outer.operation, memory_order_relaxed);
     atomic_store_explicit(&phase_detail, outer.detail, memory_order_relaxed);
+    atomic_store_explicit(&phase_within, outer.within, memory_order_relaxed);
     made_progress();
 }
 
@@ -103,14 +107,16 @@ static void describe(char *buf, size_t size, double stalled_s, time_t since)
 {
     const char *op = atomic_load_explicit(&phase_operation, memory_order_relaxed);
     const char *detail = atomic_load_explicit(&phase_detail, memory_order_relaxed);
+    const char *within = atomic_load_explicit(&phase_within, memory_order_relaxed);
     long step = atomic_load_explicit(&phase_step, memory_order_relaxed);
     struct tm tm;
     localtime_r(&since, &tm);
-    char at_step[48], limit[96];
+    char at_step[160], limit[96];
+    int n = within ? snprintf(at_step, sizeof at_step, "in %s, ", within) : 0;
     if (step > 0)
-        snprintf(at_step, sizeof at_step, "step %ld", step);
+        snprintf(at_step + n, sizeof at_step - (size_t)n, "step %ld", step);
     else
-        snprintf(at_step, sizeof at_step, "before the first step");
+        snprintf(at_step + n, sizeof at_step - (size_t)n, "before the first step");
     if (atomic_load(&warmed_up))
         snprintf(limit, sizeof limit, "[fault] timeout = %g s", dog.timeout_s);
     else

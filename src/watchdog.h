@@ -25,10 +25,12 @@
  * then fires again only after progress and a new stall. */
 typedef void (*WatchdogExpiry)(const char *message, void *user);
 
-/* The phase a rank is in: an operation and an optional detail (the group
- * of a collective), both string literals, never freed. */
+/* The phase a rank is in: an operation, an optional detail (the group of
+ * a collective) and the operation it was entered from (the message says
+ * "comm_allreduce on dp (in train_step, ...)"): string literals, never
+ * freed. */
 typedef struct {
-    const char *operation, *detail;
+    const char *operation, *detail, *within;
 } WatchdogPhase;
 
 /* Starts the watchdog thread: after timeout_s seconds without progress it

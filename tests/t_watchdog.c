@@ -64,7 +64,8 @@ static void local_checks(void)
     int n = atomic_load(&fired);
     tap_ok(n == 1, "a stall of 1.5 s with a 0.3 s timeout fires once (fired %d)", n);
     tap_ok(strstr(last_message, "watchdog: no progress for ") != NULL
-           && strstr(last_message, "waiting in test_phase on group_x (step 7) since ") != NULL
+           && strstr(last_message, "waiting in test_phase on group_x (in start-up, step 7) since ")
+              != NULL
            && strstr(last_message, "[fault] timeout = 0.3 s") != NULL,
            "the message names the phase, its detail, the step and the limit: %s", last_message);
     watchdog_leave(outer);
@@ -86,7 +87,7 @@ static void local_checks(void)
     int early = atomic_load(&fired);
     sleep_s(1.4);
     n = atomic_load(&fired);
-    tap_ok(early == 0 && n == 1 && strstr(last_message, "(before the first step)")
+    tap_ok(early == 0 && n == 1 && strstr(last_message, "(in start-up, before the first step)")
            && strstr(last_message, "start-up: 3 x [fault] timeout = 0.9 s"),
            "before the first step is done the limit is 3 x the timeout (0.6 s: fired %d;"
            " 2 s: fired %d: %s)", early, n, last_message);
@@ -99,7 +100,7 @@ static void local_checks(void)
     WatchdogPhase inner = watchdog_enter("inner_phase", "dp");
     watchdog_leave(inner);
     sleep_s(1.5);
-    tap_ok(strstr(last_message, "waiting in outer_phase (") != NULL,
+    tap_ok(strstr(last_message, "waiting in outer_phase (in start-up, ") != NULL,
            "leaving a phase restores the one it replaced: %s", last_message);
     watchdog_leave(outer);
     watchdog_stop();
