@@ -6,7 +6,8 @@
  * (the rank exits abruptly mid-step), save_fail (the checkpoint write
  * fails, as on a full disk), data_open (this rank alone cannot read the
  * data: a failure only one rank sees), slow (the rank sleeps 50 ms in each
- * such step: a straggler). Unset in normal runs: a getenv at start-up is the whole cost.
+ * such step: a straggler), stall (the rank stops itself with SIGSTOP, as
+ * a hung node would: the watchdog's case). Unset in normal runs: a getenv at start-up is the whole cost.
  */
 #ifndef TRI_SRC_FAULT_H
 #define TRI_SRC_FAULT_H

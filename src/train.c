@@ -12,6 +12,7 @@
 #include "train.h"
 
 #include <math.h>
+#include <signal.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
@@ -313,12 +314,14 @@ static double max_over_world(Trainer *t, double v)
     return v;
 }
 
-/* Test hooks (fault.h): slow one rank down, poison a weight so the loss
- * turns NaN, or put an inf into one gradient, on one rank. */
+/* Test hooks (fault.h): slow one rank down or stop it, poison a weight so
+ * the loss turns NaN, or put an inf into one gradient, on one rank. */
 static void inject_before(Trainer *t)
 {
     if (fault_at("slow", t->grid.rank, t->step + 1))
         usleep(50000); /* a straggler: 50 ms more than the others each step */
+    if (fault_at("stall", t->grid.rank, t->step + 1))
+        raise(SIGSTOP); /* a rank that stops without dying: the watchdog's case */
     if (!fault_at("nan_loss", t->grid.rank, t->step + 1) || t->model.ps.n == 0)
         return;
     Param *p = &t->model.ps.p[0];
