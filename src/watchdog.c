@@ -136,6 +136,8 @@ static void *watch(void *unused)
 {
     (void)unused;
     double poll = dog.timeout_s / 8 < 1.0 ? dog.timeout_s / 8 : 1.0;
+    if (poll < 0.01)
+        poll = 0.01;
     unsigned long seen = atomic_load_explicit(&progress, memory_order_acquire);
     double seen_at = mono_now();
     int fired = 0;
