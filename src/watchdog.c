@@ -126,12 +126,12 @@ static void describe(char *buf, size_t size, double stalled_s, time_t since)
              "trident: watchdog: no progress for %.*f s: waiting in %s%s%s (%s) since %02d:%02d:%02d;"
              " a rank may be stopped, its node dead or its file system stuck:"
              " ending the job with exit %d (%s)\n",
-             stalled_s < 10 ? 1 : 0, stalled_s, op ? op : "?", detail ? " on " : "", detail ? detail : "", at_step,
-             tm.tm_hour, tm.tm_min, tm.tm_sec, TRI_EXIT_WATCHDOG, limit);
+             stalled_s < 10 ? 1 : 0, stalled_s, op ? op : "?", detail ? " on " : "",
+             detail ? detail : "", at_step, tm.tm_hour, tm.tm_min, tm.tm_sec, TRI_EXIT_WATCHDOG, limit);
 }
 
-/* Wakes a few times per timeout (at least once a second), and fires once
- * per stall: after the callback returns, only new progress re-arms it. */
+/* Wakes a few times per timeout (at least once a second, at most every
+ * 10 ms), and fires once per stall: after the callback returns, only new progress re-arms it. */
 static void *watch(void *unused)
 {
     (void)unused;
