@@ -34,6 +34,7 @@
 #include "grid.h"
 #include "params.h"
 #include "timer.h"
+#include "watchdog.h"
 
 typedef struct {
     CkptFile f;                      /* the file and this rank's first failure */
@@ -233,6 +234,7 @@ static void write_dataset(H5Ctx *c, hid_t group, const char *name, const Param *
     H5Sclose(mspace);
     H5Sclose(space);
     H5Dclose(d);
+    watchdog_progress(); /* a long save on a slow disk is not a stall */
 }
 
 static void write_tensors(H5Ctx *c, Model *m, Zero *z, const ParamSet *all,
@@ -417,6 +419,7 @@ static void read_rows(H5Ctx *c, hid_t d, const Param *logical, const Param *p, i
         ckpt_fail(&c->f, "cannot read dataset %s (truncated or corrupt file?)", path);
     H5Sclose(mspace);
     H5Sclose(space);
+    watchdog_progress();
 }
 
 typedef struct {

@@ -18,6 +18,7 @@
 
 #include "fail.h"
 #include "timer.h"
+#include "watchdog.h"
 #if TRI_HAVE_NCCL
 #include "comm_nccl.h"
 #endif
@@ -34,6 +35,35 @@ static int on_device(ops_tensor t) { return t.device != OPS_CPU; }
 #endif
 
 static double comm_time[COMM_EMBED + 1];
+static double blocked_time;   /* in any blocking call below, every group */
+
+static const char *group_name(CommGroup group)
+{
+    static const char *const names[] = {
+        [COMM_WORLD] = "world", [COMM_TP] = "tp", [COMM_DP] = "dp", [COMM_PP] = "pp",
+        [COMM_DP_NODE] = "dp_node", [COMM_DP_CROSS] = "dp_cross", [COMM_EMBED] = "embed",
+    };
+    return names[group];
+}
+
+/* Every blocking call is a named phase for the watchdog (a rank that
+ * waits in it for a stopped peer says where), and its time counts as
+ * blocked, so the straggler report can tell computing from waiting. */
+typedef struct {
+    WatchdogPhase outer;
+    double t0;
+} Blocking;
+
+static Blocking blocking_begin(const char *operation, const char *detail)
+{
+    return (Blocking){watchdog_enter(operation, detail), timer_now()};
+}
+
+static void blocking_end(Blocking b)
+{
+    blocked_time += timer_now() - b.t0;
+    watchdog_leave(b.outer);
+}
 
 MPI_Comm comm_mpi(const Grid *g, CommGroup group)
 {
@@ -93,8 +123,8 @@ static ops_tensor widen_scratch(int64_t n)
     return ops_view(scratch, 0, n);
 }
 
-void comm_allreduce(const Grid *g, CommGroup group, ops_tensor buf, int64_t n,
-                    CommOp op)
+static void run_allreduce(const Grid *g, CommGroup group, ops_tensor buf, int64_t n,
+                          CommOp op)
 {
     if (comm_size(g, group) <= 1 || n == 0)
         return;
@@ -112,8 +142,16 @@ void comm_allreduce(const Grid *g, CommGroup group, ops_tensor buf, int64_t n,
         ops_cast(t, wide);
 }
 
-void comm_reduce_scatter(const Grid *g, CommGroup group, ops_tensor send,
-                         ops_tensor recv, const int *counts)
+void comm_allreduce(const Grid *g, CommGroup group, ops_tensor buf, int64_t n,
+                    CommOp op)
+{
+    Blocking b = blocking_begin("comm_allreduce", group_name(group));
+    run_allreduce(g, group, buf, n, op);
+    blocking_end(b);
+}
+
+static void run_reduce_scatter(const Grid *g, CommGroup group, ops_tensor send,
+                               ops_tensor recv, const int *counts)
 {
     DEVICE_COLLECTIVE(send, comm_nccl_reduce_scatter(g, group, send, recv, counts));
     double t0 = timer_now();
@@ -122,8 +160,16 @@ void comm_reduce_scatter(const Grid *g, CommGroup group, ops_tensor send,
     comm_time[group] += timer_now() - t0;
 }
 
-void comm_allgather(const Grid *g, CommGroup group, ops_tensor send,
-                    ops_tensor recv, const int *counts)
+void comm_reduce_scatter(const Grid *g, CommGroup group, ops_tensor send,
+                         ops_tensor recv, const int *counts)
+{
+    Blocking b = blocking_begin("comm_reduce_scatter", group_name(group));
+    run_reduce_scatter(g, group, send, recv, counts);
+    blocking_end(b);
+}
+
+static void run_allgather(const Grid *g, CommGroup group, ops_tensor send,
+                          ops_tensor recv, const int *counts)
 {
     DEVICE_COLLECTIVE(send, comm_nccl_allgather(g, group, send, recv, counts));
     int size = comm_size(g, group);
@@ -140,6 +186,14 @@ void comm_allgather(const Grid *g, CommGroup group, ops_tensor send,
                                  recv.data, counts, displs, mpi_type(recv.dtype),
                                  comm_mpi(g, group)));
     comm_time[group] += timer_now() - t0;
+}
+
+void comm_allgather(const Grid *g, CommGroup group, ops_tensor send,
+                    ops_tensor recv, const int *counts)
+{
+    Blocking b = blocking_begin("comm_allgather", group_name(group));
+    run_allgather(g, group, send, recv, counts);
+    blocking_end(b);
 }
 
 void comm_iallreduce(const Grid *g, CommGroup group, ops_tensor buf, int64_t n,
@@ -170,7 +224,9 @@ int comm_test(MPI_Request *req)
 
 void comm_barrier(const Grid *g, CommGroup group)
 {
+    Blocking b = blocking_begin("comm_barrier", group_name(group));
     TRI_CHECK_MPI(MPI_Barrier(comm_mpi(g, group)));
+    blocking_end(b);
 }
 
 /* ---- host values ---------------------------------------------------------- */
@@ -195,8 +251,8 @@ static int mpi_count(size_t n, const char *what)
     return (int)n;
 }
 
-void comm_allreduce_scalars(const Grid *g, CommGroup group, void *v, int n,
-                            CommScalar type, CommOp op)
+static void run_allreduce_scalars(const Grid *g, CommGroup group, void *v, int n,
+                                  CommScalar type, CommOp op)
 {
     if (n <= 0)
         return;
@@ -212,19 +268,43 @@ void comm_allreduce_scalars(const Grid *g, CommGroup group, void *v, int n,
     free(mine);
 }
 
-void comm_bcast_bytes(const Grid *g, CommGroup group, void *buf, size_t bytes,
-                      int root)
+void comm_allreduce_scalars(const Grid *g, CommGroup group, void *v, int n,
+                            CommScalar type, CommOp op)
+{
+    Blocking b = blocking_begin("comm_allreduce_scalars", group_name(group));
+    run_allreduce_scalars(g, group, v, n, type, op);
+    blocking_end(b);
+}
+
+static void run_bcast_bytes(const Grid *g, CommGroup group, void *buf, size_t bytes,
+                            int root)
 {
     TRI_CHECK_MPI(MPI_Bcast(buf, mpi_count(bytes, "comm_bcast_bytes: over 2 GiB"),
                             MPI_BYTE, root, comm_mpi(g, group)));
 }
 
-void comm_gather_bytes(const Grid *g, CommGroup group, const void *send,
-                       size_t bytes, void *recv, int root)
+void comm_bcast_bytes(const Grid *g, CommGroup group, void *buf, size_t bytes,
+                      int root)
+{
+    Blocking b = blocking_begin("comm_bcast_bytes", group_name(group));
+    run_bcast_bytes(g, group, buf, bytes, root);
+    blocking_end(b);
+}
+
+static void run_gather_bytes(const Grid *g, CommGroup group, const void *send,
+                             size_t bytes, void *recv, int root)
 {
     int n = mpi_count(bytes, "comm_gather_bytes: over 2 GiB per rank");
     TRI_CHECK_MPI(MPI_Gather(send, n, MPI_BYTE, recv, n, MPI_BYTE, root,
                              comm_mpi(g, group)));
+}
+
+void comm_gather_bytes(const Grid *g, CommGroup group, const void *send,
+                       size_t bytes, void *recv, int root)
+{
+    Blocking b = blocking_begin("comm_gather_bytes", group_name(group));
+    run_gather_bytes(g, group, send, bytes, recv, root);
+    blocking_end(b);
 }
 
 /* ---- point to point ----------------------------------------------------- */
@@ -295,9 +375,11 @@ double comm_wait(MPI_Request *req)
     if (*req == MPI_REQUEST_NULL)
         return 0.0;
     Staged *s = staged_of(req);
-    double t0 = timer_now();
+    Blocking b = blocking_begin("comm_wait (a pipeline message or an overlapped DP reduction)",
+                                NULL);
     TRI_CHECK_MPI(MPI_Wait(req, MPI_STATUS_IGNORE));
-    double dt = timer_now() - t0;
+    double dt = timer_now() - b.t0;
+    blocking_end(b);
     comm_time[COMM_PP] += dt;
     if (s) {
         if (s->device.data)
@@ -309,8 +391,11 @@ double comm_wait(MPI_Request *req)
 
 double comm_seconds(CommGroup group) { return comm_time[group]; }
 
+double comm_blocked_seconds(void) { return blocked_time; }
+
 void comm_reset_seconds(void)
 {
     for (int i = 0; i <= COMM_EMBED; i++)
         comm_time[i] = 0.0;
+    blocked_time = 0.0;
 }

@@ -10,6 +10,9 @@
  * HDF5's collective I/O; the reduction over DP, flat or in two levels, is
  * comm_dp.h's.
  *
+ * Every blocking call names itself to the watchdog (watchdog.h) while it
+ * runs, so a rank left waiting for a stopped peer says where it waits.
+ *
  * A collective must be called by all ranks of its group in the same order
  * with the same n. Before the layout is known (the config is still to be
  * shared), grid_world_only gives a grid on which COMM_WORLD may be named.
@@ -103,7 +106,11 @@ double comm_wait(MPI_Request *req);
 /* Seconds spent inside comm calls since the last reset, per group, for the
  * communication share in the metrics. Not collective. */
 double comm_seconds(CommGroup group);
-/* Not collective. */
+/* Seconds spent blocked in any call above (collectives of every group,
+ * host values, comm_wait) since the last reset: what a rank did not
+ * spend computing, for the straggler report. Not collective. */
+double comm_blocked_seconds(void);
+/* Resets both. Not collective. */
 void comm_reset_seconds(void);
 
 #endif

@@ -133,6 +133,8 @@ static const KeyDef KEYS[] = {
     PATH_KEY("log", "metrics", log.metrics, "", 0),
     INT_KEY("log", "sample_tokens", log.sample_tokens, "0", 0, INT_MAX),
     { KEY("log", "profile", K_BOOL, log.profile, "false") },
+
+    REAL_KEY("fault", "timeout", fault.timeout, "600", 0, 604800, 0),
 };
 #define N_KEYS (sizeof KEYS / sizeof KEYS[0])
 

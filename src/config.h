@@ -86,6 +86,11 @@ typedef struct {
 } LogConfig;
 
 typedef struct {
+    double timeout;                 /* seconds without progress before the
+                                       watchdog ends the job; 0: never */
+} FaultConfig;
+
+typedef struct {
     ModelConfig model;
     ParallelConfig parallel;
     TrainConfig train;
@@ -93,6 +98,7 @@ typedef struct {
     CheckpointConfig checkpoint;
     EvalConfig eval;
     LogConfig log;
+    FaultConfig fault;
     char source[CONFIG_PATH_MAX];   /* file name, or "(built-in tiny.ini)" */
 } Config;
 

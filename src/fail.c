@@ -10,6 +10,7 @@
 #include <string.h>
 #include <unistd.h>
 
+#include "watchdog.h"
 #include "kernels/ops.h"
 
 static int fail_world_rank = -1;
@@ -53,7 +54,10 @@ const char *fail_host(void) { return fail_hostname; }
 int fail_agree(MPI_Comm comm, int rc)
 {
     int all = 0;
+    /* where the ranks meet at each step's end: name it for the watchdog */
+    WatchdogPhase outer = watchdog_enter("fail_agree (the ranks agree on a status)", NULL);
     TRI_CHECK_MPI(MPI_Allreduce(&rc, &all, 1, MPI_INT, MPI_MAX, comm));
+    watchdog_leave(outer);
     return all;
 }
 
@@ -64,7 +68,9 @@ int fail_report(MPI_Comm comm, int rc, const char *msg)
         return 0;
     int rank, root_rc = rc;
     MPI_Comm_rank(comm, &rank);
+    WatchdogPhase outer = watchdog_enter("fail_report (the ranks agree who reports)", NULL);
     TRI_CHECK_MPI(MPI_Bcast(&root_rc, 1, MPI_INT, 0, comm));
+    watchdog_leave(outer);
     if (rc && msg && msg[0]) {
         if (rank == 0)
             fputs(msg, stderr);

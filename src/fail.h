@@ -20,8 +20,10 @@ enum {
     TRI_EXIT_OK = 0,
     TRI_EXIT_ERROR = 1,      /* bad input or a failed run */
     TRI_EXIT_USAGE = 2,      /* bad command line */
-    TRI_EXIT_REQUEUE = 75    /* stopped by SIGTERM/SIGUSR1 after a checkpoint
+    TRI_EXIT_REQUEUE = 75,   /* stopped by SIGTERM/SIGUSR1 after a checkpoint
                                 (EX_TEMPFAIL): batch scripts requeue on it */
+    TRI_EXIT_WATCHDOG = 76   /* no progress for [fault] timeout seconds: a
+                                rank stopped (watchdog.h); not a requeue */
 };
 
 #define TRI_TRY(expr)                                                      \

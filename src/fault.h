@@ -6,8 +6,10 @@
  * (the rank exits abruptly mid-step), save_fail (the checkpoint write
  * fails, as on a full disk), data_open (this rank alone cannot read the
  * data: a failure only one rank sees), slow_stop (the save on a stop
- * signal starts 3 s late, as a large model's takes long). Unset in normal
- * runs: a getenv at start-up is the whole cost.
+ * signal starts 3 s late, as a large model's takes long), slow (the rank
+ * sleeps 50 ms in each such step: a straggler), stall (the rank stops
+ * itself with SIGSTOP, as a hung node would: the watchdog's case). Unset
+ * in normal runs: a getenv at start-up is the whole cost.
  */
 #ifndef TRI_SRC_FAULT_H
 #define TRI_SRC_FAULT_H

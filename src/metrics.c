@@ -110,6 +110,9 @@ void metrics_write(Metrics *mt, const StepMetrics *s)
     json_number(f, "bubble", s->bubble);
     json_number(f, "comm_share", s->comm_share);
     json_number(f, "dp_wait_ms", s->dp_wait_ms);
+    json_number(f, "rank_busy_ms_median", s->rank_busy_ms_median);
+    json_number(f, "rank_busy_ms_max", s->rank_busy_ms_max);
+    json_number(f, "slowest_rank", s->slowest_rank >= 0 ? s->slowest_rank : NAN);
     fprintf(f, "}\n");
     fflush(f);
 }

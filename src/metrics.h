@@ -23,6 +23,8 @@ typedef struct {
     double bubble;         /* pipeline idle share, max over stages */
     double comm_share;     /* share of the step in DP/TP collectives */
     double dp_wait_ms;     /* time the step waited for its DP reduction */
+    double rank_busy_ms_median, rank_busy_ms_max;  /* straggler.h: NaN if none */
+    int slowest_rank;      /* the rank of rank_busy_ms_max; -1 if none */
     double eta_s;
 } StepMetrics;
 

@@ -12,6 +12,7 @@
 #include "train.h"
 
 #include <math.h>
+#include <signal.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
@@ -37,7 +38,9 @@
 #include "scaler.h"
 #include "schedule.h"
 #include "stop_signal.h"
+#include "straggler.h"
 #include "timer.h"
+#include "watchdog.h"
 #include "zero.h"
 #include "kernels/ops.h"
 
@@ -49,6 +52,7 @@ typedef struct {
     Dataset *data;            /* first and last stages only */
     Loader *loader;
     Metrics metrics;
+    Straggler straggler;      /* busy time per rank, for the spread */
     Action *actions;          /* this stage's training schedule */
     Action *eval_actions;     /* forwards only */
     int n_actions;
@@ -176,7 +180,10 @@ static void print_plan(Trainer *t)
 static int init_or_resume(Trainer *t)
 {
     char path[CONFIG_PATH_MAX + 80];
-    TRI_TRY(ckpt_resume_load(&t->model, t->zero, t->cfg, &t->st, path, sizeof path));
+    WatchdogPhase outer = watchdog_enter("ckpt_load", NULL);
+    int rc = ckpt_resume_load(&t->model, t->zero, t->cfg, &t->st, path, sizeof path);
+    watchdog_leave(outer);
+    TRI_TRY(rc);
     if (!path[0]) {
         zero_init_weights(t->zero);
         return 0;
@@ -339,10 +346,14 @@ static double max_over_world(Trainer *t, double v)
     return v;
 }
 
-/* Test hooks (fault.h): poison a weight so the loss turns NaN, or put an
- * inf into one gradient, on one rank. */
+/* Test hooks (fault.h): slow one rank down or stop it, poison a weight so
+ * the loss turns NaN, or put an inf into one gradient, on one rank. */
 static void inject_before(Trainer *t)
 {
+    if (fault_at("slow", t->grid.rank, t->step + 1))
+        usleep(50000); /* a straggler: 50 ms more than the others each step */
+    if (fault_at("stall", t->grid.rank, t->step + 1))
+        raise(SIGSTOP); /* a rank that stops without dying: the watchdog's case */
     if (!fault_at("nan_loss", t->grid.rank, t->step + 1) || t->model.ps.n == 0)
         return;
     Param *p = &t->model.ps.p[0];
@@ -405,7 +416,9 @@ static StepResult train_step(Trainer *t)
     Model *m = &t->model;
     StepResult r = {0};
     int64_t tokens = t->global_batch * t->cfg->model.seq_len;
+    WatchdogPhase outer = watchdog_enter("loader_wait (the next batch from the data)", NULL);
     const int32_t *batch = t->loader ? loader_wait(t->loader, &r.data_wait) : NULL;
+    watchdog_leave(outer);
     t->st.cursor += t->global_batch;
     if (t->step + 1 < tc->steps)
         request_batch(t, t->st.cursor); /* the next step's batch loads meanwhile */
@@ -443,7 +456,7 @@ static int due(int step, int every, int last)
 }
 
 static void report(Trainer *t, const StepResult *r, double step_s, double mean_step_s,
-                   double val_loss, double comm_s)
+                   double val_loss, double comm_s, const StragglerReport *spread)
 {
     const Config *c = t->cfg;
     double tokens = (double)t->global_batch * c->model.seq_len;
@@ -461,6 +474,9 @@ static void report(Trainer *t, const StepResult *r, double step_s, double mean_s
         .data_wait_ms = 1e3 * r->data_wait, .bubble = r->bubble,
         .dp_wait_ms = 1e3 * r->dp_wait,
         .comm_share = comm_s / step_s,
+        .rank_busy_ms_median = spread->slowest_rank >= 0 ? spread->median_ms : NAN,
+        .rank_busy_ms_max = spread->slowest_rank >= 0 ? spread->slowest_ms : NAN,
+        .slowest_rank = spread->slowest_rank,
         .eta_s = mean_step_s * (c->train.steps - t->step),
     };
     metrics_print(stdout, &s);
@@ -488,7 +504,9 @@ static int save(Trainer *t)
         return 0;
     double seconds;
     int64_t bytes;
+    WatchdogPhase outer = watchdog_enter("ckpt_save", NULL);
     int rc = ckpt_save(&t->model, t->zero, t->cfg, &t->st, &seconds, &bytes, stderr);
+    watchdog_leave(outer);
     if (!rc && is_root(t))
         printf("checkpoint: %s/step_%08d.h5, %.1f MB in %.2f s (%.2f GB/s)\n",
                t->cfg->checkpoint.dir, t->step, bytes / 1e6, seconds, bytes / seconds / 1e9);
@@ -557,26 +575,40 @@ static RunEnd run_steps(Trainer *t)
     request_batch(t, t->st.cursor);
     while (t->step < c->train.steps) {
         comm_reset_seconds();
+        watchdog_step(t->step + 1);
         double t0 = timer_now();
+        WatchdogPhase outer = watchdog_enter("train_step", NULL);
         StepResult r = train_step(t);
+        watchdog_leave(outer);
         double step_s = timer_now() - t0;
+        if (t->step == first + 1)
+            watchdog_warmed_up();
+        straggler_add_step(&t->straggler, step_s, comm_blocked_seconds());
         if (t->step == first + 1 && is_root(t))
             printf("start-up: first step done %.2f s after the process started (MPI_Init to here)\n",
                    timer_now() - t->started);
         profile_step(t, step_s, first);
         double comm_s = comm_seconds(COMM_TP) + comm_seconds(COMM_DP);
         if (r.give_up) {
+            StragglerReport none = {.slowest_rank = -1};
             if (is_root(t))
-                report(t, &r, step_s, step_s, NAN, comm_s);
+                report(t, &r, step_s, step_s, NAN, comm_s, &none);
             give_up_message(t, &r);
             return RUN_FAILED;
         }
         double val = NAN;
-        if (c->eval.every > 0 && due(t->step, c->eval.every, c->train.steps))
+        if (c->eval.every > 0 && due(t->step, c->eval.every, c->train.steps)) {
+            outer = watchdog_enter("evaluate", NULL);
             val = evaluate(t);
-        if (is_root(t) && (due(t->step, c->log.every, c->train.steps) || t->step == first + 1
-                           || !isnan(val)))
-            report(t, &r, step_s, (timer_now() - start) / (t->step - first), val, comm_s);
+            watchdog_leave(outer);
+        }
+        if (due(t->step, c->log.every, c->train.steps) || t->step == first + 1 || !isnan(val)) {
+            StragglerReport spread;
+            straggler_report(&t->straggler, &t->grid, &spread, stdout);
+            if (is_root(t))
+                report(t, &r, step_s, (timer_now() - start) / (t->step - first), val, comm_s,
+                       &spread);
+        }
         int early = !isnan(val) && out_of_patience(t, val);
         int signalled = fail_agree(t->grid.world, stop_signal_received() != 0);
         /* a test hook: a save on a signal as slow as a large model's */
@@ -617,18 +649,25 @@ int train_run(Config *cfg, MPI_Comm world, double started)
     int rc = share_config(&t, world);
     if (rc)
         return TRI_EXIT_ERROR;
+    if (watchdog_start(cfg->fault.timeout, NULL, NULL))
+        fail_abort("cannot start the watchdog thread", __FILE__, __LINE__);
     rc = setup(&t);
     RunEnd end = RUN_FAILED;
     if (!rc) {
+        WatchdogPhase outer = watchdog_enter("training", NULL);
         end = run_steps(&t);
+        watchdog_leave(outer);
+        outer = watchdog_enter("the sample and the end of the run", NULL);
         if (end == RUN_DONE || end == RUN_EARLY_STOP)
             generate(&t);
         double rss = max_over_world(&t, (double)metrics_peak_rss());
         if (is_root(&t))
             printf("done: %d steps; peak memory (RSS) %.1f MiB on the largest rank\n", t.step,
                    rss / 1048576.0);
+        watchdog_leave(outer);
     }
     teardown(&t);
+    watchdog_stop();
     if (rc || end == RUN_FAILED)
         return TRI_EXIT_ERROR;
     return end == RUN_SIGNALLED ? TRI_EXIT_REQUEUE : TRI_EXIT_OK;

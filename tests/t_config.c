@@ -41,7 +41,8 @@ static const char FULL[] =
     "[checkpoint]\ndir = /scratch/ckpt\nevery = 25\nkeep = 2\n"
     "resume = /scratch/ckpt/step_000050.h5\n"
     "[eval]\nevery = 10\nbatches = 3\npatience = 4\nmin_delta = 0.001\n"
-    "[log]\nevery = 5\nmetrics = /scratch/m.jsonl\nsample_tokens = 64\nprofile = yes\n";
+    "[log]\nevery = 5\nmetrics = /scratch/m.jsonl\nsample_tokens = 64\nprofile = yes\n"
+    "[fault]\ntimeout = 90.5\n";
 
 typedef struct {
     int rc;
@@ -214,6 +215,7 @@ static void test_full_file(void)
            c.train.loss_scale_min == 0.25 && c.data.format == DATA_TOKENS &&
            !strcmp(c.checkpoint.resume, "/scratch/ckpt/step_000050.h5") &&
            c.eval.min_delta == 0.001 && !strcmp(c.log.metrics, "/scratch/m.jsonl") &&
+           c.fault.timeout == 90.5 &&
            !strcmp(c.source, o.path),
            "a file with every key loads");
     if (o.rc)
@@ -233,8 +235,8 @@ static void test_full_file(void)
         a += la + (a[la] != 0);
         b += lb + (b[lb] != 0);
     }
-    /* 51 keys today: a new key must be added to FULL too */
-    tap_ok(keys == 51 && same == 0 && n == (int)strlen(full),
+    /* 52 keys today: a new key must be added to FULL too */
+    tap_ok(keys == 52 && same == 0 && n == (int)strlen(full),
            "config_to_ini writes all %d keys, and the full file sets each", keys);
     tap_ok(round_trips(&c), "every key round-trips: config_to_ini -> config_load -> same Config");
 
@@ -338,7 +340,7 @@ static void test_file_errors(void)
 {
     FILE_ERR("unknown section", "[model]\nn_layer = 4\n[modle]\nn_embd = 64\n" BASE, 3,
              "[modle]: unknown section (known: model, parallel, train, data, checkpoint, eval, "
-             "log)", NULL);
+             "log, fault)", NULL);
     FILE_ERR("unknown section without keys", BASE "[modle]\n", 3, "[modle]: unknown section", NULL);
     FILE_ERR("unknown key, with a suggestion", "[model]\nn_layers = 4\n" BASE, 2,
              "[model] n_layers: unknown key in [model] (did you mean n_layer?)", NULL);
@@ -389,6 +391,8 @@ static void test_value_errors(void)
     FILE_ERR("range: steps = -5", "[train]\nsteps = -5\n" BASE, 2,
              "[train] steps = -5: must be >= 0", NULL);
     FILE_ERR("range: lr = -1", "[train]\nlr = -1\n" BASE, 2, "[train] lr = -1: must be >= 0", NULL);
+    FILE_ERR("range: fault timeout = 1e9", "[fault]\ntimeout = 1e9\n" BASE, 2,
+             "[fault] timeout = 1e9: must be in [0, 604800]", NULL);
     FILE_ERR("range: val_fraction = 1.5", BASE "val_fraction = 1.5\n", 3,
              "[data] val_fraction = 1.5: must be in (0, 1)", NULL);
     FILE_ERR("range: eps = 0", "[train]\neps = 0\n" BASE, 2, "[train] eps = 0: must be > 0", NULL);
@@ -562,7 +566,7 @@ static void test_parse_text(void)
 int main(int argc, char **argv)
 {
     tap_init(&argc, &argv);
-    tap_plan(84);
+    tap_plan(85);
     test_defaults();
     test_builtin();
     test_full_file();

@@ -15,7 +15,7 @@
 np=${1:-2}
 TAMPER="${TRI_BUILDDIR:-.}/tests/ckpt_tamper"
 limit=${TRI_MATRIX_LIMIT:-60}      # seconds any one case may take
-plan 113
+plan 120
 # shellcheck disable=SC3045
 ulimit -c 0 2>/dev/null            # a crash is detected below, not left as a core file
 t_start=$(date +%s)
@@ -732,6 +732,68 @@ bytes=$(grep -v '^sample:' "$WORK/sample.out" | wc -c)
     ! grep -q "out of memory\|exited on signal\|Sanitizer" "$WORK/sample.out" && [ "$bytes" -gt 50 ]
 ok $? "M126 command line: sample --tokens 2147483647 generates until stopped ($bytes bytes in 15 s, exit $rc)" ||
     sed 's/^/#   /' "$WORK/sample.out" | tail -n 5
+# ---- watchdog (issue 17) ----------------------------------------------------
+# stall ID WHAT WHEN OPERATION [options]: a background run whose watchdog
+# times out after 5 s; once it trains (WHEN = step), or while it writes a
+# checkpoint (WHEN = tmp: a temporary file is there before and after the
+# stop), one rank is stopped with SIGSTOP. The other waits for it, and its
+# watchdog must end the job with exit 76 within the timeout plus 10 s,
+# naming the operation it waits in (the OPERATION regex). The stopped rank
+# is continued and killed after, whatever happened: nothing is left behind.
+stall() {
+    id=$1 what=$2 when=$3 operation=$4
+    shift 4
+    background "$WORK/wd_$id" --set fault.timeout=5 "$@"
+    hit=0 tries=0
+    while [ $hit = 0 ] && [ $tries -lt 40 ] && kill -0 "$mp" 2>/dev/null; do
+        if [ "$when" = tmp ]; then
+            n=0
+            until [ -n "$(find "$WORK/wd_$id" -name '*.h5.tmp')" ] || [ $n -gt 2000 ]; do n=$((n + 1)); done
+        else
+            wait_for "^step  *[0-9]"
+        fi
+        stopped=$(ranks $mp | awk '{print $NF}')
+        kill -STOP "$stopped" 2>/dev/null
+        if [ "$when" != tmp ] || [ -n "$(find "$WORK/wd_$id" -name '*.h5.tmp')" ]; then
+            hit=1
+        else
+            kill -CONT "$stopped" 2>/dev/null
+        fi
+        tries=$((tries + 1))
+    done
+    t0=$(date +%s) saved_limit=$limit limit=15
+    wait_bounded "$mp"
+    kill -CONT "$stopped" 2>/dev/null
+    kill -KILL "$stopped" 2>/dev/null
+    verdict "$id" 76 "watchdog: no progress for [0-9.]* s: waiting in $operation.*step [0-9]*) since [0-9:]*; .*exit 76" \
+        "$what (try $tries)" $(($(date +%s) - t0))
+    limit=$saved_limit
+    intact_dirs="$intact_dirs $WORK/wd_$id"
+}
+stall M100 "watchdog: one rank stopped (SIGSTOP) mid-training, [fault] timeout = 5: exit 76 within 15 s, naming the collective" \
+    step "\\(comm_[a-z_]*\\|fail_agree\\) "
+stall M101 "watchdog: one rank stopped (SIGSTOP) mid-save: exit 76 within 15 s, naming the save" \
+    tmp ".*ckpt_save" --set checkpoint.every=1
+[ "$(cat "$WORK/wd_M101/latest" 2>/dev/null)" != "" ] && "$TRIDENT" inspect "$WORK/wd_M101/$(cat "$WORK/wd_M101/latest")" > /dev/null 2>&1
+ok $? "M101 ... latest names a complete checkpoint, which verifies"
+cp -r "$WORK/good" "$WORK/wd_M102"
+train M102 0 "^done: 8 steps" \
+    "watchdog: a normal run with [fault] timeout = 3 (saves, evaluation, sample) does not fire" \
+    --set fault.timeout=3 --set checkpoint.dir="$WORK/wd_M102" --set train.steps=8 \
+    --set checkpoint.every=2 --set eval.every=3 --set log.sample_tokens=16
+intact_dirs="$intact_dirs $WORK/wd_M102"
+train M103 1 "\[fault\] timeout = -1: must be in \[0, 604800\]" "config: range: [fault] timeout = -1" \
+    --set fault.timeout=-1
+export TRIDENT_FAULT="slow:1:0"
+train M104 0 "warning: straggler: rank 1 (.*) computed [0-9.]* ms per step against a median of [0-9.]* ms" \
+    "straggler: rank 1 is 50 ms slower each step: a warning names it" --set train.steps=6 \
+    --set log.metrics="$WORK/straggler.jsonl"
+TRIDENT_FAULT=
+last=$(tail -n 1 "$WORK/straggler.jsonl")
+ms=$(echo "$last" | grep -o '"rank_busy_ms_max":[0-9.e+]*' | cut -d: -f2)
+slowest=$(echo "$last" | grep -o '"slowest_rank":[0-9]*' | cut -d: -f2)
+awk -v ms="${ms:-0}" -v r="${slowest:--1}" 'BEGIN { exit !(ms >= 45 && r == 1) }'
+ok $? "M104 ... the last metrics record names rank 1 as the slowest, at >= 45 ms per step"
 
 # ---- the completed checkpoint survived all of it ------------------------------
 bad=""

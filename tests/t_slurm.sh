@@ -4,7 +4,9 @@
 # they use (slurm.conf, state, spool, logs, munge key and socket) in a
 # private directory, on free ports. Then submits: a tiny 2-rank run (srun
 # --mpi=pmix) and checks its output, checkpoint and metrics; a run with a
-# bad config, which fails and is not requeued; a run under mpirun that gets
+# bad config, which fails and is not requeued; a run whose rank 1 stops
+# (TRIDENT_FAULT=stall), which the watchdog ends with 76 and the script
+# does not requeue; a run under mpirun that gets
 # the time-limit signal (-t 1 --signal=B:USR1@50), checkpoints, is requeued
 # by the script and resumes until it finishes; and a run under srun that
 # gets USR1 from scancel and does the same; and a run under mpirun that is
@@ -90,7 +92,7 @@ show_logs() {
     done
 }
 
-plan 19
+plan 20
 
 # ---- the cluster
 port_used() {    # port_used PORT: some TCP socket on this host has that local port
@@ -269,6 +271,19 @@ out="$WORK/bad-$id.out"
 [ "$state" = FAILED ] && [ "$exit" = 1:0 ] && [ "$restarts" = 0 ] &&
     grep -q '^== trident failed (exit 1): not requeued' "$out"
 check $? "a run with a bad config fails with exit 1 and is not requeued ($state $exit, Restarts=$restarts)" ||
+    show "$out"
+
+# ---- 2b. a stalled run: rank 1 stops itself (SIGSTOP) at step 20; the
+# watchdog of rank 0 ends the job with 76, which is not requeued
+id=$(TRIDENT_FAULT=stall:1:20 TRIDENT=$TRIDENT CONFIG=$cfg RUN_DIR=$WORK/stall sbatch --parsable \
+     -J stall -o "$WORK/stall-%j.out" --ntasks-per-node="$np" -t 10 "$SRC/jobs/cpu.sbatch" \
+     --set train.steps=1000 --set fault.timeout=3)
+wait_job "$id" 90
+out="$WORK/stall-$id.out"
+[ "$state" = FAILED ] && [ "$exit" = 76:0 ] && [ "$restarts" = 0 ] &&
+    grep -q 'watchdog: no progress for [0-9.]* s: waiting in .*(in train_step, step 20)' "$out" &&
+    grep -q "^== trident's watchdog ended a stalled job (exit 76" "$out"
+check $? "a run whose rank 1 stops at step 20 is ended by the watchdog with 76, and not requeued ($state $exit, Restarts=$restarts)" ||
     show "$out"
 
 # ---- 3. a run that outlasts the first time-limit signal

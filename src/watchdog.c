@@ -1,0 +1,206 @@
+/*
+ * watchdog.c - a thread that ends a job whose rank stopped making
+ * progress; see watchdog.h.
+ *
+ * The main thread only stores: the phase's two pointers and the step, then
+ * one atomic add to a progress counter (release). It reads no clock: the
+ * watchdog thread notes when it first sees each counter value, so "no
+ * progress for T s" is measured by the thread that waits, to within one of
+ * its wake-ups. Once the counter has stood still for the timeout, the
+ * writer last stored the phase more than that long ago, so the thread's
+ * acquire load of the counter makes the phase it reads the one in force.
+ */
+#include "watchdog.h"
+
+#include <pthread.h>
+#include <stdatomic.h>
+#include <stdio.h>
+#include <string.h>
+#include <time.h>
+#include <unistd.h>
+
+#include "fail.h"
+
+static _Atomic(const char *) phase_operation = "start-up";
+static _Atomic(const char *) phase_detail;
+static _Atomic(const char *) phase_within;
+static atomic_long phase_step;
+static atomic_ulong progress;
+static atomic_int warmed_up;
+
+static struct {
+    pthread_t thread;
+    pthread_mutex_t lock;
+    pthread_cond_t wake;
+    int running, stopping;
+    double timeout_s;
+    WatchdogExpiry expiry;
+    void *user;
+} dog = {.lock = PTHREAD_MUTEX_INITIALIZER};
+
+static void made_progress(void)
+{
+    atomic_fetch_add_explicit(&progress, 1, memory_order_release);
+}
+
+WatchdogPhase watchdog_enter(const char *operation, const char *detail)
+{
+    WatchdogPhase outer = {
+        atomic_load_explicit(&phase_operation, memory_order_relaxed),
+        atomic_load_explicit(&phase_detail, memory_order_relaxed),
+        atomic_load_explicit(&phase_within, memory_order_relaxed),
+    };
+    atomic_store_explicit(&phase_operation, operation, memory_order_relaxed);
+    atomic_store_explicit(&phase_detail, detail, memory_order_relaxed);
+    atomic_store_explicit(&phase_within, outer.operation, memory_order_relaxed);
+    made_progress();
+    return outer;
+}
+
+void watchdog_leave(WatchdogPhase outer)
+{
+    atomic_store_explicit(&phase_operation, outer.operation, memory_order_relaxed);
+    atomic_store_explicit(&phase_detail, outer.detail, memory_order_relaxed);
+    atomic_store_explicit(&phase_within, outer.within, memory_order_relaxed);
+    made_progress();
+}
+
+void watchdog_step(long step)
+{
+    atomic_store_explicit(&phase_step, step, memory_order_relaxed);
+    made_progress();
+}
+
+void watchdog_progress(void) { made_progress(); }
+
+void watchdog_warmed_up(void) { atomic_store(&warmed_up, 1); }
+
+/* The limit now: the timeout, or its start-up multiple. */
+static double limit_s(void)
+{
+    return atomic_load(&warmed_up) ? dog.timeout_s : WATCHDOG_STARTUP_FACTOR * dog.timeout_s;
+}
+
+static double mono_now(void)
+{
+    struct timespec ts;
+    clock_gettime(CLOCK_MONOTONIC, &ts);
+    return (double)ts.tv_sec + 1e-9 * (double)ts.tv_nsec;
+}
+
+static void default_expiry(const char *message, void *user)
+{
+    (void)user;
+    char line[1024];
+    int n = snprintf(line, sizeof line, "[rank %d %s] %s", fail_rank(), fail_host(), message);
+    if (n > (int)sizeof line - 1)
+        n = (int)sizeof line - 1;
+    /* write(2), not stdio: the main thread may hold stderr's lock where it
+     * is stuck */
+    ssize_t ignored = write(STDERR_FILENO, line, (size_t)n);
+    (void)ignored;
+    _exit(TRI_EXIT_WATCHDOG);
+}
+
+/* The line the watchdog prints: the operation, its step, since when. */
+static void describe(char *buf, size_t size, double stalled_s, time_t since)
+{
+    const char *op = atomic_load_explicit(&phase_operation, memory_order_relaxed);
+    const char *detail = atomic_load_explicit(&phase_detail, memory_order_relaxed);
+    const char *within = atomic_load_explicit(&phase_within, memory_order_relaxed);
+    long step = atomic_load_explicit(&phase_step, memory_order_relaxed);
+    struct tm tm;
+    localtime_r(&since, &tm);
+    char at_step[160], limit[96];
+    int n = within ? snprintf(at_step, sizeof at_step, "in %s, ", within) : 0;
+    if (step > 0)
+        snprintf(at_step + n, sizeof at_step - (size_t)n, "step %ld", step);
+    else
+        snprintf(at_step + n, sizeof at_step - (size_t)n, "before the first step");
+    if (atomic_load(&warmed_up))
+        snprintf(limit, sizeof limit, "[fault] timeout = %g s", dog.timeout_s);
+    else
+        snprintf(limit, sizeof limit, "start-up: %d x [fault] timeout = %g s",
+                 WATCHDOG_STARTUP_FACTOR, WATCHDOG_STARTUP_FACTOR * dog.timeout_s);
+    snprintf(buf, size,
+             "trident: watchdog: no progress for %.*f s: waiting in %s%s%s (%s) since %02d:%02d:%02d;"
+             " a rank may be stopped, its node dead or its file system stuck:"
+             " ending the job with exit %d (%s)\n",
+             stalled_s < 10 ? 1 : 0, stalled_s, op ? op : "?", detail ? " on " : "",
+             detail ? detail : "", at_step, tm.tm_hour, tm.tm_min, tm.tm_sec, TRI_EXIT_WATCHDOG, limit);
+}
+
+/* Wakes a few times per timeout (at least once a second, at most every
+ * 10 ms), and fires once per stall: after the callback returns, only new progress re-arms it. */
+static void *watch(void *unused)
+{
+    (void)unused;
+    double poll = dog.timeout_s / 8 < 1.0 ? dog.timeout_s / 8 : 1.0;
+    if (poll < 0.01)
+        poll = 0.01;
+    unsigned long seen = atomic_load_explicit(&progress, memory_order_acquire);
+    double seen_at = mono_now();
+    int fired = 0;
+    pthread_mutex_lock(&dog.lock);
+    while (!dog.stopping) {
+        struct timespec until;
+        clock_gettime(CLOCK_MONOTONIC, &until);
+        double t = (double)until.tv_sec + 1e-9 * (double)until.tv_nsec + poll;
+        until.tv_sec = (time_t)t;
+        until.tv_nsec = (long)((t - (double)until.tv_sec) * 1e9);
+        pthread_cond_timedwait(&dog.wake, &dog.lock, &until);
+        if (dog.stopping)
+            break;
+        unsigned long now_seen = atomic_load_explicit(&progress, memory_order_acquire);
+        double now = mono_now();
+        if (now_seen != seen) {
+            seen = now_seen;
+            seen_at = now;
+            fired = 0;
+        } else if (!fired && now - seen_at >= limit_s()) {
+            fired = 1;
+            char msg[768];
+            describe(msg, sizeof msg, now - seen_at, time(NULL) - (time_t)(now - seen_at + 0.5));
+            pthread_mutex_unlock(&dog.lock);
+            dog.expiry(msg, dog.user);
+            pthread_mutex_lock(&dog.lock);
+        }
+    }
+    pthread_mutex_unlock(&dog.lock);
+    return NULL;
+}
+
+int watchdog_start(double timeout_s, WatchdogExpiry expiry, void *user)
+{
+    if (timeout_s <= 0 || dog.running)
+        return 0;
+    pthread_condattr_t attr;
+    pthread_condattr_init(&attr);
+    pthread_condattr_setclock(&attr, CLOCK_MONOTONIC);
+    pthread_cond_init(&dog.wake, &attr);
+    pthread_condattr_destroy(&attr);
+    dog.timeout_s = timeout_s;
+    atomic_store(&warmed_up, 0);
+    dog.expiry = expiry ? expiry : default_expiry;
+    dog.user = user;
+    dog.stopping = 0;
+    if (pthread_create(&dog.thread, NULL, watch, NULL) != 0) {
+        pthread_cond_destroy(&dog.wake);
+        return 1;
+    }
+    dog.running = 1;
+    return 0;
+}
+
+void watchdog_stop(void)
+{
+    if (!dog.running)
+        return;
+    pthread_mutex_lock(&dog.lock);
+    dog.stopping = 1;
+    pthread_cond_signal(&dog.wake);
+    pthread_mutex_unlock(&dog.lock);
+    pthread_join(dog.thread, NULL);
+    pthread_cond_destroy(&dog.wake);
+    dog.running = 0;
+}

@@ -1,0 +1,151 @@
+/*
+ * t_watchdog.c - the watchdog of src/watchdog.c with its expiry replaced
+ * by a callback that records the message, so the test sees it fire
+ * instead of exiting: it fires once per stall and names the phase, the
+ * step and the limit; it never fires while progress is made; the start-up
+ * allowance holds until the first step is done; leaving a phase restores
+ * the one it replaced; a timeout of 0 watches nothing; stopping joins the
+ * thread at once. On 2 ranks, rank 0 waits in comm_barrier for a rank
+ * that is late, and its watchdog names that collective and its group.
+ */
+#include <stdatomic.h>
+#include <string.h>
+#include <time.h>
+#include <unistd.h>
+
+#include "comm.h"
+#include "grid.h"
+#include "tap.h"
+#include "timer.h"
+#include "watchdog.h"
+
+static atomic_int fired;
+static char last_message[1024];
+
+static void record(const char *message, void *user)
+{
+    (void)user;
+    if (atomic_load(&fired) == 0)
+        snprintf(last_message, sizeof last_message, "%s", message);
+    atomic_fetch_add(&fired, 1);
+}
+
+static void start(double timeout_s)
+{
+    atomic_store(&fired, 0);
+    last_message[0] = '\0';
+    if (watchdog_start(timeout_s, record, NULL))
+        tap_diag("watchdog_start failed");
+}
+
+static void sleep_s(double s)
+{
+    struct timespec ts = {(time_t)s, (long)((s - (double)(time_t)s) * 1e9)};
+    nanosleep(&ts, NULL);
+}
+
+/* Stays in one phase, but reports progress every `every` seconds. */
+static void busy_with_progress(double seconds, double every)
+{
+    double t0 = timer_now();
+    while (timer_now() - t0 < seconds) {
+        sleep_s(every);
+        watchdog_progress();
+    }
+}
+
+static void local_checks(void)
+{
+    start(0.3);
+    watchdog_warmed_up();
+    watchdog_step(7);
+    WatchdogPhase outer = watchdog_enter("test_phase", "group_x");
+    sleep_s(1.5);
+    int n = atomic_load(&fired);
+    tap_ok(n == 1, "a stall of 1.5 s with a 0.3 s timeout fires once (fired %d)", n);
+    tap_ok(strstr(last_message, "watchdog: no progress for ") != NULL
+           && strstr(last_message, "waiting in test_phase on group_x (in start-up, step 7) since ")
+              != NULL
+           && strstr(last_message, "[fault] timeout = 0.3 s") != NULL,
+           "the message names the phase, its detail, the step and the limit: %s", last_message);
+    watchdog_leave(outer);
+    watchdog_stop();
+
+    start(0.3);
+    watchdog_warmed_up();
+    outer = watchdog_enter("long_save", NULL);
+    busy_with_progress(1.5, 0.05);
+    n = atomic_load(&fired);
+    tap_ok(n == 0, "1.5 s in one phase with progress every 0.05 s does not fire (fired %d)", n);
+    watchdog_leave(outer);
+    watchdog_stop();
+
+    start(0.3);
+    watchdog_step(0);
+    outer = watchdog_enter("first_step", NULL);
+    sleep_s(0.6);
+    int early = atomic_load(&fired);
+    sleep_s(1.4);
+    n = atomic_load(&fired);
+    tap_ok(early == 0 && n == 1 && strstr(last_message, "(in start-up, before the first step)")
+           && strstr(last_message, "start-up: 3 x [fault] timeout = 0.9 s"),
+           "before the first step is done the limit is 3 x the timeout (0.6 s: fired %d;"
+           " 2 s: fired %d: %s)", early, n, last_message);
+    watchdog_leave(outer);
+    watchdog_stop();
+
+    start(0.3);
+    watchdog_warmed_up();
+    outer = watchdog_enter("outer_phase", NULL);
+    WatchdogPhase inner = watchdog_enter("inner_phase", "dp");
+    watchdog_leave(inner);
+    sleep_s(1.5);
+    n = atomic_load(&fired);
+    tap_ok(n == 1 && strstr(last_message, "waiting in outer_phase (in start-up, ") != NULL,
+           "leaving a phase restores the one it replaced: %s", last_message);
+    watchdog_leave(outer);
+    watchdog_stop();
+
+    start(0);
+    sleep_s(0.5);
+    tap_ok(atomic_load(&fired) == 0, "a timeout of 0 watches nothing");
+    watchdog_stop();
+
+    start(100);
+    sleep_s(0.1);
+    double t0 = timer_now();
+    watchdog_stop();
+    double took = timer_now() - t0;
+    tap_ok(took < 0.5, "watchdog_stop wakes and joins the thread at once (%.3f s)", took);
+}
+
+/* Rank 1 comes late to a barrier; rank 0's watchdog names it. */
+static void collective_named(void)
+{
+    Grid g;
+    grid_world_only(&g, MPI_COMM_WORLD);
+    if (tap_rank() == 0) {
+        start(0.3);
+        watchdog_warmed_up();
+    }
+    if (tap_rank() == 1)
+        sleep_s(2.0);
+    comm_barrier(&g, COMM_WORLD);
+    if (tap_rank() == 0)
+        watchdog_stop();
+    int ok = tap_rank() != 0
+             || (atomic_load(&fired) == 1
+                 && strstr(last_message, "waiting in comm_barrier on world") != NULL);
+    tap_ok(ok, "rank 0 waiting in a barrier for a late rank 1: the watchdog names it (%s)",
+           tap_rank() == 0 ? last_message : "");
+}
+
+int main(int argc, char **argv)
+{
+    tap_init(&argc, &argv);
+    tap_plan(tap_size() > 1 ? 8 : 7);
+    local_checks();
+    if (tap_size() > 1)
+        collective_named();
+    return tap_done();
+}
