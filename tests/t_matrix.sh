@@ -642,7 +642,7 @@ owned M84 1 "\[checkpoint\] dir = $WORK/own_busy is in use by another run (pid [
 kill -TERM $(ranks $busy) 2>/dev/null
 t0=$(date +%s)
 wait_bounded "$busy"
-grep -q "stopping at step [0-9]* on a signal: exit 75" "$WORK/busy.out" && [ "$rc" = 75 ] \
+grep -q "stopping at step [0-9]* on SIGTERM, its checkpoint saved: exit 75" "$WORK/busy.out" && [ "$rc" = 75 ] \
     && cmp -s "$WORK/pristine.h5" "$WORK/own_busy/step_00000004.h5"
 ok $? "M84 ... the first run went on, saved and stopped on SIGTERM (exit $rc); step 4 is as it was"
 # unwritable, with no periodic save: refused before step 1, not at the end
@@ -727,7 +727,7 @@ tcase M125 2 "option '--ckpt' does not apply to this command" \
 timeout -k 5 15 $MPIEXEC_RAW -n "$np" "$TRIDENT" sample --ckpt "$good" --tokens 2147483647 \
     > "$WORK/sample.out" 2>&1
 rc=$?
-bytes=$(grep -v '^sample:' "$WORK/sample.out" | wc -c)
+bytes=$(grep -av '^sample:' "$WORK/sample.out" | wc -c)
 [ "$rc" = 124 ] && grep -q "^sample: .*2147483647 tokens" "$WORK/sample.out" &&
     ! grep -q "out of memory\|exited on signal\|Sanitizer" "$WORK/sample.out" && [ "$bytes" -gt 50 ]
 ok $? "M126 command line: sample --tokens 2147483647 generates until stopped ($bytes bytes in 15 s, exit $rc)" ||
