@@ -15,7 +15,8 @@
 #     scaling  tokens/s over 1, 2, 4, 8 ranks at a fixed global batch
 #     overlap  the DP reduction's exposed wait with and without overlap
 #              (dp = 8 and 2 x 2 x 2), and the data loader's wait per step
-#     ckpt     checkpoint write bandwidth beside a plain sequential write
+#     ckpt     checkpoint write bandwidth beside dd with fsync on the same disk,
+#              interleaved (bench/ckpt_bench; BENCH_CKPT_REPS, default 7)
 #     startup  mpirun to the first finished step on 8 ranks, beside
 #              PyTorch's import and first step
 #   (default: all of them)
@@ -241,17 +242,19 @@ section_overlap() {
 }
 
 section_ckpt() {
-    echo "== checkpoint write (mid model, weights + Adam moments, 8 ranks)"
-    config mid "$WORK/c.ini"
-    sed -i 's/^steps = .*/steps = 1/' "$WORK/c.ini"
-    trident_run 8 "$WORK/c.ini" --set checkpoint.dir="$WORK/ck" --set train.micro_batch=1
-    line=$(grep "^checkpoint:" "$WORK/run.out" | tail -n 1)
-    size=$(stat -c %s "$WORK"/ck/step_*.h5)
-    t0=$(date +%s%N)
-    dd if="$WORK"/ck/step_00000001.h5 of="$WORK/dd.out" bs=4M conv=fsync 2>/dev/null
-    t1=$(date +%s%N)
-    echo "   trident: ${line#checkpoint: }"
-    awk -v s="$size" -v ns=$((t1 - t0)) 'BEGIN { printf "   baseline: one process, sequential write + fsync (dd): %.1f MB in %.2f s (%.2f GB/s)\n", s / 1e6, ns / 1e9, s / ns }'
+    reps=${BENCH_CKPT_REPS:-7}
+    echo "== checkpoint write (mid model, weights + Adam moments, 8 ranks) beside dd writing as many bytes with fsync to the same disk, interleaved, median of $reps"
+    ckb="$(dirname "$TRIDENT")/bench/ckpt_bench"
+    if [ ! -x "$ckb" ]; then
+        echo "   $ckb is not built (make bench builds it)"
+        return
+    fi
+    # shellcheck disable=SC2046
+    set -- $(model mid)
+    OMP_NUM_THREADS=1 $MPIRUN -n 8 "$ckb" "$WORK/ck" "$reps" model.n_layer="$1" model.n_embd="$2" \
+        model.n_head="$3" model.seq_len="$4" model.vocab_size="$5" train.micro_batch=1 \
+        > "$WORK/ckpt.out" 2>&1 || { echo "   ckpt_bench failed:"; tail -n 3 "$WORK/ckpt.out"; return; }
+    sed -n 's/^ckpt_bench: median of [0-9]*: /   /p' "$WORK/ckpt.out"
 }
 
 section_startup() {

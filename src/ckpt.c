@@ -27,6 +27,7 @@
 
 #include "ckpt_files.h"
 #include "ckpt_format.h"
+#include "ckpt_io.h"
 #include "comm.h"
 #include "config_ini.h"
 #include "fail.h"
@@ -76,7 +77,7 @@ static float empty_selection_buffer[1];
  * large request each); the strided ones collectively, so MPI-IO's
  * collective buffering turns the slices into large contiguous writes.
  * Measured on 8 ranks for a 172 MB checkpoint: 0.07 GB/s all collective,
- * 0.5 GB/s this way (bench/ckpt_bench.sh). */
+ * 0.5 GB/s this way (`make bench`, its ckpt section). */
 static hid_t transfer_for(const H5Ctx *c, const Param *logical, int tp)
 {
     return logical->split == SPLIT_COLS && tp > 1 ? c->collective : c->independent;
@@ -137,27 +138,6 @@ static void write_root_attrs(H5Ctx *c, const Config *cfg, const Grid *g, const T
     root.config = text;
     ckpt_root_write(&c->f, &root);
     free(text);
-}
-
-/* ---- the parallel file ------------------------------------------------ */
-
-/* File access over the world of the grid the file is written from. */
-static hid_t parallel_fapl(MPI_Comm world)
-{
-    hid_t fapl = H5Pcreate(H5P_FILE_ACCESS);
-    MPI_Info info;
-    MPI_Info_create(&info);
-    /* Collective buffering gathers the strided row-parallel blocks into
-     * large contiguous writes; 1 MiB alignment keeps datasets on stripe
-     * boundaries of parallel file systems. */
-    MPI_Info_set(info, "romio_cb_write", "enable");
-    MPI_Info_set(info, "romio_cb_read", "enable");
-    H5Pset_fapl_mpio(fapl, world, info);
-    H5Pset_alignment(fapl, 65536, 1 << 20);
-    H5Pset_coll_metadata_write(fapl, 1);
-    H5Pset_all_coll_metadata_ops(fapl, 1);
-    MPI_Info_free(&info);
-    return fapl;
 }
 
 /* ---- save ------------------------------------------------------------- */
@@ -228,9 +208,16 @@ static void write_dataset(H5Ctx *c, hid_t group, const char *name, const Param *
     int64_t r0 = 0, nr = p ? written_rows(p, &r0) : 0;
     hid_t mspace = select_block(space, logical, p ? p->row0 + r0 : 0, nr, p ? p->col0 : 0,
                                 p ? p->lcols : 0);
+    errno = 0;
     if (H5Dwrite(d, H5T_NATIVE_FLOAT, mspace, space, transfer_for(c, logical, c->g->tp),
-                 nr ? rows : empty_selection_buffer) < 0)
-        ckpt_fail(&c->f, "cannot write dataset %s (disk full?)", logical->name);
+                 nr ? rows : empty_selection_buffer) < 0) {
+        int err = errno;
+        haddr_t at = H5Dget_offset(d);
+        int64_t reach = at == HADDR_UNDEF ? 0
+                        : (int64_t)at + logical->rows * logical->cols * (int64_t)sizeof(float);
+        ckpt_fail(&c->f, "cannot write dataset %s (%s)", logical->name,
+                  ckpt_io_failure(err, reach));
+    }
     H5Sclose(mspace);
     H5Sclose(space);
     H5Dclose(d);
@@ -268,14 +255,29 @@ static void write_tensors(H5Ctx *c, Model *m, Zero *z, const ParamSet *all,
 
 /* The file's size to expect: every logical tensor's weights and both
  * Adam moments in fp32, plus room for HDF5's headers and the attributes
- * (the config text among them). The 1 MiB alignment of large datasets
- * leaves holes, which take no space. */
+ * (the config text among them), and the holes the alignment of large
+ * datasets may leave (ckpt_io.c), which take no space but count in the
+ * file's length. */
 static int64_t expected_file_bytes(const ParamSet *all)
 {
     int64_t b = 64 << 10;
     for (int i = 0; i < all->n; i++)
-        b += 3 * (all->p[i].rows * all->p[i].cols * (int64_t)sizeof(float) + 512);
+        b += 3 * (ckpt_io_span(all->p[i].rows * all->p[i].cols * (int64_t)sizeof(float)) + 512);
     return b;
+}
+
+/* Every rank writes into the file, and each has its own `ulimit -f`: a
+ * limit below the file's length would stop the save at a write, and a
+ * write that fails inside HDF5's collective close can leave the ranks out
+ * of step (see close_with_deadline). So it is checked before the file
+ * exists. */
+static void check_file_limit(H5Ctx *c, int64_t length)
+{
+    int64_t limit;
+    if (ckpt_io_over_file_limit(length, &limit))
+        ckpt_fail(&c->f, "the file needs about %.1f MB, but this process may write files of "
+                  "at most %.1f MB: file size limit exceeded (ulimit -f)", (double)length / 1e6,
+                  (double)limit / 1e6);
 }
 
 /* HDF5's collective close flushes the metadata, and a write that fails
@@ -341,10 +343,15 @@ int ckpt_save(Model *m, Zero *z, const Config *cfg, const TrainState *st,
         params_free(&all);
         return 1;
     }
+    check_file_limit(&c, expected_file_bytes(&all));
+    if (agree(&c, err)) {
+        params_free(&all);
+        return 1;
+    }
 
     float *stage = host_stage(m);
     uint64_t *sums = save_checksums(m, z, &all, stage);
-    hid_t fapl = parallel_fapl(m->grid->world);
+    hid_t fapl = ckpt_io_fapl(m->grid->world);
     c.f.id = H5Fcreate(tmp, H5F_ACC_TRUNC, H5P_DEFAULT, fapl);
     H5Pclose(fapl);
     if (c.f.id < 0)
@@ -359,8 +366,11 @@ int ckpt_save(Model *m, Zero *z, const Config *cfg, const TrainState *st,
         /* a save that already failed closes only to let go of the file */
         unsigned deadline = fail_agree(m->grid->world, c.f.rc)
                                 ? 10 : 30 + (unsigned)(2 * (timer_now() - t0));
+        hsize_t size = 0;
+        H5Fget_filesize(c.f.id, &size);
+        errno = 0;
         if (close_with_deadline(c.f.id, deadline, tmp, rank) < 0)
-            ckpt_fail(&c.f, "cannot close the file (disk full?)");
+            ckpt_fail(&c.f, "cannot close the file (%s)", ckpt_io_failure(errno, (int64_t)size));
     }
     rc = agree(&c, err);
     if (!rc && rank == 0)
@@ -516,7 +526,7 @@ int ckpt_load(Model *m, Zero *z, const Config *cfg, const char *path,
               int with_optimizer, TrainState *st, FILE *err)
 {
     H5Ctx c = {.f = {.id = -1, .path = path}, .g = m->grid};
-    hid_t fapl = parallel_fapl(m->grid->world);
+    hid_t fapl = ckpt_io_fapl(m->grid->world);
     c.f.id = ckpt_open(&c.f, path, fapl);
     H5Pclose(fapl);
     if (agree(&c, err))

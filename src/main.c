@@ -8,6 +8,7 @@
 
 #include "affinity.h"
 #include "ckpt.h"
+#include "ckpt_io.h"
 #include "cli.h"
 #include "config.h"
 #include "fail.h"
@@ -82,6 +83,7 @@ int main(int argc, char **argv)
 {
     process_started = timer_now();
     stop_signals_block(); /* before any thread exists: see stop_signal.h */
+    ckpt_io_ignore_file_size_signal(); /* `ulimit -f`: a failed save, not a core */
     MPI_Init(&argc, &argv);
     fail_init();
     affinity_setup(MPI_COMM_WORLD);

@@ -15,7 +15,7 @@
 np=${1:-2}
 TAMPER="${TRI_BUILDDIR:-.}/tests/ckpt_tamper"
 limit=${TRI_MATRIX_LIMIT:-60}      # seconds any one case may take
-plan 120
+plan 124
 # shellcheck disable=SC3045
 ulimit -c 0 2>/dev/null            # a crash is detected below, not left as a core file
 t_start=$(date +%s)
@@ -794,6 +794,43 @@ ms=$(echo "$last" | grep -o '"rank_busy_ms_max":[0-9.e+]*' | cut -d: -f2)
 slowest=$(echo "$last" | grep -o '"slowest_rank":[0-9]*' | cut -d: -f2)
 awk -v ms="${ms:-0}" -v r="${slowest:--1}" 'BEGIN { exit !(ms >= 45 && r == 1) }'
 ok $? "M104 ... the last metrics record names rank 1 as the slowest, at >= 45 ms per step"
+# ---- checkpoint file size: ulimit -f (issue 17) ----
+# fsize BLOCKS ID WANT PATTERN WHAT [train options]: a train case whose
+# ranks (not mpiexec, whose own files are larger) run under `ulimit -f
+# BLOCKS`, in sh's 512-byte blocks. Below about 8 MB MPI's shared memory
+# fails to start, so the limits are above that.
+fsize() {
+    blocks=$1 id=$2 want=$3 pattern=$4 what=$5
+    shift 5
+    t0=$(date +%s)
+    # shellcheck disable=SC2016,SC2086
+    timeout -k 5 "$limit" $MPIEXEC_RAW -n "$np" sh -c 'ulimit -f "$0" && exec "$@"' "$blocks" \
+        "$TRIDENT" train --config "$cfg" "$@" > "$WORK/out" 2>&1
+    rc=$?
+    verdict "$id" "$want" "$pattern" "$what" $(($(date +%s) - t0))
+}
+# a 20 MB checkpoint at step 2, then a resumed run whose save at step 4
+# may not write more than 8.2 MB: it stops before creating the file
+run "$np" train --config "$cfg" --set model.n_embd=256 --set checkpoint.dir="$WORK/fsize" \
+    --set train.steps=2
+cp "$WORK/fsize/step_00000002.h5" "$WORK/fsize.h5"
+fsize 16000 M113 1 "checkpoint $WORK/fsize/step_00000004.h5[^:]*: the file needs about [0-9.]* MB, .*: file size limit exceeded (ulimit -f)" \
+    "run dir: a checkpoint longer than ulimit -f (the save fails, no SIGXFSZ)" \
+    --set model.n_embd=256 --set checkpoint.dir="$WORK/fsize" --set train.steps=4
+cmp -s "$WORK/fsize.h5" "$WORK/fsize/step_00000002.h5" \
+    && [ "$(cat "$WORK/fsize/latest")" = step_00000002.h5 ] \
+    && [ "$(find "$WORK/fsize" -name 'step_*' | wc -l)" = 1 ]
+ok $? "M113 ... the step-2 checkpoint and latest are untouched, and no other file is left"
+# a 1.5 MB checkpoint (64 wide) under a 3 MB limit: its datasets are too
+# small to be aligned, so the file is not longer than its data (aligning
+# every dataset above 64 KiB made it 15.8 MB)
+fsize 6000 M114 0 "checkpoint: $WORK/fsize64/step_00000004.h5" \
+    "run dir: a small model's checkpoint fits a ulimit -f twice its size" \
+    --set model.n_embd=64 --set checkpoint.dir="$WORK/fsize64"
+# shellcheck disable=SC2046
+set -- $(stat -c '%s %b %B' "$WORK/fsize64/step_00000004.h5" 2>/dev/null) 0 0 0
+[ "$1" -gt 0 ] && [ "$1" -le $(($2 * $3 * 11 / 10)) ]
+ok $? "M115 the small checkpoint's length ($1 bytes) is within 10% of the disk space it takes ($(($2 * $3)) bytes)"
 
 # ---- the completed checkpoint survived all of it ------------------------------
 bad=""
