@@ -17,6 +17,7 @@
 #include <sys/statvfs.h>
 #include <unistd.h>
 
+#include "file_check.h"
 #include "metrics.h"
 
 static void join(char *out, size_t size, const char *dir, const char *name)
@@ -176,6 +177,11 @@ int ckpt_files_resolve(const CheckpointConfig *c, char *path, size_t size, FILE 
         return 0;
     char latest[CONFIG_PATH_MAX + 16], name[256] = "";
     join(latest, sizeof latest, c->dir, "latest");
+    char why[128];
+    if (file_is_special(latest, why, sizeof why)) { /* a FIFO would block fopen */
+        fprintf(err, "trident: %s: %s\n", latest, why);
+        return 1;
+    }
     FILE *f = fopen(latest, "r");
     if (!f)
         return 0; /* a fresh run */

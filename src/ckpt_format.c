@@ -14,6 +14,7 @@
 
 #include "ckpt.h"
 #include "config.h"
+#include "file_check.h"
 #include "rng.h"
 
 /* HDF5 1.12 renamed a few calls; keep building against 1.10 (Debian 12)
@@ -98,6 +99,11 @@ hid_t ckpt_open(CkptFile *f, const char *path, hid_t fapl)
     struct stat sb;
     if (stat(path, &sb) != 0) {
         ckpt_fail(f, "%s", strerror(errno));
+        return -1;
+    }
+    /* HDF5's open() would block on a FIFO; a directory gets its own answer */
+    if (!S_ISREG(sb.st_mode) && !S_ISDIR(sb.st_mode)) {
+        ckpt_fail(f, "%s, not a regular file", file_kind(sb.st_mode));
         return -1;
     }
     if (tri_h5_is_hdf5(path, fapl) <= 0) {
