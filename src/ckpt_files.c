@@ -23,6 +23,7 @@
 #include <sys/statvfs.h>
 #include <unistd.h>
 
+#include "file_check.h"
 #include "metrics.h"
 
 static char run_tag[64];

@@ -14,7 +14,10 @@
 #include <string.h>
 #include <sys/stat.h>
 
+#include "ckpt.h"
+#include "config.h"
 #include "config_ini.h"
+#include "file_check.h"
 #include "grid.h"
 #include "rng.h"
 
@@ -252,6 +255,11 @@ hid_t ckpt_open(CkptFile *f, const char *path, hid_t fapl)
     struct stat sb;
     if (stat(path, &sb) != 0) {
         ckpt_fail(f, "%s", strerror(errno));
+        return -1;
+    }
+    /* HDF5's open() would block on a FIFO; a directory gets its own answer */
+    if (!S_ISREG(sb.st_mode) && !S_ISDIR(sb.st_mode)) {
+        ckpt_fail(f, "%s, not a regular file", file_kind(sb.st_mode));
         return -1;
     }
     if (tri_h5_is_hdf5(path, fapl) <= 0) {

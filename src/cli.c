@@ -117,7 +117,7 @@ static int parse_options(CliArgs *a, int argc, char **argv, FILE *err)
             break;
         case 'w':
             if (parse_positive(optarg, &a->world))
-                return usage_error(err, "--world %s: expected a positive integer", optarg);
+                return usage_error(err, "--world %s: expected a number of ranks from 1 to 2147483647 (INT_MAX, the largest MPI world)", optarg);
             break;
         case 'm': {
             char *end;

@@ -22,11 +22,14 @@
 
 #include <ctype.h>
 #include <errno.h>
+#include <fcntl.h>
 #include <ini.h>
 #include <stdlib.h>
 #include <string.h>
+#include <unistd.h>
 
 #include "config_keys.h"
+#include "file_check.h"
 
 #define CONFIG_FILE_MAX (1 << 20)     /* anything bigger is not a config */
 
@@ -217,9 +220,15 @@ static int parse_text(Config *cfg, const char *name, const char *text, size_t le
 
 static char *read_text(const char *path, size_t *len, FILE *err)
 {
-    FILE *f = fopen(path, "rb");
+    char why[128];
+    int fd = file_open_regular(path, O_RDONLY, why, sizeof why); /* a FIFO would block */
+    FILE *f = fd < 0 ? NULL : fdopen(fd, "rb");
     if (!f) {
-        config_report(err, "cannot read config %s: %s", path, strerror(errno));
+        if (fd >= 0) {
+            snprintf(why, sizeof why, "%s", strerror(errno));
+            close(fd);
+        }
+        config_report(err, "cannot read config %s: %s", path, why);
         return NULL;
     }
     char *text = NULL;

@@ -1,15 +1,25 @@
 /*
- * data.c - memory-mapped corpora, the seeded window sampler and the
+ * data.c - token files read with pread, the seeded window sampler and the
  * prefetching loader (see data.h).
  *
  * Why this shape:
- * - Files are mmap'ed read-only, never read into buffers: every DP rank maps
- *   the same file and the page cache holds one copy per node, however many
- *   ranks share it. After open the Dataset is immutable, so the loader thread
- *   and the main thread read it without locks.
+ * - Files stay open and every sample is read with pread, not through a
+ *   memory map. The page cache still holds one copy per node, however many
+ *   ranks share the file, and the loader copies each sample once either way
+ *   (it widens tokens to int32). But a file truncated under a mapping kills
+ *   every rank with SIGBUS and a core, and a SIGBUS handler would have to
+ *   siglongjmp out of a copy in the loader thread of a process where MPI and
+ *   CUDA install handlers of their own; a short pread is an ordinary return
+ *   value, turned into a message naming the file and the offset. After open
+ *   the Dataset is immutable (pread takes its offset as an argument), so the
+ *   loader thread and the main thread read it without locks.
  * - Everything is checked at open (header, size, every token id), so a bad
  *   file fails before the first step with one line naming the key, the file
  *   and the reason, never as a garbage loss or a crash at step 10000.
+ * - And again where a sample is read (one compare per token): a file
+ *   rewritten during the run must not feed ids past the vocabulary to the
+ *   model, whose embedding would give them zeros and its loss no target, so
+ *   that the loss goes wrong and damaged checkpoints look sound.
  * - Training sample g is a pure function of (seed, g) (doc/design.md, invariant 1):
  *   epoch e = g / W picks a seeded shift and a seeded permutation of the W
  *   windows, computed in O(1) memory by a Feistel network, so no rank stores
@@ -26,10 +36,11 @@
 #include <stdarg.h>
 #include <stdlib.h>
 #include <string.h>
-#include <sys/mman.h>
 #include <sys/stat.h>
 #include <time.h>
 #include <unistd.h>
+
+#include "file_check.h"
 
 #define SHARD_MAGIC 20240520
 #define SHARD_VERSION 1
@@ -37,18 +48,26 @@
 #define SHARD_HEADER_BYTES (SHARD_HEADER_INTS * 4)
 
 typedef struct {
-    void *map;          /* NULL when not mapped */
-    size_t size;        /* bytes */
-    const uint8_t *tok; /* first token: after the header for shards */
+    int fd;             /* -1 when not open */
+    int64_t size;       /* bytes at open */
+    int64_t first;      /* byte offset of the first token: after a shard's header */
     int64_t count;      /* tokens in the file */
-} MappedFile;
+    const char *key;    /* "[data] train" or "[data] val" */
+    char path[CONFIG_PATH_MAX];
+} TokenFile;
+
+/* A split: `count` tokens of a file from token `start` on. */
+typedef struct {
+    const TokenFile *file;
+    int64_t start, count;
+} Split;
 
 struct Dataset {
-    MappedFile train_file;
-    MappedFile val_file;      /* unmapped when val is held out of train */
+    TokenFile train_file;
+    TokenFile val_file;       /* not open when val is held out of train */
     int width;                /* bytes per token: 1 (text) or 2 (shards) */
-    const uint8_t *train;     /* first token of each split */
-    const uint8_t *val;
+    int vocab;                /* every id read must be below it */
+    Split train, val;
     int64_t n_train, n_val;   /* tokens in each split */
     int seq_len;
     int64_t windows;          /* W: training windows per epoch */
@@ -160,7 +179,7 @@ static int64_t permute(int64_t p, int64_t w, uint64_t key)
     return (int64_t)x;
 }
 
-/* Mapping and checking files. */
+/* Reading and checking files. */
 
 static int32_t le_i32(const uint8_t *p)
 {
@@ -177,19 +196,41 @@ static int32_t token_at(const uint8_t *tok, int width, int64_t i)
     return (int32_t)((uint32_t)p[0] | (uint32_t)p[1] << 8);
 }
 
-static void unmap_file(MappedFile *mf)
+static void close_file(TokenFile *tf)
 {
-    if (mf->map)
-        munmap(mf->map, mf->size);
-    memset(mf, 0, sizeof *mf);
+    if (tf->fd >= 0)
+        close(tf->fd);
+    memset(tf, 0, sizeof *tf);
+    tf->fd = -1;
 }
 
-/* Opens, checks and maps a non-empty regular file. */
-static int map_file(MappedFile *mf, const char *key, const char *path,
-                    FILE *err)
+/* Reads n bytes at off. Returns the bytes read: fewer than n at the end of
+ * the file, -1 on an error (errno says which). */
+static int64_t read_at(int fd, void *buf, int64_t n, int64_t off)
 {
-    memset(mf, 0, sizeof *mf);
-    int fd = open(path, O_RDONLY | O_CLOEXEC);
+    int64_t got = 0;
+    while (got < n) {
+        ssize_t r = pread(fd, (uint8_t *)buf + got, (size_t)(n - got), (off_t)(off + got));
+        if (r < 0 && errno == EINTR)
+            continue;
+        if (r < 0)
+            return -1;
+        if (r == 0)
+            break;
+        got += r;
+    }
+    return got;
+}
+
+/* Opens and checks a non-empty regular file, and keeps it open. O_NONBLOCK
+ * keeps open() from waiting for a writer when the path is a FIFO, which the
+ * check then refuses. */
+static int open_file(TokenFile *tf, const char *key, const char *path,
+                     FILE *err)
+{
+    memset(tf, 0, sizeof *tf);
+    tf->fd = -1;
+    int fd = open(path, O_RDONLY | O_CLOEXEC | O_NONBLOCK);
     if (fd < 0)
         return report(err, key, path, "%s", strerror(errno));
     struct stat st;
@@ -199,32 +240,35 @@ static int map_file(MappedFile *mf, const char *key, const char *path,
     else if (S_ISDIR(st.st_mode))
         rc = report(err, key, path, "is a directory");
     else if (!S_ISREG(st.st_mode))
-        rc = report(err, key, path, "not a regular file");
+        rc = report(err, key, path, "%s, not a regular file", file_kind(st.st_mode));
     else if (st.st_size == 0)
         rc = report(err, key, path, "empty file");
-    if (rc == 0) {
-        void *m = mmap(NULL, (size_t)st.st_size, PROT_READ, MAP_PRIVATE, fd, 0);
-        if (m == MAP_FAILED)
-            rc = report(err, key, path, "mmap failed: %s", strerror(errno));
-        else {
-            mf->map = m;
-            mf->size = (size_t)st.st_size;
-        }
+    if (rc) {
+        close(fd);
+        return rc;
     }
-    close(fd);
-    return rc;
+    fcntl(fd, F_SETFL, fcntl(fd, F_GETFL) & ~O_NONBLOCK);
+    tf->fd = fd;
+    tf->size = (int64_t)st.st_size;
+    tf->key = key;
+    snprintf(tf->path, sizeof tf->path, "%s", path);
+    return 0;
 }
 
 /* llm.c shard: 256 little-endian int32 (magic, version, count, unused),
  * then exactly count uint16 tokens. */
-static int parse_shard(MappedFile *mf, const char *key, const char *path,
+static int parse_shard(TokenFile *tf, const char *key, const char *path,
                        FILE *err)
 {
-    const uint8_t *b = mf->map;
-    if (mf->size < SHARD_HEADER_BYTES)
+    uint8_t b[SHARD_HEADER_BYTES];
+    if (tf->size < SHARD_HEADER_BYTES)
         return report(err, key, path,
-                      "too small for a token shard: %zu bytes, the header alone is %d",
-                      mf->size, SHARD_HEADER_BYTES);
+                      "too small for a token shard: %lld bytes, the header alone is %d",
+                      (long long)tf->size, SHARD_HEADER_BYTES);
+    int64_t got = read_at(tf->fd, b, SHARD_HEADER_BYTES, 0);
+    if (got != SHARD_HEADER_BYTES)
+        return report(err, key, path, "cannot read the shard header: %s",
+                      got < 0 ? strerror(errno) : "the file shrank while it was opened");
     int32_t magic = le_i32(b), version = le_i32(b + 4), count = le_i32(b + 8);
     if (magic != SHARD_MAGIC)
         return report(err, key, path, "not a token shard: magic %d (expected %d)",
@@ -236,7 +280,7 @@ static int parse_shard(MappedFile *mf, const char *key, const char *path,
         return report(err, key, path, "negative token count %d in the header",
                       (int)count);
     uint64_t want = SHARD_HEADER_BYTES + 2 * (uint64_t)count;
-    uint64_t have = (uint64_t)mf->size;
+    uint64_t have = (uint64_t)tf->size;
     if (have < want)
         return report(err, key, path,
                       "truncated: header says %d tokens but the file holds %llu",
@@ -247,8 +291,8 @@ static int parse_shard(MappedFile *mf, const char *key, const char *path,
                       "trailing bytes: header says %d tokens (%llu bytes) but the file has %llu bytes",
                       (int)count, (unsigned long long)want,
                       (unsigned long long)have);
-    mf->tok = b + SHARD_HEADER_BYTES;
-    mf->count = count;
+    tf->first = SHARD_HEADER_BYTES;
+    tf->count = count;
     return 0;
 }
 
@@ -270,30 +314,54 @@ static int64_t first_out_of_vocab(const uint8_t *tok, int width, int64_t n,
     return first == INT64_MAX ? -1 : first;
 }
 
-/* Maps one file of the configured format and checks every token. The scan
- * reads the file once in order, so readahead is on for it; afterwards the
- * sampler jumps around and readahead would only waste page cache. */
-static int load_file(MappedFile *mf, const char *key, const char *path,
+/* Reads the whole file once, in order, and checks every token. Sequential
+ * advice for the scan; afterwards the sampler jumps around, and readahead
+ * would only waste page cache. */
+#define SCAN_CHUNK_BYTES (4 << 20)
+
+static int scan_tokens(const TokenFile *tf, int width, int vocab, FILE *err)
+{
+    uint8_t *buf = malloc(SCAN_CHUNK_BYTES);
+    if (!buf)
+        return report(err, tf->key, tf->path, "out of memory");
+    posix_fadvise(tf->fd, 0, 0, POSIX_FADV_SEQUENTIAL);
+    int rc = 0;
+    int64_t per_chunk = SCAN_CHUNK_BYTES / width;
+    for (int64_t i = 0; i < tf->count && !rc; i += per_chunk) {
+        int64_t n = tf->count - i < per_chunk ? tf->count - i : per_chunk;
+        int64_t off = tf->first + i * width;
+        int64_t got = read_at(tf->fd, buf, n * width, off);
+        if (got != n * width) {
+            rc = report(err, tf->key, tf->path, "cannot read tokens at byte %lld: %s",
+                        (long long)(off + (got > 0 ? got : 0)),
+                        got < 0 ? strerror(errno) : "the file shrank while it was checked");
+            break;
+        }
+        int64_t bad = first_out_of_vocab(buf, width, n, vocab);
+        if (bad >= 0)
+            rc = report(err, tf->key, tf->path,
+                        "token %d at position %lld is outside the vocabulary (vocab_size %d)",
+                        (int)token_at(buf, width, bad), (long long)(i + bad), vocab);
+    }
+    posix_fadvise(tf->fd, 0, 0, POSIX_FADV_RANDOM);
+    free(buf);
+    return rc;
+}
+
+/* Opens one file of the configured format and checks every token. */
+static int load_file(TokenFile *tf, const char *key, const char *path,
                      DataFormat format, int vocab, FILE *err)
 {
-    if (map_file(mf, key, path, err))
+    if (open_file(tf, key, path, err))
         return 1;
     if (format == DATA_TOKENS) {
-        if (parse_shard(mf, key, path, err))
+        if (parse_shard(tf, key, path, err))
             return 1;
     } else {
-        mf->tok = mf->map;
-        mf->count = (int64_t)mf->size;
+        tf->first = 0;
+        tf->count = tf->size;
     }
-    int width = format == DATA_TOKENS ? 2 : 1;
-    madvise(mf->map, mf->size, MADV_SEQUENTIAL);
-    int64_t bad = first_out_of_vocab(mf->tok, width, mf->count, vocab);
-    madvise(mf->map, mf->size, MADV_RANDOM);
-    if (bad >= 0)
-        return report(err, key, path,
-                      "token %d at position %lld is outside the vocabulary (vocab_size %d)",
-                      (int)token_at(mf->tok, width, bad), (long long)bad, vocab);
-    return 0;
+    return scan_tokens(tf, format == DATA_TOKENS ? 2 : 1, vocab, err);
 }
 
 /* Checks that need no file: the model's vocabulary must hold every id the
@@ -354,24 +422,22 @@ static int check_split_sizes(const Dataset *ds, const DataConfig *cfg,
  * tokens of train; the train split is everything before them. */
 static void set_splits(Dataset *ds, const DataConfig *cfg)
 {
-    const MappedFile *tf = &ds->train_file;
+    const TokenFile *tf = &ds->train_file;
     if (cfg->val[0]) {
-        ds->train = tf->tok;
-        ds->n_train = tf->count;
-        ds->val = ds->val_file.tok;
-        ds->n_val = ds->val_file.count;
-        return;
+        ds->train = (Split){tf, 0, tf->count};
+        ds->val = (Split){&ds->val_file, 0, ds->val_file.count};
+    } else {
+        double f = cfg->val_fraction;
+        int64_t held = 0;
+        if (f >= 1.0)
+            held = tf->count;
+        else if (f > 0.0)
+            held = (int64_t)((double)tf->count * f);
+        ds->train = (Split){tf, 0, tf->count - held};
+        ds->val = (Split){tf, tf->count - held, held};
     }
-    double f = cfg->val_fraction;
-    int64_t held = 0;
-    if (f >= 1.0)
-        held = tf->count;
-    else if (f > 0.0)
-        held = (int64_t)((double)tf->count * f);
-    ds->n_train = tf->count - held;
-    ds->n_val = held;
-    ds->train = tf->tok;
-    ds->val = tf->tok + (size_t)ds->n_train * (size_t)ds->width;
+    ds->n_train = ds->train.count;
+    ds->n_val = ds->val.count;
 }
 
 int data_open(Dataset **out, const DataConfig *cfg, int seq_len,
@@ -383,7 +449,9 @@ int data_open(Dataset **out, const DataConfig *cfg, int seq_len,
     Dataset *ds = calloc(1, sizeof *ds);
     if (!ds)
         return report(err, "[data] train", cfg->train, "out of memory");
+    ds->train_file.fd = ds->val_file.fd = -1;
     ds->seq_len = seq_len;
+    ds->vocab = vocab_size;
     ds->width = cfg->format == DATA_TOKENS ? 2 : 1;
     int rc = load_file(&ds->train_file, "[data] train", cfg->train,
                        cfg->format, vocab_size, err);
@@ -407,8 +475,8 @@ void data_close(Dataset *ds)
 {
     if (!ds)
         return;
-    unmap_file(&ds->train_file);
-    unmap_file(&ds->val_file);
+    close_file(&ds->train_file);
+    close_file(&ds->val_file);
     free(ds);
 }
 
@@ -431,26 +499,68 @@ int64_t data_train_offset(const Dataset *ds, uint64_t seed, int64_t g)
     return shift + window * ds->seq_len;
 }
 
-static void copy_tokens(const uint8_t *tok, int width, int64_t off,
-                        int64_t n, int32_t *out)
+/* Reads n tokens of split sp from token `at` of the split into out as
+ * int32, checking each id against the vocabulary. Returns 0, or 1 with a
+ * line in why naming the file, the offset and what is wrong: the file
+ * changed after data_open checked it (rewritten, or truncated). */
+static int read_tokens(const Dataset *ds, const Split *sp, int64_t at, int64_t n,
+                       int32_t *out, DataError *why)
 {
-    for (int64_t i = 0; i < n; i++)
-        out[i] = token_at(tok, width, off + i);
+    const TokenFile *tf = sp->file;
+    int w = ds->width;
+    int64_t pos = sp->start + at, byte = tf->first + pos * w, bytes = n * w;
+    /* out holds 4 bytes a token: read the w-byte tokens into its tail and
+     * widen from the front, which never overtakes the token it reads */
+    uint8_t *raw = (uint8_t *)out + (4 - w) * n;
+    int64_t got = read_at(tf->fd, raw, bytes, byte);
+    if (got != bytes) {
+        int e = errno;
+        struct stat st;
+        long long now = fstat(tf->fd, &st) == 0 ? (long long)st.st_size : -1;
+        if (got < 0)
+            snprintf(why->msg, sizeof why->msg,
+                     "trident: %s = %s: cannot read tokens at byte %lld: %s",
+                     tf->key, tf->path, (long long)byte, strerror(e));
+        else
+            snprintf(why->msg, sizeof why->msg,
+                     "trident: %s = %s: the file shrank during the run: tokens at bytes %lld-%lld are past its end (%lld bytes now, %lld when training started)",
+                     tf->key, tf->path, (long long)byte, (long long)(byte + bytes - 1), now,
+                     (long long)tf->size);
+        return 1;
+    }
+    int bad = 0;
+    for (int64_t i = 0; i < n; i++) {
+        out[i] = token_at(raw, w, i);
+        bad |= out[i] >= ds->vocab;
+    }
+    if (!bad)
+        return 0;
+    int64_t i = 0;
+    while (out[i] < ds->vocab)
+        i++;
+    snprintf(why->msg, sizeof why->msg,
+             "trident: %s = %s: token %d at position %lld (byte %lld) is outside the vocabulary (vocab_size %d): the file changed after the check at start-up",
+             tf->key, tf->path, (int)out[i], (long long)(pos + i), (long long)(byte + i * w),
+             ds->vocab);
+    return 1;
 }
 
-void data_train_sample(const Dataset *ds, uint64_t seed, int64_t g,
-                       int32_t *out)
+int data_train_sample(const Dataset *ds, uint64_t seed, int64_t g, int32_t *out,
+                      DataError *why)
 {
-    copy_tokens(ds->train, ds->width, data_train_offset(ds, seed, g),
-                ds->seq_len + 1, out);
+    DataError ignored;
+    return read_tokens(ds, &ds->train, data_train_offset(ds, seed, g), ds->seq_len + 1, out,
+                       why ? why : &ignored);
 }
 
-void data_val_sample(const Dataset *ds, int64_t i, int32_t *out)
+int data_val_sample(const Dataset *ds, int64_t i, int32_t *out, DataError *why)
 {
+    DataError ignored;
     int64_t v = ds->val_windows, k = i % v;
     if (k < 0)
         k += v;
-    copy_tokens(ds->val, ds->width, k * ds->seq_len, ds->seq_len + 1, out);
+    return read_tokens(ds, &ds->val, k * ds->seq_len, ds->seq_len + 1, out,
+                       why ? why : &ignored);
 }
 
 /* The prefetching loader. */
@@ -472,6 +582,8 @@ struct Loader {
     int job_buf;            /* buffer of the current job */
     int next_buf;           /* buffer the next request fills */
     int state;
+    int failed;             /* the job's batch could not be read: see error */
+    DataError error;
     int stop;
     pthread_mutex_t lock;
     pthread_cond_t queued;  /* signals the thread: a job or stop */
@@ -479,11 +591,15 @@ struct Loader {
     pthread_t thread;
 };
 
-static void fill_batch(Loader *ld, int32_t *dst)
+/* Returns 1, with ld->error set, at the first sample that cannot be read. */
+static int fill_batch(Loader *ld, int32_t *dst)
 {
     size_t row = (size_t)ld->ds->seq_len + 1;
     for (int i = 0; i < ld->rows; i++)
-        data_train_sample(ld->ds, ld->seed, ld->index[i], dst + (size_t)i * row);
+        if (data_train_sample(ld->ds, ld->seed, ld->index[i], dst + (size_t)i * row,
+                              &ld->error))
+            return 1;
+    return 0;
 }
 
 /* The index array and the job's buffer are the thread's alone between
@@ -500,8 +616,9 @@ static void *loader_main(void *arg)
             break;
         int32_t *dst = ld->buf[ld->job_buf];
         pthread_mutex_unlock(&ld->lock);
-        fill_batch(ld, dst);
+        int failed = fill_batch(ld, dst);
         pthread_mutex_lock(&ld->lock);
+        ld->failed = failed;
         ld->state = LOADER_READY;
         pthread_cond_signal(&ld->ready);
     }
@@ -585,7 +702,7 @@ static double now_s(void)
     return (double)ts.tv_sec + 1e-9 * (double)ts.tv_nsec;
 }
 
-const int32_t *loader_wait(Loader *ld, double *wait_s)
+const int32_t *loader_wait(Loader *ld, double *wait_s, DataError *why)
 {
     double t0 = now_s();
     pthread_mutex_lock(&ld->lock);
@@ -594,7 +711,9 @@ const int32_t *loader_wait(Loader *ld, double *wait_s)
     while (ld->state != LOADER_READY)
         pthread_cond_wait(&ld->ready, &ld->lock);
     ld->state = LOADER_IDLE;
-    const int32_t *batch = ld->buf[ld->job_buf];
+    const int32_t *batch = ld->failed ? NULL : ld->buf[ld->job_buf];
+    if (ld->failed && why)
+        *why = ld->error;
     pthread_mutex_unlock(&ld->lock);
     if (wait_s)
         *wait_s = now_s() - t0;

@@ -1,5 +1,5 @@
 /*
- * data.h - training data: memory-mapped corpora, a seeded sampler that is a
+ * data.h - training data: token files read with pread, a seeded sampler that is a
  * pure function of (seed, sample index), and a prefetching loader.
  *
  * Two formats: plain text read as bytes (vocab 256), and llm.c token shards
@@ -20,9 +20,16 @@
 
 typedef struct Dataset Dataset;
 
-/* Opens and memory-maps cfg->train (and cfg->val, or holds out the last
- * cfg->val_fraction of train when val is empty). Checks: file exists and is
- * readable, non-empty, token-shard header (magic, version, count matching
+/* Why a sample could not be read during the run: one line (no newline),
+ * "trident: [data] train = FILE: ...", naming the file and the offset. */
+typedef struct {
+    char msg[CONFIG_PATH_MAX + 512];
+} DataError;
+
+/* Opens cfg->train (and cfg->val, or holds out the last
+ * cfg->val_fraction of train when val is empty) and keeps them open for the
+ * samples. Checks: file exists, is a regular file (a FIFO is refused
+ * without waiting on it) and is readable, non-empty, token-shard header (magic, version, count matching
  * the file size), every token id < vocab_size, and each split holds at least
  * one window of seq_len+1 tokens. On failure writes one line naming the key
  * ("[data] train"), the file and the reason to err, and returns non-zero.
@@ -44,11 +51,14 @@ int64_t data_val_windows(const Dataset *ds);
  * shift. Pure. */
 int64_t data_train_offset(const Dataset *ds, uint64_t seed, int64_t g);
 
-/* Copies seq_len+1 tokens of training sample g / validation window i
- * (i wraps around the val split) as int32. */
-void data_train_sample(const Dataset *ds, uint64_t seed, int64_t g,
-                       int32_t *out);
-void data_val_sample(const Dataset *ds, int64_t i, int32_t *out);
+/* Reads seq_len+1 tokens of training sample g / validation window i
+ * (i wraps around the val split) as int32, and checks every id against
+ * vocab_size again: the file may have been rewritten or truncated since
+ * data_open checked it. Returns 0, or 1 with the reason in *why (which may
+ * be NULL); out is then undefined. Not collective. */
+int data_train_sample(const Dataset *ds, uint64_t seed, int64_t g,
+                      int32_t *out, DataError *why);
+int data_val_sample(const Dataset *ds, int64_t i, int32_t *out, DataError *why);
 
 /* A background thread that builds the next batch while a step computes.
  * A batch is `rows` samples of seq_len+1 tokens; row i is training sample
@@ -62,11 +72,13 @@ void loader_destroy(Loader *ld);
  * entries, copied). Returns at once; the thread fills it in the background. */
 void loader_request(Loader *ld, const int64_t *index);
 /* Waits for the requested batch and returns it (rows x (seq_len+1) int32),
+ * or NULL when a sample of it could not be read (data_train_sample's
+ * failure; the reason goes to *why, which may be NULL),
  * valid until the next-but-one loader_request: the buffers alternate, so
  * the caller may request batch N+1 before it reads batch N. Calling
  * loader_request again before loader_wait has returned the previous batch
  * is a programming error and aborts. *wait_s receives the time spent
  * waiting, which is ~0 when prefetch keeps up. */
-const int32_t *loader_wait(Loader *ld, double *wait_s);
+const int32_t *loader_wait(Loader *ld, double *wait_s, DataError *why);
 
 #endif

@@ -94,6 +94,18 @@ void fail_abort(const char *what, const char *file, int line)
     exit(TRI_EXIT_ERROR);
 }
 
+void fail_input_abort(const char *msg)
+{
+    fprintf(stderr, "[rank %d %s] %s\n", fail_world_rank, fail_hostname, msg);
+    fflush(stderr);
+    int initialized = 0, finalized = 0;
+    MPI_Initialized(&initialized);
+    MPI_Finalized(&finalized);
+    if (initialized && !finalized)
+        MPI_Abort(MPI_COMM_WORLD, TRI_EXIT_ERROR);
+    exit(TRI_EXIT_ERROR);
+}
+
 void fail_mpi_(int err, const char *call, const char *file, int line)
 {
     if (err == MPI_SUCCESS)

@@ -55,6 +55,13 @@ void fail_abort(const char *what, const char *file, int line)
 
 void fail_mpi_(int err, const char *call, const char *file, int line);
 
+/* Bad input that one rank finds mid-run, alone (a data file rewritten or
+ * truncated under the run): its peers are already inside collectives and
+ * would never join an agreement, so print msg (one line, "trident: ...")
+ * prefixed "[rank R host]" and MPI_Abort with TRI_EXIT_ERROR, which ends
+ * every rank. Not collective. */
+void fail_input_abort(const char *msg) __attribute__((noreturn));
+
 /* stderr when speak is true, else a stream that discards: where every rank
  * checks the same input, only rank 0 needs to say what is wrong.
  * Not collective. */

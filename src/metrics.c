@@ -1,13 +1,24 @@
 /*
  * metrics.c - the human line and the JSON Lines record; see metrics.h.
+ *
+ * A write that fails (a full disk, a quota, an I/O error) costs the
+ * metrics, not the run: rank 0 warns once, naming the file and the reason,
+ * stops writing the file, and training goes on (the human lines on stdout
+ * still report every logged step). Stopping a run of hours because its log
+ * could not be appended would lose more than it saves; the checkpoints
+ * report their own write errors and do stop the run.
  */
 #include "metrics.h"
 
 #include <errno.h>
+#include <fcntl.h>
 #include <math.h>
 #include <string.h>
 #include <sys/resource.h>
 #include <sys/stat.h>
+#include <unistd.h>
+
+#include "file_check.h"
 
 int metrics_mkdirs_for(const char *path)
 {
@@ -30,8 +41,10 @@ int metrics_mkdirs_for(const char *path)
     return 0;
 }
 
-/* Rewrites path keeping the lines of steps up to last (through a
- * temporary file and a rename). A missing file is fine. */
+/* Rewrites path keeping the complete lines of steps up to last (through a
+ * temporary file and a rename). A last line without its newline is what a
+ * full disk or a killed job left half written: it is dropped, or the next
+ * record would be appended onto it. A missing file is fine. */
 static int keep_lines_through(const char *path, long last)
 {
     FILE *in = fopen(path, "r");
@@ -41,42 +54,96 @@ static int keep_lines_through(const char *path, long last)
     snprintf(tmp, sizeof tmp, "%s.tmp", path);
     FILE *out = fopen(tmp, "w");
     if (!out) {
+        int e = errno;
         fclose(in);
-        return errno;
+        return e;
     }
     while (fgets(line, sizeof line, in)) {
         long step;
-        if (sscanf(line, "{\"step\":%ld", &step) == 1 && step <= last)
+        size_t n = strlen(line);
+        int whole = n > 0 && line[n - 1] == '\n';
+        if (whole && sscanf(line, "{\"step\":%ld", &step) == 1 && step <= last)
             fputs(line, out);
     }
+    int e = ferror(in) ? EIO : 0;
     fclose(in);
-    int e = fclose(out) == 0 && rename(tmp, path) == 0 ? 0 : errno;
+    if (ferror(out) && !e)
+        e = EIO;
+    if (fclose(out) != 0 && !e)
+        e = errno;
+    if (!e && rename(tmp, path) != 0)
+        e = errno;
+    if (e)
+        unlink(tmp);
     return e;
+}
+
+/* Opens for writing without blocking on a FIFO that nobody reads, and
+ * refuses anything but a regular file or a character device (/dev/null
+ * turns the file off, /dev/full tests a full disk). */
+static FILE *open_log(const char *path, int append, char *why, size_t why_size)
+{
+    int flags = O_WRONLY | O_CREAT | (append ? O_APPEND : O_TRUNC);
+    struct stat st;
+    if (stat(path, &st) == 0 && S_ISCHR(st.st_mode)) {
+        FILE *f = fopen(path, append ? "a" : "w");
+        if (!f)
+            snprintf(why, why_size, "%s", strerror(errno));
+        return f;
+    }
+    int fd = file_open_regular(path, flags, why, why_size);
+    if (fd < 0)
+        return NULL;
+    FILE *f = fdopen(fd, append ? "a" : "w");
+    if (!f) {
+        snprintf(why, why_size, "%s", strerror(errno));
+        close(fd);
+    }
+    return f;
 }
 
 int metrics_open(Metrics *mt, const char *path, long resumed_step, FILE *err)
 {
-    mt->jsonl = NULL;
+    memset(mt, 0, sizeof *mt);
     if (!path || !path[0])
         return 0;
+    snprintf(mt->path, sizeof mt->path, "%s", path);
+    char why[256] = "";
     int e = metrics_mkdirs_for(path);
     if (!e && resumed_step > 0)
         e = keep_lines_through(path, resumed_step);
-    if (!e) {
-        mt->jsonl = fopen(path, resumed_step > 0 ? "a" : "w");
-        e = mt->jsonl ? 0 : errno;
-    }
-    if (e) {
-        fprintf(err, "trident: [log] metrics = %s: %s\n", path, strerror(e));
+    if (e)
+        snprintf(why, sizeof why, "%s", strerror(e));
+    else
+        mt->jsonl = open_log(path, resumed_step > 0, why, sizeof why);
+    if (!mt->jsonl) {
+        fprintf(err, "trident: [log] metrics = %s: %s\n", path, why);
         return 1;
     }
     return 0;
 }
 
+/* The first failure is reported and ends the file's writing: later
+ * records would only land after a cut one. */
+static void give_up(Metrics *mt, int e, int step)
+{
+    fprintf(stderr,
+            "trident: warning: [log] metrics = %s: cannot write the record of step %d (%s); "
+            "training goes on without the metrics file (stdout still shows each logged step)\n",
+            mt->path, step, strerror(e));
+    fflush(stderr);
+    fclose(mt->jsonl);
+    mt->jsonl = NULL;
+    mt->failed = 1;
+}
+
 void metrics_close(Metrics *mt)
 {
-    if (mt->jsonl)
-        fclose(mt->jsonl);
+    if (mt->jsonl && fclose(mt->jsonl) != 0) {
+        fprintf(stderr, "trident: warning: [log] metrics = %s: cannot finish writing (%s)\n",
+                mt->path, strerror(errno));
+        fflush(stderr);
+    }
     mt->jsonl = NULL;
 }
 
@@ -114,7 +181,10 @@ void metrics_write(Metrics *mt, const StepMetrics *s)
     json_number(f, "rank_busy_ms_max", s->rank_busy_ms_max);
     json_number(f, "slowest_rank", s->slowest_rank >= 0 ? s->slowest_rank : NAN);
     fprintf(f, "}\n");
-    fflush(f);
+    /* fprintf only fills stdio's buffer; fflush is where a full disk shows */
+    errno = 0;
+    if (fflush(f) != 0 || ferror(f))
+        give_up(mt, errno ? errno : EIO, s->step);
 }
 
 static void format_duration(char *buf, size_t size, double s)

@@ -29,19 +29,27 @@ typedef struct {
 } StepMetrics;
 
 typedef struct {
-    FILE *jsonl;           /* NULL: no metrics file */
+    FILE *jsonl;           /* NULL: no metrics file, or writing it failed */
+    char path[4096];
+    int failed;            /* a write failed: warned once, file no longer written */
 } Metrics;
 
 /* Opens the JSON Lines file, creating missing parent directories. A fresh
  * run (resumed_step 0) starts it empty; a resumed run keeps the lines up
  * to resumed_step and appends, so a requeued job has one continuous file
  * (lines a killed run logged after its last checkpoint are dropped: the
- * resumed run logs those steps again). Returns non-zero with a message on
- * err. Not collective: rank 0 only. */
+ * resumed run logs those steps again, and so is a last line cut short by a
+ * full disk or a kill). The path must be a regular file or a character
+ * device (/dev/null); a FIFO is refused without waiting for a reader.
+ * Returns non-zero with a message on err. Not collective: rank 0 only. */
 int metrics_open(Metrics *mt, const char *path, long resumed_step, FILE *err);
+/* Closes the file; a failure warns on stderr. Not collective. */
 void metrics_close(Metrics *mt);
 
-/* Writes one JSON object (flushed, so a killed job keeps its lines). */
+/* Writes one JSON object (flushed, so a killed job keeps its lines). A
+ * failed write or flush (a full disk) warns once on stderr, naming the
+ * file and the reason, and stops the file's writing; training goes on.
+ * Not collective. */
 void metrics_write(Metrics *mt, const StepMetrics *s);
 /* "step   10/600 | loss 3.2145 | ..." */
 void metrics_print(FILE *out, const StepMetrics *s);

@@ -41,22 +41,28 @@ static Grid plan_grid(const Config *cfg, int world, int stage, int dp_rank, int 
 /* ---- memory ------------------------------------------------------------ */
 
 /* Whether the DP group of (stage, tp rank) reduces in two levels, by the
- * trainer's rule (grid_dp_two_level) over the nodes [parallel] node_size
- * makes. (Real node boundaries are not known before the run; plan assumes
- * one node unless node_size says.) */
+ * trainer's rule (grid_dp_two_level: every node holds the same number of the
+ * group's ranks, more than one and fewer than all) over the nodes
+ * [parallel] node_size makes. (Real node boundaries are not known before the
+ * run; plan assumes one node unless node_size says.)
+ * Counted, not listed: the group's DP rank d is world rank
+ * (stage dp + d) tp + tp_rank, and node_size is a multiple of tp
+ * (grid_check), so d sits on node (stage dp + d) / q with q = node_size / tp:
+ * the group fills a first node partly, then whole nodes of q, then a last
+ * partial one. A list of dp entries would cost gigabytes and minutes at the
+ * worlds plan accepts (up to INT_MAX ranks). */
 static int dp_hierarchical(const Config *cfg, const Grid *g)
 {
     int ns = cfg->parallel.node_size;
-    if (ns <= 0)
+    if (ns <= 0 || g->dp < 4) /* two nodes of two at least */
         return 0;
-    int *node_of = malloc(sizeof *node_of * (size_t)g->dp);
-    if (!node_of)
-        fail_abort("out of memory", __FILE__, __LINE__);
-    for (int d = 0; d < g->dp; d++)
-        node_of[d] = grid_world_rank(g, g->pp_stage, d, g->tp_rank) / ns;
-    int two = grid_dp_two_level(node_of, g->dp);
-    free(node_of);
-    return two;
+    int64_t q = ns / g->tp, dp = g->dp;
+    int64_t first = q - ((int64_t)g->pp_stage * dp) % q;
+    if (first >= dp)
+        return 0; /* one node holds the whole group */
+    int64_t rest = dp - first, whole = rest / q, last = rest % q;
+    int same = (whole == 0 || q == first) && (last == 0 || last == first);
+    return same && first > 1;
 }
 
 /* zero.c's arenas: full or owned weights, gradients and Adam state, as
@@ -133,10 +139,11 @@ PlanMemory plan_largest_rank(const Config *cfg, int world, int *stage_out)
     PlanMemory best = {0};
     int dp = grid_resolve_dp(&cfg->parallel, world), pp = cfg->parallel.pp;
     int stages[3] = {0, pp > 2 ? 1 : 0, pp - 1};
+    int dp_ranks[2] = {0, dp - 1};
     for (int k = 0; k < 3; k++) {
         int s = stages[k];
-        for (int d = 0; d < dp; d += dp - 1 > 0 ? dp - 1 : 1) {
-            PlanMemory m = plan_rank_memory(cfg, world, s, d, 0);
+        for (int j = 0; j < (dp > 1 ? 2 : 1); j++) {
+            PlanMemory m = plan_rank_memory(cfg, world, s, dp_ranks[j], 0);
             if (total(m) > total(best)) {
                 best = m;
                 if (stage_out)
@@ -228,7 +235,9 @@ int plan_each_layout(const Config *cfg, int world, int max_tp, PlanVisit visit, 
     int64_t global = mb * cfg->train.grad_accum * grid_resolve_dp(&cfg->parallel, world);
     int visited = 0;
     for (int tp = 1; tp <= max_tp && tp <= world; tp *= 2) {
-        for (int pp = 1; pp <= world / tp; pp++) {
+        /* pp <= n_layer (grid_check), which also keeps pp * tp from
+         * overflowing at a world near INT_MAX */
+        for (int pp = 1; pp <= world / tp && pp <= cfg->model.n_layer; pp++) {
             int dp = world / (tp * pp);
             if (world % (tp * pp) || global % (mb * dp))
                 continue;

@@ -330,8 +330,10 @@ static double evaluate(Trainer *t)
     for (int i = 0; i < c->eval.batches; i++) {
         if (t->data) {
             int64_t first = (int64_t)i * t->global_batch + (int64_t)t->grid.dp_rank * rows;
+            DataError why;
             for (int k = 0; k < rows; k++)
-                data_val_sample(t->data, first + k, t->eval_batch + (int64_t)k * (T + 1));
+                if (data_val_sample(t->data, first + k, t->eval_batch + (int64_t)k * (T + 1), &why))
+                    fail_input_abort(why.msg);
         }
         pipeline_run(&t->model, t->eval_actions, t->ga, t->eval_batch, t->rows, FORWARD_EVAL,
                      &times);
@@ -417,8 +419,11 @@ static StepResult train_step(Trainer *t)
     StepResult r = {0};
     int64_t tokens = t->global_batch * t->cfg->model.seq_len;
     WatchdogPhase outer = watchdog_enter("loader_wait (the next batch from the data)", NULL);
-    const int32_t *batch = t->loader ? loader_wait(t->loader, &r.data_wait) : NULL;
+    DataError why;
+    const int32_t *batch = t->loader ? loader_wait(t->loader, &r.data_wait, &why) : NULL;
     watchdog_leave(outer);
+    if (t->loader && !batch)
+        fail_input_abort(why.msg); /* only the ranks that read data know */
     t->st.cursor += t->global_batch;
     if (t->step + 1 < tc->steps)
         request_batch(t, t->st.cursor); /* the next step's batch loads meanwhile */

@@ -9,9 +9,11 @@
  */
 #include "data.h"
 
+#include <fcntl.h>
 #include <stdarg.h>
 #include <stdlib.h>
 #include <string.h>
+#include <sys/stat.h>
 #include <time.h>
 #include <unistd.h>
 
@@ -224,6 +226,87 @@ static void test_bad_files(void)
     c = data_config(path, NULL, DATA_TOKENS, 0.1);
     expect_error(&c, 8, 50304, "trailing bytes",
                  "[data] train = %s: trailing bytes: header says 50 tokens (1124 bytes) but the file has 1127 bytes", path);
+
+    /* a FIFO: open() would wait for a writer for ever */
+    char fifo[PATH_LEN + 64];
+    snprintf(fifo, sizeof fifo, "%s/trident-t_data-fifo-%ld-%d", dir, (long)getpid(),
+             tap_rank());
+    unlink(fifo);
+    if (mkfifo(fifo, 0600) != 0) {
+        perror("t_data: mkfifo");
+        exit(1);
+    }
+    c = data_config(fifo, NULL, DATA_TEXT, 0.1);
+    expect_error(&c, 8, 256, "a FIFO, refused without waiting for a writer",
+                 "[data] train = %s: a FIFO, not a regular file", fifo);
+    unlink(fifo);
+}
+
+/* Overwrites `n` bytes at `off` of path in place (same inode, as a job
+ * that rewrites the file would), or truncates it to `off` when n is 0. */
+static void change_file(const char *path, int64_t off, const void *bytes, size_t n)
+{
+    int fd = open(path, O_WRONLY);
+    int bad = fd < 0 || (n ? pwrite(fd, bytes, n, off) != (ssize_t)n : ftruncate(fd, off) != 0);
+    if (bad) {
+        perror("t_data: change_file");
+        exit(1);
+    }
+    close(fd);
+}
+
+/* The file changes after data_open checked it: every sample read checks
+ * again, and fails naming the file and the offset instead of handing the
+ * model an id past the vocabulary, or dying of SIGBUS. */
+static void test_changed_under_run(void)
+{
+    enum { N = 4000, T = 16 };
+    uint16_t tok[N];
+    for (int i = 0; i < N; i++)
+        tok[i] = (uint16_t)(i % 100);
+    char path[PATH_LEN];
+    write_valid_shard(path, tok, N);
+    DataConfig c = data_config(path, NULL, DATA_TOKENS, 0.1);
+    Dataset *ds = open_ok(&c, T, 128);
+    int32_t s[T + 1];
+    DataError why;
+    int64_t off = ds ? data_train_offset(ds, 3, 0) : 0;
+    int before = ds && data_train_sample(ds, 3, 0, s, &why) == 0;
+    uint8_t big[2] = {200, 0}; /* id 200 >= vocab_size 128 */
+    change_file(path, 1024 + 2 * (off + 5), big, 2);
+    char want[2 * PATH_LEN];
+    snprintf(want, sizeof want,
+             "trident: [data] train = %s: token 200 at position %lld (byte %lld) is outside the vocabulary (vocab_size 128)",
+             path, (long long)(off + 5), (long long)(1024 + 2 * (off + 5)));
+    int after = ds ? data_train_sample(ds, 3, 0, s, &why) : 0;
+    tap_ok(before && after == 1 && strncmp(why.msg, want, strlen(want)) == 0,
+           "a token rewritten past the vocabulary after open is caught where the sample is read");
+    if (after && strncmp(why.msg, want, strlen(want)) != 0)
+        tap_diag("got:  %s\nwant: %s", why.msg, want);
+
+    int64_t v = ds ? data_val_windows(ds) : 0;
+    int val_before = ds && data_val_sample(ds, v - 1, s, NULL) == 0;
+    change_file(path, 2048, NULL, 0);
+    snprintf(want, sizeof want, "trident: [data] train = %s: the file shrank during the run", path);
+    int val_after = ds ? data_val_sample(ds, v - 1, s, &why) : 0;
+    tap_ok(val_before && val_after == 1 && strncmp(why.msg, want, strlen(want)) == 0
+           && strstr(why.msg, "(2048 bytes now, 9024 when training started)"),
+           "a file truncated after open fails the read, naming the file and its sizes");
+    if (val_after && strncmp(why.msg, want, strlen(want)) != 0)
+        tap_diag("got:  %s", why.msg);
+
+    /* the loader hands the failure to its caller instead of a batch */
+    Loader *ld = ds ? loader_create(ds, 3, 4) : NULL;
+    int64_t index[4] = {0, 1, 2, 3};
+    const int32_t *b = (const int32_t *)1;
+    memset(&why, 0, sizeof why);
+    if (ld) {
+        loader_request(ld, index);
+        b = loader_wait(ld, NULL, &why);
+        loader_destroy(ld);
+    }
+    tap_ok(ld && !b && strstr(why.msg, path), "loader_wait returns no batch and the reason");
+    data_close(ds);
 }
 
 /* Several offenders in a file long enough to be split across threads: the
@@ -395,7 +478,7 @@ static int samples_stay_in_train(const Dataset *ds, int seq_len)
     for (int64_t g = 0; g < 4 * w && ok; g++) {
         int64_t off = data_train_offset(ds, 7, g);
         ok = off >= 0 && off + seq_len + 1 <= n;
-        data_train_sample(ds, 7, g, s);
+        ok = ok && data_train_sample(ds, 7, g, s, NULL) == 0;
         for (int i = 0; i <= seq_len && ok; i++)
             ok = s[i] < 128;
     }
@@ -439,7 +522,7 @@ static void test_contents(void)
     int ok = ds != NULL;
     for (int64_t g = 0; g < 3000 && ok; g += 7) {
         int64_t off = data_train_offset(ds, 5, g);
-        data_train_sample(ds, 5, g, s);
+        ok = data_train_sample(ds, 5, g, s, NULL) == 0;
         for (int i = 0; i <= seq_len && ok; i++)
             ok = s[i] == t[off + i];
     }
@@ -448,7 +531,7 @@ static void test_contents(void)
     int64_t v = ds ? data_val_windows(ds) : 0;
     ok = ds && v == 999 / seq_len;
     for (int64_t i = 0; i < 2 * v && ok; i++) {
-        data_val_sample(ds, i, s);
+        ok = data_val_sample(ds, i, s, NULL) == 0;
         for (int k = 0; k <= seq_len && ok; k++)
             ok = s[k] == t[9000 + (i % v) * seq_len + k];
     }
@@ -475,7 +558,7 @@ static void test_shard_contents(void)
     int ok = ds != NULL;
     for (int64_t g = 0; g < 500 && ok; g++) {
         int64_t off = data_train_offset(ds, 9, g);
-        data_train_sample(ds, 9, g, s);
+        ok = data_train_sample(ds, 9, g, s, NULL) == 0;
         for (int i = 0; i <= T && ok; i++)
             ok = s[i] == tok[off + i];
     }
@@ -484,7 +567,7 @@ static void test_shard_contents(void)
     int64_t v = ds ? data_val_windows(ds) : 0;
     ok = ds && v == (NV - 1) / T;
     for (int64_t i = 0; i < 3 * v && ok; i++) {
-        data_val_sample(ds, i, s);
+        ok = data_val_sample(ds, i, s, NULL) == 0;
         for (int k = 0; k <= T && ok; k++)
             ok = s[k] == vtok[(i % v) * T + k];
     }
@@ -521,8 +604,8 @@ static int batch_matches(const Dataset *ds, uint64_t seed, const int32_t *b,
     int ok = 1;
     batch_index(step, rows, index);
     for (int i = 0; i < rows && ok; i++) {
-        data_train_sample(ds, seed, index[i], s);
-        ok = memcmp(s, b + (size_t)i * (LOADER_T + 1), sizeof s) == 0;
+        ok = b && data_train_sample(ds, seed, index[i], s, NULL) == 0
+             && memcmp(s, b + (size_t)i * (LOADER_T + 1), sizeof s) == 0;
     }
     free(index);
     return ok;
@@ -538,20 +621,20 @@ static void test_loader(const Dataset *ds)
     for (int64_t s = 0; s < STEPS && ok; s++) {
         batch_index(s, ROWS, index);
         loader_request(ld, index);
-        ok = batch_matches(ds, 11, loader_wait(ld, &w), s, ROWS);
+        ok = batch_matches(ds, 11, loader_wait(ld, &w, NULL), s, ROWS);
     }
     tap_ok(ok, "loader: request/wait returns exactly data_train_sample's rows");
 
     /* Request N+1 before reading batch N: N must survive the fill of N+1. */
     batch_index(0, ROWS, index);
     loader_request(ld, index);
-    const int32_t *cur = loader_wait(ld, &w);
+    const int32_t *cur = loader_wait(ld, &w, NULL);
     for (int64_t s = 0; s < STEPS && ok; s++) {
         batch_index(s + 1, ROWS, index);
         loader_request(ld, index);
         sleep_ms(2);
         ok = batch_matches(ds, 11, cur, s, ROWS);
-        cur = loader_wait(ld, &w);
+        cur = loader_wait(ld, &w, NULL);
     }
     ok = ok && batch_matches(ds, 11, cur, STEPS, ROWS);
     tap_ok(ok, "loader: a batch stays intact while the next one is prefetched");
@@ -571,7 +654,7 @@ static void test_loader_overlap(const Dataset *ds)
         batch_index(s, ROWS, index);
         loader_request(ld, index);
         sleep_ms(20);
-        ok = batch_matches(ds, 3, loader_wait(ld, &w), s, ROWS);
+        ok = batch_matches(ds, 3, loader_wait(ld, &w, NULL), s, ROWS);
         total += w;
         worst = w > worst ? w : worst;
     }
@@ -624,10 +707,11 @@ static void test_loaders(void)
 int main(int argc, char **argv)
 {
     tap_init(&argc, &argv);
-    tap_plan(36);
+    tap_plan(40);
     test_open_text();
     test_open_shard();
     test_bad_files();
+    test_changed_under_run();
     test_out_of_vocab();
     test_too_short();
     test_vocab_size();

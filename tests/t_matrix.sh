@@ -15,7 +15,7 @@
 np=${1:-2}
 TAMPER="${TRI_BUILDDIR:-.}/tests/ckpt_tamper"
 limit=${TRI_MATRIX_LIMIT:-60}      # seconds any one case may take
-plan 124
+plan 141
 # shellcheck disable=SC3045
 ulimit -c 0 2>/dev/null            # a crash is detected below, not left as a core file
 t_start=$(date +%s)
@@ -831,6 +831,89 @@ fsize 6000 M114 0 "checkpoint: $WORK/fsize64/step_00000004.h5" \
 set -- $(stat -c '%s %b %B' "$WORK/fsize64/step_00000004.h5" 2>/dev/null) 0 0 0
 [ "$1" -gt 0 ] && [ "$1" -le $(($2 * $3 * 11 / 10)) ]
 ok $? "M115 the small checkpoint's length ($1 bytes) is within 10% of the disk space it takes ($(($2 * $3)) bytes)"
+# ---- data changed under the run, metrics write errors, FIFOs, plan sizes (issue 17) ----
+# live_shard FILE: a token shard of 20000 tokens, all 1799 (0x0707), for a
+# vocab_size of 2048; 40 KB, so a truncation leaves whole pages unmapped
+# (what killed every rank with SIGBUS when the data was memory-mapped).
+live_shard() {
+    { le32 20240520; le32 1; le32 20000; head -c 1012 /dev/zero
+      head -c 40000 /dev/zero | tr '\0' '\007'; } > "$1"
+}
+# data_change ID PATTERN WHAT COMMAND...: a long run on a live shard; once
+# step 1 is reported, COMMAND changes the file in place. The run must stop,
+# exit 1, naming the file, and no rank may hang or crash.
+data_change() {
+    id=$1 pat=$2 what=$3
+    shift 3
+    live_shard "$WORK/live.bin"
+    : > "$WORK/out" # not the last case's output, which wait_for would read
+    t0=$(date +%s)
+    $MPIEXEC_RAW -n "$np" "$TRIDENT" train --config "$cfg" --set data.format=tokens \
+        --set model.vocab_size=2048 --set data.train="$WORK/live.bin" \
+        --set train.steps=100000 > "$WORK/out" 2>&1 &
+    mp=$!
+    wait_for "^step  *1/"
+    "$@"
+    wait_bounded "$mp"
+    verdict "$id" 1 "$pat" "$what" $(($(date +%s) - t0))
+}
+# ids 0x2c2c = 11308 >= 2048, written over every token, in place
+# shellcheck disable=SC2317 # called through data_change's "$@"
+rewrite() { head -c 40000 /dev/zero | tr '\0' ',' \
+    | dd of="$WORK/live.bin" bs=1024 seek=1 conv=notrunc 2> /dev/null; }
+data_change M92 "\[rank [01] .*\] trident: \[data\] train = $WORK/live.bin: token 11308 at position [0-9]* (byte [0-9]*) is outside the vocabulary (vocab_size 2048): the file changed after the check at start-up" \
+    "data: the token file is rewritten mid-run with ids past the vocabulary" rewrite
+data_change M93 "\[data\] train = $WORK/live.bin: the file shrank during the run: tokens at bytes [0-9-]* are past its end (1024 bytes now, 41024 when training started)" \
+    "data: the token file is truncated mid-run (was SIGBUS)" truncate -s 1024 "$WORK/live.bin"
+
+# Metrics on a full disk (/dev/full: every write fails with ENOSPC): warn
+# once, keep training, exit 0.
+train M94 0 "warning: \[log\] metrics = /dev/full: cannot write the record of step 1 (No space left on device); training goes on" \
+    "metrics: the metrics file's disk is full (/dev/full)" --set log.metrics=/dev/full --set train.steps=3
+[ "$(grep -c "warning: \[log\] metrics" "$WORK/out")" = 1 ] && grep -q "^step  *3/3" "$WORK/out"
+ok $? "M94 ... warned once, and the run reached its last step"
+# A resume onto a metrics file whose last record a full disk cut short
+# (at step 3; the disk stayed full for step 4, saved at step 4) drops the
+# cut line instead of appending onto it.
+cp -r "$WORK/good" "$WORK/cutlog"
+printf '{"step":1,"loss":5.5}\n{"step":2,"loss":5.5}\n{"step":3,"loss":5.4,"lr":0.00' \
+    > "$WORK/cut.jsonl"
+train M95 0 "step  *6/6" "metrics: resume after a full disk cut the last record" \
+    --set checkpoint.dir="$WORK/cutlog" --set train.steps=6 --set log.metrics="$WORK/cut.jsonl"
+[ "$(grep -c '^{"step":[0-9]*,[^{]*}$' "$WORK/cut.jsonl")" = 4 ] \
+    && [ "$(cut -c1-10 "$WORK/cut.jsonl" | tr '\n' ' ')" = '{"step":1, {"step":2, {"step":5, {"step":6, ' ]
+ok $? "M95 ... the file holds steps 1, 2, 5, 6, one whole object a line, the cut line gone"
+intact_dirs="$intact_dirs $WORK/cutlog"
+
+# FIFOs: open() would wait for a writer (or a reader) for ever on rank 0
+# while the other ranks wait in the next collective.
+mkfifo "$WORK/fifo"
+tcase M96 1 "cannot read config $WORK/fifo: a FIFO, not a regular file" \
+    "fifo: the config file is a FIFO" train --config "$WORK/fifo"
+train M97 1 "\[data\] train = $WORK/fifo: a FIFO, not a regular file" \
+    "fifo: the data file is a FIFO" --set data.train="$WORK/fifo"
+train M97 1 "\[log\] metrics = $WORK/fifo: a FIFO, not a regular file" \
+    "... and the metrics file" --set log.metrics="$WORK/fifo"
+mkdir -p "$WORK/fifodir" && mkfifo "$WORK/fifodir/latest"
+train M98 1 "$WORK/fifodir/latest: a FIFO, not a regular file" \
+    "fifo: the checkpoint directory's latest is a FIFO" --set checkpoint.dir="$WORK/fifodir"
+tcase M99 1 "checkpoint $WORK/fifo: a FIFO, not a regular file" \
+    "fifo: inspect of a FIFO" inspect "$WORK/fifo"
+tcase M99 1 "checkpoint $WORK/fifo: a FIFO, not a regular file" \
+    "... and sample --ckpt" sample --ckpt "$WORK/fifo"
+train M99 1 "checkpoint $WORK/fifo: a FIFO, not a regular file" \
+    "... and resume = a FIFO" --set checkpoint.resume="$WORK/fifo"
+
+# plan at worlds near INT_MAX: a layout loop overflowed (for ever above
+# 2^30, SIGFPE at INT_MAX with --mem)
+tcase M90 0 "plan: 1073741825 ranks" "plan: --world 2^30 + 1" \
+    plan --config "$cfg" --world 1073741825
+tcase M90 0 "layouts of 2147483647 ranks" "... and --world INT_MAX with --mem and --hw" \
+    plan --config "$cfg" --world 2147483647 --mem 80 --hw h100
+tcase M90 0 "layouts of 2147483640 ranks" "... and node_size = 8 (no list of 2^31 nodes)" \
+    plan --config "$cfg" --world 2147483640 --mem 80 --set parallel.node_size=8
+tcase M91 2 "--world 2147483648: expected a number of ranks from 1 to 2147483647" \
+    "plan: --world above INT_MAX is refused" plan --config "$cfg" --world 2147483648
 
 # ---- the completed checkpoint survived all of it ------------------------------
 bad=""

@@ -70,9 +70,11 @@ int LLVMFuzzerTestOneInput(const uint8_t *data, size_t size)
         int64_t off = data_train_offset(ds, 1337, gs[i]);
         if (off < 0 || off + seq_len + 1 > n)
             fuzz_fail("a training window reaches outside the train split");
-        data_train_sample(ds, 1337, gs[i], tok);
+        if (data_train_sample(ds, 1337, gs[i], tok, NULL))
+            fuzz_fail("a training window of a file that did not change cannot be read");
         check_tokens(tok, seq_len + 1, vocab, "a training token is outside the vocabulary");
-        data_val_sample(ds, gs[i], tok);
+        if (data_val_sample(ds, gs[i], tok, NULL))
+            fuzz_fail("a validation window of a file that did not change cannot be read");
         check_tokens(tok, seq_len + 1, vocab, "a validation token is outside the vocabulary");
     }
     /* one epoch visits each window once: the offsets are distinct (they
