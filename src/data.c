@@ -222,6 +222,15 @@ static int64_t read_at(int fd, void *buf, int64_t n, int64_t off)
     return got;
 }
 
+/* Whether a file whose size is 0 yields bytes when read: /proc and /sys
+ * files do, and are not token files (their content changes as it is
+ * read). */
+static int has_unsized_content(int fd)
+{
+    char byte;
+    return pread(fd, &byte, 1, 0) == 1;
+}
+
 /* Opens and checks a non-empty regular file, and keeps it open. O_NONBLOCK
  * keeps open() from waiting for a writer when the path is a FIFO, which the
  * check then refuses. */
@@ -241,6 +250,10 @@ static int open_file(TokenFile *tf, const char *key, const char *path,
         rc = report(err, key, path, "is a directory");
     else if (!S_ISREG(st.st_mode))
         rc = report(err, key, path, "%s, not a regular file", file_kind(st.st_mode));
+    else if (st.st_size == 0 && has_unsized_content(fd))
+        rc = report(err, key, path, "the system reports a size of 0 for a file that has content "
+                    "(a file of /proc or /sys, made as it is read): copy it to a regular file "
+                    "first, e.g. cp %s data.txt", path);
     else if (st.st_size == 0)
         rc = report(err, key, path, "empty file");
     if (rc) {

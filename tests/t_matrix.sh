@@ -15,7 +15,7 @@
 np=${1:-2}
 TAMPER="${TRI_BUILDDIR:-.}/tests/ckpt_tamper"
 limit=${TRI_MATRIX_LIMIT:-60}      # seconds any one case may take
-plan 141
+plan 142
 # shellcheck disable=SC3045
 ulimit -c 0 2>/dev/null            # a crash is detected below, not left as a core file
 t_start=$(date +%s)
@@ -732,6 +732,10 @@ bytes=$(grep -av '^sample:' "$WORK/sample.out" | wc -c)
     ! grep -q "out of memory\|exited on signal\|Sanitizer" "$WORK/sample.out" && [ "$bytes" -gt 50 ]
 ok $? "M126 command line: sample --tokens 2147483647 generates until stopped ($bytes bytes in 15 s, exit $rc)" ||
     sed 's/^/#   /' "$WORK/sample.out" | tail -n 5
+# a /proc file as the data: size 0, content made as it is read
+train M127 1 "\[data\] train = /proc/cpuinfo: the system reports a size of 0 for a file that has content" \
+    "data: /proc/cpuinfo as the training text (it used to be called an empty file)" \
+    --set data.train=/proc/cpuinfo
 # ---- watchdog (issue 17) ----------------------------------------------------
 # stall ID WHAT WHEN OPERATION [options]: a background run whose watchdog
 # times out after 5 s; once it trains (WHEN = step), or while it writes a
