@@ -532,7 +532,7 @@ TRIDENT=$(abs "$TRIDENT") "$(abs "${TRI_SRCDIR:-.}/jobs/workstation.sh")" -n "$n
     --set checkpoint.dir="$WORK/ws" > "$WORK/ws.out" 2>&1 &
 mp=$!
 i=0    # its own output file: an earlier case's ranks may still write to out
-until grep -q "^step  *[0-9]" "$WORK/ws.out" || [ $i -gt 300 ]; do sleep 0.1; i=$((i + 1)); done
+until grep -q "^step  *[0-9]" "$WORK/ws.out" 2>/dev/null || [ $i -gt 300 ]; do sleep 0.1; i=$((i + 1)); done
 kill -TERM "$mp"
 wait_bounded "$mp"
 cp "$WORK/ws.out" "$WORK/out"
