@@ -18,6 +18,7 @@
 #include <unistd.h>
 
 #include "ckpt.h"
+#include "ckpt_async.h"
 #include "ckpt_files.h"
 #include "comm.h"
 #include "data.h"
@@ -56,6 +57,7 @@ typedef struct {
     Scaler scaler;            /* fp16 loss scale */
     int step;                 /* steps done (st.step as an int) */
     double peak_flops;        /* GEMM FLOP/s of the whole world */
+    CkptAsync *async;         /* [checkpoint] async: the background writer */
     int64_t *index;           /* sample indices of one step, this DP rank */
     int device_ready;         /* device_setup succeeded */
     double profiled_seconds;  /* [log] profile: step time measured so far */
@@ -64,6 +66,8 @@ typedef struct {
 } Trainer;
 
 static int is_root(const Trainer *t) { return t->grid.rank == 0; }
+
+static double max_over_world(Trainer *t, double v);
 
 /* ---- set-up ------------------------------------------------------------ */
 
@@ -199,6 +203,18 @@ static int init_or_resume(Trainer *t)
     return 0;
 }
 
+/* [checkpoint] async: the writer, and what its snapshot costs. */
+static int start_writer(Trainer *t)
+{
+    TRI_TRY(ckpt_async_create(&t->async, &t->grid, stderr));
+    double most = (double)ckpt_async_snapshot_bytes(&t->model, t->zero);
+    most = max_over_world(t, most);
+    if (is_root(t))
+        printf("checkpoint: asynchronous; its host snapshot takes up to %.3f MiB per rank\n",
+               most / 1048576.0);
+    return 0;
+}
+
 static int setup(Trainer *t)
 {
     Config *cfg = t->cfg;
@@ -237,6 +253,8 @@ static int setup(Trainer *t)
         fclose(err);
     }
     TRI_TRY(fail_report(t->grid.world, rc, msg));
+    if (cfg->checkpoint.async && cfg->checkpoint.dir[0])
+        TRI_TRY(start_writer(t));
     print_memory(t);
     measure_peak(t);
     return 0;
@@ -244,6 +262,7 @@ static int setup(Trainer *t)
 
 static void teardown(Trainer *t)
 {
+    ckpt_async_destroy(t->async);
     if (t->loader)
         loader_destroy(t->loader);
     if (t->data)
@@ -451,10 +470,44 @@ static void generate(Trainer *t)
 
 /* ---- stopping and saving ---------------------------------------------- */
 
+/* How the save the background writer finished went (every rank alike). */
+static int async_saved(Trainer *t, const CkptAsyncResult *r)
+{
+    if (r->step < 0)
+        return 0;
+    if (r->rc) {
+        if (is_root(t))
+            fprintf(stderr, "trident: the checkpoint of step %lld, written in the background, failed (the reason is above); stopping at step %d\n",
+                    (long long)r->step, t->step);
+        return 1;
+    }
+    if (is_root(t))
+        printf("checkpoint: %s/step_%08lld.h5, %.1f MB in %.2f s (%.2f GB/s) in the background; training paused %.1f ms for the snapshot\n",
+               t->cfg->checkpoint.dir, (long long)r->step, r->bytes / 1e6, r->seconds,
+               r->bytes / r->seconds / 1e9, 1e3 * r->snapshot_seconds);
+    return 0;
+}
+
+/* Waits for the asynchronous save in flight, if any. */
+static int save_wait(Trainer *t)
+{
+    if (!ckpt_async_pending(t->async))
+        return 0;
+    CkptAsyncResult r;
+    ckpt_async_wait(t->async, &r);
+    return async_saved(t, &r);
+}
+
 static int save(Trainer *t)
 {
     if (!t->cfg->checkpoint.dir[0])
         return 0;
+    if (t->async) {
+        /* one save at a time: the next waits for the one in flight */
+        TRI_TRY(save_wait(t));
+        ckpt_async_start(t->async, &t->model, t->zero, t->cfg, &t->st);
+        return 0;
+    }
     double seconds;
     int64_t bytes;
     int rc = ckpt_save(&t->model, t->zero, t->cfg, &t->st, &seconds, &bytes, stderr);
@@ -548,11 +601,17 @@ static RunEnd run_steps(Trainer *t)
             report(t, &r, step_s, (timer_now() - start) / (t->step - first), val, comm_s);
         int early = !isnan(val) && out_of_patience(t, val);
         int signalled = fail_agree(t->grid.world, stop_signal_received() != 0);
+        CkptAsyncResult saved;
+        if (ckpt_async_poll(t->async, &saved) && async_saved(t, &saved))
+            return RUN_FAILED;
         if (signalled || early || (c->checkpoint.every > 0 && t->step % c->checkpoint.every == 0
                                    && t->step < c->train.steps)) {
             if (save(t))
                 return RUN_FAILED;
         }
+        /* a stop waits for the save in flight: the job ends with it written */
+        if ((signalled || early) && save_wait(t))
+            return RUN_FAILED;
         if (signalled) {
             if (is_root(t))
                 printf("stopping at step %d on a signal: exit %d asks the batch system to requeue\n",
@@ -566,7 +625,7 @@ static RunEnd run_steps(Trainer *t)
             return RUN_EARLY_STOP;
         }
     }
-    if (t->step > first && save(t))
+    if (t->step > first && (save(t) || save_wait(t)))
         return RUN_FAILED;
     return RUN_DONE;
 }
@@ -584,6 +643,9 @@ int train_run(Config *cfg, MPI_Comm world, double started)
     RunEnd end = RUN_FAILED;
     if (!rc) {
         end = run_steps(&t);
+        /* a run that failed still lets the save in flight finish */
+        if (save_wait(&t))
+            end = RUN_FAILED;
         if (end == RUN_DONE || end == RUN_EARLY_STOP)
             generate(&t);
         double rss = max_over_world(&t, (double)metrics_peak_rss());
