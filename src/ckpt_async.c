@@ -93,7 +93,8 @@ static void snapshot_alloc(CkptAsync *a, Model *m, Zero *z)
             a->offset[3 * i + part] = n;
             n += ckpt_written_rows(z, &m->ps.p[i], part).n;
         }
-    a->buf = ops_alloc(OPS_F32, OPS_CPU, n);
+    /* pinned on a GPU: the snapshot's downloads run at full bus speed */
+    a->buf = ops_alloc_host(OPS_F32, n, a->grid.device);
 }
 
 /* The copy training waits for. On a GPU each part comes down from the
@@ -203,7 +204,7 @@ void ckpt_async_destroy(CkptAsync *a)
         return;
     CkptAsyncResult ignored;
     ckpt_async_wait(a, &ignored);
-    ops_free(&a->buf);
+    ops_free_host(&a->buf, a->grid.device);
     free(a->offset);
     MPI_Comm_free(&a->grid.world);
     free(a);
