@@ -10,7 +10,7 @@
 np=${1:-2}
 TAMPER="${TRI_BUILDDIR:-.}/tests/ckpt_tamper"
 DIFF="${TRI_BUILDDIR:-.}/tests/ckpt_diff"
-plan 30
+plan 31
 cfg="$WORK/c.ini"
 write_config "$cfg"
 cat >> "$cfg" <<EOC
