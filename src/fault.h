@@ -5,7 +5,7 @@
  * rank's gradients), nan_loss (a weight turns NaN, so the loss does), die
  * (the rank exits abruptly mid-step), save_fail (the checkpoint write
  * fails, as on a full disk), save_slow (an asynchronous save reads its
- * snapshot slowly, 20 ms a dataset, so it stays in flight), async_kill
+ * snapshot slowly, 20 ms per read, so it stays in flight), async_kill
  * (the rank kills itself with SIGKILL halfway through writing the tensors
  * of an asynchronous save), data_open (this rank alone cannot read the
  * data: a failure only one rank sees). Unset in normal runs: a getenv at start-up is the whole cost.
