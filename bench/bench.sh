@@ -17,6 +17,8 @@
 #              (dp = 8 and 2 x 2 x 2), and the data loader's wait per step
 #     ckpt     checkpoint write bandwidth beside dd with fsync on the same disk,
 #              interleaved (bench/ckpt_bench; BENCH_CKPT_REPS, default 7)
+#     async    the step time with asynchronous saves, beside synchronous
+#              saves and no saves (same session, same model)
 #     startup  mpirun to the first finished step on 8 ranks, beside
 #              PyTorch's import and first step
 #   (default: all of them)
@@ -26,7 +28,7 @@
 # Env: BENCH_STEPS (default 6), BENCH_THREADS (default: all cores).
 set -eu
 TRIDENT=${1:-./trident}
-SECTIONS=${2:-"single recipes layouts scaling overlap ckpt startup"}
+SECTIONS=${2:-"single recipes layouts scaling overlap ckpt async startup"}
 here=$(cd "$(dirname "$0")" && pwd)
 root=$(cd "$here/.." && pwd)
 WORK=$(mktemp -d "${TMPDIR:-/tmp}/trident-bench.XXXXXX")
@@ -255,6 +257,48 @@ section_ckpt() {
         model.n_head="$3" model.seq_len="$4" model.vocab_size="$5" train.micro_batch=1 \
         > "$WORK/ckpt.out" 2>&1 || { echo "   ckpt_bench failed:"; tail -n 3 "$WORK/ckpt.out"; return; }
     sed -n 's/^ckpt_bench: median of [0-9]*: /   /p' "$WORK/ckpt.out"
+}
+
+# Three runs of the same steps: no checkpoint, a synchronous save every 4
+# steps, an asynchronous one. step_ms is the training step alone (a
+# synchronous save runs between steps, outside it; an asynchronous one
+# beside the steps that follow it); loop is the wall time per step with the
+# saves, from the end of start-up to the exit (the final save included).
+section_async() {
+    echo "== asynchronous checkpoints (mid model, 2 ranks, $((4 * STEPS)) steps, a save every 4 steps)"
+    config mid "$WORK/a.ini"
+    n=$((4 * STEPS))
+    sed -i "s/^steps = .*/steps = $n/; s/^micro_batch = .*/micro_batch = 1/" "$WORK/a.ini"
+    printf "   %-6s %12s %12s %8s %14s %14s\n" save step_ms loop_ms saves "save_s (mean)" "paused_ms/save"
+    for mode in none sync async; do
+        rm -rf "$WORK/ck_a"
+        case $mode in
+        none) set -- ;;
+        sync) set -- --set checkpoint.dir="$WORK/ck_a" --set checkpoint.every=4 ;;
+        async) set -- --set checkpoint.dir="$WORK/ck_a" --set checkpoint.every=4 \
+                   --set checkpoint.async=true ;;
+        esac
+        t0=$(date +%s%N)
+        trident_run 2 "$WORK/a.ini" "$@"
+        t1=$(date +%s%N)
+        started=$(sed -n 's/^start-up: first step done \([0-9.]*\) s.*/\1/p' "$WORK/run.out")
+        # the save's own seconds, and what training waited for it: the
+        # whole save when synchronous, the snapshot when asynchronous
+        saves=$(grep "^checkpoint: .* MB in " "$WORK/run.out" \
+            | sed 's/.* MB in \([0-9.]*\) s.*/\1/' | awk '{ s += $1; n++ } END { if (n) printf "%d %.3f", n, s / n; else print "0 nan" }')
+        if [ $mode = async ]; then
+            paused=$(sed -n 's/.*training paused \([0-9.]*\) ms for the snapshot/\1/p' "$WORK/run.out" \
+                | awk '{ s += $1; n++ } END { if (n) printf "%.1f", s / n; else print "nan" }')
+        else
+            paused=$(echo "$saves" | awk '{ if ($1 > 0) printf "%.1f", 1e3 * $2; else print "-" }')
+        fi
+        loop=$(awk -v ns=$((t1 - t0)) -v s="${started:-0}" -v n="$n" \
+            'BEGIN { printf "%.1f", 1e3 * (ns / 1e9 - s) / (n - 1) }')
+        # shellcheck disable=SC2086
+        printf "   %-6s %12.1f %12s %8s %14s %14s\n" $mode "$(mean_field step_ms)" "$loop" $saves "$paused"
+    done
+    echo "   step_ms: the training step alone, mean after warm-up; loop_ms: wall time per step with the saves"
+    echo "   (start-up excluded, the final save included); paused_ms/save: what training waited for each save"
 }
 
 section_startup() {

@@ -253,6 +253,33 @@ void ops_free(ops_tensor *t)
     *t = OPS_NONE;
 }
 
+ops_tensor ops_alloc_host(ops_dtype dtype, int64_t n, ops_device near)
+{
+#if TRI_HAVE_CUDA
+    if (near == OPS_CUDA) {
+        if (n < 0 || (uint64_t)n > (SIZE_MAX - 64) / ops_dtype_size(dtype))
+            FAIL("ops_alloc_host: %lld elements of %s", (long long)n, ops_dtype_name(dtype));
+        size_t bytes = (size_t)n * ops_dtype_size(dtype);
+        return (ops_tensor){ alloc_pinned_cuda(bytes ? bytes : 64), n, dtype, OPS_CPU };
+    }
+#endif
+    (void)near;
+    return ops_alloc(dtype, OPS_CPU, n);
+}
+
+void ops_free_host(ops_tensor *t, ops_device near)
+{
+#if TRI_HAVE_CUDA
+    if (near == OPS_CUDA && t && t->data) {
+        free_pinned_cuda(t->data);
+        *t = OPS_NONE;
+        return;
+    }
+#endif
+    (void)near;
+    ops_free(t);
+}
+
 ops_tensor ops_view(ops_tensor t, int64_t off, int64_t n)
 {
     if (!t.data)

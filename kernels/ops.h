@@ -79,6 +79,12 @@ extern const ops_tensor OPS_NONE;
  * when memory runs out (the message names the size). */
 ops_tensor ops_alloc(ops_dtype dtype, ops_device device, int64_t n);
 void ops_free(ops_tensor *t);
+/* Host memory (an OPS_CPU tensor, zero-filled) that copies from and to
+ * `near` run at full speed: page-locked (pinned) when near is OPS_CUDA, so
+ * a download needs no staging by the driver; plain ops_alloc otherwise.
+ * Free it with ops_free_host and the same `near`. */
+ops_tensor ops_alloc_host(ops_dtype dtype, int64_t n, ops_device near);
+void ops_free_host(ops_tensor *t, ops_device near);
 /* A view of elements [off, off+n) of t. */
 ops_tensor ops_view(ops_tensor t, int64_t off, int64_t n);
 void ops_zero(ops_tensor t);

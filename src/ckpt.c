@@ -20,6 +20,7 @@
 
 #include <errno.h>
 #include <hdf5.h>
+#include <stdatomic.h>
 #include <stdlib.h>
 #include <string.h>
 #include <signal.h>
@@ -65,6 +66,21 @@ static int64_t written_rows(const Param *p, int64_t *row0)
     *row0 = p ? p->zrow0 : 0;
     return p && p->writes_ckpt ? p->zrows : 0;
 }
+
+/* HDF5 is built without thread safety: one thread at a time. While a
+ * background writer saves (ckpt_async.h), it is the only thread in here;
+ * a second entry means a caller broke that rule, so it is fatal rather
+ * than a silent corruption of HDF5's state. */
+static atomic_int hdf5_users;
+
+static void hdf5_enter(void)
+{
+    if (atomic_fetch_add(&hdf5_users, 1) != 0)
+        fail_abort("two threads in the checkpoint code at once (HDF5 is not thread-safe)",
+                   __FILE__, __LINE__);
+}
+
+static void hdf5_leave(void) { atomic_fetch_sub(&hdf5_users, 1); }
 
 /* HDF5 wants a buffer even for an empty selection. */
 static float empty_selection_buffer[1];
@@ -144,31 +160,38 @@ static void write_root_attrs(H5Ctx *c, const Config *cfg, const Grid *g, const T
 
 typedef enum { PART_WEIGHTS, PART_M, PART_V } Part;
 
-/* This rank's written rows of part, in host memory: where they live on
- * the CPU, else copied from the device into `stage` (which holds the
- * largest block). */
-static const float *part_rows(Zero *z, const Param *p, Part part, float *stage)
+/* This rank's written rows of part, in host memory: the source's own
+ * (a snapshot), or where they live on the CPU, else copied from the
+ * device into `stage` (which holds the largest block). */
+ops_tensor ckpt_written_rows(Zero *z, const Param *p, int part)
 {
     int64_t r0, nr, w0;
     zero_update_rows(z, p, &r0, &nr);
     ops_tensor t = part == PART_WEIGHTS ? p->master : part == PART_M ? p->m : p->v;
     int64_t n = written_rows(p, &w0) * p->lcols;
-    ops_tensor rows = ops_view(t, (w0 - r0) * p->lcols, n);
+    return ops_view(t, (w0 - r0) * p->lcols, n);
+}
+
+static const float *part_rows(const CkptSource *src, const Param *p, Part part, float *stage)
+{
+    if (src->rows)
+        return src->rows(src, (int)(p - src->ps->p), (int)part);
+    ops_tensor rows = ckpt_written_rows(src->zero, p, (int)part);
     if (rows.device == OPS_CPU)
         return rows.data;
-    ops_copy((ops_tensor){stage, n, OPS_F32, OPS_CPU}, rows);
+    ops_copy((ops_tensor){stage, rows.n, OPS_F32, OPS_CPU}, rows);
     return stage;
 }
 
-/* A host buffer for part_rows when the state lives on a device. */
-static float *host_stage(Model *m)
+/* A host buffer for part_rows when the live state lives on a device. */
+static float *host_stage(const CkptSource *src)
 {
-    if (m->grid->device == OPS_CPU)
+    if (src->rows || src->grid->device == OPS_CPU)
         return NULL;
     int64_t most = 1;
-    for (int i = 0; i < m->ps.n; i++)
-        if (params_local_numel(&m->ps.p[i]) > most)
-            most = params_local_numel(&m->ps.p[i]);
+    for (int i = 0; i < src->ps->n; i++)
+        if (params_local_numel(&src->ps->p[i]) > most)
+            most = params_local_numel(&src->ps->p[i]);
     float *buf = malloc((size_t)most * sizeof(float));
     if (!buf)
         fail_abort("out of memory staging a checkpoint", __FILE__, __LINE__);
@@ -176,19 +199,19 @@ static float *host_stage(Model *m)
 }
 
 /* The checksums of every dataset, summed over the world in one call. */
-static uint64_t *save_checksums(Model *m, Zero *z, const ParamSet *all, float *stage)
+static uint64_t *save_checksums(const CkptSource *src, const ParamSet *all, float *stage)
 {
     uint64_t *sums = calloc((size_t)(3 * all->n) + 1, sizeof *sums);
     if (!sums)
         fail_abort("out of memory", __FILE__, __LINE__);
     for (int i = 0; i < all->n; i++) {
-        Param *p = params_find(&m->ps, all->p[i].name);
+        Param *p = params_find(src->ps, all->p[i].name);
         int64_t r0, nr = p ? written_rows(p, &r0) : 0;
         for (int part = 0; part < 3 && nr > 0; part++)
-            sums[3 * i + part] = ckpt_checksum(part_rows(z, p, (Part)part, stage), p->row0 + r0,
+            sums[3 * i + part] = ckpt_checksum(part_rows(src, p, (Part)part, stage), p->row0 + r0,
                                                 nr, p->col0, p->lcols, p->cols);
     }
-    comm_allreduce_scalars(m->grid, COMM_WORLD, sums, 3 * all->n, COMM_UINT64, COMM_SUM);
+    comm_allreduce_scalars(src->grid, COMM_WORLD, sums, 3 * all->n, COMM_UINT64, COMM_SUM);
     return sums;
 }
 
@@ -224,7 +247,7 @@ static void write_dataset(H5Ctx *c, hid_t group, const char *name, const Param *
     watchdog_progress(); /* a long save on a slow disk is not a stall */
 }
 
-static void write_tensors(H5Ctx *c, Model *m, Zero *z, const ParamSet *all,
+static void write_tensors(H5Ctx *c, const CkptSource *src, const ParamSet *all,
                           const uint64_t *sums, float *stage)
 {
     hid_t model = H5Gcreate2(c->f.id, "model", H5P_DEFAULT, H5P_DEFAULT, H5P_DEFAULT);
@@ -233,17 +256,17 @@ static void write_tensors(H5Ctx *c, Model *m, Zero *z, const ParamSet *all,
         ckpt_fail(&c->f, "cannot create groups");
     for (int i = 0; i < all->n && model >= 0 && optim >= 0; i++) {
         const Param *lp = &all->p[i];
-        Param *p = params_find(&m->ps, lp->name);
+        Param *p = params_find(src->ps, lp->name);
         write_dataset(c, model, lp->name, lp, p,
-                      p ? part_rows(z, p, PART_WEIGHTS, stage) : NULL, sums[3 * i]);
+                      p ? part_rows(src, p, PART_WEIGHTS, stage) : NULL, sums[3 * i]);
         hid_t g = H5Gcreate2(optim, lp->name, H5P_DEFAULT, H5P_DEFAULT, H5P_DEFAULT);
         if (g < 0) {
             ckpt_fail(&c->f, "cannot create group /optim/%s", lp->name);
             continue;
         }
-        write_dataset(c, g, "m", lp, p, p ? part_rows(z, p, PART_M, stage) : NULL,
+        write_dataset(c, g, "m", lp, p, p ? part_rows(src, p, PART_M, stage) : NULL,
                       sums[3 * i + 1]);
-        write_dataset(c, g, "v", lp, p, p ? part_rows(z, p, PART_V, stage) : NULL,
+        write_dataset(c, g, "v", lp, p, p ? part_rows(src, p, PART_V, stage) : NULL,
                       sums[3 * i + 2]);
         H5Gclose(g);
     }
@@ -314,32 +337,41 @@ static herr_t close_with_deadline(hid_t file, unsigned seconds, const char *tmp,
     return rc;
 }
 
-static int64_t written_bytes(Model *m)
+static int64_t written_bytes(const CkptSource *src)
 {
     int64_t b = 0;
-    for (int i = 0; i < m->ps.n; i++) {
+    for (int i = 0; i < src->ps->n; i++) {
         int64_t r0;
-        b += 3 * written_rows(&m->ps.p[i], &r0) * m->ps.p[i].lcols * (int64_t)sizeof(float);
+        b += 3 * written_rows(&src->ps->p[i], &r0) * src->ps->p[i].lcols * (int64_t)sizeof(float);
     }
-    comm_allreduce_scalars(m->grid, COMM_WORLD, &b, 1, COMM_INT64, COMM_SUM);
+    comm_allreduce_scalars(src->grid, COMM_WORLD, &b, 1, COMM_INT64, COMM_SUM);
     return b;
 }
 
 int ckpt_save(Model *m, Zero *z, const Config *cfg, const TrainState *st,
               double *seconds, int64_t *bytes, FILE *err)
 {
+    CkptSource live = {.grid = m->grid, .ps = &m->ps, .zero = z, .cfg = cfg, .st = st};
+    return ckpt_save_from(&live, seconds, bytes, err);
+}
+
+static int save_from(const CkptSource *src, double *seconds, int64_t *bytes, FILE *err)
+{
+    const Config *cfg = src->cfg;
+    const TrainState *st = src->st;
+    const Grid *grid = src->grid;
     const char *dir = cfg->checkpoint.dir;
-    int rank = m->grid->rank;
+    int rank = grid->rank;
     double t0 = timer_now();
     CkptPaths names;
     ckpt_files_paths(&names, dir, st->step);
     const char *tmp = names.tmp;
-    H5Ctx c = {.f = {.id = -1, .path = tmp}, .g = m->grid};
+    H5Ctx c = {.f = {.id = -1, .path = tmp}, .g = grid};
     ParamSet all;
     ckpt_logical_tensors(cfg, &all);
     int rc = rank == 0 ? ckpt_files_prepare_dir(dir, err)
                          || ckpt_files_check_space(dir, expected_file_bytes(&all), err) : 0;
-    if (fail_agree(m->grid->world, rc)) {
+    if (fail_agree(grid->world, rc)) {
         params_free(&all);
         return 1;
     }
@@ -349,9 +381,9 @@ int ckpt_save(Model *m, Zero *z, const Config *cfg, const TrainState *st,
         return 1;
     }
 
-    float *stage = host_stage(m);
-    uint64_t *sums = save_checksums(m, z, &all, stage);
-    hid_t fapl = ckpt_io_fapl(m->grid->world);
+    float *stage = host_stage(src);
+    uint64_t *sums = save_checksums(src, &all, stage);
+    hid_t fapl = ckpt_io_fapl(grid->world);
     c.f.id = H5Fcreate(tmp, H5F_ACC_TRUNC, H5P_DEFAULT, fapl);
     H5Pclose(fapl);
     if (c.f.id < 0)
@@ -360,11 +392,11 @@ int ckpt_save(Model *m, Zero *z, const Config *cfg, const TrainState *st,
         transfers_open(&c);
         if (fault_at("save_fail", rank, (long)st->step))
             ckpt_fail(&c.f, "cannot write dataset /model/wte (injected fault: No space left on device)");
-        write_root_attrs(&c, cfg, m->grid, st);
-        write_tensors(&c, m, z, &all, sums, stage);
+        write_root_attrs(&c, cfg, grid, st);
+        write_tensors(&c, src, &all, sums, stage);
         transfers_close(&c);
         /* a save that already failed closes only to let go of the file */
-        unsigned deadline = fail_agree(m->grid->world, c.f.rc)
+        unsigned deadline = fail_agree(grid->world, c.f.rc)
                                 ? 10 : 30 + (unsigned)(2 * (timer_now() - t0));
         hsize_t size = 0;
         H5Fget_filesize(c.f.id, &size);
@@ -377,12 +409,20 @@ int ckpt_save(Model *m, Zero *z, const Config *cfg, const TrainState *st,
         rc = ckpt_files_publish(&names, cfg->checkpoint.keep, err);
     else if (rc && rank == 0)
         ckpt_files_discard(&names);
-    rc = fail_agree(m->grid->world, rc);
+    rc = fail_agree(grid->world, rc);
     free(sums);
     free(stage);
     params_free(&all);
-    *bytes = rc ? 0 : written_bytes(m);
+    *bytes = rc ? 0 : written_bytes(src);
     *seconds = timer_now() - t0;
+    return rc;
+}
+
+int ckpt_save_from(const CkptSource *src, double *seconds, int64_t *bytes, FILE *err)
+{
+    hdf5_enter();
+    int rc = save_from(src, seconds, bytes, err);
+    hdf5_leave();
     return rc;
 }
 
@@ -522,8 +562,8 @@ static void check_datasets(H5Ctx *c, const ParamSet *all, int parts)
     }
 }
 
-int ckpt_load(Model *m, Zero *z, const Config *cfg, const char *path,
-              int with_optimizer, TrainState *st, FILE *err)
+static int load(Model *m, Zero *z, const Config *cfg, const char *path,
+                int with_optimizer, TrainState *st, FILE *err)
 {
     H5Ctx c = {.f = {.id = -1, .path = path}, .g = m->grid};
     hid_t fapl = ckpt_io_fapl(m->grid->world);
@@ -554,6 +594,15 @@ int ckpt_load(Model *m, Zero *z, const Config *cfg, const char *path,
     }
     H5Fclose(c.f.id);
     params_free(&all);
+    return rc;
+}
+
+int ckpt_load(Model *m, Zero *z, const Config *cfg, const char *path,
+              int with_optimizer, TrainState *st, FILE *err)
+{
+    hdf5_enter();
+    int rc = load(m, z, cfg, path, with_optimizer, st, err);
+    hdf5_leave();
     return rc;
 }
 

@@ -28,7 +28,9 @@
 #include <stdio.h>
 
 #include "config.h"
+#include "grid.h"
 #include "model.h"
+#include "params.h"
 #include "zero.h"
 
 /* What a run needs besides tensors to continue exactly. */
@@ -44,12 +46,39 @@ typedef struct {
     int32_t evals_bad;        /* evaluations without improvement */
 } TrainState;
 
+/* Where a save takes the state it writes from: the live model, or a
+ * snapshot of it that a background writer saves while training goes on
+ * (ckpt_async.h). Which rows a rank writes always comes from its parameter
+ * table, whose shape never changes during a run; the rows themselves come
+ * from `rows` when it is set, else from the optimizer state in `zero`. */
+typedef struct CkptSource {
+    const Grid *grid;            /* rank and tp; its world carries every collective */
+    ParamSet *ps;                /* this rank's parameters (names, blocks, owned rows) */
+    Zero *zero;                  /* the live state, when rows is NULL */
+    /* host fp32 rows this rank writes of part (0 weights, 1 m, 2 v) of
+     * ps->p[i]: written_rows x lcols, contiguous */
+    const float *(*rows)(const struct CkptSource *s, int i, int part);
+    void *ctx;                   /* for rows */
+    const Config *cfg;
+    const TrainState *st;
+} CkptSource;
+
 /* Writes dir/step_NNNNNNNN.h5 and points dir/latest at it, then deletes
  * checkpoints older than the newest `keep`. On failure deletes the
  * temporary file, leaves `latest` alone, writes the reason on err (rank 0)
  * and returns non-zero. Collective on world. */
 int ckpt_save(Model *m, Zero *z, const Config *cfg, const TrainState *st,
               double *seconds, int64_t *bytes, FILE *err);
+
+/* ckpt_save from any source. The only caller of HDF5 while it runs: no
+ * other thread may enter ckpt.c meanwhile (a second entry is fatal).
+ * Collective on src->grid's world. */
+int ckpt_save_from(const CkptSource *src, double *seconds, int64_t *bytes, FILE *err);
+
+/* The rows of part (0 weights, 1 m, 2 v) of p this rank writes, where
+ * they live (host or device): the one definition of what a save copies,
+ * shared by the live save and the snapshot. Not collective. */
+ops_tensor ckpt_written_rows(Zero *z, const Param *p, int part);
 
 /* Checks the file (format version, the root attributes' ranges and
  * checksum, model shape, every dataset's presence, shape and type), then reads the hyperslabs this rank now owns and checks

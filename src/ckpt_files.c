@@ -394,9 +394,9 @@ static int read_latest(const char *dir, CkptResume *r, FILE *err)
         return 2;
     }
     if (!S_ISREG(sb.st_mode)) {
-        fprintf(err, "trident: %s: not a regular file: trident writes latest as a one-line "
-                "text file; remove it (resume = auto then takes the newest checkpoint in %s)\n",
-                latest, dir);
+        fprintf(err, "trident: %s: %s, not a regular file: trident writes latest as a "
+                "one-line text file; remove it (resume = auto then takes the newest checkpoint "
+                "in %s)\n", latest, file_kind(sb.st_mode), dir);
         return 2;
     }
     /* O_NONBLOCK: a FIFO slipped in after lstat must not hang rank 0 */

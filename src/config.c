@@ -123,6 +123,7 @@ static const KeyDef KEYS[] = {
     INT_KEY("checkpoint", "every", checkpoint.every, "0", 0, INT_MAX),
     INT_KEY("checkpoint", "keep", checkpoint.keep, "3", 1, INT_MAX),
     PATH_KEY("checkpoint", "resume", checkpoint.resume, "auto", NONEMPTY),
+    { KEY("checkpoint", "async", K_BOOL, checkpoint.async, "false") },
 
     INT_KEY("eval", "every", eval.every, "0", 0, INT_MAX),
     INT_KEY("eval", "batches", eval.batches, "4", 1, INT_MAX),

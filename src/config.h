@@ -71,6 +71,7 @@ typedef struct {
     int every;                      /* 0: only at the end and on signals */
     int keep;
     char resume[CONFIG_PATH_MAX];   /* "auto", "none" or a path */
+    int async;                      /* saves written by a background thread */
 } CheckpointConfig;
 
 typedef struct {

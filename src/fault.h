@@ -4,7 +4,10 @@
  * (1-based; 0 = any step). Points: grad_inf (puts inf into one of the
  * rank's gradients), nan_loss (a weight turns NaN, so the loss does), die
  * (the rank exits abruptly mid-step), save_fail (the checkpoint write
- * fails, as on a full disk), data_open (this rank alone cannot read the
+ * fails, as on a full disk), save_slow (an asynchronous save reads its
+ * snapshot slowly, 20 ms per read, so it stays in flight), async_kill
+ * (the rank kills itself with SIGKILL halfway through writing the tensors
+ * of an asynchronous save), data_open (this rank alone cannot read the
  * data: a failure only one rank sees), slow_stop (the save on a stop
  * signal starts 3 s late, as a large model's takes long), slow (the rank
  * sleeps 50 ms in each such step: a straggler), stall (the rank stops

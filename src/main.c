@@ -84,7 +84,11 @@ int main(int argc, char **argv)
     process_started = timer_now();
     stop_signals_block(); /* before any thread exists: see stop_signal.h */
     ckpt_io_ignore_file_size_signal(); /* `ulimit -f`: a failed save, not a core */
-    MPI_Init(&argc, &argv);
+    /* MPI_THREAD_MULTIPLE: asynchronous checkpoints write from a thread of
+     * their own on a communicator of their own (ckpt_async.h); a library
+     * that gives less is refused only when async = true asks for it */
+    int provided;
+    MPI_Init_thread(&argc, &argv, MPI_THREAD_MULTIPLE, &provided);
     fail_init();
     affinity_setup(MPI_COMM_WORLD);
     int rank;

@@ -19,6 +19,7 @@
 #include <unistd.h>
 
 #include "ckpt.h"
+#include "ckpt_async.h"
 #include "ckpt_files.h"
 #include "ckpt_resume.h"
 #include "comm.h"
@@ -63,6 +64,7 @@ typedef struct {
     Scaler scaler;            /* fp16 loss scale */
     int step;                 /* steps done (st.step as an int) */
     double peak_flops;        /* GEMM FLOP/s of the whole world */
+    CkptAsync *async;         /* [checkpoint] async: the background writer */
     int64_t *index;           /* sample indices of one step, this DP rank */
     CkptLock ckpt_lock;       /* rank 0: the checkpoint directory is this run's */
     int device_ready;         /* device_setup succeeded */
@@ -72,6 +74,8 @@ typedef struct {
 } Trainer;
 
 static int is_root(const Trainer *t) { return t->grid.rank == 0; }
+
+static double max_over_world(Trainer *t, double v);
 
 /* ---- set-up ------------------------------------------------------------ */
 
@@ -234,6 +238,18 @@ static int check_memory_fits(Trainer *t)
     return fail_report(t->grid.world, rc, msg);
 }
 
+/* [checkpoint] async: the writer, and what its snapshot costs. */
+static int start_writer(Trainer *t)
+{
+    TRI_TRY(ckpt_async_create(&t->async, &t->grid, stderr));
+    double most = (double)ckpt_async_snapshot_bytes(&t->model, t->zero);
+    most = max_over_world(t, most);
+    if (is_root(t))
+        printf("checkpoint: asynchronous; its host snapshot takes up to %.3f MiB per rank\n",
+               most / 1048576.0);
+    return 0;
+}
+
 static int setup(Trainer *t)
 {
     Config *cfg = t->cfg;
@@ -274,6 +290,8 @@ static int setup(Trainer *t)
         fclose(err);
     }
     TRI_TRY(fail_report(t->grid.world, rc, msg));
+    if (cfg->checkpoint.async && cfg->checkpoint.dir[0])
+        TRI_TRY(start_writer(t));
     print_memory(t);
     measure_peak(t);
     return 0;
@@ -281,6 +299,7 @@ static int setup(Trainer *t)
 
 static void teardown(Trainer *t)
 {
+    ckpt_async_destroy(t->async);
     if (t->loader)
         loader_destroy(t->loader);
     if (t->data)
@@ -503,10 +522,44 @@ static void generate(Trainer *t)
 
 /* ---- stopping and saving ---------------------------------------------- */
 
+/* How the save the background writer finished went (every rank alike). */
+static int async_saved(Trainer *t, const CkptAsyncResult *r)
+{
+    if (r->step < 0)
+        return 0;
+    if (r->rc) {
+        if (is_root(t))
+            fprintf(stderr, "trident: the checkpoint of step %lld, written in the background, failed (the reason is above); stopping at step %d\n",
+                    (long long)r->step, t->step);
+        return 1;
+    }
+    if (is_root(t))
+        printf("checkpoint: %s/step_%08lld.h5, %.1f MB in %.2f s (%.2f GB/s) in the background; training paused %.1f ms for the snapshot\n",
+               t->cfg->checkpoint.dir, (long long)r->step, r->bytes / 1e6, r->seconds,
+               r->bytes / r->seconds / 1e9, 1e3 * r->snapshot_seconds);
+    return 0;
+}
+
+/* Waits for the asynchronous save in flight, if any. */
+static int save_wait(Trainer *t)
+{
+    if (!ckpt_async_pending(t->async))
+        return 0;
+    CkptAsyncResult r;
+    ckpt_async_wait(t->async, &r);
+    return async_saved(t, &r);
+}
+
 static int save(Trainer *t)
 {
     if (!t->cfg->checkpoint.dir[0])
         return 0;
+    if (t->async) {
+        /* one save at a time: the next waits for the one in flight */
+        TRI_TRY(save_wait(t));
+        ckpt_async_start(t->async, &t->model, t->zero, t->cfg, &t->st);
+        return 0;
+    }
     double seconds;
     int64_t bytes;
     WatchdogPhase outer = watchdog_enter("ckpt_save", NULL);
@@ -616,6 +669,9 @@ static RunEnd run_steps(Trainer *t)
         }
         int early = !isnan(val) && out_of_patience(t, val);
         int signalled = fail_agree(t->grid.world, stop_signal_received() != 0);
+        CkptAsyncResult saved;
+        if (ckpt_async_poll(t->async, &saved) && async_saved(t, &saved))
+            return RUN_FAILED;
         /* a test hook: a save on a signal as slow as a large model's */
         if (signalled && fault_at("slow_stop", t->grid.rank, t->step))
             sleep(3);
@@ -624,6 +680,9 @@ static RunEnd run_steps(Trainer *t)
             if (save(t))
                 return RUN_FAILED;
         }
+        /* a stop waits for the save in flight: the job ends with it written */
+        if ((signalled || early) && save_wait(t))
+            return RUN_FAILED;
         if (signalled) {
             if (is_root(t))
                 printf("stopping at step %d on %s%s: exit %d (the job scripts requeue on it)\n",
@@ -639,7 +698,7 @@ static RunEnd run_steps(Trainer *t)
             return RUN_EARLY_STOP;
         }
     }
-    if (t->step > first && save(t))
+    if (t->step > first && (save(t) || save_wait(t)))
         return RUN_FAILED;
     return RUN_DONE;
 }
@@ -661,6 +720,9 @@ int train_run(Config *cfg, MPI_Comm world, double started)
     if (!rc) {
         WatchdogPhase outer = watchdog_enter("training", NULL);
         end = run_steps(&t);
+        /* a run that failed still lets the save in flight finish */
+        if (save_wait(&t))
+            end = RUN_FAILED;
         watchdog_leave(outer);
         outer = watchdog_enter("the sample and the end of the run", NULL);
         if (end == RUN_DONE || end == RUN_EARLY_STOP)

@@ -43,8 +43,18 @@ static void made_progress(void)
     atomic_fetch_add_explicit(&progress, 1, memory_order_release);
 }
 
+/* Set on a thread whose phases are not the rank's (the asynchronous
+ * checkpoint writer): its collectives and datasets would overwrite the
+ * main thread's record, and its progress would hide the main thread's
+ * stall. */
+static _Thread_local int not_watched;
+
+void watchdog_ignore_this_thread(void) { not_watched = 1; }
+
 WatchdogPhase watchdog_enter(const char *operation, const char *detail)
 {
+    if (not_watched)
+        return (WatchdogPhase){NULL, NULL, NULL};
     WatchdogPhase outer = {
         atomic_load_explicit(&phase_operation, memory_order_relaxed),
         atomic_load_explicit(&phase_detail, memory_order_relaxed),
@@ -59,6 +69,8 @@ WatchdogPhase watchdog_enter(const char *operation, const char *detail)
 
 void watchdog_leave(WatchdogPhase outer)
 {
+    if (not_watched)
+        return;
     atomic_store_explicit(&phase_operation, outer.operation, memory_order_relaxed);
     atomic_store_explicit(&phase_detail, outer.detail, memory_order_relaxed);
     atomic_store_explicit(&phase_within, outer.within, memory_order_relaxed);
@@ -67,11 +79,17 @@ void watchdog_leave(WatchdogPhase outer)
 
 void watchdog_step(long step)
 {
+    if (not_watched)
+        return;
     atomic_store_explicit(&phase_step, step, memory_order_relaxed);
     made_progress();
 }
 
-void watchdog_progress(void) { made_progress(); }
+void watchdog_progress(void)
+{
+    if (!not_watched)
+        made_progress();
+}
 
 void watchdog_warmed_up(void) { atomic_store(&warmed_up, 1); }
 

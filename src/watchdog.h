@@ -59,5 +59,10 @@ void watchdog_step(long step);
 /* Progress inside the current phase (one dataset of a long save). Not
  * collective. */
 void watchdog_progress(void);
+/* From now on the calling thread's phases and progress are not the
+ * rank's: the calls above do nothing on it. For a helper thread that runs
+ * collectives or I/O of its own (the asynchronous checkpoint writer).
+ * Not collective. */
+void watchdog_ignore_this_thread(void);
 
 #endif

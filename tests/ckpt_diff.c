@@ -9,7 +9,10 @@
  * agree to 1e-7. A test helper for the layout-equivalence tests; the
  * checkpoints' layouts may differ (the files hold logical tensors).
  *
- *   ckpt_diff A.h5 B.h5 [TOL]       (default 1e-5)
+ * With "optim" after TOL, the Adam moments /optim/<name>/m and /v are
+ * compared too (the asynchronous saves' test wants every dataset).
+ *
+ *   ckpt_diff A.h5 B.h5 [TOL [optim]]       (default 1e-5)
  */
 #include <hdf5.h>
 #include <math.h>
@@ -23,6 +26,8 @@ typedef struct {
     double diff2, norm2;               /* over all tensors */
     char worst_name[256], worst_elem_name[300];
     int count, missing;
+    int optim;                         /* also the Adam moments */
+    hid_t self;                        /* A, for the moments */
 } Diff;
 
 static float *read_all(hid_t file, const char *name, hssize_t *n)
@@ -42,14 +47,10 @@ static float *read_all(hid_t file, const char *name, hssize_t *n)
     return buf;
 }
 
-static herr_t compare(hid_t group, const char *name, const H5L_info_t *info, void *data)
+static void compare_dataset(Diff *d, const char *path)
 {
-    Diff *d = data;
-    (void)info;
-    char path[256];
-    snprintf(path, sizeof path, "/model/%s", name);
     hssize_t na = 0, nb = 0;
-    float *a = read_all(group, name, &na);
+    float *a = read_all(d->self, path, &na);
     float *b = read_all(d->other, path, &nb);
     if (!a || !b || na != nb) {
         fprintf(stderr, "ckpt_diff: %s missing or of another size\n", path);
@@ -77,6 +78,19 @@ static herr_t compare(hid_t group, const char *name, const H5L_info_t *info, voi
     }
     free(a);
     free(b);
+}
+
+static herr_t compare(hid_t group, const char *name, const H5L_info_t *info, void *data)
+{
+    Diff *d = data;
+    (void)group;
+    (void)info;
+    static const char *const parts[] = {"/model/%s", "/optim/%s/m", "/optim/%s/v"};
+    char path[256];
+    for (int part = 0; part < (d->optim ? 3 : 1); part++) {
+        snprintf(path, sizeof path, parts[part], name);
+        compare_dataset(d, path);
+    }
     return 0;
 }
 
@@ -87,13 +101,15 @@ int main(int argc, char **argv)
         return 2;
     }
     H5Eset_auto2(H5E_DEFAULT, NULL, NULL);
-    Diff d = {.tol = argc > 3 ? atof(argv[3]) : 1e-5};
+    Diff d = {.tol = argc > 3 ? atof(argv[3]) : 1e-5,
+              .optim = argc > 4 && strcmp(argv[4], "optim") == 0};
     hid_t fa = H5Fopen(argv[1], H5F_ACC_RDONLY, H5P_DEFAULT);
     d.other = H5Fopen(argv[2], H5F_ACC_RDONLY, H5P_DEFAULT);
     if (fa < 0 || d.other < 0) {
         fprintf(stderr, "ckpt_diff: cannot open %s\n", fa < 0 ? argv[1] : argv[2]);
         return 2;
     }
+    d.self = fa;
     hid_t model = H5Gopen2(fa, "/model", H5P_DEFAULT);
     H5Literate(model, H5_INDEX_NAME, H5_ITER_INC, NULL, compare, &d);
     H5Gclose(model);

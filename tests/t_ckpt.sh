@@ -1,7 +1,8 @@
 #!/bin/sh
 # t_ckpt.sh - checkpoints: periodic saves and `keep`, a bitwise-identical
 # continuation after resume, resume on another layout, the stop signals
-# (checkpoint, then exit 75), early stopping, `inspect` and `sample`, and
+# (checkpoint, then exit 75), early stopping, asynchronous saves (the same
+# files, a stop that waits, kill -9 mid-save), `inspect` and `sample`, and
 # every kind of bad checkpoint refused with the file and dataset (or the
 # stored config's line) named before any step runs (doc/design.md,
 # invariants 2, 3 and 5).
@@ -9,7 +10,7 @@
 np=${1:-2}
 TAMPER="${TRI_BUILDDIR:-.}/tests/ckpt_tamper"
 DIFF="${TRI_BUILDDIR:-.}/tests/ckpt_diff"
-plan 25
+plan 31
 cfg="$WORK/c.ini"
 write_config "$cfg"
 cat >> "$cfg" <<EOC
@@ -98,7 +99,100 @@ expect 0 "datasets (checksums verified)" "inspect lists and verifies a checkpoin
 run "$np" sample --ckpt "$WORK/step4.h5" --prompt "The river" --tokens 20
 expect 0 "sample: .*step 4, 20 tokens" "sample generates from a checkpoint"
 
-# 7. bad checkpoints: refused, named, and nothing runs
+# 7. asynchronous saves ([checkpoint] async = true): the files of the
+# synchronous run, bit for bit; a resume from one continues bitwise; a stop
+# signal waits for the save in flight; kill -9 at any instant of a save
+# leaves latest naming a checkpoint that verifies and resumes.
+np=${1:-2}    # `run 1 inspect` above left np = 1
+run "$np" train --config "$cfg" --set train.steps=8 --set checkpoint.every=4 \
+    --set checkpoint.dir="$WORK/async" --set checkpoint.async=true \
+    --set log.metrics="$WORK/async.jsonl"
+expect 0 "checkpoint: .*step_00000004.h5, .* in the background" \
+    "an asynchronous run writes its checkpoints in the background"
+# inspect prints the attributes, the stored config and every checksum
+shown() { "$TRIDENT" inspect "$1" | sed '1d;/^dir = /d;/^metrics = /d;/^async = /d'; }
+same=0
+for s in 00000004 00000008; do
+    "$DIFF" "$WORK/straight/step_$s.h5" "$WORK/async/step_$s.h5" 0 optim > "$WORK/d" || same=1
+    shown "$WORK/straight/step_$s.h5" > "$WORK/i1" && shown "$WORK/async/step_$s.h5" > "$WORK/i2" \
+        && cmp -s "$WORK/i1" "$WORK/i2" || same=1
+done
+ok $same "its checkpoints are the synchronous run's: every dataset bitwise ($(cat "$WORK/d")), every attribute and checksum"
+loss_lines "$WORK/straight.jsonl" > "$WORK/x"
+loss_lines "$WORK/async.jsonl" > "$WORK/y"
+cmp -s "$WORK/x" "$WORK/y"
+ok $? "and its losses are bitwise those of the synchronous run"
+mkdir -p "$WORK/asplit"
+cp "$WORK/async/step_00000004.h5" "$WORK/asplit/"
+echo step_00000004.h5 > "$WORK/asplit/latest"
+run "$np" train --config "$cfg" --set train.steps=8 --set checkpoint.dir="$WORK/asplit" \
+    --set checkpoint.async=true --set log.metrics="$WORK/asplit.jsonl"
+loss_lines "$WORK/straight.jsonl" | tail -n 4 > "$WORK/x"
+loss_lines "$WORK/asplit.jsonl" > "$WORK/y"
+grep -q "resumed from .*step_00000004.h5: step 4" "$WORK/out" && cmp -s "$WORK/x" "$WORK/y"
+ok $? "resuming from an asynchronous checkpoint: steps 5-8 bitwise those of the straight run"
+
+# every rank's writer slowed down (fault.h: save_slow), so a save stays in
+# flight for seconds; every rank, since the save is collective
+faults() {  # faults POINT STEP: POINT armed on every rank
+    i=0 f=""
+    while [ $i -lt "$np" ]; do f="$f${f:+,}$1:$i:$2"; i=$((i + 1)); done
+    echo "$f"
+}
+# shellcheck disable=SC2086
+TRIDENT_FAULT=$(faults save_slow 0) $TRI_MPIEXEC -n "$np" "$TRIDENT" train --config "$cfg" \
+    --set train.steps=100000 --set checkpoint.every=2 --set checkpoint.async=true \
+    --set checkpoint.keep=10 --set checkpoint.dir="$WORK/asig" > "$WORK/asig.out" 2>&1 &
+pid=$!
+i=0
+until grep -q "^step  *3/" "$WORK/asig.out" 2>/dev/null || [ $i -gt 300 ]; do sleep 0.1; i=$((i + 1)); done
+inflight=$(grep -c "checkpoint: .*in the background" "$WORK/asig.out")
+# shellcheck disable=SC2046
+kill -TERM $(pgrep -P $pid) 2>/dev/null
+wait $pid
+code=$?
+stop=$(sed -n 's/^stopping at step \([0-9]*\) on a signal.*/\1/p' "$WORK/asig.out")
+last=$(printf 'step_%08d.h5' "${stop:-0}")
+[ "$inflight" = 0 ] && [ "$code" = 75 ] && grep -q "checkpoint: .*step_00000002.h5.*in the background" "$WORK/asig.out" \
+    && [ "$(cat "$WORK/asig/latest")" = "$last" ] \
+    && "$TRIDENT" inspect "$WORK/asig/step_00000002.h5" > /dev/null \
+    && "$TRIDENT" inspect "$WORK/asig/$last" > /dev/null
+ok $? "SIGTERM while an asynchronous save is in flight: it completes, the stop's own save too ($last), exit $code"
+
+# kill -9 of every rank (and mpiexec) at several instants of slowed saves,
+# a save every step, once a first one completed: latest must name a
+# checkpoint that verifies, and a run must resume from it
+killed=0
+for delay in 0 0.9 1.8 2.7; do
+    rm -rf "$WORK/akill"
+    # shellcheck disable=SC2086
+    TRIDENT_FAULT=$(faults save_slow 0) $TRI_MPIEXEC -n "$np" "$TRIDENT" train --config "$cfg" \
+        --set train.steps=100000 --set checkpoint.every=1 --set checkpoint.async=true \
+        --set checkpoint.dir="$WORK/akill" > "$WORK/akill.out" 2>&1 &
+    pid=$!
+    i=0
+    until grep -q "checkpoint: .*in the background" "$WORK/akill.out" 2>/dev/null || [ $i -gt 300 ]; do
+        sleep 0.1; i=$((i + 1))
+    done
+    sleep $delay
+    # shellcheck disable=SC2046
+    kill -KILL $(pgrep -P $pid) $pid 2>/dev/null
+    wait $pid 2>/dev/null
+    latest=$(cat "$WORK/akill/latest" 2>/dev/null)
+    step=$(echo "$latest" | sed -n 's/^step_0*\([0-9][0-9]*\)\.h5$/\1/p')
+    run "$np" train --config "$cfg" --set train.steps=$((${step:-0} + 1)) \
+        --set checkpoint.dir="$WORK/akill" --set checkpoint.async=true
+    if [ -n "$step" ] && "$TRIDENT" inspect "$WORK/akill/$latest" > /dev/null 2>&1 && [ "$rc" = 0 ] \
+        && grep -q "resumed from .*$latest: step $step" "$WORK/out"; then
+        killed=$((killed + 1))
+    else
+        diag "kill -9 after ${delay}s: latest '$latest', resume exit $rc"
+    fi
+done
+[ "$killed" = 4 ]
+ok $? "kill -9 of every rank at 4 instants of asynchronous saves: latest verifies and resumes each time ($killed of 4)"
+
+# 8. bad checkpoints: refused, named, and nothing runs
 bad() {  # bad FILE PATTERN DESCRIPTION
     run "$np" train --config "$cfg" --set train.steps=8 --set checkpoint.resume="$1"
     if grep -q "^step  *[0-9]" "$WORK/out"; then

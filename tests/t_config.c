@@ -39,7 +39,7 @@ static const char FULL[] =
     "[data]\ntrain = /data/shard_train.bin\nval = /data/shard_val.bin\nval_fraction = 0.05\n"
     "format = tokens\n"
     "[checkpoint]\ndir = /scratch/ckpt\nevery = 25\nkeep = 2\n"
-    "resume = /scratch/ckpt/step_000050.h5\n"
+    "resume = /scratch/ckpt/step_000050.h5\nasync = true\n"
     "[eval]\nevery = 10\nbatches = 3\npatience = 4\nmin_delta = 0.001\n"
     "[log]\nevery = 5\nmetrics = /scratch/m.jsonl\nsample_tokens = 64\nprofile = yes\n"
     "[fault]\ntimeout = 90.5\n";
@@ -167,7 +167,7 @@ static void test_defaults(void)
            "defaults: [parallel] and [train]");
     tap_ok(!c.data.train[0] && !c.data.val[0] && c.data.val_fraction == 0.1 &&
            c.data.format == DATA_TEXT && !c.checkpoint.dir[0] && c.checkpoint.every == 0 &&
-           c.checkpoint.keep == 3 && !strcmp(c.checkpoint.resume, "auto") &&
+           c.checkpoint.keep == 3 && !strcmp(c.checkpoint.resume, "auto") && !c.checkpoint.async &&
            c.eval.every == 0 && c.eval.batches == 4 && c.eval.patience == 0 &&
            c.eval.min_delta == 0 && c.log.every == 1 && !c.log.metrics[0] &&
            c.log.sample_tokens == 0 && !c.source[0],
@@ -213,7 +213,7 @@ static void test_full_file(void)
            c.train.precision == PRECISION_BF16 && c.train.recompute == RECOMPUTE_EVERY &&
            c.train.recompute_every == 2 && c.train.seed == 18446744073709551615ULL &&
            c.train.loss_scale_min == 0.25 && c.data.format == DATA_TOKENS &&
-           !strcmp(c.checkpoint.resume, "/scratch/ckpt/step_000050.h5") &&
+           !strcmp(c.checkpoint.resume, "/scratch/ckpt/step_000050.h5") && c.checkpoint.async &&
            c.eval.min_delta == 0.001 && !strcmp(c.log.metrics, "/scratch/m.jsonl") &&
            c.fault.timeout == 90.5 &&
            !strcmp(c.source, o.path),

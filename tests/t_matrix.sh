@@ -15,7 +15,7 @@
 np=${1:-2}
 TAMPER="${TRI_BUILDDIR:-.}/tests/ckpt_tamper"
 limit=${TRI_MATRIX_LIMIT:-60}      # seconds any one case may take
-plan 142
+plan 151
 # shellcheck disable=SC3045
 ulimit -c 0 2>/dev/null            # a crash is detected below, not left as a core file
 t_start=$(date +%s)
@@ -752,13 +752,13 @@ stall() {
     while [ $hit = 0 ] && [ $tries -lt 40 ] && kill -0 "$mp" 2>/dev/null; do
         if [ "$when" = tmp ]; then
             n=0
-            until [ -n "$(find "$WORK/wd_$id" -name '*.h5.tmp')" ] || [ $n -gt 2000 ]; do n=$((n + 1)); done
+            until [ -n "$(find "$WORK/wd_$id" -name '*.h5.tmp*')" ] || [ $n -gt 2000 ]; do n=$((n + 1)); done
         else
             wait_for "^step  *[0-9]"
         fi
         stopped=$(ranks $mp | awk '{print $NF}')
         kill -STOP "$stopped" 2>/dev/null
-        if [ "$when" != tmp ] || [ -n "$(find "$WORK/wd_$id" -name '*.h5.tmp')" ]; then
+        if [ "$when" != tmp ] || [ -n "$(find "$WORK/wd_$id" -name '*.h5.tmp*')" ]; then
             hit=1
         else
             kill -CONT "$stopped" 2>/dev/null
@@ -918,6 +918,97 @@ tcase M90 0 "layouts of 2147483640 ranks" "... and node_size = 8 (no list of 2^3
     plan --config "$cfg" --world 2147483640 --mem 80 --set parallel.node_size=8
 tcase M91 2 "--world 2147483648: expected a number of ranks from 1 to 2147483647" \
     "plan: --world above INT_MAX is refused" plan --config "$cfg" --world 2147483648
+# ---- asynchronous checkpoints (issue 17) ----
+# on every rank: an asynchronous save is collective
+every_rank() {  # every_rank POINT STEP [POINT STEP ...]: TRIDENT_FAULT text
+    f=""
+    while [ $# -ge 2 ]; do
+        i=0
+        while [ $i -lt "$np" ]; do f="$f${f:+,}$1:$i:$2"; i=$((i + 1)); done
+        shift 2
+    done
+    echo "$f"
+}
+# no_step6 DIR: latest still names step 4, no step 6 and no temporary file
+no_step6() {
+    [ "$(cat "$1/latest" 2>/dev/null)" = step_00000004.h5 ] && [ ! -e "$1/step_00000006.h5" ] \
+        && [ -z "$(find "$1" -name '*.tmp*')" ]
+}
+train M118 1 "\[checkpoint\] async = maybe: not a boolean" \
+    "config: [checkpoint] async is not a boolean" --set checkpoint.async=maybe
+cp -r "$WORK/good" "$WORK/async_fail"
+TRIDENT_FAULT="save_fail:1:6"
+train M119 1 "the checkpoint of step 6, written in the background, failed" \
+    "run dir: an asynchronous save fails on rank 1 only (save_fail hook)" \
+    --set checkpoint.dir="$WORK/async_fail" --set checkpoint.async=true --set train.steps=10 \
+    --set checkpoint.every=2
+TRIDENT_FAULT=
+no_step6 "$WORK/async_fail"
+ok $? "M119 ... and latest still names step 4, no partial file is left"
+if [ $can_mount = 1 ]; then
+    kb=$(($(wc -c < "$good") / 1024 + 160))
+    MPIEXEC_SAVED=$MPIEXEC_RAW
+    MPIEXEC_RAW="unshare -m sh $WORK/inmnt.sh size=${kb}k $WORK/good $WORK/async_full $MPIEXEC_SAVED"
+    train M120 1 "No space left on device" \
+        "run dir: the disk is too full for an asynchronous save (a ${kb} KiB tmpfs)" \
+        --set checkpoint.dir="$WORK/mnt" --set checkpoint.async=true --set train.steps=8 \
+        --set checkpoint.every=2
+    MPIEXEC_RAW=$MPIEXEC_SAVED
+else
+    diag "cannot mount a tmpfs here: M120 uses the save_fail hook on every rank"
+    cp -r "$WORK/good" "$WORK/async_full"
+    TRIDENT_FAULT=$(every_rank save_fail 6)
+    train M120 1 "No space left on device" \
+        "run dir: the disk is too full for an asynchronous save (stand-in: the save_fail hook)" \
+        --set checkpoint.dir="$WORK/async_full" --set checkpoint.async=true \
+        --set train.steps=8 --set checkpoint.every=2
+    TRIDENT_FAULT=
+fi
+grep -q "written in the background, failed" "$WORK/out" && no_step6 "$WORK/async_full"
+ok $? "M120 ... reported as a failed background save; latest still names step 4, no partial file is left"
+intact_dirs="$intact_dirs $WORK/async_fail $WORK/async_full"
+# every rank kills itself (SIGKILL) halfway through the tensors of the
+# step-6 save, its writer slowed so the training thread is mid-step too
+cp -r "$WORK/good" "$WORK/async_kill"
+# (verdict reads 137 as a timeout's kill: judged here instead)
+TRIDENT_FAULT=$(every_rank async_kill 6 save_slow 6)
+t0=$(date +%s)
+TRI_MPIEXEC="timeout -k 5 $limit $MPIEXEC_RAW" run "$np" train --config "$cfg" \
+    --set checkpoint.dir="$WORK/async_kill" --set checkpoint.async=true --set train.steps=8 \
+    --set checkpoint.every=2
+took=$(($(date +%s) - t0))
+TRIDENT_FAULT=
+[ "$took" -lt "$limit" ] && grep -q "exited on signal 9" "$WORK/out" \
+    && ! grep -q "Segmentation fault\|core dumped\|Sanitizer\|runtime error:" "$WORK/out"
+ok $? "M121 kill -9: every rank killed halfway through writing an asynchronous save (exit $rc, ${took}s)"
+half=$(find "$WORK/async_kill" -name 'step_00000006.h5.tmp*')
+no6=0
+[ "$(cat "$WORK/async_kill/latest")" = step_00000004.h5 ] && [ ! -e "$WORK/async_kill/step_00000006.h5" ] || no6=1
+run "$np" train --config "$cfg" --set checkpoint.dir="$WORK/async_kill" --set train.steps=8 \
+    --set checkpoint.async=true
+[ -n "$half" ] && [ $no6 = 0 ] && [ "$rc" = 0 ] \
+    && grep -q "resumed from .*step_00000004.h5: step 4" "$WORK/out" \
+    && "$TRIDENT" inspect "$WORK/async_kill/step_00000008.h5" > /dev/null 2>&1
+ok $? "M121 ... left a partial step_00000006.h5.tmp${half:+ (seen)}; latest still names step 4, and a run resumes from it to step 8"
+intact_dirs="$intact_dirs $WORK/async_kill"
+# SIGTERM to the ranks while the step-6 save is still being written
+TRIDENT_FAULT=$(every_rank save_slow 0)
+background "$WORK/sig_M122" --set checkpoint.async=true --set checkpoint.every=2
+wait_for "^step  *7/"
+inflight=$(grep -c "checkpoint: .*in the background" "$WORK/out")
+sig TERM ranks
+wait_bounded "$mp"
+TRIDENT_FAULT=
+verdict M122 75 "stopping at step [0-9]* on a signal: exit 75" \
+    "signal: SIGTERM to the ranks while an asynchronous save is in flight" $(($(date +%s) - t0))
+stop=$(sed -n 's/^stopping at step \([0-9]*\) on a signal.*/\1/p' "$WORK/out")
+last=$(printf 'step_%08d.h5' "${stop:-0}")
+[ "$inflight" = 0 ] && grep -q "checkpoint: .*step_00000006.h5.*in the background" "$WORK/out" \
+    && [ "$(cat "$WORK/sig_M122/latest")" = "$last" ] \
+    && "$TRIDENT" inspect "$WORK/sig_M122/step_00000006.h5" > /dev/null 2>&1 \
+    && "$TRIDENT" inspect "$WORK/sig_M122/$last" > /dev/null 2>&1
+ok $? "M122 ... the save in flight (step 6) completed first, then the stop's own ($last); both verify"
+intact_dirs="$intact_dirs $WORK/sig_M122"
 
 # ---- the completed checkpoint survived all of it ------------------------------
 bad=""

@@ -188,6 +188,23 @@ static void test_memory(void)
     buf_free(&z);
 }
 
+/* ops_alloc_host near the GPU (pinned): zero-filled, and a download into
+ * it through ops_copy (the asynchronous checkpoint's snapshot) is exact. */
+static void test_pinned(void)
+{
+    Buf a = buf_rand(OPS_F32, 1000, -1.0f, 1.0f);
+    ops_tensor host = ops_alloc_host(OPS_F32, 1000, OPS_CUDA);
+    int zeroed = 1;
+    for (int i = 0; i < 1000; i++)
+        zeroed = zeroed && ((float *)host.data)[i] == 0.0f;
+    ops_copy(host, (ops_tensor){a.d, 1000, OPS_F32, OPS_CUDA});
+    int same = memcmp(host.data, a.h, bytes_of(&a)) == 0;
+    CHECK(host.device == OPS_CPU && zeroed && same,
+          "ops_alloc_host(near CUDA): host memory, zero-filled; a download into it is exact");
+    ops_free_host(&host, OPS_CUDA);
+    buf_free(&a);
+}
+
 static void test_casts(void)
 {
     /* the edges: signed zeros, inf, NaN, fp16 overflow (65520) and its
@@ -503,6 +520,7 @@ int main(int argc, char **argv)
         return tap_done();
     }
     test_memory();
+    test_pinned();
     test_casts();
     for (size_t k = 0; k < sizeof dtypes / sizeof dtypes[0]; k++) {
         ops_dtype dt = dtypes[k];

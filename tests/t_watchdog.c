@@ -8,6 +8,7 @@
  * thread at once. On 2 ranks, rank 0 waits in comm_barrier for a rank
  * that is late, and its watchdog names that collective and its group.
  */
+#include <pthread.h>
 #include <stdatomic.h>
 #include <string.h>
 #include <time.h>
@@ -119,6 +120,38 @@ static void local_checks(void)
     tap_ok(took < 0.5, "watchdog_stop wakes and joins the thread at once (%.3f s)", took);
 }
 
+/* A helper thread that ignores the watchdog (the asynchronous checkpoint
+ * writer) and makes "progress" all the time. */
+static void *busy_ignored_thread(void *unused)
+{
+    (void)unused;
+    watchdog_ignore_this_thread();
+    WatchdogPhase outer = watchdog_enter("writer_phase", NULL);
+    busy_with_progress(1.5, 0.02);
+    watchdog_leave(outer);
+    return NULL;
+}
+
+/* The main thread stalls while an ignored thread keeps busy: the watchdog
+ * still fires, and names the main thread's phase. */
+static void ignored_thread(void)
+{
+    start(0.3);
+    watchdog_warmed_up();
+    WatchdogPhase outer = watchdog_enter("main_phase", NULL);
+    pthread_t helper;
+    int made = pthread_create(&helper, NULL, busy_ignored_thread, NULL) == 0;
+    sleep_s(1.5);
+    if (made)
+        pthread_join(helper, NULL);
+    int n = atomic_load(&fired);
+    tap_ok(made && n == 1 && strstr(last_message, "waiting in main_phase") != NULL,
+           "a helper thread that ignores the watchdog neither hides a stall nor replaces "
+           "the phase (fired %d: %s)", n, last_message);
+    watchdog_leave(outer);
+    watchdog_stop();
+}
+
 /* Rank 1 comes late to a barrier; rank 0's watchdog names it. */
 static void collective_named(void)
 {
@@ -143,8 +176,9 @@ static void collective_named(void)
 int main(int argc, char **argv)
 {
     tap_init(&argc, &argv);
-    tap_plan(tap_size() > 1 ? 8 : 7);
+    tap_plan(tap_size() > 1 ? 9 : 8);
     local_checks();
+    ignored_thread();
     if (tap_size() > 1)
         collective_named();
     return tap_done();

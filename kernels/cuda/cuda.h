@@ -68,6 +68,9 @@ void cuda_synchronize(void);
 /* Zero-filled device memory (256-byte aligned); fatal when it runs out. */
 void *alloc_cuda(size_t bytes);
 void free_cuda(void *p);
+/* Zero-filled page-locked host memory; fatal when it cannot be had. */
+void *alloc_pinned_cuda(size_t bytes);
+void free_pinned_cuda(void *p);
 void zero_cuda(void *p, size_t bytes);
 /* dst = src between any devices (ddev, sdev each OPS_CPU or OPS_CUDA);
  * returns once a host source may be reused and a host destination read. */

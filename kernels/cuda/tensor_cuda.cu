@@ -48,6 +48,27 @@ void free_cuda(void *p)
     TRI_CHECK_CUDA(cudaFree(p));
 }
 
+void *alloc_pinned_cuda(size_t bytes)
+{
+    void *p = NULL;
+    cudaError_t err = cudaMallocHost(&p, bytes);
+    if (err != cudaSuccess) {
+        (void)cudaGetLastError();
+        char msg[256];
+        snprintf(msg, sizeof msg, "cannot allocate %zu bytes of pinned host memory: %s",
+                 bytes, cudaGetErrorString(err));
+        ops_fatal(msg, __FILE__, __LINE__);
+    }
+    memset(p, 0, bytes);
+    return p;
+}
+
+void free_pinned_cuda(void *p)
+{
+    if (p)
+        TRI_CHECK_CUDA(cudaFreeHost(p));
+}
+
 void zero_cuda(void *p, size_t bytes)
 {
     if (bytes)
