@@ -81,10 +81,9 @@ int fail_report(MPI_Comm comm, int rc, const char *msg)
     return all;
 }
 
-void fail_abort(const char *what, const char *file, int line)
+/* Ends every rank of the job from this one, once stderr is out. */
+static __attribute__((noreturn)) void abort_job(void)
 {
-    fprintf(stderr, "[rank %d %s] trident: fatal: %s at %s:%d\n",
-            fail_world_rank, fail_hostname, what, file, line);
     fflush(stderr);
     int initialized = 0, finalized = 0;
     MPI_Initialized(&initialized);
@@ -94,16 +93,17 @@ void fail_abort(const char *what, const char *file, int line)
     exit(TRI_EXIT_ERROR);
 }
 
+void fail_abort(const char *what, const char *file, int line)
+{
+    fprintf(stderr, "[rank %d %s] trident: fatal: %s at %s:%d\n",
+            fail_world_rank, fail_hostname, what, file, line);
+    abort_job();
+}
+
 void fail_input_abort(const char *msg)
 {
     fprintf(stderr, "[rank %d %s] %s\n", fail_world_rank, fail_hostname, msg);
-    fflush(stderr);
-    int initialized = 0, finalized = 0;
-    MPI_Initialized(&initialized);
-    MPI_Finalized(&finalized);
-    if (initialized && !finalized)
-        MPI_Abort(MPI_COMM_WORLD, TRI_EXIT_ERROR);
-    exit(TRI_EXIT_ERROR);
+    abort_job();
 }
 
 void fail_mpi_(int err, const char *call, const char *file, int line)

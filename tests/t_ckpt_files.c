@@ -653,8 +653,8 @@ static void test_resolve(void)
     mkdir(latest, 0777);
     rc = resolve(work, "auto", path, sizeof path, &e, &r);
     msg = err_text(&e);
-    tap_ok(rc != 0 && strstr(msg, "latest: not a regular file"), "a latest that is a directory "
-           "is refused");
+    tap_ok(rc != 0 && strstr(msg, "latest: a directory, not a regular file"),
+           "a latest that is a directory is refused, saying so");
     free(e.msg);
     ckpt_files_resume_free(&r);
     rmdir(latest);

@@ -999,9 +999,9 @@ inflight=$(grep -c "checkpoint: .*in the background" "$WORK/out")
 sig TERM ranks
 wait_bounded "$mp"
 TRIDENT_FAULT=
-verdict M122 75 "stopping at step [0-9]* on a signal: exit 75" \
+verdict M122 75 "stopping at step [0-9]* on SIGTERM, its checkpoint saved: exit 75" \
     "signal: SIGTERM to the ranks while an asynchronous save is in flight" $(($(date +%s) - t0))
-stop=$(sed -n 's/^stopping at step \([0-9]*\) on a signal.*/\1/p' "$WORK/out")
+stop=$(sed -n 's/^stopping at step \([0-9]*\) on SIG.*/\1/p' "$WORK/out")
 last=$(printf 'step_%08d.h5' "${stop:-0}")
 [ "$inflight" = 0 ] && grep -q "checkpoint: .*step_00000006.h5.*in the background" "$WORK/out" \
     && [ "$(cat "$WORK/sig_M122/latest")" = "$last" ] \

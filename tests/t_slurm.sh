@@ -357,7 +357,8 @@ fi
 
 # ---- 4. srun passes the signal on too: USR1 to the batch shell, as
 # --signal=B:USR1 sends it, but now, from scancel
-steps=$(sized 8)
+# (20 s of work: a busy slurmctld can take seconds to pass scancel on)
+steps=$(sized 20)
 t0=$(date +%s)
 id=$(TRIDENT=$TRIDENT CONFIG=$cfg RUN_DIR=$WORK/run3 sbatch --parsable -J srun \
      -o "$WORK/srun-%j.out" --ntasks-per-node="$np" -t 10 "$SRC/jobs/cpu.sbatch" \
@@ -367,7 +368,7 @@ deadline=$(($(date +%s) + 60))
 while [ ! -s "$WORK/run3/metrics.jsonl" ] && [ "$(date +%s)" -lt "$deadline" ]; do
     sleep 0.5
 done
-scancel --batch --signal=USR1 "$id"
+scancel --batch --signal=USR1 "$id" || { sleep 1; scancel --batch --signal=USR1 "$id"; }
 wait_job "$id" 90
 out="$WORK/srun-$id.out"
 ckpt=$(cat "$WORK/run3/ckpt/latest" 2>/dev/null)
