@@ -231,25 +231,21 @@ static int has_unsized_content(int fd)
     return pread(fd, &byte, 1, 0) == 1;
 }
 
-/* Opens and checks a non-empty regular file, and keeps it open. O_NONBLOCK
- * keeps open() from waiting for a writer when the path is a FIFO, which the
- * check then refuses. */
+/* Opens and checks a non-empty regular file, and keeps it open
+ * (file_open_regular: a FIFO is refused, not waited on). */
 static int open_file(TokenFile *tf, const char *key, const char *path,
                      FILE *err)
 {
     memset(tf, 0, sizeof *tf);
     tf->fd = -1;
-    int fd = open(path, O_RDONLY | O_CLOEXEC | O_NONBLOCK);
+    char why[128];
+    int fd = file_open_regular(path, O_RDONLY, why, sizeof why);
     if (fd < 0)
-        return report(err, key, path, "%s", strerror(errno));
+        return report(err, key, path, "%s", errno == EISDIR ? "is a directory" : why);
     struct stat st;
     int rc = 0;
     if (fstat(fd, &st) != 0)
         rc = report(err, key, path, "%s", strerror(errno));
-    else if (S_ISDIR(st.st_mode))
-        rc = report(err, key, path, "is a directory");
-    else if (!S_ISREG(st.st_mode))
-        rc = report(err, key, path, "%s, not a regular file", file_kind(st.st_mode));
     else if (st.st_size == 0 && has_unsized_content(fd))
         rc = report(err, key, path, "the system reports a size of 0 for a file that has content "
                     "(a file of /proc or /sys, made as it is read): copy it to a regular file "
@@ -260,7 +256,6 @@ static int open_file(TokenFile *tf, const char *key, const char *path,
         close(fd);
         return rc;
     }
-    fcntl(fd, F_SETFL, fcntl(fd, F_GETFL) & ~O_NONBLOCK);
     tf->fd = fd;
     tf->size = (int64_t)st.st_size;
     tf->key = key;

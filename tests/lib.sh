@@ -61,3 +61,15 @@ train = $DATA/small.txt
 every = 1
 EOC
 }
+
+# every_rank POINT STEP [POINT STEP ...]: TRIDENT_FAULT text arming each
+# fault point on every one of the $np ranks (src/fault.h)
+every_rank() {
+    f=""
+    while [ $# -ge 2 ]; do
+        i=0
+        while [ $i -lt "$np" ]; do f="$f${f:+,}$1:$i:$2"; i=$((i + 1)); done
+        shift 2
+    done
+    echo "$f"
+}

@@ -134,13 +134,8 @@ ok $? "resuming from an asynchronous checkpoint: steps 5-8 bitwise those of the 
 
 # every rank's writer slowed down (fault.h: save_slow), so a save stays in
 # flight for seconds; every rank, since the save is collective
-faults() {  # faults POINT STEP: POINT armed on every rank
-    i=0 f=""
-    while [ $i -lt "$np" ]; do f="$f${f:+,}$1:$i:$2"; i=$((i + 1)); done
-    echo "$f"
-}
 # shellcheck disable=SC2086
-TRIDENT_FAULT=$(faults save_slow 0) $TRI_MPIEXEC -n "$np" "$TRIDENT" train --config "$cfg" \
+TRIDENT_FAULT=$(every_rank save_slow 0) $TRI_MPIEXEC -n "$np" "$TRIDENT" train --config "$cfg" \
     --set train.steps=100000 --set checkpoint.every=2 --set checkpoint.async=true \
     --set checkpoint.keep=10 --set checkpoint.dir="$WORK/asig" > "$WORK/asig.out" 2>&1 &
 pid=$!
@@ -166,7 +161,7 @@ killed=0
 for delay in 0 0.9 1.8 2.7; do
     rm -rf "$WORK/akill"
     # shellcheck disable=SC2086
-    TRIDENT_FAULT=$(faults save_slow 0) $TRI_MPIEXEC -n "$np" "$TRIDENT" train --config "$cfg" \
+    TRIDENT_FAULT=$(every_rank save_slow 0) $TRI_MPIEXEC -n "$np" "$TRIDENT" train --config "$cfg" \
         --set train.steps=100000 --set checkpoint.every=1 --set checkpoint.async=true \
         --set checkpoint.dir="$WORK/akill" > "$WORK/akill.out" 2>&1 &
     pid=$!

@@ -920,15 +920,6 @@ tcase M91 2 "--world 2147483648: expected a number of ranks from 1 to 2147483647
     "plan: --world above INT_MAX is refused" plan --config "$cfg" --world 2147483648
 # ---- asynchronous checkpoints (issue 17) ----
 # on every rank: an asynchronous save is collective
-every_rank() {  # every_rank POINT STEP [POINT STEP ...]: TRIDENT_FAULT text
-    f=""
-    while [ $# -ge 2 ]; do
-        i=0
-        while [ $i -lt "$np" ]; do f="$f${f:+,}$1:$i:$2"; i=$((i + 1)); done
-        shift 2
-    done
-    echo "$f"
-}
 # no_step6 DIR: latest still names step 4, no step 6 and no temporary file
 no_step6() {
     [ "$(cat "$1/latest" 2>/dev/null)" = step_00000004.h5 ] && [ ! -e "$1/step_00000006.h5" ] \
