@@ -295,21 +295,26 @@ check $? "a run whose rank 1 stops at step 20 is ended by the watchdog with 76, 
 ms=$(sed -n 's/.*"step_ms":\([0-9.]*\).*/\1/p' "$WORK/run1/metrics.jsonl" | sort -n | head -n 1)
 sized() { awk -v ms="${ms:-1}" -v s="$1" 'BEGIN { n = int(s * 1000 / (ms > 0.2 ? ms : 0.2)); print (n < 1000 ? 1000 : n) }'; }
 steps=$(sized 45)
+limit=1 warn=50
 long_job() {    # long_job TRY: submits the run, waits for it
     every=$((steps / 100))
     t0=$(date +%s)
     rm -rf "$WORK/run2"
     id=$(LAUNCHER=mpirun TRIDENT=$TRIDENT CONFIG=$cfg RUN_DIR=$WORK/run2 sbatch --parsable \
-         -J "long$1" -o "$WORK/long-%j.out" --ntasks-per-node="$np" -t 1 --signal=B:USR1@50 \
+         -J "long$1" -o "$WORK/long-%j.out" --ntasks-per-node="$np" -t "$limit" \
+         --signal=B:USR1@"$warn" \
          "$SRC/jobs/cpu.sbatch" --set train.steps="$steps" --set log.every="$every" \
          --set eval.every=0 --set checkpoint.every=0 --set log.sample_tokens=20)
     rc=$?
-    wait_job "$id" 240
+    wait_job "$id" $((limit * 60 + 180))
 }
 diag "the fastest step took $ms ms: the run does $steps steps"
-# slurmctld, busy under a parallel make check, sometimes sends no signal
-# within the minute: such a try tests nothing here, so it is tried again
-# (three tries at most); a try that got the signal is judged.
+# slurmctld checks time limits from a background thread every 30 s; under a
+# parallel make check that thread has been seen to skip more than a minute
+# (a job ran 64 s past -t 1 with neither the signal nor the kill). Such a try
+# tests nothing here, so it is tried again; the last try has a 3-minute
+# limit (the signal still due 10 s in) and a run sized to 150 s, so a late
+# check still lands in time. A try that got the signal is judged.
 for try in 1 2 3; do
     long_job "$try"
     grep -q '^stopping at step' "$WORK/long-$id.out" 2>/dev/null && break
@@ -320,8 +325,13 @@ for try in 1 2 3; do
     else
         diag "try $try: no signal reached trident in $took s ($state): again"
     fi
+    if [ "$try" = 2 ]; then
+        limit=3 warn=170
+        steps=$((steps * 150 / 45))
+        diag "the last try: -t $limit --signal=B:USR1@$warn, $steps steps"
+    fi
 done
-ok $rc "sbatch -t 1 --signal=B:USR1@50 jobs/cpu.sbatch: $steps steps under mpirun, job $id"
+ok $rc "sbatch -t $limit --signal=B:USR1@$warn jobs/cpu.sbatch: $steps steps under mpirun, job $id"
 out="$WORK/long-$id.out"
 [ "$state" = COMPLETED ] && [ "$exit" = 0:0 ] && [ "${restarts:-0}" -ge 1 ]
 check $? "the job completes after $restarts requeue(s) ($state $exit after $(($(date +%s) - t0)) s)" ||
@@ -345,15 +355,8 @@ sed -n 's/.*"step":\([0-9]*\).*/\1/p' "$m" |
 rc=$?
 first=$(head -n 1 "$m" | sed -n 's/.*"step":\([0-9]*\).*/\1/p')
 what="the metrics file continues across the restarts: steps $first to $steps, increasing ($(wc -l < "$m") lines)"
-if [ $rc -eq 0 ] && [ "$first" != 1 ] && [ "$resumes" -ge 1 ]; then
-    # Known: trident opens [log] metrics with "w" on every start, resumed
-    # or not (metrics_open(..., 0, ...) in src/train.c), so only the last
-    # run's lines are left. Reported as a TODO until that appends.
-    tap_n=$((tap_n + 1))
-    echo "not ok $tap_n - $what # TODO a resumed run truncates the metrics file"
-else
-    ok $rc "$what"
-fi
+[ $rc -eq 0 ] && [ "$first" = 1 ]
+ok $? "$what"
 
 # ---- 4. srun passes the signal on too: USR1 to the batch shell, as
 # --signal=B:USR1 sends it, but now, from scancel
