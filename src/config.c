@@ -80,6 +80,7 @@ static const KeyDef KEYS[] = {
     INT_KEY("model", "n_head", model.n_head, "4", 1, INT_MAX),
     INT_KEY("model", "seq_len", model.seq_len, "128", 1, INT_MAX),
     INT_KEY("model", "vocab_size", model.vocab_size, "256", 1, INT_MAX),
+    INT_KEY("model", "vocab_used", model.vocab_used, "0", 0, INT_MAX),
     ENUM_KEY("model", "init", model.init, "gpt2", INIT_WORDS),
     REAL_KEY("model", "init_std", model.init_std, "0.02", 0, INFINITY, OPEN_MIN),
     ENUM_KEY("model", "init_fan", model.init_fan, "fan_in", FAN_WORDS),
@@ -719,6 +720,11 @@ static int check_rules(const Config *c, char *msg, size_t n)
     if (c->data.format == DATA_TEXT && m->vocab_size < 256)
         return fail_key(c, msg, n, "model", "vocab_size",
                         "text data is bytes: vocab_size must be >= 256 with format = text");
+    /* the rows past vocab_used are padding that export leaves out */
+    if (m->vocab_used > m->vocab_size)
+        return fail_key(c, msg, n, "model", "vocab_used",
+                        "more than vocab_size (%d): vocab_size pads vocab_used, not the "
+                        "other way round", m->vocab_size);
     if (c->data.format == DATA_TOKENS && m->vocab_size > 65536)
         return fail_key(c, msg, n, "model", "vocab_size",
                         "token shards hold uint16 ids: vocab_size must be <= 65536 "

@@ -28,6 +28,8 @@ typedef enum { PRECISION_FP32 = 0, PRECISION_BF16 = 1, PRECISION_FP16 = 2 } Prec
 
 typedef struct {
     int n_layer, n_embd, n_head, seq_len, vocab_size;
+    int vocab_used;                 /* the tokenizer's ids; vocab_size may pad
+                                       beyond them; 0: all of vocab_size */
     InitScheme init;
     double init_std;
     FanMode init_fan;

@@ -28,6 +28,7 @@
 /* Every key, none at its default. */
 static const char FULL[] =
     "[model]\nn_layer = 6\nn_embd = 96\nn_head = 6\nseq_len = 64\nvocab_size = 50304\n"
+    "vocab_used = 50257\n"
     "init = xavier_uniform\ninit_std = 0.01\ninit_fan = fan_out\ntie_embeddings = no\n"
     "[parallel]\ndp = 2\npp = 3\ntp = 2\nschedule = gpipe\nzero = 3\nnode_size = 4\n"
     "device = cpu\noverlap = false\n"
@@ -235,8 +236,8 @@ static void test_full_file(void)
         a += la + (a[la] != 0);
         b += lb + (b[lb] != 0);
     }
-    /* 53 keys today: a new key must be added to FULL too */
-    tap_ok(keys == 53 && same == 0 && n == (int)strlen(full),
+    /* 54 keys today: a new key must be added to FULL too */
+    tap_ok(keys == 54 && same == 0 && n == (int)strlen(full),
            "config_to_ini writes all %d keys, and the full file sets each", keys);
     tap_ok(round_trips(&c), "every key round-trips: config_to_ini -> config_load -> same Config");
 
@@ -429,6 +430,8 @@ static void test_rule_errors(void)
     FILE_ERR("vocab_size > 65536 with tokens",
              "[model]\nvocab_size = 70000\n" BASE "format = tokens\n", 0,
              "[model] vocab_size = 70000: token shards hold uint16 ids", NULL);
+    FILE_ERR("vocab_used > vocab_size", "[model]\nvocab_used = 300\n" BASE, 0,
+             "[model] vocab_used = 300: more than vocab_size (256)", NULL);
     FILE_ERR("vocab_size < 256 with text", "[model]\nvocab_size = 100\n" BASE, 0,
              "[model] vocab_size = 100: text data is bytes", NULL);
     FILE_ERR("min_lr > lr", "[train]\nlr = 0.001\nmin_lr = 0.01\n" BASE, 0,
@@ -566,7 +569,7 @@ static void test_parse_text(void)
 int main(int argc, char **argv)
 {
     tap_init(&argc, &argv);
-    tap_plan(85);
+    tap_plan(86);
     test_defaults();
     test_builtin();
     test_full_file();
