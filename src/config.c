@@ -125,6 +125,7 @@ static const KeyDef KEYS[] = {
     INT_KEY("checkpoint", "keep", checkpoint.keep, "3", 1, INT_MAX),
     PATH_KEY("checkpoint", "resume", checkpoint.resume, "auto", NONEMPTY),
     { KEY("checkpoint", "async", K_BOOL, checkpoint.async, "false") },
+    PATH_KEY("checkpoint", "init_from", checkpoint.init_from, "", 0),
 
     INT_KEY("eval", "every", eval.every, "0", 0, INT_MAX),
     INT_KEY("eval", "batches", eval.batches, "4", 1, INT_MAX),
@@ -725,6 +726,12 @@ static int check_rules(const Config *c, char *msg, size_t n)
         return fail_key(c, msg, n, "model", "vocab_used",
                         "more than vocab_size (%d): vocab_size pads vocab_used, not the "
                         "other way round", m->vocab_size);
+    /* init_from starts a new run; resume = PATH continues one */
+    if (c->checkpoint.init_from[0] && strcmp(c->checkpoint.resume, "auto")
+        && strcmp(c->checkpoint.resume, "none"))
+        return fail_key(c, msg, n, "checkpoint", "init_from",
+                        "starts a new run, and resume = %s continues one: set one of them",
+                        c->checkpoint.resume);
     if (c->data.format == DATA_TOKENS && m->vocab_size > 65536)
         return fail_key(c, msg, n, "model", "vocab_size",
                         "token shards hold uint16 ids: vocab_size must be <= 65536 "

@@ -74,6 +74,8 @@ typedef struct {
     int keep;
     char resume[CONFIG_PATH_MAX];   /* "auto", "none" or a path */
     int async;                      /* saves written by a background thread */
+    char init_from[CONFIG_PATH_MAX];/* a HuggingFace directory or an llm.c
+                                       .bin a fresh run starts from; "": none */
 } CheckpointConfig;
 
 typedef struct {

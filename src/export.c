@@ -180,7 +180,7 @@ static int plan_tensors(Plan *p, const ParamSet *ps, const Config *cfg, const Ex
     for (int i = 0; i < ps->n; i++) {
         Item *it = &p->items[p->n];
         it->lp = &ps->p[i];
-        if (hf_map_tensor(cfg, it->lp, &it->hf)) {
+        if (hf_map_tensor(cfg, HF_NAMES_HF, it->lp, &it->hf)) {
             fprintf(err, "trident: export: tensor %s has no HuggingFace name in hf_map.c\n",
                     it->lp->name);
             return 1;

@@ -13,33 +13,58 @@
 #include <string.h>
 
 static const HfName GPT2_NAMES[] = {
-    {"wte", "transformer.wte.weight", HF_PERM_NONE, 0, 1},
-    {"wpe", "transformer.wpe.weight", HF_PERM_NONE, 0, 0},
-    {"h.%d.ln1.w", "transformer.h.%d.ln_1.weight", HF_PERM_NONE, 0, 0},
-    {"h.%d.ln1.b", "transformer.h.%d.ln_1.bias", HF_PERM_NONE, 0, 0},
-    {"h.%d.attn.qkv.w", "transformer.h.%d.attn.c_attn.weight", HF_PERM_QKV, 1, 0},
-    {"h.%d.attn.qkv.b", "transformer.h.%d.attn.c_attn.bias", HF_PERM_QKV, 0, 0},
-    {"h.%d.attn.proj.w", "transformer.h.%d.attn.c_proj.weight", HF_PERM_NONE, 1, 0},
-    {"h.%d.attn.proj.b", "transformer.h.%d.attn.c_proj.bias", HF_PERM_NONE, 0, 0},
-    {"h.%d.ln2.w", "transformer.h.%d.ln_2.weight", HF_PERM_NONE, 0, 0},
-    {"h.%d.ln2.b", "transformer.h.%d.ln_2.bias", HF_PERM_NONE, 0, 0},
-    {"h.%d.mlp.fc.w", "transformer.h.%d.mlp.c_fc.weight", HF_PERM_NONE, 1, 0},
-    {"h.%d.mlp.fc.b", "transformer.h.%d.mlp.c_fc.bias", HF_PERM_NONE, 0, 0},
-    {"h.%d.mlp.proj.w", "transformer.h.%d.mlp.c_proj.weight", HF_PERM_NONE, 1, 0},
-    {"h.%d.mlp.proj.b", "transformer.h.%d.mlp.c_proj.bias", HF_PERM_NONE, 0, 0},
-    {"lnf.w", "transformer.ln_f.weight", HF_PERM_NONE, 0, 0},
-    {"lnf.b", "transformer.ln_f.bias", HF_PERM_NONE, 0, 0},
-    {"lm_head", "lm_head.weight", HF_PERM_NONE, 0, 1},
+    {"wte", "transformer.wte.weight", HF_PERM_NONE, 0, 1, 0},
+    {"wpe", "transformer.wpe.weight", HF_PERM_NONE, 0, 0, 1},
+    {"h.%d.ln1.w", "transformer.h.%d.ln_1.weight", HF_PERM_NONE, 0, 0, 0},
+    {"h.%d.ln1.b", "transformer.h.%d.ln_1.bias", HF_PERM_NONE, 0, 0, 0},
+    {"h.%d.attn.qkv.w", "transformer.h.%d.attn.c_attn.weight", HF_PERM_QKV, 1, 0, 0},
+    {"h.%d.attn.qkv.b", "transformer.h.%d.attn.c_attn.bias", HF_PERM_QKV, 0, 0, 0},
+    {"h.%d.attn.proj.w", "transformer.h.%d.attn.c_proj.weight", HF_PERM_NONE, 1, 0, 0},
+    {"h.%d.attn.proj.b", "transformer.h.%d.attn.c_proj.bias", HF_PERM_NONE, 0, 0, 0},
+    {"h.%d.ln2.w", "transformer.h.%d.ln_2.weight", HF_PERM_NONE, 0, 0, 0},
+    {"h.%d.ln2.b", "transformer.h.%d.ln_2.bias", HF_PERM_NONE, 0, 0, 0},
+    {"h.%d.mlp.fc.w", "transformer.h.%d.mlp.c_fc.weight", HF_PERM_NONE, 1, 0, 0},
+    {"h.%d.mlp.fc.b", "transformer.h.%d.mlp.c_fc.bias", HF_PERM_NONE, 0, 0, 0},
+    {"h.%d.mlp.proj.w", "transformer.h.%d.mlp.c_proj.weight", HF_PERM_NONE, 1, 0, 0},
+    {"h.%d.mlp.proj.b", "transformer.h.%d.mlp.c_proj.bias", HF_PERM_NONE, 0, 0, 0},
+    {"lnf.w", "transformer.ln_f.weight", HF_PERM_NONE, 0, 0, 0},
+    {"lnf.b", "transformer.ln_f.bias", HF_PERM_NONE, 0, 0, 0},
+    {"lm_head", "lm_head.weight", HF_PERM_NONE, 0, 1, 0},
 };
 
-/* The entry for trident name, with its HF name filled in; NULL if none. */
-static const HfName *find_entry(const char *name, char *hf, size_t n)
+
+/* An llm.c .bin (karpathy/llm.c train_gpt2.c): PyTorch's Linear layout,
+ * (out, in), with c_attn's rows [q | k | v]; wte holds the padded
+ * vocabulary and wpe max_seq_len rows; the head is always tied. */
+static const HfName LLMC_NAMES[] = {
+    {"wte", "wte", HF_PERM_NONE, 0, 1, 1},
+    {"wpe", "wpe", HF_PERM_NONE, 0, 0, 1},
+    {"h.%d.ln1.w", "h.%d.ln1.w", HF_PERM_NONE, 0, 0, 0},
+    {"h.%d.ln1.b", "h.%d.ln1.b", HF_PERM_NONE, 0, 0, 0},
+    {"h.%d.attn.qkv.w", "h.%d.attn.qkv.w", HF_PERM_QKV, 0, 0, 0},
+    {"h.%d.attn.qkv.b", "h.%d.attn.qkv.b", HF_PERM_QKV, 0, 0, 0},
+    {"h.%d.attn.proj.w", "h.%d.attn.proj.w", HF_PERM_NONE, 0, 0, 0},
+    {"h.%d.attn.proj.b", "h.%d.attn.proj.b", HF_PERM_NONE, 0, 0, 0},
+    {"h.%d.ln2.w", "h.%d.ln2.w", HF_PERM_NONE, 0, 0, 0},
+    {"h.%d.ln2.b", "h.%d.ln2.b", HF_PERM_NONE, 0, 0, 0},
+    {"h.%d.mlp.fc.w", "h.%d.mlp.fc.w", HF_PERM_NONE, 0, 0, 0},
+    {"h.%d.mlp.fc.b", "h.%d.mlp.fc.b", HF_PERM_NONE, 0, 0, 0},
+    {"h.%d.mlp.proj.w", "h.%d.mlp.proj.w", HF_PERM_NONE, 0, 0, 0},
+    {"h.%d.mlp.proj.b", "h.%d.mlp.proj.b", HF_PERM_NONE, 0, 0, 0},
+    {"lnf.w", "lnf.w", HF_PERM_NONE, 0, 0, 0},
+    {"lnf.b", "lnf.b", HF_PERM_NONE, 0, 0, 0},
+};
+
+/* The entry for trident name, with its twin's name filled in; NULL if
+ * none. */
+static const HfName *find_entry(const HfName *table, size_t count, const char *name, char *hf,
+                                size_t n)
 {
     int layer = -1;
     if (sscanf(name, "h.%d.", &layer) != 1)
         layer = -1;
-    for (size_t i = 0; i < sizeof GPT2_NAMES / sizeof GPT2_NAMES[0]; i++) {
-        const HfName *e = &GPT2_NAMES[i];
+    for (size_t i = 0; i < count; i++) {
+        const HfName *e = &table[i];
         char want[96];
         int layered = strstr(e->trident, "%d") != NULL;
         if (layered != (layer >= 0))
@@ -62,10 +87,15 @@ int hf_map_vocab(const Config *cfg)
     return cfg->model.vocab_used ? cfg->model.vocab_used : cfg->model.vocab_size;
 }
 
-int hf_map_tensor(const Config *cfg, const Param *lp, HfTensor *out)
+int hf_map_tensor(const Config *cfg, HfNames names, const Param *lp, HfTensor *out)
 {
     memset(out, 0, sizeof *out);
-    out->how = find_entry(lp->name, out->hf, sizeof out->hf);
+    if (names == HF_NAMES_LLMC)
+        out->how = find_entry(LLMC_NAMES, sizeof LLMC_NAMES / sizeof LLMC_NAMES[0], lp->name,
+                              out->hf, sizeof out->hf);
+    else
+        out->how = find_entry(GPT2_NAMES, sizeof GPT2_NAMES / sizeof GPT2_NAMES[0], lp->name,
+                              out->hf, sizeof out->hf);
     if (!out->how)
         return -1;
     out->rows = out->how->vocab_rows ? hf_map_vocab(cfg) : lp->rows;

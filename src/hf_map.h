@@ -35,7 +35,13 @@ typedef struct {
     HfPerm perm;
     int transpose;
     int vocab_rows;        /* dim 0 is the vocabulary: cut to vocab_used */
+    int longer_ok;         /* a source may hold more rows (wpe: a longer
+                              context); trident reads the first ones */
 } HfName;
+
+/* Whose names: HuggingFace's, or trident's own for an llm.c .bin (whose
+ * tensors init_from.c names after trident's, one per layer). */
+typedef enum { HF_NAMES_HF, HF_NAMES_LLMC } HfNames;
 
 /* One logical tensor as HF stores it, and how to find its elements. */
 typedef struct {
@@ -47,9 +53,9 @@ typedef struct {
     int n_head;            /* for the QKV permutation */
 } HfTensor;
 
-/* The HF twin of trident tensor lp under cfg's architecture, in out.
- * Returns 0, or -1 when the architecture has no entry for it. */
-int hf_map_tensor(const Config *cfg, const Param *lp, HfTensor *out);
+/* The twin of trident tensor lp under cfg's architecture in names' table,
+ * in out. Returns 0, or -1 when the table has no entry for it. */
+int hf_map_tensor(const Config *cfg, HfNames names, const Param *lp, HfTensor *out);
 
 /* The HF row of trident row r (before any transpose). */
 int64_t hf_map_row(const HfTensor *t, int64_t r);

@@ -41,6 +41,7 @@ static const char FULL[] =
     "format = tokens\n"
     "[checkpoint]\ndir = /scratch/ckpt\nevery = 25\nkeep = 2\n"
     "resume = /scratch/ckpt/step_000050.h5\nasync = true\n"
+    "init_from = /models/gpt2\n"
     "[eval]\nevery = 10\nbatches = 3\npatience = 4\nmin_delta = 0.001\n"
     "[log]\nevery = 5\nmetrics = /scratch/m.jsonl\nsample_tokens = 64\nprofile = yes\n"
     "[fault]\ntimeout = 90.5\n";
@@ -236,8 +237,8 @@ static void test_full_file(void)
         a += la + (a[la] != 0);
         b += lb + (b[lb] != 0);
     }
-    /* 54 keys today: a new key must be added to FULL too */
-    tap_ok(keys == 54 && same == 0 && n == (int)strlen(full),
+    /* 55 keys today: a new key must be added to FULL too */
+    tap_ok(keys == 55 && same == 0 && n == (int)strlen(full),
            "config_to_ini writes all %d keys, and the full file sets each", keys);
     tap_ok(round_trips(&c), "every key round-trips: config_to_ini -> config_load -> same Config");
 
@@ -432,6 +433,10 @@ static void test_rule_errors(void)
              "[model] vocab_size = 70000: token shards hold uint16 ids", NULL);
     FILE_ERR("vocab_used > vocab_size", "[model]\nvocab_used = 300\n" BASE, 0,
              "[model] vocab_used = 300: more than vocab_size (256)", NULL);
+    FILE_ERR("init_from with resume = PATH",
+             "[checkpoint]\ninit_from = /m\nresume = /c/step_00000001.h5\n" BASE, 0,
+             "[checkpoint] init_from = /m: starts a new run, and resume = "
+             "/c/step_00000001.h5 continues one", NULL);
     FILE_ERR("vocab_size < 256 with text", "[model]\nvocab_size = 100\n" BASE, 0,
              "[model] vocab_size = 100: text data is bytes", NULL);
     FILE_ERR("min_lr > lr", "[train]\nlr = 0.001\nmin_lr = 0.01\n" BASE, 0,
@@ -569,7 +574,7 @@ static void test_parse_text(void)
 int main(int argc, char **argv)
 {
     tap_init(&argc, &argv);
-    tap_plan(86);
+    tap_plan(87);
     test_defaults();
     test_builtin();
     test_full_file();
