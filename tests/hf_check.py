@@ -2,6 +2,12 @@
 """hf_check.py - an independent check of `trident export --format hf`.
 
     hf_check.py DIR CKPT.h5
+    hf_check.py --to-llmc DIR OUT.bin VP
+
+The second form writes the exported model as an llm.c model file (version 3,
+fp32; its vocabulary padded with zero rows to VP), laid out as llm.c's
+train_gpt2.py writes one, for init_from's llm.c reader to be tested on a
+file trident did not write.
 
 Written from three documents only, never from trident's C code:
   * the safetensors specification (huggingface/safetensors README, "Format"):
@@ -318,7 +324,40 @@ def stored_model_config(ckpt):
             "tie_embeddings": m["tie_embeddings"] in ("true", "yes", "1", "on")}
 
 
+def to_llmc(d, out, Vp):
+    """llm.c's gpt2_*.bin: 256 int32 header [20240326, 3, maxT, V, L, NH, C,
+    Vp], then fp32 wte (Vp, C), wpe (maxT, C), and per-layer arrays stacked
+    over layers in the order ln1w ln1b qkvw qkvb attprojw attprojb ln2w ln2b
+    fcw fcb fcprojw fcprojb, then lnfw lnfb; weights as PyTorch's Linear
+    stores them, (out, in), qkv rows [q | k | v]."""
+    with open(os.path.join(d, "config.json")) as f:
+        cfg = json.load(f)
+    W = {n: floats(t[0], t[2]) for n, t in read_model_dir(d).items()}
+    C, L, V, T = cfg["n_embd"], cfg["n_layer"], cfg["vocab_size"], cfg["n_positions"]
+    header = [20240326, 3, T, V, L, cfg["n_head"], C, Vp] + [0] * 248
+    lin = lambda w, n_in, n_out: transpose([w[i * n_out:(i + 1) * n_out] for i in range(n_in)])
+    per_layer = [("ln_1.weight", None), ("ln_1.bias", None),
+                 ("attn.c_attn.weight", (C, 3 * C)), ("attn.c_attn.bias", None),
+                 ("attn.c_proj.weight", (C, C)), ("attn.c_proj.bias", None),
+                 ("ln_2.weight", None), ("ln_2.bias", None),
+                 ("mlp.c_fc.weight", (C, 4 * C)), ("mlp.c_fc.bias", None),
+                 ("mlp.c_proj.weight", (4 * C, C)), ("mlp.c_proj.bias", None)]
+    vals = W["transformer.wte.weight"] + [0.0] * ((Vp - V) * C) + W["transformer.wpe.weight"]
+    for name, conv in per_layer:
+        for l in range(L):
+            w = W["transformer.h.%d.%s" % (l, name)]
+            vals += lin(w, *conv) if conv else w
+    vals += W["transformer.ln_f.weight"] + W["transformer.ln_f.bias"]
+    with open(out, "wb") as f:
+        f.write(struct.pack("<256i", *header))
+        f.write(struct.pack("<%df" % len(vals), *vals))
+    ok("wrote %s: llm.c version 3, V %d padded to %d" % (out, V, Vp))
+
+
 def main():
+    if len(sys.argv) == 5 and sys.argv[1] == "--to-llmc":
+        to_llmc(sys.argv[2], sys.argv[3], int(sys.argv[4]))
+        return
     if len(sys.argv) != 3:
         print(__doc__)
         sys.exit(2)
