@@ -90,17 +90,14 @@ static int parse_entry(StTensor *t, const char *name, json_t *v, uint64_t data_b
         return say(why, n, "tensor %s: %zu dimensions, at most %d are read", name,
                    json_array_size(shape), ST_MAX_DIMS);
     t->ndim = (int)json_array_size(shape);
-    /* numel * size must fit the data area, so it fits in 64 bits too */
     uint64_t bytes = (uint64_t)t->elem_size;
+    int overflow = 0;
     for (int i = 0; i < t->ndim; i++) {
         json_t *s = json_array_get(shape, (size_t)i);
         if (!json_is_integer(s) || json_integer_value(s) < 0)
             return say(why, n, "tensor %s: shape[%d] is not a non-negative integer", name, i);
         t->shape[i] = json_integer_value(s);
-        if (t->shape[i] && bytes > data_bytes / (uint64_t)t->shape[i])
-            bytes = data_bytes + 1;
-        else
-            bytes *= (uint64_t)t->shape[i];
+        overflow |= __builtin_mul_overflow(bytes, (uint64_t)t->shape[i], &bytes);
     }
     json_t *b = json_array_get(offs, 0), *e = json_array_get(offs, 1);
     if (json_array_size(offs) != 2 || !json_is_integer(b) || !json_is_integer(e)
@@ -113,13 +110,12 @@ static int parse_entry(StTensor *t, const char *name, json_t *v, uint64_t data_b
         return say(why, n, "tensor %s: data_offsets [%llu, %llu] run past the data area "
                    "(%llu bytes)", name, (unsigned long long)t->begin,
                    (unsigned long long)t->end, (unsigned long long)data_bytes);
+    if (overflow)
+        return say(why, n, "tensor %s: its shape holds more than 2^64 bytes", name);
     if (bytes != t->end - t->begin)
-        return say(why, n, "tensor %s: shape and dtype %s need %llu bytes, data_offsets "
-                   "give %llu", name, t->dtype,
-                   bytes > data_bytes ? (unsigned long long)0 : (unsigned long long)bytes,
+        return say(why, n, "tensor %s: its shape and dtype %s need %llu bytes, its "
+                   "data_offsets give %llu", name, t->dtype, (unsigned long long)bytes,
                    (unsigned long long)(t->end - t->begin));
-    if (bytes > data_bytes)
-        return say(why, n, "tensor %s: its shape holds more bytes than the file", name);
     return 0;
 }
 
