@@ -3,11 +3,13 @@
 
     hf_check.py DIR CKPT.h5
     hf_check.py --to-llmc DIR OUT.bin VP
+    hf_check.py --to-f16 DIR OUTDIR
 
 The second form writes the exported model as an llm.c model file (version 3,
 fp32; its vocabulary padded with zero rows to VP), laid out as llm.c's
 train_gpt2.py writes one, for init_from's llm.c reader to be tested on a
-file trident did not write.
+file trident did not write. The third writes the model as one F16
+model.safetensors (and its config.json), for init_from's F16 path.
 
 Written from three documents only, never from trident's C code:
   * the safetensors specification (huggingface/safetensors README, "Format"):
@@ -354,7 +356,34 @@ def to_llmc(d, out, Vp):
     ok("wrote %s: llm.c version 3, V %d padded to %d" % (out, V, Vp))
 
 
+def to_f16(d, out):
+    """The same tensors, F16 (struct's "e": round to nearest even), in one
+    file laid out as the specification says, the header padded to 8."""
+    tensors = read_model_dir(d)
+    header, blobs, at = {"__metadata__": {"format": "pt"}}, [], 0
+    for name, (dtype, shape, raw) in tensors.items():
+        v = floats(dtype, raw)
+        blob = struct.pack("<%de" % len(v), *v)
+        header[name] = {"dtype": "F16", "shape": shape, "data_offsets": [at, at + len(blob)]}
+        blobs.append(blob)
+        at += len(blob)
+    text = json.dumps(header).encode()
+    text += b" " * (-len(text) % 8)
+    os.makedirs(out, exist_ok=True)
+    with open(os.path.join(out, "model.safetensors"), "wb") as f:
+        f.write(struct.pack("<Q", len(text)) + text + b"".join(blobs))
+    with open(os.path.join(d, "config.json")) as f, \
+            open(os.path.join(out, "config.json"), "w") as g:
+        cfg = json.load(f)
+        cfg["torch_dtype"] = "float16"
+        json.dump(cfg, g)
+    ok("wrote %s: %d F16 tensors" % (out, len(tensors)))
+
+
 def main():
+    if len(sys.argv) == 4 and sys.argv[1] == "--to-f16":
+        to_f16(sys.argv[2], sys.argv[3])
+        return
     if len(sys.argv) == 5 and sys.argv[1] == "--to-llmc":
         to_llmc(sys.argv[2], sys.argv[3], int(sys.argv[4]))
         return

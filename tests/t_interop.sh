@@ -6,15 +6,15 @@
 # against the checkpoint's, a forward pass both ways); shards; the
 # refusal to write into a non-empty directory; and [checkpoint] init_from:
 # export then init_from gives bitwise the checkpoint's fp32 weights on 1
-# rank and on dp = pp = tp = 2 (8 ranks), from an llm.c file too, and a
-# directory with checkpoints resumes them instead. The run that starts
+# rank and on dp = pp = tp = 2 (8 ranks), from bf16 and F16 files and an
+# llm.c file too, and a directory with checkpoints resumes them instead. The run that starts
 # from the model takes one step at lr = 0, so its checkpoint holds the
 # weights it started from, unchanged (AdamW's update is lr times
 # something, and its decay 1 - lr x wd).
 . "${TRI_SRCDIR:-.}/tests/lib.sh"
 DIFF="${TRI_BUILDDIR:-.}/tests/ckpt_diff"
 CHECK="${TRI_SRCDIR:-.}/tests/hf_check.py"
-plan 16
+plan 17
 if ! command -v python3 >/dev/null 2>&1 || ! command -v h5dump >/dev/null 2>&1; then
     echo "# python3 and h5dump (hdf5-tools) are needed" >&2
     exit 1
@@ -59,8 +59,7 @@ expect 1 "ea is not empty (it holds .*): export refuses to write over files" \
 ok $? "... and its files are as they were"
 mkdir -p "$WORK/ef" && cp "$WORK/ea/model.safetensors" "$WORK/ea/config.json" "$WORK/ef/"
 run 1 export "$A" --format hf "$WORK/ef" --force --max-shard-size 30000
-python3 "$CHECK" "$WORK/ef" "$A" > "$WORK/check" 2>&1
-[ $? = 0 ] && [ ! -e "$WORK/ef/model.safetensors" ] && [ -e "$WORK/ef/model.safetensors.index.json" ] \
+python3 "$CHECK" "$WORK/ef" "$A" > "$WORK/check" 2>&1 && [ ! -e "$WORK/ef/model.safetensors" ] && [ -e "$WORK/ef/model.safetensors.index.json" ] \
     && [ -z "$(find "$WORK/ef" -name '.*tmp*')" ]
 ok $? "--force replaces an earlier export: its stale model.safetensors removed, no temporary file left"
 
@@ -85,6 +84,15 @@ run 2 train --config "$cfg" $untied $zero_lr --set checkpoint.init_from="$WORK/e
 st=$?
 ! grep -q "max |a-b| 0.0e+00" "$WORK/diff" && [ $st = 0 ]
 ok $? "init_from bf16 on tp = 2: the checkpoint's weights to bf16's precision: $(cat "$WORK/diff")"
+
+python3 "$CHECK" --to-f16 "$WORK/ea" "$WORK/ea_f16" > "$WORK/check" 2>&1
+# shellcheck disable=SC2086
+run 1 train --config "$cfg" $untied $zero_lr --set checkpoint.init_from="$WORK/ea_f16" \
+    --set checkpoint.dir="$WORK/rf16"
+"$DIFF" "$A" "$WORK/rf16/step_00000001.h5" 0.002 > "$WORK/diff" 2>&1
+st=$?
+! grep -q "max |a-b| 0.0e+00" "$WORK/diff" && [ $st = 0 ]
+ok $? "init_from F16 (written by hf_check.py): the checkpoint's weights to fp16's precision: $(cat "$WORK/diff")"
 
 # 4. llm.c: a file written by the checker, as llm.c lays it out
 python3 "$CHECK" --to-llmc "$WORK/ea" "$WORK/a.bin" 256 > "$WORK/check" 2>&1
