@@ -19,6 +19,8 @@ void cli_usage(FILE *out)
           "                       [--set section.key=value ...]\n"
           "       trident inspect CKPT.h5\n"
           "       trident sample  --ckpt CKPT.h5 [--prompt TEXT] [--tokens N]\n"
+          "       trident export  CKPT.h5 --format hf DIR [--dtype fp32|bf16]\n"
+          "                       [--max-shard-size SIZE] [--force]\n"
           "       trident --version | --help\n"
           "\n"
           "Run under MPI: mpirun -np N trident train --config jobs/configs/tiny.ini\n"
@@ -58,7 +60,7 @@ static int parse_command(CliArgs *a, const char *word, FILE *err)
 {
     static const struct { const char *name; CliCommand cmd; } commands[] = {
         {"train", CLI_TRAIN}, {"plan", CLI_PLAN}, {"inspect", CLI_INSPECT},
-        {"sample", CLI_SAMPLE}, {"--help", CLI_HELP}, {"-h", CLI_HELP},
+        {"sample", CLI_SAMPLE}, {"export", CLI_EXPORT}, {"--help", CLI_HELP}, {"-h", CLI_HELP},
         {"help", CLI_HELP}, {"--version", CLI_VERSION}, {"version", CLI_VERSION},
     };
     for (size_t i = 0; i < sizeof commands / sizeof commands[0]; i++) {
@@ -67,7 +69,7 @@ static int parse_command(CliArgs *a, const char *word, FILE *err)
             return 0;
         }
     }
-    return usage_error(err, "unknown command '%s' (train, plan, inspect or sample)", word);
+    return usage_error(err, "unknown command '%s' (train, plan, inspect, sample or export)", word);
 }
 
 /* Options valid for each command. */
@@ -167,6 +169,11 @@ int cli_parse(CliArgs *a, int argc, char **argv, FILE *err)
     TRI_TRY(parse_command(a, argv[1], err));
     if (a->command == CLI_HELP || a->command == CLI_VERSION)
         return 0;
+    if (a->command == CLI_EXPORT) { /* export.c parses its own options */
+        a->argc = argc - 1;
+        a->argv = argv + 1;
+        return 0;
+    }
     /* getopt sees the command's own arguments */
     TRI_TRY(parse_options(a, argc - 1, argv + 1, err));
     return check_required(a, err);

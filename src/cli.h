@@ -6,6 +6,7 @@
  *   trident plan    --config FILE --world N [--mem GIB] [--hw NAME] [--set ...]
  *   trident inspect CKPT.h5
  *   trident sample  --ckpt CKPT.h5 [--prompt TEXT] [--tokens N]
+ *   trident export  CKPT.h5 --format hf DIR [...]   (options: export.h)
  *   trident --version | --help
  */
 #ifndef TRI_SRC_CLI_H
@@ -15,7 +16,9 @@
 
 #define CLI_MAX_SETS 256
 
-typedef enum { CLI_TRAIN, CLI_PLAN, CLI_INSPECT, CLI_SAMPLE, CLI_HELP, CLI_VERSION } CliCommand;
+typedef enum {
+    CLI_TRAIN, CLI_PLAN, CLI_INSPECT, CLI_SAMPLE, CLI_EXPORT, CLI_HELP, CLI_VERSION
+} CliCommand;
 
 typedef struct {
     CliCommand command;
@@ -28,6 +31,8 @@ typedef struct {
     const char *ckpt;                /* inspect, sample */
     const char *prompt;              /* sample */
     int tokens;                      /* sample */
+    int argc;                        /* export: its own arguments, which */
+    char **argv;                     /* export_parse reads */
 } CliArgs;
 
 /* Parses argv. Returns 0, or TRI_EXIT_USAGE after writing the problem and

@@ -31,7 +31,10 @@
 
 typedef enum { K_INT, K_SEED, K_REAL, K_BOOL, K_ENUM, K_PATH, K_RECOMPUTE } KeyType;
 
-enum { OPEN_MIN = 1, OPEN_MAX = 2, NONEMPTY = 4 };
+/* OMIT_UNSET: config_to_ini leaves the key out while it holds its
+ * default, so the stored config (and its checksum) of a run that does not
+ * use it is what it was before the key came (vocab_used, init_from). */
+enum { OPEN_MIN = 1, OPEN_MAX = 2, NONEMPTY = 4, OMIT_UNSET = 16 };
 
 typedef struct {
     const char *section, *name;
@@ -80,6 +83,8 @@ static const KeyDef KEYS[] = {
     INT_KEY("model", "n_head", model.n_head, "4", 1, INT_MAX),
     INT_KEY("model", "seq_len", model.seq_len, "128", 1, INT_MAX),
     INT_KEY("model", "vocab_size", model.vocab_size, "256", 1, INT_MAX),
+    { KEY("model", "vocab_used", K_INT, model.vocab_used, "0"), .min = 0, .max = INT_MAX,
+      .flags = OMIT_UNSET },
     ENUM_KEY("model", "init", model.init, "gpt2", INIT_WORDS),
     REAL_KEY("model", "init_std", model.init_std, "0.02", 0, INFINITY, OPEN_MIN),
     ENUM_KEY("model", "init_fan", model.init_fan, "fan_in", FAN_WORDS),
@@ -124,6 +129,7 @@ static const KeyDef KEYS[] = {
     INT_KEY("checkpoint", "keep", checkpoint.keep, "3", 1, INT_MAX),
     PATH_KEY("checkpoint", "resume", checkpoint.resume, "auto", NONEMPTY),
     { KEY("checkpoint", "async", K_BOOL, checkpoint.async, "false") },
+    PATH_KEY("checkpoint", "init_from", checkpoint.init_from, "", OMIT_UNSET),
 
     INT_KEY("eval", "every", eval.every, "0", 0, INT_MAX),
     INT_KEY("eval", "batches", eval.batches, "4", 1, INT_MAX),
@@ -719,6 +725,17 @@ static int check_rules(const Config *c, char *msg, size_t n)
     if (c->data.format == DATA_TEXT && m->vocab_size < 256)
         return fail_key(c, msg, n, "model", "vocab_size",
                         "text data is bytes: vocab_size must be >= 256 with format = text");
+    /* the rows past vocab_used are padding that export leaves out */
+    if (m->vocab_used > m->vocab_size)
+        return fail_key(c, msg, n, "model", "vocab_used",
+                        "more than vocab_size (%d): vocab_size pads vocab_used, not the "
+                        "other way round", m->vocab_size);
+    /* init_from starts a new run; resume = PATH continues one */
+    if (c->checkpoint.init_from[0] && strcmp(c->checkpoint.resume, "auto")
+        && strcmp(c->checkpoint.resume, "none"))
+        return fail_key(c, msg, n, "checkpoint", "init_from",
+                        "starts a new run, and resume = %s continues one: set one of them",
+                        c->checkpoint.resume);
     if (c->data.format == DATA_TOKENS && m->vocab_size > 65536)
         return fail_key(c, msg, n, "model", "vocab_size",
                         "token shards hold uint16 ids: vocab_size must be <= 65536 "
@@ -790,6 +807,8 @@ int config_to_ini(const Config *cfg, char *buf, size_t size)
             section = k->section;
         }
         format_value(k, cfg, value, sizeof value);
+        if ((k->flags & OMIT_UNSET) && !strcmp(value, k->def))
+            continue;
         put(&t, "%s = %s\n", k->name, value);
     }
     return (int)t.len;

@@ -28,6 +28,8 @@ typedef enum { PRECISION_FP32 = 0, PRECISION_BF16 = 1, PRECISION_FP16 = 2 } Prec
 
 typedef struct {
     int n_layer, n_embd, n_head, seq_len, vocab_size;
+    int vocab_used;                 /* the tokenizer's ids; vocab_size may pad
+                                       beyond them; 0: all of vocab_size */
     InitScheme init;
     double init_std;
     FanMode init_fan;
@@ -72,6 +74,8 @@ typedef struct {
     int keep;
     char resume[CONFIG_PATH_MAX];   /* "auto", "none" or a path */
     int async;                      /* saves written by a background thread */
+    char init_from[CONFIG_PATH_MAX];/* a HuggingFace directory or an llm.c
+                                       .bin a fresh run starts from; "": none */
 } CheckpointConfig;
 
 typedef struct {

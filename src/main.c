@@ -11,6 +11,7 @@
 #include "ckpt_io.h"
 #include "cli.h"
 #include "config.h"
+#include "export.h"
 #include "fail.h"
 #include "inspect.h"
 #include "plan.h"
@@ -67,6 +68,8 @@ static int run(const CliArgs *a, int rank)
         int rc = rank == 0 ? inspect_checkpoint(a->ckpt, stdout, stderr) : 0;
         return fail_agree(MPI_COMM_WORLD, rc) ? TRI_EXIT_ERROR : TRI_EXIT_OK;
     }
+    case CLI_EXPORT:
+        return export_main(a->argc, a->argv, MPI_COMM_WORLD);
     case CLI_SAMPLE:
         return sample_main(a->ckpt, a->prompt, a->tokens, MPI_COMM_WORLD);
     case CLI_PLAN: {

@@ -29,6 +29,7 @@
 #include "fault.h"
 #include "grid.h"
 #include "host_memory.h"
+#include "init_from.h"
 #include "metrics.h"
 #include "model.h"
 #include "optim.h"
@@ -50,6 +51,7 @@ typedef struct {
     Grid grid;
     Model model;
     Zero *zero;
+    int init_from;            /* weights from [checkpoint] init_from */
     Dataset *data;            /* first and last stages only */
     Loader *loader;
     Metrics metrics;
@@ -179,8 +181,9 @@ static void print_plan(Trainer *t)
                t->ga, t->grid.pp, 100.0 * (t->grid.pp - 1) / (t->ga + t->grid.pp - 1));
 }
 
-/* Fresh weights from the counter-based RNG, or the checkpoint that
- * [checkpoint] resume names, whatever layout wrote it (ckpt_resume.h). */
+/* Fresh weights from the counter-based RNG or [checkpoint] init_from, or
+ * the checkpoint that [checkpoint] resume names, whatever layout wrote it
+ * (ckpt_resume.h). */
 static int init_or_resume(Trainer *t)
 {
     char path[CONFIG_PATH_MAX + 80];
@@ -188,6 +191,8 @@ static int init_or_resume(Trainer *t)
     int rc = ckpt_resume_load(&t->model, t->zero, t->cfg, &t->st, path, sizeof path);
     watchdog_leave(outer);
     TRI_TRY(rc);
+    if (!path[0] && t->init_from)
+        return init_from_load(t->zero, t->cfg, &t->grid);
     if (!path[0]) {
         zero_init_weights(t->zero);
         return 0;
@@ -276,6 +281,7 @@ static int setup(Trainer *t)
         t->eval_actions[i] = (Action){ACTION_FORWARD, i};
     int slots = schedule_max_in_flight(t->actions, t->n_actions);
     TRI_TRY(check_memory_fits(t));
+    TRI_TRY(init_from_check(cfg, &t->grid, &t->init_from));
     model_create(&t->model, cfg, &t->grid, slots);
     print_plan(t);
     TRI_TRY(open_data(t));

@@ -587,7 +587,18 @@ static int master_aliases_weights(const Param *p, int64_t row0)
         && p->master.data == (char *)p->w.data + row0 * p->lcols * sizeof(float);
 }
 
+static int fill_from_rng(const Param *p, float *block, void *ctx)
+{
+    params_init((Param *)p, ctx, block);
+    return 0;
+}
+
 void zero_init_weights(Zero *z)
+{
+    zero_fill_weights(z, fill_from_rng, (void *)z->cfg);
+}
+
+int zero_fill_weights(Zero *z, ZeroFill fill, void *ctx)
 {
     ParamSet *ps = &z->m->ps;
     int64_t most = 0;
@@ -597,10 +608,12 @@ void zero_init_weights(Zero *z)
     float *block = malloc((size_t)(most > 0 ? most : 1) * sizeof(float));
     if (!block)
         fail_abort("out of memory initialising weights", __FILE__, __LINE__);
-    for (int i = 0; i < ps->n; i++) {
+    int rc = 0;
+    for (int i = 0; i < ps->n && !rc; i++) {
         Param *p = &ps->p[i];
         int64_t n = params_local_numel(p), r0, nr;
-        params_init(p, z->cfg, block);
+        if ((rc = fill(p, block, ctx)))
+            break;
         zero_update_rows(z, p, &r0, &nr);
         ops_tensor src = {block, n, OPS_F32, OPS_CPU};
         if (p->w.data)
@@ -609,6 +622,7 @@ void zero_init_weights(Zero *z)
             ops_copy(p->master, ops_view(src, r0 * p->lcols, nr * p->lcols));
     }
     free(block);
+    return rc;
 }
 
 void zero_begin_step(Zero *z)

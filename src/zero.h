@@ -74,6 +74,12 @@ void zero_destroy(Zero *z);
  * Not collective. */
 void zero_init_weights(Zero *z);
 
+/* Fills every parameter this rank holds, its whole local block (lrows x
+ * lcols, fp32, row-major) at a time, from fill; stops at fill's first
+ * non-zero return and returns it. Not collective. */
+typedef int (*ZeroFill)(const Param *p, float *block, void *ctx);
+int zero_fill_weights(Zero *z, ZeroFill fill, void *ctx);
+
 /* Zeroes gradients before a step's first microbatch. Not collective. */
 void zero_begin_step(Zero *z);
 /* After the last microbatch: reduces gradients over DP into the owned rows

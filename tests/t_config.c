@@ -28,6 +28,7 @@
 /* Every key, none at its default. */
 static const char FULL[] =
     "[model]\nn_layer = 6\nn_embd = 96\nn_head = 6\nseq_len = 64\nvocab_size = 50304\n"
+    "vocab_used = 50257\n"
     "init = xavier_uniform\ninit_std = 0.01\ninit_fan = fan_out\ntie_embeddings = no\n"
     "[parallel]\ndp = 2\npp = 3\ntp = 2\nschedule = gpipe\nzero = 3\nnode_size = 4\n"
     "device = cpu\noverlap = false\n"
@@ -39,7 +40,8 @@ static const char FULL[] =
     "[data]\ntrain = /data/shard_train.bin\nval = /data/shard_val.bin\nval_fraction = 0.05\n"
     "format = tokens\n"
     "[checkpoint]\ndir = /scratch/ckpt\nevery = 25\nkeep = 2\n"
-    "resume = /scratch/ckpt/step_000050.h5\nasync = true\n"
+    "resume = none\nasync = true\n"
+    "init_from = /models/gpt2\n"
     "[eval]\nevery = 10\nbatches = 3\npatience = 4\nmin_delta = 0.001\n"
     "[log]\nevery = 5\nmetrics = /scratch/m.jsonl\nsample_tokens = 64\nprofile = yes\n"
     "[fault]\ntimeout = 90.5\n";
@@ -213,7 +215,8 @@ static void test_full_file(void)
            c.train.precision == PRECISION_BF16 && c.train.recompute == RECOMPUTE_EVERY &&
            c.train.recompute_every == 2 && c.train.seed == 18446744073709551615ULL &&
            c.train.loss_scale_min == 0.25 && c.data.format == DATA_TOKENS &&
-           !strcmp(c.checkpoint.resume, "/scratch/ckpt/step_000050.h5") && c.checkpoint.async &&
+           !strcmp(c.checkpoint.resume, "none") && c.checkpoint.async &&
+           !strcmp(c.checkpoint.init_from, "/models/gpt2") && c.model.vocab_used == 50257 &&
            c.eval.min_delta == 0.001 && !strcmp(c.log.metrics, "/scratch/m.jsonl") &&
            c.fault.timeout == 90.5 &&
            !strcmp(c.source, o.path),
@@ -222,23 +225,35 @@ static void test_full_file(void)
         tap_diag("%.*s", (int)o.len, o.msg);
     outcome_free(&o);
 
-    /* line by line against the defaults: FULL must change every key */
+    /* each key line against the defaults' lines: FULL must change every
+     * key (the defaults' text leaves out the keys config_to_ini omits
+     * while unset, so lines are looked up, not compared in order) */
     config_defaults(&d);
     int n = config_to_ini(&c, full, sizeof full);
     config_to_ini(&d, def, sizeof def);
     int keys = 0, same = 0;
-    for (char *a = full, *b = def; *a && *b;) {
-        size_t la = strcspn(a, "\n"), lb = strcspn(b, "\n");
-        int is_key = memchr(a, '=', la) != NULL;
-        keys += is_key;
-        same += is_key && la == lb && !memcmp(a, b, la);
+    for (char *a = full; *a;) {
+        size_t la = strcspn(a, "\n");
+        if (memchr(a, '=', la)) {
+            keys++;
+            for (char *b = def; *b;) {
+                size_t lb = strcspn(b, "\n");
+                if (la == lb && !memcmp(a, b, la)) {
+                    same++;
+                    break;
+                }
+                b += lb + (b[lb] != 0);
+            }
+        }
         a += la + (a[la] != 0);
-        b += lb + (b[lb] != 0);
     }
-    /* 53 keys today: a new key must be added to FULL too */
-    tap_ok(keys == 53 && same == 0 && n == (int)strlen(full),
+    /* 55 keys today: a new key must be added to FULL too */
+    tap_ok(keys == 55 && same == 0 && n == (int)strlen(full),
            "config_to_ini writes all %d keys, and the full file sets each", keys);
     tap_ok(round_trips(&c), "every key round-trips: config_to_ini -> config_load -> same Config");
+    tap_ok(!strstr(def, "vocab_used") && !strstr(def, "init_from"),
+           "unset, vocab_used and init_from are left out of config_to_ini's text (stored "
+           "configs as before)");
 
     char small[16];
     tap_ok(config_to_ini(&c, NULL, 0) == n && config_to_ini(&c, small, sizeof small) == n &&
@@ -429,6 +444,12 @@ static void test_rule_errors(void)
     FILE_ERR("vocab_size > 65536 with tokens",
              "[model]\nvocab_size = 70000\n" BASE "format = tokens\n", 0,
              "[model] vocab_size = 70000: token shards hold uint16 ids", NULL);
+    FILE_ERR("vocab_used > vocab_size", "[model]\nvocab_used = 300\n" BASE, 0,
+             "[model] vocab_used = 300: more than vocab_size (256)", NULL);
+    FILE_ERR("init_from with resume = PATH",
+             "[checkpoint]\ninit_from = /m\nresume = /c/step_00000001.h5\n" BASE, 0,
+             "[checkpoint] init_from = /m: starts a new run, and resume = "
+             "/c/step_00000001.h5 continues one", NULL);
     FILE_ERR("vocab_size < 256 with text", "[model]\nvocab_size = 100\n" BASE, 0,
              "[model] vocab_size = 100: text data is bytes", NULL);
     FILE_ERR("min_lr > lr", "[train]\nlr = 0.001\nmin_lr = 0.01\n" BASE, 0,
@@ -566,7 +587,7 @@ static void test_parse_text(void)
 int main(int argc, char **argv)
 {
     tap_init(&argc, &argv);
-    tap_plan(85);
+    tap_plan(88);
     test_defaults();
     test_builtin();
     test_full_file();

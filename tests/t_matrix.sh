@@ -15,7 +15,7 @@
 np=${1:-2}
 TAMPER="${TRI_BUILDDIR:-.}/tests/ckpt_tamper"
 limit=${TRI_MATRIX_LIMIT:-60}      # seconds any one case may take
-plan 151
+plan 170
 # shellcheck disable=SC3045
 ulimit -c 0 2>/dev/null            # a crash is detected below, not left as a core file
 t_start=$(date +%s)
@@ -1000,6 +1000,83 @@ last=$(printf 'step_%08d.h5' "${stop:-0}")
     && "$TRIDENT" inspect "$WORK/sig_M122/$last" > /dev/null 2>&1
 ok $? "M122 ... the save in flight (step 6) completed first, then the stop's own ($last); both verify"
 intact_dirs="$intact_dirs $WORK/sig_M122"
+
+# ---- HuggingFace and llm.c models: init_from and export (issue 15) ----
+le64() { le32 "$1"; le32 0; }
+# st FILE JSON [BYTES]: a safetensors file: header JSON, then BYTES zeros
+st() { { le64 ${#2}; printf '%s' "$2"; head -c "${3:-0}" /dev/zero; } > "$1"; }
+# hfdir DIR: a model directory whose config.json agrees with $cfg
+hfdir() {
+    rm -rf "$1" && mkdir -p "$1"
+    printf '{"model_type": "gpt2", "n_layer": 2, "n_head": 2, "n_embd": 32, "vocab_size": 256, "n_positions": 32}\n' > "$1/config.json"
+}
+# llmc FILE MAGIC VERSION LAYERS: an llm.c header for $cfg's model and no parameters
+llmc() {
+    { for v in "$2" "$3" 32 256 "$4" 2 32 256; do le32 "$v"; done; head -c 992 /dev/zero; } > "$1"
+}
+# from ID PATTERN WHAT SOURCE: a run whose init_from is SOURCE; wants exit 1
+from() { train "$1" 1 "$2" "$3" --set checkpoint.init_from="$4"; }
+hfdir "$WORK/h140"
+{ le64 1000000; printf '{}'; } > "$WORK/h140/model.safetensors"
+from M140 "header length 1000000 is longer than the 2 bytes after it" \
+    "init_from: a safetensors header length longer than the file" "$WORK/h140"
+hfdir "$WORK/h141"
+st "$WORK/h141/model.safetensors" '{"a":{"dtype":"F32","shape":[2],"data_offsets":[0,8]},"b":{"dtype":"F32","shape":[2],"data_offsets":[4,12]}}' 12
+from M141 "h141/model.safetensors: tensor b: data_offsets \[4, 12\] overlap tensor a's" \
+    "init_from: overlapping data_offsets" "$WORK/h141"
+hfdir "$WORK/h142"
+st "$WORK/h142/model.safetensors" '{"a":{"dtype":"F32","shape":[4],"data_offsets":[0,16]}}' 8
+from M142 "tensor a: data_offsets \[0, 16\] run past the data area (8 bytes)" \
+    "init_from: data_offsets out of range" "$WORK/h142"
+hfdir "$WORK/h143"
+st "$WORK/h143/model.safetensors" '{"a":{"dtype":"F33","shape":[1],"data_offsets":[0,4]}}' 4
+from M143 'tensor a: unknown dtype "F33"' "init_from: an unknown dtype" "$WORK/h143"
+hfdir "$WORK/h144"
+st "$WORK/h144/model.safetensors" '{"a":{"dtype":"F32","shape":[1],"data_offsets":[0,4]}}' 4
+from M144 "h144: tensor transformer.wte.weight is missing (trident's wte)" \
+    "init_from: a tensor [model] needs is missing" "$WORK/h144"
+hfdir "$WORK/h145"
+st "$WORK/h145/model.safetensors" '{"transformer.wte.weight":{"dtype":"F32","shape":[256,16],"data_offsets":[0,16384]}}' 16384
+from M145 "tensor transformer.wte.weight has shape \[256, 16\] (2-D), \[model\] needs \[256, 32\]" \
+    "init_from: a tensor whose shape disagrees with [model]" "$WORK/h145"
+hfdir "$WORK/h146"
+sed 's/"n_embd": 32/"n_embd": 64/' "$WORK/h146/config.json" > "$WORK/h146/c" && mv "$WORK/h146/c" "$WORK/h146/config.json"
+from M146 "h146/config.json: n_embd = 64, \[model\] n_embd = 32" \
+    "init_from: config.json disagrees with [model]" "$WORK/h146"
+hfdir "$WORK/h147"
+st "$WORK/h147/model-00001-of-00001.safetensors" '{"a":{"dtype":"F32","shape":[1],"data_offsets":[0,4]}}' 4
+printf '{"metadata": {"total_size": 8}, "weight_map": {"a": "model-00001-of-00001.safetensors", "b": "model-00001-of-00001.safetensors"}}\n' > "$WORK/h147/model.safetensors.index.json"
+from M147 "weight_map names tensor b in model-00001-of-00001.safetensors, which does not hold it" \
+    "init_from: a shard index naming a tensor its shard lacks" "$WORK/h147"
+hfdir "$WORK/h148"
+st "$WORK/h148/model.safetensors" 'not json'
+from M148 "h148/model.safetensors: header is not JSON" "init_from: a header that is not JSON" \
+    "$WORK/h148"
+llmc "$WORK/m149.bin" 12345 3 2
+from M149 "m149.bin: llm.c header: magic 12345, an llm.c model file starts with 20240326" \
+    "init_from: an llm.c file with a bad magic" "$WORK/m149.bin"
+llmc "$WORK/m150.bin" 20240326 4 2
+from M150 "llm.c header: version 4, trident reads llm.c's 3 (fp32) and 5 (bf16)" \
+    "init_from: an llm.c file of an unknown version" "$WORK/m150.bin"
+llmc "$WORK/m151.bin" 20240326 3 2
+from M151 "m151.bin: 1024 bytes, its llm.c header describes [0-9]* (truncated)" \
+    "init_from: a truncated llm.c file" "$WORK/m151.bin"
+llmc "$WORK/m152.bin" 20240326 3 3
+from M152 "llm.c header: num_layers = 3, \[model\] n_layer = 2" \
+    "init_from: an llm.c header that disagrees with [model]" "$WORK/m152.bin"
+from M153 "init_from: $WORK/none/model.bin: No such file or directory" \
+    "init_from: no such file" "$WORK/none/model.bin"
+train M154 1 "init_from = $WORK/h144: starts a new run, and resume = $good continues one" \
+    "config: init_from beside resume = PATH" --set checkpoint.init_from="$WORK/h144" \
+    --set checkpoint.resume="$good"
+tcase M155 1 "good is not empty (it holds .*): export refuses to write over files" \
+    "export: into the run directory (not empty)" export "$good" --format hf "$WORK/good"
+tcase M156 2 "the one format is hf" "export: --format onnx" \
+    export "$good" --format onnx "$WORK/e156"
+tcase M157 1 "flip.h5: dataset /model/h.1.mlp.fc.w does not match its checksum" \
+    "export: a checkpoint with a flipped bit" export "$WORK/flip.h5" --format hf "$WORK/e157"
+[ ! -e "$WORK/e157/model.safetensors" ] && [ -z "$(find "$WORK/e157" -name '.*tmp*')" ]
+ok $? "M157 ... and leaves neither model.safetensors nor a temporary file"
 
 # ---- the completed checkpoint survived all of it ------------------------------
 bad=""

@@ -1,0 +1,452 @@
+/*
+ * export.c - `trident export`; see export.h.
+ *
+ * The checkpoint is trusted only after the checks a load makes (root
+ * attributes, their checksum, every dataset's shape and checksum). The
+ * output never replaces a file silently: a DIR that holds anything is
+ * refused without --force, and every file is written under a temporary
+ * name, fsynced, and renamed into place only when all of them are
+ * complete, so an interrupted export leaves no file that looks finished.
+ * With --force, the files of an earlier export that this one does not
+ * write (model.safetensors, the index, model-*-of-*.safetensors) are
+ * removed after the renames: a loader would otherwise take a stale one.
+ */
+#include "export.h"
+
+#include <dirent.h>
+#include <errno.h>
+#include <fcntl.h>
+#include <getopt.h>
+#include <hdf5.h>
+#include <jansson.h>
+#include <stdlib.h>
+#include <string.h>
+#include <sys/stat.h>
+#include <unistd.h>
+
+#include "ckpt_format.h"
+#include "fail.h"
+#include "hf_map.h"
+#include "safetensors.h"
+
+#define SINGLE_NAME "model.safetensors"
+#define INDEX_NAME "model.safetensors.index.json"
+#define CONFIG_NAME "config.json"
+
+static int usage(FILE *err, const char *fmt, const char *arg)
+{
+    fputs("trident: export: ", err);
+    fprintf(err, fmt, arg);
+    fputs("\n(trident --help shows the usage)\n", err);
+    return TRI_EXIT_USAGE;
+}
+
+/* "5GB" = 5e9 and "5GiB" = 5 x 2^30 bytes, as transformers reads them. */
+static int parse_size(const char *s, uint64_t *out)
+{
+    static const struct { const char *suffix; uint64_t scale; } units[] = {
+        {"", 1}, {"B", 1}, {"KB", 1000}, {"MB", 1000000}, {"GB", 1000000000},
+        {"KiB", 1ull << 10}, {"MiB", 1ull << 20}, {"GiB", 1ull << 30},
+    };
+    char *end;
+    errno = 0;
+    unsigned long long v = strtoull(s, &end, 10);
+    if (errno || end == s || s[0] == '-' || v == 0)
+        return -1;
+    for (size_t i = 0; i < sizeof units / sizeof units[0]; i++)
+        if (!strcmp(end, units[i].suffix)) {
+            if (v > UINT64_MAX / units[i].scale)
+                return -1;
+            *out = v * units[i].scale;
+            return 0;
+        }
+    return -1;
+}
+
+int export_parse(ExportArgs *a, int argc, char **argv, FILE *err)
+{
+    static const struct option longopts[] = {
+        {"format", required_argument, NULL, 'f'}, {"dtype", required_argument, NULL, 'd'},
+        {"max-shard-size", required_argument, NULL, 'm'}, {"force", no_argument, NULL, 'F'},
+        {NULL, 0, NULL, 0},
+    };
+    memset(a, 0, sizeof *a);
+    a->max_shard = EXPORT_DEFAULT_SHARD;
+    const char *format = NULL;
+    optind = 1;
+    opterr = 0;
+    int opt;
+    while ((opt = getopt_long(argc, argv, ":", longopts, NULL)) != -1) {
+        switch (opt) {
+        case 'f': format = optarg; break;
+        case 'd':
+            if (strcmp(optarg, "fp32") && strcmp(optarg, "bf16"))
+                return usage(err, "--dtype %s: expected fp32 or bf16", optarg);
+            a->bf16 = !strcmp(optarg, "bf16");
+            break;
+        case 'm':
+            if (parse_size(optarg, &a->max_shard))
+                return usage(err, "--max-shard-size %s: expected a positive size in bytes, "
+                             "optionally with KB, MB, GB, KiB, MiB or GiB", optarg);
+            break;
+        case 'F': a->force = 1; break;
+        case ':': return usage(err, "option '%s' needs a value", argv[optind - 1]);
+        default: return usage(err, "unknown option '%s'", argv[optind - 1]);
+        }
+    }
+    if (optind + 2 != argc)
+        return usage(err, "expected CKPT.h5 and DIR (export CKPT.h5 --format hf DIR)%s", "");
+    a->ckpt = argv[optind];
+    a->dir = argv[optind + 1];
+    if (!format)
+        return usage(err, "needs --format hf%s", "");
+    if (strcmp(format, "hf"))
+        return usage(err, "--format %s: the one format is hf (HuggingFace safetensors)",
+                     format);
+    return 0;
+}
+
+/* ---- the output directory --------------------------------------------- */
+
+static int is_shard_name(const char *s)
+{
+    unsigned a, b;
+    int end = 0;
+    return sscanf(s, "model-%5u-of-%5u.safetensors%n", &a, &b, &end) == 2
+           && end == (int)strlen(s);
+}
+
+/* DIR is created, or must be empty, or --force. */
+static int claim_dir(const ExportArgs *a, FILE *err)
+{
+    if (mkdir(a->dir, 0777) == 0)
+        return 0;
+    if (errno != EEXIST) {
+        fprintf(err, "trident: export: %s: cannot create: %s\n", a->dir, strerror(errno));
+        return 1;
+    }
+    DIR *d = opendir(a->dir);
+    if (!d) {
+        fprintf(err, "trident: export: %s: %s\n", a->dir, strerror(errno));
+        return 1;
+    }
+    int found = 0;
+    char first[256] = "";
+    for (struct dirent *e; !found && (e = readdir(d));)
+        if (strcmp(e->d_name, ".") && strcmp(e->d_name, ".."))
+            found = snprintf(first, sizeof first, "%s", e->d_name) > 0;
+    closedir(d);
+    if (found && !a->force) {
+        fprintf(err, "trident: export: %s is not empty (it holds %s): export refuses to "
+                "write over files; choose a new directory or pass --force\n", a->dir, first);
+        return 1;
+    }
+    return 0;
+}
+
+/* ---- what goes where -------------------------------------------------- */
+
+typedef struct {
+    const Param *lp;
+    HfTensor hf;
+} Item;
+
+typedef struct {
+    Item *items;
+    StEntry *entries;
+    int n;
+    int *shard_of;          /* item -> shard */
+    int n_shards;
+} Plan;
+
+static void plan_free(Plan *p)
+{
+    free(p->items);
+    free(p->entries);
+    free(p->shard_of);
+}
+
+static int plan_tensors(Plan *p, const ParamSet *ps, const Config *cfg, const ExportArgs *a,
+                        FILE *err)
+{
+    p->items = calloc((size_t)ps->n, sizeof *p->items);
+    p->entries = calloc((size_t)ps->n, sizeof *p->entries);
+    p->shard_of = calloc((size_t)ps->n, sizeof *p->shard_of);
+    if (!p->items || !p->entries || !p->shard_of) {
+        fprintf(err, "trident: export: out of memory\n");
+        return 1;
+    }
+    uint64_t in_shard = 0;
+    for (int i = 0; i < ps->n; i++) {
+        Item *it = &p->items[p->n];
+        it->lp = &ps->p[i];
+        if (hf_map_tensor(cfg, HF_NAMES_HF, it->lp, &it->hf)) {
+            fprintf(err, "trident: export: tensor %s has no HuggingFace name in hf_map.c\n",
+                    it->lp->name);
+            return 1;
+        }
+        StEntry *e = &p->entries[p->n];
+        *e = (StEntry){it->hf.hf, a->bf16 ? OPS_BF16 : OPS_F32, it->hf.ndim,
+                       {it->hf.hf_shape[0], it->hf.hf_shape[1]}};
+        /* transformers' rule: a tensor opens a new shard when it would
+         * take the current one past the limit; one larger than the limit
+         * sits alone */
+        uint64_t bytes = st_data_bytes(e, 1);
+        if (p->n && in_shard + bytes > a->max_shard) {
+            p->n_shards++;
+            in_shard = 0;
+        }
+        p->shard_of[p->n++] = p->n_shards;
+        in_shard += bytes;
+    }
+    p->n_shards++;
+    return 0;
+}
+
+/* ---- reading the checkpoint ------------------------------------------- */
+
+/* The whole of lp's weights, their checksum verified. */
+static int read_weights(hid_t file, const char *ckpt, const Param *lp, float *buf, FILE *err)
+{
+    char path[128], why[256];
+    ckpt_dataset_path(path, sizeof path, lp->name, 0);
+    hid_t d = ckpt_dataset_open(file, path, lp, why, sizeof why);
+    uint64_t want = 0;
+    int rc = why[0] || d < 0;
+    if (!rc && (ckpt_attr_read(d, CKPT_CHECKSUM_ATTR, H5T_NATIVE_UINT64, &want)
+                || H5Dread(d, H5T_NATIVE_FLOAT, H5S_ALL, H5S_ALL, H5P_DEFAULT, buf) < 0)) {
+        snprintf(why, sizeof why, "cannot be read");
+        rc = 1;
+    }
+    if (!rc && ckpt_checksum(buf, 0, lp->rows, 0, lp->cols, lp->cols) != want) {
+        snprintf(why, sizeof why, "does not match its checksum");
+        rc = 1;
+    }
+    if (d >= 0)
+        H5Dclose(d);
+    if (rc)
+        fprintf(err, "trident: export: checkpoint %s: dataset %s %s\n", ckpt, path, why);
+    return rc;
+}
+
+/* ---- writing ---------------------------------------------------------- */
+
+static void shard_name(char *out, size_t n, const Plan *p, int s)
+{
+    if (p->n_shards == 1)
+        snprintf(out, n, SINGLE_NAME);
+    else
+        snprintf(out, n, "model-%05d-of-%05d.safetensors", s + 1, p->n_shards);
+}
+
+static void temp_path(char *out, size_t n, const char *dir, const char *name)
+{
+    snprintf(out, n, "%s/.%s.tmp.%ld", dir, name, (long)getpid());
+}
+
+static int write_shard(const Plan *p, int s, hid_t file, const ExportArgs *a, float *raw,
+                       float *hf, FILE *err)
+{
+    char name[64], tmp[4096], why[ST_WHY_MAX];
+    shard_name(name, sizeof name, p, s);
+    temp_path(tmp, sizeof tmp, a->dir, name);
+    int first = 0;
+    while (p->shard_of[first] != s)
+        first++;
+    int n = 0;
+    while (first + n < p->n && p->shard_of[first + n] == s)
+        n++;
+    StWriter w;
+    if (st_write_begin(&w, tmp, &p->entries[first], n, why, sizeof why)) {
+        fprintf(err, "trident: export: %s\n", why);
+        return 1;
+    }
+    for (int i = first; i < first + n; i++) {
+        const Item *it = &p->items[i];
+        /* the vocabulary's padding rows are the tensor's last: the first
+         * hf.rows rows are the ones HF keeps */
+        if (read_weights(file, a->ckpt, it->lp, raw, err)) {
+            st_write_abort(&w);
+            return 1;
+        }
+        hf_map_to_hf(&it->hf, raw, hf);
+        if (st_write_tensor(&w, hf, why, sizeof why)) {
+            st_write_abort(&w);
+            fprintf(err, "trident: export: %s\n", why);
+            return 1;
+        }
+    }
+    if (st_write_end(&w, why, sizeof why)) {
+        fprintf(err, "trident: export: %s\n", why);
+        return 1;
+    }
+    return 0;
+}
+
+/* Writes json to DIR/.NAME.tmp.PID, fsynced. */
+static int write_json(const char *dir, const char *name, json_t *json, FILE *err)
+{
+    char tmp[4096];
+    temp_path(tmp, sizeof tmp, dir, name);
+    int fd = open(tmp, O_WRONLY | O_CREAT | O_EXCL | O_CLOEXEC, 0666);
+    int rc = fd < 0 || !json || json_dumpfd(json, fd, JSON_INDENT(2) | JSON_SORT_KEYS)
+             || write(fd, "\n", 1) != 1 || fsync(fd);
+    if (fd >= 0 && close(fd))
+        rc = 1;
+    if (rc) {
+        fprintf(err, "trident: export: %s: %s\n", tmp, errno ? strerror(errno) : "failed");
+        unlink(tmp);
+    }
+    return rc;
+}
+
+static json_t *index_json(const Plan *p)
+{
+    uint64_t total = st_data_bytes(p->entries, p->n);
+    json_t *map = json_object();
+    for (int i = 0; i < p->n; i++) {
+        char name[64];
+        shard_name(name, sizeof name, p, p->shard_of[i]);
+        json_object_set_new(map, p->entries[i].name, json_string(name));
+    }
+    return json_pack("{s:{s:I}, s:o}", "metadata", "total_size", (json_int_t)total,
+                     "weight_map", map);
+}
+
+/* The temporary files, renamed into place, the directory synced; then the
+ * earlier export's files that this one did not write removed. */
+static int publish(const Plan *p, const ExportArgs *a, FILE *err)
+{
+    char name[64], tmp[4096], final[4096];
+    int rc = 0;
+    for (int s = -2; s < p->n_shards; s++) {
+        if (s == -1 && p->n_shards == 1)
+            continue;
+        if (s == -2)
+            snprintf(name, sizeof name, CONFIG_NAME);
+        else if (s == -1)
+            snprintf(name, sizeof name, INDEX_NAME);
+        else
+            shard_name(name, sizeof name, p, s);
+        temp_path(tmp, sizeof tmp, a->dir, name);
+        snprintf(final, sizeof final, "%s/%s", a->dir, name);
+        if (!rc && rename(tmp, final)) {
+            fprintf(err, "trident: export: %s: %s\n", final, strerror(errno));
+            rc = 1;
+        }
+        if (rc)
+            unlink(tmp);
+    }
+    DIR *d = rc ? NULL : opendir(a->dir);
+    for (struct dirent *e; d && (e = readdir(d));) {
+        int ours = 0;
+        for (int s = 0; s < p->n_shards; s++) {
+            shard_name(name, sizeof name, p, s);
+            ours |= !strcmp(name, e->d_name);
+        }
+        int stale = is_shard_name(e->d_name) || !strcmp(e->d_name, SINGLE_NAME)
+                    || (!strcmp(e->d_name, INDEX_NAME) && p->n_shards == 1);
+        if (stale && !ours) {
+            snprintf(final, sizeof final, "%s/%s", a->dir, e->d_name);
+            unlink(final);
+        }
+    }
+    if (d) {
+        fsync(dirfd(d));
+        closedir(d);
+    }
+    return rc;
+}
+
+static void remove_temps(const Plan *p, const ExportArgs *a)
+{
+    char name[64], tmp[4096];
+    temp_path(tmp, sizeof tmp, a->dir, CONFIG_NAME);
+    unlink(tmp);
+    temp_path(tmp, sizeof tmp, a->dir, INDEX_NAME);
+    unlink(tmp);
+    for (int s = 0; s < p->n_shards; s++) {
+        shard_name(name, sizeof name, p, s);
+        temp_path(tmp, sizeof tmp, a->dir, name);
+        unlink(tmp);
+    }
+}
+
+static int write_all(const Plan *p, hid_t file, const Config *cfg, const ExportArgs *a,
+                     FILE *err)
+{
+    int64_t most = 1;
+    for (int i = 0; i < p->n; i++)
+        if (p->items[i].lp->rows * p->items[i].lp->cols > most)
+            most = p->items[i].lp->rows * p->items[i].lp->cols;
+    float *raw = malloc((size_t)most * sizeof *raw), *hf = malloc((size_t)most * sizeof *hf);
+    int rc = !raw || !hf;
+    if (rc)
+        fprintf(err, "trident: export: out of memory\n");
+    for (int s = 0; s < p->n_shards && !rc; s++)
+        rc = write_shard(p, s, file, a, raw, hf, err);
+    free(raw);
+    free(hf);
+    if (!rc && p->n_shards > 1) {
+        json_t *index = index_json(p);
+        rc = write_json(a->dir, INDEX_NAME, index, err);
+        json_decref(index);
+    }
+    if (!rc) {
+        json_t *config = hf_map_config_json(cfg, a->bf16 ? "bfloat16" : "float32");
+        rc = write_json(a->dir, CONFIG_NAME, config, err);
+        json_decref(config);
+    }
+    rc = rc ? rc : publish(p, a, err);
+    if (rc)
+        remove_temps(p, a);
+    return rc;
+}
+
+int export_hf(const ExportArgs *a, FILE *out, FILE *err)
+{
+    CkptFile f = {.id = -1, .path = a->ckpt};
+    f.id = ckpt_open_serial(&f, a->ckpt);
+    CkptRoot *root = f.rc ? NULL : calloc(1, sizeof *root);
+    if (!f.rc && !root)
+        ckpt_fail(&f, "out of memory");
+    if (root) {
+        ckpt_root_read(f.id, root);
+        ckpt_root_verify(&f, root);
+    }
+    int rc = f.rc;
+    if (rc)
+        fputs(f.msg, err);
+    rc = rc ? rc : claim_dir(a, err);
+    ParamSet ps = {0};
+    Plan plan = {0};
+    if (!rc) {
+        ckpt_logical_tensors(&root->stored, &ps);
+        rc = plan_tensors(&plan, &ps, &root->stored, a, err)
+             || write_all(&plan, f.id, &root->stored, a, err);
+    }
+    if (!rc)
+        fprintf(out, "trident: exported %s to %s: %d tensors in %d file%s (%s), config.json\n",
+                a->ckpt, a->dir, plan.n, plan.n_shards, plan.n_shards > 1 ? "s" : "",
+                a->bf16 ? "bf16" : "fp32");
+    plan_free(&plan);
+    params_free(&ps);
+    if (root)
+        ckpt_root_free(root);
+    free(root);
+    if (f.id >= 0)
+        H5Fclose(f.id);
+    return rc;
+}
+
+int export_main(int argc, char **argv, MPI_Comm world)
+{
+    int rank;
+    MPI_Comm_rank(world, &rank);
+    ExportArgs a;
+    int rc = export_parse(&a, argc, argv, fail_stream(rank == 0));
+    if (rc)
+        return rc;
+    rc = rank == 0 ? export_hf(&a, stdout, stderr) : 0;
+    return fail_agree(world, rc) ? TRI_EXIT_ERROR : TRI_EXIT_OK;
+}

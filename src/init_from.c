@@ -1,0 +1,402 @@
+/*
+ * init_from.c - starting a run from a published model; see init_from.h.
+ *
+ * Both kinds of source become one thing: an StModel, a list of named,
+ * typed, shaped byte ranges in files. A HuggingFace directory is one
+ * already (safetensors.h); an llm.c .bin is described as one here, from
+ * its 256-int header, one tensor per layer of each of its stacked arrays,
+ * named as trident names its tensors. hf_map.h's tables then say where
+ * each of trident's elements is, so a rank's block is read by runs of
+ * rows whose source rows (or, transposed, columns) are consecutive.
+ */
+#include "init_from.h"
+
+#include <fcntl.h>
+#include <jansson.h>
+#include <stdarg.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <sys/stat.h>
+#include <unistd.h>
+
+#include "ckpt_files.h"
+#include "ckpt_format.h"
+#include "comm.h"
+#include "fail.h"
+#include "file_check.h"
+#include "hf_map.h"
+#include "safetensors.h"
+
+#define LLMC_MAGIC 20240326
+#define LLMC_HEADER_INTS 256
+#define MSG_MAX 2048
+
+typedef struct {
+    const char *path;     /* [checkpoint] init_from */
+    HfNames names;
+    StModel m;
+} Source;
+
+static int say(char *why, size_t n, const char *fmt, ...) __attribute__((format(printf, 3, 4)));
+static int say(char *why, size_t n, const char *fmt, ...)
+{
+    va_list ap;
+    va_start(ap, fmt);
+    vsnprintf(why, n, fmt, ap);
+    va_end(ap);
+    return 1;
+}
+
+/* ---- llm.c's .bin ----------------------------------------------------- */
+
+/* llm.c's parameter arrays in file order; per_layer arrays are L stacked
+ * (rows x cols) tensors named "h.%d.<name>". */
+typedef struct {
+    const char *name;
+    int per_layer;
+    char rows, cols;      /* 'V' Vp, 'T' maxT, 'C' C, '3' 3C, '4' 4C, '1' 1 */
+} LlmcArray;
+
+static const LlmcArray LLMC_ARRAYS[] = {
+    {"wte", 0, 'V', 'C'}, {"wpe", 0, 'T', 'C'},
+    {"ln1.w", 1, 'C', '1'}, {"ln1.b", 1, 'C', '1'},
+    {"attn.qkv.w", 1, '3', 'C'}, {"attn.qkv.b", 1, '3', '1'},
+    {"attn.proj.w", 1, 'C', 'C'}, {"attn.proj.b", 1, 'C', '1'},
+    {"ln2.w", 1, 'C', '1'}, {"ln2.b", 1, 'C', '1'},
+    {"mlp.fc.w", 1, '4', 'C'}, {"mlp.fc.b", 1, '4', '1'},
+    {"mlp.proj.w", 1, 'C', '4'}, {"mlp.proj.b", 1, 'C', '1'},
+    {"lnf.w", 0, 'C', '1'}, {"lnf.b", 0, 'C', '1'},
+};
+
+static int64_t llmc_dim(char d, const int32_t *h)
+{
+    int64_t C = h[6];
+    switch (d) {
+    case 'V': return h[7];
+    case 'T': return h[2];
+    case 'C': return C;
+    case '3': return 3 * C;
+    case '4': return 4 * C;
+    }
+    return 1;
+}
+
+/* The header against [model], before any size is computed from it. */
+static int llmc_check_header(const int32_t *h, const Config *cfg, char *why, size_t n)
+{
+    const ModelConfig *m = &cfg->model;
+    if (h[0] != LLMC_MAGIC)
+        return say(why, n, "magic %d, an llm.c model file starts with %d", h[0], LLMC_MAGIC);
+    if (h[1] != 3 && h[1] != 5)
+        return say(why, n, "version %d, trident reads llm.c's 3 (fp32) and 5 (bf16)", h[1]);
+    static const struct { int index; const char *what, *key; } same[] = {
+        {4, "num_layers", "n_layer"}, {5, "num_heads", "n_head"}, {6, "channels", "n_embd"},
+        {7, "padded_vocab_size", "vocab_size"},
+    };
+    const int want[] = {m->n_layer, m->n_head, m->n_embd, m->vocab_size};
+    for (int i = 0; i < 4; i++)
+        if (h[same[i].index] != want[i])
+            return say(why, n, "%s = %d, [model] %s = %d", same[i].what, h[same[i].index],
+                       same[i].key, want[i]);
+    if (h[2] < m->seq_len)
+        return say(why, n, "max_seq_len = %d, shorter than [model] seq_len = %d", h[2],
+                   m->seq_len);
+    if (h[3] < 1 || h[3] > h[7] || (m->vocab_used && h[3] != m->vocab_used))
+        return say(why, n, "vocab_size = %d: [model] vocab_used must be it (it is %d)", h[3],
+                   m->vocab_used);
+    return 0;
+}
+
+static int llmc_open(StModel *sm, const char *path, const Config *cfg, char *why, size_t n)
+{
+    memset(sm, 0, sizeof *sm);
+    sm->files = calloc(1, sizeof *sm->files);
+    if (!sm->files || !(sm->dir = strdup(path)))
+        return say(why, n, "%s: out of memory", path);
+    StFile *f = sm->files;
+    f->fd = -1;
+    sm->n_files = 1;
+    if (!(f->path = strdup(path)))
+        return say(why, n, "%s: out of memory", path);
+    char reason[256];
+    f->fd = file_open_regular(path, O_RDONLY, reason, sizeof reason);
+    if (f->fd < 0)
+        return say(why, n, "%s: %s", path, reason);
+    int32_t h[LLMC_HEADER_INTS];
+    struct stat sb;
+    if (fstat(f->fd, &sb) || pread(f->fd, h, sizeof h, 0) != (ssize_t)sizeof h)
+        return say(why, n, "%s: shorter than llm.c's %zu-byte header", path, sizeof h);
+    if (llmc_check_header(h, cfg, reason, sizeof reason))
+        return say(why, n, "%s: llm.c header: %s", path, reason);
+    int L = h[4], count = 4 + 12 * L;
+    int es = h[1] == 5 ? 2 : 4;
+    if (!(f->t = calloc((size_t)count, sizeof *f->t)))
+        return say(why, n, "%s: out of memory", path);
+    uint64_t at = 0;
+    for (size_t a = 0; a < sizeof LLMC_ARRAYS / sizeof LLMC_ARRAYS[0]; a++) {
+        const LlmcArray *arr = &LLMC_ARRAYS[a];
+        for (int l = 0; l < (arr->per_layer ? L : 1); l++) {
+            StTensor *t = &f->t[f->n++];
+            char name[64];
+            if (arr->per_layer)
+                snprintf(name, sizeof name, "h.%d.%s", l, arr->name);
+            else
+                snprintf(name, sizeof name, "%s", arr->name);
+            t->name = strdup(name);
+            snprintf(t->dtype, sizeof t->dtype, "%s", es == 2 ? "BF16" : "F32");
+            t->elem_size = es;
+            t->shape[0] = llmc_dim(arr->rows, h);
+            t->shape[1] = llmc_dim(arr->cols, h);
+            t->ndim = arr->cols == '1' ? 1 : 2;
+            t->begin = at;
+            at += (uint64_t)(t->shape[0] * t->shape[1]) * (uint64_t)es;
+            t->end = at;
+            if (!t->name)
+                return say(why, n, "%s: out of memory", path);
+        }
+    }
+    f->data_start = sizeof h;
+    uint64_t want = sizeof h + at;
+    if ((uint64_t)sb.st_size != want)
+        return say(why, n, "%s: %llu bytes, its llm.c header describes %llu (%s)", path,
+                   (unsigned long long)sb.st_size, (unsigned long long)want,
+                   (uint64_t)sb.st_size < want ? "truncated" : "extra bytes at the end");
+    return 0;
+}
+
+/* ---- HuggingFace's config.json ---------------------------------------- */
+
+static int hf_check_config(const char *dir, const Config *cfg, char *why, size_t n)
+{
+    char path[CONFIG_PATH_MAX + 16];
+    snprintf(path, sizeof path, "%s/config.json", dir);
+    json_error_t err;
+    json_t *root = json_load_file(path, JSON_REJECT_DUPLICATES, &err);
+    if (!root)
+        return say(why, n, "%s: %s", path, err.text);
+    const ModelConfig *m = &cfg->model;
+    const char *type = json_string_value(json_object_get(root, "model_type"));
+    int rc = 0;
+    if (!type || strcmp(type, "gpt2"))
+        rc = say(why, n, "%s: model_type is %s, [model] is GPT-2 (\"gpt2\")", path,
+                 type ? type : "missing");
+    static const struct { const char *json, *key; } same[] = {
+        {"n_layer", "n_layer"}, {"n_head", "n_head"}, {"n_embd", "n_embd"},
+        {"vocab_size", "vocab_used (or vocab_size)"},
+    };
+    const int want[] = {m->n_layer, m->n_head, m->n_embd, hf_map_vocab(cfg)};
+    for (int i = 0; i < 4 && !rc; i++) {
+        json_t *v = json_object_get(root, same[i].json);
+        if (!json_is_integer(v) || json_integer_value(v) != want[i])
+            rc = say(why, n, "%s: %s = %lld, [model] %s = %d", path, same[i].json,
+                     json_is_integer(v) ? (long long)json_integer_value(v) : -1LL,
+                     same[i].key, want[i]);
+    }
+    json_t *pos = json_object_get(root, "n_positions");
+    if (!rc && (!json_is_integer(pos) || json_integer_value(pos) < m->seq_len))
+        rc = say(why, n, "%s: n_positions = %lld, shorter than [model] seq_len = %d", path,
+                 json_is_integer(pos) ? (long long)json_integer_value(pos) : -1LL,
+                 m->seq_len);
+    json_t *inner = json_object_get(root, "n_inner");
+    if (!rc && inner && !json_is_null(inner)
+        && (!json_is_integer(inner) || json_integer_value(inner) != 4 * m->n_embd))
+        rc = say(why, n, "%s: n_inner is not 4 x n_embd, trident's MLP width", path);
+    json_decref(root);
+    return rc;
+}
+
+/* ---- the source ------------------------------------------------------- */
+
+static int source_open(Source *s, const Config *cfg, char *why, size_t n)
+{
+    memset(s, 0, sizeof *s);
+    s->path = cfg->checkpoint.init_from;
+    struct stat sb;
+    int rc;
+    if (stat(s->path, &sb) == 0 && S_ISDIR(sb.st_mode)) {
+        s->names = HF_NAMES_HF;
+        rc = hf_check_config(s->path, cfg, why, n) || st_model_open(&s->m, s->path, why, n);
+    } else {
+        s->names = HF_NAMES_LLMC;
+        rc = llmc_open(&s->m, s->path, cfg, why, n);
+        if (rc)
+            st_model_close(&s->m);
+    }
+    return rc;
+}
+
+/* The source's tensor called name; HF hub's own gpt2 files name theirs
+ * without "transformer.". */
+static const StTensor *find(const Source *s, const char *name, const StFile **f)
+{
+    const StTensor *t = st_model_find(&s->m, name, f);
+    if (!t && !strncmp(name, "transformer.", 12))
+        t = st_model_find(&s->m, name + 12, f);
+    return t;
+}
+
+/* The source tensor of trident tensor lp, checked against its shape. */
+static int source_tensor(const Source *s, const Config *cfg, const Param *lp, HfTensor *map,
+                         const StFile **f, const StTensor **t, char *why, size_t n)
+{
+    int mapped = !hf_map_tensor(cfg, s->names, lp, map);
+    *t = mapped ? find(s, map->hf, f) : NULL;
+    if (!*t && !strcmp(lp->name, "lm_head")) {
+        /* a tied source (GPT-2's, llm.c's) has no head: an untied trident
+         * head starts as a copy of the embedding */
+        Param alias = *lp;
+        snprintf(alias.name, sizeof alias.name, "wte");
+        mapped = !hf_map_tensor(cfg, s->names, &alias, map);
+        *t = mapped ? find(s, map->hf, f) : NULL;
+    }
+    if (!mapped)
+        return say(why, n, "%s: trident's tensor %s has no name in this format", s->path,
+                   lp->name);
+    if (!*t)
+        return say(why, n, "%s: tensor %s is missing (trident's %s)", s->path, map->hf,
+                   lp->name);
+    int64_t r = (*t)->ndim >= 1 ? (*t)->shape[0] : 0, c = (*t)->ndim == 2 ? (*t)->shape[1] : 1;
+    int ok = (*t)->ndim == map->ndim && c == map->hf_shape[1]
+             && (r == map->hf_shape[0] || (map->how->longer_ok && r > map->hf_shape[0]));
+    if (!ok)
+        return say(why, n, "%s: tensor %s has shape [%lld, %lld] (%d-D), [model] needs "
+                   "[%lld, %lld]%s (trident's %s)", (*f)->path, map->hf, (long long)r,
+                   (long long)c, (*t)->ndim, (long long)map->hf_shape[0],
+                   (long long)map->hf_shape[1], map->how->longer_ok ? " or more rows" : "",
+                   lp->name);
+    if (strcmp((*t)->dtype, "F32") && strcmp((*t)->dtype, "F16") && strcmp((*t)->dtype, "BF16"))
+        return say(why, n, "%s: tensor %s has dtype %s, trident reads F32, F16 or BF16",
+                   (*f)->path, map->hf, (*t)->dtype);
+    return 0;
+}
+
+/* ---- deciding and checking -------------------------------------------- */
+
+/* Rank 0: whether the checkpoint directory holds something to resume. */
+static int dir_has_checkpoints(const Config *cfg)
+{
+    const CheckpointConfig *c = &cfg->checkpoint;
+    if (!c->dir[0] || !strcmp(c->resume, "none"))
+        return 0;
+    int64_t *steps = NULL;
+    int n = ckpt_files_list(c->dir, &steps);
+    free(steps);
+    char latest[CONFIG_PATH_MAX + 16];
+    snprintf(latest, sizeof latest, "%s/latest", c->dir);
+    return n > 0 || access(latest, F_OK) == 0;
+}
+
+static int check_all(const Config *cfg, char *why, size_t n)
+{
+    Source s;
+    int rc = source_open(&s, cfg, why, n);
+    ParamSet ps = {0};
+    if (!rc) {
+        ckpt_logical_tensors(cfg, &ps);
+        for (int i = 0; i < ps.n && !rc; i++) {
+            HfTensor map;
+            const StFile *f;
+            const StTensor *t;
+            rc = source_tensor(&s, cfg, &ps.p[i], &map, &f, &t, why, n);
+        }
+        params_free(&ps);
+    }
+    st_model_close(&s.m);
+    return rc;
+}
+
+int init_from_check(const Config *cfg, const Grid *g, int *use)
+{
+    char msg[MSG_MAX] = "";
+    int rc = 0, decided = 0;
+    if (g->rank == 0 && cfg->checkpoint.init_from[0]) {
+        decided = !dir_has_checkpoints(cfg);
+        if (!decided)
+            printf("note: [checkpoint] dir = %s holds checkpoints: resuming them; init_from = "
+                   "%s starts new runs only and is ignored\n", cfg->checkpoint.dir,
+                   cfg->checkpoint.init_from);
+        char why[MSG_MAX - 64];
+        if (decided && check_all(cfg, why, sizeof why)) {
+            snprintf(msg, sizeof msg, "trident: [checkpoint] init_from: %s\n", why);
+            rc = 1;
+        }
+    }
+    TRI_TRY(fail_report(g->world, rc, msg));
+    comm_bcast_bytes(g, COMM_WORLD, &decided, sizeof decided, 0);
+    *use = decided;
+    return 0;
+}
+
+/* ---- loading ---------------------------------------------------------- */
+
+typedef struct {
+    const Source *s;
+    const Config *cfg;
+    char *why;
+    size_t n;
+} FillCtx;
+
+/* Rows [r, r+k) of p's block from the source: k source rows, or k source
+ * columns (transposed) read into scratch and turned. */
+static int read_run(const FillCtx *x, const Param *p, const HfTensor *map, const StFile *f,
+                    const StTensor *t, int64_t r, int64_t k, float *block, float *scratch)
+{
+    int64_t h = hf_map_row(map, r), nc = p->lcols;
+    float *dst = block + (r - p->row0) * nc;
+    if (!map->how->transpose)
+        return st_read_f32(f, t, h, k, p->col0, nc, dst, x->why, x->n);
+    TRI_TRY(st_read_f32(f, t, p->col0, nc, h, k, scratch, x->why, x->n));
+    for (int64_t j = 0; j < k; j++)
+        for (int64_t i = 0; i < nc; i++)
+            dst[j * nc + i] = scratch[i * k + j];
+    return 0;
+}
+
+static int fill_block(const Param *p, float *block, void *ctx)
+{
+    const FillCtx *x = ctx;
+    HfTensor map;
+    const StFile *f;
+    const StTensor *t;
+    TRI_TRY(source_tensor(x->s, x->cfg, p, &map, &f, &t, x->why, x->n));
+    float *scratch = map.how->transpose ? malloc((size_t)(p->lrows * p->lcols)
+                                                 * sizeof *scratch) : NULL;
+    if (map.how->transpose && !scratch)
+        fail_abort("out of memory reading init_from", __FILE__, __LINE__);
+    int rc = 0;
+    int64_t end = p->row0 + p->lrows;
+    for (int64_t r = p->row0; r < end && !rc;) {
+        if (r >= map.rows) {  /* the vocabulary's padding: zeros, as llm.c's */
+            memset(block + (r - p->row0) * p->lcols, 0, (size_t)((end - r) * p->lcols)
+                   * sizeof *block);
+            break;
+        }
+        int64_t k = 1;
+        while (r + k < end && r + k < map.rows && hf_map_row(&map, r + k) == hf_map_row(&map, r) + k)
+            k++;
+        rc = read_run(x, p, &map, f, t, r, k, block, scratch);
+        r += k;
+    }
+    free(scratch);
+    return rc;
+}
+
+int init_from_load(Zero *z, const Config *cfg, const Grid *g)
+{
+    char why[MSG_MAX - 64] = "", msg[MSG_MAX] = "";
+    Source s;
+    int rc = source_open(&s, cfg, why, sizeof why);
+    if (!rc) {
+        FillCtx x = {&s, cfg, why, sizeof why};
+        rc = zero_fill_weights(z, fill_block, &x);
+    }
+    if (rc)
+        snprintf(msg, sizeof msg, "trident: [checkpoint] init_from: %s\n", why);
+    st_model_close(&s.m);
+    TRI_TRY(fail_report(g->world, rc, msg));
+    if (g->rank == 0)
+        printf("initialised from %s (%s): step 0, a fresh optimizer\n", cfg->checkpoint.init_from,
+               s.names == HF_NAMES_HF ? "HuggingFace safetensors" : "llm.c model file");
+    return 0;
+}
