@@ -1,5 +1,6 @@
 /*
- * data.c - token files read with pread, the seeded window sampler and the
+ * data.c - token files read with pread (text, llm.c shards, Megatron
+ * indexed datasets; blends of them), the seeded window sampler and the
  * prefetching loader (see data.h).
  *
  * Why this shape:
@@ -27,6 +28,11 @@
  * - The splits never overlap: a held-out validation split is the tail of the
  *   train file, and the window count reserves room for the largest shift, so
  *   no training window ever reaches a validation token.
+ * - An indexed dataset is one more token file: its index is checked once
+ *   (indexed.c) and its .bin read as a stream, since samples may cross
+ *   document boundaries. A blend is a list of such parts; the blend walk
+ *   (which part sample g comes from) is the loader thread's own state, so
+ *   the Dataset stays immutable and shared without locks.
  */
 #include "data.h"
 
