@@ -4,9 +4,11 @@
  * Why the walk: the rule "furthest below its share" depends on the counts
  * so far, which have no closed form for more than two datasets, so a walker
  * replays it. Training asks for increasing g, so each sample costs one pass
- * over the weights; a resumed run's first call replays from 0, about a
- * nanosecond per sample and dataset (a run resumed at sample 10^9 of a
- * two-dataset blend waits a few seconds), which keeps the checkpoint's data
+ * over the weights; a resumed run's first call replays from 0 (measured on
+ * a shared 2-core AMD EPYC: 10^8 samples in 1.0 s for 2 datasets, 2.1 s
+ * for 8; a run resumed at sample 10^9 waits some 10 to 20 s, once, on the
+ * loader thread while the first step's other work starts), which keeps the
+ * checkpoint's data
  * cursor the whole of the data state and makes a changed blend on resume
  * mean what Megatron makes it mean: the new blend as if from the start.
  */
