@@ -8,9 +8,9 @@
  * a shared 2-core AMD EPYC: 10^8 samples in 1.0 s for 2 datasets, 2.1 s
  * for 8; a run resumed at sample 10^9 waits some 10 to 20 s, once, on the
  * loader thread while the first step's other work starts), which keeps the
- * checkpoint's data
- * cursor the whole of the data state and makes a changed blend on resume
- * mean what Megatron makes it mean: the new blend as if from the start.
+ * checkpoint's data cursor the whole of the data state and makes a changed
+ * blend on resume mean what Megatron makes it mean: the new blend as if
+ * from the start.
  */
 #include "blend.h"
 
