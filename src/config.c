@@ -63,7 +63,7 @@ static const char *const FAN_WORDS[] = { "fan_in", "fan_out", NULL };
 static const char *const SCHEDULE_WORDS[] = { "1f1b", "gpipe", NULL };
 static const char *const DEVICE_WORDS[] = { "auto", "cpu", "cuda", NULL };
 static const char *const PRECISION_WORDS[] = { "fp32", "bf16", "fp16", NULL };
-static const char *const FORMAT_WORDS[] = { "text", "tokens", NULL };
+static const char *const FORMAT_WORDS[] = { "text", "tokens", "indexed", NULL };
 
 #define KEY(s, n, t, f, d) \
     .section = (s), .name = (n), .type = (t), .offset = offsetof(Config, f), \

@@ -17,7 +17,7 @@
 
 typedef enum { SCHED_1F1B = 0, SCHED_GPIPE = 1 } ScheduleKind;
 typedef enum { DEVICE_AUTO = 0, DEVICE_CPU = 1, DEVICE_CUDA = 2 } DeviceChoice;
-typedef enum { DATA_TEXT = 0, DATA_TOKENS = 1 } DataFormat;
+typedef enum { DATA_TEXT = 0, DATA_TOKENS = 1, DATA_INDEXED = 2 } DataFormat;
 typedef enum {
     INIT_GPT2 = 0, INIT_NORMAL, INIT_HE_NORMAL, INIT_HE_UNIFORM,
     INIT_XAVIER_NORMAL, INIT_XAVIER_UNIFORM, INIT_ZEROS

@@ -1,5 +1,6 @@
 /*
- * data.c - token files read with pread, the seeded window sampler and the
+ * data.c - token files read with pread (text, llm.c shards, Megatron
+ * indexed datasets; blends of them), the seeded window sampler and the
  * prefetching loader (see data.h).
  *
  * Why this shape:
@@ -27,6 +28,11 @@
  * - The splits never overlap: a held-out validation split is the tail of the
  *   train file, and the window count reserves room for the largest shift, so
  *   no training window ever reaches a validation token.
+ * - An indexed dataset is one more token file: its index is checked once
+ *   (indexed.c) and its .bin read as a stream, since samples may cross
+ *   document boundaries. A blend is a list of such parts; the blend walk
+ *   (which part sample g comes from) is the loader thread's own state, so
+ *   the Dataset stays immutable and shared without locks.
  */
 #include "data.h"
 
@@ -40,7 +46,9 @@
 #include <time.h>
 #include <unistd.h>
 
+#include "blend.h"
 #include "file_check.h"
+#include "indexed.h"
 
 #define SHARD_MAGIC 20240520
 #define SHARD_VERSION 1
@@ -52,8 +60,9 @@ typedef struct {
     int64_t size;       /* bytes at open */
     int64_t first;      /* byte offset of the first token: after a shard's header */
     int64_t count;      /* tokens in the file */
+    int width;          /* bytes per token: 1 (text), 2 (shards, uint16 indexed), 4 (int32) */
     const char *key;    /* "[data] train" or "[data] val" */
-    char path[CONFIG_PATH_MAX];
+    char path[CONFIG_PATH_MAX + 8];  /* + ".bin" of an indexed dataset's prefix */
 } TokenFile;
 
 /* A split: `count` tokens of a file from token `start` on. */
@@ -62,17 +71,31 @@ typedef struct {
     int64_t start, count;
 } Split;
 
-struct Dataset {
-    TokenFile train_file;
-    TokenFile val_file;       /* not open when val is held out of train */
-    int width;                /* bytes per token: 1 (text) or 2 (shards) */
-    int vocab;                /* every id read must be below it */
-    Split train, val;
-    int64_t n_train, n_val;   /* tokens in each split */
-    int seq_len;
+/* One dataset of the training blend (the only one without a blend). */
+typedef struct {
+    Split split;
     int64_t windows;          /* W: training windows per epoch */
-    int64_t val_windows;      /* V */
     int shifted;              /* 1: per-epoch shift in [0, seq_len); 0: no room, shift 0 */
+    uint64_t seed_salt;       /* j * GOLDEN for dataset j: their orders differ; 0 for the first */
+} TrainPart;
+
+/* One validation dataset: its held-out tail, or a [data] val file. */
+typedef struct {
+    Split split;
+    int64_t windows;          /* V */
+} ValPart;
+
+struct Dataset {
+    TokenFile *files;         /* the train datasets', then [data] val's if set */
+    int n_files;
+    Blend train_blend;        /* [data] train: one dataset, or weights and names */
+    Blend val_blend;          /* [data] val; n = 0 when the tails of train are held out */
+    const Blend *val_of;      /* the blend that names the validation parts */
+    TrainPart *train;         /* train_blend.n */
+    ValPart *val;             /* val_of->n */
+    int vocab;                /* every id read must be below it */
+    int seq_len;
+    int64_t n_train, n_val;   /* tokens in all train / val parts */
 };
 
 /* Error reporting. */
@@ -192,8 +215,17 @@ static int32_t token_at(const uint8_t *tok, int width, int64_t i)
 {
     if (width == 1)
         return tok[i];
+    if (width == 4)
+        return le_i32(tok + 4 * i);
     const uint8_t *p = tok + 2 * i;
     return (int32_t)((uint32_t)p[0] | (uint32_t)p[1] << 8);
+}
+
+/* Whether id is no token of a vocab_size-word vocabulary: int32 files may
+ * hold negative ids, which are as wrong as ids past the end. */
+static int outside(int32_t id, int vocab)
+{
+    return (uint32_t)id >= (uint32_t)vocab;
 }
 
 static void close_file(TokenFile *tf)
@@ -310,14 +342,14 @@ static int parse_shard(TokenFile *tf, const char *key, const char *path,
 static int64_t first_out_of_vocab(const uint8_t *tok, int width, int64_t n,
                                   int vocab)
 {
-    if (vocab >= (width == 1 ? 256 : 65536))
+    if (width < 4 && vocab >= (width == 1 ? 256 : 65536))
         return -1;
     int64_t first = INT64_MAX;
 #ifdef _OPENMP
 #pragma omp parallel for reduction(min : first) schedule(static)
 #endif
     for (int64_t i = 0; i < n; i++)
-        if (token_at(tok, width, i) >= vocab && i < first)
+        if (outside(token_at(tok, width, i), vocab) && i < first)
             first = i;
     return first == INT64_MAX ? -1 : first;
 }
@@ -327,8 +359,9 @@ static int64_t first_out_of_vocab(const uint8_t *tok, int width, int64_t n,
  * would only waste page cache. */
 #define SCAN_CHUNK_BYTES (4 << 20)
 
-static int scan_tokens(const TokenFile *tf, int width, int vocab, FILE *err)
+static int scan_tokens(const TokenFile *tf, int vocab, FILE *err)
 {
+    int width = tf->width;
     uint8_t *buf = malloc(SCAN_CHUNK_BYTES);
     if (!buf)
         return report(err, tf->key, tf->path, "out of memory");
@@ -356,20 +389,62 @@ static int scan_tokens(const TokenFile *tf, int width, int vocab, FILE *err)
     return rc;
 }
 
-/* Opens one file of the configured format and checks every token. */
+/* An indexed dataset: PREFIX.idx read and checked (indexed.c), then
+ * PREFIX.bin kept open as the token file, at least as long as the index
+ * says (Megatron's reader allows more, and so does trident). */
+static int open_indexed(TokenFile *tf, const char *key, const char *prefix, FILE *err)
+{
+    char idx[CONFIG_PATH_MAX + 8], why[512];
+    snprintf(idx, sizeof idx, "%s.idx", prefix);
+    if (access(idx, F_OK) != 0 && errno == ENOENT)
+        return report(err, key, idx, "no such file (format = indexed names a dataset by the "
+                      "prefix of its .idx and .bin: %s names %s.idx and %s.bin)",
+                      prefix, prefix, prefix);
+    TokenFile f;
+    if (open_file(&f, key, idx, err))
+        return 1;
+    IndexedIndex ix;
+    int rc = indexed_read(f.fd, f.size, &ix, why, sizeof why);
+    close_file(&f);
+    if (rc)
+        return report(err, key, idx, "%s", why);
+    char bin[CONFIG_PATH_MAX + 8];
+    snprintf(bin, sizeof bin, "%s.bin", prefix);
+    if (open_file(tf, key, bin, err))
+        return 1;
+    tf->first = 0;
+    tf->count = ix.tokens;
+    tf->width = ix.width;
+    if (tf->size / ix.width < ix.tokens)
+        return report(err, key, bin, "shorter than its index says: %s lists %lld %s tokens "
+                      "(%lld bytes), the file has %lld bytes",
+                      idx, (long long)ix.tokens, indexed_dtype_name(ix.dtype),
+                      (long long)ix.tokens * ix.width, (long long)tf->size);
+    return 0;
+}
+
+/* Opens one file (or indexed dataset) of the configured format and checks
+ * every token. */
 static int load_file(TokenFile *tf, const char *key, const char *path,
                      DataFormat format, int vocab, FILE *err)
 {
-    if (open_file(tf, key, path, err))
-        return 1;
-    if (format == DATA_TOKENS) {
-        if (parse_shard(tf, key, path, err))
+    if (format == DATA_INDEXED) {
+        if (open_indexed(tf, key, path, err))
             return 1;
     } else {
-        tf->first = 0;
-        tf->count = tf->size;
+        if (open_file(tf, key, path, err))
+            return 1;
+        if (format == DATA_TOKENS) {
+            tf->width = 2;
+            if (parse_shard(tf, key, path, err))
+                return 1;
+        } else {
+            tf->width = 1;
+            tf->first = 0;
+            tf->count = tf->size;
+        }
     }
-    return scan_tokens(tf, format == DATA_TOKENS ? 2 : 1, vocab, err);
+    return scan_tokens(tf, vocab, err);
 }
 
 /* Checks that need no file: the model's vocabulary must hold every id the
@@ -388,64 +463,101 @@ static int check_model(DataFormat format, int seq_len, int vocab, FILE *err)
     if (format == DATA_TOKENS && (vocab < 1 || vocab > 65536))
         return report(err, "[model] vocab_size", value,
                       "format=tokens stores uint16 ids, which needs 1 <= vocab_size <= 65536");
+    if (vocab < 1)
+        return report(err, "[model] vocab_size", value, "must be at least 1");
     return 0;
 }
 
 /* Opening. */
 
-/* Splits and window counts. W reserves seq_len - 1 tokens of room so that
- * every shift in [0, seq_len) keeps the last window inside the split: the
- * last token read is at most (seq_len - 1) + W * seq_len <= n - 1. A split
- * shorter than 2 * seq_len has no room for that; it then has exactly one
- * window, at offset 0, and the shift is always 0. */
-static void set_windows(Dataset *ds)
+/* Windows of a training part. W reserves seq_len - 1 tokens of room so
+ * that every shift in [0, seq_len) keeps the last window inside the split:
+ * the last token read is at most (seq_len - 1) + W * seq_len <= n - 1. A
+ * split shorter than 2 * seq_len has no room for that; it then has exactly
+ * one window, at offset 0, and the shift is always 0. */
+static void set_windows(TrainPart *tp, int seq_len)
 {
-    int64_t n = ds->n_train, t = ds->seq_len;
+    int64_t n = tp->split.count, t = seq_len;
     int64_t w = (n - 1 - (t - 1)) / t;
-    ds->shifted = w >= 1;
-    ds->windows = ds->shifted ? w : (n - 1) / t;
-    ds->val_windows = (ds->n_val - 1) / t;
+    tp->shifted = w >= 1;
+    tp->windows = tp->shifted ? w : (n - 1) / t;
 }
 
-static int check_split_sizes(const Dataset *ds, const DataConfig *cfg,
-                             FILE *err)
+static int check_split_sizes(const Dataset *ds, const DataConfig *cfg, FILE *err)
 {
     int need = ds->seq_len + 1;
-    if (ds->n_train < need)
-        return report(err, "[data] train", cfg->train,
-                      "too short: %lld tokens in the train split, a sample needs seq_len+1 = %d",
-                      (long long)ds->n_train, need);
-    if (ds->n_val >= need)
-        return 0;
-    if (cfg->val[0])
-        return report(err, "[data] val", cfg->val,
-                      "too short: %lld tokens in the val split, a sample needs seq_len+1 = %d",
-                      (long long)ds->n_val, need);
-    return report(err, "[data] train", cfg->train,
-                  "too short: %lld tokens in the held-out validation split (last %g%% of [data] train), a sample needs seq_len+1 = %d",
-                  (long long)ds->n_val, cfg->val_fraction * 100.0, need);
+    for (int j = 0; j < ds->train_blend.n; j++)
+        if (ds->train[j].split.count < need)
+            return report(err, "[data] train", ds->train_blend.prefix[j],
+                          "too short: %lld tokens in the train split, a sample needs seq_len+1 = %d",
+                          (long long)ds->train[j].split.count, need);
+    for (int j = 0; j < ds->val_of->n; j++) {
+        if (ds->val[j].split.count >= need)
+            continue;
+        if (cfg->val[0])
+            return report(err, "[data] val", ds->val_of->prefix[j],
+                          "too short: %lld tokens in the val split, a sample needs seq_len+1 = %d",
+                          (long long)ds->val[j].split.count, need);
+        return report(err, "[data] train", ds->val_of->prefix[j],
+                      "too short: %lld tokens in the held-out validation split (last %g%% of [data] train), a sample needs seq_len+1 = %d",
+                      (long long)ds->val[j].split.count, cfg->val_fraction * 100.0, need);
+    }
+    return 0;
 }
 
-/* Uses the val file, or holds out the last floor(count * val_fraction)
- * tokens of train; the train split is everything before them. */
+/* Uses the val files, or holds out the last floor(count * val_fraction)
+ * tokens of each train file; the train split is everything before them. */
 static void set_splits(Dataset *ds, const DataConfig *cfg)
 {
-    const TokenFile *tf = &ds->train_file;
-    if (cfg->val[0]) {
-        ds->train = (Split){tf, 0, tf->count};
-        ds->val = (Split){&ds->val_file, 0, ds->val_file.count};
-    } else {
-        double f = cfg->val_fraction;
+    int n = ds->train_blend.n;
+    for (int j = 0; j < n; j++) {
+        const TokenFile *tf = &ds->files[j];
         int64_t held = 0;
-        if (f >= 1.0)
-            held = tf->count;
-        else if (f > 0.0)
-            held = (int64_t)((double)tf->count * f);
-        ds->train = (Split){tf, 0, tf->count - held};
-        ds->val = (Split){tf, tf->count - held, held};
+        if (!cfg->val[0]) {
+            double f = cfg->val_fraction;
+            if (f >= 1.0)
+                held = tf->count;
+            else if (f > 0.0)
+                held = (int64_t)((double)tf->count * f);
+            ds->val[j].split = (Split){tf, tf->count - held, held};
+        }
+        ds->train[j].split = (Split){tf, 0, tf->count - held};
+        ds->train[j].seed_salt = (uint64_t)j * GOLDEN;
+        ds->n_train += ds->train[j].split.count;
     }
-    ds->n_train = ds->train.count;
-    ds->n_val = ds->val.count;
+    if (cfg->val[0])
+        for (int j = 0; j < ds->val_of->n; j++) {
+            const TokenFile *tf = &ds->files[n + j];
+            ds->val[j].split = (Split){tf, 0, tf->count};
+        }
+    for (int j = 0; j < ds->val_of->n; j++) {
+        ds->val[j].windows = (ds->val[j].split.count - 1) / ds->seq_len;
+        ds->n_val += ds->val[j].split.count;
+    }
+}
+
+/* Parses [data] train and [data] val into blends, and makes room for their
+ * files and parts. */
+static int parse_blends(Dataset *ds, const DataConfig *cfg, FILE *err)
+{
+    char why[512];
+    if (blend_parse(cfg->train, &ds->train_blend, why, sizeof why))
+        return report(err, "[data] train", cfg->train, "%s", why);
+    ds->val_of = &ds->train_blend;
+    if (cfg->val[0]) {
+        if (blend_parse(cfg->val, &ds->val_blend, why, sizeof why))
+            return report(err, "[data] val", cfg->val, "%s", why);
+        ds->val_of = &ds->val_blend;
+    }
+    ds->n_files = ds->train_blend.n + ds->val_blend.n;
+    ds->files = calloc((size_t)ds->n_files, sizeof *ds->files);
+    ds->train = calloc((size_t)ds->train_blend.n, sizeof *ds->train);
+    ds->val = calloc((size_t)ds->val_of->n, sizeof *ds->val);
+    if (!ds->files || !ds->train || !ds->val)
+        return report(err, "[data] train", cfg->train, "out of memory");
+    for (int i = 0; i < ds->n_files; i++)
+        ds->files[i].fd = -1;
+    return 0;
 }
 
 int data_open(Dataset **out, const DataConfig *cfg, int seq_len,
@@ -457,15 +569,16 @@ int data_open(Dataset **out, const DataConfig *cfg, int seq_len,
     Dataset *ds = calloc(1, sizeof *ds);
     if (!ds)
         return report(err, "[data] train", cfg->train, "out of memory");
-    ds->train_file.fd = ds->val_file.fd = -1;
     ds->seq_len = seq_len;
     ds->vocab = vocab_size;
-    ds->width = cfg->format == DATA_TOKENS ? 2 : 1;
-    int rc = load_file(&ds->train_file, "[data] train", cfg->train,
+    int rc = parse_blends(ds, cfg, err);
+    for (int i = 0; i < ds->n_files && !rc; i++) {
+        int is_train = i < ds->train_blend.n;
+        const char *prefix = is_train ? ds->train_blend.prefix[i]
+                                      : ds->val_blend.prefix[i - ds->train_blend.n];
+        rc = load_file(&ds->files[i], is_train ? "[data] train" : "[data] val", prefix,
                        cfg->format, vocab_size, err);
-    if (rc == 0 && cfg->val[0])
-        rc = load_file(&ds->val_file, "[data] val", cfg->val, cfg->format,
-                       vocab_size, err);
+    }
     if (rc == 0) {
         set_splits(ds, cfg);
         rc = check_split_sizes(ds, cfg, err);
@@ -474,7 +587,8 @@ int data_open(Dataset **out, const DataConfig *cfg, int seq_len,
         data_close(ds);
         return rc;
     }
-    set_windows(ds);
+    for (int j = 0; j < ds->train_blend.n; j++)
+        set_windows(&ds->train[j], seq_len);
     *out = ds;
     return 0;
 }
@@ -483,28 +597,85 @@ void data_close(Dataset *ds)
 {
     if (!ds)
         return;
-    close_file(&ds->train_file);
-    close_file(&ds->val_file);
+    for (int i = 0; i < ds->n_files; i++)
+        close_file(&ds->files[i]);
+    free(ds->files);
+    free(ds->train);
+    free(ds->val);
+    blend_free(&ds->train_blend);
+    blend_free(&ds->val_blend);
     free(ds);
 }
 
 int64_t data_train_tokens(const Dataset *ds) { return ds->n_train; }
 int64_t data_val_tokens(const Dataset *ds) { return ds->n_val; }
-int64_t data_train_windows(const Dataset *ds) { return ds->windows; }
-int64_t data_val_windows(const Dataset *ds) { return ds->val_windows; }
+
+int64_t data_train_windows(const Dataset *ds)
+{
+    int64_t w = 0;
+    for (int j = 0; j < ds->train_blend.n; j++)
+        w += ds->train[j].windows;
+    return w;
+}
+
+int64_t data_val_windows(const Dataset *ds) { return ds->val[0].windows; }
+
+int data_train_parts(const Dataset *ds) { return ds->train_blend.n; }
+const char *data_train_name(const Dataset *ds, int j) { return ds->train_blend.name[j]; }
+double data_train_weight(const Dataset *ds, int j) { return ds->train_blend.weight[j]; }
+int64_t data_train_part_tokens(const Dataset *ds, int j) { return ds->train[j].split.count; }
+int data_val_parts(const Dataset *ds) { return ds->val_of->n; }
+const char *data_val_name(const Dataset *ds, int j) { return ds->val_of->name[j]; }
+double data_val_weight(const Dataset *ds, int j) { return ds->val_of->weight[j]; }
+int64_t data_val_part_tokens(const Dataset *ds, int j) { return ds->val[j].split.count; }
 
 /* Sampling. */
 
-int64_t data_train_offset(const Dataset *ds, uint64_t seed, int64_t g)
+/* Start offset of sample k of training part tp. */
+static int64_t part_offset(const Dataset *ds, const TrainPart *tp, uint64_t seed, int64_t k)
+{
+    uint64_t s = seed ^ tp->seed_salt;
+    int64_t w = tp->windows, e = k / w, p = k % w;
+    int64_t shift = 0;
+    if (tp->shifted)
+        shift = (int64_t)(epoch_key(s, TAG_SHIFT, e) % (uint64_t)ds->seq_len);
+    int64_t window = permute(p, w, epoch_key(s, TAG_PERM, e));
+    return shift + window * ds->seq_len;
+}
+
+/* The part and offset of training sample g, walking the blend with walk. */
+static int locate(const Dataset *ds, BlendWalk *walk, uint64_t seed, int64_t g, int64_t *offset)
 {
     if (g < 0)
         bug("data_train_offset: negative sample index");
-    int64_t w = ds->windows, e = g / w, p = g % w;
-    int64_t shift = 0;
-    if (ds->shifted)
-        shift = (int64_t)(epoch_key(seed, TAG_SHIFT, e) % (uint64_t)ds->seq_len);
-    int64_t window = permute(p, w, epoch_key(seed, TAG_PERM, e));
-    return shift + window * ds->seq_len;
+    int64_t k;
+    int j = blend_locate(&ds->train_blend, walk, g, &k);
+    *offset = part_offset(ds, &ds->train[j], seed, k);
+    return j;
+}
+
+/* A walk of its own for a call that has none: from sample 0. */
+static int locate_once(const Dataset *ds, uint64_t seed, int64_t g, int64_t *offset)
+{
+    BlendWalk walk;
+    if (blend_walk_init(&walk, &ds->train_blend))
+        bug("out of memory for a blend walk");
+    int j = locate(ds, &walk, seed, g, offset);
+    blend_walk_free(&walk);
+    return j;
+}
+
+int64_t data_train_offset(const Dataset *ds, uint64_t seed, int64_t g)
+{
+    int64_t offset;
+    locate_once(ds, seed, g, &offset);
+    return offset;
+}
+
+int data_train_part(const Dataset *ds, int64_t g)
+{
+    int64_t offset;
+    return locate_once(ds, 0, g, &offset);
 }
 
 /* Reads n tokens of split sp from token `at` of the split into out as
@@ -515,7 +686,7 @@ static int read_tokens(const Dataset *ds, const Split *sp, int64_t at, int64_t n
                        int32_t *out, DataError *why)
 {
     const TokenFile *tf = sp->file;
-    int w = ds->width;
+    int w = tf->width;
     int64_t pos = sp->start + at, byte = tf->first + pos * w, bytes = n * w;
     /* out holds 4 bytes a token: read the w-byte tokens into its tail and
      * widen from the front, which never overtakes the token it reads */
@@ -539,12 +710,12 @@ static int read_tokens(const Dataset *ds, const Split *sp, int64_t at, int64_t n
     int bad = 0;
     for (int64_t i = 0; i < n; i++) {
         out[i] = token_at(raw, w, i);
-        bad |= out[i] >= ds->vocab;
+        bad |= outside(out[i], ds->vocab);
     }
     if (!bad)
         return 0;
     int64_t i = 0;
-    while (out[i] < ds->vocab)
+    while (!outside(out[i], ds->vocab))
         i++;
     snprintf(why->msg, sizeof why->msg,
              "trident: %s = %s: token %d at position %lld (byte %lld) is outside the vocabulary (vocab_size %d): the file changed after the check at start-up",
@@ -553,22 +724,44 @@ static int read_tokens(const Dataset *ds, const Split *sp, int64_t at, int64_t n
     return 1;
 }
 
+/* Training sample g, located with walk. */
+static int train_sample(const Dataset *ds, BlendWalk *walk, uint64_t seed, int64_t g,
+                        int32_t *out, DataError *why)
+{
+    DataError ignored;
+    int64_t offset;
+    int j = locate(ds, walk, seed, g, &offset);
+    return read_tokens(ds, &ds->train[j].split, offset, ds->seq_len + 1, out,
+                       why ? why : &ignored);
+}
+
 int data_train_sample(const Dataset *ds, uint64_t seed, int64_t g, int32_t *out,
                       DataError *why)
 {
+    BlendWalk walk;
+    if (blend_walk_init(&walk, &ds->train_blend))
+        bug("out of memory for a blend walk");
+    int rc = train_sample(ds, &walk, seed, g, out, why);
+    blend_walk_free(&walk);
+    return rc;
+}
+
+int data_val_part_sample(const Dataset *ds, int j, int64_t i, int32_t *out, DataError *why)
+{
     DataError ignored;
-    return read_tokens(ds, &ds->train, data_train_offset(ds, seed, g), ds->seq_len + 1, out,
+    if (j < 0 || j >= ds->val_of->n)
+        bug("data_val_part_sample: no such validation dataset");
+    const ValPart *vp = &ds->val[j];
+    int64_t v = vp->windows, k = i % v;
+    if (k < 0)
+        k += v;
+    return read_tokens(ds, &vp->split, k * ds->seq_len, ds->seq_len + 1, out,
                        why ? why : &ignored);
 }
 
 int data_val_sample(const Dataset *ds, int64_t i, int32_t *out, DataError *why)
 {
-    DataError ignored;
-    int64_t v = ds->val_windows, k = i % v;
-    if (k < 0)
-        k += v;
-    return read_tokens(ds, &ds->val, k * ds->seq_len, ds->seq_len + 1, out,
-                       why ? why : &ignored);
+    return data_val_part_sample(ds, 0, i, out, why);
 }
 
 /* The prefetching loader. */
@@ -584,6 +777,7 @@ enum { LOADER_IDLE, LOADER_QUEUED, LOADER_READY };
 struct Loader {
     const Dataset *ds;
     uint64_t seed;
+    BlendWalk walk;         /* the loader thread's place in the blend */
     int rows;
     int32_t *buf[2];
     int64_t *index;         /* the job's sample indices, rows entries */
@@ -604,8 +798,8 @@ static int fill_batch(Loader *ld, int32_t *dst)
 {
     size_t row = (size_t)ld->ds->seq_len + 1;
     for (int i = 0; i < ld->rows; i++)
-        if (data_train_sample(ld->ds, ld->seed, ld->index[i], dst + (size_t)i * row,
-                              &ld->error))
+        if (train_sample(ld->ds, &ld->walk, ld->seed, ld->index[i], dst + (size_t)i * row,
+                         &ld->error))
             return 1;
     return 0;
 }
@@ -639,6 +833,7 @@ static void loader_free(Loader *ld)
     free(ld->buf[0]);
     free(ld->buf[1]);
     free(ld->index);
+    blend_walk_free(&ld->walk);
     free(ld);
 }
 
@@ -656,7 +851,8 @@ Loader *loader_create(const Dataset *ds, uint64_t seed, int rows)
     ld->buf[0] = malloc(n * sizeof(int32_t));
     ld->buf[1] = malloc(n * sizeof(int32_t));
     ld->index = malloc((size_t)rows * sizeof(int64_t));
-    if (!ld->buf[0] || !ld->buf[1] || !ld->index) {
+    int no_walk = blend_walk_init(&ld->walk, &ds->train_blend);
+    if (!ld->buf[0] || !ld->buf[1] || !ld->index || no_walk) {
         loader_free(ld);
         return NULL;
     }

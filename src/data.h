@@ -2,13 +2,22 @@
  * data.h - training data: token files read with pread, a seeded sampler that is a
  * pure function of (seed, sample index), and a prefetching loader.
  *
- * Two formats: plain text read as bytes (vocab 256), and llm.c token shards
+ * Three formats: plain text read as bytes (vocab 256), llm.c token shards
  * (a 256 x int32 header: magic 20240520, version 1, token count; then uint16
- * tokens). A sample is seq_len+1 consecutive tokens. Training samples are
- * windows of the train split taken in the order of a seeded per-epoch
- * permutation, so sample g depends only on (seed, g): any data-parallel
- * layout, and any resume, sees the same samples. Validation windows are read
- * in order from a held-out split that never overlaps the training windows.
+ * tokens), and Megatron-LM indexed datasets (PREFIX.idx + PREFIX.bin,
+ * uint16 or int32 tokens: indexed.h), whose sequences are read as one
+ * stream of tokens. A sample is seq_len+1 consecutive tokens, and may cross
+ * a document boundary. Training samples are windows of the train split
+ * taken in the order of a seeded per-epoch permutation, so sample g depends
+ * only on (seed, g): any data-parallel layout, and any resume, sees the
+ * same samples. Validation windows are read in order from a held-out split
+ * that never overlaps the training windows.
+ *
+ * [data] train may blend several datasets ("0.7 web 0.3 code", blend.h):
+ * global sample g is sample k of dataset j, both pure functions of g, and
+ * each dataset has its own seeded order over its own windows and its own
+ * validation part (its held-out tail, or the datasets of [data] val, which
+ * may be a blend too). Without a blend there is one part of each.
  */
 #ifndef TRI_SRC_DATA_H
 #define TRI_SRC_DATA_H
@@ -28,27 +37,48 @@ typedef struct {
 
 /* Opens cfg->train (and cfg->val, or holds out the last
  * cfg->val_fraction of train when val is empty) and keeps them open for the
- * samples. Checks: file exists, is a regular file (a FIFO is refused
- * without waiting on it) and is readable, non-empty, token-shard header (magic, version, count matching
- * the file size), every token id < vocab_size, and each split holds at least
- * one window of seq_len+1 tokens. On failure writes one line naming the key
+ * samples. Checks: the blend parses (blend.h); each file exists, is a
+ * regular file (a FIFO is refused without waiting on it) and is readable,
+ * non-empty, token-shard header (magic, version, count matching the file
+ * size) or indexed dataset's index (indexed.h) and .bin size, every token
+ * id < vocab_size, and each split of each dataset holds at least one
+ * window of seq_len+1 tokens. On failure writes one line naming the key
  * ("[data] train"), the file and the reason to err, and returns non-zero.
  * Not collective. */
 int data_open(Dataset **out, const DataConfig *cfg, int seq_len,
               int vocab_size, FILE *err);
 void data_close(Dataset *ds);
 
-/* Number of tokens in each split, and of sample windows. */
+/* Number of tokens in each split (all parts), of training windows (all
+ * parts), and of the first validation part's windows. Not collective. */
 int64_t data_train_tokens(const Dataset *ds);
 int64_t data_val_tokens(const Dataset *ds);
 int64_t data_train_windows(const Dataset *ds);
 int64_t data_val_windows(const Dataset *ds);
 
-/* Start offset (in tokens, within the train split) of global training
- * sample g >= 0: epoch e = g / windows, then a seeded bijection of
- * [0, windows) picks the window, plus a seeded per-epoch shift in
- * [0, seq_len). A split shorter than 2*seq_len has one window and no
- * shift. Pure. */
+/* The datasets of the training blend (1 without a blend): their names (the
+ * base name of the prefix, for val_loss/<name>), normalised weights and
+ * train-split tokens; and the same of the validation parts. Not
+ * collective. */
+int data_train_parts(const Dataset *ds);
+const char *data_train_name(const Dataset *ds, int j);
+double data_train_weight(const Dataset *ds, int j);
+int64_t data_train_part_tokens(const Dataset *ds, int j);
+int data_val_parts(const Dataset *ds);
+const char *data_val_name(const Dataset *ds, int j);
+double data_val_weight(const Dataset *ds, int j);
+int64_t data_val_part_tokens(const Dataset *ds, int j);
+
+/* The training dataset (blend part) global sample g >= 0 comes from. Pure;
+ * O(g * parts) for a blend. Not collective. */
+int data_train_part(const Dataset *ds, int64_t g);
+
+/* Start offset (in tokens, within its part's train split) of global
+ * training sample g >= 0, sample k of its part: epoch e = k / windows, then
+ * a seeded bijection of [0, windows) picks the window, plus a seeded
+ * per-epoch shift in [0, seq_len). A split shorter than 2*seq_len has one
+ * window and no shift. Each part of a blend has its own order (the seed
+ * salted with the part's index; part 0's is the unblended order). Pure. */
 int64_t data_train_offset(const Dataset *ds, uint64_t seed, int64_t g);
 
 /* Reads seq_len+1 tokens of training sample g / validation window i
@@ -59,6 +89,9 @@ int64_t data_train_offset(const Dataset *ds, uint64_t seed, int64_t g);
 int data_train_sample(const Dataset *ds, uint64_t seed, int64_t g,
                       int32_t *out, DataError *why);
 int data_val_sample(const Dataset *ds, int64_t i, int32_t *out, DataError *why);
+/* Validation window i of validation part j (data_val_sample is part 0).
+ * Not collective. */
+int data_val_part_sample(const Dataset *ds, int j, int64_t i, int32_t *out, DataError *why);
 
 /* A background thread that builds the next batch while a step computes.
  * A batch is `rows` samples of seq_len+1 tokens; row i is training sample

@@ -156,6 +156,25 @@ static void json_number(FILE *f, const char *key, double v)
         fprintf(f, ",\"%s\":null", key);
 }
 
+/* A key made of a name the user chose (a dataset's): quotes, backslashes
+ * and control characters escaped as JSON wants. */
+static void json_key_number(FILE *f, const char *prefix, const char *name, double v)
+{
+    fprintf(f, ",\"%s", prefix);
+    for (const unsigned char *p = (const unsigned char *)name; *p; p++) {
+        if (*p == '"' || *p == '\\')
+            fprintf(f, "\\%c", *p);
+        else if (*p < 0x20)
+            fprintf(f, "\\u%04x", *p);
+        else
+            fputc(*p, f);
+    }
+    if (isfinite(v))
+        fprintf(f, "\":%.9g", v);
+    else
+        fprintf(f, "\":null");
+}
+
 void metrics_write(Metrics *mt, const StepMetrics *s)
 {
     FILE *f = mt->jsonl;
@@ -172,6 +191,8 @@ void metrics_write(Metrics *mt, const StepMetrics *s)
     json_number(f, "mfu", s->mfu);
     if (!isnan(s->val_loss))
         json_number(f, "val_loss", s->val_loss);
+    for (int j = 0; !isnan(s->val_loss) && j < s->val_parts; j++)
+        json_key_number(f, "val_loss/", s->val_names[j], s->val_part_loss[j]);
     fprintf(f, ",\"skipped\":%d", s->skipped);
     json_number(f, "data_wait_ms", s->data_wait_ms);
     json_number(f, "bubble", s->bubble);
@@ -205,6 +226,8 @@ void metrics_print(FILE *out, const StepMetrics *s)
     fprintf(out, "step %5d/%d | loss %.4f", s->step, s->steps, s->loss);
     if (!isnan(s->val_loss))
         fprintf(out, " | val %.4f", s->val_loss);
+    for (int j = 0; !isnan(s->val_loss) && j < s->val_parts; j++)
+        fprintf(out, " | val_loss/%s %.4f", s->val_names[j], s->val_part_loss[j]);
     fprintf(out, " | lr %.2e | norm %.4f | %.0f tok/s | %.1f ms | mfu %.1f%% | eta %s%s\n",
             s->lr, s->grad_norm, s->tokens_per_s, s->step_ms, 100.0 * s->mfu, eta,
             s->skipped ? " | update skipped (gradients not finite)" : "");

@@ -15,6 +15,9 @@ typedef struct {
     int steps;             /* of the run */
     double loss;           /* mean over the global batch's tokens */
     double val_loss;       /* NaN when not evaluated this step */
+    int val_parts;         /* > 1 with a blend: val_loss/<name> of each dataset */
+    char *const *val_names;
+    const double *val_part_loss;
     double lr, grad_norm, loss_scale;
     int skipped;           /* fp16 overflow: the update was skipped */
     int64_t tokens;        /* tokens seen so far */

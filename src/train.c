@@ -18,6 +18,7 @@
 #include <string.h>
 #include <unistd.h>
 
+#include "blend.h"
 #include "ckpt.h"
 #include "ckpt_async.h"
 #include "ckpt_files.h"
@@ -73,6 +74,8 @@ typedef struct {
     double profiled_seconds;  /* [log] profile: step time measured so far */
     double started;           /* process start, for the start-up time */
     int32_t *eval_batch;
+    Blend val_blend;          /* the validation datasets, known on every rank */
+    double *val_part_loss;    /* of each, at the last evaluation */
 } Trainer;
 
 static int is_root(const Trainer *t) { return t->grid.rank == 0; }
@@ -94,6 +97,22 @@ static int share_config(Trainer *t, MPI_Comm world)
     return fail_report(world, rc, msg);
 }
 
+static void print_data(const Trainer *t)
+{
+    const Dataset *d = t->data;
+    printf("data: %s, %lld train tokens (%lld windows), %lld validation tokens\n",
+           t->cfg->data.train, (long long)data_train_tokens(d),
+           (long long)data_train_windows(d), (long long)data_val_tokens(d));
+    if (data_train_parts(d) > 1)
+        for (int j = 0; j < data_train_parts(d); j++)
+            printf("data: blend %.4f %s, %lld train tokens\n", data_train_weight(d, j),
+                   data_train_name(d, j), (long long)data_train_part_tokens(d, j));
+    if (data_val_parts(d) > 1)
+        for (int j = 0; j < data_val_parts(d); j++)
+            printf("data: validation %.4f %s, %lld tokens\n", data_val_weight(d, j),
+                   data_val_name(d, j), (long long)data_val_part_tokens(d, j));
+}
+
 static int open_data(Trainer *t)
 {
     char msg[2048] = "";
@@ -110,15 +129,24 @@ static int open_data(Trainer *t)
         fclose(err);
     }
     rc = fail_report(t->grid.world, rc, msg);
-    if (rc || !t->data)
+    if (rc)
         return rc;
+    /* every rank runs the evaluation's collectives, one round per
+     * validation dataset, so every rank knows them, not only those that
+     * read data; the parse cannot fail where data_open's succeeded */
+    const DataConfig *dc = &t->cfg->data;
+    if (blend_parse(dc->val[0] ? dc->val : dc->train, &t->val_blend, msg, sizeof msg))
+        fail_abort("the validation blend parsed on the data ranks only", __FILE__, __LINE__);
+    t->val_part_loss = calloc((size_t)t->val_blend.n, sizeof *t->val_part_loss);
+    if (!t->val_part_loss)
+        fail_abort("out of memory", __FILE__, __LINE__);
+    if (!t->data)
+        return 0;
     t->loader = loader_create(t->data, t->cfg->train.seed, t->ga * t->rows);
     if (!t->loader)
         fail_abort("cannot start the data loader thread", __FILE__, __LINE__);
     if (is_root(t))
-        printf("data: %s, %lld train tokens (%lld windows), %lld validation tokens\n",
-               t->cfg->data.train, (long long)data_train_tokens(t->data),
-               (long long)data_train_windows(t->data), (long long)data_val_tokens(t->data));
+        print_data(t);
     return 0;
 }
 
@@ -319,6 +347,8 @@ static void teardown(Trainer *t)
     free(t->eval_actions);
     free(t->index);
     free(t->eval_batch);
+    free(t->val_part_loss);
+    blend_free(&t->val_blend);
     if (t->device_ready)
         device_teardown(&t->grid);
     grid_destroy(&t->grid);
@@ -346,7 +376,8 @@ static double global_loss_sum(Trainer *t)
     return total;
 }
 
-static double evaluate(Trainer *t)
+/* The mean loss over [eval] batches global batches of validation dataset j. */
+static double evaluate_part(Trainer *t, int j)
 {
     const Config *c = t->cfg;
     int T = c->model.seq_len, rows = t->ga * t->rows;
@@ -357,7 +388,8 @@ static double evaluate(Trainer *t)
             int64_t first = (int64_t)i * t->global_batch + (int64_t)t->grid.dp_rank * rows;
             DataError why;
             for (int k = 0; k < rows; k++)
-                if (data_val_sample(t->data, first + k, t->eval_batch + (int64_t)k * (T + 1), &why))
+                if (data_val_part_sample(t->data, j, first + k,
+                                         t->eval_batch + (int64_t)k * (T + 1), &why))
                     fail_input_abort(why.msg);
         }
         pipeline_run(&t->model, t->eval_actions, t->ga, t->eval_batch, t->rows, FORWARD_EVAL,
@@ -365,6 +397,21 @@ static double evaluate(Trainer *t)
     }
     double tokens = (double)c->eval.batches * t->global_batch * T;
     return global_loss_sum(t) / tokens;
+}
+
+/* The validation loss: of the one dataset, or of a blend's datasets each
+ * (val_part_loss) and their mean weighted by the blend's weights. */
+static double evaluate(Trainer *t)
+{
+    const Blend *b = &t->val_blend;
+    for (int j = 0; j < b->n; j++)
+        t->val_part_loss[j] = evaluate_part(t, j);
+    if (b->n == 1)
+        return t->val_part_loss[0];
+    double val = 0.0;
+    for (int j = 0; j < b->n; j++)
+        val += b->weight[j] * t->val_part_loss[j];
+    return val;
 }
 
 static double max_over_world(Trainer *t, double v)
@@ -497,6 +544,8 @@ static void report(Trainer *t, const StepResult *r, double step_s, double mean_s
         t->peak_flops = model_flops / step_s;
     StepMetrics s = {
         .step = t->step, .steps = c->train.steps, .loss = r->loss, .val_loss = val_loss,
+        .val_parts = t->val_blend.n > 1 ? t->val_blend.n : 0, .val_names = t->val_blend.name,
+        .val_part_loss = t->val_part_loss,
         .lr = optim_lr(&c->train, t->step - 1), .grad_norm = r->grad_norm,
         .loss_scale = t->st.loss_scale, .tokens = t->st.tokens, .skipped = r->skipped,
         .tokens_per_s = tokens / step_s, .step_ms = 1e3 * step_s,

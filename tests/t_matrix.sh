@@ -15,7 +15,7 @@
 np=${1:-2}
 TAMPER="${TRI_BUILDDIR:-.}/tests/ckpt_tamper"
 limit=${TRI_MATRIX_LIMIT:-60}      # seconds any one case may take
-plan 170
+plan 184
 # shellcheck disable=SC3045
 ulimit -c 0 2>/dev/null            # a crash is detected below, not left as a core file
 t_start=$(date +%s)
@@ -1077,6 +1077,61 @@ tcase M157 1 "flip.h5: dataset /model/h.1.mlp.fc.w does not match its checksum" 
     "export: a checkpoint with a flipped bit" export "$WORK/flip.h5" --format hf "$WORK/e157"
 [ ! -e "$WORK/e157/model.safetensors" ] && [ -z "$(find "$WORK/e157" -name '.*tmp*')" ]
 ok $? "M157 ... and leaves neither model.safetensors nor a temporary file"
+# ---- indexed datasets and blends ----
+# Datasets written by tests/mkidx (from the format, not by trident), then
+# damaged a byte or a length at a time.
+MKIDX="${TRI_BUILDDIR:-.}/tests/mkidx"
+poke() {  # poke FILE OFFSET PRINTF-BYTES: overwrite bytes in place
+    # shellcheck disable=SC2059
+    printf "$3" | dd of="$1" bs=1 seek="$2" conv=notrunc 2>/dev/null
+}
+idx() {  # idx NAME: a fresh copy of the good dataset as $WORK/ix_NAME
+    cp "$WORK/ix.idx" "$WORK/ix_$1.idx" && cp "$WORK/ix.bin" "$WORK/ix_$1.bin"
+}
+itrain() {  # itrain ID PATTERN WHAT [options]: format = indexed, wants exit 1
+    i_id=$1 i_pat=$2 i_what=$3
+    shift 3
+    train "$i_id" 1 "$i_pat" "$i_what" --set data.format=indexed "$@"
+}
+"$MKIDX" "$DATA/small.txt" "$WORK/ix"
+seqs=$(od -An -tu8 -j18 -N8 "$WORK/ix.idx" | tr -d ' ')
+idx trunc && head -c 100 "$WORK/ix.idx" > "$WORK/ix_trunc.idx"
+itrain M180 "\[data\] train = $WORK/ix_trunc.idx: truncated: the header lists $seqs sequences and [0-9]* document indices, which need more than the 100 bytes the file has" \
+    "indexed: a truncated .idx" --set data.train="$WORK/ix_trunc"
+idx short && head -c 1000 "$WORK/ix.bin" > "$WORK/ix_short.bin"
+itrain M181 "\[data\] train = $WORK/ix_short.bin: shorter than its index says: $WORK/ix_short.idx lists 4054 uint16 tokens (8108 bytes), the file has 1000 bytes" \
+    "indexed: a .bin shorter than its index says" --set data.train="$WORK/ix_short"
+idx magic && poke "$WORK/ix_magic.idx" 0 'MMAPIDX'
+itrain M182 "\[data\] train = $WORK/ix_magic.idx: not the index of a Megatron indexed dataset: its first 9 bytes are not \"MMIDIDX\\\\0\\\\0\"" \
+    "indexed: wrong magic" --set data.train="$WORK/ix_magic"
+idx version && poke "$WORK/ix_version.idx" 9 '\002'
+itrain M183 "\[data\] train = $WORK/ix_version.idx: unsupported index version 2 (trident reads version 1)" \
+    "indexed: an index of another version" --set data.train="$WORK/ix_version"
+idx dtype && poke "$WORK/ix_dtype.idx" 17 '\007'
+itrain M184 "\[data\] train = $WORK/ix_dtype.idx: tokens of dtype float32 (code 7) are not supported: trident reads uint16 (code 8) and int32 (code 4) tokens" \
+    "indexed: float32 tokens" --set data.train="$WORK/ix_dtype"
+itrain M185 "\[data\] train = 0.7 $WORK/ix 0.3x $WORK/ix_dtype: weight 2 (\"0.3x\") is not a number: a blend is WEIGHT NAME pairs, e.g. 0.7 web 0.3 code" \
+    "blend: a weight that does not parse" --set data.train="0.7 $WORK/ix 0.3x $WORK/ix_dtype"
+itrain M186 "\[data\] train = 0.7 $WORK/ix -0.3 $WORK/ix_dtype: weight 2 (-0.3, of $WORK/ix_dtype) must be a finite number >= 0" \
+    "blend: a negative weight" --set data.train="0.7 $WORK/ix -0.3 $WORK/ix_dtype"
+itrain M187 "\[data\] train = 0 $WORK/ix 0 $WORK/ix_dtype: the weights sum to 0: they must sum to a finite number > 0" \
+    "blend: weights that sum to 0" --set data.train="0 $WORK/ix 0 $WORK/ix_dtype"
+itrain M188 "\[data\] train = $WORK/nope.idx: no such file (format = indexed names a dataset by the prefix of its .idx and .bin: $WORK/nope names $WORK/nope.idx and $WORK/nope.bin)" \
+    "blend: a dataset that does not exist" --set data.train="0.5 $WORK/ix 0.5 $WORK/nope"
+itrain M189 "\[data\] train = $WORK/ix.bin: token 104 at position 1 is outside the vocabulary (vocab_size 100)" \
+    "indexed: a token id >= vocab_size" --set data.train="$WORK/ix" --set model.vocab_size=100
+"$MKIDX" -t int32 -a -300 "$DATA/small.txt" "$WORK/ix_neg"
+itrain M190 "\[data\] train = $WORK/ix_neg.bin: token -[0-9]* at position 0 is outside the vocabulary (vocab_size 256)" \
+    "indexed: a negative int32 token id" --set data.train="$WORK/ix_neg"
+idx gap && poke "$WORK/ix_gap.idx" $((34 + 4 * seqs + 8)) '\377'
+itrain M191 "\[data\] train = $WORK/ix_gap.idx: sequence 1 starts at byte [0-9]* of the .bin, but the sequences before it end at byte [0-9]*: trident needs the sequences stored back to back from byte 0, as Megatron writes them" \
+    "indexed: sequences not stored back to back" --set data.train="$WORK/ix_gap"
+idx docs && poke "$WORK/ix_docs.idx" $((34 + 12 * seqs + 8)) '\377\377'
+itrain M192 "\[data\] train = $WORK/ix_docs.idx: document index 1 is 65535: the indices must rise from 0 to the sequence count ($seqs) and never fall" \
+    "indexed: a document index past the sequences" --set data.train="$WORK/ix_docs"
+idx tail && printf 'x' >> "$WORK/ix_tail.idx"
+itrain M193 "\[data\] train = $WORK/ix_tail.idx: [0-9]* bytes, but the header's $seqs sequences and [0-9]* document indices make [0-9]*: trailing bytes" \
+    "indexed: trailing bytes after the index" --set data.train="$WORK/ix_tail"
 
 # ---- the completed checkpoint survived all of it ------------------------------
 bad=""

@@ -4,8 +4,9 @@
 #
 # BUILDDIR is a configured and built trident tree (any configure options
 # but --enable-sanitizers, whose gcc runtime cannot mix with clang's). The
-# code under test (src/config*.c, src/grid.c, src/data.c, src/ckpt*.c,
-# src/inspect.c, src/safetensors.c) and the targets are compiled here with
+# code under test (src/config*.c, src/grid.c, src/data.c, src/blend.c,
+# src/indexed.c, src/ckpt*.c, src/inspect.c, src/safetensors.c) and the
+# targets are compiled here with
 # -fsanitize=fuzzer-no-link,address,undefined; the rest of trident comes,
 # uninstrumented, from BUILDDIR's libraries, whose copies of those files
 # the linker then leaves out. Needs clang and Debian's libclang-rt-14-dev
@@ -45,10 +46,10 @@ cc() {  # cc OUT.o SOURCE: instrumented for coverage and the sanitizers
 }
 obj="$out/obj"
 mkdir -p "$obj"
-for f in config config_ini data ckpt ckpt_format ckpt_files inspect grid safetensors; do
+for f in config config_ini data blend indexed ckpt ckpt_format ckpt_files inspect grid safetensors; do
     cc "$obj/$f.o" "$top/src/$f.c"
 done
-for f in fuzz_util fuzz_config fuzz_data fuzz_ckpt fuzz_safetensors; do cc "$obj/$f.o" "$here/$f.c"; done
+for f in fuzz_util fuzz_config fuzz_data fuzz_ckpt fuzz_safetensors fuzz_indexed; do cc "$obj/$f.o" "$here/$f.c"; done
 
 # shellcheck disable=SC2086
 link() {  # link TARGET OBJECTS...: libFuzzer's main, then BUILDDIR's libraries
@@ -63,9 +64,11 @@ ckpt="$obj/ckpt.o $obj/ckpt_format.o $obj/ckpt_files.o $obj/inspect.o"
 # shellcheck disable=SC2086
 link fuzz_config "$obj/fuzz_config.o" $config "$obj/grid.o"
 # shellcheck disable=SC2086
-link fuzz_data "$obj/fuzz_data.o" "$obj/data.o" $config
+link fuzz_data "$obj/fuzz_data.o" "$obj/data.o" "$obj/blend.o" "$obj/indexed.o" $config
 # shellcheck disable=SC2086
-link fuzz_ckpt "$obj/fuzz_ckpt.o" $ckpt $config "$obj/data.o"
+link fuzz_indexed "$obj/fuzz_indexed.o" "$obj/indexed.o"
+# shellcheck disable=SC2086
+link fuzz_ckpt "$obj/fuzz_ckpt.o" $ckpt $config "$obj/data.o" "$obj/blend.o" "$obj/indexed.o"
 # shellcheck disable=SC2086
 link fuzz_safetensors "$obj/fuzz_safetensors.o" "$obj/safetensors.o"
-echo "build.sh: $out/fuzz_config $out/fuzz_data $out/fuzz_ckpt $out/fuzz_safetensors"
+echo "build.sh: $out/fuzz_config $out/fuzz_data $out/fuzz_ckpt $out/fuzz_safetensors $out/fuzz_indexed"

@@ -4,7 +4,8 @@
  *
  * Input: a 4-byte prefix choosing the run, then the file's bytes.
  *   byte 0  bit 0: format (0 text, 1 tokens); bit 1: a separate val file
- *           (the same bytes) instead of the held-out tail
+ *           (the same bytes) instead of the held-out tail; bit 2: train
+ *           is a blend, 0.6 of the file and 0.4 of a copy of it
  *   byte 1  seq_len = 1 + byte % 64
  *   bytes 2-3  vocab_size = 1 + little-endian uint16 (1..65536)
  * A file that opens must keep the sampler's promises: every training and
@@ -48,7 +49,12 @@ int LLVMFuzzerTestOneInput(const uint8_t *data, size_t size)
     int seq_len = 1 + data[1] % 64;
     int vocab = 1 + (int)(data[2] | data[3] << 8);
     const char *path = fuzz_scratch(0, data + 4, size - 4);
-    snprintf(dc.train, sizeof dc.train, "%s", path);
+    int blend = (data[0] & 4) != 0;
+    if (blend)
+        snprintf(dc.train, sizeof dc.train, "0.6 %s 0.4 %s", path,
+                 fuzz_scratch(1, data + 4, size - 4));
+    else
+        snprintf(dc.train, sizeof dc.train, "%s", path);
     if (data[0] & 2)
         snprintf(dc.val, sizeof dc.val, "%s", path);
     Dataset *ds = NULL;
@@ -58,6 +64,9 @@ int LLVMFuzzerTestOneInput(const uint8_t *data, size_t size)
         return 0;
     }
     int64_t n = data_train_tokens(ds), w = data_train_windows(ds);
+    if (blend ? data_train_parts(ds) != 2 || n != 2 * data_train_part_tokens(ds, 0)
+              : data_train_parts(ds) != 1)
+        fuzz_fail("a blend of two copies did not open as two equal datasets");
     if (n < seq_len + 1 || w < 1 || data_val_tokens(ds) < seq_len + 1
         || data_val_windows(ds) < 1)
         fuzz_fail("data_open accepted a split shorter than one window");
@@ -68,18 +77,23 @@ int LLVMFuzzerTestOneInput(const uint8_t *data, size_t size)
     int64_t gs[] = {0, w - 1, w, 2 * w - 1, w / 2, 7 * w + 3};
     for (size_t i = 0; i < sizeof gs / sizeof gs[0]; i++) {
         int64_t off = data_train_offset(ds, 1337, gs[i]);
-        if (off < 0 || off + seq_len + 1 > n)
+        int part = data_train_part(ds, gs[i]);
+        if (part < 0 || part >= data_train_parts(ds))
+            fuzz_fail("a training sample comes from no dataset of the blend");
+        if (off < 0 || off + seq_len + 1 > data_train_part_tokens(ds, part))
             fuzz_fail("a training window reaches outside the train split");
         if (data_train_sample(ds, 1337, gs[i], tok, NULL))
             fuzz_fail("a training window of a file that did not change cannot be read");
         check_tokens(tok, seq_len + 1, vocab, "a training token is outside the vocabulary");
-        if (data_val_sample(ds, gs[i], tok, NULL))
-            fuzz_fail("a validation window of a file that did not change cannot be read");
-        check_tokens(tok, seq_len + 1, vocab, "a validation token is outside the vocabulary");
+        for (int j = 0; j < data_val_parts(ds); j++) {
+            if (data_val_part_sample(ds, j, gs[i], tok, NULL))
+                fuzz_fail("a validation window of a file that did not change cannot be read");
+            check_tokens(tok, seq_len + 1, vocab, "a validation token is outside the vocabulary");
+        }
     }
     /* one epoch visits each window once: the offsets are distinct (they
      * share the epoch's shift); checked where that is cheap */
-    if (w <= 4096) {
+    if (!blend && w <= 4096) {
         int64_t *offs = malloc((size_t)w * sizeof *offs);
         if (!offs)
             abort();

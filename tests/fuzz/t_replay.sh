@@ -4,7 +4,7 @@
 # (in a --enable-sanitizers build), no property broken (fuzz_fail).
 . "${TRI_SRCDIR:-.}/tests/lib.sh"
 plan 4
-for t in config data ckpt safetensors; do
+for t in config data ckpt safetensors indexed; do
     corpus="${TRI_SRCDIR:-.}/tests/fuzz/corpus/$t"
     # shellcheck disable=SC2086
     $TRI_MPIEXEC -n 1 "${TRI_BUILDDIR:-.}/tests/fuzz/replay_$t" "$corpus" > "$WORK/out" 2>&1
