@@ -3,7 +3,7 @@
 # through its target, without libFuzzer: no crash, no sanitizer report
 # (in a --enable-sanitizers build), no property broken (fuzz_fail).
 . "${TRI_SRCDIR:-.}/tests/lib.sh"
-plan 4
+plan 5
 for t in config data ckpt safetensors indexed; do
     corpus="${TRI_SRCDIR:-.}/tests/fuzz/corpus/$t"
     # shellcheck disable=SC2086
