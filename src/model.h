@@ -38,8 +38,12 @@ typedef void (*UnitHook)(void *ctx, int unit, UnitEvent event);
 typedef struct BlockActs BlockActs;
 typedef struct Model Model;
 
+/* A block's parameters, as indices into the ParamSet; -1 when the
+ * architecture has none (llama: biases). llama's q, o, gate and down sit
+ * in qkvw, projw, fcw and mprojw; kw, vw and upw are llama's alone. */
 typedef struct {
     int ln1w, ln1b, qkvw, qkvb, projw, projb, ln2w, ln2b, fcw, fcb, mprojw, mprojb;
+    int kw, vw, upw;
 } BlockParams;
 
 struct Model {
@@ -47,6 +51,10 @@ struct Model {
     const Grid *grid;
     int B, T, C, NH, V, hs;       /* B: microbatch rows */
     int NHl, Vl, v0;              /* local heads, local vocab rows and start */
+    int llama;                    /* arch = llama (model_llama.c's blocks) */
+    int NKVl;                     /* local key/value heads (llama) */
+    int Fl;                       /* local MLP width: 4C/tp (gpt2), ffn_dim/tp */
+    int kv_replicas;              /* TP ranks sharing each key/value head */
     int layer0, n_local;          /* this stage's layers */
     int is_first, is_last;
     ops_dtype act_dtype;
