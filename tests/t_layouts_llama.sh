@@ -1,0 +1,98 @@
+#!/bin/sh
+# t_layouts_llama.sh - t_layouts.sh's invariant for arch = llama: every
+# layout trains the same model. Two tiny Llama models, both with fewer
+# key/value heads than query heads: "gqa" (4 query heads over 2 key/value
+# heads) and "mqa" (4 over 1). Each layout's 10 per-step losses match its
+# model's single-rank run within relative 1e-5 and its final weights (the
+# checkpoints' logical tensors) within 1e-5, as in t_layouts.sh. The
+# layouts with tp > n_kv_head replicate each key/value head on
+# tp / n_kv_head ranks (doc/guide.md, "Training a Llama model").
+. "${TRI_SRCDIR:-.}/tests/lib.sh"
+np=${1:-8}
+DIFF="${TRI_BUILDDIR:-.}/tests/ckpt_diff"
+cfg="$WORK/c.ini"
+cat > "$cfg" <<EOC
+[model]
+arch = llama
+n_layer = 4
+n_embd = 32
+n_head = 4
+n_kv_head = 2
+ffn_dim = 48
+seq_len = 32
+vocab_size = 256
+tie_embeddings = false
+rope_theta = 10000
+[train]
+micro_batch = 2
+grad_accum = 4
+steps = 10
+lr = 3e-3
+warmup = 3
+[data]
+train = $DATA/small.txt
+[eval]
+every = 5
+batches = 1
+[log]
+every = 1
+EOC
+
+# model:layout: ranks dp pp tp micro_batch grad_accum zero schedule extra,--set,keys
+# (the first line of each model is its single-rank reference)
+LAYOUTS="gqa:1x1x1:1:1:1:1:2:4:1:1f1b:
+gqa:1x1x2:2:1:1:2:2:4:1:1f1b:
+gqa:1x1x4-replicated:4:1:1:4:2:4:1:1f1b:
+gqa:1x2x1-gpipe:2:1:2:1:2:4:1:gpipe:
+gqa:2x1x1:2:2:1:1:1:4:1:1f1b:
+gqa:2x2x2:8:2:2:2:1:4:1:1f1b:
+gqa:2x2x2-zero3:8:2:2:2:1:4:3:1f1b:
+gqa:1x2x4-zero2-recompute:8:1:2:4:2:4:2:1f1b:train.recompute=full
+mqa:1x1x1:1:1:1:1:2:4:1:1f1b:model.n_kv_head=1
+mqa:1x1x2-replicated:2:1:1:2:2:4:1:1f1b:model.n_kv_head=1
+mqa:2x2x2-zero0-replicated:8:2:2:2:1:4:0:1f1b:model.n_kv_head=1
+mqa:2x1x4-zero3-replicated:8:2:1:4:1:4:3:1f1b:model.n_kv_head=1"
+count=$(echo "$LAYOUTS" | wc -l)
+plan $((2 * (count - 2)))
+
+train() {  # name ranks dp pp tp mb ga zero schedule extra
+    sets=""
+    for kv in $(echo "${10}" | tr , ' '); do sets="$sets --set $kv"; done
+    # shellcheck disable=SC2086
+    $TRI_MPIEXEC -n "$2" "$TRIDENT" train --config "$cfg" \
+        --set parallel.dp="$3" --set parallel.pp="$4" --set parallel.tp="$5" \
+        --set train.micro_batch="$6" --set train.grad_accum="$7" --set parallel.zero="$8" \
+        --set parallel.schedule="$9" --set checkpoint.dir="$WORK/$1" \
+        --set log.metrics="$WORK/$1.jsonl" $sets > "$WORK/$1.out" 2>&1
+}
+
+losses() { sed 's/.*"loss":\([^,]*\).*/\1/' "$1"; }
+
+for line in $LAYOUTS; do
+    IFS=: read -r model name ranks dp pp tp mb ga zero sched extra <<EOL
+$line
+EOL
+    if [ "$ranks" -gt "$np" ]; then
+        ok 0 "$model $name # SKIP needs $ranks ranks"
+        ok 0 "$model $name weights # SKIP needs $ranks ranks"
+        continue
+    fi
+    run="$model-$name"
+    train "$run" "$ranks" "$dp" "$pp" "$tp" "$mb" "$ga" "$zero" "$sched" "$extra"
+    status=$?
+    if [ "$name" = 1x1x1 ]; then
+        [ $status -eq 0 ] || { sed 's/^/# /' "$WORK/$run.out"; }
+        losses "$WORK/$run.jsonl" > "$WORK/$model.ref.loss"
+        continue
+    fi
+    losses "$WORK/$run.jsonl" > "$WORK/$run.loss"
+    worst=$(paste "$WORK/$model.ref.loss" "$WORK/$run.loss" | awk '
+        { d = $1 - $2; if (d < 0) d = -d; r = d / ($1 < 0 ? -$1 : $1); if (r > w) w = r; n++ }
+        END { if (n != 10) print "missing"; else printf "%.2e", w }')
+    awk -v w="$worst" 'BEGIN { exit !(w != "missing" && w + 0 <= 1e-5) }'
+    ok $? "$model $name: 10 per-step losses match the single rank (max rel $worst, tol 1e-5)"
+    [ $status -eq 0 ] || sed 's/^/# /' "$WORK/$run.out" | tail -n 5
+    result=$("$DIFF" "$WORK/$model-1x1x1/step_00000010.h5" "$WORK/$run/step_00000010.h5" 1e-5)
+    ok $? "$model $name: final weights match ($result)"
+done
+done_testing
