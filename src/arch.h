@@ -26,4 +26,12 @@ int arch_kv_replicas(const ModelConfig *m, int tp);
 /* Key/value heads one TP rank holds. */
 int arch_kv_heads_local(const ModelConfig *m, int tp);
 
+/* Copies arch and the llama keys from src to dst: a checkpoint's root
+ * attributes carry gpt2's shape keys, its stored config the rest. */
+void arch_copy_keys(ModelConfig *dst, const ModelConfig *src);
+/* 0 when a and b build the same tensors and math; else writes which key
+ * differs, "[model] KEY is A in the checkpoint but B in the config", with
+ * a the checkpoint's. */
+int arch_differs(const ModelConfig *ckpt, const ModelConfig *cfg, char *why, size_t n);
+
 #endif

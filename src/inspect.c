@@ -190,8 +190,9 @@ static int check_complete(hid_t file, const char *path, const CkptRoot *r, int64
     }
     params_free(&all);
     if (!wrong) {
-        fprintf(out, "complete: all %d datasets of the model (%d layers, %d wide, vocab %d) are "
-                "present with their shapes\n", needed, m->n_layer, m->n_embd, m->vocab_size);
+        fprintf(out, "complete: all %d datasets of the model (%s%d layers, %d wide, vocab %d) are "
+                "present with their shapes\n", needed, m->arch == ARCH_LLAMA ? "llama, " : "",
+                m->n_layer, m->n_embd, m->vocab_size);
         return 0;
     }
     fprintf(out, "complete: NO: %d of the %d datasets the model needs are missing or wrong\n",
