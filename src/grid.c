@@ -34,6 +34,17 @@ int grid_check(const Config *cfg, int world, FILE *err)
                 p->tp, m->n_head);
         return 1;
     }
+    int kv = arch_kv_heads(m);
+    if (kv % p->tp != 0 && p->tp % kv != 0) {
+        fprintf(err, "trident: [parallel] tp = %d: neither divides nor is divided by n_kv_head (%d); key/value heads are split across TP ranks or replicated on tp / n_kv_head of them\n",
+                p->tp, kv);
+        return 1;
+    }
+    if (arch_ffn_dim(m) % p->tp != 0) {
+        fprintf(err, "trident: [parallel] tp = %d: ffn_dim (%d) is not divisible by tp; the MLP is split across TP ranks\n",
+                p->tp, arch_ffn_dim(m));
+        return 1;
+    }
     if (m->vocab_size % p->tp != 0) {
         fprintf(err, "trident: [parallel] tp = %d: vocab_size (%d) is not divisible by tp; the embedding and LM head are split by vocabulary rows\n",
                 p->tp, m->vocab_size);

@@ -584,17 +584,28 @@ int64_t model_activation_bytes(const Model *m)
     return b;
 }
 
+/* One block's forward FLOPs per token, 2 per multiply-add. */
+static double layer_flops_per_token(const ModelConfig *mc)
+{
+    double C = mc->n_embd, T = mc->seq_len;
+    /* QKV 3C^2, out C^2, MLP 8C^2 multiply-adds; attention scores and
+     * values T*C each (all T x T, as computed) */
+    if (mc->arch != ARCH_LLAMA)
+        return 24.0 * C * C + 4.0 * T * C;
+    /* q and o C^2 each, k and v C*KV each (grouped-query), gate, up and
+     * down C*F each (SwiGLU); attention as GPT-2's */
+    double KV = (double)arch_kv_heads(mc) * (C / mc->n_head), F = arch_ffn_dim(mc);
+    return 2.0 * (2.0 * C * C + 2.0 * C * KV + 3.0 * C * F) + 4.0 * T * C;
+}
+
+double model_layer_flops(const ModelConfig *mc, double tokens)
+{
+    return tokens * layer_flops_per_token(mc);
+}
+
 double model_forward_flops(const ModelConfig *mc, double tokens)
 {
-    double C = mc->n_embd, T = mc->seq_len, V = mc->vocab_size;
-    /* per token: QKV 3C^2, out C^2, MLP 8C^2 multiply-adds; attention
-     * scores and values T*C each (all T x T, as computed); head C*V */
-    double per_layer = 2.0 * 12.0 * C * C + 2.0 * 2.0 * T * C;
-    if (mc->arch == ARCH_LLAMA) {
-        /* q and o C^2 each, k and v C*KV each (grouped-query), gate, up
-         * and down C*F each (SwiGLU); attention as GPT-2's */
-        double KV = (double)arch_kv_heads(mc) * (C / mc->n_head), F = arch_ffn_dim(mc);
-        per_layer = 2.0 * (2.0 * C * C + 2.0 * C * KV + 3.0 * C * F) + 2.0 * 2.0 * T * C;
-    }
-    return tokens * (mc->n_layer * per_layer + 2.0 * C * V);
+    double C = mc->n_embd, V = mc->vocab_size;
+    /* the blocks, and the head's C*V multiply-adds per token */
+    return tokens * (mc->n_layer * layer_flops_per_token(mc) + 2.0 * C * V);
 }

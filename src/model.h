@@ -141,5 +141,7 @@ int64_t model_activation_bytes(const Model *m);
 /* Model FLOPs of one forward over `tokens` tokens, for the whole model
  * (not this shard): GEMMs and attention, 2 per multiply-add. */
 double model_forward_flops(const ModelConfig *mc, double tokens);
+/* The same for one transformer block (no embeddings, no head). */
+double model_layer_flops(const ModelConfig *mc, double tokens);
 
 #endif
