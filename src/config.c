@@ -11,7 +11,6 @@
  * left out of the config text a checkpoint stores.
  */
 #include "config.h"
-#include "arch.h"
 
 #include <ctype.h>
 #include <errno.h>
@@ -22,6 +21,7 @@
 #include <stdlib.h>
 #include <string.h>
 
+#include "arch.h"
 #include "config_ini.h"
 #include "config_keys.h"
 

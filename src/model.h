@@ -1,5 +1,6 @@
 /*
- * model.h - the GPT model on one pipeline stage and one TP shard.
+ * model.h - the model (GPT-2 or Llama, [model] arch) on one pipeline stage
+ * and one TP shard.
  *
  * A stage runs its part of the network for one microbatch at a time:
  * stage 0 embeds tokens, every stage runs its transformer blocks, and the
