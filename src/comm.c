@@ -397,7 +397,7 @@ double comm_blocked_seconds(void) { return blocked_time; }
 
 void comm_reset_seconds(void)
 {
-    for (int i = 0; i <= COMM_EMBED; i++)
+    for (int i = 0; i <= COMM_KV; i++)
         comm_time[i] = 0.0;
     blocked_time = 0.0;
 }
