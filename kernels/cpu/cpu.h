@@ -67,6 +67,7 @@ typedef enum {
     SCRATCH_MATMUL_DOUT, /* matmul_bwd: an fp32 dout block rounded to D */
     SCRATCH_MATMUL_ACC,  /* matmul_bwd: dinp accumulating in fp32 */
     SCRATCH_ATTENTION,   /* per-thread fp32 copies of one head */
+    SCRATCH_ROPE,        /* rope: the cos and sin of each (position, pair) */
     SCRATCH_SLOTS
 } scratch_slot;
 void *scratch_cpu(scratch_slot slot, size_t bytes);
