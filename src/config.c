@@ -35,7 +35,9 @@ typedef enum { K_INT, K_SEED, K_REAL, K_BOOL, K_ENUM, K_PATH, K_RECOMPUTE } KeyT
 /* LLAMA_KEY: arch and the keys only llama reads; config_to_ini leaves
  * them out of a gpt2 config (where they must hold their defaults), so a
  * gpt2 run's stored config is what it was before llama came. */
-enum { OPEN_MIN = 1, OPEN_MAX = 2, NONEMPTY = 4, LLAMA_KEY = 8 };
+/* AUTO_BOOL: a boolean that also takes "auto" (TIE_AUTO), which
+ * config_load resolves by arch. */
+enum { OPEN_MIN = 1, OPEN_MAX = 2, NONEMPTY = 4, LLAMA_KEY = 8, AUTO_BOOL = 16 };
 
 typedef struct {
     const char *section, *name;
@@ -89,7 +91,7 @@ static const KeyDef KEYS[] = {
     ENUM_KEY("model", "init", model.init, "gpt2", INIT_WORDS),
     REAL_KEY("model", "init_std", model.init_std, "0.02", 0, INFINITY, OPEN_MIN),
     ENUM_KEY("model", "init_fan", model.init_fan, "fan_in", FAN_WORDS),
-    { KEY("model", "tie_embeddings", K_BOOL, model.tie_embeddings, "true") },
+    { KEY("model", "tie_embeddings", K_BOOL, model.tie_embeddings, "auto"), .flags = AUTO_BOOL },
     { KEY("model", "arch", K_ENUM, model.arch, "gpt2"), .words = ARCH_WORDS, .flags = LLAMA_KEY },
     { KEY("model", "n_kv_head", K_INT, model.n_kv_head, "0"), .min = 0, .max = INT_MAX,
       .flags = LLAMA_KEY },
@@ -388,7 +390,10 @@ static void format_value(const KeyDef *k, const Config *cfg, char *buf, size_t n
         format_real(*(const double *)p, buf, n);
         break;
     case K_BOOL:
-        snprintf(buf, n, "%s", *(const int *)p ? "true" : "false");
+        if (*(const int *)p == TIE_AUTO && (k->flags & AUTO_BOOL))
+            snprintf(buf, n, "auto");
+        else
+            snprintf(buf, n, "%s", *(const int *)p ? "true" : "false");
         break;
     case K_ENUM: {
         int v = *(const int *)p;
@@ -579,6 +584,10 @@ static int parse_value(const KeyDef *k, const char *text, Config *cfg, char *why
         *(double *)p = d;
         return 0;
     case K_BOOL:
+        if ((k->flags & AUTO_BOOL) && !strcmp(text, "auto")) {
+            *(int *)p = TIE_AUTO;
+            return 0;
+        }
         return parse_bool(text, p, why, n);
     case K_ENUM:
         w = word_index(k->words, text);
@@ -640,7 +649,24 @@ int config_set(Config *cfg, const char *section, const char *key, const char *va
     return config_report(err, "%s: %s", origin ? origin : "config", msg);
 }
 
+static void defaults_unresolved(Config *cfg);
+
+/* tie_embeddings = auto: Llama unties its head, GPT-2 ties it. */
+static void resolve_auto(Config *cfg)
+{
+    if (cfg->model.tie_embeddings == TIE_AUTO)
+        cfg->model.tie_embeddings = cfg->model.arch != ARCH_LLAMA;
+}
+
 void config_defaults(Config *cfg)
+{
+    defaults_unresolved(cfg);
+    resolve_auto(cfg);
+}
+
+/* Every key's default as the table gives it, auto left for config_load to
+ * resolve once the file and the overrides have set arch. */
+static void defaults_unresolved(Config *cfg)
 {
     char why[MSG_MAX];
     memset(cfg, 0, sizeof *cfg);
@@ -671,7 +697,8 @@ static int check_key(const Config *cfg, const KeyDef *k, char *why, size_t n)
         return check_range(k, v, why, n);
     }
     case K_BOOL:
-        if (*(const int *)p == 0 || *(const int *)p == 1)
+        if (*(const int *)p == 0 || *(const int *)p == 1
+            || (*(const int *)p == TIE_AUTO && (k->flags & AUTO_BOOL)))
             return 0;
         snprintf(why, n, "must be 0 or 1");
         return 1;
@@ -928,7 +955,7 @@ int config_load(Config *cfg, const char *path, const char *const *overrides,
 {
     const char *name = path ? path : BUILTIN_NAME;
     int rc;
-    config_defaults(cfg);
+    defaults_unresolved(cfg);
     if (strlen(name) >= sizeof cfg->source)
         return config_report(err, "cannot read config %.64s...: path longer than %d characters", name,
                       CONFIG_PATH_MAX - 1);
@@ -942,5 +969,6 @@ int config_load(Config *cfg, const char *path, const char *const *overrides,
     for (int i = 0; i < n_overrides; i++)
         if (apply_override(cfg, overrides[i], err))
             return 1;
+    resolve_auto(cfg);
     return config_validate(cfg, err);
 }

@@ -293,6 +293,24 @@ static void test_overrides(void)
            c.model.tie_embeddings == 1,
            "booleans: yes/off/1 in any case");
 
+    /* tie_embeddings = auto (the default) follows arch once the file and
+     * the overrides are in: tied for gpt2, untied for llama; an explicit
+     * value wins; a default config (no arch yet) is gpt2's */
+    static Config t1, t2, t3, t4;
+    const char *const llama[] = { "model.arch=llama" };
+    const char *const llama_tied[] = { "model.arch=llama", "model.tie_embeddings=true" };
+    Outcome a1 = run("[model]\nn_layer = 2\n" BASE, NULL, 0, &t1);
+    Outcome a2 = run("[model]\nn_layer = 2\n" BASE, llama, 1, &t2);
+    Outcome a3 = run("[model]\ntie_embeddings = auto\n" BASE, llama_tied, 2, &t3);
+    config_defaults(&t4);
+    tap_ok(!a1.rc && !a2.rc && !a3.rc && t1.model.tie_embeddings == 1 &&
+           t2.model.tie_embeddings == 0 && t3.model.tie_embeddings == 1 &&
+           t4.model.tie_embeddings == 1 && round_trips(&t2),
+           "tie_embeddings = auto: true for gpt2, false for llama, an explicit value wins");
+    outcome_free(&a1);
+    outcome_free(&a2);
+    outcome_free(&a3);
+
     /* precision is parsed once, into the enum, and printed back as its word */
     static const char *const words[] = { "fp32", "bf16", "fp16" };
     static const Precision values[] = { PRECISION_FP32, PRECISION_BF16, PRECISION_FP16 };
@@ -577,7 +595,7 @@ static void test_parse_text(void)
 int main(int argc, char **argv)
 {
     tap_init(&argc, &argv);
-    tap_plan(86);
+    tap_plan(87);
     test_defaults();
     test_builtin();
     test_full_file();
