@@ -25,6 +25,9 @@ typedef enum {
 typedef enum { FAN_IN = 0, FAN_OUT = 1 } FanMode;
 typedef enum { RECOMPUTE_NONE = 0, RECOMPUTE_FULL = 1, RECOMPUTE_EVERY = 2 } RecomputeKind;
 typedef enum { PRECISION_FP32 = 0, PRECISION_BF16 = 1, PRECISION_FP16 = 2 } Precision;
+typedef enum { ARCH_GPT2 = 0, ARCH_LLAMA = 1 } ModelArch;
+/* [model] tie_embeddings = auto: tied for gpt2, untied for llama. */
+#define TIE_AUTO (-1)
 
 typedef struct {
     int n_layer, n_embd, n_head, seq_len, vocab_size;
@@ -33,7 +36,12 @@ typedef struct {
     InitScheme init;
     double init_std;
     FanMode init_fan;
-    int tie_embeddings;
+    int tie_embeddings;      /* TIE_AUTO until config_load resolves it */
+    ModelArch arch;
+    int n_kv_head;           /* 0: n_head (llama only; arch.h resolves it) */
+    int ffn_dim;             /* 0: 4 * n_embd (llama only) */
+    double norm_eps;         /* RMSNorm epsilon (llama only) */
+    double rope_theta;       /* rotary base (llama only) */
 } ModelConfig;
 
 typedef struct {
@@ -107,7 +115,8 @@ typedef struct {
     char source[CONFIG_PATH_MAX];   /* file name, or "(built-in tiny.ini)" */
 } Config;
 
-/* Fills every key with its default. Not collective. */
+/* Fills every key with its default (tie_embeddings = auto resolved for
+ * the default arch, gpt2: true). Not collective. */
 void config_defaults(Config *cfg);
 
 /* Loads `path` (NULL: the built-in jobs/configs/tiny.ini), then applies the
