@@ -89,6 +89,66 @@ static inline TRI_HD float elem_gelu_grad(float x)
     return 0.5f * (1.0f + t) + 0.5f * x * sech2 * dinner;
 }
 
+/* ---- Llama: SiLU gate, RMSNorm, rotary embeddings ------------------------ */
+
+/* sigmoid(x), through elem_expf so host and device agree. */
+static inline TRI_HD float elem_sigmoid(float x)
+{
+    return 1.0f / (1.0f + elem_expf(-x));
+}
+
+/* SwiGLU's product: silu(gate) * up, silu(g) = g * sigmoid(g). */
+static inline TRI_HD float elem_swiglu(float gate, float up)
+{
+    return gate * elem_sigmoid(gate) * up;
+}
+
+/* Its gradients: *dgate = dout * up * silu'(gate), *dup = dout * silu(gate),
+ * with silu'(g) = s (1 + g (1 - s)), s = sigmoid(g). */
+static inline TRI_HD void elem_swiglu_grad(float gate, float up, float dout,
+                                           float *dgate, float *dup)
+{
+    float s = elem_sigmoid(gate);
+    *dgate = dout * up * s * (1.0f + gate * (1.0f - s));
+    *dup = dout * gate * s;
+}
+
+/* RMSNorm's 1 / sqrt(mean(x^2) + eps) from a row's sum of squares. */
+static inline TRI_HD float elem_rms_rstd(float sumsq, int C, float eps)
+{
+    return 1.0f / sqrtf(sumsq / (float)C + eps);
+}
+
+/* d x_j of y = x r w: r (w_j dy_j - x_j r^2 dot / C), where dot is the
+ * row's sum of w dy x. */
+static inline TRI_HD float elem_rms_dinp(float wdy, float x, float r,
+                                         float dot_over_c)
+{
+    return r * (wdy - x * r * r * dot_over_c);
+}
+
+/* The rotary angle of channel pair i (0 <= i < hs/2) at position t, in
+ * HuggingFace's layout: inv_freq = theta^(-2i/hs), angle = t inv_freq.
+ * Computed in double so that position 8191 still has every bit of fp32
+ * in its sine and cosine. */
+static inline TRI_HD void elem_rope_cos_sin(int t, int i, int hs, double theta,
+                                            float *c, float *s)
+{
+    double angle = (double)t * pow(theta, -2.0 * (double)i / (double)hs);
+    *c = (float)cos(angle);
+    *s = (float)sin(angle);
+}
+
+/* Rotates the pair (x1, x2) = (x[i], x[i + hs/2]) by the angle (cos c, sin
+ * s): rotate_half's y = x cos + rotate_half(x) sin. The backward is the
+ * same rotation with -s. */
+static inline TRI_HD void elem_rope_rotate(float *x1, float *x2, float c, float s)
+{
+    float a = *x1, b = *x2;
+    *x1 = a * c - b * s;
+    *x2 = b * c + a * s;
+}
+
 /* One AdamW step on one element; returns the new weight and updates *m, *v.
  * g is already unscaled and clipped. bc1 = 1 - beta1^t, bc2 = 1 - beta2^t. */
 static inline TRI_HD float elem_adamw(float w, float g, float *m, float *v,

@@ -169,6 +169,38 @@ void ops_layernorm_bwd(ops_tensor dinp, ops_tensor dw, ops_tensor db,
                        ops_tensor dout, ops_tensor inp, ops_tensor w,
                        ops_tensor mean, ops_tensor rstd, int N, int C);
 
+/* ---- Llama: RMSNorm, rotary embeddings, SwiGLU, grouped-query heads ----
+ * Dtypes as LayerNorm's and GELU's: activations and their gradients D,
+ * rstd fp32, dw fp32 (+=). */
+
+/* out(N,C) = inp * rstd * w, rstd = 1 / sqrt(mean(inp^2) + eps); rstd (N). */
+void ops_rmsnorm_fwd(ops_tensor out, ops_tensor rstd, ops_tensor inp, ops_tensor w,
+                     int N, int C, float eps);
+/* dinp += ..., dw += ...   (both accumulate, as LayerNorm's) */
+void ops_rmsnorm_bwd(ops_tensor dinp, ops_tensor dw, ops_tensor dout, ops_tensor inp,
+                     ops_tensor w, ops_tensor rstd, int N, int C);
+/* Rotary position embeddings in place on x (B,T,H,hs), HuggingFace's
+ * layout: channels i and i + hs/2 of each head at position t rotate by
+ * t * theta^(-2i/hs). hs must be even. The backward rotates a gradient
+ * back by the same angles. */
+void ops_rope_fwd(ops_tensor x, int B, int T, int H, int hs, double theta);
+void ops_rope_bwd(ops_tensor dx, int B, int T, int H, int hs, double theta);
+/* out = silu(gate) * up */
+void ops_swiglu_fwd(ops_tensor out, ops_tensor gate, ops_tensor up, int64_t n);
+/* dgate = dout * up * silu'(gate), dup = dout * silu(gate)   (overwrite;
+ * neither may alias an input) */
+void ops_swiglu_bwd(ops_tensor dgate, ops_tensor dup, ops_tensor dout, ops_tensor gate,
+                    ops_tensor up, int64_t n);
+/* Grouped-query attention's heads into the attention ops' layout:
+ * qkv(N,NH,3,hs) from q(N,NH,hs), k and v (N,NKV,hs), query head h
+ * reading key/value head h / (NH/NKV). NKV must divide NH. */
+void ops_gqa_expand(ops_tensor qkv, ops_tensor q, ops_tensor k, ops_tensor v,
+                    int N, int NH, int NKV, int hs);
+/* The reverse for gradients: dq = dqkv's q part; dk, dv = the sums of
+ * each group's k and v parts (overwrite). */
+void ops_gqa_reduce(ops_tensor dq, ops_tensor dk, ops_tensor dv, ops_tensor dqkv,
+                    int N, int NH, int NKV, int hs);
+
 /* ---- attention -------------------------------------------------------- */
 
 /* Causal self-attention over NH local heads.

@@ -26,6 +26,7 @@
 #include <signal.h>
 #include <unistd.h>
 
+#include "arch.h"
 #include "ckpt_files.h"
 #include "ckpt_format.h"
 #include "ckpt_io.h"
@@ -445,6 +446,9 @@ static void check_model_attrs(H5Ctx *c, const Config *cfg, const CkptRoot *root)
             ckpt_fail(&c->f, "[model] %s is %d in the checkpoint but %d in the config",
                       a->name, got, want);
     }
+    char why[160];
+    if (arch_differs(&root->cfg.model, &cfg->model, why, sizeof why))
+        ckpt_fail(&c->f, "%s", why);
 }
 
 /* Opens a dataset and checks it is fp32 with the logical shape. */

@@ -14,6 +14,7 @@
 #include <string.h>
 #include <sys/stat.h>
 
+#include "arch.h"
 #include "ckpt.h"
 #include "config.h"
 #include "config_ini.h"
@@ -536,6 +537,8 @@ static void parse_stored_config(CkptRoot *r)
     char *text = strncmp(msg, "trident: ", 9) == 0 ? msg + 9 : msg;
     text[strcspn(text, "\n")] = 0;
     snprintf(r->stored_why, sizeof r->stored_why, "%s", rc ? text : "");
+    if (r->stored_ok) /* gpt2's shape is in root attributes; llama's keys only here */
+        arch_copy_keys(&r->cfg.model, &r->stored.model);
 }
 
 void ckpt_root_read(hid_t file, CkptRoot *r)

@@ -34,7 +34,7 @@ static int on_device(ops_tensor t) { return t.device != OPS_CPU; }
     do { if (on_device(buf)) fail_abort("device buffers need the NCCL build; reconfigure with --with-nccl", __FILE__, __LINE__); } while (0)
 #endif
 
-static double comm_time[COMM_EMBED + 1];
+static double comm_time[COMM_KV + 1];
 static double blocked_time;   /* in any blocking call below, every group */
 
 static const char *group_name(CommGroup group)
@@ -42,6 +42,7 @@ static const char *group_name(CommGroup group)
     static const char *const names[] = {
         [COMM_WORLD] = "world", [COMM_TP] = "tp", [COMM_DP] = "dp", [COMM_PP] = "pp",
         [COMM_DP_NODE] = "dp_node", [COMM_DP_CROSS] = "dp_cross", [COMM_EMBED] = "embed",
+        [COMM_KV] = "kv",
     };
     return names[group];
 }
@@ -75,6 +76,7 @@ MPI_Comm comm_mpi(const Grid *g, CommGroup group)
     case COMM_DP_NODE: return g->dp_node;
     case COMM_DP_CROSS: return g->dp_cross;
     case COMM_EMBED: return g->embed_comm;
+    case COMM_KV: return g->kv_comm;
     }
     return MPI_COMM_NULL;
 }

@@ -29,7 +29,8 @@
 
 typedef enum {
     COMM_WORLD, COMM_TP, COMM_DP, COMM_PP, COMM_DP_NODE, COMM_DP_CROSS,
-    COMM_EMBED
+    COMM_EMBED,
+    COMM_KV      /* TP ranks that hold the same key/value heads (llama, arch.h) */
 } CommGroup;
 
 typedef enum { COMM_SUM, COMM_MAX, COMM_MIN } CommOp;

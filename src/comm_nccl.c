@@ -27,7 +27,7 @@
 #include "fail.h"
 #include "kernels/cuda/cuda.h"
 
-#define N_GROUPS (COMM_EMBED + 1)
+#define N_GROUPS (COMM_KV + 1)
 
 static struct {
     int ready;
@@ -47,6 +47,7 @@ static const char *group_name(CommGroup group)
     case COMM_DP_NODE: return "dp_node";
     case COMM_DP_CROSS: return "dp_cross";
     case COMM_EMBED: return "embed";
+    case COMM_KV: return "kv";
     }
     return "unknown";
 }
@@ -160,6 +161,7 @@ int comm_nccl_init(const Grid *g, char *err, size_t err_size)
         create(COMM_DP, g->dp_comm);
     create(COMM_PP, g->pp_comm);
     create(COMM_EMBED, g->embed_comm);
+    create(COMM_KV, g->kv_comm);
     nc.size[COMM_WORLD] = g->size;
     nc.rank[COMM_WORLD] = g->rank;
     nc.ready = 1;

@@ -21,6 +21,7 @@
 #include <stdlib.h>
 #include <string.h>
 
+#include "arch.h"
 #include "config_ini.h"
 #include "config_keys.h"
 
@@ -31,10 +32,13 @@
 
 typedef enum { K_INT, K_SEED, K_REAL, K_BOOL, K_ENUM, K_PATH, K_RECOMPUTE } KeyType;
 
-/* OMIT_UNSET: config_to_ini leaves the key out while it holds its
+/* LLAMA_KEY: arch and the keys only llama reads; config_to_ini leaves
+ * them out of a gpt2 config (where they must hold their defaults), so a
+ * gpt2 run's stored config is what it was before llama came.
+ * OMIT_UNSET: config_to_ini leaves the key out while it holds its
  * default, so the stored config (and its checksum) of a run that does not
  * use it is what it was before the key came (vocab_used, init_from). */
-enum { OPEN_MIN = 1, OPEN_MAX = 2, NONEMPTY = 4, OMIT_UNSET = 16 };
+enum { OPEN_MIN = 1, OPEN_MAX = 2, NONEMPTY = 4, LLAMA_KEY = 8, OMIT_UNSET = 16 };
 
 typedef struct {
     const char *section, *name;
@@ -53,6 +57,7 @@ _Static_assert(sizeof(ScheduleKind) == sizeof(int), "enum is not int-sized");
 _Static_assert(sizeof(DeviceChoice) == sizeof(int), "enum is not int-sized");
 _Static_assert(sizeof(DataFormat) == sizeof(int), "enum is not int-sized");
 _Static_assert(sizeof(Precision) == sizeof(int), "enum is not int-sized");
+_Static_assert(sizeof(ModelArch) == sizeof(int), "enum is not int-sized");
 
 /* Word lists are in enum order: the index is the enum value. */
 static const char *const INIT_WORDS[] = {
@@ -64,6 +69,7 @@ static const char *const SCHEDULE_WORDS[] = { "1f1b", "gpipe", NULL };
 static const char *const DEVICE_WORDS[] = { "auto", "cpu", "cuda", NULL };
 static const char *const PRECISION_WORDS[] = { "fp32", "bf16", "fp16", NULL };
 static const char *const FORMAT_WORDS[] = { "text", "tokens", NULL };
+static const char *const ARCH_WORDS[] = { "gpt2", "llama", NULL };
 
 #define KEY(s, n, t, f, d) \
     .section = (s), .name = (n), .type = (t), .offset = offsetof(Config, f), \
@@ -89,6 +95,13 @@ static const KeyDef KEYS[] = {
     REAL_KEY("model", "init_std", model.init_std, "0.02", 0, INFINITY, OPEN_MIN),
     ENUM_KEY("model", "init_fan", model.init_fan, "fan_in", FAN_WORDS),
     { KEY("model", "tie_embeddings", K_BOOL, model.tie_embeddings, "true") },
+    { KEY("model", "arch", K_ENUM, model.arch, "gpt2"), .words = ARCH_WORDS, .flags = LLAMA_KEY },
+    { KEY("model", "n_kv_head", K_INT, model.n_kv_head, "0"), .min = 0, .max = INT_MAX,
+      .flags = LLAMA_KEY },
+    { KEY("model", "ffn_dim", K_INT, model.ffn_dim, "0"), .min = 0, .max = INT_MAX,
+      .flags = LLAMA_KEY },
+    REAL_KEY("model", "norm_eps", model.norm_eps, "1e-5", 0, 1, OPEN_MIN | LLAMA_KEY),
+    REAL_KEY("model", "rope_theta", model.rope_theta, "10000", 1, INFINITY, OPEN_MIN | LLAMA_KEY),
 
     INT_KEY("parallel", "dp", parallel.dp, "0", 0, INT_MAX),
     INT_KEY("parallel", "pp", parallel.pp, "1", 1, INT_MAX),
@@ -712,6 +725,50 @@ static int fail_key(const Config *cfg, char *msg, size_t n, const char *section,
     return 1;
 }
 
+/* The llama keys mean nothing to gpt2: a gpt2 config that sets one
+ * is refused rather than silently trained without it. Defaults are the
+ * values that config_to_ini writes back, so they pass. */
+static int check_gpt2_keys(const Config *c, char *msg, size_t n)
+{
+    const ModelConfig *m = &c->model;
+    const char *why = "applies to arch = llama only (this config's arch is gpt2)";
+    if (m->n_kv_head != 0 && m->n_kv_head != m->n_head)
+        return fail_key(c, msg, n, "model", "n_kv_head", "%s", why);
+    if (m->ffn_dim != 0 && m->ffn_dim != 4 * m->n_embd)
+        return fail_key(c, msg, n, "model", "ffn_dim", "%s", why);
+    if (m->norm_eps != 1e-5)
+        return fail_key(c, msg, n, "model", "norm_eps", "%s", why);
+    if (m->rope_theta != 10000.0)
+        return fail_key(c, msg, n, "model", "rope_theta", "%s", why);
+    return 0;
+}
+
+/* Grouped-query attention and rotary embeddings constrain the heads;
+ * TP splits key/value heads or replicates them (arch.h). */
+static int check_llama_keys(const Config *c, char *msg, size_t n)
+{
+    const ModelConfig *m = &c->model;
+    int kv = arch_kv_heads(m), tp = c->parallel.tp;
+    if (m->n_head % kv)
+        return fail_key(c, msg, n, "model", "n_kv_head",
+                        "must divide n_head (%d): each key/value head serves n_head / "
+                        "n_kv_head query heads", m->n_head);
+    if ((m->n_embd / m->n_head) % 2)
+        return fail_key(c, msg, n, "model", "n_head",
+                        "the head size n_embd / n_head = %d is odd: rotary embeddings "
+                        "rotate pairs of channels", m->n_embd / m->n_head);
+    if (kv % tp && tp % kv)
+        return fail_key(c, msg, n, "parallel", "tp",
+                        "neither divides nor is divided by n_kv_head (%d): key/value heads "
+                        "are split over TP ranks, or each replicated on tp / n_kv_head "
+                        "ranks", kv);
+    if (arch_ffn_dim(m) % tp)
+        return fail_key(c, msg, n, "model", "ffn_dim",
+                        "%d is not divisible by tp (%d): the MLP is split across TP ranks",
+                        arch_ffn_dim(m), tp);
+    return 0;
+}
+
 /* Rules between keys. Warmup longer than the run is legal (the run ends
  * warming up), so warmup <= steps is not one of them. */
 static int check_rules(const Config *c, char *msg, size_t n)
@@ -764,6 +821,8 @@ static int check_rules(const Config *c, char *msg, size_t n)
         return fail_key(c, msg, n, "parallel", "tp",
                         "n_head (%d) is not divisible by tp (heads are split across TP ranks)",
                         m->n_head);
+    if (m->arch == ARCH_GPT2 ? check_gpt2_keys(c, msg, n) : check_llama_keys(c, msg, n))
+        return 1;
     if (c->train.min_lr > c->train.lr)
         return fail_key(c, msg, n, "train", "min_lr", "greater than lr (%g)", c->train.lr);
     if (!c->data.train[0])
@@ -802,6 +861,8 @@ int config_to_ini(const Config *cfg, char *buf, size_t size)
         buf[0] = '\0';
     for (size_t i = 0; i < N_KEYS; i++) {
         const KeyDef *k = &KEYS[i];
+        if ((k->flags & LLAMA_KEY) && cfg->model.arch == ARCH_GPT2)
+            continue;
         if (!section || strcmp(section, k->section)) {
             put(&t, "%s[%s]\n", section ? "\n" : "", k->section);
             section = k->section;

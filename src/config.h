@@ -25,6 +25,7 @@ typedef enum {
 typedef enum { FAN_IN = 0, FAN_OUT = 1 } FanMode;
 typedef enum { RECOMPUTE_NONE = 0, RECOMPUTE_FULL = 1, RECOMPUTE_EVERY = 2 } RecomputeKind;
 typedef enum { PRECISION_FP32 = 0, PRECISION_BF16 = 1, PRECISION_FP16 = 2 } Precision;
+typedef enum { ARCH_GPT2 = 0, ARCH_LLAMA = 1 } ModelArch;
 
 typedef struct {
     int n_layer, n_embd, n_head, seq_len, vocab_size;
@@ -34,6 +35,11 @@ typedef struct {
     double init_std;
     FanMode init_fan;
     int tie_embeddings;
+    ModelArch arch;
+    int n_kv_head;           /* 0: n_head (llama only; arch.h resolves it) */
+    int ffn_dim;             /* 0: 4 * n_embd (llama only) */
+    double norm_eps;         /* RMSNorm epsilon (llama only) */
+    double rope_theta;       /* rotary base (llama only) */
 } ModelConfig;
 
 typedef struct {

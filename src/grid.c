@@ -6,6 +6,7 @@
 #include <stdlib.h>
 #include <string.h>
 
+#include "arch.h"
 #include "fail.h"
 
 int grid_resolve_dp(const ParallelConfig *p, int world)
@@ -31,6 +32,17 @@ int grid_check(const Config *cfg, int world, FILE *err)
     if (m->n_head % p->tp != 0) {
         fprintf(err, "trident: [parallel] tp = %d: n_head (%d) is not divisible by tp; attention heads are split across TP ranks\n",
                 p->tp, m->n_head);
+        return 1;
+    }
+    int kv = arch_kv_heads(m);
+    if (kv % p->tp != 0 && p->tp % kv != 0) {
+        fprintf(err, "trident: [parallel] tp = %d: neither divides nor is divided by n_kv_head (%d); key/value heads are split across TP ranks or replicated on tp / n_kv_head of them\n",
+                p->tp, kv);
+        return 1;
+    }
+    if (arch_ffn_dim(m) % p->tp != 0) {
+        fprintf(err, "trident: [parallel] tp = %d: ffn_dim (%d) is not divisible by tp; the MLP is split across TP ranks\n",
+                p->tp, arch_ffn_dim(m));
         return 1;
     }
     if (m->vocab_size % p->tp != 0) {
@@ -122,6 +134,11 @@ void grid_create(Grid *g, const Config *cfg, MPI_Comm world)
     g->embed_comm = split(world, ends ? g->dp_rank * g->tp + g->tp_rank : MPI_UNDEFINED,
                           g->pp_stage);
 
+    /* Replicas of a key/value head are consecutive TP ranks (arch.h). */
+    int kv_replicas = arch_kv_replicas(&cfg->model, g->tp);
+    g->kv_comm = kv_replicas > 1 ? split(g->tp_comm, g->tp_rank / kv_replicas, g->tp_rank)
+                                 : MPI_COMM_NULL;
+
     find_node(g, cfg);
     /* DP ranks that share a node, and one DP rank per node. */
     g->dp_node = split(g->dp_comm, g->node, g->dp_rank);
@@ -145,6 +162,7 @@ void grid_destroy(Grid *g)
     free_comm(&g->dp_comm);
     free_comm(&g->pp_comm);
     free_comm(&g->embed_comm);
+    free_comm(&g->kv_comm);
     free_comm(&g->dp_node);
     free_comm(&g->dp_cross);
     free_comm(&g->node_comm);
@@ -175,6 +193,7 @@ void grid_world_only(Grid *g, MPI_Comm world)
     MPI_Comm_size(world, &g->size);
     g->tp_comm = g->dp_comm = g->pp_comm = MPI_COMM_NULL;
     g->dp_node = g->dp_cross = g->embed_comm = g->node_comm = MPI_COMM_NULL;
+    g->kv_comm = MPI_COMM_NULL;
     g->device = OPS_CPU;
 }
 

@@ -34,6 +34,8 @@ typedef struct {
     MPI_Comm dp_node;            /* DP ranks on this node */
     MPI_Comm dp_cross;           /* DP ranks with this dp_node_rank, one per node */
     MPI_Comm embed_comm;         /* first and last stage (tied embeddings) */
+    MPI_Comm kv_comm;            /* TP ranks holding the same replicated
+                                    key/value heads (llama); else NULL */
     MPI_Comm node_comm;          /* world ranks on this node */
     ops_device device;           /* where this rank computes (device.c) */
 } Grid;

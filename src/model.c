@@ -11,45 +11,17 @@
  * Shapes: B rows of T tokens, N = B*T, C channels; Cl = C/tp, NHl = NH/tp.
  */
 #include "model.h"
+#include "model_impl.h"
+#include "model_llama.h"
 
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
 
+#include "arch.h"
 #include "comm.h"
 #include "fail.h"
 #include "prof.h"
-
-struct BlockActs {
-    ops_tensor x;                          /* input (B,T,C), always kept */
-    ops_tensor ln1, ln1_mean, ln1_rstd;    /* (B,T,C), (B,T), (B,T) */
-    ops_tensor qkv;                        /* (B,T,3Cl) */
-    ops_tensor att;                        /* (B,NHl,T,T) softmax */
-    ops_tensor atty;                       /* (B,T,Cl) */
-    ops_tensor xmid;                       /* (B,T,C) after attention */
-    ops_tensor ln2, ln2_mean, ln2_rstd;
-    ops_tensor fc, fcg;                    /* (B,T,4Cl) before/after GELU */
-};
-
-typedef struct ModelScratch {
-    BlockActs recomputed;    /* where recomputed blocks put activations */
-    ops_tensor tmp;          /* (B,T,C) row-parallel partial sums */
-    ops_tensor d_ln;         /* (B,T,C) gradient at a LayerNorm output */
-    ops_tensor d_fc;         /* (B,T,4Cl) */
-    ops_tensor d_atty;       /* (B,T,Cl) */
-    ops_tensor d_qkv;        /* (B,T,3Cl) */
-    ops_tensor d_att;        /* (B,NHl,T,T) attention backward scratch */
-    ops_tensor lnf, lnf_mean, lnf_rstd, d_lnf;   /* head, last stage */
-    ops_tensor logits;       /* (chunk, Vl) */
-    ops_tensor rowmax, stats, losses;  /* chunk; stats = sumexp | target */
-    int chunk;               /* rows of logits held at once */
-} ModelScratch;
-
-/* The first n elements of t, so each op sees exactly its shape. */
-static ops_tensor head_of(ops_tensor t, int64_t n) { return ops_view(t, 0, n); }
-
-static ops_tensor W(Model *m, int idx) { return m->ps.p[idx].w; }
-static ops_tensor G(Model *m, int idx) { return m->ps.p[idx].g; }
 
 static void hook(Model *m, int unit, UnitEvent ev)
 {
@@ -76,17 +48,17 @@ static void acts_alloc(Model *m, BlockActs *a, int keep_input_only)
         return;
     }
     a->ln1 = act(m, N * C);
-    a->ln1_mean = f32(m, N);
+    a->ln1_mean = m->llama ? OPS_NONE : f32(m, N);
     a->ln1_rstd = f32(m, N);
     a->qkv = act(m, N * 3 * Cl);
     a->att = f32(m, (int64_t)m->B * m->NHl * m->T * m->T);
     a->atty = act(m, N * Cl);
     a->xmid = act(m, N * C);
     a->ln2 = act(m, N * C);
-    a->ln2_mean = f32(m, N);
+    a->ln2_mean = m->llama ? OPS_NONE : f32(m, N);
     a->ln2_rstd = f32(m, N);
-    a->fc = act(m, N * 4 * Cl);
-    a->fcg = act(m, N * 4 * Cl);
+    a->fc = act(m, N * (m->llama ? 2 : 1) * m->Fl);
+    a->fcg = act(m, N * m->Fl);
 }
 
 static void acts_free(BlockActs *a, int keep_input_only)
@@ -124,13 +96,15 @@ static void scratch_alloc(Model *m, int any_recompute)
     }
     s->tmp = act(m, N * C);
     s->d_ln = act(m, N * C);
-    s->d_fc = act(m, N * 4 * Cl);
+    s->d_fc = act(m, N * (m->llama ? 3 : 1) * m->Fl);
+    if (m->llama)
+        s->qkv_raw = act(m, N * (m->NHl + 2 * m->NKVl) * m->hs);
     s->d_atty = act(m, N * Cl);
     s->d_qkv = act(m, N * 3 * Cl);
     s->d_att = f32(m, (int64_t)m->B * m->NHl * m->T * m->T);
     if (m->is_last) {
         s->lnf = act(m, N * C);
-        s->lnf_mean = f32(m, N);
+        s->lnf_mean = m->llama ? OPS_NONE : f32(m, N);
         s->lnf_rstd = f32(m, N);
         s->d_lnf = act(m, N * C);
         s->chunk = head_chunk_rows(N, m->Vl);
@@ -169,9 +143,15 @@ static void find_params(Model *m)
     for (int l = 0; l < m->n_local; l++) {
         const int *u = m->ps.units[m->unit_block0 + l].idx;
         BlockParams *b = &m->blocks[l];
-        /* params_build adds a block's tensors in this order */
-        *b = (BlockParams){u[0], u[1], u[2], u[3], u[4], u[5],
-                           u[6], u[7], u[8], u[9], u[10], u[11]};
+        /* params_build adds a block's tensors in these orders */
+        if (m->llama)
+            *b = (BlockParams){.ln1w = u[0], .ln1b = -1, .qkvw = u[1], .qkvb = -1,
+                               .kw = u[2], .vw = u[3], .projw = u[4], .projb = -1,
+                               .ln2w = u[5], .ln2b = -1, .fcw = u[6], .fcb = -1,
+                               .upw = u[7], .mprojw = u[8], .mprojb = -1};
+        else
+            *b = (BlockParams){u[0], u[1], u[2], u[3], u[4], u[5],
+                               u[6], u[7], u[8], u[9], u[10], u[11], -1, -1, -1};
     }
 }
 
@@ -215,6 +195,10 @@ void model_create(Model *m, const Config *cfg, const Grid *g, int n_slots)
     m->V = cfg->model.vocab_size;
     m->hs = m->C / m->NH;
     m->NHl = m->NH / g->tp;
+    m->llama = cfg->model.arch == ARCH_LLAMA;
+    m->NKVl = arch_kv_heads_local(&cfg->model, g->tp);
+    m->Fl = arch_ffn_dim(&cfg->model) / g->tp;
+    m->kv_replicas = arch_kv_replicas(&cfg->model, g->tp);
     m->Vl = m->V / g->tp;
     m->v0 = m->Vl * g->tp_rank;
     m->is_first = g->pp_stage == 0;
@@ -266,7 +250,7 @@ void model_destroy(Model *m)
         acts_free(r, 0);
     }
     ops_tensor *all[] = {&s->tmp, &s->d_ln, &s->d_fc, &s->d_atty, &s->d_qkv,
-                         &s->d_att, &s->lnf, &s->lnf_mean, &s->lnf_rstd,
+                         &s->d_att, &s->qkv_raw, &s->lnf, &s->lnf_mean, &s->lnf_rstd,
                          &s->d_lnf, &s->logits, &s->rowmax, &s->stats, &s->losses,
                          &m->loss_acc};
     for (size_t i = 0; i < sizeof all / sizeof all[0]; i++)
@@ -286,7 +270,7 @@ void model_destroy(Model *m)
 
 /* ---- forward ----------------------------------------------------------- */
 
-static void tp_allreduce(Model *m, ops_tensor t, int64_t n)
+void model_tp_allreduce(Model *m, ops_tensor t, int64_t n)
 {
     comm_allreduce(m->grid, COMM_TP, t, n, COMM_SUM);
 }
@@ -299,19 +283,19 @@ static void embed_forward(Model *m, int slot, int rows)
     ops_tensor x = head_of(m->acts[slot * m->n_local].x, N * C);
     PROF(PROF_EMBEDDING, ops_embedding_fwd(x, head_of(m->tokens[slot], N), W(m, m->p_wte), m->v0, m->Vl,
                       (int)N, (int)C));
-    PROF(PROF_TP_COMM, tp_allreduce(m, x, N * C));
-    PROF(PROF_EMBEDDING, ops_position_fwd(x, W(m, m->p_wpe), rows, m->T, (int)C));
+    PROF(PROF_TP_COMM, model_tp_allreduce(m, x, N * C));
+    if (m->p_wpe >= 0) /* llama rotates q and k instead */
+        PROF(PROF_EMBEDDING, ops_position_fwd(x, W(m, m->p_wpe), rows, m->T, (int)C));
 }
 
-/* The row-parallel output: y = x . W^T summed over TP ranks, plus the bias
- * once (TP rank 0 adds it before the sum). */
-static void row_parallel(Model *m, ops_tensor y, ops_tensor x, int w, int b,
-                         int64_t N, int64_t in_local)
+/* TP rank 0 adds the bias before the sum, so it counts once. */
+void model_row_parallel(Model *m, ops_tensor y, ops_tensor x, int w, int b,
+                        int64_t N, int64_t in_local)
 {
-    ops_tensor bias = m->grid->tp_rank == 0 ? W(m, b) : OPS_NONE;
+    ops_tensor bias = b >= 0 && m->grid->tp_rank == 0 ? W(m, b) : OPS_NONE;
     PROF(PROF_MATMUL, ops_matmul_fwd(head_of(y, N * m->C), head_of(x, N * in_local), W(m, w), bias,
                    (int)N, m->C, (int)in_local));
-    PROF(PROF_TP_COMM, tp_allreduce(m, y, N * m->C));
+    PROF(PROF_TP_COMM, model_tp_allreduce(m, y, N * m->C));
 }
 
 static void block_forward(Model *m, const BlockParams *p, BlockActs *a,
@@ -325,14 +309,14 @@ static void block_forward(Model *m, const BlockParams *p, BlockActs *a,
                    W(m, p->qkvb), (int)N, (int)(3 * Cl), (int)C));
     PROF(PROF_ATTENTION, ops_attention_fwd(head_of(a->atty, N * Cl), a->att, head_of(a->qkv, N * 3 * Cl),
                       rows, m->T, m->NHl, m->hs));
-    row_parallel(m, s->tmp, a->atty, p->projw, p->projb, N, Cl);
+    model_row_parallel(m, s->tmp, a->atty, p->projw, p->projb, N, Cl);
     PROF(PROF_RESIDUAL, ops_add(head_of(a->xmid, N * C), head_of(a->x, N * C), head_of(s->tmp, N * C), N * C));
     PROF(PROF_LAYERNORM, ops_layernorm_fwd(head_of(a->ln2, N * C), a->ln2_mean, a->ln2_rstd,
                       head_of(a->xmid, N * C), W(m, p->ln2w), W(m, p->ln2b), (int)N, (int)C));
     PROF(PROF_MATMUL, ops_matmul_fwd(head_of(a->fc, N * 4 * Cl), head_of(a->ln2, N * C), W(m, p->fcw),
                    W(m, p->fcb), (int)N, (int)(4 * Cl), (int)C));
     PROF(PROF_GELU, ops_gelu_fwd(head_of(a->fcg, N * 4 * Cl), head_of(a->fc, N * 4 * Cl), N * 4 * Cl));
-    row_parallel(m, s->tmp, a->fcg, p->mprojw, p->mprojb, N, 4 * Cl);
+    model_row_parallel(m, s->tmp, a->fcg, p->mprojw, p->mprojb, N, 4 * Cl);
     PROF(PROF_RESIDUAL, ops_add(head_of(out, N * C), head_of(a->xmid, N * C), head_of(s->tmp, N * C), N * C));
 }
 
@@ -383,13 +367,24 @@ static void head_chunk(Model *m, int slot, int64_t r0, int nr, ForwardMode mode)
                                          nr, Vl, C));
 }
 
+/* The final norm of N rows of x into out: LayerNorm (gpt2) or RMSNorm. */
+static void final_norm_fwd(Model *m, ops_tensor out, ops_tensor x, int64_t N)
+{
+    ModelScratch *s = m->scratch;
+    if (m->llama)
+        PROF(PROF_LAYERNORM, ops_rmsnorm_fwd(out, head_of(s->lnf_rstd, N), x, W(m, m->p_lnfw),
+                                             (int)N, m->C, (float)m->cfg->model.norm_eps));
+    else
+        PROF(PROF_LAYERNORM, ops_layernorm_fwd(out, s->lnf_mean, s->lnf_rstd, x,
+                                               W(m, m->p_lnfw), W(m, m->p_lnfb), (int)N, m->C));
+}
+
 static void head_forward(Model *m, int slot, int rows, ForwardMode mode)
 {
     ModelScratch *s = m->scratch;
     int64_t N = (int64_t)rows * m->T, C = m->C;
     ops_tensor x = head_of(m->out[slot], N * C);
-    PROF(PROF_LAYERNORM, ops_layernorm_fwd(head_of(s->lnf, N * C), s->lnf_mean, s->lnf_rstd, x,
-                      W(m, m->p_lnfw), W(m, m->p_lnfb), (int)N, (int)C));
+    final_norm_fwd(m, head_of(s->lnf, N * C), x, N);
     for (int64_t r0 = 0; r0 < N; r0 += s->chunk) {
         int nr = (int)(N - r0 < s->chunk ? N - r0 : s->chunk);
         head_chunk(m, slot, r0, nr, mode);
@@ -397,11 +392,16 @@ static void head_forward(Model *m, int slot, int rows, ForwardMode mode)
     if (mode != FORWARD_TRAIN)
         return;
     /* each TP rank's d_lnf holds its vocabulary shard's share */
-    PROF(PROF_TP_COMM, tp_allreduce(m, s->d_lnf, N * C));
+    PROF(PROF_TP_COMM, model_tp_allreduce(m, s->d_lnf, N * C));
     ops_tensor dx = head_of(m->grad[slot], N * C);
     ops_zero(dx);
-    PROF(PROF_LAYERNORM, ops_layernorm_bwd(dx, G(m, m->p_lnfw), G(m, m->p_lnfb), head_of(s->d_lnf, N * C), x,
-                      W(m, m->p_lnfw), s->lnf_mean, s->lnf_rstd, (int)N, (int)C));
+    if (m->llama)
+        PROF(PROF_LAYERNORM, ops_rmsnorm_bwd(dx, G(m, m->p_lnfw), head_of(s->d_lnf, N * C), x,
+                                             W(m, m->p_lnfw), s->lnf_rstd, (int)N, (int)C));
+    else
+        PROF(PROF_LAYERNORM, ops_layernorm_bwd(dx, G(m, m->p_lnfw), G(m, m->p_lnfb),
+                                               head_of(s->d_lnf, N * C), x, W(m, m->p_lnfw),
+                                               s->lnf_mean, s->lnf_rstd, (int)N, (int)C));
 }
 
 /* The buffer block l of a slot writes: the next block's input, or the
@@ -421,8 +421,8 @@ void model_forward(Model *m, int slot, int rows, ForwardMode mode)
     for (int l = 0; l < m->n_local; l++) {
         int unit = m->unit_block0 + l;
         hook(m, unit, UNIT_BEFORE_FORWARD);
-        block_forward(m, &m->blocks[l], &m->acts[slot * m->n_local + l],
-                      block_output(m, slot, l), rows);
+        (m->llama ? llama_block_forward : block_forward)(
+            m, &m->blocks[l], &m->acts[slot * m->n_local + l], block_output(m, slot, l), rows);
         hook(m, unit, UNIT_AFTER_FORWARD);
     }
     if (m->is_last && mode != FORWARD_ONLY) {
@@ -443,7 +443,7 @@ static void ln_backward(Model *m, ops_tensor dres, ops_tensor inp, int w, int b,
                         ops_tensor mean, ops_tensor rstd, int64_t N)
 {
     ops_tensor d_ln = head_of(m->scratch->d_ln, N * m->C);
-    PROF(PROF_TP_COMM, tp_allreduce(m, d_ln, N * m->C));
+    PROF(PROF_TP_COMM, model_tp_allreduce(m, d_ln, N * m->C));
     PROF(PROF_LAYERNORM, ops_layernorm_bwd(dres, G(m, w), G(m, b), d_ln, head_of(inp, N * m->C), W(m, w),
                       mean, rstd, (int)N, m->C));
 }
@@ -482,7 +482,8 @@ static void embed_backward(Model *m, int slot, int rows)
     ops_tensor dx = head_of(m->grad[slot], N * C);
     PROF(PROF_EMBEDDING, ops_embedding_bwd(G(m, m->p_wte), head_of(m->tokens[slot], N), dx, m->v0, m->Vl,
                       (int)N, (int)C));
-    PROF(PROF_EMBEDDING, ops_position_bwd(G(m, m->p_wpe), dx, rows, m->T, (int)C));
+    if (m->p_wpe >= 0)
+        PROF(PROF_EMBEDDING, ops_position_bwd(G(m, m->p_wpe), dx, rows, m->T, (int)C));
 }
 
 void model_backward(Model *m, int slot, int rows)
@@ -494,8 +495,9 @@ void model_backward(Model *m, int slot, int rows)
         BlockActs *a = &m->acts[slot * m->n_local + l];
         hook(m, unit, UNIT_BEFORE_BACKWARD);
         if (m->recompute[l]) /* rebuild what forward threw away; output unused */
-            block_forward(m, &m->blocks[l], a, m->scratch->tmp, rows);
-        block_backward(m, &m->blocks[l], a, dres, rows);
+            (m->llama ? llama_block_forward : block_forward)(m, &m->blocks[l], a,
+                                                             m->scratch->tmp, rows);
+        (m->llama ? llama_block_backward : block_backward)(m, &m->blocks[l], a, dres, rows);
         hook(m, unit, UNIT_AFTER_BACKWARD);
     }
     if (m->is_first) {
@@ -536,8 +538,7 @@ void model_logits_at(Model *m, int slot, int row, int t, float *logits)
     int64_t at = ((int64_t)row * m->T + t) * C;
     hook(m, m->unit_head, UNIT_BEFORE_FORWARD);
     ops_tensor ln = head_of(s->lnf, C);
-    ops_layernorm_fwd(ln, s->lnf_mean, s->lnf_rstd, ops_view(m->out[slot], at, C),
-                      W(m, m->p_lnfw), W(m, m->p_lnfb), 1, C);
+    final_norm_fwd(m, ln, ops_view(m->out[slot], at, C), 1);
     ops_tensor out = head_of(s->logits, m->Vl);
     ops_matmul_fwd(out, ln, W(m, m->p_lm), OPS_NONE, 1, m->Vl, C);
     ops_copy((ops_tensor){logits, m->Vl, OPS_F32, OPS_CPU}, out);
@@ -576,18 +577,35 @@ int64_t model_activation_bytes(const Model *m)
     r.x = OPS_NONE;
     b += acts_bytes(&r, 0);
     const ops_tensor all[] = {s->tmp, s->d_ln, s->d_fc, s->d_atty, s->d_qkv, s->d_att,
-                              s->lnf, s->lnf_mean, s->lnf_rstd, s->d_lnf, s->logits,
+                              s->qkv_raw, s->lnf, s->lnf_mean, s->lnf_rstd, s->d_lnf, s->logits,
                               s->rowmax, s->stats, s->losses};
     for (size_t i = 0; i < sizeof all / sizeof all[0]; i++)
         b += tensor_bytes(all[i]);
     return b;
 }
 
+/* One block's forward FLOPs per token, 2 per multiply-add. */
+static double layer_flops_per_token(const ModelConfig *mc)
+{
+    double C = mc->n_embd, T = mc->seq_len;
+    /* QKV 3C^2, out C^2, MLP 8C^2 multiply-adds; attention scores and
+     * values T*C each (all T x T, as computed) */
+    if (mc->arch != ARCH_LLAMA)
+        return 24.0 * C * C + 4.0 * T * C;
+    /* q and o C^2 each, k and v C*KV each (grouped-query), gate, up and
+     * down C*F each (SwiGLU); attention as GPT-2's */
+    double KV = (double)arch_kv_heads(mc) * (C / mc->n_head), F = arch_ffn_dim(mc);
+    return 2.0 * (2.0 * C * C + 2.0 * C * KV + 3.0 * C * F) + 4.0 * T * C;
+}
+
+double model_layer_flops(const ModelConfig *mc, double tokens)
+{
+    return tokens * layer_flops_per_token(mc);
+}
+
 double model_forward_flops(const ModelConfig *mc, double tokens)
 {
-    double C = mc->n_embd, T = mc->seq_len, V = mc->vocab_size;
-    /* per token: QKV 3C^2, out C^2, MLP 8C^2 multiply-adds; attention
-     * scores and values T*C each (all T x T, as computed); head C*V */
-    double per_layer = 2.0 * 12.0 * C * C + 2.0 * 2.0 * T * C;
-    return tokens * (mc->n_layer * per_layer + 2.0 * C * V);
+    double C = mc->n_embd, V = mc->vocab_size;
+    /* the blocks, and the head's C*V multiply-adds per token */
+    return tokens * (mc->n_layer * layer_flops_per_token(mc) + 2.0 * C * V);
 }

@@ -1,5 +1,6 @@
 /*
- * model.h - the GPT model on one pipeline stage and one TP shard.
+ * model.h - the model (GPT-2 or Llama, [model] arch) on one pipeline stage
+ * and one TP shard.
  *
  * A stage runs its part of the network for one microbatch at a time:
  * stage 0 embeds tokens, every stage runs its transformer blocks, and the
@@ -38,8 +39,12 @@ typedef void (*UnitHook)(void *ctx, int unit, UnitEvent event);
 typedef struct BlockActs BlockActs;
 typedef struct Model Model;
 
+/* A block's parameters, as indices into the ParamSet; -1 when the
+ * architecture has none (llama: biases). llama's q, o, gate and down sit
+ * in qkvw, projw, fcw and mprojw; kw, vw and upw are llama's alone. */
 typedef struct {
     int ln1w, ln1b, qkvw, qkvb, projw, projb, ln2w, ln2b, fcw, fcb, mprojw, mprojb;
+    int kw, vw, upw;
 } BlockParams;
 
 struct Model {
@@ -47,6 +52,10 @@ struct Model {
     const Grid *grid;
     int B, T, C, NH, V, hs;       /* B: microbatch rows */
     int NHl, Vl, v0;              /* local heads, local vocab rows and start */
+    int llama;                    /* arch = llama (model_llama.c's blocks) */
+    int NKVl;                     /* local key/value heads (llama) */
+    int Fl;                       /* local MLP width: 4C/tp (gpt2), ffn_dim/tp */
+    int kv_replicas;              /* TP ranks sharing each key/value head */
     int layer0, n_local;          /* this stage's layers */
     int is_first, is_last;
     ops_dtype act_dtype;
@@ -133,5 +142,7 @@ int64_t model_activation_bytes(const Model *m);
 /* Model FLOPs of one forward over `tokens` tokens, for the whole model
  * (not this shard): GEMMs and attention, 2 per multiply-add. */
 double model_forward_flops(const ModelConfig *mc, double tokens);
+/* The same for one transformer block (no embeddings, no head). */
+double model_layer_flops(const ModelConfig *mc, double tokens);
 
 #endif

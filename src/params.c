@@ -12,6 +12,7 @@
 #include <stdlib.h>
 #include <string.h>
 
+#include "arch.h"
 #include "fail.h"
 #include "rng.h"
 
@@ -101,6 +102,46 @@ static void build_block(ParamSet *ps, int l, int64_t C, const Grid *g)
 #undef P
 }
 
+/* Key/value projections: rows split over TP like any column-parallel
+ * weight when tp divides the heads; with fewer heads than ranks, each
+ * rank holds its head's rows whole and only the first of the head's
+ * replicas counts them in norms and writes them (arch.h). */
+static void kv_rows(Param *p, const ModelConfig *m, const Grid *g)
+{
+    int replicas = arch_kv_replicas(m, g->tp);
+    int64_t hs = m->n_embd / m->n_head;
+    p->lrows = arch_kv_heads_local(m, g->tp) * hs;
+    p->row0 = p->lrows * (g->tp_rank / replicas);
+    if (g->tp_rank % replicas) {
+        p->counts_in_norm = 0;
+        p->writes_ckpt = 0;
+    }
+}
+
+/* A Llama block: RMSNorm gains, q, k, v, o, gate, up, down; no biases.
+ * model.c's find_params reads them in this order. */
+static void build_llama_block(ParamSet *ps, int l, const ModelConfig *m, const Grid *g)
+{
+    char name[48], unit[16];
+    int64_t C = m->n_embd, F = arch_ffn_dim(m);
+    int64_t KV = (int64_t)arch_kv_heads(m) * (C / m->n_head);
+    snprintf(unit, sizeof unit, "h.%d", l);
+    unit_begin(ps, unit);
+#define P(suffix, r, c, nd, split, role)                                    \
+    (snprintf(name, sizeof name, "h.%d.%s", l, suffix),                    \
+     unit_param(ps, name, r, c, nd, split, role, g))
+    P("ln1.w", C, 1, 1, SPLIT_NONE, ROLE_NORM_GAIN);
+    P("attn.q.w", C, C, 2, SPLIT_ROWS, ROLE_WEIGHT);
+    kv_rows(P("attn.k.w", KV, C, 2, SPLIT_ROWS, ROLE_WEIGHT), m, g);
+    kv_rows(P("attn.v.w", KV, C, 2, SPLIT_ROWS, ROLE_WEIGHT), m, g);
+    P("attn.o.w", C, C, 2, SPLIT_COLS, ROLE_RESIDUAL);
+    P("ln2.w", C, 1, 1, SPLIT_NONE, ROLE_NORM_GAIN);
+    P("mlp.gate.w", F, C, 2, SPLIT_ROWS, ROLE_WEIGHT);
+    P("mlp.up.w", F, C, 2, SPLIT_ROWS, ROLE_WEIGHT);
+    P("mlp.down.w", C, F, 2, SPLIT_COLS, ROLE_RESIDUAL);
+#undef P
+}
+
 void params_build(ParamSet *ps, const Config *cfg, const Grid *g)
 {
     const ModelConfig *m = &cfg->model;
@@ -109,19 +150,25 @@ void params_build(ParamSet *ps, const Config *cfg, const Grid *g)
     grid_stage_layers(m->n_layer, g->pp, g->pp_stage, &first, &count);
     memset(ps, 0, sizeof *ps);
     int is_first = g->pp_stage == 0, is_last = g->pp_stage == g->pp - 1;
-    int wte_index = -1;
+    int wte_index = -1, llama = m->arch == ARCH_LLAMA;
     if (is_first) {
         unit_begin(ps, "embed");
         unit_param(ps, "wte", V, C, 2, SPLIT_ROWS, ROLE_EMBEDDING, g);
         wte_index = ps->n - 1;
-        unit_param(ps, "wpe", m->seq_len, C, 2, SPLIT_NONE, ROLE_EMBEDDING, g);
+        if (!llama) /* llama rotates q and k instead */
+            unit_param(ps, "wpe", m->seq_len, C, 2, SPLIT_NONE, ROLE_EMBEDDING, g);
     }
-    for (int l = first; l < first + count; l++)
-        build_block(ps, l, C, g);
+    for (int l = first; l < first + count; l++) {
+        if (llama)
+            build_llama_block(ps, l, m, g);
+        else
+            build_block(ps, l, C, g);
+    }
     if (is_last) {
         unit_begin(ps, "head");
         unit_param(ps, "lnf.w", C, 1, 1, SPLIT_NONE, ROLE_NORM_GAIN, g);
-        unit_param(ps, "lnf.b", C, 1, 1, SPLIT_NONE, ROLE_NORM_BIAS, g);
+        if (!llama)
+            unit_param(ps, "lnf.b", C, 1, 1, SPLIT_NONE, ROLE_NORM_BIAS, g);
         if (!m->tie_embeddings) {
             unit_param(ps, "lm_head", V, C, 2, SPLIT_ROWS, ROLE_EMBEDDING, g);
         } else if (wte_index >= 0) {
@@ -238,6 +285,11 @@ int64_t params_logical_count(const ModelConfig *m)
     int64_t per_block = 2 * C + 3 * C * C + 3 * C + C * C + C + 2 * C
                       + 4 * C * C + 4 * C + 4 * C * C + C;
     int64_t n = V * C + T * C + m->n_layer * per_block + 2 * C;
+    if (m->arch == ARCH_LLAMA) {
+        int64_t KV = (int64_t)arch_kv_heads(m) * (C / m->n_head), F = arch_ffn_dim(m);
+        per_block = 2 * C + 2 * C * C + 2 * KV * C + 3 * F * C;
+        n = V * C + m->n_layer * per_block + C;
+    }
     if (!m->tie_embeddings)
         n += V * C;
     return n;

@@ -13,6 +13,7 @@
 #include <stdlib.h>
 #include <string.h>
 
+#include "arch.h"
 #include "fail.h"
 #include "grid.h"
 #include "model.h"
@@ -92,6 +93,17 @@ static int64_t activation_memory(const Config *cfg, const Grid *g, int n_local, 
     int64_t Cl = C / g->tp, NHl = mc->n_head / g->tp, Vl = mc->vocab_size / g->tp;
     int64_t att = 4 * B * NHl * T * T;
     int64_t block = a * (4 * N * C + 3 * N * Cl + N * Cl + 8 * N * Cl) + 4 * 4 * N + att;
+    /* gpt2: fc, fcg (4Cl each) and their gradient d_fc; LayerNorm keeps mean
+     * and rstd, llama's RMSNorm rstd only */
+    int64_t d_fc = 4 * Cl, stats = 8, extra = 0;
+    if (mc->arch == ARCH_LLAMA) {
+        int64_t Fl = arch_ffn_dim(mc) / g->tp;
+        int64_t KVl = (int64_t)arch_kv_heads_local(mc, g->tp) * (C / mc->n_head);
+        block = a * (4 * N * C + 3 * N * Cl + N * Cl + 3 * N * Fl) + 2 * 4 * N + att;
+        d_fc = 3 * Fl - 4 * Cl; /* d(fcg), dgate, dup in place of d_fc's 4Cl */
+        stats = 4;
+        extra = a * N * (Cl + 2 * KVl); /* q|k|v before the expansion */
+    }
     int first = g->pp_stage == 0, last = g->pp_stage == g->pp - 1;
     int ga = cfg->train.grad_accum;
     Action *acts = malloc(sizeof(Action) * (size_t)(2 * ga));
@@ -105,10 +117,12 @@ static int64_t activation_memory(const Config *cfg, const Grid *g, int n_local, 
         any |= keep_input;
     }
     int64_t scratch = (any ? block - a * N * C : 0) + 2 * a * N * C + a * N * 8 * Cl + att;
+    if (mc->arch == ARCH_LLAMA)
+        scratch += a * N * d_fc + extra;
     if (last) {
         int64_t chunk = (16LL << 20) / (Vl > 0 ? Vl : 1);
         chunk = chunk < 1 ? 1 : chunk > N ? N : chunk;
-        scratch += 2 * a * N * C + 8 * N + 4 * chunk * Vl + 16 * chunk;
+        scratch += 2 * a * N * C + stats * N + 4 * chunk * Vl + 16 * chunk;
     }
     return slots * per_slot + scratch;
 }
@@ -176,6 +190,13 @@ PlanComm plan_communication(const Config *cfg, int world)
     int recomputed = model_recomputed_layers(t, first, layers);
     double per_mb = (4.0 * layers + 2.0 * recomputed + 2.0) * act;
     c.tp = ga * ring_allreduce(per_mb, tp);
+    /* replicated key/value heads: dk and dv summed over the replicas in
+     * every block's backward (model_llama.c) */
+    int replicas = arch_kv_replicas(mc, tp);
+    if (replicas > 1) {
+        double kv = (double)t->micro_batch * mc->seq_len * (mc->n_embd / mc->n_head) * a;
+        c.tp += ga * layers * 2.0 * ring_allreduce(kv, replicas);
+    }
     c.pp = pp > 1 ? 2.0 * ga * act : 0.0;
     double n = (double)params_local_count(cfg, 0, 0);
     switch (zero) {

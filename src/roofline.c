@@ -15,6 +15,7 @@
 #include <string.h>
 #include <unistd.h>
 
+#include "arch.h"
 #include "fail.h"
 #include "grid.h"
 #include "kernel_times.h"
@@ -144,11 +145,19 @@ static StageWork stage_work(const Config *cfg, const Hardware *hw)
     double tokens = (double)cfg->train.micro_batch * T;
     int layers, re; /* stage 0 has the most blocks: the first stages take the spare ones */
     stage_layers(cfg, 0, &layers, &re);
-    double layer_flops = tokens * (24.0 * C * C + 4.0 * T * C) / tp;
+    double layer_flops = model_layer_flops(m, tokens) / tp;
     /* per token per layer, forward: two LayerNorms, GELU in and out, two
      * residual adds, the attention probabilities (fp32) read and written;
      * backward streams about twice that */
     double layer_bytes = tokens * (a * C * (4.0 + 8.0 / tp + 6.0) + 8.0 * NH / tp * T / 2.0);
+    if (m->arch == ARCH_LLAMA) {
+        /* SwiGLU reads gate and up and writes its product (3F), rotary
+         * embeddings rewrite q and k, the key/value expansion writes
+         * q|k|v (3C) from q, k, v: all split over TP */
+        double KV = (double)arch_kv_heads(m) * (C / NH), F = arch_ffn_dim(m);
+        layer_bytes = tokens * (a * (C * 10.0 + (3.0 * F + 2.0 * (C + KV) + 4.0 * C + 2.0 * KV) / tp)
+                                + 8.0 * NH / tp * T / 2.0);
+    }
     StageWork w;
     w.gemm_flops = (3.0 * layers + re) * layer_flops;
     w.elem_bytes = (3.0 * layers + re) * layer_bytes;

@@ -35,6 +35,11 @@ typedef struct {
     double loss;
 } Run;
 
+/* The architecture base_config builds: main checks gpt2 on every layout,
+ * then llama (8 query heads over 2 key/value heads, so tp 4 and 8
+ * replicate each key/value head) on the world's largest splits. */
+static ModelArch base_arch = ARCH_GPT2;
+
 static void base_config(Config *c)
 {
     config_defaults(c);
@@ -45,6 +50,11 @@ static void base_config(Config *c)
     c->model.vocab_size = 64;
     c->model.init = INIT_NORMAL;
     c->model.init_std = 0.1;
+    if (base_arch == ARCH_LLAMA) {
+        c->model.arch = ARCH_LLAMA;
+        c->model.n_kv_head = 2;
+        c->model.ffn_dim = 48;
+    }
 }
 
 static int32_t *global_batch(const Config *c)
@@ -149,9 +159,9 @@ static void check_layout(Run *ref, const int32_t *batch, int dp, int pp, int tp,
         snprintf(nodes, sizeof nodes, ", node_size %d%s", node_size,
                  r.grid.dp_node_size > 1 && r.grid.dp_cross_size > 1 ? " (two-level)" : "");
     tap_ok(worst < 1e-5 && lrel < 1e-6,
-           "dp %d x pp %d x tp %d, zero %d, %s, ga %d%s%s: loss rel %.1e, grads per tensor max rel %.1e (%s)",
-           dp, pp, tp, zero, schedule_name(kind), ga, tie ? "" : ", untied", nodes, lrel, worst,
-           name);
+           "%sdp %d x pp %d x tp %d, zero %d, %s, ga %d%s%s: loss rel %.1e, grads per tensor max rel %.1e (%s)",
+           base_arch == ARCH_LLAMA ? "llama: " : "", dp, pp, tp, zero, schedule_name(kind), ga,
+           tie ? "" : ", untied", nodes, lrel, worst, name);
     run_free(&r);
 }
 
@@ -202,7 +212,7 @@ int main(int argc, char **argv)
     int count = 0;
     for (size_t i = 0; i < sizeof layouts / sizeof layouts[0]; i++)
         count += layouts[i][0] * layouts[i][1] * layouts[i][2] == n;
-    tap_plan(count + 3);
+    tap_plan(count + 5);
     int32_t *batch = NULL;
     Run ref[2];
     for (int tie = 1; tie >= 0; tie--) {
@@ -228,6 +238,19 @@ int main(int argc, char **argv)
     check_recompute(batch, n >= 8 ? 2 : 1, n >= 2 ? 2 : 1, n >= 4 ? 2 : 1);
     run_free(&ref[0]);
     run_free(&ref[1]);
+
+    /* llama, untied: all of the world in TP, and split with pipeline stages */
+    base_arch = ARCH_LLAMA;
+    memset(&ref[0], 0, sizeof ref[0]);
+    base_config(&ref[0].cfg);
+    ref[0].cfg.model.tie_embeddings = 0;
+    ref[0].cfg.parallel.dp = ref[0].cfg.parallel.pp = ref[0].cfg.parallel.tp = 1;
+    ref[0].cfg.train.micro_batch = GB;
+    run_step(&ref[0], MPI_COMM_SELF, batch);
+    check_layout(&ref[0], batch, 1, 1, n, 1, 4, SCHED_1F1B, 0, 0);
+    check_layout(&ref[0], batch, n >= 4 ? 2 : 1, n >= 2 ? 2 : 1, n >= 8 ? 2 : 1, 3, 4,
+                 SCHED_1F1B, 0, 0);
+    run_free(&ref[0]);
     free(batch);
     return tap_done();
 }

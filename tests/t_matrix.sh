@@ -15,7 +15,7 @@
 np=${1:-2}
 TAMPER="${TRI_BUILDDIR:-.}/tests/ckpt_tamper"
 limit=${TRI_MATRIX_LIMIT:-60}      # seconds any one case may take
-plan 170
+plan 179
 # shellcheck disable=SC3045
 ulimit -c 0 2>/dev/null            # a crash is detected below, not left as a core file
 t_start=$(date +%s)
@@ -1000,6 +1000,34 @@ last=$(printf 'step_%08d.h5' "${stop:-0}")
     && "$TRIDENT" inspect "$WORK/sig_M122/$last" > /dev/null 2>&1
 ok $? "M122 ... the save in flight (step 6) completed first, then the stop's own ($last); both verify"
 intact_dirs="$intact_dirs $WORK/sig_M122"
+
+# ---- llama: architecture keys --------------------------------------------
+L="--set model.arch=llama"
+train M130 1 "\[model\] arch = mistral: expected one of gpt2, llama" \
+    "llama: an unknown architecture" --set model.arch=mistral
+# shellcheck disable=SC2086
+train M131 1 "\[model\] n_kv_head = 3: must divide n_head (2)" \
+    "llama: n_kv_head not dividing n_head" $L --set model.n_kv_head=3
+# shellcheck disable=SC2086
+train M132 1 "\[model\] n_head = 8: the head size n_embd / n_head = 15 is odd" \
+    "llama: an odd head size (rotary pairs)" $L --set model.n_head=8 --set model.n_embd=120
+# shellcheck disable=SC2086
+train M133 1 "\[parallel\] tp = 6: neither divides nor is divided by n_kv_head (4)" \
+    "llama: tp against n_kv_head" $L --set model.n_head=12 --set model.n_embd=120 \
+    --set model.n_kv_head=4 --set parallel.tp=6
+# shellcheck disable=SC2086
+train M134 1 "\[parallel\] tp = 4: n_head (2) is not divisible by tp" \
+    "llama: tp not dividing n_head" $L --set parallel.tp=4
+train M135 1 "\[model\] n_kv_head = 1: applies to arch = llama only (this config's arch is gpt2)" \
+    "llama: n_kv_head with arch = gpt2" --set model.n_kv_head=1
+train M136 1 "\[model\] rope_theta = 500000: applies to arch = llama only" \
+    "llama: rope_theta with arch = gpt2" --set model.rope_theta=500000
+# shellcheck disable=SC2086
+train M137 1 "\[model\] ffn_dim = 129: 129 is not divisible by tp (2)" \
+    "llama: ffn_dim not divisible by tp" $L --set model.ffn_dim=129 --set parallel.tp=2
+# shellcheck disable=SC2086
+train M138 1 "\[model\] rope_theta = 0.5: must be > 1" \
+    "llama: rope_theta out of range" $L --set model.rope_theta=0.5
 
 # ---- HuggingFace and llm.c models: init_from and export (issue 15) ----
 le64() { le32 "$1"; le32 0; }

@@ -27,7 +27,9 @@ typedef struct {
     int32_t *batch;
 } Rig;
 
-static void rig_create(Rig *r, RecomputeKind recompute, int tie)
+/* llama: 4 query heads over 2 key/value heads, so the grouped-query
+ * reduction and the rotary embeddings are in every gradient. */
+static void rig_create(Rig *r, RecomputeKind recompute, int tie, int llama)
 {
     memset(r, 0, sizeof *r);
     Config *c = &r->cfg;
@@ -45,6 +47,13 @@ static void rig_create(Rig *r, RecomputeKind recompute, int tie)
     c->train.recompute = recompute;
     c->train.recompute_every = 2;
     c->parallel.dp = c->parallel.pp = c->parallel.tp = 1;
+    if (llama) {
+        c->model.arch = ARCH_LLAMA;
+        c->model.n_head = 4;
+        c->model.n_kv_head = 2;
+        c->model.ffn_dim = 24;
+        c->model.rope_theta = 100.0;
+    }
     grid_create(&r->grid, c, MPI_COMM_SELF);
     r->n_acts = schedule_build(SCHED_1F1B, 1, 0, c->train.grad_accum, r->acts);
     model_create(&r->model, c, &r->grid, schedule_max_in_flight(r->acts, r->n_acts));
@@ -112,10 +121,10 @@ static double check_param(Rig *r, Param *p, const float *grad)
     return worst;
 }
 
-static void check_model(RecomputeKind recompute, int tie, const char *label)
+static void check_model(RecomputeKind recompute, int tie, int llama, const char *label)
 {
     Rig r;
-    rig_create(&r, recompute, tie);
+    rig_create(&r, recompute, tie, llama);
     double l = loss(&r, 1);
     int ok = 1;
     double worst = 0.0;
@@ -139,18 +148,19 @@ static void check_model(RecomputeKind recompute, int tie, const char *label)
 }
 
 /* Recompute changes memory, never gradients: bitwise equal. */
-static void check_recompute_identical(void)
+static void check_recompute_identical(int llama)
 {
     Rig a, b;
-    rig_create(&a, RECOMPUTE_NONE, 1);
-    rig_create(&b, RECOMPUTE_FULL, 1);
+    rig_create(&a, RECOMPUTE_NONE, 1, llama);
+    rig_create(&b, RECOMPUTE_FULL, 1, llama);
     double la = loss(&a, 1), lb = loss(&b, 1);
     int same = la == lb;
     for (int i = 0; i < a.model.ps.n && same; i++) {
         Param *p = &a.model.ps.p[i], *q = &b.model.ps.p[i];
         same = memcmp(p->og.data, q->og.data, (size_t)params_local_numel(p) * sizeof(float)) == 0;
     }
-    tap_ok(same, "recompute=full gives bitwise the gradients of recompute=none");
+    tap_ok(same, "%s: recompute=full gives bitwise the gradients of recompute=none",
+           llama ? "llama" : "gpt2");
     rig_destroy(&a);
     rig_destroy(&b);
 }
@@ -168,7 +178,7 @@ static void check_recompute_rule(void)
     t.recompute = RECOMPUTE_NONE;
     ok &= model_recomputed_layers(&t, 0, 5) == 0;
     Rig r;
-    rig_create(&r, RECOMPUTE_EVERY, 1);
+    rig_create(&r, RECOMPUTE_EVERY, 1, 0);
     for (int l = 0; l < r.model.n_local; l++)
         ok &= r.model.recompute[l] == model_layer_recomputes(&r.cfg.train, r.model.layer0 + l);
     ok &= r.model.recompute[0] && !r.model.recompute[1];
@@ -179,12 +189,16 @@ static void check_recompute_rule(void)
 int main(int argc, char **argv)
 {
     tap_init(&argc, &argv);
-    tap_plan(6);
+    tap_plan(10);
     check_recompute_rule();
-    check_model(RECOMPUTE_NONE, 1, "tied embeddings");
-    check_model(RECOMPUTE_NONE, 0, "untied LM head");
-    check_model(RECOMPUTE_FULL, 1, "recompute=full");
-    check_model(RECOMPUTE_EVERY, 1, "recompute=every:2");
-    check_recompute_identical();
+    check_model(RECOMPUTE_NONE, 1, 0, "tied embeddings");
+    check_model(RECOMPUTE_NONE, 0, 0, "untied LM head");
+    check_model(RECOMPUTE_FULL, 1, 0, "recompute=full");
+    check_model(RECOMPUTE_EVERY, 1, 0, "recompute=every:2");
+    check_recompute_identical(0);
+    check_model(RECOMPUTE_NONE, 0, 1, "llama, n_kv_head 2 of 4, untied");
+    check_model(RECOMPUTE_NONE, 1, 1, "llama, tied");
+    check_model(RECOMPUTE_EVERY, 0, 1, "llama, recompute=every:2");
+    check_recompute_identical(1);
     return tap_done();
 }

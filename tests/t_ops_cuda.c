@@ -374,6 +374,64 @@ static void test_layernorm(ops_dtype dt, int N, int C)
         buf_free(all[i]);
 }
 
+/* ---- Llama: RMSNorm, rotary embeddings, SwiGLU, grouped-query heads ------ */
+
+static void test_llama(ops_dtype dt, int N, int C)
+{
+    Buf inp = buf_rand(dt, (int64_t)N * C, -2.0f, 3.0f), w = buf_rand(dt, C, 0.5f, 1.5f);
+    Buf out = buf_zero(dt, (int64_t)N * C), rstd = buf_zero(OPS_F32, N);
+    rmsnorm_fwd_cpu(out.h, rstd.h, inp.h, w.h, dt, N, C, 1e-5f);
+    rmsnorm_fwd_cuda(out.d, rstd.d, inp.d, w.d, dt, N, C, 1e-5f);
+    expect("rmsnorm_fwd", dt, "out", &out);
+    expect("rmsnorm_fwd", dt, "rstd", &rstd);
+    Buf dout = buf_rand(dt, (int64_t)N * C, -1.0f, 1.0f);
+    Buf dinp = buf_rand(dt, (int64_t)N * C, -1.0f, 1.0f), dw = buf_rand(OPS_F32, C, -1.0f, 1.0f);
+    rmsnorm_bwd_cpu(dinp.h, dw.h, dout.h, inp.h, w.h, rstd.h, dt, N, C);
+    rmsnorm_bwd_cuda(dinp.d, dw.d, dout.d, inp.d, w.d, rstd.d, dt, N, C);
+    expect("rmsnorm_bwd", dt, "dinp (+=)", &dinp);
+    expect("rmsnorm_bwd", dt, "dw (+=)", &dw);
+
+    /* rotary: N rows as B = 1, T = N positions of C / 16 heads of 16 */
+    Buf x = buf_rand(dt, (int64_t)N * C, -1.0f, 1.0f);
+    rope_cpu(x.h, dt, 1, N, C / 16, 16, 500000.0, 0);
+    rope_cuda(x.d, dt, 1, N, C / 16, 16, 500000.0, 0);
+    expect("rope_fwd", dt, "x", &x);
+    rope_cpu(x.h, dt, 1, N, C / 16, 16, 500000.0, 1);
+    rope_cuda(x.d, dt, 1, N, C / 16, 16, 500000.0, 1);
+    expect("rope_bwd", dt, "dx", &x);
+
+    int64_t n = (int64_t)N * C;
+    Buf gate = buf_rand(dt, n, -4.0f, 4.0f), up = buf_rand(dt, n, -2.0f, 2.0f);
+    Buf h = buf_zero(dt, n), dg = buf_zero(dt, n), du = buf_zero(dt, n);
+    swiglu_fwd_cpu(h.h, gate.h, up.h, dt, n);
+    swiglu_fwd_cuda(h.d, gate.d, up.d, dt, n);
+    expect("swiglu_fwd", dt, "out", &h);
+    swiglu_bwd_cpu(dg.h, du.h, dout.h, gate.h, up.h, dt, n);
+    swiglu_bwd_cuda(dg.d, du.d, dout.d, gate.d, up.d, dt, n);
+    expect("swiglu_bwd", dt, "dgate", &dg);
+    expect("swiglu_bwd", dt, "dup", &du);
+
+    /* grouped-query heads: C / 16 query heads of 16 over 2 key/value heads */
+    int NH = C / 16, NKV = 2, hs = 16;
+    int64_t nq = (int64_t)N * NH * hs, nk = (int64_t)N * NKV * hs;
+    Buf q = buf_rand(dt, nq, -1.0f, 1.0f), k = buf_rand(dt, nk, -1.0f, 1.0f);
+    Buf v = buf_rand(dt, nk, -1.0f, 1.0f), qkv = buf_zero(dt, 3 * nq);
+    gqa_expand_cpu(qkv.h, q.h, k.h, v.h, dt, N, NH, NKV, hs);
+    gqa_expand_cuda(qkv.d, q.d, k.d, v.d, dt, N, NH, NKV, hs);
+    CHECK(bitwise(&qkv), "gqa_expand %s: qkv bitwise", ops_dtype_name(dt));
+    Buf dqkv = buf_rand(dt, 3 * nq, -1.0f, 1.0f);
+    Buf dq = buf_zero(dt, nq), dk = buf_zero(dt, nk), dv = buf_zero(dt, nk);
+    gqa_reduce_cpu(dq.h, dk.h, dv.h, dqkv.h, dt, N, NH, NKV, hs);
+    gqa_reduce_cuda(dq.d, dk.d, dv.d, dqkv.d, dt, N, NH, NKV, hs);
+    CHECK(bitwise(&dq) && bitwise(&dk) && bitwise(&dv),
+          "gqa_reduce %s: dq, dk, dv bitwise (the group summed in the same order)",
+          ops_dtype_name(dt));
+    Buf *all[] = { &inp, &w, &out, &rstd, &dout, &dinp, &dw, &x, &gate, &up, &h, &dg, &du,
+                   &q, &k, &v, &qkv, &dqkv, &dq, &dk, &dv };
+    for (size_t i = 0; i < sizeof all / sizeof all[0]; i++)
+        buf_free(all[i]);
+}
+
 /* ---- attention ------------------------------------------------------------- */
 
 static void test_attention(ops_dtype dt, int B, int T, int NH, int hs)
@@ -528,6 +586,7 @@ int main(int argc, char **argv)
         test_elementwise(dt);
         test_layernorm(dt, 37, 100);
         test_layernorm(dt, 5, 1000);
+        test_llama(dt, 37, 128);
         test_attention(dt, 2, 37, 3, 16);
         test_attention(dt, 1, 64, 2, 32);
         test_embedding(dt);

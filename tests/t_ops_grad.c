@@ -728,10 +728,193 @@ static void test_determinism(void)
            "and 3 threads");
 }
 
+/* ---- Llama: RMSNorm, rotary embeddings, SwiGLU, grouped-query heads ------ */
+
+enum { RMS_N = 4, RMS_C = 7 };
+
+typedef struct {
+    ops_tensor out, rstd, inp, w, r;
+} rms_ctx;
+
+static double rms_objective(void *p)
+{
+    rms_ctx *c = p;
+    ops_rmsnorm_fwd(c->out, c->rstd, c->inp, c->w, RMS_N, RMS_C, 1e-5f);
+    return dot(fp(c->out), fp(c->r), c->out.n);
+}
+
+static void test_rmsnorm(void)
+{
+    rms_ctx c = { f32(RMS_N * RMS_C), f32(RMS_N), f32(RMS_N * RMS_C), f32(RMS_C),
+                  f32(RMS_N * RMS_C) };
+    fill(c.inp, -1, 1);
+    fill(c.w, 0.5f, 1.5f);
+    fill(c.r, -1, 1);
+    rms_objective(&c);
+    double ref[RMS_N * RMS_C];
+    for (int i = 0; i < RMS_N; i++) {
+        const float *x = fp(c.inp) + i * RMS_C;
+        double ss = 0.0;
+        for (int k = 0; k < RMS_C; k++)
+            ss += (double)x[k] * x[k];
+        double s = 1.0 / sqrt(ss / RMS_C + 1e-5);
+        for (int k = 0; k < RMS_C; k++)
+            ref[i * RMS_C + k] = x[k] * s * fp(c.w)[k];
+    }
+    double e = ref_err(fp(c.out), ref, RMS_N * RMS_C);
+    tap_ok(e < FWD_TOL, "rmsnorm fwd vs double reference (max rel %.1e)", e);
+
+    ops_tensor dinp = f32(RMS_N * RMS_C), dw = f32(RMS_C);
+    ops_rmsnorm_bwd(dinp, dw, c.r, c.inp, c.w, c.rstd, RMS_N, RMS_C);
+    check_grad("rmsnorm dinp", rms_objective, &c, fp(c.inp), fp(dinp), dinp.n);
+    check_grad("rmsnorm dw", rms_objective, &c, fp(c.w), fp(dw), dw.n);
+    ops_tensor dinp1 = clone(dinp), dw1 = clone(dw);
+    rms_objective(&c);
+    ops_rmsnorm_bwd(dinp, dw, c.r, c.inp, c.w, c.rstd, RMS_N, RMS_C);
+    tap_ok(is_multiple(dinp, dinp1, 2.0f) && is_multiple(dw, dw1, 2.0f),
+           "rmsnorm bwd: dinp and dw accumulate");
+    ops_free(&c.out); ops_free(&c.rstd); ops_free(&c.inp); ops_free(&c.w);
+    ops_free(&c.r); ops_free(&dinp); ops_free(&dw); ops_free(&dinp1); ops_free(&dw1);
+}
+
+/* B=2, T=5, H=3, hs=6; theta 100 makes every pair turn visibly. */
+enum { RO_B = 2, RO_T = 5, RO_H = 3, RO_HS = 6 };
+#define RO_N (RO_B * RO_T * RO_H * RO_HS)
+#define RO_THETA 100.0
+
+typedef struct {
+    ops_tensor x, y, r;
+} rope_ctx;
+
+static double rope_objective(void *p)
+{
+    rope_ctx *c = p;
+    ops_copy(c->y, c->x);
+    ops_rope_fwd(c->y, RO_B, RO_T, RO_H, RO_HS, RO_THETA);
+    return dot(fp(c->y), fp(c->r), RO_N);
+}
+
+/* HuggingFace's formula, in double: y = x cos + rotate_half(x) sin with
+ * rotate_half(x) = (-x2, x1) and the angle t / theta^(2i/hs). */
+static double rope_reference_err(const rope_ctx *c)
+{
+    double worst = 0.0;
+    int half = RO_HS / 2;
+    for (int n = 0; n < RO_B * RO_T; n++)
+        for (int h = 0; h < RO_H; h++)
+            for (int d = 0; d < RO_HS; d++) {
+                int i = d % half, t = n % RO_T;
+                double a = t / pow(RO_THETA, 2.0 * i / RO_HS);
+                const float *x = fp(c->x) + ((int64_t)n * RO_H + h) * RO_HS;
+                double rot = d < half ? -x[d + half] : x[d - half];
+                double ref = x[d] * cos(a) + rot * sin(a);
+                double e = fabs(fp(c->y)[((int64_t)n * RO_H + h) * RO_HS + d] - ref);
+                worst = e > worst ? e : worst;
+            }
+    return worst;
+}
+
+static void test_rope(void)
+{
+    rope_ctx c = { f32(RO_N), f32(RO_N), f32(RO_N) };
+    fill(c.x, -1, 1);
+    fill(c.r, -1, 1);
+    rope_objective(&c);
+    double e = rope_reference_err(&c);
+    tap_ok(e < FWD_TOL, "rope fwd vs HuggingFace's rotate_half in double (max abs %.1e)", e);
+    ops_tensor dx = clone(c.r);
+    ops_rope_bwd(dx, RO_B, RO_T, RO_H, RO_HS, RO_THETA);
+    check_grad("rope dx", rope_objective, &c, fp(c.x), fp(dx), RO_N);
+    ops_free(&c.x); ops_free(&c.y); ops_free(&c.r); ops_free(&dx);
+}
+
+enum { SW_N = 64 };
+
+typedef struct {
+    ops_tensor out, gate, up, r;
+} swiglu_ctx;
+
+static double swiglu_objective(void *p)
+{
+    swiglu_ctx *c = p;
+    ops_swiglu_fwd(c->out, c->gate, c->up, SW_N);
+    return dot(fp(c->out), fp(c->r), SW_N);
+}
+
+static void test_swiglu(void)
+{
+    swiglu_ctx c = { f32(SW_N), f32(SW_N), f32(SW_N), f32(SW_N) };
+    fill(c.gate, -4, 4);
+    fill(c.up, -2, 2);
+    fill(c.r, -1, 1);
+    swiglu_objective(&c);
+    double ref[SW_N];
+    for (int i = 0; i < SW_N; i++) {
+        double g = fp(c.gate)[i];
+        ref[i] = g / (1.0 + exp(-g)) * fp(c.up)[i];
+    }
+    double e = ref_err(fp(c.out), ref, SW_N);
+    tap_ok(e < FWD_TOL, "swiglu fwd vs silu(gate) * up in double (max rel %.1e)", e);
+    ops_tensor dgate = f32(SW_N), dup = f32(SW_N);
+    set_all(dgate, NAN);
+    set_all(dup, NAN);
+    ops_swiglu_bwd(dgate, dup, c.r, c.gate, c.up, SW_N);
+    check_grad("swiglu dgate", swiglu_objective, &c, fp(c.gate), fp(dgate), SW_N);
+    check_grad("swiglu dup", swiglu_objective, &c, fp(c.up), fp(dup), SW_N);
+    ops_free(&c.out); ops_free(&c.gate); ops_free(&c.up); ops_free(&c.r);
+    ops_free(&dgate); ops_free(&dup);
+}
+
+/* N=3 rows, 6 query heads over 2 key/value heads, hs=4. */
+enum { GQ_N = 3, GQ_NH = 6, GQ_NKV = 2, GQ_HS = 4 };
+#define GQ_NQ (GQ_N * GQ_NH * GQ_HS)
+#define GQ_NK (GQ_N * GQ_NKV * GQ_HS)
+
+typedef struct {
+    ops_tensor qkv, q, k, v, r;
+} gqa_ctx;
+
+static double gqa_objective(void *p)
+{
+    gqa_ctx *c = p;
+    ops_gqa_expand(c->qkv, c->q, c->k, c->v, GQ_N, GQ_NH, GQ_NKV, GQ_HS);
+    return dot(fp(c->qkv), fp(c->r), 3 * GQ_NQ);
+}
+
+static void test_gqa(void)
+{
+    gqa_ctx c = { f32(3 * GQ_NQ), f32(GQ_NQ), f32(GQ_NK), f32(GQ_NK), f32(3 * GQ_NQ) };
+    fill(c.q, -1, 1);
+    fill(c.k, -1, 1);
+    fill(c.v, -1, 1);
+    fill(c.r, -1, 1);
+    gqa_objective(&c);
+    int ok = 1, group = GQ_NH / GQ_NKV;
+    for (int n = 0; n < GQ_N; n++)
+        for (int h = 0; h < GQ_NH; h++)
+            for (int d = 0; d < GQ_HS; d++) {
+                const float *o = fp(c.qkv) + ((n * GQ_NH + h) * 3) * GQ_HS + d;
+                int kv = (n * GQ_NKV + h / group) * GQ_HS + d;
+                ok &= o[0] == fp(c.q)[(n * GQ_NH + h) * GQ_HS + d] && o[GQ_HS] == fp(c.k)[kv]
+                      && o[2 * GQ_HS] == fp(c.v)[kv];
+            }
+    tap_ok(ok, "gqa expand: query head h reads key/value head h / (NH/NKV)");
+    ops_tensor dq = f32(GQ_NQ), dk = f32(GQ_NK), dv = f32(GQ_NK);
+    set_all(dq, NAN);
+    set_all(dk, NAN);
+    set_all(dv, NAN);
+    ops_gqa_reduce(dq, dk, dv, c.r, GQ_N, GQ_NH, GQ_NKV, GQ_HS);
+    check_grad("gqa dq", gqa_objective, &c, fp(c.q), fp(dq), GQ_NQ);
+    check_grad("gqa dk (summed over the group)", gqa_objective, &c, fp(c.k), fp(dk), GQ_NK);
+    check_grad("gqa dv (summed over the group)", gqa_objective, &c, fp(c.v), fp(dv), GQ_NK);
+    ops_free(&c.qkv); ops_free(&c.q); ops_free(&c.k); ops_free(&c.v); ops_free(&c.r);
+    ops_free(&dq); ops_free(&dk); ops_free(&dv);
+}
+
 int main(int argc, char **argv)
 {
     tap_init(&argc, &argv);
-    tap_plan(36);
+    tap_plan(49);
     test_matmul();
     test_gelu();
     test_layernorm();
@@ -741,5 +924,9 @@ int main(int argc, char **argv)
     test_xent();
     test_add();
     test_determinism();
+    test_rmsnorm();
+    test_rope();
+    test_swiglu();
+    test_gqa();
     return tap_done();
 }

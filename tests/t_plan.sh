@@ -1,7 +1,8 @@
 #!/bin/sh
 # t_plan.sh - `trident plan` against the trainer: for the same config and
 # world, the per-rank memory table that plan computes (arithmetic, no MPI)
-# equals the one the trainer prints from its real allocations; and plan
+# equals the one the trainer prints from its real allocations (for gpt2
+# and llama, replicated key/value heads included); and plan
 # handles a 175B model on 1024 ranks, with the layouts that fit 80 GiB.
 . "${TRI_SRCDIR:-.}/tests/lib.sh"
 np=${1:-4}
@@ -14,7 +15,9 @@ tp2-zero3:--set+parallel.tp=2+--set+parallel.zero=3
 tp2-pp2-zero0-gpipe:--set+parallel.tp=2+--set+parallel.pp=2+--set+parallel.zero=0+--set+parallel.schedule=gpipe+--set+train.grad_accum=3
 pp2-zero2-recompute:--set+parallel.pp=2+--set+parallel.zero=2+--set+train.recompute=full+--set+train.grad_accum=4
 untied-every2:--set+model.tie_embeddings=0+--set+train.recompute=every:2+--set+parallel.zero=3
-two-level-dp:--set+parallel.node_size=2+--set+parallel.zero=2"
+two-level-dp:--set+parallel.node_size=2+--set+parallel.zero=2
+llama-tp2-kv1-zero3-every2:--set+model.arch=llama+--set+model.n_kv_head=1+--set+model.ffn_dim=48+--set+parallel.tp=2+--set+parallel.zero=3+--set+train.recompute=every:2+--set+model.tie_embeddings=0
+llama-pp2-tp2-zero2-recompute:--set+model.arch=llama+--set+parallel.pp=2+--set+parallel.tp=2+--set+parallel.zero=2+--set+train.recompute=full+--set+train.grad_accum=4"
 plan $(($(echo "$CASES" | wc -l) + 5))
 table() { sed -n '/^memory per rank/,/^[^ m]/p' "$1" | grep '^  rank'; }
 for c in $CASES; do

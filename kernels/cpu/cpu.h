@@ -173,6 +173,24 @@ void layernorm_bwd_cpu(void *dinp, float *dw, float *db, const void *dout,
                        const void *inp, const void *w, const float *mean,
                        const float *rstd, ops_dtype dt, int N, int C);
 
+/* ---- Llama (rmsnorm_cpu.c, rope_cpu.c, gqa_cpu.c, elementwise_cpu.c) ---- */
+
+void rmsnorm_fwd_cpu(void *out, float *rstd, const void *inp, const void *w,
+                     ops_dtype dt, int N, int C, float eps);
+void rmsnorm_bwd_cpu(void *dinp, float *dw, const void *dout, const void *inp,
+                     const void *w, const float *rstd, ops_dtype dt, int N, int C);
+/* inverse: rotate back (the backward) */
+void rope_cpu(void *x, ops_dtype dt, int B, int T, int H, int hs, double theta,
+              int inverse);
+void swiglu_fwd_cpu(void *out, const void *gate, const void *up, ops_dtype dt,
+                    int64_t n);
+void swiglu_bwd_cpu(void *dgate, void *dup, const void *dout, const void *gate,
+                    const void *up, ops_dtype dt, int64_t n);
+void gqa_expand_cpu(void *qkv, const void *q, const void *k, const void *v,
+                    ops_dtype dt, int N, int NH, int NKV, int hs);
+void gqa_reduce_cpu(void *dq, void *dk, void *dv, const void *dqkv, ops_dtype dt,
+                    int N, int NH, int NKV, int hs);
+
 /* ---- attention (attention_cpu.c) ---------------------------------------- */
 
 void attention_fwd_cpu(void *out, float *att, const void *qkv, ops_dtype dt,

@@ -215,3 +215,26 @@ void sum_accumulate_cpu(double *acc, const void *x, ops_dtype dt, int64_t n)
 {
     reduce_into(acc, x, dt, n, 0);
 }
+
+/* SwiGLU: out = silu(gate) * up, the math from elem.h. */
+void swiglu_fwd_cpu(void *out, const void *gate, const void *up, ops_dtype dt,
+                    int64_t n)
+{
+    #pragma omp parallel for schedule(static)
+    for (int64_t i = 0; i < n; i++)
+        store_f32_cpu(out, dt, i, elem_swiglu(load_f32_cpu(gate, dt, i),
+                                              load_f32_cpu(up, dt, i)));
+}
+
+void swiglu_bwd_cpu(void *dgate, void *dup, const void *dout, const void *gate,
+                    const void *up, ops_dtype dt, int64_t n)
+{
+    #pragma omp parallel for schedule(static)
+    for (int64_t i = 0; i < n; i++) {
+        float dg, du;
+        elem_swiglu_grad(load_f32_cpu(gate, dt, i), load_f32_cpu(up, dt, i),
+                         load_f32_cpu(dout, dt, i), &dg, &du);
+        store_f32_cpu(dgate, dt, i, dg);
+        store_f32_cpu(dup, dt, i, du);
+    }
+}

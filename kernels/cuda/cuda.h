@@ -124,6 +124,24 @@ void layernorm_bwd_cuda(void *dinp, float *dw, float *db, const void *dout,
                         const void *inp, const void *w, const float *mean,
                         const float *rstd, ops_dtype dt, int N, int C);
 
+/* ---- Llama (llama_cuda.cu) ---- */
+
+void rmsnorm_fwd_cuda(void *out, float *rstd, const void *inp, const void *w,
+                     ops_dtype dt, int N, int C, float eps);
+void rmsnorm_bwd_cuda(void *dinp, float *dw, const void *dout, const void *inp,
+                     const void *w, const float *rstd, ops_dtype dt, int N, int C);
+/* inverse: rotate back (the backward) */
+void rope_cuda(void *x, ops_dtype dt, int B, int T, int H, int hs, double theta,
+              int inverse);
+void swiglu_fwd_cuda(void *out, const void *gate, const void *up, ops_dtype dt,
+                    int64_t n);
+void swiglu_bwd_cuda(void *dgate, void *dup, const void *dout, const void *gate,
+                    const void *up, ops_dtype dt, int64_t n);
+void gqa_expand_cuda(void *qkv, const void *q, const void *k, const void *v,
+                    ops_dtype dt, int N, int NH, int NKV, int hs);
+void gqa_reduce_cuda(void *dq, void *dk, void *dv, const void *dqkv, ops_dtype dt,
+                    int N, int NH, int NKV, int hs);
+
 /* ---- attention (attention_cuda.cu) --------------------------------------- */
 
 void attention_fwd_cuda(void *out, float *att, const void *qkv, ops_dtype dt,

@@ -1,0 +1,254 @@
+/*
+ * llama_cuda.cu - the Llama ops on the GPU: RMSNorm, rotary embeddings,
+ * SwiGLU and grouped-query key/value heads.
+ *
+ * The twins of rmsnorm_cpu.c, rope_cpu.c, gqa_cpu.c and the SwiGLU loops
+ * of elementwise_cpu.c, with their per-element math from elem.h. RMSNorm
+ * is shaped as layernorm_cuda.cu: a warp per row for the sums over
+ * channels, the deterministic two-pass column sums for dw. The rest are
+ * grid-stride loops, one element (or pair, or key/value channel) per
+ * thread.
+ */
+#include "cuda_common.h"
+
+#define RMS_ROWS_PER_BLOCK (TRI_THREADS / 32)
+
+#define GRID_STRIDE(i, n)                                                     \
+    for (int64_t i = blockIdx.x * (int64_t)blockDim.x + threadIdx.x; i < (n); \
+         i += (int64_t)gridDim.x * blockDim.x)
+
+#define LAUNCH(kernel, n, ...)                                                \
+    do {                                                                      \
+        kernel<<<grid_for((n), TRI_THREADS), TRI_THREADS, 0, stream_cuda()>>>( \
+            __VA_ARGS__);                                                     \
+        TRI_CHECK_LAUNCH(kernel);                                             \
+    } while (0)
+
+/* ---- RMSNorm --------------------------------------------------------------- */
+
+static __global__ void rmsnorm_fwd_kernel(void *out, float *rstd, const void *inp,
+                                          const void *w, ops_dtype dt, int N, int C,
+                                          float eps)
+{
+    int row = blockIdx.x * RMS_ROWS_PER_BLOCK + threadIdx.x / 32;
+    int lane = threadIdx.x % 32;
+    if (row >= N)
+        return;
+    int64_t off = (int64_t)row * C;
+    float ss = 0.0f;
+    for (int c = lane; c < C; c += 32) {
+        float x = load_f32_cuda(inp, dt, off + c);
+        ss += x * x;
+    }
+    float r = elem_rms_rstd(warp_allreduce(ss, SumOp()), C, eps);
+    for (int c = lane; c < C; c += 32)
+        store_f32_cuda(out, dt, off + c,
+                       load_f32_cuda(inp, dt, off + c) * r * load_f32_cuda(w, dt, c));
+    if (lane == 0)
+        rstd[row] = r;
+}
+
+void rmsnorm_fwd_cuda(void *out, float *rstd, const void *inp, const void *w,
+                      ops_dtype dt, int N, int C, float eps)
+{
+    if (N <= 0)
+        return;
+    unsigned blocks = (unsigned)((N + RMS_ROWS_PER_BLOCK - 1) / RMS_ROWS_PER_BLOCK);
+    rmsnorm_fwd_kernel<<<blocks, TRI_THREADS, 0, stream_cuda()>>>(out, rstd, inp, w, dt,
+                                                                  N, C, eps);
+    TRI_CHECK_LAUNCH(rmsnorm_fwd_kernel);
+}
+
+static __global__ void rmsnorm_dinp_kernel(void *dinp, const void *dout, const void *inp,
+                                           const void *w, const float *rstd,
+                                           ops_dtype dt, int N, int C)
+{
+    int row = blockIdx.x * RMS_ROWS_PER_BLOCK + threadIdx.x / 32;
+    int lane = threadIdx.x % 32;
+    if (row >= N)
+        return;
+    int64_t off = (int64_t)row * C;
+    float dot = 0.0f;
+    for (int c = lane; c < C; c += 32)
+        dot += load_f32_cuda(w, dt, c) * load_f32_cuda(dout, dt, off + c)
+               * load_f32_cuda(inp, dt, off + c);
+    dot = warp_allreduce(dot, SumOp()) / (float)C;
+    for (int c = lane; c < C; c += 32) {
+        float d = elem_rms_dinp(load_f32_cuda(w, dt, c) * load_f32_cuda(dout, dt, off + c),
+                                load_f32_cuda(inp, dt, off + c), rstd[row], dot);
+        store_f32_cuda(dinp, dt, off + c, load_f32_cuda(dinp, dt, off + c) + d);
+    }
+}
+
+/* pw[r*C + c] = sum over the rows of chunk r of x * rstd * dout. */
+static __global__ void rmsnorm_dw_partial_kernel(float *pw, const void *dout,
+                                                 const void *inp, const float *rstd,
+                                                 ops_dtype dt, int N, int C, int rpc)
+{
+    int c = blockIdx.x * blockDim.x + threadIdx.x;
+    if (c >= C)
+        return;
+    int i0 = blockIdx.y * rpc;
+    int i1 = i0 + rpc < N ? i0 + rpc : N;
+    float sw = 0.0f;
+    for (int i = i0; i < i1; i++) {
+        int64_t at = (int64_t)i * C + c;
+        sw += load_f32_cuda(inp, dt, at) * rstd[i] * load_f32_cuda(dout, dt, at);
+    }
+    pw[(int64_t)blockIdx.y * C + c] = sw;
+}
+
+void rmsnorm_bwd_cuda(void *dinp, float *dw, const void *dout, const void *inp,
+                      const void *w, const float *rstd, ops_dtype dt, int N, int C)
+{
+    if (N <= 0 || C <= 0)
+        return;
+    cudaStream_t s = stream_cuda();
+    unsigned blocks = (unsigned)((N + RMS_ROWS_PER_BLOCK - 1) / RMS_ROWS_PER_BLOCK);
+    rmsnorm_dinp_kernel<<<blocks, TRI_THREADS, 0, s>>>(dinp, dout, inp, w, rstd, dt, N, C);
+    TRI_CHECK_LAUNCH(rmsnorm_dinp_kernel);
+    int rpc;
+    int chunks = colsum_chunks(N, &rpc);
+    float *pw = (float *)scratch_cuda(SCRATCH_CUDA_REDUCE, (size_t)chunks * C * sizeof(float));
+    dim3 grid((C + TRI_THREADS - 1) / TRI_THREADS, chunks);
+    rmsnorm_dw_partial_kernel<<<grid, TRI_THREADS, 0, s>>>(pw, dout, inp, rstd, dt, N, C, rpc);
+    TRI_CHECK_LAUNCH(rmsnorm_dw_partial_kernel);
+    colsum_finish_cuda(dw, pw, chunks, C);
+}
+
+/* ---- rotary embeddings ------------------------------------------------------ */
+
+/* One thread per (row, head, pair). */
+static __global__ void rope_kernel(void *x, ops_dtype dt, int64_t pairs, int T, int H,
+                                   int hs, double theta, int inverse)
+{
+    int half = hs / 2;
+    GRID_STRIDE(p, pairs) {
+        int i = (int)(p % half);
+        int64_t nh = p / half;
+        int t = (int)((nh / H) % T);
+        float c, s;
+        elem_rope_cos_sin(t, i, hs, theta, &c, &s);
+        if (inverse)
+            s = -s;
+        int64_t at = nh * hs + i;
+        float a = load_f32_cuda(x, dt, at), b = load_f32_cuda(x, dt, at + half);
+        elem_rope_rotate(&a, &b, c, s);
+        store_f32_cuda(x, dt, at, a);
+        store_f32_cuda(x, dt, at + half, b);
+    }
+}
+
+void rope_cuda(void *x, ops_dtype dt, int B, int T, int H, int hs, double theta,
+               int inverse)
+{
+    int64_t pairs = (int64_t)B * T * H * (hs / 2);
+    if (pairs > 0)
+        LAUNCH(rope_kernel, pairs, x, dt, pairs, T, H, hs, theta, inverse);
+}
+
+/* ---- SwiGLU ------------------------------------------------------------------ */
+
+static __global__ void swiglu_fwd_kernel(void *out, const void *gate, const void *up,
+                                         ops_dtype dt, int64_t n)
+{
+    GRID_STRIDE(i, n)
+        store_f32_cuda(out, dt, i, elem_swiglu(load_f32_cuda(gate, dt, i),
+                                               load_f32_cuda(up, dt, i)));
+}
+
+void swiglu_fwd_cuda(void *out, const void *gate, const void *up, ops_dtype dt,
+                     int64_t n)
+{
+    if (n > 0)
+        LAUNCH(swiglu_fwd_kernel, n, out, gate, up, dt, n);
+}
+
+static __global__ void swiglu_bwd_kernel(void *dgate, void *dup, const void *dout,
+                                         const void *gate, const void *up,
+                                         ops_dtype dt, int64_t n)
+{
+    GRID_STRIDE(i, n) {
+        float dg, du;
+        elem_swiglu_grad(load_f32_cuda(gate, dt, i), load_f32_cuda(up, dt, i),
+                         load_f32_cuda(dout, dt, i), &dg, &du);
+        store_f32_cuda(dgate, dt, i, dg);
+        store_f32_cuda(dup, dt, i, du);
+    }
+}
+
+void swiglu_bwd_cuda(void *dgate, void *dup, const void *dout, const void *gate,
+                     const void *up, ops_dtype dt, int64_t n)
+{
+    if (n > 0)
+        LAUNCH(swiglu_bwd_kernel, n, dgate, dup, dout, gate, up, dt, n);
+}
+
+/* ---- grouped-query key/value heads ------------------------------------------ */
+
+/* One thread per element of q: (n, h, c). */
+static __global__ void gqa_expand_kernel(void *qkv, const void *q, const void *k,
+                                         const void *v, ops_dtype dt, int64_t total,
+                                         int NH, int NKV, int hs)
+{
+    int group = NH / NKV;
+    GRID_STRIDE(e, total) {
+        int c = (int)(e % hs);
+        int64_t nh = e / hs;
+        int h = (int)(nh % NH);
+        int64_t n = nh / NH;
+        int64_t o = nh * 3 * hs + c, ki = (n * NKV + h / group) * hs + c;
+        store_f32_cuda(qkv, dt, o, load_f32_cuda(q, dt, e));
+        store_f32_cuda(qkv, dt, o + hs, load_f32_cuda(k, dt, ki));
+        store_f32_cuda(qkv, dt, o + 2 * hs, load_f32_cuda(v, dt, ki));
+    }
+}
+
+void gqa_expand_cuda(void *qkv, const void *q, const void *k, const void *v,
+                     ops_dtype dt, int N, int NH, int NKV, int hs)
+{
+    int64_t total = (int64_t)N * NH * hs;
+    if (total > 0)
+        LAUNCH(gqa_expand_kernel, total, qkv, q, k, v, dt, total, NH, NKV, hs);
+}
+
+static __global__ void gqa_reduce_q_kernel(void *dq, const void *dqkv, ops_dtype dt,
+                                           int64_t total, int hs)
+{
+    GRID_STRIDE(e, total) {
+        int64_t nh = e / hs;
+        store_f32_cuda(dq, dt, e, load_f32_cuda(dqkv, dt, nh * 3 * hs + e % hs));
+    }
+}
+
+/* One thread per key/value element (n, g, c); sums its group in order. */
+static __global__ void gqa_reduce_kv_kernel(void *dk, void *dv, const void *dqkv,
+                                            ops_dtype dt, int64_t total, int NH,
+                                            int NKV, int hs)
+{
+    int group = NH / NKV;
+    GRID_STRIDE(e, total) {
+        int c = (int)(e % hs);
+        int64_t ng = e / hs;
+        int g = (int)(ng % NKV);
+        int64_t n = ng / NKV;
+        float sk = 0.0f, sv = 0.0f;
+        for (int j = 0; j < group; j++) {
+            int64_t o = (n * NH + g * group + j) * 3 * hs + c;
+            sk += load_f32_cuda(dqkv, dt, o + hs);
+            sv += load_f32_cuda(dqkv, dt, o + 2 * hs);
+        }
+        store_f32_cuda(dk, dt, e, sk);
+        store_f32_cuda(dv, dt, e, sv);
+    }
+}
+
+void gqa_reduce_cuda(void *dq, void *dk, void *dv, const void *dqkv, ops_dtype dt,
+                     int N, int NH, int NKV, int hs)
+{
+    int64_t nq = (int64_t)N * NH * hs, nkv = (int64_t)N * NKV * hs;
+    if (nq > 0)
+        LAUNCH(gqa_reduce_q_kernel, nq, dq, dqkv, dt, nq, hs);
+    if (nkv > 0)
+        LAUNCH(gqa_reduce_kv_kernel, nkv, dk, dv, dqkv, dt, nkv, NH, NKV, hs);
+}

@@ -1,0 +1,58 @@
+/*
+ * model_impl.h - what model.c and model_llama.c share: a block's
+ * activations, the stage's scratch, and the helpers both architectures'
+ * blocks call. Only those two files include it; everything else goes
+ * through model.h.
+ *
+ * llama reuses gpt2's activation slots where the meaning carries over:
+ * ln1/ln2 hold the RMSNorm outputs (no mean), qkv the rotated q and the
+ * expanded k and v in the attention ops' layout, fc the gate and up
+ * projections side by side (each (B,T,Fl)), fcg SwiGLU's product.
+ */
+#ifndef TRI_SRC_MODEL_IMPL_H
+#define TRI_SRC_MODEL_IMPL_H
+
+#include "model.h"
+
+struct BlockActs {
+    ops_tensor x;                          /* input (B,T,C), always kept */
+    ops_tensor ln1, ln1_mean, ln1_rstd;    /* (B,T,C), (B,T), (B,T) */
+    ops_tensor qkv;                        /* (B,T,3Cl) */
+    ops_tensor att;                        /* (B,NHl,T,T) softmax */
+    ops_tensor atty;                       /* (B,T,Cl) */
+    ops_tensor xmid;                       /* (B,T,C) after attention */
+    ops_tensor ln2, ln2_mean, ln2_rstd;
+    ops_tensor fc, fcg;                    /* gpt2: (B,T,4Cl) before/after GELU;
+                                              llama: gate|up (2 x (B,T,Fl)), (B,T,Fl) */
+};
+
+typedef struct ModelScratch {
+    BlockActs recomputed;    /* where recomputed blocks put activations */
+    ops_tensor tmp;          /* (B,T,C) row-parallel partial sums */
+    ops_tensor d_ln;         /* (B,T,C) gradient at a LayerNorm output */
+    ops_tensor d_fc;         /* gpt2 (B,T,4Cl); llama d(fcg)|dgate|dup, 3 x (B,T,Fl) */
+    ops_tensor d_atty;       /* (B,T,Cl) */
+    ops_tensor d_qkv;        /* (B,T,3Cl) */
+    ops_tensor d_att;        /* (B,NHl,T,T) attention backward scratch */
+    ops_tensor qkv_raw;      /* llama: q|k|v before expansion, then their
+                                gradients: (B,T,(NHl + 2 NKVl) hs) */
+    ops_tensor lnf, lnf_mean, lnf_rstd, d_lnf;   /* head, last stage */
+    ops_tensor logits;       /* (chunk, Vl) */
+    ops_tensor rowmax, stats, losses;  /* chunk; stats = sumexp | target */
+    int chunk;               /* rows of logits held at once */
+} ModelScratch;
+
+/* The first n elements of t, so each op sees exactly its shape. */
+static inline ops_tensor head_of(ops_tensor t, int64_t n) { return ops_view(t, 0, n); }
+
+static inline ops_tensor W(Model *m, int idx) { return m->ps.p[idx].w; }
+static inline ops_tensor G(Model *m, int idx) { return m->ps.p[idx].g; }
+
+/* Sum over the TP group. Collective on tp. */
+void model_tp_allreduce(Model *m, ops_tensor t, int64_t n);
+/* The row-parallel output: y = x . W^T summed over TP ranks, plus the
+ * bias (b >= 0) once. Collective on tp. */
+void model_row_parallel(Model *m, ops_tensor y, ops_tensor x, int w, int b,
+                        int64_t N, int64_t in_local);
+
+#endif

@@ -1,0 +1,158 @@
+/*
+ * model_llama.c - the Llama block, forward and backward, on one TP shard.
+ *
+ * Split the Megatron way, as model.c splits GPT-2: q, k, v, gate and up
+ * are column-parallel (each TP rank has whole query heads, whole or
+ * replicated key/value heads, and a slice of the MLP width), o and down
+ * are row-parallel (an all-reduce sums the shards). So the block costs the
+ * same two all-reduces forward and two backward as GPT-2's.
+ *
+ * Attention runs through GPT-2's kernels: q and k are rotated in a q|k|v
+ * scratch, then ops_gqa_expand lays them out with each key/value head
+ * repeated for its query heads. The backward reduces the repeated heads'
+ * gradients back (ops_gqa_reduce) and rotates them back.
+ *
+ * Key/value heads replicated on R = tp / n_kv_head ranks (arch.h): each
+ * replica's dk, dv hold only its own query heads' share. Their share of
+ * d_ln is summed over TP with everything else, so that part is already
+ * right; the weight gradient needs the whole dk, dv, so they are summed
+ * over the replica group first (model_kv_allreduce), which leaves every
+ * replica with the same k and v gradients, kept in step like any
+ * replicated parameter.
+ */
+#include "model_llama.h"
+
+#include "comm.h"
+#include "model_impl.h"
+#include "prof.h"
+
+static float norm_eps(const Model *m) { return (float)m->cfg->model.norm_eps; }
+
+static void rmsnorm(Model *m, ops_tensor out, ops_tensor rstd, ops_tensor x, int w, int64_t N)
+{
+    PROF(PROF_LAYERNORM, ops_rmsnorm_fwd(head_of(out, N * m->C), head_of(rstd, N),
+                                         head_of(x, N * m->C), W(m, w), (int)N, m->C,
+                                         norm_eps(m)));
+}
+
+/* q, k, v of N rows in the raw scratch: (N, NHl hs), (N, NKVl hs) twice. */
+static void qkv_views(Model *m, int64_t N, ops_tensor *q, ops_tensor *k, ops_tensor *v)
+{
+    int64_t nq = N * m->NHl * m->hs, nkv = N * m->NKVl * m->hs;
+    ops_tensor raw = m->scratch->qkv_raw;
+    *q = ops_view(raw, 0, nq);
+    *k = ops_view(raw, nq, nkv);
+    *v = ops_view(raw, nq + nkv, nkv);
+}
+
+void llama_block_forward(Model *m, const BlockParams *p, BlockActs *a, ops_tensor out,
+                         int rows)
+{
+    ModelScratch *s = m->scratch;
+    int64_t N = (int64_t)rows * m->T, C = m->C, Cl = (int64_t)m->NHl * m->hs;
+    int64_t Fl = m->Fl, KVl = (int64_t)m->NKVl * m->hs;
+    double theta = m->cfg->model.rope_theta;
+    ops_tensor ln1 = head_of(a->ln1, N * C), q, k, v;
+    qkv_views(m, N, &q, &k, &v);
+
+    rmsnorm(m, a->ln1, a->ln1_rstd, a->x, p->ln1w, N);
+    PROF(PROF_MATMUL, ops_matmul_fwd(q, ln1, W(m, p->qkvw), OPS_NONE, (int)N, (int)Cl, (int)C));
+    PROF(PROF_MATMUL, ops_matmul_fwd(k, ln1, W(m, p->kw), OPS_NONE, (int)N, (int)KVl, (int)C));
+    PROF(PROF_MATMUL, ops_matmul_fwd(v, ln1, W(m, p->vw), OPS_NONE, (int)N, (int)KVl, (int)C));
+    PROF(PROF_ATTENTION, ops_rope_fwd(q, rows, m->T, m->NHl, m->hs, theta));
+    PROF(PROF_ATTENTION, ops_rope_fwd(k, rows, m->T, m->NKVl, m->hs, theta));
+    PROF(PROF_ATTENTION, ops_gqa_expand(head_of(a->qkv, N * 3 * Cl), q, k, v, (int)N, m->NHl,
+                                        m->NKVl, m->hs));
+    PROF(PROF_ATTENTION, ops_attention_fwd(head_of(a->atty, N * Cl), a->att,
+                                           head_of(a->qkv, N * 3 * Cl), rows, m->T, m->NHl,
+                                           m->hs));
+    model_row_parallel(m, s->tmp, a->atty, p->projw, -1, N, Cl);
+    PROF(PROF_RESIDUAL, ops_add(head_of(a->xmid, N * C), head_of(a->x, N * C),
+                                head_of(s->tmp, N * C), N * C));
+
+    rmsnorm(m, a->ln2, a->ln2_rstd, a->xmid, p->ln2w, N);
+    ops_tensor ln2 = head_of(a->ln2, N * C);
+    ops_tensor gate = ops_view(a->fc, 0, N * Fl), up = ops_view(a->fc, N * Fl, N * Fl);
+    PROF(PROF_MATMUL, ops_matmul_fwd(gate, ln2, W(m, p->fcw), OPS_NONE, (int)N, (int)Fl, (int)C));
+    PROF(PROF_MATMUL, ops_matmul_fwd(up, ln2, W(m, p->upw), OPS_NONE, (int)N, (int)Fl, (int)C));
+    PROF(PROF_GELU, ops_swiglu_fwd(head_of(a->fcg, N * Fl), gate, up, N * Fl));
+    model_row_parallel(m, s->tmp, a->fcg, p->mprojw, -1, N, Fl);
+    PROF(PROF_RESIDUAL, ops_add(head_of(out, N * C), head_of(a->xmid, N * C),
+                                head_of(s->tmp, N * C), N * C));
+}
+
+/* d_ln (N,C) = the sum over TP of every column-parallel input gradient;
+ * then RMSNorm's backward adds into dres. */
+static void rms_backward(Model *m, ops_tensor dres, ops_tensor inp, int w, ops_tensor rstd,
+                         int64_t N)
+{
+    ops_tensor d_ln = head_of(m->scratch->d_ln, N * m->C);
+    PROF(PROF_TP_COMM, model_tp_allreduce(m, d_ln, N * m->C));
+    PROF(PROF_LAYERNORM, ops_rmsnorm_bwd(dres, G(m, w), d_ln, head_of(inp, N * m->C), W(m, w),
+                                         head_of(rstd, N), (int)N, m->C));
+}
+
+/* d_ln += dout . W (through tmp, since matmul_bwd overwrites dinp). */
+static void add_input_grad(Model *m, ops_tensor dout, int w, int64_t N, int64_t out_local)
+{
+    ModelScratch *s = m->scratch;
+    ops_tensor tmp = head_of(s->tmp, N * m->C);
+    PROF(PROF_MATMUL, ops_matmul_bwd(tmp, OPS_NONE, OPS_NONE, dout, OPS_NONE, W(m, w), (int)N,
+                                     (int)out_local, m->C));
+    PROF(PROF_RESIDUAL, ops_accumulate(head_of(s->d_ln, N * m->C), tmp, N * m->C));
+}
+
+static void weight_grad(Model *m, ops_tensor dout, ops_tensor inp, int w, int64_t N,
+                        int64_t out_local)
+{
+    PROF(PROF_MATMUL, ops_matmul_bwd(OPS_NONE, G(m, w), OPS_NONE, dout, inp, OPS_NONE, (int)N,
+                                     (int)out_local, m->C));
+}
+
+void llama_block_backward(Model *m, const BlockParams *p, BlockActs *a, ops_tensor dres,
+                          int rows)
+{
+    ModelScratch *s = m->scratch;
+    int64_t N = (int64_t)rows * m->T, C = m->C, Cl = (int64_t)m->NHl * m->hs;
+    int64_t Fl = m->Fl, KVl = (int64_t)m->NKVl * m->hs;
+    double theta = m->cfg->model.rope_theta;
+    ops_tensor d_ln = head_of(s->d_ln, N * C);
+
+    /* MLP: out = xmid + swiglu(gate, up) . Wd^T; gate, up = ln2 . Wg^T, ln2 . Wu^T */
+    ops_tensor dh = ops_view(s->d_fc, 0, N * Fl);
+    ops_tensor dgate = ops_view(s->d_fc, N * Fl, N * Fl), dup = ops_view(s->d_fc, 2 * N * Fl, N * Fl);
+    ops_tensor gate = ops_view(a->fc, 0, N * Fl), up = ops_view(a->fc, N * Fl, N * Fl);
+    ops_tensor ln2 = head_of(a->ln2, N * C), ln1 = head_of(a->ln1, N * C);
+    PROF(PROF_MATMUL, ops_matmul_bwd(dh, G(m, p->mprojw), OPS_NONE, dres, head_of(a->fcg, N * Fl),
+                                     W(m, p->mprojw), (int)N, (int)C, (int)Fl));
+    PROF(PROF_GELU, ops_swiglu_bwd(dgate, dup, dh, gate, up, N * Fl));
+    PROF(PROF_MATMUL, ops_matmul_bwd(d_ln, G(m, p->fcw), OPS_NONE, dgate, ln2, W(m, p->fcw),
+                                     (int)N, (int)Fl, (int)C));
+    add_input_grad(m, dup, p->upw, N, Fl);
+    weight_grad(m, dup, ln2, p->upw, N, Fl);
+    rms_backward(m, dres, a->xmid, p->ln2w, a->ln2_rstd, N);
+
+    /* attention: xmid = x + atty . Wo^T; atty = attn(expand(rope(q), rope(k), v)) */
+    ops_tensor d_atty = head_of(s->d_atty, N * Cl), d_qkv = head_of(s->d_qkv, N * 3 * Cl);
+    ops_tensor dq, dk, dv;
+    qkv_views(m, N, &dq, &dk, &dv);
+    PROF(PROF_MATMUL, ops_matmul_bwd(d_atty, G(m, p->projw), OPS_NONE, dres,
+                                     head_of(a->atty, N * Cl), W(m, p->projw), (int)N, (int)C,
+                                     (int)Cl));
+    PROF(PROF_ATTENTION, ops_attention_bwd(d_qkv, s->d_att, d_atty, head_of(a->qkv, N * 3 * Cl),
+                                           a->att, rows, m->T, m->NHl, m->hs));
+    PROF(PROF_ATTENTION, ops_gqa_reduce(dq, dk, dv, d_qkv, (int)N, m->NHl, m->NKVl, m->hs));
+    PROF(PROF_ATTENTION, ops_rope_bwd(dq, rows, m->T, m->NHl, m->hs, theta));
+    PROF(PROF_ATTENTION, ops_rope_bwd(dk, rows, m->T, m->NKVl, m->hs, theta));
+    PROF(PROF_MATMUL, ops_matmul_bwd(d_ln, G(m, p->qkvw), OPS_NONE, dq, ln1, W(m, p->qkvw),
+                                     (int)N, (int)Cl, (int)C));
+    add_input_grad(m, dk, p->kw, N, KVl);
+    add_input_grad(m, dv, p->vw, N, KVl);
+    if (m->kv_replicas > 1) {
+        PROF(PROF_TP_COMM, comm_allreduce(m->grid, COMM_KV, dk, N * KVl, COMM_SUM));
+        PROF(PROF_TP_COMM, comm_allreduce(m->grid, COMM_KV, dv, N * KVl, COMM_SUM));
+    }
+    weight_grad(m, dk, ln1, p->kw, N, KVl);
+    weight_grad(m, dv, ln1, p->vw, N, KVl);
+    rms_backward(m, dres, a->x, p->ln1w, a->ln1_rstd, N);
+}
