@@ -258,6 +258,11 @@ static void test_full_file(void)
     tap_ok(!strstr(def, "vocab_used") && !strstr(def, "init_from"),
            "unset, vocab_used and init_from are left out of config_to_ini's text (stored "
            "configs as before)");
+    config_defaults(&d);
+    config_to_ini(&d, def, sizeof def);
+    tap_ok(!strstr(def, "arch") && !strstr(def, "n_kv_head") && !strstr(def, "ffn_dim") &&
+           !strstr(def, "norm_eps") && !strstr(def, "rope_theta"),
+           "a gpt2 config's text leaves out arch and the llama keys (stored configs as before)");
 
     char small[16];
     tap_ok(config_to_ini(&c, NULL, 0) == n && config_to_ini(&c, small, sizeof small) == n &&
@@ -591,7 +596,7 @@ static void test_parse_text(void)
 int main(int argc, char **argv)
 {
     tap_init(&argc, &argv);
-    tap_plan(88);
+    tap_plan(89);
     test_defaults();
     test_builtin();
     test_full_file();
