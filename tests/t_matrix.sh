@@ -15,7 +15,7 @@
 np=${1:-2}
 TAMPER="${TRI_BUILDDIR:-.}/tests/ckpt_tamper"
 limit=${TRI_MATRIX_LIMIT:-60}      # seconds any one case may take
-plan 179
+plan 181
 # shellcheck disable=SC3045
 ulimit -c 0 2>/dev/null            # a crash is detected below, not left as a core file
 t_start=$(date +%s)
@@ -1105,6 +1105,14 @@ tcase M157 1 "flip.h5: dataset /model/h.1.mlp.fc.w does not match its checksum" 
     "export: a checkpoint with a flipped bit" export "$WORK/flip.h5" --format hf "$WORK/e157"
 [ ! -e "$WORK/e157/model.safetensors" ] && [ -z "$(find "$WORK/e157" -name '.*tmp*')" ]
 ok $? "M157 ... and leaves neither model.safetensors nor a temporary file"
+rm -rf "$WORK/h158" && mkdir -p "$WORK/h158"
+printf '{"model_type": "llama", "hidden_size": 32, "num_hidden_layers": 2, "num_attention_heads": 2, "num_key_value_heads": 2, "intermediate_size": 128, "vocab_size": 256, "max_position_embeddings": 32, "rms_norm_eps": 1e-5, "rope_theta": 10000.0}\n' > "$WORK/h158/config.json"
+train M158 1 "h158/config.json: num_key_value_heads = 2, \[model\] n_kv_head = 1" \
+    "init_from: a llama config.json whose key/value heads disagree with [model]" \
+    --set model.arch=llama --set model.n_kv_head=1 --set checkpoint.init_from="$WORK/h158"
+train M159 1 "only a HuggingFace directory holds a llama model" \
+    "init_from: an llm.c file for a llama" \
+    --set model.arch=llama --set checkpoint.init_from="$WORK/m151.bin"
 
 # ---- the completed checkpoint survived all of it ------------------------------
 bad=""
