@@ -12,6 +12,8 @@
 #include <stdio.h>
 #include <string.h>
 
+#include "arch.h"
+
 static const HfName GPT2_NAMES[] = {
     {"wte", "transformer.wte.weight", HF_PERM_NONE, 0, 1, 0},
     {"wpe", "transformer.wpe.weight", HF_PERM_NONE, 0, 0, 1},
@@ -32,6 +34,25 @@ static const HfName GPT2_NAMES[] = {
     {"lm_head", "lm_head.weight", HF_PERM_NONE, 0, 1, 0},
 };
 
+
+/* transformers' LlamaForCausalLM (modeling_llama.py): every Linear is
+ * (out, in) like trident's, and trident keeps q and k rows in HF's rotary
+ * layout (rotate_half) already (checkpoint-format.md), so nothing moves
+ * but the vocabulary's padding; k and v have n_kv_head heads; no biases. */
+static const HfName LLAMA_NAMES[] = {
+    {"wte", "model.embed_tokens.weight", HF_PERM_NONE, 0, 1, 0},
+    {"h.%d.ln1.w", "model.layers.%d.input_layernorm.weight", HF_PERM_NONE, 0, 0, 0},
+    {"h.%d.attn.q.w", "model.layers.%d.self_attn.q_proj.weight", HF_PERM_NONE, 0, 0, 0},
+    {"h.%d.attn.k.w", "model.layers.%d.self_attn.k_proj.weight", HF_PERM_NONE, 0, 0, 0},
+    {"h.%d.attn.v.w", "model.layers.%d.self_attn.v_proj.weight", HF_PERM_NONE, 0, 0, 0},
+    {"h.%d.attn.o.w", "model.layers.%d.self_attn.o_proj.weight", HF_PERM_NONE, 0, 0, 0},
+    {"h.%d.ln2.w", "model.layers.%d.post_attention_layernorm.weight", HF_PERM_NONE, 0, 0, 0},
+    {"h.%d.mlp.gate.w", "model.layers.%d.mlp.gate_proj.weight", HF_PERM_NONE, 0, 0, 0},
+    {"h.%d.mlp.up.w", "model.layers.%d.mlp.up_proj.weight", HF_PERM_NONE, 0, 0, 0},
+    {"h.%d.mlp.down.w", "model.layers.%d.mlp.down_proj.weight", HF_PERM_NONE, 0, 0, 0},
+    {"lnf.w", "model.norm.weight", HF_PERM_NONE, 0, 0, 0},
+    {"lm_head", "lm_head.weight", HF_PERM_NONE, 0, 1, 0},
+};
 
 /* An llm.c .bin (karpathy/llm.c train_gpt2.c): PyTorch's Linear layout,
  * (out, in), with c_attn's rows [q | k | v]; wte holds the padded
@@ -93,6 +114,9 @@ int hf_map_tensor(const Config *cfg, HfNames names, const Param *lp, HfTensor *o
     if (names == HF_NAMES_LLMC)
         out->how = find_entry(LLMC_NAMES, sizeof LLMC_NAMES / sizeof LLMC_NAMES[0], lp->name,
                               out->hf, sizeof out->hf);
+    else if (cfg->model.arch == ARCH_LLAMA)
+        out->how = find_entry(LLAMA_NAMES, sizeof LLAMA_NAMES / sizeof LLAMA_NAMES[0], lp->name,
+                              out->hf, sizeof out->hf);
     else
         out->how = find_entry(GPT2_NAMES, sizeof GPT2_NAMES / sizeof GPT2_NAMES[0], lp->name,
                               out->hf, sizeof out->hf);
@@ -132,9 +156,38 @@ void hf_map_to_hf(const HfTensor *t, const float *in, float *out)
     }
 }
 
+static json_t *llama_config_json(const Config *cfg, const char *torch_dtype)
+{
+    const ModelConfig *m = &cfg->model;
+    return json_pack("{s:[s], s:s, s:i, s:i, s:i, s:i, s:i, s:i, s:i, s:i, s:f, s:f, s:s, "
+                     "s:b, s:b, s:f, s:b, s:f, s:n, s:s}",
+                     "architectures", "LlamaForCausalLM",
+                     "model_type", "llama",
+                     "vocab_size", hf_map_vocab(cfg),
+                     "hidden_size", m->n_embd,
+                     "intermediate_size", arch_ffn_dim(m),
+                     "num_hidden_layers", m->n_layer,
+                     "num_attention_heads", m->n_head,
+                     "num_key_value_heads", arch_kv_heads(m),
+                     "head_dim", m->n_embd / m->n_head,
+                     "max_position_embeddings", m->seq_len,
+                     "rms_norm_eps", m->norm_eps,
+                     "rope_theta", m->rope_theta,
+                     "hidden_act", "silu",
+                     "attention_bias", 0,
+                     "mlp_bias", 0,
+                     "attention_dropout", 0.0,
+                     "tie_word_embeddings", m->tie_embeddings,
+                     "initializer_range", m->init_std,
+                     "rope_scaling",
+                     "torch_dtype", torch_dtype);
+}
+
 json_t *hf_map_config_json(const Config *cfg, const char *torch_dtype)
 {
     const ModelConfig *m = &cfg->model;
+    if (m->arch == ARCH_LLAMA)
+        return llama_config_json(cfg, torch_dtype);
     /* dropout is 0: trident trains without it, and HF's evaluation mode
      * ignores it anyway; LayerNorm eps is kernels/elem.h's TRI_LN_EPS */
     return json_pack("{s:[s], s:s, s:i, s:i, s:i, s:i, s:i, s:i, s:n, s:s, s:f, s:f, s:f, "

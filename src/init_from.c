@@ -20,6 +20,7 @@
 #include <sys/stat.h>
 #include <unistd.h>
 
+#include "arch.h"
 #include "ckpt_files.h"
 #include "ckpt_format.h"
 #include "comm.h"
@@ -111,6 +112,9 @@ static int llmc_check_header(const int32_t *h, const Config *cfg, char *why, siz
 static int llmc_open(StModel *sm, const char *path, const Config *cfg, char *why, size_t n)
 {
     memset(sm, 0, sizeof *sm);
+    if (cfg->model.arch != ARCH_GPT2)
+        return say(why, n, "%s: not a directory: only a HuggingFace directory holds a llama "
+                   "model (an llm.c file holds GPT-2)", path);
     sm->files = calloc(1, sizeof *sm->files);
     if (!sm->files || !(sm->dir = strdup(path)))
         return say(why, n, "%s: out of memory", path);
@@ -167,6 +171,58 @@ static int llmc_open(StModel *sm, const char *path, const Config *cfg, char *why
 
 /* ---- HuggingFace's config.json ---------------------------------------- */
 
+/* An integer config.json key against [model]'s value. */
+static int same_int(json_t *root, const char *path, const char *json, const char *key,
+                    int want, char *why, size_t n)
+{
+    json_t *v = json_object_get(root, json);
+    if (json_is_integer(v) && json_integer_value(v) == want)
+        return 0;
+    return say(why, n, "%s: %s = %lld, [model] %s = %d", path, json,
+               json_is_integer(v) ? (long long)json_integer_value(v) : -1LL, key, want);
+}
+
+/* LlamaForCausalLM's config.json against [model] (arch = llama). */
+static int llama_check_config(json_t *root, const char *path, const Config *cfg, char *why,
+                              size_t n)
+{
+    const ModelConfig *m = &cfg->model;
+    const char *type = json_string_value(json_object_get(root, "model_type"));
+    if (!type || strcmp(type, "llama"))
+        return say(why, n, "%s: model_type is %s, [model] arch is llama", path,
+                   type ? type : "missing");
+    /* HF's default for num_key_value_heads is num_attention_heads */
+    json_t *kv = json_object_get(root, "num_key_value_heads");
+    TRI_TRY(same_int(root, path, "hidden_size", "n_embd", m->n_embd, why, n));
+    TRI_TRY(same_int(root, path, "num_hidden_layers", "n_layer", m->n_layer, why, n));
+    TRI_TRY(same_int(root, path, "num_attention_heads", "n_head", m->n_head, why, n));
+    if (kv && !json_is_null(kv))
+        TRI_TRY(same_int(root, path, "num_key_value_heads", "n_kv_head", arch_kv_heads(m), why,
+                         n));
+    else if (arch_kv_heads(m) != m->n_head)
+        return say(why, n, "%s: no num_key_value_heads (so %d), [model] n_kv_head = %d", path,
+                   m->n_head, arch_kv_heads(m));
+    TRI_TRY(same_int(root, path, "intermediate_size", "ffn_dim", arch_ffn_dim(m), why, n));
+    TRI_TRY(same_int(root, path, "vocab_size", "vocab_used (or vocab_size)", hf_map_vocab(cfg),
+                     why, n));
+    json_t *pos = json_object_get(root, "max_position_embeddings");
+    if (!json_is_integer(pos) || json_integer_value(pos) < m->seq_len)
+        return say(why, n, "%s: max_position_embeddings = %lld, shorter than [model] seq_len = "
+                   "%d", path, json_is_integer(pos) ? (long long)json_integer_value(pos) : -1LL,
+                   m->seq_len);
+    json_t *eps = json_object_get(root, "rms_norm_eps"), *theta = json_object_get(root, "rope_theta");
+    if (!json_is_number(eps) || json_number_value(eps) != m->norm_eps)
+        return say(why, n, "%s: rms_norm_eps = %g, [model] norm_eps = %g", path,
+                   json_number_value(eps), m->norm_eps);
+    if (!json_is_number(theta) || json_number_value(theta) != m->rope_theta)
+        return say(why, n, "%s: rope_theta = %g, [model] rope_theta = %g", path,
+                   json_number_value(theta), m->rope_theta);
+    const char *act = json_string_value(json_object_get(root, "hidden_act"));
+    if (act && strcmp(act, "silu"))
+        return say(why, n, "%s: hidden_act is %s, trident's SwiGLU uses silu", path, act);
+    return 0;
+}
+
 static int hf_check_config(const char *dir, const Config *cfg, char *why, size_t n)
 {
     char path[CONFIG_PATH_MAX + 16];
@@ -175,6 +231,11 @@ static int hf_check_config(const char *dir, const Config *cfg, char *why, size_t
     json_t *root = json_load_file(path, JSON_REJECT_DUPLICATES, &err);
     if (!root)
         return say(why, n, "%s: %s", path, err.text);
+    if (cfg->model.arch == ARCH_LLAMA) {
+        int rc = llama_check_config(root, path, cfg, why, n);
+        json_decref(root);
+        return rc;
+    }
     const ModelConfig *m = &cfg->model;
     const char *type = json_string_value(json_object_get(root, "model_type"));
     int rc = 0;

@@ -162,6 +162,76 @@ def gpt2_state_dict_shapes(cfg):
     return s
 
 
+# ---- LlamaForCausalLM's state dict, from modeling_llama.py -------------
+
+def llama_state_dict_shapes(cfg):
+    C, L, V = cfg["hidden_size"], cfg["num_hidden_layers"], cfg["vocab_size"]
+    NH, F = cfg["num_attention_heads"], cfg["intermediate_size"]
+    KV = cfg.get("num_key_value_heads") or NH
+    hd = cfg.get("head_dim") or C // NH
+    s = {"model.embed_tokens.weight": [V, C], "model.norm.weight": [C]}
+    for i in range(L):
+        h = "model.layers.%d." % i
+        s.update({h + "input_layernorm.weight": [C],
+                  h + "self_attn.q_proj.weight": [NH * hd, C],
+                  h + "self_attn.k_proj.weight": [KV * hd, C],
+                  h + "self_attn.v_proj.weight": [KV * hd, C],
+                  h + "self_attn.o_proj.weight": [C, NH * hd],
+                  h + "post_attention_layernorm.weight": [C],
+                  h + "mlp.gate_proj.weight": [F, C], h + "mlp.up_proj.weight": [F, C],
+                  h + "mlp.down_proj.weight": [C, F]})
+    if not cfg.get("tie_word_embeddings", False):
+        s["lm_head.weight"] = [V, C]
+    return s
+
+
+# trident's llama tensors (checkpoint-format.md) and their HF names: the
+# q and k rows are stored in HF's rotary layout, so values map one to one
+LLAMA_OF = {"ln1.w": "input_layernorm.weight", "attn.q.w": "self_attn.q_proj.weight",
+            "attn.k.w": "self_attn.k_proj.weight", "attn.v.w": "self_attn.v_proj.weight",
+            "attn.o.w": "self_attn.o_proj.weight", "ln2.w": "post_attention_layernorm.weight",
+            "mlp.gate.w": "mlp.gate_proj.weight", "mlp.up.w": "mlp.up_proj.weight",
+            "mlp.down.w": "mlp.down_proj.weight"}
+
+
+def llama_hf_name(name):
+    fixed = {"wte": "model.embed_tokens.weight", "lnf.w": "model.norm.weight",
+             "lm_head": "lm_head.weight"}
+    if name in fixed:
+        return fixed[name]
+    _, layer, rest = name.split(".", 2)
+    return "model.layers.%s.%s" % (layer, LLAMA_OF[rest])
+
+
+def check_llama(d, ckpt, cfg, tensors):
+    want = llama_state_dict_shapes(cfg)
+    if set(tensors) != set(want):
+        fail("names: missing %s, unexpected %s" % (sorted(set(want) - set(tensors)),
+                                                   sorted(set(tensors) - set(want))))
+    for name, shape in want.items():
+        if tensors[name][1] != shape:
+            fail("%s: shape %s, LlamaForCausalLM wants %s" % (name, tensors[name][1], shape))
+    want_dtype = {"float32": "F32", "bfloat16": "BF16"}[cfg["torch_dtype"]]
+    if {t[0] for t in tensors.values()} != {want_dtype}:
+        fail("dtypes differ from config.json's %s" % cfg["torch_dtype"])
+    ok("%d tensors: LlamaForCausalLM's names and shapes, all %s" % (len(want), want_dtype))
+    names = ["wte", "lnf.w"] + (["lm_head"] if "lm_head.weight" in want else [])
+    names += ["h.%d.%s" % (l, s) for l in range(cfg["num_hidden_layers"]) for s in LLAMA_OF]
+    V, C = cfg["vocab_size"], cfg["hidden_size"]
+    with tempfile.TemporaryDirectory() as tmp:
+        for name in names:
+            expect = h5_tensor(ckpt, name, tmp)
+            if name in ("wte", "lm_head"):
+                expect = expect[:V * C]
+            if want_dtype == "BF16":
+                expect = [to_bf16(v) for v in expect]
+            got = floats(*tensors[llama_hf_name(name)][0::2])
+            if [struct.pack("<f", v) for v in got] != [struct.pack("<f", v) for v in expect]:
+                fail("%s -> %s: values differ from the checkpoint's" % (name, llama_hf_name(name)))
+    ok("every value is the checkpoint's, bitwise%s" % (
+        "" if want_dtype == "F32" else " after rounding to bf16"))
+
+
 # ---- the checkpoint, from doc/checkpoint-format.md ---------------------
 
 def h5_tensor(ckpt, name, tmp):
@@ -393,6 +463,9 @@ def main():
     d, ckpt = sys.argv[1], sys.argv[2]
     with open(os.path.join(d, "config.json")) as f:
         cfg = json.load(f)
+    if cfg.get("model_type") == "llama" and cfg.get("architectures") == ["LlamaForCausalLM"]:
+        check_llama(d, ckpt, cfg, read_model_dir(d))
+        return
     for key, want in (("model_type", "gpt2"), ("architectures", ["GPT2LMHeadModel"])):
         if cfg.get(key) != want:
             fail("config.json: %s is %r" % (key, cfg.get(key)))

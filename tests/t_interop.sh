@@ -7,14 +7,15 @@
 # refusal to write into a non-empty directory; and [checkpoint] init_from:
 # export then init_from gives bitwise the checkpoint's fp32 weights on 1
 # rank and on dp = pp = tp = 2 (8 ranks), from bf16 and F16 files and an
-# llm.c file too, and a directory with checkpoints resumes them instead. The run that starts
+# llm.c file too, and for a llama with grouped-query attention; and a
+# directory with checkpoints resumes them instead. The run that starts
 # from the model takes one step at lr = 0, so its checkpoint holds the
 # weights it started from, unchanged (AdamW's update is lr times
 # something, and its decay 1 - lr x wd).
 . "${TRI_SRCDIR:-.}/tests/lib.sh"
 DIFF="${TRI_BUILDDIR:-.}/tests/ckpt_diff"
 CHECK="${TRI_SRCDIR:-.}/tests/hf_check.py"
-plan 17
+plan 19
 if ! command -v python3 >/dev/null 2>&1 || ! command -v h5dump >/dev/null 2>&1; then
     echo "# python3 and h5dump (hdf5-tools) are needed" >&2
     exit 1
@@ -114,7 +115,24 @@ run 1 train --config "$cfg" $tied $zero_lr --set checkpoint.init_from="$WORK/eb"
 "$DIFF" "$WORK/rlb/step_00000001.h5" "$WORK/rhb/step_00000001.h5" 0 > "$WORK/diff" 2>&1
 ok $? "a padded vocabulary (264 rows, 256 used) from llm.c and from HuggingFace: the same weights: $(cat "$WORK/diff")"
 
-# 5. precedence: a directory with checkpoints resumes them
+# 5. llama: grouped-query attention (n_kv_head = 1 < tp = 2), untied head
+llama="--set model.arch=llama --set model.n_kv_head=1 --set model.tie_embeddings=false --set model.rope_theta=500000"
+# shellcheck disable=SC2086
+run 1 train --config "$cfg" $llama --set checkpoint.dir="$WORK/l"
+Lk="$WORK/l/step_00000004.h5"
+run 1 export "$Lk" --format hf "$WORK/el"
+python3 "$CHECK" "$WORK/el" "$Lk" > "$WORK/check" 2>&1
+st=$?
+sed 's/^/# /' "$WORK/check"
+[ $st = 0 ] && grep -q '"num_key_value_heads": 1' "$WORK/el/config.json"
+ok $? "llama export: LlamaForCausalLM's names and shapes (k and v with one head), every value bitwise"
+# shellcheck disable=SC2086
+run 8 train --config "$cfg" $llama $zero_lr --set checkpoint.init_from="$WORK/el" \
+    --set checkpoint.dir="$WORK/rl8" --set parallel.dp=2 --set parallel.pp=2 --set parallel.tp=2
+"$DIFF" "$Lk" "$WORK/rl8/step_00000001.h5" 0 > "$WORK/diff" 2>&1
+ok $? "llama: export then init_from on dp = pp = tp = 2 (key/value heads replicated over tp) gives bitwise the checkpoint's weights: $(cat "$WORK/diff")"
+
+# 6. precedence: a directory with checkpoints resumes them
 # shellcheck disable=SC2086
 run 1 train --config "$cfg" $untied --set train.steps=6 --set checkpoint.init_from="$WORK/ea" \
     --set checkpoint.dir="$WORK/a"

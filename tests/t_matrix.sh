@@ -15,7 +15,7 @@
 np=${1:-2}
 TAMPER="${TRI_BUILDDIR:-.}/tests/ckpt_tamper"
 limit=${TRI_MATRIX_LIMIT:-60}      # seconds any one case may take
-plan 193
+plan 195
 # shellcheck disable=SC3045
 ulimit -c 0 2>/dev/null            # a crash is detected below, not left as a core file
 t_start=$(date +%s)
@@ -1028,6 +1028,7 @@ train M137 1 "\[model\] ffn_dim = 129: 129 is not divisible by tp (2)" \
 # shellcheck disable=SC2086
 train M138 1 "\[model\] rope_theta = 0.5: must be > 1" \
     "llama: rope_theta out of range" $L --set model.rope_theta=0.5
+
 # ---- HuggingFace and llm.c models: init_from and export (issue 15) ----
 le64() { le32 "$1"; le32 0; }
 # st FILE JSON [BYTES]: a safetensors file: header JSON, then BYTES zeros
@@ -1104,6 +1105,15 @@ tcase M157 1 "flip.h5: dataset /model/h.1.mlp.fc.w does not match its checksum" 
     "export: a checkpoint with a flipped bit" export "$WORK/flip.h5" --format hf "$WORK/e157"
 [ ! -e "$WORK/e157/model.safetensors" ] && [ -z "$(find "$WORK/e157" -name '.*tmp*')" ]
 ok $? "M157 ... and leaves neither model.safetensors nor a temporary file"
+rm -rf "$WORK/h158" && mkdir -p "$WORK/h158"
+printf '{"model_type": "llama", "hidden_size": 32, "num_hidden_layers": 2, "num_attention_heads": 2, "num_key_value_heads": 2, "intermediate_size": 128, "vocab_size": 256, "max_position_embeddings": 32, "rms_norm_eps": 1e-5, "rope_theta": 10000.0}\n' > "$WORK/h158/config.json"
+train M158 1 "h158/config.json: num_key_value_heads = 2, \[model\] n_kv_head = 1" \
+    "init_from: a llama config.json whose key/value heads disagree with [model]" \
+    --set model.arch=llama --set model.n_kv_head=1 --set checkpoint.init_from="$WORK/h158"
+train M159 1 "only a HuggingFace directory holds a llama model" \
+    "init_from: an llm.c file for a llama" \
+    --set model.arch=llama --set checkpoint.init_from="$WORK/m151.bin"
+
 # ---- indexed datasets and blends ----
 # Datasets written by tests/mkidx (from the format, not by trident), then
 # damaged a byte or a length at a time.
