@@ -18,7 +18,9 @@ void cli_usage(FILE *out)
           "       trident plan    --config FILE --world N [--mem GIB] [--hw h100|h200|a100|cpu]\n"
           "                       [--set section.key=value ...]\n"
           "       trident inspect CKPT.h5\n"
-          "       trident sample  --ckpt CKPT.h5 [--prompt TEXT] [--tokens N]\n"
+          "       trident sample  --ckpt CKPT.h5 [--prompt TEXT] [--tokens N] [--tokenizer FILE]\n"
+          "       trident tokenize --tokenizer FILE --input FILE... --output PREFIX\n"
+          "                       [--jsonl-key KEY] [--delimiter STR] [--eod NAME] [--skip-bad] [--force]\n"
           "       trident --version | --help\n"
           "\n"
           "Run under MPI: mpirun -np N trident train --config jobs/configs/tiny.ini\n"
@@ -58,7 +60,7 @@ static int parse_command(CliArgs *a, const char *word, FILE *err)
 {
     static const struct { const char *name; CliCommand cmd; } commands[] = {
         {"train", CLI_TRAIN}, {"plan", CLI_PLAN}, {"inspect", CLI_INSPECT},
-        {"sample", CLI_SAMPLE}, {"--help", CLI_HELP}, {"-h", CLI_HELP},
+        {"sample", CLI_SAMPLE}, {"tokenize", CLI_TOKENIZE}, {"--help", CLI_HELP}, {"-h", CLI_HELP},
         {"help", CLI_HELP}, {"--version", CLI_VERSION}, {"version", CLI_VERSION},
     };
     for (size_t i = 0; i < sizeof commands / sizeof commands[0]; i++) {
@@ -67,7 +69,7 @@ static int parse_command(CliArgs *a, const char *word, FILE *err)
             return 0;
         }
     }
-    return usage_error(err, "unknown command '%s' (train, plan, inspect or sample)", word);
+    return usage_error(err, "unknown command '%s' (train, plan, inspect, sample or tokenize)", word);
 }
 
 /* Options valid for each command. */
@@ -77,7 +79,7 @@ static int allowed(CliCommand cmd, int opt)
     case 'c': return cmd == CLI_TRAIN || cmd == CLI_PLAN;
     case 's': return cmd == CLI_TRAIN || cmd == CLI_PLAN;
     case 'w': case 'm': case 'H': return cmd == CLI_PLAN;
-    case 'k': case 'p': case 't': return cmd == CLI_SAMPLE;
+    case 'k': case 'p': case 't': case 'T': return cmd == CLI_SAMPLE;
     }
     return 1;
 }
@@ -90,6 +92,7 @@ static int parse_options(CliArgs *a, int argc, char **argv, FILE *err)
         {"hw", required_argument, NULL, 'H'},
         {"ckpt", required_argument, NULL, 'k'},
         {"prompt", required_argument, NULL, 'p'}, {"tokens", required_argument, NULL, 't'},
+        {"tokenizer", required_argument, NULL, 'T'},
         {"help", no_argument, NULL, 'h'},         {NULL, 0, NULL, 0},
     };
     optind = 1;
@@ -129,6 +132,7 @@ static int parse_options(CliArgs *a, int argc, char **argv, FILE *err)
         case 'H': a->hw = optarg; break;
         case 'k': a->ckpt = optarg; break;
         case 'p': a->prompt = optarg; break;
+        case 'T': a->tokenizer = optarg; break;
         case 't':
             if (parse_positive(optarg, &a->tokens))
                 return usage_error(err, "--tokens %s: expected a positive integer", optarg);
@@ -167,6 +171,11 @@ int cli_parse(CliArgs *a, int argc, char **argv, FILE *err)
     TRI_TRY(parse_command(a, argv[1], err));
     if (a->command == CLI_HELP || a->command == CLI_VERSION)
         return 0;
+    if (a->command == CLI_TOKENIZE) { /* tokenize.c parses its own options */
+        a->rest_argc = argc - 1;
+        a->rest_argv = argv + 1;
+        return 0;
+    }
     /* getopt sees the command's own arguments */
     TRI_TRY(parse_options(a, argc - 1, argv + 1, err));
     return check_required(a, err);

@@ -5,7 +5,8 @@
  *   trident train   [--config FILE] [--set section.key=value ...]
  *   trident plan    --config FILE --world N [--mem GIB] [--hw NAME] [--set ...]
  *   trident inspect CKPT.h5
- *   trident sample  --ckpt CKPT.h5 [--prompt TEXT] [--tokens N]
+ *   trident sample  --ckpt CKPT.h5 [--prompt TEXT] [--tokens N] [--tokenizer FILE]
+ *   trident tokenize --tokenizer FILE --input FILE... --output PREFIX [...]
  *   trident --version | --help
  */
 #ifndef TRI_SRC_CLI_H
@@ -15,7 +16,7 @@
 
 #define CLI_MAX_SETS 256
 
-typedef enum { CLI_TRAIN, CLI_PLAN, CLI_INSPECT, CLI_SAMPLE, CLI_HELP, CLI_VERSION } CliCommand;
+typedef enum { CLI_TRAIN, CLI_PLAN, CLI_INSPECT, CLI_SAMPLE, CLI_TOKENIZE, CLI_HELP, CLI_VERSION } CliCommand;
 
 typedef struct {
     CliCommand command;
@@ -28,6 +29,9 @@ typedef struct {
     const char *ckpt;                /* inspect, sample */
     const char *prompt;              /* sample */
     int tokens;                      /* sample */
+    const char *tokenizer;           /* sample: decode with this file */
+    int rest_argc;                   /* tokenize: its words, from "tokenize" */
+    char **rest_argv;                /* on (tokenize.h parses them) */
 } CliArgs;
 
 /* Parses argv. Returns 0, or TRI_EXIT_USAGE after writing the problem and
