@@ -118,6 +118,7 @@ static const KeyDef KEYS[] = {
     PATH_KEY("data", "val", data.val, "", 0),
     REAL_KEY("data", "val_fraction", data.val_fraction, "0.1", 0, 1, OPEN_MIN | OPEN_MAX),
     ENUM_KEY("data", "format", data.format, "text", FORMAT_WORDS),
+    PATH_KEY("data", "tokenizer", data.tokenizer, "", 0),
 
     PATH_KEY("checkpoint", "dir", checkpoint.dir, "", 0),
     INT_KEY("checkpoint", "every", checkpoint.every, "0", 0, INT_MAX),

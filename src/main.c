@@ -69,7 +69,7 @@ static int run(const CliArgs *a, int rank)
         return fail_agree(MPI_COMM_WORLD, rc) ? TRI_EXIT_ERROR : TRI_EXIT_OK;
     }
     case CLI_SAMPLE:
-        return sample_main(a->ckpt, a->prompt, a->tokens, MPI_COMM_WORLD);
+        return sample_main(a->ckpt, a->prompt, a->tokens, a->tokenizer, MPI_COMM_WORLD);
     case CLI_TOKENIZE:
         return tokenize_main(a->rest_argc, a->rest_argv, MPI_COMM_WORLD);
     case CLI_PLAN: {

@@ -566,3 +566,18 @@ int tokenizer_load(const char *path, Bpe **out, char *eod, size_t cap, char *err
     free(merges);
     return rc;
 }
+
+int tokenizer_check_vocab(const char *path, int vocab_size, char *msg, size_t cap)
+{
+    char eod[256], err[1024];
+    Bpe *b;
+    if (tokenizer_load(path, &b, eod, sizeof eod, err, sizeof err))
+        return say(msg, cap, "trident: [data] tokenizer = %s: %s\n", path, err);
+    int32_t n = bpe_vocab_size(b);
+    bpe_free(b);
+    if (n > vocab_size)
+        return say(msg, cap, "trident: [data] tokenizer = %s: its vocabulary of %d tokens exceeds [model] vocab_size = %d "
+                   "(set vocab_size to at least %d; padded to a multiple of 128, %d)\n",
+                   path, n, vocab_size, n, (n + 127) / 128 * 128);
+    return 0;
+}

