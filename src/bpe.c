@@ -23,7 +23,9 @@ enum {
     CACHE_SLOTS = 1 << 16,
     CACHE_BYTES = 24, /* pieces longer than this are not cached */
     CACHE_IDS = 12,
-    STREAM_CHUNK = 1 << 16 /* text matched at a time while streaming */
+    STREAM_CHUNK = 1 << 16, /* text matched at a time while streaming */
+    MAX_ID = 1 << 24,       /* ids beyond this are a damaged file, not a vocabulary */
+    MATCH_LIMIT = 10000000  /* PCRE2's backtracking steps per piece */
 };
 
 typedef struct {
@@ -60,6 +62,8 @@ struct Bpe {
     int ignore_merges;
     pcre2_code *re;
     pcre2_match_data *md;
+    pcre2_match_context *mctx;
+    int pattern_failed; /* a piece needed more than MATCH_LIMIT steps */
     CacheSlot *cache;
     /* the document being streamed: clean UTF-8 text not yet cut */
     char *text;
@@ -128,6 +132,8 @@ void bpe_free(Bpe *b)
     free(b->prio);
     if (b->md)
         pcre2_match_data_free(b->md);
+    if (b->mctx)
+        pcre2_match_context_free(b->mctx);
     if (b->re)
         pcre2_code_free(b->re);
     free(b);
@@ -197,7 +203,7 @@ static void blob_append(Bpe *b, const void *bytes, size_t len, int32_t id)
 
 int bpe_add_token(Bpe *b, const void *bytes, size_t len, int32_t id)
 {
-    if (id < 0 || len == 0 || len > INT32_MAX)
+    if (id < 0 || id >= MAX_ID || len == 0 || len > INT32_MAX)
         return 1;
     ensure_id(b, id);
     if (b->len[id] >= 0)
@@ -271,7 +277,7 @@ void bpe_merges_from_ranks(Bpe *b)
 
 int bpe_add_special(Bpe *b, const char *name, int32_t id)
 {
-    if (id < 0)
+    if (id < 0 || id >= MAX_ID || !name[0])
         return 1;
     ensure_id(b, id);
     size_t n = strlen(name);
@@ -361,6 +367,11 @@ int bpe_set_pattern(Bpe *b, const char *pattern, char *err, size_t errlen)
         pcre2_match_data_free(b->md);
     b->re = re;
     b->md = pcre2_match_data_create_from_pattern(re, NULL);
+    /* a tokenizer file may carry a pattern that backtracks for ever */
+    if (!b->mctx) {
+        b->mctx = pcre2_match_context_create(NULL);
+        pcre2_set_match_limit(b->mctx, MATCH_LIMIT);
+    }
     return 0;
 }
 
@@ -550,10 +561,16 @@ static void cut_pieces(Bpe *b, int last, BpeEmit emit, void *ctx)
 {
     size_t pos = 0;
     uint32_t opts = PCRE2_NO_UTF_CHECK | (last ? 0 : PCRE2_PARTIAL_HARD);
-    while (pos < b->text_len) {
-        int rc = pcre2_match(b->re, (PCRE2_SPTR)b->text, b->text_len, pos, opts, b->md, NULL);
+    while (pos < b->text_len && !b->pattern_failed) {
+        int rc = pcre2_match(b->re, (PCRE2_SPTR)b->text, b->text_len, pos, opts, b->md, b->mctx);
         if (rc == PCRE2_ERROR_PARTIAL)
             break;
+        if (rc == PCRE2_ERROR_MATCHLIMIT || rc == PCRE2_ERROR_DEPTHLIMIT || rc == PCRE2_ERROR_HEAPLIMIT ||
+            rc == PCRE2_ERROR_JIT_STACKLIMIT) {
+            b->pattern_failed = 1;
+            pos = b->text_len;
+            break;
+        }
         PCRE2_SIZE *ov = pcre2_get_ovector_pointer(b->md);
         size_t start = rc > 0 ? ov[0] : b->text_len, end = rc > 0 ? ov[1] : b->text_len;
         if (rc < 0 && !last)
@@ -586,6 +603,7 @@ void bpe_doc_begin(Bpe *b)
 {
     b->text_len = 0;
     b->utf8_need = 0;
+    b->pattern_failed = 0;
 }
 
 void bpe_doc_feed(Bpe *b, const void *bytes, size_t len, BpeEmit emit, void *ctx)
@@ -601,11 +619,12 @@ void bpe_doc_feed(Bpe *b, const void *bytes, size_t len, BpeEmit emit, void *ctx
     }
 }
 
-void bpe_doc_end(Bpe *b, BpeEmit emit, void *ctx)
+int bpe_doc_end(Bpe *b, BpeEmit emit, void *ctx)
 {
     if (b->utf8_need) {
         b->utf8_need = 0;
         text_put_replacement(b);
     }
     cut_pieces(b, 1, emit, ctx);
+    return b->pattern_failed;
 }

@@ -29,8 +29,8 @@ typedef void (*BpeEmit)(void *ctx, const int32_t *ids, size_t n);
 
 Bpe *bpe_new(void);
 void bpe_free(Bpe *b);
-/* Token id has these bytes. Returns 1 when id is negative or already
- * taken, 0 otherwise. */
+/* Token id has these bytes. Returns 1 when id is negative, 2^24 or more,
+ * or already taken, 0 otherwise. */
 int bpe_add_token(Bpe *b, const void *bytes, size_t len, int32_t id);
 /* The id of these bytes, or -1. */
 int32_t bpe_find(const Bpe *b, const void *bytes, size_t len);
@@ -68,6 +68,9 @@ const char *bpe_token_bytes(const Bpe *b, int32_t id, size_t *len);
  * (a run of spaces, a word), not by the document. */
 void bpe_doc_begin(Bpe *b);
 void bpe_doc_feed(Bpe *b, const void *bytes, size_t len, BpeEmit emit, void *ctx);
-void bpe_doc_end(Bpe *b, BpeEmit emit, void *ctx);
+/* Returns 0, or 1 when the pattern needed more backtracking than PCRE2's
+ * match limit on some piece (a pathological pattern in the tokenizer
+ * file): the ids emitted for this document are then incomplete. */
+int bpe_doc_end(Bpe *b, BpeEmit emit, void *ctx);
 
 #endif

@@ -135,7 +135,8 @@ static void encode_prompt(Bpe *bpe, int32_t eod, const char *text, int32_t **out
     if (text && *text) {
         bpe_doc_begin(bpe);
         bpe_doc_feed(bpe, text, strlen(text), collect, &c);
-        bpe_doc_end(bpe, collect, &c);
+        if (bpe_doc_end(bpe, collect, &c))
+            fprintf(stderr, "trident: sample: the tokenizer's pattern backtracks too much on the prompt; it is cut short\n");
     } else {
         collect(&c, &eod, 1);
     }

@@ -306,7 +306,11 @@ static void emit(void *ctx, const int32_t *ids, size_t n)
 
 static void doc_end(Job *j)
 {
-    bpe_doc_end(j->bpe, emit, j);
+    if (bpe_doc_end(j->bpe, emit, j)) {
+        snprintf(j->msg, sizeof j->msg, "trident: tokenize --tokenizer %s: its pre-tokenising pattern backtracks "
+                 "beyond PCRE2's match limit on this input: the pattern is pathological\n", j->args->tokenizer);
+        fail_input_abort(j->msg);
+    }
     emit(j, &j->eod, 1);
     if (j->doc_tokens > INT32_MAX) {
         snprintf(j->msg, sizeof j->msg, "a document of more than 2^31 - 1 tokens, which the .idx format cannot index");

@@ -451,7 +451,8 @@ static int load_tiktoken(Bpe *b, const char *name, const char *data, size_t n, c
             rank < 0 || rank >= INT32_MAX - 1)
             return say(err, errlen, "tokenizer file %s: line %ld is not a base64 token and a rank", name, line);
         if (bpe_add_token(b, bytes, (size_t)len, (int32_t)rank))
-            return say(err, errlen, "tokenizer file %s: line %ld repeats rank %lld or its token", name, line, rank);
+            return say(err, errlen, "tokenizer file %s: line %ld: rank %lld is above 16777215 or repeats a rank or its token",
+                       name, line, rank);
         count++;
         p = stop + 1;
     }
