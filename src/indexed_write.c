@@ -71,7 +71,9 @@ static int copy_file(FILE *from, int fd, off_t at, int64_t bytes, char *buf)
 static int write_pointers(const IndexedPart *part, int fd, off_t ptr_at, off_t doc_at, int64_t first_doc,
                           int64_t first_token, int size, char *buf)
 {
-    enum { BATCH = COPY_BUF / 16 };
+    /* 4 + 8 + 8 bytes an entry: 32 leaves buf's three arrays room and
+     * 8-byte alignment */
+    enum { BATCH = COPY_BUF / 32 };
     int32_t *lens = (int32_t *)buf;
     int64_t *ptrs = (int64_t *)(buf + BATCH * 4), *docs = ptrs + BATCH;
     int64_t token = first_token, done = 0;

@@ -39,12 +39,13 @@ READ="${TRI_SRCDIR:-.}/tests/indexed_read.py"
 C="$WORK/corpus"
 mkdir -p "$C"
 $PY "${TRI_SRCDIR:-.}/tests/tokenize_corpus.py" "$C" 3
-# runs of newlines, so that the ranks' byte ranges start inside "\n\n\n..."
+# runs of newlines, so that the ranks' byte ranges start inside "\n\n\n...";
+# and many documents, more than indexed_write.c handles in one batch
 $PY -c "
 import random
 r = random.Random(7)
 with open('$C/runs.txt', 'w') as f:
-    for i in range(3000):
+    for i in range(40000):
         f.write('doc %d' % i + '\n' * r.randint(1, 6) + 'x' * r.randint(0, 3) + '\n' * r.randint(0, 5))
 "
 head -c 1500000 "$C/docs.jsonl" | sed '$d' > "$C/small.jsonl"
