@@ -20,7 +20,7 @@ void cli_usage(FILE *out)
           "       trident inspect CKPT.h5\n"
           "       trident sample  --ckpt CKPT.h5 [--prompt TEXT] [--tokens N] [--tokenizer FILE]\n"
           "       trident tokenize --tokenizer FILE --input FILE... --output PREFIX\n"
-          "                       [--jsonl-key KEY] [--delimiter STR] [--eod NAME] [--skip-bad] [--force]\n"
+          "                       [--jsonl-key KEY] [--delimiter STR] [--eod NAME] [--skip-bad] [--force] [--progress S]\n"
           "       trident --version | --help\n"
           "\n"
           "Run under MPI: mpirun -np N trident train --config jobs/configs/tiny.ini\n"

@@ -42,7 +42,6 @@
 #include "tokenizer_load.h"
 
 enum { READ_BUF = 1 << 20, MAX_INPUTS = 65536, MAX_DELIM = 256, BAD_LINES_NAMED = 10 };
-static const double PROGRESS_SECONDS = 5.0;
 
 typedef struct {
     const char *tokenizer, *output, *key, *eod;
@@ -50,6 +49,7 @@ typedef struct {
     size_t delim_len;
     const char **inputs;
     int n_inputs, skip_bad, force, jsonl_forced;
+    double progress; /* seconds between progress lines */
 } Args;
 
 typedef struct {
@@ -139,10 +139,11 @@ static int parse_args(Args *a, int argc, char **argv, int speak)
         {"output", required_argument, NULL, 'o'},    {"jsonl-key", required_argument, NULL, 'k'},
         {"delimiter", required_argument, NULL, 'd'}, {"eod", required_argument, NULL, 'e'},
         {"skip-bad", no_argument, NULL, 'S'},        {"force", no_argument, NULL, 'f'},
-        {NULL, 0, NULL, 0},
+        {"progress", required_argument, NULL, 'P'},  {NULL, 0, NULL, 0},
     };
     memset(a, 0, sizeof *a);
     a->key = "text";
+    a->progress = 5.0;
     a->inputs = calloc((size_t)argc + 1, sizeof *a->inputs);
     optind = 1;
     opterr = 0;
@@ -165,6 +166,13 @@ static int parse_args(Args *a, int argc, char **argv, int speak)
         case 'e': a->eod = optarg; break;
         case 'S': a->skip_bad = 1; break;
         case 'f': a->force = 1; break;
+        case 'P': {
+            char *end;
+            a->progress = strtod(optarg, &end);
+            if (*end || end == optarg || !(a->progress > 0) || a->progress > 1e9)
+                return usage(speak, "--progress %s: expected seconds between progress lines (> 0)", optarg);
+            break;
+        }
         case ':': return usage(speak, "option '%s' needs a value", argv[optind - 1]);
         default: return usage(speak, "unknown option '%s' for tokenize", argv[optind - 1]);
         }
@@ -341,7 +349,7 @@ static FILE *temp_file(void)
 static void progress(Job *j, int final)
 {
     double now = timer_now();
-    if (j->rank != 0 || (!final && now - j->last_report < PROGRESS_SECONDS))
+    if (j->rank != 0 || (!final && now - j->last_report < j->args->progress))
         return;
     j->last_report = now;
     double secs = now - j->started > 1e-9 ? now - j->started : 1e-9;

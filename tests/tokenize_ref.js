@@ -10,7 +10,8 @@
 // with replacement characters, as trident does) or, ending in .jsonl, JSON
 // Lines with a "text" key. OUT gets every document's ids and the
 // end-of-document id, as little-endian int32, and OUT.len each document's
-// count, for tests/indexed_read.py to compare with trident's dataset.
+// count, for tests/indexed_read.py to compare with trident's dataset. A
+// fifth argument "whole" makes the text file one document.
 //
 //   node tokenize_ref.js MODULES tiktoken-file cl100k|o200k OUT
 //
@@ -20,7 +21,7 @@
 const fs = require('fs');
 const path = require('path');
 
-const [modules, kind, input, out] = process.argv.slice(2);
+const [modules, kind, input, out, whole] = process.argv.slice(2);
 const need = (name) => require(path.join(modules, 'node_modules', name));
 
 if (kind === 'tiktoken-file') {
@@ -64,6 +65,8 @@ function documents() {
         return docs;
     }
     const decoder = new TextDecoder('utf-8');
+    if (whole === 'whole') // the file is one document
+        return [decoder.decode(bytes)];
     let at = 0;
     for (;;) {
         const next = bytes.indexOf('\n\n', at);
