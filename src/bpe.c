@@ -44,6 +44,12 @@ typedef struct {
     int32_t id;
 } Special;
 
+/* A candidate merge of the part starting at left with its right neighbour,
+ * valid while both parts keep the versions they had when it was pushed. */
+struct HeapEntry {
+    int32_t priority, left, right, left_version, right_version;
+};
+
 struct Bpe {
     /* tokens by id: bytes in blob at off[id], len[id]; len -1 = unused */
     int64_t *off;
@@ -74,6 +80,10 @@ struct Bpe {
     /* one piece's parts while merging */
     int32_t *parts, *prio;
     size_t parts_cap;
+    /* long pieces: a heap of candidate merges over a linked list */
+    struct HeapEntry *heap;
+    int32_t *next, *prev, *version;
+    size_t heap_cap, list_cap;
 };
 
 static void *xrealloc(void *p, size_t n)
@@ -130,6 +140,10 @@ void bpe_free(Bpe *b)
     free(b->text);
     free(b->parts);
     free(b->prio);
+    free(b->heap);
+    free(b->next);
+    free(b->prev);
+    free(b->version);
     if (b->md)
         pcre2_match_data_free(b->md);
     if (b->mctx)
@@ -466,6 +480,107 @@ static size_t merge_piece(Bpe *b, const unsigned char *s, size_t n)
     return n;
 }
 
+/* ---- merging a long piece ----
+ *
+ * The scan above costs O(n^2) for a piece of n bytes, which a corpus
+ * makes long now and then (a run of spaces, a line of "====", a base64
+ * blob read as one word). Past LONG_PIECE bytes the same merges are made
+ * from a heap ordered by (priority, position): the lowest priority first
+ * and, among equals, the leftmost, which is the scan's choice, so the ids
+ * are the same in O(n log n). */
+enum { LONG_PIECE = 256 };
+
+static int heap_less(const struct HeapEntry *a, const struct HeapEntry *b)
+{
+    return a->priority < b->priority || (a->priority == b->priority && a->left < b->left);
+}
+
+static void heap_push(Bpe *b, size_t *len, struct HeapEntry e)
+{
+    if (*len == b->heap_cap) {
+        b->heap_cap = b->heap_cap ? 2 * b->heap_cap : 1024;
+        b->heap = xrealloc(b->heap, b->heap_cap * sizeof *b->heap);
+    }
+    size_t i = (*len)++;
+    while (i > 0 && heap_less(&e, &b->heap[(i - 1) / 2])) {
+        b->heap[i] = b->heap[(i - 1) / 2];
+        i = (i - 1) / 2;
+    }
+    b->heap[i] = e;
+}
+
+static struct HeapEntry heap_pop(Bpe *b, size_t *len)
+{
+    struct HeapEntry top = b->heap[0], last = b->heap[--(*len)];
+    size_t i = 0;
+    for (;;) {
+        size_t c = 2 * i + 1;
+        if (c >= *len)
+            break;
+        if (c + 1 < *len && heap_less(&b->heap[c + 1], &b->heap[c]))
+            c++;
+        if (!heap_less(&b->heap[c], &last))
+            break;
+        b->heap[i] = b->heap[c];
+        i = c;
+    }
+    if (*len)
+        b->heap[i] = last;
+    return top;
+}
+
+/* Pushes the merge of part left with its right neighbour, if there is one. */
+static void push_pair(Bpe *b, size_t *len, int32_t left)
+{
+    if (left < 0 || b->next[left] < 0)
+        return;
+    int32_t right = b->next[left], result;
+    int32_t prio = merge_priority(b, b->parts[left], b->parts[right], &result);
+    if (prio != INT32_MAX)
+        heap_push(b, len, (struct HeapEntry){prio, left, right, b->version[left], b->version[right]});
+}
+
+/* Parts are indexed by their first byte; next/prev link the live ones. */
+static size_t merge_long_piece(Bpe *b, const unsigned char *s, size_t n)
+{
+    if (n > b->list_cap) {
+        b->list_cap = n * 2;
+        b->next = xrealloc(b->next, b->list_cap * sizeof *b->next);
+        b->prev = xrealloc(b->prev, b->list_cap * sizeof *b->prev);
+        b->version = xrealloc(b->version, b->list_cap * sizeof *b->version);
+    }
+    int32_t *parts = b->parts;
+    for (size_t i = 0; i < n; i++) {
+        parts[i] = b->byte_id[s[i]];
+        b->next[i] = i + 1 < n ? (int32_t)(i + 1) : -1;
+        b->prev[i] = (int32_t)i - 1;
+        b->version[i] = 0;
+    }
+    size_t len = 0;
+    for (size_t i = 0; i + 1 < n; i++)
+        push_pair(b, &len, (int32_t)i);
+    while (len) {
+        struct HeapEntry e = heap_pop(b, &len);
+        if (b->version[e.left] != e.left_version || b->version[e.right] != e.right_version ||
+            b->next[e.left] != e.right)
+            continue; /* stale: one of the two has merged since */
+        int32_t result;
+        merge_priority(b, parts[e.left], parts[e.right], &result);
+        parts[e.left] = result;
+        b->version[e.left]++;
+        b->version[e.right] = -1; /* gone */
+        b->next[e.left] = b->next[e.right];
+        if (b->next[e.left] >= 0)
+            b->prev[b->next[e.left]] = e.left;
+        push_pair(b, &len, b->prev[e.left]);
+        push_pair(b, &len, e.left);
+    }
+    size_t out = 0;
+    for (int32_t i = 0; i >= 0; i = b->next[i])
+        parts[out++] = parts[i];
+    return out;
+}
+
 static void encode_piece(Bpe *b, const char *s, size_t n, BpeEmit emit, void *ctx)
 {
     CacheSlot *slot = NULL;
@@ -479,7 +594,15 @@ static void encode_piece(Bpe *b, const char *s, size_t n, BpeEmit emit, void *ct
     int32_t whole = b->ignore_merges ? bpe_find(b, s, n) : -1;
     const int32_t *ids = &whole;
     size_t n_ids = 1;
-    if (whole < 0) {
+    if (whole < 0 && n > LONG_PIECE) {
+        if (n > b->parts_cap) {
+            b->parts_cap = n * 2;
+            b->parts = xrealloc(b->parts, b->parts_cap * sizeof *b->parts);
+            b->prio = xrealloc(b->prio, b->parts_cap * sizeof *b->prio);
+        }
+        n_ids = merge_long_piece(b, (const unsigned char *)s, n);
+        ids = b->parts;
+    } else if (whole < 0) {
         n_ids = merge_piece(b, (const unsigned char *)s, n);
         ids = b->parts;
     }

@@ -7,7 +7,8 @@ writes OUT_DIR/docs.txt (documents separated by a blank line, "\\n\\n",
 with invalid UTF-8 bytes in them) and OUT_DIR/docs.jsonl (JSON Lines, key
 "text", valid Unicode only, since JSON has no invalid bytes). The text
 mixes English prose with contractions and numbers, code (tabs, CRLF, runs
-of spaces), several scripts (Latin, Greek, Cyrillic, Arabic, Hebrew,
+of spaces), now and then a piece of hundreds of bytes to over a thousand (a
+word, digits, a rule of "=", spaces), several scripts (Latin, Greek, Cyrillic, Arabic, Hebrew,
 Devanagari with its marks, Thai, CJK, Hangul), emoji (with skin tones and
 ZWJ sequences), Unicode spaces and digits, control bytes and broken UTF-8.
 
@@ -106,11 +107,31 @@ def sentence(rng):
     return text.lstrip(" ") + rng.choice([".", "!", "?", "", "\u3002"])
 
 
+def long_piece(rng):
+    """one pre-tokenised piece of hundreds to thousands of bytes: a word,
+    digits, a rule of punctuation, a run of spaces, a script's letters"""
+    n = rng.randint(260, 1200)
+    kind = rng.randrange(6)
+    if kind == 0:
+        return "".join(rng.choice("abcdefghijklmnopqrstuvwxyz") for _ in range(n))
+    if kind == 1:
+        return rng.choice(["=", "-", "*", "#", "~"]) * n
+    if kind == 2:
+        return " " * n + "x"
+    if kind == 3:
+        return "".join(rng.choice("0123456789") for _ in range(n))
+    if kind == 4:
+        return "".join(rng.choice(["ab", "ba", "aab", "abc"]) for _ in range(n // 2))
+    return script_word(rng) * (n // 8)
+
+
 def document(rng):
     out = []
     for _ in range(rng.randint(1, 12)):
         r = rng.random()
-        if r < 0.6:
+        if r < 0.004:
+            out.append(long_piece(rng))
+        elif r < 0.6:
             out.append(sentence(rng))
         elif r < 0.8:
             out.append(rng.choice(CODE))
