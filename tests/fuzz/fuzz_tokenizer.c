@@ -5,7 +5,8 @@
  * Input: a tokenizer file (tokenizer.json, GPT-2's encoder.json, a tiktoken
  * rank file, or anything); a line "%%merges" ends it, and what follows is
  * the vocab.bpe that an encoder.json takes. A tokenizer that loads encodes
- * a fixed text of mixed scripts and the input's own first bytes, and one
+ * a fixed text of mixed scripts, one of pieces longer than 256 bytes (the
+ * heap path of bpe.c) and the input's own first bytes, and one
  * property is checked: byte-level BPE loses nothing, so the bytes of the
  * ids are the text (valid UTF-8 text; invalid bytes become U+FFFD first).
  */
@@ -78,6 +79,15 @@ int LLVMFuzzerTestOneInput(const uint8_t *data, size_t size)
     if (tokenizer_load_bytes(text, n, "fuzz", merges, mn, &b, eod, sizeof eod, err, sizeof err))
         return 0;
     round_trip(b, sample, sizeof sample - 1);
+    /* pieces long enough for bpe.c's heap path */
+    static char longer[1200];
+    if (!longer[0]) {
+        memset(longer, 'a', 400);
+        memcpy(longer + 400, "the", 3);
+        memset(longer + 403, ' ', 397);
+        memset(longer + 800, '=', 399);
+    }
+    round_trip(b, longer, sizeof longer - 1);
     /* the input itself as text, where it is valid UTF-8 (ASCII here) */
     size_t k = 0;
     while (k < size && k < 256 && data[k] < 0x80)
