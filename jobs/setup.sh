@@ -7,7 +7,7 @@ cd "$(dirname "$0")/.."
 SUDO=""
 [ "$(id -u)" = 0 ] || SUDO=sudo
 PACKAGES="build-essential autoconf automake pkg-config openmpi-bin libopenmpi-dev
-  libhdf5-openmpi-dev hdf5-tools libdnnl-dev libopenblas-dev libinih-dev libjansson-dev
+  libhdf5-openmpi-dev hdf5-tools libdnnl-dev libopenblas-dev libinih-dev libjansson-dev libpcre2-dev
   fortunes fortunes-min gnuplot-nox"
 export DEBIAN_FRONTEND=noninteractive
 # shellcheck disable=SC2086

@@ -18,9 +18,11 @@ void cli_usage(FILE *out)
           "       trident plan    --config FILE --world N [--mem GIB] [--hw h100|h200|a100|cpu]\n"
           "                       [--set section.key=value ...]\n"
           "       trident inspect CKPT.h5\n"
-          "       trident sample  --ckpt CKPT.h5 [--prompt TEXT] [--tokens N]\n"
+          "       trident sample  --ckpt CKPT.h5 [--prompt TEXT] [--tokens N] [--tokenizer FILE]\n"
           "       trident export  CKPT.h5 --format hf DIR [--dtype fp32|bf16]\n"
           "                       [--max-shard-size SIZE] [--force]\n"
+          "       trident tokenize --tokenizer FILE --input FILE... --output PREFIX\n"
+          "                       [--jsonl-key KEY] [--delimiter STR] [--eod NAME] [--skip-bad] [--force] [--progress S]\n"
           "       trident --version | --help\n"
           "\n"
           "Run under MPI: mpirun -np N trident train --config jobs/configs/tiny.ini\n"
@@ -60,7 +62,8 @@ static int parse_command(CliArgs *a, const char *word, FILE *err)
 {
     static const struct { const char *name; CliCommand cmd; } commands[] = {
         {"train", CLI_TRAIN}, {"plan", CLI_PLAN}, {"inspect", CLI_INSPECT},
-        {"sample", CLI_SAMPLE}, {"export", CLI_EXPORT}, {"--help", CLI_HELP}, {"-h", CLI_HELP},
+        {"sample", CLI_SAMPLE}, {"export", CLI_EXPORT}, {"tokenize", CLI_TOKENIZE},
+        {"--help", CLI_HELP}, {"-h", CLI_HELP},
         {"help", CLI_HELP}, {"--version", CLI_VERSION}, {"version", CLI_VERSION},
     };
     for (size_t i = 0; i < sizeof commands / sizeof commands[0]; i++) {
@@ -69,7 +72,8 @@ static int parse_command(CliArgs *a, const char *word, FILE *err)
             return 0;
         }
     }
-    return usage_error(err, "unknown command '%s' (train, plan, inspect, sample or export)", word);
+    return usage_error(err, "unknown command '%s' (train, plan, inspect, sample, export or tokenize)",
+                       word);
 }
 
 /* Options valid for each command. */
@@ -79,7 +83,7 @@ static int allowed(CliCommand cmd, int opt)
     case 'c': return cmd == CLI_TRAIN || cmd == CLI_PLAN;
     case 's': return cmd == CLI_TRAIN || cmd == CLI_PLAN;
     case 'w': case 'm': case 'H': return cmd == CLI_PLAN;
-    case 'k': case 'p': case 't': return cmd == CLI_SAMPLE;
+    case 'k': case 'p': case 't': case 'T': return cmd == CLI_SAMPLE;
     }
     return 1;
 }
@@ -92,6 +96,7 @@ static int parse_options(CliArgs *a, int argc, char **argv, FILE *err)
         {"hw", required_argument, NULL, 'H'},
         {"ckpt", required_argument, NULL, 'k'},
         {"prompt", required_argument, NULL, 'p'}, {"tokens", required_argument, NULL, 't'},
+        {"tokenizer", required_argument, NULL, 'T'},
         {"help", no_argument, NULL, 'h'},         {NULL, 0, NULL, 0},
     };
     optind = 1;
@@ -131,6 +136,7 @@ static int parse_options(CliArgs *a, int argc, char **argv, FILE *err)
         case 'H': a->hw = optarg; break;
         case 'k': a->ckpt = optarg; break;
         case 'p': a->prompt = optarg; break;
+        case 'T': a->tokenizer = optarg; break;
         case 't':
             if (parse_positive(optarg, &a->tokens))
                 return usage_error(err, "--tokens %s: expected a positive integer", optarg);
@@ -169,7 +175,8 @@ int cli_parse(CliArgs *a, int argc, char **argv, FILE *err)
     TRI_TRY(parse_command(a, argv[1], err));
     if (a->command == CLI_HELP || a->command == CLI_VERSION)
         return 0;
-    if (a->command == CLI_EXPORT) { /* export.c parses its own options */
+    /* export.c and tokenize.c parse their own options */
+    if (a->command == CLI_EXPORT || a->command == CLI_TOKENIZE) {
         a->argc = argc - 1;
         a->argv = argv + 1;
         return 0;

@@ -5,8 +5,9 @@
  *   trident train   [--config FILE] [--set section.key=value ...]
  *   trident plan    --config FILE --world N [--mem GIB] [--hw NAME] [--set ...]
  *   trident inspect CKPT.h5
- *   trident sample  --ckpt CKPT.h5 [--prompt TEXT] [--tokens N]
+ *   trident sample  --ckpt CKPT.h5 [--prompt TEXT] [--tokens N] [--tokenizer FILE]
  *   trident export  CKPT.h5 --format hf DIR [...]   (options: export.h)
+ *   trident tokenize --tokenizer FILE --input FILE... --output PREFIX [...]
  *   trident --version | --help
  */
 #ifndef TRI_SRC_CLI_H
@@ -17,7 +18,7 @@
 #define CLI_MAX_SETS 256
 
 typedef enum {
-    CLI_TRAIN, CLI_PLAN, CLI_INSPECT, CLI_SAMPLE, CLI_EXPORT, CLI_HELP, CLI_VERSION
+    CLI_TRAIN, CLI_PLAN, CLI_INSPECT, CLI_SAMPLE, CLI_EXPORT, CLI_TOKENIZE, CLI_HELP, CLI_VERSION
 } CliCommand;
 
 typedef struct {
@@ -31,8 +32,9 @@ typedef struct {
     const char *ckpt;                /* inspect, sample */
     const char *prompt;              /* sample */
     int tokens;                      /* sample */
-    int argc;                        /* export: its own arguments, which */
-    char **argv;                     /* export_parse reads */
+    const char *tokenizer;           /* sample: decode with this file */
+    int argc;                        /* export, tokenize: their own arguments, */
+    char **argv;                     /* from the command word on (export.h, tokenize.h) */
 } CliArgs;
 
 /* Parses argv. Returns 0, or TRI_EXIT_USAGE after writing the problem and

@@ -39,7 +39,8 @@ typedef enum { K_INT, K_SEED, K_REAL, K_BOOL, K_ENUM, K_PATH, K_RECOMPUTE } KeyT
  * config_load resolves by arch. */
 /* OMIT_UNSET: config_to_ini leaves the key out while it holds its
  * default, so the stored config (and its checksum) of a run that does not
- * use it is what it was before the key came (vocab_used, init_from). */
+ * use it is what it was before the key came (vocab_used, init_from,
+ * tokenizer). */
 enum { OPEN_MIN = 1, OPEN_MAX = 2, NONEMPTY = 4, LLAMA_KEY = 8, AUTO_BOOL = 16, OMIT_UNSET = 32 };
 
 typedef struct {
@@ -138,6 +139,7 @@ static const KeyDef KEYS[] = {
     PATH_KEY("data", "val", data.val, "", 0),
     REAL_KEY("data", "val_fraction", data.val_fraction, "0.1", 0, 1, OPEN_MIN | OPEN_MAX),
     ENUM_KEY("data", "format", data.format, "text", FORMAT_WORDS),
+    PATH_KEY("data", "tokenizer", data.tokenizer, "", OMIT_UNSET),
 
     PATH_KEY("checkpoint", "dir", checkpoint.dir, "", 0),
     INT_KEY("checkpoint", "every", checkpoint.every, "0", 0, INT_MAX),

@@ -74,6 +74,7 @@ typedef struct {
     char val[CONFIG_PATH_MAX];      /* empty: hold out the tail of train */
     double val_fraction;            /* share of train held out when val is empty */
     DataFormat format;
+    char tokenizer[CONFIG_PATH_MAX]; /* empty: none; else its vocabulary must fit vocab_size */
 } DataConfig;
 
 typedef struct {

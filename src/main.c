@@ -19,6 +19,7 @@
 #include "sample.h"
 #include "stop_signal.h"
 #include "timer.h"
+#include "tokenize.h"
 #include "train.h"
 
 static double process_started;
@@ -71,7 +72,9 @@ static int run(const CliArgs *a, int rank)
     case CLI_EXPORT:
         return export_main(a->argc, a->argv, MPI_COMM_WORLD);
     case CLI_SAMPLE:
-        return sample_main(a->ckpt, a->prompt, a->tokens, MPI_COMM_WORLD);
+        return sample_main(a->ckpt, a->prompt, a->tokens, a->tokenizer, MPI_COMM_WORLD);
+    case CLI_TOKENIZE:
+        return tokenize_main(a->argc, a->argv, MPI_COMM_WORLD);
     case CLI_PLAN: {
         if (load_config(&cfg, a, rank))
             return TRI_EXIT_ERROR;

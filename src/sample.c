@@ -18,6 +18,7 @@
 #include "zero.h"
 #include "pipeline.h"
 #include "rng.h"
+#include "tokenizer_load.h"
 
 /* Index drawn from softmax(logits / temperature) with uniform u. */
 static int draw(const float *logits, int V, double temperature, double u)
@@ -38,12 +39,16 @@ static int draw(const float *logits, int V, double temperature, double u)
     return V - 1;
 }
 
-static void emit(FILE *out, int token, int V)
+static void emit(FILE *out, int token, int V, const Bpe *bpe)
 {
-    if (V == 256)
+    size_t n;
+    const char *bytes = bpe ? bpe_token_bytes(bpe, token, &n) : NULL;
+    if (bytes)
+        fwrite(bytes, 1, n, out);
+    else if (V == 256)
         fputc(token, out);
     else
-        fprintf(out, "<%d>", token);
+        fprintf(out, "<%d>", token); /* an id the tokenizer lacks: padding */
     fflush(out);
 }
 
@@ -65,7 +70,7 @@ static int next_token(Model *m, int t, float *local, float *full, double tempera
 }
 
 void sample_generate(Model *m, const int32_t *prompt, int prompt_len,
-                     int n_tokens, double temperature, uint64_t seed, FILE *out)
+                     int n_tokens, double temperature, uint64_t seed, const Bpe *bpe, FILE *out)
 {
     /* Only the last T tokens are ever looked at: keep those, not the
      * whole text, so any --tokens count runs in fixed memory. */
@@ -95,12 +100,65 @@ void sample_generate(Model *m, const int32_t *prompt, int prompt_len,
             have++;
         recent[have - 1] = token;
         if (rank == 0)
-            emit(out, token, m->V);
+            emit(out, token, m->V, bpe);
     }
     free(recent);
     free(window);
     free(local);
     free(full);
+}
+
+typedef struct {
+    int32_t *ids;
+    int n, cap;
+} Ids;
+
+static void collect(void *ctx, const int32_t *ids, size_t n)
+{
+    Ids *c = ctx;
+    for (size_t i = 0; i < n; i++) {
+        if (c->n == c->cap) {
+            c->cap = c->cap ? 2 * c->cap : 64;
+            c->ids = realloc(c->ids, (size_t)c->cap * sizeof *c->ids);
+            if (!c->ids)
+                fail_abort("out of memory", __FILE__, __LINE__);
+        }
+        c->ids[c->n++] = ids[i];
+    }
+}
+
+/* The prompt through the tokenizer; an empty one is the end-of-document
+ * token, after which the training data's documents begin. */
+static void encode_prompt(Bpe *bpe, int32_t eod, const char *text, int32_t **out, int *n)
+{
+    Ids c = {0};
+    if (text && *text) {
+        bpe_doc_begin(bpe);
+        bpe_doc_feed(bpe, text, strlen(text), collect, &c);
+        if (bpe_doc_end(bpe, collect, &c))
+            fprintf(stderr, "trident: sample: the tokenizer's pattern backtracks too much on the prompt; it is cut short\n");
+    } else {
+        collect(&c, &eod, 1);
+    }
+    *out = c.ids;
+    *n = c.n;
+}
+
+/* --tokenizer: its vocabulary must fit the model's. */
+static int load_tokenizer(const char *path, int vocab, Bpe **bpe, int32_t *eod, FILE *err)
+{
+    char eod_name[256], why[1024];
+    if (tokenizer_load(path, bpe, eod_name, sizeof eod_name, why, sizeof why)) {
+        fprintf(err, "trident: sample --tokenizer: %s\n", why);
+        return 1;
+    }
+    if (bpe_vocab_size(*bpe) > vocab) {
+        fprintf(err, "trident: sample --tokenizer %s: its vocabulary of %d tokens exceeds the checkpoint's [model] vocab_size = %d\n",
+                path, bpe_vocab_size(*bpe), vocab);
+        return 1;
+    }
+    *eod = eod_name[0] ? bpe_special(*bpe, eod_name) : 0;
+    return 0;
 }
 
 /* The prompt as tokens: bytes for a byte-level model, else token ids. */
@@ -151,7 +209,8 @@ static int sample_config(Config *cfg, const char *ckpt, int rank, MPI_Comm world
     return 0;
 }
 
-int sample_main(const char *ckpt, const char *prompt, int n_tokens, MPI_Comm world)
+int sample_main(const char *ckpt, const char *prompt, int n_tokens, const char *tokenizer,
+                MPI_Comm world)
 {
     static Config cfg;
     int rank;
@@ -160,15 +219,27 @@ int sample_main(const char *ckpt, const char *prompt, int n_tokens, MPI_Comm wor
         return TRI_EXIT_ERROR;
     int32_t *tokens = NULL;
     int n_prompt = 0;
-    int rc = parse_prompt(prompt, cfg.model.vocab_size, &tokens, &n_prompt,
-                          fail_stream(rank == 0));
-    if (fail_agree(world, rc))
+    Bpe *bpe = NULL;
+    int32_t eod = 0;
+    int rc;
+    if (tokenizer) {
+        rc = load_tokenizer(tokenizer, cfg.model.vocab_size, &bpe, &eod, fail_stream(rank == 0));
+        if (!rc)
+            encode_prompt(bpe, eod, prompt, &tokens, &n_prompt);
+    } else {
+        rc = parse_prompt(prompt, cfg.model.vocab_size, &tokens, &n_prompt, fail_stream(rank == 0));
+    }
+    if (fail_agree(world, rc)) {
+        bpe_free(bpe);
+        free(tokens);
         return TRI_EXIT_ERROR;
+    }
     Grid g;
     grid_create(&g, &cfg, world);
     if (device_setup(&g, &cfg)) {
         grid_destroy(&g);
         free(tokens);
+        bpe_free(bpe);
         return TRI_EXIT_ERROR;
     }
     Model m;
@@ -179,10 +250,10 @@ int sample_main(const char *ckpt, const char *prompt, int n_tokens, MPI_Comm wor
     if (!rc) {
         if (rank == 0) {
             fprintf(stderr, "sample: %s, step %lld, %d tokens\n", ckpt, (long long)st.step, n_tokens);
-            if (cfg.model.vocab_size == 256)
+            if (cfg.model.vocab_size == 256 || bpe)
                 fwrite(prompt ? prompt : "", 1, prompt ? strlen(prompt) : 0, stdout);
         }
-        sample_generate(&m, tokens, n_prompt, n_tokens, 0.8, cfg.train.seed, stdout);
+        sample_generate(&m, tokens, n_prompt, n_tokens, 0.8, cfg.train.seed, bpe, stdout);
         if (rank == 0)
             printf("\n");
     }
@@ -191,5 +262,6 @@ int sample_main(const char *ckpt, const char *prompt, int n_tokens, MPI_Comm wor
     device_teardown(&g);
     grid_destroy(&g);
     free(tokens);
+    bpe_free(bpe);
     return rc ? TRI_EXIT_ERROR : TRI_EXIT_OK;
 }

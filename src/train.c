@@ -43,6 +43,7 @@
 #include "stop_signal.h"
 #include "straggler.h"
 #include "timer.h"
+#include "tokenizer_load.h"
 #include "watchdog.h"
 #include "zero.h"
 #include "kernels/ops.h"
@@ -117,7 +118,9 @@ static int open_data(Trainer *t)
 {
     char msg[2048] = "";
     int rc = 0;
-    if (t->model.is_first || t->model.is_last) {
+    if (t->grid.rank == 0 && t->cfg->data.tokenizer[0])
+        rc = tokenizer_check_vocab(t->cfg->data.tokenizer, t->cfg->model.vocab_size, msg, sizeof msg);
+    if (!rc && (t->model.is_first || t->model.is_last)) {
         FILE *err = fmemopen(msg, sizeof msg, "w");
         rc = data_open(&t->data, &t->cfg->data, t->cfg->model.seq_len,
                        t->cfg->model.vocab_size, err);
@@ -570,7 +573,7 @@ static void generate(Trainer *t)
     int32_t prompt = c->model.vocab_size == 256 ? '\n' : 50256 % c->model.vocab_size;
     if (is_root(t))
         printf("\nsample (%d tokens):\n", c->log.sample_tokens);
-    sample_generate(&t->model, &prompt, 1, c->log.sample_tokens, 0.8, c->train.seed, stdout);
+    sample_generate(&t->model, &prompt, 1, c->log.sample_tokens, 0.8, c->train.seed, NULL, stdout);
     if (is_root(t))
         printf("\n");
 }

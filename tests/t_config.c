@@ -39,7 +39,7 @@ static const char FULL[] =
     "seed = 18446744073709551615\nloss_scale_window = 500\nloss_scale_hysteresis = 3\n"
     "loss_scale_min = 0.25\n"
     "[data]\ntrain = /data/shard_train.bin\nval = /data/shard_val.bin\nval_fraction = 0.05\n"
-    "format = tokens\n"
+    "format = tokens\ntokenizer = /data/tokenizer.json\n"
     "[checkpoint]\ndir = /scratch/ckpt\nevery = 25\nkeep = 2\n"
     "resume = none\nasync = true\n"
     "init_from = /models/gpt2\n"
@@ -250,13 +250,13 @@ static void test_full_file(void)
         }
         a += la + (a[la] != 0);
     }
-    /* 60 keys today: a new key must be added to FULL too; the one line
+    /* 61 keys today: a new key must be added to FULL too; the one line
      * both texts hold is d's arch = llama (set so def has llama's keys) */
-    tap_ok(keys == 60 && same == 1 && n == (int)strlen(full),
+    tap_ok(keys == 61 && same == 1 && n == (int)strlen(full),
            "config_to_ini writes all %d keys, and the full file sets each", keys);
     tap_ok(round_trips(&c), "every key round-trips: config_to_ini -> config_load -> same Config");
-    tap_ok(!strstr(def, "vocab_used") && !strstr(def, "init_from"),
-           "unset, vocab_used and init_from are left out of config_to_ini's text (stored "
+    tap_ok(!strstr(def, "vocab_used") && !strstr(def, "init_from") && !strstr(def, "tokenizer"),
+           "unset, vocab_used, init_from and tokenizer are left out of config_to_ini's text (stored "
            "configs as before)");
     config_defaults(&d);
     config_to_ini(&d, def, sizeof def);

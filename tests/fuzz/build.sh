@@ -5,8 +5,8 @@
 # BUILDDIR is a configured and built trident tree (any configure options
 # but --enable-sanitizers, whose gcc runtime cannot mix with clang's). The
 # code under test (src/config*.c, src/grid.c, src/data.c, src/blend.c,
-# src/indexed.c, src/ckpt*.c, src/inspect.c, src/safetensors.c) and the
-# targets are compiled here with
+# src/indexed.c, src/ckpt*.c, src/inspect.c, src/safetensors.c, src/bpe.c,
+# src/tokenizer_load.c) and the targets are compiled here with
 # -fsanitize=fuzzer-no-link,address,undefined; the rest of trident comes,
 # uninstrumented, from BUILDDIR's libraries, whose copies of those files
 # the linker then leaves out. Needs clang and Debian's libclang-rt-14-dev
@@ -32,6 +32,8 @@ inih_cflags=$(var INIH_CFLAGS)
 inih_libs=$(var INIH_LIBS)
 jansson_cflags=$(var JANSSON_CFLAGS)
 jansson_libs=$(var JANSSON_LIBS)
+pcre2_cflags=$(var PCRE2_CFLAGS)
+pcre2_libs=$(var PCRE2_LIBS)
 # MPI's flags as configure found them; none when CC was an MPI wrapper
 mpi_cflags=$(var MPI_CFLAGS)
 mpi_libs=$(var MPI_LIBS)
@@ -42,14 +44,14 @@ san="-fsanitize=address,undefined -fno-sanitize-recover=undefined -fno-omit-fram
 cc() {  # cc OUT.o SOURCE: instrumented for coverage and the sanitizers
     $CLANG -std=c11 -g -O1 -fsanitize=fuzzer-no-link $san -Wno-unknown-pragmas \
         -include "$build/tri_config.h" -I"$top" -I"$top/src" -I"$here" \
-        $hdf5_cflags $inih_cflags $jansson_cflags $mpi_cflags -c -o "$1" "$2"
+        $hdf5_cflags $inih_cflags $jansson_cflags $pcre2_cflags $mpi_cflags -c -o "$1" "$2"
 }
 obj="$out/obj"
 mkdir -p "$obj"
-for f in config config_ini data blend indexed ckpt ckpt_format ckpt_files inspect grid safetensors; do
+for f in config config_ini data blend indexed ckpt ckpt_format ckpt_files inspect grid safetensors bpe tokenizer_load; do
     cc "$obj/$f.o" "$top/src/$f.c"
 done
-for f in fuzz_util fuzz_config fuzz_data fuzz_ckpt fuzz_safetensors fuzz_indexed; do cc "$obj/$f.o" "$here/$f.c"; done
+for f in fuzz_util fuzz_config fuzz_data fuzz_ckpt fuzz_safetensors fuzz_indexed fuzz_tokenizer; do cc "$obj/$f.o" "$here/$f.c"; done
 
 # shellcheck disable=SC2086
 link() {  # link TARGET OBJECTS...: libFuzzer's main, then BUILDDIR's libraries
@@ -57,7 +59,7 @@ link() {  # link TARGET OBJECTS...: libFuzzer's main, then BUILDDIR's libraries
     shift
     $CLANG -fsanitize=fuzzer $san -o "$out/$t" "$@" "$obj/fuzz_util.o" \
         "$build/src/libtrident.a" "$build/kernels/libkernels.a" $gemm $cuda $nccl \
-        $hdf5_libs $inih_libs $jansson_libs $mpi_libs -lgomp -lm -pthread
+        $hdf5_libs $inih_libs $jansson_libs $pcre2_libs $mpi_libs -lgomp -lm -pthread
 }
 config="$obj/config.o $obj/config_ini.o"
 ckpt="$obj/ckpt.o $obj/ckpt_format.o $obj/ckpt_files.o $obj/inspect.o"
@@ -71,4 +73,6 @@ link fuzz_indexed "$obj/fuzz_indexed.o" "$obj/indexed.o"
 link fuzz_ckpt "$obj/fuzz_ckpt.o" $ckpt $config "$obj/data.o" "$obj/blend.o" "$obj/indexed.o"
 # shellcheck disable=SC2086
 link fuzz_safetensors "$obj/fuzz_safetensors.o" "$obj/safetensors.o"
-echo "build.sh: $out/fuzz_config $out/fuzz_data $out/fuzz_ckpt $out/fuzz_safetensors $out/fuzz_indexed"
+# shellcheck disable=SC2086
+link fuzz_tokenizer "$obj/fuzz_tokenizer.o" "$obj/bpe.o" "$obj/tokenizer_load.o"
+echo "build.sh: $out/fuzz_config $out/fuzz_data $out/fuzz_ckpt $out/fuzz_safetensors $out/fuzz_indexed $out/fuzz_tokenizer"

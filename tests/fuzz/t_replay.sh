@@ -3,8 +3,8 @@
 # through its target, without libFuzzer: no crash, no sanitizer report
 # (in a --enable-sanitizers build), no property broken (fuzz_fail).
 . "${TRI_SRCDIR:-.}/tests/lib.sh"
-plan 5
-for t in config data ckpt safetensors indexed; do
+plan 6
+for t in config data ckpt safetensors indexed tokenizer; do
     corpus="${TRI_SRCDIR:-.}/tests/fuzz/corpus/$t"
     # shellcheck disable=SC2086
     $TRI_MPIEXEC -n 1 "${TRI_BUILDDIR:-.}/tests/fuzz/replay_$t" "$corpus" > "$WORK/out" 2>&1
