@@ -198,11 +198,13 @@ static int check_complete(hid_t file, const char *path, const CkptRoot *r, int64
     }
     fprintf(out, "complete: NO: %d of the %d datasets the model needs are missing or wrong\n",
             wrong, needed);
-    fprintf(err, "trident: checkpoint %s: incomplete: missing or wrong datasets (%d of the %d "
-            "the model needs): %s", path, wrong, needed, listed);
+    /* one write: under mpiexec, stderr and stdout reach the terminal as
+     * separate streams, and a line written in pieces can be cut by stdout */
+    char more[32] = "";
     if (wrong > LISTED_MAX)
-        fprintf(err, " (and %d more)", wrong - LISTED_MAX);
-    fprintf(err, "\n");
+        snprintf(more, sizeof more, " (and %d more)", wrong - LISTED_MAX);
+    fprintf(err, "trident: checkpoint %s: incomplete: missing or wrong datasets (%d of the %d "
+            "the model needs): %s%s\n", path, wrong, needed, listed, more);
     return 1;
 }
 

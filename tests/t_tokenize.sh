@@ -187,25 +187,20 @@ expect 0 "tokenize: rank 0 .*% of its share: .* docs (.*/s), .* MB (.* MB/s), .*
 # ---- the vocabulary meets the model: [data] tokenizer and sample ----
 vocab=50304
 [ "$have_refs" = 1 ] || vocab=384
-# the 1-rank dataset as an llm.c shard, which trident trains from today
-$PY -c "
-import struct, sys
-b = open('$WORK/one.bin', 'rb').read()
-open('$WORK/one.shard', 'wb').write(struct.pack('<256i', 20240520, 1, len(b) // 2, *([0] * 253)) + b)
-"
+# the 1-rank dataset trains as it is: [data] format = indexed names its prefix
 write_config "$WORK/bpe.ini"
 cat >> "$WORK/bpe.ini" <<EOC
 [checkpoint]
 dir = $WORK/ck
 EOC
-set_bpe="--set model.vocab_size=$vocab --set model.n_layer=1 --set train.steps=2 --set data.format=tokens"
+set_bpe="--set model.vocab_size=$vocab --set model.n_layer=1 --set train.steps=2 --set data.format=indexed"
 # shellcheck disable=SC2086
-run 1 train --config "$WORK/bpe.ini" $set_bpe --set data.train="$WORK/one.shard" --set model.vocab_size=200 --set data.tokenizer="$tok"
+run 1 train --config "$WORK/bpe.ini" $set_bpe --set data.train="$WORK/one" --set model.vocab_size=200 --set data.tokenizer="$tok"
 expect 1 "\[data\] tokenizer = .*: its vocabulary of [0-9]* tokens exceeds \[model\] vocab_size = 200" \
     "173: training refuses a tokenizer larger than vocab_size, naming both numbers"
 # shellcheck disable=SC2086
-run 1 train --config "$WORK/bpe.ini" $set_bpe --set data.train="$WORK/one.shard" --set data.tokenizer="$tok"
-expect 0 "done: 2 steps" "a BPE dataset trains with [data] tokenizer set"
+run 1 train --config "$WORK/bpe.ini" $set_bpe --set data.train="$WORK/one" --set data.tokenizer="$tok"
+expect 0 "done: 2 steps" "the dataset tokenize wrote trains (format = indexed) with [data] tokenizer set"
 ck="$WORK/ck/step_00000002.h5"
 # the same draws printed as ids and decoded: an independent decode of the
 # ids (GPT-2's byte-level table, in Python) must be the decoded text
