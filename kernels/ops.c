@@ -996,3 +996,24 @@ double ops_gemm_peak_on(ops_device dev, ops_dtype dtype, double seconds)
     (void)dev;
     return ops_gemm_peak_dtype(dtype, seconds);
 }
+
+double ops_hardware_peak_on(ops_device dev, ops_dtype dtype, double seconds, char *how,
+                            size_t how_size)
+{
+#if TRI_HAVE_CUDA
+    if (dev == OPS_CUDA)
+        return hardware_peak_cuda(dtype, how, how_size);
+#endif
+    (void)dev;
+    return cpu_peak_flops(dtype, seconds, how, how_size);
+}
+
+const char *ops_cpu_name(void)
+{
+    return cpu_model_name();
+}
+
+int ops_cpu_native_bf16(void)
+{
+    return cpu_has_native_bf16();
+}

@@ -110,6 +110,22 @@ double ops_gemm_peak_dtype(ops_dtype dtype, double seconds);
 /* The same for the GEMMs of a device (cuBLAS on OPS_CUDA). */
 const char *ops_gemm_info_on(ops_device dev, const char **warning);
 double ops_gemm_peak_on(ops_device dev, ops_dtype dtype, double seconds);
+/* The hardware's dense peak in dtype (FLOP/s) for this process, the
+ * denominator of MFU. On the CPU: the widest multiply-add instruction
+ * (AVX-512 or AVX2 FMA; AMX or AVX512_BF16 for bf16) measured on every
+ * OpenMP thread at once for about `seconds`, so ranks sharing cores each
+ * get their share (cpu/peak_cpu.c). On a GPU: the datasheet figure of the
+ * selected device, 0 for a model not in the table. `how` receives what the
+ * figure is ("AVX2 vfmadd231ps (8 fp32 lanes) x 2 threads"). */
+double ops_hardware_peak_on(ops_device dev, ops_dtype dtype, double seconds, char *how,
+                            size_t how_size);
+/* The CPU's model name (CPUID brand string), e.g. "AMD EPYC 7763 64-Core
+ * Processor"; "unknown CPU" where it has none. */
+const char *ops_cpu_name(void);
+/* Non-zero when the CPU multiplies bf16 natively (AMX usable by this
+ * process, or AVX512_BF16); without it bf16 runs on the fp32 units and is
+ * no faster than fp32. */
+int ops_cpu_native_bf16(void);
 
 /* Devices of a kind this process can see (the CPU: 1; CUDA: 0 in a
  * CPU-only build or without a GPU). */

@@ -189,6 +189,7 @@ void metrics_write(Metrics *mt, const StepMetrics *s)
     json_number(f, "tokens_per_s", s->tokens_per_s);
     json_number(f, "step_ms", s->step_ms);
     json_number(f, "mfu", s->mfu);
+    json_number(f, "of_gemm_peak", s->of_gemm_peak);
     if (!isnan(s->val_loss))
         json_number(f, "val_loss", s->val_loss);
     for (int j = 0; !isnan(s->val_loss) && j < s->val_parts; j++)
@@ -228,8 +229,13 @@ void metrics_print(FILE *out, const StepMetrics *s)
         fprintf(out, " | val %.4f", s->val_loss);
     for (int j = 0; !isnan(s->val_loss) && j < s->val_parts; j++)
         fprintf(out, " | val_loss/%s %.4f", s->val_names[j], s->val_part_loss[j]);
-    fprintf(out, " | lr %.2e | norm %.4f | %.0f tok/s | %.1f ms | mfu %.1f%% | eta %s%s\n",
-            s->lr, s->grad_norm, s->tokens_per_s, s->step_ms, 100.0 * s->mfu, eta,
+    fprintf(out, " | lr %.2e | norm %.4f | %.0f tok/s | %.1f ms", s->lr, s->grad_norm,
+            s->tokens_per_s, s->step_ms);
+    if (isnan(s->mfu))
+        fprintf(out, " | mfu ?");
+    else
+        fprintf(out, " | mfu %.1f%%", 100.0 * s->mfu);
+    fprintf(out, " (%.1f%% of GEMM peak) | eta %s%s\n", 100.0 * s->of_gemm_peak, eta,
             s->skipped ? " | update skipped (gradients not finite)" : "");
     fflush(out);
 }

@@ -21,7 +21,9 @@ typedef struct {
     double lr, grad_norm, loss_scale;
     int skipped;           /* fp16 overflow: the update was skipped */
     int64_t tokens;        /* tokens seen so far */
-    double tokens_per_s, step_ms, mfu;
+    double tokens_per_s, step_ms;
+    double mfu;            /* against the hardware's peak (hw_peak.h); NaN if unknown */
+    double of_gemm_peak;   /* against the GEMM library's measured rate */
     double data_wait_ms;   /* time the step waited for its batch */
     double bubble;         /* pipeline idle share, max over stages */
     double comm_share;     /* share of the step in DP/TP collectives */

@@ -18,6 +18,7 @@
 #include "arch.h"
 #include "fail.h"
 #include "grid.h"
+#include "hw_peak.h"
 #include "kernel_times.h"
 #include "model.h"
 #include "plan.h"
@@ -34,9 +35,9 @@
  * per GPU. The GEMM efficiency is what large cuBLAS GEMMs sustain. fp32
  * is true fp32 (trident's CUDA GEMMs use CUBLAS_COMPUTE_32F, not TF32). */
 static const Hardware profiles[] = {
-    {"h100", 67e12, 989e12, 989e12, 0.70, 3.35e12, 80, 450e9, 50e9, 8, 0},
-    {"h200", 67e12, 989e12, 989e12, 0.70, 4.8e12, 141, 450e9, 50e9, 8, 0},
-    {"a100", 19.5e12, 312e12, 312e12, 0.75, 2.0e12, 80, 300e9, 25e9, 8, 0},
+    {"h100", 67e12, 989e12, 989e12, 0.70, 3.35e12, 80, 450e9, 50e9, 8, 0, ""},
+    {"h200", 67e12, 989e12, 989e12, 0.70, 4.8e12, 141, 450e9, 50e9, 8, 0, ""},
+    {"a100", 19.5e12, 312e12, 312e12, 0.75, 2.0e12, 80, 300e9, 25e9, 8, 0, ""},
 };
 
 /* Sustained bandwidth (bytes read + written) of this machine, all
@@ -75,14 +76,23 @@ int roofline_hardware(const char *name, int world, ops_dtype dtype, Hardware *hw
         fprintf(err, "trident: plan --hw %s: unknown hardware (h100, h200, a100, cpu)\n", name);
         return 1;
     }
-    /* this machine: its GEMM rate in the run's dtype and its memory
-     * bandwidth, shared by all the world's ranks */
+    /* this machine: the hardware's peak in the run's dtype (MFU's
+     * denominator, as the trainer's) and the GEMM library's share of it,
+     * shared by all the world's ranks */
     memset(hw, 0, sizeof *hw);
     snprintf(hw->name, sizeof hw->name, "cpu");
+    int cores;
+    char how[160];
+    double ceiling = hw_peak_cpu_node(dtype, 0.2, &cores, how, sizeof how);
     ops_gemm_peak_on(OPS_CPU, dtype, 0.05); /* warm the library up */
     double gemm = ops_gemm_peak_on(OPS_CPU, dtype, 0.3);
-    hw->flops_fp32 = hw->flops_bf16 = hw->flops_fp16 = gemm;
-    hw->gemm_efficiency = 1.0;
+    if (ceiling < gemm) /* a probe the machine's load slowed: no GEMM beats the hardware */
+        ceiling = gemm;
+    snprintf(hw->how, sizeof hw->how, "%s, %s, %d core%s: %s peak %.1f GFLOP/s",
+             ops_cpu_name(), how, cores, cores == 1 ? "" : "s", ops_dtype_name(dtype),
+             ceiling / 1e9);
+    hw->flops_fp32 = hw->flops_bf16 = hw->flops_fp16 = ceiling;
+    hw->gemm_efficiency = gemm / ceiling;
     hw->mem_bw = measure_memory_bandwidth();
     /* the ranks share the machine's memory */
     hw->mem_gib = (double)sysconf(_SC_PHYS_PAGES) * (double)sysconf(_SC_PAGESIZE) / GIB / world;
@@ -263,8 +273,10 @@ void roofline_print(const Config *cfg, int world, const Hardware *hw, const Pred
 {
     const char *dtype = ops_dtype_name(model_dtype(cfg->train.precision));
     if (hw->shared)
-        fprintf(out, "predicted step on %d x %s (the model's %s kernels timed here; square GEMM %.2f TFLOP/s, memory %.1f GB/s):\n",
-                world, hw->name, dtype, peak(hw, cfg) / 1e12, hw->mem_bw / 1e9);
+        fprintf(out, "hardware: %s (MFU is against it)\n"
+                "predicted step on %d x %s (the model's %s kernels timed here; square GEMM %.2f TFLOP/s, %.0f%% of the peak, memory %.1f GB/s):\n",
+                hw->how, world, hw->name, dtype, peak(hw, cfg) / 1e12,
+                100.0 * hw->gemm_efficiency, hw->mem_bw / 1e9);
     else
         fprintf(out, "predicted step on %d x %s (%s GEMMs at %.1f TFLOP/s sustained, memory %.1f GB/s):\n",
                 world, hw->name, dtype, peak(hw, cfg) / 1e12, hw->mem_bw / 1e9);

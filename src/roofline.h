@@ -12,7 +12,10 @@
  * overlap is on); and the 1F1B bubble, (pp-1)/m of the per-microbatch time.
  *
  * Hardware profiles: H100 SXM, H200, A100 (datasheet peaks, with a GEMM
- * efficiency), and "cpu": this machine, measured when plan runs. A
+ * efficiency), and "cpu": this machine, measured when plan runs: its peak
+ * is the trainer's (hw_peak.h: the widest multiply-add's rate on every
+ * core) and its GEMM efficiency the GEMM library's measured share of it,
+ * so plan's MFU and the trainer's have the same denominator. A
  * roofline misjudges a small model on a CPU (skinny GEMMs, GELU's tanh),
  * so there the GEMM and elementwise terms are the model's own kernels
  * timed at the run's shapes (kernel_times.h), the optimizer is AdamW
@@ -37,6 +40,7 @@ typedef struct {
     double inter_bw;          /* bytes/s each device moves across nodes */
     int per_node;             /* devices per node */
     int shared;               /* the world shares one machine (the CPU profile) */
+    char how[256];            /* the CPU profile: what its peak is, as measured */
 } Hardware;
 
 /* Looks up a profile ("h100", "h200", "a100", "cpu"; "cpu" measures this

@@ -18,6 +18,7 @@
 #include <string.h>
 #include <unistd.h>
 
+#include "affinity.h"
 #include "blend.h"
 #include "ckpt.h"
 #include "ckpt_async.h"
@@ -30,6 +31,7 @@
 #include "fault.h"
 #include "grid.h"
 #include "host_memory.h"
+#include "hw_peak.h"
 #include "init_from.h"
 #include "metrics.h"
 #include "model.h"
@@ -68,6 +70,7 @@ typedef struct {
     Scaler scaler;            /* fp16 loss scale */
     int step;                 /* steps done (st.step as an int) */
     double peak_flops;        /* GEMM FLOP/s of the whole world */
+    HardwarePeak hw_peak;     /* the hardware's: MFU's denominator */
     CkptAsync *async;         /* [checkpoint] async: the background writer */
     int64_t *index;           /* sample indices of one step, this DP rank */
     CkptLock ckpt_lock;       /* rank 0: the checkpoint directory is this run's */
@@ -175,24 +178,40 @@ static void print_memory(Trainer *t)
     free(all);
 }
 
-/* Every rank measures its GEMM rate at the same time, so oversubscribed
- * ranks see their real share of the cores; the sum is the world's peak. */
+/* The hardware's peak (MFU's denominator), then the GEMM library's rate.
+ * Every rank measures at the same time, so oversubscribed ranks see their
+ * real share of the cores; the sums are the world's. */
 static void measure_peak(Trainer *t)
 {
     const char *warning = NULL;
     ops_device dev = t->grid.device;
+    ops_dtype dt = t->model.act_dtype;
+    hw_peak_measure(&t->grid, dt, &t->hw_peak);
     const char *info = ops_gemm_info_on(dev, &warning);
     comm_barrier(&t->grid, COMM_WORLD);
-    double total = ops_gemm_peak_on(dev, t->model.act_dtype, 0.06);
+    double total = ops_gemm_peak_on(dev, dt, 0.06);
     comm_allreduce_scalars(&t->grid, COMM_WORLD, &total, 1, COMM_DOUBLE, COMM_SUM);
     t->peak_flops = total;
-    if (is_root(t)) {
-        printf("gemm: %s; measured %s peak %.1f GFLOP/s over %d rank%s\n", info,
-               ops_dtype_name(t->model.act_dtype), total / 1e9, t->grid.size,
-               t->grid.size > 1 ? "s" : "");
-        if (warning)
-            printf("warning: %s\n", warning);
-    }
+    if (!is_root(t))
+        return;
+    affinity_print(stdout);
+    if (t->hw_peak.flops > 0)
+        printf("hardware: %s; %s peak %.1f GFLOP/s (MFU is against it)\n", t->hw_peak.how,
+               ops_dtype_name(dt), t->hw_peak.flops / 1e9);
+    else
+        printf("hardware: %s; peak unknown, so MFU is not reported (of GEMM peak is)\n",
+               t->hw_peak.how);
+    printf("gemm: %s; measured %s peak %.1f GFLOP/s over %d rank%s", info, ops_dtype_name(dt),
+           total / 1e9, t->grid.size, t->grid.size > 1 ? "s" : "");
+    if (t->hw_peak.flops > 0)
+        printf(" (%.0f%% of the hardware's)", 100.0 * total / t->hw_peak.flops);
+    printf("\n");
+    if (warning)
+        printf("warning: %s\n", warning);
+    if (dev == OPS_CPU && dt == OPS_BF16 && !ops_cpu_native_bf16())
+        printf("warning: this CPU has no native bf16 arithmetic (AMX or AVX512_BF16): bf16 "
+               "runs on its fp32 units, converting every operand, and is slower than "
+               "precision = fp32 here\n");
 }
 
 static void print_plan(Trainer *t)
@@ -542,9 +561,12 @@ static void report(Trainer *t, const StepResult *r, double step_s, double mean_s
     double tokens = (double)t->global_batch * c->model.seq_len;
     double model_flops = 3.0 * model_forward_flops(&c->model, tokens);
     /* a probe taken while the machine was busy reads low; no step can run
-     * faster than the peak, so the best step rate bounds it from below */
+     * faster than the peak, so the best step rate bounds it from below, and
+     * the hardware's peak is at least what the GEMM library reached */
     if (model_flops / step_s > t->peak_flops)
         t->peak_flops = model_flops / step_s;
+    if (t->hw_peak.flops > 0 && t->peak_flops > t->hw_peak.flops)
+        t->hw_peak.flops = t->peak_flops;
     StepMetrics s = {
         .step = t->step, .steps = c->train.steps, .loss = r->loss, .val_loss = val_loss,
         .val_parts = t->val_blend.n > 1 ? t->val_blend.n : 0, .val_names = t->val_blend.name,
@@ -552,7 +574,8 @@ static void report(Trainer *t, const StepResult *r, double step_s, double mean_s
         .lr = optim_lr(&c->train, t->step - 1), .grad_norm = r->grad_norm,
         .loss_scale = t->st.loss_scale, .tokens = t->st.tokens, .skipped = r->skipped,
         .tokens_per_s = tokens / step_s, .step_ms = 1e3 * step_s,
-        .mfu = model_flops / step_s / t->peak_flops,
+        .mfu = t->hw_peak.flops > 0 ? model_flops / step_s / t->hw_peak.flops : NAN,
+        .of_gemm_peak = model_flops / step_s / t->peak_flops,
         .data_wait_ms = 1e3 * r->data_wait, .bubble = r->bubble,
         .dp_wait_ms = 1e3 * r->dp_wait,
         .comm_share = comm_s / step_s,

@@ -4,7 +4,7 @@
 # and the run ends with a generated sample.
 . "${TRI_SRCDIR:-.}/tests/lib.sh"
 np=${1:-1}
-plan 6
+plan 8
 cfg="$WORK/c.ini"
 write_config "$cfg"
 cat >> "$cfg" <<EOC
@@ -23,11 +23,22 @@ diag "loss $first -> $last"
 awk -v a="$first" -v b="$last" 'BEGIN { exit !(a > 5.0 && b < a - 1.5) }'
 ok $? "loss falls from ~ln(256) by more than 1.5 nats ($first -> $last)"
 missing=""
-for key in step loss lr grad_norm loss_scale tokens tokens_per_s step_ms mfu; do
+for key in step loss lr grad_norm loss_scale tokens tokens_per_s step_ms mfu of_gemm_peak; do
     grep -q "\"$key\":" "$WORK/m.jsonl" || missing="$missing $key"
 done
 [ -z "$missing" ]
 ok $? "metrics lines carry every documented field${missing:+ (missing:$missing)}"
+# MFU is against the hardware's peak, which no GEMM exceeds: it is at most
+# the share of the GEMM library's peak, and both are fractions
+awk '{ m = $0; g = $0
+       sub(/.*"mfu":/, "", m); sub(/[,}].*/, "", m)
+       sub(/.*"of_gemm_peak":/, "", g); sub(/[,}].*/, "", g)
+       if (!(m + 0 > 0 && m + 0 <= g + 0 && g + 0 <= 1)) bad++ }
+     END { exit bad > 0 }' "$WORK/m.jsonl"
+ok $? "mfu (against the hardware's peak) <= of_gemm_peak <= 1 on every line"
+grep -q "^hardware: .* peak [0-9.]* GFLOP/s (MFU is against it)" "$WORK/out" &&
+    grep -q "^threads: [0-9]* OpenMP thread" "$WORK/out"
+ok $? "start-up names the hardware's peak and the threads per rank"
 grep -q '"val_loss":' "$WORK/m.jsonl"
 ok $? "validation loss is reported where evaluated"
 grep -q "^sample (40 tokens):" "$WORK/out"

@@ -136,6 +136,16 @@ const char *gemm_kernel_name_cpu(ops_dtype dt, int trans_a, int trans_b,
 int gemm_serial_begin_cpu(void);
 void gemm_serial_end_cpu(int saved);
 
+/* ---- the hardware's peak (peak_cpu.c) ---------------------------------- */
+
+/* FLOP/s of dtype's widest multiply-add on every thread of the pool at
+ * once, measured for about `seconds`; how: the instruction and threads. */
+double cpu_peak_flops(ops_dtype dtype, double seconds, char *how, size_t how_size);
+/* The CPUID brand string. */
+const char *cpu_model_name(void);
+/* AMX (permitted by the kernel) or AVX512_BF16. */
+int cpu_has_native_bf16(void);
+
 /* ---- the ops ----------------------------------------------------------
  * `dt` is the call's compute dtype D (F32, BF16 or F16): every argument
  * typed void * holds D unless its comment says otherwise; float * is

@@ -89,6 +89,9 @@ const char *gemm_info_cuda(const char **warning);
 /* Sustained GEMM rate (FLOP/s) in dtype dt with fp32 accumulation, timed
  * with CUDA events on a 4096^3 GEMM for about `seconds`. */
 double gemm_peak_cuda(ops_dtype dt, double seconds);
+/* The selected GPU's dense datasheet peak in dt (FLOP/s), 0 for a model
+ * trident's table does not list; how names the source. */
+double hardware_peak_cuda(ops_dtype dt, char *how, size_t how_size);
 
 /* ---- dense layers (matmul_cuda.cu) --------------------------------------- */
 

@@ -13,6 +13,7 @@
 #include "cuda_common.h"
 
 #include <stdio.h>
+#include <string.h>
 
 static cudaDataType_t blas_type(ops_dtype dt)
 {
@@ -113,6 +114,42 @@ const char *gemm_info_cuda(const char **warning)
         *warning = warn;
     }
     return info;
+}
+
+/* Dense datasheet peaks (no sparsity), FLOP/s: fp32 without TF32 (what
+ * CUBLAS_COMPUTE_32F runs), bf16 and fp16 on the tensor cores. Matched on
+ * the device name; the more specific names come first. */
+static const struct {
+    const char *name;
+    double fp32, half;
+} datasheet[] = {
+    {"H100 PCIe", 51.2e12, 756e12},
+    {"H100 NVL", 60e12, 835e12},
+    {"GH200", 67e12, 989e12},
+    {"H200", 67e12, 989e12},
+    {"H100", 67e12, 989e12},  /* SXM5 */
+    {"H800", 67e12, 989e12},
+    {"A100", 19.5e12, 312e12},
+    {"A800", 19.5e12, 312e12},
+    {"L40S", 91.6e12, 362e12},
+};
+
+double hardware_peak_cuda(ops_dtype dt, char *how, size_t how_size)
+{
+    const cudaDeviceProp *p = device_prop_cuda();
+    if (!p) {
+        snprintf(how, how_size, "no GPU selected");
+        return 0.0;
+    }
+    for (size_t i = 0; i < sizeof datasheet / sizeof datasheet[0]; i++) {
+        if (strstr(p->name, datasheet[i].name)) {
+            double f = dt == OPS_F32 ? datasheet[i].fp32 : datasheet[i].half;
+            snprintf(how, how_size, "%s datasheet, dense %s", p->name, ops_dtype_name(dt));
+            return f;
+        }
+    }
+    snprintf(how, how_size, "%s: not in trident's datasheet table", p->name);
+    return 0.0;
 }
 
 static __global__ void fill_pattern_kernel(void *x, ops_dtype dt, int64_t n,
