@@ -3,10 +3,15 @@
 # (never asserted: figures depend on the machine). `make bench` runs it.
 #
 #   bench/bench.sh [TRIDENT] [SECTIONS]      SECTIONS: any of
-#     single   tokens/s of trident (fp32, bf16) and PyTorch (as shipped and
-#              tuned) on the tiny, mid and GPT-2-small configs, with
-#              achieved FLOP/s and % of the GEMM peak measured in this run,
-#              and the step time `trident plan --hw cpu` predicted
+#     machine  the CPU (vendor, model, ISA, cores) and its fp32 and bf16
+#              ceilings, measured as trident's MFU measures them
+#     single   tokens/s of trident (fp32, bf16) and PyTorch (its best
+#              setting found on this machine) on the tiny, mid and
+#              GPT-2-small configs, with achieved FLOP/s as a share of the
+#              hardware's peak (MFU) and of the GEMM library's, and the
+#              step time `trident plan --hw cpu` predicted
+#     threads  4 ranks on this machine with OMP_NUM_THREADS unset (trident
+#              sizes each rank's pool), 1, and every core per rank
 #     recipes  the training-recipe table on GPT-2 small: fp32 vs bf16,
 #              recompute none / full / every:2 (speed, activation memory),
 #              zero 0-3 on 4 ranks (memory per rank)
@@ -34,7 +39,7 @@
 # Env: BENCH_STEPS (default 6), BENCH_THREADS (default: all cores).
 set -eu
 TRIDENT=${1:-./trident}
-SECTIONS=${2:-"single recipes layouts scaling overlap ckpt async startup tokenize"}
+SECTIONS=${2:-"machine single threads recipes layouts scaling overlap ckpt async startup tokenize"}
 here=$(cd "$(dirname "$0")" && pwd)
 root=$(cd "$here/.." && pwd)
 WORK=$(mktemp -d "${TMPDIR:-/tmp}/trident-bench.XXXXXX")
@@ -104,7 +109,9 @@ trident_run() {
     mfu=$(mean_field mfu)
     bubble=$(mean_field bubble)
     comm=$(mean_field comm_share)
+    of_gemm=$(mean_field of_gemm_peak)
     peak=$(sed -n 's/.*measured [a-z0-9]* peak \([0-9.]*\) GFLOP.*/\1/p' "$WORK/run.out")
+    hw_peak=$(sed -n 's/^hardware: .* peak \([0-9.]*\) GFLOP.*/\1/p' "$WORK/run.out")
 }
 
 # pytorch NAME ENV...: tokens/s of the PyTorch peer, or "missing"
@@ -119,6 +126,64 @@ pytorch() {
     pt=$(env "$@" $PY "$here/pytorch_gpt2.py" $(model "$name") 3 "$THREADS" 2>/dev/null \
          | sed 's/.*"tokens_per_s": \([0-9.e+-]*\).*/\1/' | awk '{ printf "%.1f", $1 }')
     [ -n "$pt" ] || pt=failed
+}
+
+# The PyTorch settings that matter on a CPU: Debian's OpenBLAS as shipped
+# (pthread build) or its OpenMP build, each with the kernels it picks for
+# itself or a core type named with OPENBLAS_CORETYPE among those this CPU
+# runs. Both variables that this machine's environment may set are
+# cleared first, so "as shipped" means it.
+pytorch_settings() {
+    flags=$(grep -m1 '^flags' /proc/cpuinfo)
+    cores="auto"
+    case " $flags " in *" avx2 "*) cores="$cores Haswell" ;; esac
+    case "$(grep -m1 vendor_id /proc/cpuinfo)" in *AMD*) cores="$cores Zen" ;; esac
+    case " $flags " in *" avx512f "*) cores="$cores SkylakeX" ;; esac
+    case " $flags " in *" avx512_bf16 "*) cores="$cores Cooperlake" ;; esac
+    omp=/usr/lib/x86_64-linux-gnu/openblas-openmp
+    for lib in pthread openmp; do
+        [ "$lib" = pthread ] || [ -d "$omp" ] || continue
+        for core in $cores; do
+            set -- -u OPENBLAS_CORETYPE -u OPENBLAS_L2_SIZE
+            [ "$core" = auto ] || set -- "$@" OPENBLAS_CORETYPE="$core"
+            [ "$lib" = pthread ] || set -- "$@" LD_LIBRARY_PATH="$omp"
+            echo "$lib|$core|$*"
+        done
+    done
+}
+
+# Finds PyTorch's best setting on the mid model; sets pt_best_env (env
+# arguments) and pt_best_name, and prints every setting's rate.
+pytorch_best() {
+    pt_best_env="" pt_best_name="none" best_tps=0
+    if ! $PY -c 'import torch' 2>/dev/null; then
+        echo "   PyTorch: missing (Debian's python3-torch, run by $PY)"
+        return
+    fi
+    printf "   PyTorch %s settings on the mid model (tokens/s):" "$($PY -c 'import torch; print(torch.__version__)')"
+    for s in $(pytorch_settings); do
+        lib=${s%%|*} rest=${s#*|}
+        core=${rest%%|*} envs=${rest#*|}
+        # shellcheck disable=SC2086  # env arguments, split on purpose
+        pytorch mid $envs
+        printf " %s/%s %s;" "$lib" "$core" "$pt"
+        if awk -v a="$pt" -v b="$best_tps" 'BEGIN { exit !(a + 0 > b + 0) }'; then
+            best_tps=$pt pt_best_env=$envs pt_best_name="OpenBLAS $lib, core type $core"
+        fi
+    done
+    echo
+    echo "   best: $pt_best_name"
+}
+
+section_machine() {
+    echo "== this machine"
+    echo "   $(grep -m1 vendor_id /proc/cpuinfo | sed 's/.*: //'), $(grep -m1 'model name' /proc/cpuinfo | sed 's/.*: //') (family $(grep -m1 'cpu family' /proc/cpuinfo | sed 's/.*: //'), model $(grep -m1 '^model' /proc/cpuinfo | sed 's/.*: //')), $(nproc) cores"
+    echo "   ISA: $(grep -m1 '^flags' /proc/cpuinfo | tr ' ' '\n' | grep -x -E 'avx2|fma|avx512f|avx512_bf16|avx512_fp16|amx_tile|amx_bf16' | tr '\n' ' ')"
+    config tiny "$WORK/peak.ini"
+    for dtype in fp32 bf16; do
+        "$TRIDENT" plan --config "$WORK/peak.ini" --world 1 --hw cpu --set train.precision=$dtype \
+            2>/dev/null | sed -n 's/^hardware: /   /p' | head -n 1
+    done
 }
 
 flops_per_token() {  # 3 x forward FLOPs per token, as trident counts them
@@ -136,31 +201,60 @@ predicted() {
 }
 
 section_single() {
-    echo "== single rank, $THREADS threads (tokens/s; achieved GFLOP/s and % of the GEMM peak measured in the same run)"
-    printf "%-6s %-5s %10s %8s %6s %10s %10s %9s %9s %7s\n" model dtype trident GFLOP/s %peak \
-        step_ms predicted pytorch pt-tuned ratio
-    tuned="OPENBLAS_CORETYPE=SkylakeX LD_LIBRARY_PATH=/usr/lib/x86_64-linux-gnu/openblas-openmp"
+    echo "== single rank, $THREADS threads (tokens/s; achieved GFLOP/s as a share of the hardware's peak (MFU) and of the GEMM library's, both measured in the same run)"
+    pytorch_best
+    printf "%-6s %-5s %10s %8s %6s %7s %10s %10s %9s %7s\n" model dtype trident GFLOP/s mfu %gemm \
+        step_ms predicted pytorch ratio
     for name in tiny mid gpt2; do
         config "$name" "$WORK/$name.ini"
-        pytorch "$name"
-        shipped=$pt
-        # shellcheck disable=SC2086
-        pytorch "$name" $tuned
-        best=$(awk -v a="$shipped" -v b="$pt" 'BEGIN { m = a + 0; if (b + 0 > m) m = b + 0; print m }')
+        # shellcheck disable=SC2086  # env arguments, split on purpose
+        pytorch "$name" $pt_best_env
         for dtype in fp32 bf16; do
             trident_run 1 "$WORK/$name.ini" --set train.precision=$dtype
             step=$(mean_field step_ms)
             pred=$(predicted "$name" "$WORK/$name.ini" --set train.precision=$dtype)
             gf=$(awk -v t="$tps" -v f="$(flops_per_token "$name")" 'BEGIN { printf "%.1f", t * f / 1e9 }')
-            ratio=$(awk -v t="$tps" -v b="$best" 'BEGIN { if (b > 0) printf "%.2fx", t / b; else print "-" }')
-            if [ "$dtype" = bf16 ]; then shown_pt="-"; shown_tuned="-"; else shown_pt=$shipped; shown_tuned=$pt; fi
-            printf "%-6s %-5s %10.1f %8s %5.1f%% %10.1f %10s %9s %9s %7s\n" "$name" "$dtype" "$tps" \
-                "$gf" "$(awk -v m="$mfu" 'BEGIN { print 100 * m }')" "$step" "${pred:--}" \
-                "$shown_pt" "$shown_tuned" "$ratio"
+            ratio=$(awk -v t="$tps" -v b="$pt" 'BEGIN { if (b + 0 > 0) printf "%.2fx", t / b; else print "-" }')
+            if [ "$dtype" = bf16 ]; then shown_pt="-"; else shown_pt=$pt; fi
+            printf "%-6s %-5s %10.1f %8s %5.1f%% %6.1f%% %10.1f %10s %9s %7s\n" "$name" "$dtype" "$tps" \
+                "$gf" "$(awk -v m="$mfu" 'BEGIN { print 100 * m }')" \
+                "$(awk -v m="$of_gemm" 'BEGIN { print 100 * m }')" "$step" "${pred:--}" \
+                "$shown_pt" "$ratio"
         done
     done
-    echo "   %peak: MFU against the GEMM peak trident measured at start-up in that dtype (last: $peak GFLOP/s); predicted: plan --hw cpu"
-    echo "   pytorch: Debian's python3-torch as shipped; pt-tuned: OPENBLAS_CORETYPE=SkylakeX + OpenMP OpenBLAS; ratio: trident / best PyTorch (fp32)"
+    echo "   mfu: against the hardware's peak in that dtype (last: $hw_peak GFLOP/s); %gemm: against the GEMM rate measured at start-up (last: $peak GFLOP/s)"
+    echo "   predicted: plan --hw cpu; pytorch: $pt_best_name (fp32); ratio: trident / that"
+}
+
+# 4 ranks on this machine's cores as `mpirun -np 4` starts them on a
+# workstation: OMP_NUM_THREADS unset (trident's choice) beside the values a
+# user might set: 1, cores / 4, and every core per rank (each rank's pool
+# as wide as the machine: trident's old default)
+section_threads() {
+    n=$(nproc)
+    echo "== 4 ranks on $n cores (tiny model, micro_batch 4, median step of 12): trident's pool sizes against OMP_NUM_THREADS"
+    config tiny "$WORK/t.ini"
+    sed -i 's/^steps = .*/steps = 12/; s/^micro_batch = .*/micro_batch = 4/' "$WORK/t.ini"
+    modes="unset 1"
+    [ $((n / 4)) -le 1 ] || modes="$modes $((n / 4))"
+    [ "$n" -le 1 ] || modes="$modes $n"
+    : > "$WORK/threads"
+    for mode in $modes; do
+        rm -f "$WORK/m.jsonl"
+        if [ "$mode" = unset ]; then set -- env -u OMP_NUM_THREADS; else set -- env OMP_NUM_THREADS="$mode"; fi
+        "$@" mpirun --oversubscribe -n 4 "$TRIDENT" train --config "$WORK/t.ini" > "$WORK/run.out" 2>&1
+        ms=$(sed -n '3,$p' "$WORK/m.jsonl" | sed 's/.*"step_ms":\([^,}]*\).*/\1/' | sort -n \
+             | awk '{ a[NR] = $1 } END { if (NR) print a[int((NR + 1) / 2)]; else print "nan" }')
+        echo "$mode $ms $(grep -a -m1 '^threads:' "$WORK/run.out")" >> "$WORK/threads"
+    done
+    # the ratio is against the best OMP_NUM_THREADS a user could have set
+    awk '$1 != "unset" && $2 + 0 > 0 && (best == "" || $2 + 0 < best) { best = $2 + 0 }
+         { line[NR] = $0 }
+         END { printf "   %-16s %10s %8s  %s\n", "OMP_NUM_THREADS", "step_ms", "ratio", "trident'"'"'s line"
+               for (i = 1; i <= NR; i++) { split(line[i], f, " "); rest = line[i]
+                   sub(/^[^ ]* [^ ]* /, "", rest)
+                   printf "   %-16s %10.1f %7.2fx  %s\n", f[1], f[2], f[2] / best, rest } }' "$WORK/threads"
+    echo "   ratio: step time against the best OMP_NUM_THREADS tried"
 }
 
 # activations MiB of rank 0, from the memory table trident prints
