@@ -952,6 +952,16 @@ int ops_device_count(ops_device dev)
 #endif
 }
 
+const char *ops_device_count_error(ops_device dev)
+{
+    (void)dev;
+#if TRI_HAVE_CUDA
+    return cuda_device_count_error();
+#else
+    return "";
+#endif
+}
+
 int ops_device_init(ops_device dev, int local_rank, int local_size, char *err,
                     size_t err_size)
 {

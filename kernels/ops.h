@@ -128,8 +128,11 @@ const char *ops_cpu_name(void);
 int ops_cpu_native_bf16(void);
 
 /* Devices of a kind this process can see (the CPU: 1; CUDA: 0 in a
- * CPU-only build or without a GPU). */
+ * CPU-only build, without a GPU or without an NVIDIA driver; -1 when the
+ * CUDA runtime fails otherwise, e.g. a driver older than the build's
+ * runtime, with the reason in ops_device_count_error). */
 int ops_device_count(ops_device dev);
+const char *ops_device_count_error(ops_device dev);
 /* One rank per GPU: picks device local_rank of this node, checks that the
  * node has enough, creates the streams and handles. On failure writes the
  * reason ("built without CUDA; reconfigure with --with-cuda", "node has 4

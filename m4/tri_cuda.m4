@@ -41,7 +41,7 @@ AC_DEFUN([TRI_CHECK_CUDA], [
      AS_IF([test "x$tri_cuda_ok" = xyes],
        [tri_have_cuda=1
         CUDA_CPPFLAGS="-I$tri_cuda_home/include"
-        CUDA_LIBS="-L$tri_cuda_libdir -Wl,-rpath,$tri_cuda_libdir -lcublasLt -lcublas -lcudart"
+        CUDA_LIBS="-L$tri_cuda_libdir -Wl,-rpath,$tri_cuda_libdir -lcublasLt -lcublas -lcudart -ldl"
         CUDA_HOME="$tri_cuda_home"
         NVCC_GENCODE=""
         for tri_sm in $with_cuda_arch; do

@@ -11,23 +11,39 @@
 #include "comm_nccl.h"
 #endif
 
-/* What auto means here: a GPU only if every rank of the world has one. */
-static ops_device resolve(const Grid *g, DeviceChoice choice)
+/* What auto means here: a GPU only if every rank of the world has one.
+ * A GPU that is there but fails (an old driver, say) is an error on every
+ * choice but cpu, never a quiet fall back to the CPU. */
+static int resolve(const Grid *g, DeviceChoice choice, ops_device *out, char *err,
+                   size_t err_size)
 {
-    if (choice == DEVICE_CPU)
-        return OPS_CPU;
-    if (choice == DEVICE_CUDA)
-        return OPS_CUDA;
-    int every = TRI_HAVE_CUDA && ops_device_count(OPS_CUDA) > 0;
+    *out = choice == DEVICE_CUDA ? OPS_CUDA : OPS_CPU;
+    if (choice == DEVICE_CPU || !TRI_HAVE_CUDA)
+        return 0;
+    int count = ops_device_count(OPS_CUDA);
+    int every = count > 0;
     comm_allreduce_scalars(g, COMM_WORLD, &every, 1, COMM_INT, COMM_MIN);
-    return every ? OPS_CUDA : OPS_CPU;
+    if (count < 0) {
+        snprintf(err, err_size, "this rank cannot use its GPU: %s; fix the node's driver, or "
+                 "set [parallel] device = cpu", ops_device_count_error(OPS_CUDA));
+        return 1;
+    }
+    if (choice == DEVICE_AUTO) /* a broken rank stops the run in device_setup */
+        *out = every ? OPS_CUDA : OPS_CPU;
+    return 0;
 }
 
 int device_setup(Grid *g, const Config *cfg)
 {
     char err[512] = "", msg[640] = "";
-    g->device = resolve(g, cfg->parallel.device);
-    int rc = ops_device_init(g->device, g->local_rank, g->local_size, err, sizeof err);
+    const char *names[] = {"auto", "cpu", "cuda"};
+    int rc = resolve(g, cfg->parallel.device, &g->device, err, sizeof err);
+    if (rc)
+        snprintf(msg, sizeof msg, "trident: [parallel] device = %s: %s\n",
+                 names[cfg->parallel.device], err);
+    if (fail_report(g->world, rc, msg)) /* the others stop with the broken rank */
+        return 1;
+    rc = ops_device_init(g->device, g->local_rank, g->local_size, err, sizeof err);
 #if TRI_HAVE_NCCL
     if (!rc && g->device == OPS_CUDA)
         rc = comm_nccl_init(g, err, sizeof err);

@@ -569,8 +569,25 @@ static void test_gemm_info(void)
 int main(int argc, char **argv)
 {
     tap_init(&argc, &argv);
-    if (cuda_device_count() == 0)
-        tap_skip_all("no CUDA device");
+    int count = cuda_device_count();
+    if (count == 0) {
+        /* what "no GPU" means, which needs none: a CPU node with a CUDA
+         * build trains on the CPU under device = auto, a GPU node whose
+         * driver is too old does not */
+        tap_plan(3);
+        tap_ok(cuda_count_means_no_gpu(100 /* cudaErrorNoDevice */, 1), "no device: no GPU");
+        tap_ok(cuda_count_means_no_gpu(35 /* cudaErrorInsufficientDriver */, 0),
+               "no NVIDIA driver installed: no GPU");
+        tap_ok(!cuda_count_means_no_gpu(35, 1) && !cuda_count_means_no_gpu(999, 0),
+               "a driver older than the runtime, or any other error: a broken GPU, reported");
+        tap_diag("no CUDA device: the GPU tests did not run");
+        return tap_done();
+    }
+    if (count < 0) {
+        tap_plan(1);
+        tap_ok(0, "the CUDA runtime fails: %s", cuda_device_count_error());
+        return tap_done();
+    }
     char err[256];
     if (cuda_device_init(0, 1, err, sizeof err) != 0) {
         CHECK(0, "cuda_device_init: %s", err);

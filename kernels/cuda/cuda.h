@@ -37,8 +37,16 @@ extern "C" {
 
 /* ---- device, streams and handles (device_cuda.cu) ---------------------- */
 
-/* Visible CUDA devices; 0 when there is no GPU or no driver (never fails). */
+/* Visible CUDA devices: 0 when there is no GPU or no NVIDIA driver at all;
+ * -1 when the runtime fails otherwise (a driver older than this build's
+ * runtime, a GPU in a bad state), with the reason in
+ * cuda_device_count_error(). */
 int cuda_device_count(void);
+const char *cuda_device_count_error(void);
+/* cudaGetDeviceCount's error (a cudaError_t) means "no GPU on this node"
+ * (cudaErrorNoDevice, or an insufficient driver where none is installed)
+ * rather than a GPU that cannot be used. Pure; for the tests. */
+int cuda_count_means_no_gpu(int error, int driver_present);
 
 /* Selects this rank's GPU and creates the compute and communication
  * streams and the cuBLAS handle. One rank drives one GPU: device =

@@ -11,6 +11,7 @@
  */
 #include "cuda_common.h"
 
+#include <dlfcn.h>
 #include <stdarg.h>
 #include <stdio.h>
 #include <string.h>
@@ -130,15 +131,43 @@ void *scratch_cuda(scratch_slot_cuda slot, size_t bytes)
 
 /* ---- device selection ---------------------------------------------------- */
 
+/* Whether an NVIDIA driver is installed: its user-space library loads. */
+static int driver_installed(void)
+{
+    void *lib = dlopen("libcuda.so.1", RTLD_LAZY | RTLD_LOCAL);
+    if (lib)
+        dlclose(lib);
+    return lib != NULL;
+}
+
+int cuda_count_means_no_gpu(int error, int driver_present)
+{
+    /* no device, or no driver at all (the runtime then reports an
+     * insufficient driver): a CPU node. A driver that is there but older
+     * than this build's runtime is a broken GPU node, not a CPU one. */
+    return error == (int)cudaErrorNoDevice ||
+           (error == (int)cudaErrorInsufficientDriver && !driver_present);
+}
+
+static char count_error[256];
+
 int cuda_device_count(void)
 {
     int n = 0;
-    /* no driver, no device or a broken driver all mean: no GPU here */
-    if (cudaGetDeviceCount(&n) != cudaSuccess) {
-        (void)cudaGetLastError();
+    cudaError_t e = cudaGetDeviceCount(&n);
+    if (e == cudaSuccess)
+        return n > 0 ? n : 0;
+    (void)cudaGetLastError();
+    if (cuda_count_means_no_gpu((int)e, driver_installed()))
         return 0;
-    }
-    return n > 0 ? n : 0;
+    snprintf(count_error, sizeof count_error, "cudaGetDeviceCount: %s (%s)",
+             cudaGetErrorString(e), cudaGetErrorName(e));
+    return -1;
+}
+
+const char *cuda_device_count_error(void)
+{
+    return count_error;
 }
 
 /* An empty kernel: cudaFuncGetAttributes on it fails when this build holds
@@ -211,6 +240,11 @@ int cuda_device_init(int local_rank, int local_size, char *err,
     TRI_CHECK_CUBLAS(cublasSetStream(ctx.blas, ctx.compute));
     /* no atomics: the same bits on every run (cuBLAS's default, made explicit) */
     TRI_CHECK_CUBLAS(cublasSetAtomicsMode(ctx.blas, CUBLAS_ATOMICS_NOT_ALLOWED));
+    /* bf16 and fp16 GEMMs may otherwise sum split-K partials in 16 bits;
+     * trident's contract is fp32 accumulation throughout (ops.h) */
+    TRI_CHECK_CUBLAS(cublasSetMathMode(
+        ctx.blas, (cublasMath_t)(CUBLAS_DEFAULT_MATH |
+                                 CUBLAS_MATH_DISALLOW_REDUCED_PRECISION_REDUCTION)));
     ctx.ready = 1;
     return 0;
 }
