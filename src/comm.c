@@ -312,23 +312,37 @@ void comm_gather_bytes(const Grid *g, CommGroup group, const void *send,
 /* ---- point to point ----------------------------------------------------- */
 
 /* Host copies of device messages in flight, keyed by their request. The
- * buffers are kept for reuse, so steady-state steps do not allocate. */
+ * buffers are kept for reuse, so steady-state steps do not allocate. The
+ * table grows to what the schedule keeps in flight (GPipe posts a receive
+ * per microbatch), so no count of microbatches or stages is too many. */
 typedef struct {
     MPI_Request *req;        /* NULL: free */
     ops_tensor host;         /* capacity in host.n elements of host.dtype */
     ops_tensor device;       /* receive: where comm_wait copies the data */
 } Staged;
 
-static Staged staged[64];
+static Staged *staged;
+static size_t n_staged;
+
+static Staged *free_stage(void)
+{
+    for (size_t i = 0; i < n_staged; i++)
+        if (!staged[i].req)
+            return &staged[i];
+    size_t first_new = n_staged, grown = n_staged ? 2 * n_staged : 16;
+    Staged *t = realloc(staged, grown * sizeof *t);
+    if (!t)
+        fail_abort("out of memory for the staging table of device messages", __FILE__,
+                   __LINE__);
+    memset(t + n_staged, 0, (grown - n_staged) * sizeof *t);
+    staged = t;
+    n_staged = grown;
+    return &staged[first_new];
+}
 
 static Staged *stage_for(MPI_Request *req, ops_tensor buf, int64_t n)
 {
-    Staged *s = NULL;
-    for (size_t i = 0; i < sizeof staged / sizeof staged[0] && !s; i++)
-        if (!staged[i].req)
-            s = &staged[i];
-    if (!s)
-        fail_abort("more than 64 device messages in flight", __FILE__, __LINE__);
+    Staged *s = free_stage();
     if (s->host.n < n || s->host.dtype != buf.dtype) {
         ops_free(&s->host);
         s->host = ops_alloc(buf.dtype, OPS_CPU, n);
@@ -340,7 +354,7 @@ static Staged *stage_for(MPI_Request *req, ops_tensor buf, int64_t n)
 
 static Staged *staged_of(const MPI_Request *req)
 {
-    for (size_t i = 0; i < sizeof staged / sizeof staged[0]; i++)
+    for (size_t i = 0; i < n_staged; i++)
         if (staged[i].req == req)
             return &staged[i];
     return NULL;
