@@ -36,7 +36,11 @@
  *
  * Tile sizes: ATT_ROWS 64 as the exact kernel's blocks. ATT_KEYS 256
  * holds a whole row at T <= 256, so the online rescaling never runs there;
- * at T = 1024 a query tile sees up to 4 key tiles. [measured below]
+ * at T = 1024 a query tile sees up to 4 key tiles. fwd + bwd against the
+ * exact kernel, B=4 NH=12 hs=64 fp32, 2 shared cores, oneDNN avx2, best
+ * of interleaved runs in one process: T = 256 45 vs 48 ms, T = 1024 907
+ * vs 1220 ms (the exact kernel's T x T passes leave the cache there).
+ * Other tile sizes were not tried.
  *
  * bf16 and fp16: each thread widens its head's q, k, v (and out, dout) to
  * fp32 in its share of a scratch buffer, runs the fp32 head code on the
