@@ -66,7 +66,7 @@ typedef enum {
     SCRATCH_DNNL,        /* oneDNN's scratchpad */
     SCRATCH_MATMUL_DOUT, /* matmul_bwd: an fp32 dout block rounded to D */
     SCRATCH_MATMUL_ACC,  /* matmul_bwd: dinp accumulating in fp32 */
-    SCRATCH_ATTENTION,   /* per-thread fp32 copies of one head */
+    SCRATCH_ATTENTION,   /* per-thread score tiles and fp32 copies of one head */
     SCRATCH_ROPE,        /* rope: the cos and sin of each (position, pair) */
     SCRATCH_SLOTS
 } scratch_slot;
