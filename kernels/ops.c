@@ -703,7 +703,7 @@ void ops_gqa_reduce(ops_tensor dq, ops_tensor dk, ops_tensor dv, ops_tensor dqkv
 
 /* ---- attention --------------------------------------------------------- */
 
-void ops_attention_fwd(ops_tensor out, ops_tensor att, ops_tensor qkv,
+void ops_attention_fwd(ops_tensor out, ops_tensor lse, ops_tensor qkv,
                        int B, int T, int NH, int hs)
 {
     static const char fn[] = "ops_attention_fwd";
@@ -714,36 +714,36 @@ void ops_attention_fwd(ops_tensor out, ops_tensor att, ops_tensor qkv,
     ops_dtype dt;
     ops_device dev = CHECK_ARGS(fn, &dt,
         { "out", out, rows * NH * hs, ARG_D, 0 },
-        { "att", att, (int64_t)B * NH * T * T, ARG_F32, 0 },
+        { "lse", lse, rows * NH, ARG_F32, 0 },
         { "qkv", qkv, rows * NH * 3 * hs, ARG_D, 0 });
     if (dev == OPS_CPU)
-        attention_fwd_cpu(out.data, att.data, qkv.data, dt, B, T, NH, hs);
+        attention_fwd_cpu(out.data, lse.data, qkv.data, dt, B, T, NH, hs);
     else
-        ON_CUDA(attention_fwd_cuda(out.data, att.data, qkv.data, dt, B, T, NH, hs));
+        ON_CUDA(attention_fwd_cuda(out.data, lse.data, qkv.data, dt, B, T, NH, hs));
 }
 
-void ops_attention_bwd(ops_tensor dqkv, ops_tensor scratch, ops_tensor dout,
-                       ops_tensor qkv, ops_tensor att,
+void ops_attention_bwd(ops_tensor dqkv, ops_tensor dout, ops_tensor qkv,
+                       ops_tensor out, ops_tensor lse,
                        int B, int T, int NH, int hs)
 {
     static const char fn[] = "ops_attention_bwd";
     check_dims(fn, "B, T, NH", B, T, NH);
     if (hs <= 0)
         FAIL("%s: head size %d must be positive", fn, hs);
-    int64_t rows = (int64_t)B * T, probs = (int64_t)B * NH * T * T;
+    int64_t rows = (int64_t)B * T;
     ops_dtype dt;
     ops_device dev = CHECK_ARGS(fn, &dt,
         { "dqkv", dqkv, rows * NH * 3 * hs, ARG_D, 0 },
-        { "scratch", scratch, probs, ARG_F32, 0 },
         { "dout", dout, rows * NH * hs, ARG_D, 0 },
         { "qkv", qkv, rows * NH * 3 * hs, ARG_D, 0 },
-        { "att", att, probs, ARG_F32, 0 });
+        { "out", out, rows * NH * hs, ARG_D, 0 },
+        { "lse", lse, rows * NH, ARG_F32, 0 });
     if (dev == OPS_CPU)
-        attention_bwd_cpu(dqkv.data, scratch.data, dout.data, qkv.data,
-                          att.data, dt, B, T, NH, hs);
+        attention_bwd_cpu(dqkv.data, dout.data, qkv.data, out.data, lse.data,
+                          dt, B, T, NH, hs);
     else
-        ON_CUDA(attention_bwd_cuda(dqkv.data, scratch.data, dout.data, qkv.data,
-                          att.data, dt, B, T, NH, hs));
+        ON_CUDA(attention_bwd_cuda(dqkv.data, dout.data, qkv.data, out.data,
+                                   lse.data, dt, B, T, NH, hs));
 }
 
 /* ---- embeddings -------------------------------------------------------- */

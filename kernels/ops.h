@@ -18,8 +18,7 @@
  * Each call has one compute dtype D, fp32, bf16 or fp16: the dtype of its
  * activations, weight copies and activation gradients, which must all
  * agree (a bf16 inp with an fp16 w fails, naming both). Always fp32,
- * whatever D: LayerNorm mean/rstd; attention probabilities `att` and the
- * backward `scratch`; the softmax cross-entropy vectors (rowmax, sumexp,
+ * whatever D: LayerNorm mean/rstd; attention's per-row log-sum-exp `lse`; the softmax cross-entropy vectors (rowmax, sumexp,
  * target_logit, losses); PARAMETER GRADIENTS (matmul dw and dbias,
  * LayerNorm dw/db, dwte, dwpe), which accumulate in fp32; AdamW's master
  * weights, m and v. The accumulators of sumsq/sum are fp64. Per op:
@@ -33,7 +32,7 @@
  *  - layernorm: out, inp, w, b, dout, dinp D; mean, rstd, dw, db fp32;
  *  - gelu, add, accumulate, scale, clip_value: every tensor D (fp32 for
  *    the fp32 gradient buffers);
- *  - attention: qkv, out, dout, dqkv D; att, scratch fp32;
+ *  - attention: qkv, out, dout, dqkv D; lse fp32;
  *  - embedding/position: wte, wpe, out, dout D; dwte, dwpe fp32;
  *  - xent: logits and dlogits share one dtype, which the model makes fp32;
  *  - sumsq/sum_accumulate and adamw's grad and wcopy: any float dtype.
@@ -222,16 +221,19 @@ void ops_gqa_reduce(ops_tensor dq, ops_tensor dk, ops_tensor dv, ops_tensor dqkv
 
 /* ---- attention -------------------------------------------------------- */
 
-/* Causal self-attention over NH local heads.
+/* Causal self-attention over NH local heads, fused: no T x T matrix is
+ * kept, so activation memory grows linearly with T.
  * qkv (B,T,NH,3,hs): per head, q then k then v (the head-interleaved layout
  * that lets tensor parallelism split heads as a contiguous row block).
- * out (B,T,NH*hs); att (B,NH,T,T) keeps the softmax probabilities (fp32)
- * for the backward pass; entries above the diagonal are 0. */
-void ops_attention_fwd(ops_tensor out, ops_tensor att, ops_tensor qkv,
+ * out (B,T,NH*hs); lse (B,NH,T) fp32 keeps each query row's log-sum-exp of
+ * its scaled scores, log sum_j exp(q.k_j / sqrt(hs)), for the backward
+ * pass, which recomputes the probabilities from it. */
+void ops_attention_fwd(ops_tensor out, ops_tensor lse, ops_tensor qkv,
                        int B, int T, int NH, int hs);
-/* dqkv (B,T,NH,3,hs) = ... (overwrite). scratch holds B*NH*T*T fp32. */
-void ops_attention_bwd(ops_tensor dqkv, ops_tensor scratch, ops_tensor dout,
-                       ops_tensor qkv, ops_tensor att,
+/* dqkv (B,T,NH,3,hs) = ... (overwrite), from the forward's qkv, out and
+ * lse. */
+void ops_attention_bwd(ops_tensor dqkv, ops_tensor dout, ops_tensor qkv,
+                       ops_tensor out, ops_tensor lse,
                        int B, int T, int NH, int hs);
 
 /* ---- embeddings (vocab-parallel aware) -------------------------------- */

@@ -96,12 +96,12 @@ static void time_layer_elementwise(ops_dtype d, int B, int T, int C, int NH_tota
     double add;
     TIME_MEAN(add, ops_add(dx, x, ln, N * C));
     ops_tensor qkv = filled(d, N * 3 * NH * hs), out = filled(d, N * NH * hs);
-    ops_tensor att = filled(OPS_F32, (int64_t)B * NH * T * T), scratch = ops_alloc(OPS_F32, OPS_CPU, att.n);
+    ops_tensor lse = filled(OPS_F32, (int64_t)B * NH * T);
     ops_tensor dqkv = filled(d, qkv.n);
     double att_f;
-    TIME_MEAN(att_f, ops_attention_fwd(out, att, qkv, B, T, NH, hs));
+    TIME_MEAN(att_f, ops_attention_fwd(out, lse, qkv, B, T, NH, hs));
     double att_b;
-    TIME_MEAN(att_b, ops_attention_bwd(dqkv, scratch, out, qkv, att, B, T, NH, hs));
+    TIME_MEAN(att_b, ops_attention_bwd(dqkv, out, qkv, out, lse, B, T, NH, hs));
     ops_tensor fc = filled(d, N * 4 * NH * hs), fcg = filled(d, fc.n);
     double gelu_f;
     TIME_MEAN(gelu_f, ops_gelu_fwd(fcg, fc, fc.n));
@@ -109,7 +109,7 @@ static void time_layer_elementwise(ops_dtype d, int B, int T, int C, int NH_tota
     TIME_MEAN(gelu_b, ops_gelu_bwd(fcg, fc, fcg, fc.n));
     t->elem_fwd += 2 * ln_f + att_f + gelu_f + 2 * add;
     t->elem_bwd += 2 * ln_b + att_b + gelu_b + 2 * add; /* the residual gradients add up */
-    ops_tensor all[] = {x, ln, dx, lw, lb, dlw, dlb, mean, rstd, qkv, out, att, scratch, dqkv, fc, fcg};
+    ops_tensor all[] = {x, ln, dx, lw, lb, dlw, dlb, mean, rstd, qkv, out, lse, dqkv, fc, fcg};
     for (size_t i = 0; i < sizeof all / sizeof all[0]; i++)
         ops_free(&all[i]);
 }

@@ -51,7 +51,7 @@ static void acts_alloc(Model *m, BlockActs *a, int keep_input_only)
     a->ln1_mean = m->llama ? OPS_NONE : f32(m, N);
     a->ln1_rstd = f32(m, N);
     a->qkv = act(m, N * 3 * Cl);
-    a->att = f32(m, (int64_t)m->B * m->NHl * m->T * m->T);
+    a->lse = f32(m, N * m->NHl);
     a->atty = act(m, N * Cl);
     a->xmid = act(m, N * C);
     a->ln2 = act(m, N * C);
@@ -66,7 +66,7 @@ static void acts_free(BlockActs *a, int keep_input_only)
     ops_free(&a->x);
     if (keep_input_only)
         return;
-    ops_tensor *all[] = {&a->ln1, &a->ln1_mean, &a->ln1_rstd, &a->qkv, &a->att,
+    ops_tensor *all[] = {&a->ln1, &a->ln1_mean, &a->ln1_rstd, &a->qkv, &a->lse,
                          &a->atty, &a->xmid, &a->ln2, &a->ln2_mean, &a->ln2_rstd,
                          &a->fc, &a->fcg};
     for (size_t i = 0; i < sizeof all / sizeof all[0]; i++)
@@ -101,7 +101,6 @@ static void scratch_alloc(Model *m, int any_recompute)
         s->qkv_raw = act(m, N * (m->NHl + 2 * m->NKVl) * m->hs);
     s->d_atty = act(m, N * Cl);
     s->d_qkv = act(m, N * 3 * Cl);
-    s->d_att = f32(m, (int64_t)m->B * m->NHl * m->T * m->T);
     if (m->is_last) {
         s->lnf = act(m, N * C);
         s->lnf_mean = m->llama ? OPS_NONE : f32(m, N);
@@ -250,7 +249,7 @@ void model_destroy(Model *m)
         acts_free(r, 0);
     }
     ops_tensor *all[] = {&s->tmp, &s->d_ln, &s->d_fc, &s->d_atty, &s->d_qkv,
-                         &s->d_att, &s->qkv_raw, &s->lnf, &s->lnf_mean, &s->lnf_rstd,
+                         &s->qkv_raw, &s->lnf, &s->lnf_mean, &s->lnf_rstd,
                          &s->d_lnf, &s->logits, &s->rowmax, &s->stats, &s->losses,
                          &m->loss_acc};
     for (size_t i = 0; i < sizeof all / sizeof all[0]; i++)
@@ -307,7 +306,7 @@ static void block_forward(Model *m, const BlockParams *p, BlockActs *a,
                       head_of(a->x, N * C), W(m, p->ln1w), W(m, p->ln1b), (int)N, (int)C));
     PROF(PROF_MATMUL, ops_matmul_fwd(head_of(a->qkv, N * 3 * Cl), head_of(a->ln1, N * C), W(m, p->qkvw),
                    W(m, p->qkvb), (int)N, (int)(3 * Cl), (int)C));
-    PROF(PROF_ATTENTION, ops_attention_fwd(head_of(a->atty, N * Cl), a->att, head_of(a->qkv, N * 3 * Cl),
+    PROF(PROF_ATTENTION, ops_attention_fwd(head_of(a->atty, N * Cl), a->lse, head_of(a->qkv, N * 3 * Cl),
                       rows, m->T, m->NHl, m->hs));
     model_row_parallel(m, s->tmp, a->atty, p->projw, p->projb, N, Cl);
     PROF(PROF_RESIDUAL, ops_add(head_of(a->xmid, N * C), head_of(a->x, N * C), head_of(s->tmp, N * C), N * C));
@@ -469,8 +468,8 @@ static void block_backward(Model *m, const BlockParams *p, BlockActs *a,
     ops_tensor d_atty = head_of(s->d_atty, N * Cl), d_qkv = head_of(s->d_qkv, N * 3 * Cl);
     PROF(PROF_MATMUL, ops_matmul_bwd(d_atty, G(m, p->projw), G(m, p->projb), dres, head_of(a->atty, N * Cl),
                    W(m, p->projw), (int)N, (int)C, (int)Cl));
-    PROF(PROF_ATTENTION, ops_attention_bwd(d_qkv, s->d_att, d_atty, head_of(a->qkv, N * 3 * Cl), a->att,
-                      rows, m->T, m->NHl, m->hs));
+    PROF(PROF_ATTENTION, ops_attention_bwd(d_qkv, d_atty, head_of(a->qkv, N * 3 * Cl),
+                      head_of(a->atty, N * Cl), a->lse, rows, m->T, m->NHl, m->hs));
     PROF(PROF_MATMUL, ops_matmul_bwd(d_ln, G(m, p->qkvw), G(m, p->qkvb), d_qkv, head_of(a->ln1, N * C),
                    W(m, p->qkvw), (int)N, (int)(3 * Cl), (int)C));
     ln_backward(m, dres, a->x, p->ln1w, p->ln1b, a->ln1_mean, a->ln1_rstd, N);
@@ -554,7 +553,7 @@ static int64_t acts_bytes(const BlockActs *a, int keep_input_only)
 {
     if (keep_input_only)
         return tensor_bytes(a->x);
-    const ops_tensor all[] = {a->x, a->ln1, a->ln1_mean, a->ln1_rstd, a->qkv, a->att,
+    const ops_tensor all[] = {a->x, a->ln1, a->ln1_mean, a->ln1_rstd, a->qkv, a->lse,
                               a->atty, a->xmid, a->ln2, a->ln2_mean, a->ln2_rstd,
                               a->fc, a->fcg};
     int64_t b = 0;
@@ -576,7 +575,7 @@ int64_t model_activation_bytes(const Model *m)
     BlockActs r = s->recomputed;
     r.x = OPS_NONE;
     b += acts_bytes(&r, 0);
-    const ops_tensor all[] = {s->tmp, s->d_ln, s->d_fc, s->d_atty, s->d_qkv, s->d_att,
+    const ops_tensor all[] = {s->tmp, s->d_ln, s->d_fc, s->d_atty, s->d_qkv,
                               s->qkv_raw, s->lnf, s->lnf_mean, s->lnf_rstd, s->d_lnf, s->logits,
                               s->rowmax, s->stats, s->losses};
     for (size_t i = 0; i < sizeof all / sizeof all[0]; i++)

@@ -18,7 +18,7 @@ struct BlockActs {
     ops_tensor x;                          /* input (B,T,C), always kept */
     ops_tensor ln1, ln1_mean, ln1_rstd;    /* (B,T,C), (B,T), (B,T) */
     ops_tensor qkv;                        /* (B,T,3Cl) */
-    ops_tensor att;                        /* (B,NHl,T,T) softmax */
+    ops_tensor lse;                        /* (B,NHl,T) fp32 softmax log-sum-exp */
     ops_tensor atty;                       /* (B,T,Cl) */
     ops_tensor xmid;                       /* (B,T,C) after attention */
     ops_tensor ln2, ln2_mean, ln2_rstd;
@@ -33,7 +33,6 @@ typedef struct ModelScratch {
     ops_tensor d_fc;         /* gpt2 (B,T,4Cl); llama d(fcg)|dgate|dup, 3 x (B,T,Fl) */
     ops_tensor d_atty;       /* (B,T,Cl) */
     ops_tensor d_qkv;        /* (B,T,3Cl) */
-    ops_tensor d_att;        /* (B,NHl,T,T) attention backward scratch */
     ops_tensor qkv_raw;      /* llama: q|k|v before expansion, then their
                                 gradients: (B,T,(NHl + 2 NKVl) hs) */
     ops_tensor lnf, lnf_mean, lnf_rstd, d_lnf;   /* head, last stage */

@@ -63,7 +63,7 @@ void llama_block_forward(Model *m, const BlockParams *p, BlockActs *a, ops_tenso
     PROF(PROF_ATTENTION, ops_rope_fwd(k, rows, m->T, m->NKVl, m->hs, theta));
     PROF(PROF_ATTENTION, ops_gqa_expand(head_of(a->qkv, N * 3 * Cl), q, k, v, (int)N, m->NHl,
                                         m->NKVl, m->hs));
-    PROF(PROF_ATTENTION, ops_attention_fwd(head_of(a->atty, N * Cl), a->att,
+    PROF(PROF_ATTENTION, ops_attention_fwd(head_of(a->atty, N * Cl), a->lse,
                                            head_of(a->qkv, N * 3 * Cl), rows, m->T, m->NHl,
                                            m->hs));
     model_row_parallel(m, s->tmp, a->atty, p->projw, -1, N, Cl);
@@ -139,8 +139,9 @@ void llama_block_backward(Model *m, const BlockParams *p, BlockActs *a, ops_tens
     PROF(PROF_MATMUL, ops_matmul_bwd(d_atty, G(m, p->projw), OPS_NONE, dres,
                                      head_of(a->atty, N * Cl), W(m, p->projw), (int)N, (int)C,
                                      (int)Cl));
-    PROF(PROF_ATTENTION, ops_attention_bwd(d_qkv, s->d_att, d_atty, head_of(a->qkv, N * 3 * Cl),
-                                           a->att, rows, m->T, m->NHl, m->hs));
+    PROF(PROF_ATTENTION, ops_attention_bwd(d_qkv, d_atty, head_of(a->qkv, N * 3 * Cl),
+                                           head_of(a->atty, N * Cl), a->lse, rows, m->T,
+                                           m->NHl, m->hs));
     PROF(PROF_ATTENTION, ops_gqa_reduce(dq, dk, dv, d_qkv, (int)N, m->NHl, m->NKVl, m->hs));
     PROF(PROF_ATTENTION, ops_rope_bwd(dq, rows, m->T, m->NHl, m->hs, theta));
     PROF(PROF_ATTENTION, ops_rope_bwd(dk, rows, m->T, m->NKVl, m->hs, theta));

@@ -91,15 +91,15 @@ static int64_t activation_memory(const Config *cfg, const Grid *g, int n_local, 
     int64_t a = (int64_t)ops_dtype_size(model_dtype(cfg->train.precision));
     int64_t B = cfg->train.micro_batch, T = mc->seq_len, C = mc->n_embd, N = B * T;
     int64_t Cl = C / g->tp, NHl = mc->n_head / g->tp, Vl = mc->vocab_size / g->tp;
-    int64_t att = 4 * B * NHl * T * T;
-    int64_t block = a * (4 * N * C + 3 * N * Cl + N * Cl + 8 * N * Cl) + 4 * 4 * N + att;
+    int64_t lse = 4 * B * NHl * T; /* attention keeps no T x T matrix */
+    int64_t block = a * (4 * N * C + 3 * N * Cl + N * Cl + 8 * N * Cl) + 4 * 4 * N + lse;
     /* gpt2: fc, fcg (4Cl each) and their gradient d_fc; LayerNorm keeps mean
      * and rstd, llama's RMSNorm rstd only */
     int64_t d_fc = 4 * Cl, stats = 8, extra = 0;
     if (mc->arch == ARCH_LLAMA) {
         int64_t Fl = arch_ffn_dim(mc) / g->tp;
         int64_t KVl = (int64_t)arch_kv_heads_local(mc, g->tp) * (C / mc->n_head);
-        block = a * (4 * N * C + 3 * N * Cl + N * Cl + 3 * N * Fl) + 2 * 4 * N + att;
+        block = a * (4 * N * C + 3 * N * Cl + N * Cl + 3 * N * Fl) + 2 * 4 * N + lse;
         d_fc = 3 * Fl - 4 * Cl; /* d(fcg), dgate, dup in place of d_fc's 4Cl */
         stats = 4;
         extra = a * N * (Cl + 2 * KVl); /* q|k|v before the expansion */
@@ -116,7 +116,7 @@ static int64_t activation_memory(const Config *cfg, const Grid *g, int n_local, 
         per_slot += keep_input ? a * N * C : block;
         any |= keep_input;
     }
-    int64_t scratch = (any ? block - a * N * C : 0) + 2 * a * N * C + a * N * 8 * Cl + att;
+    int64_t scratch = (any ? block - a * N * C : 0) + 2 * a * N * C + a * N * 8 * Cl;
     if (mc->arch == ARCH_LLAMA)
         scratch += a * N * d_fc + extra;
     if (last) {

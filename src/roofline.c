@@ -157,8 +157,10 @@ static StageWork stage_work(const Config *cfg, const Hardware *hw)
     stage_layers(cfg, 0, &layers, &re);
     double layer_flops = model_layer_flops(m, tokens) / tp;
     /* per token per layer, forward: two LayerNorms, GELU in and out, two
-     * residual adds, the attention probabilities (fp32) read and written;
-     * backward streams about twice that */
+     * residual adds, the attention probabilities (fp32) read and written
+     * (the CUDA twin still forms them in a scratch; the CPU's fused kernel
+     * keeps its tiles in cache, and a CPU plan times the kernels instead,
+     * timed_stage); backward streams about twice that */
     double layer_bytes = tokens * (a * C * (4.0 + 8.0 / tp + 6.0) + 8.0 * NH / tp * T / 2.0);
     if (m->arch == ARCH_LLAMA) {
         /* SwiGLU reads gate and up and writes its product (3F), rotary

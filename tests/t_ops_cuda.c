@@ -436,20 +436,19 @@ static void test_llama(ops_dtype dt, int N, int C)
 
 static void test_attention(ops_dtype dt, int B, int T, int NH, int hs)
 {
-    int64_t rows = (int64_t)B * T, probs = (int64_t)B * NH * T * T;
+    int64_t rows = (int64_t)B * T;
     Buf qkv = buf_rand(dt, rows * NH * 3 * hs, -1.0f, 1.0f);
-    Buf out = buf_zero(dt, rows * NH * hs), att = buf_zero(OPS_F32, probs);
-    attention_fwd_cpu(out.h, att.h, qkv.h, dt, B, T, NH, hs);
-    attention_fwd_cuda(out.d, att.d, qkv.d, dt, B, T, NH, hs);
+    Buf out = buf_zero(dt, rows * NH * hs), lse = buf_zero(OPS_F32, rows * NH);
+    attention_fwd_cpu(out.h, lse.h, qkv.h, dt, B, T, NH, hs);
+    attention_fwd_cuda(out.d, lse.d, qkv.d, dt, B, T, NH, hs);
     expect("attention_fwd", dt, "out", &out);
-    expect("attention_fwd", dt, "att", &att);
+    expect("attention_fwd", dt, "lse", &lse);
     Buf dout = buf_rand(dt, rows * NH * hs, -1.0f, 1.0f);
     Buf dqkv = buf_rand(dt, rows * NH * 3 * hs, -9.0f, 9.0f); /* overwritten */
-    Buf scratch = buf_zero(OPS_F32, probs);
-    attention_bwd_cpu(dqkv.h, scratch.h, dout.h, qkv.h, att.h, dt, B, T, NH, hs);
-    attention_bwd_cuda(dqkv.d, scratch.d, dout.d, qkv.d, att.d, dt, B, T, NH, hs);
+    attention_bwd_cpu(dqkv.h, dout.h, qkv.h, out.h, lse.h, dt, B, T, NH, hs);
+    attention_bwd_cuda(dqkv.d, dout.d, qkv.d, out.d, lse.d, dt, B, T, NH, hs);
     expect("attention_bwd", dt, "dqkv", &dqkv);
-    Buf *all[] = { &qkv, &out, &att, &dout, &dqkv, &scratch };
+    Buf *all[] = { &qkv, &out, &lse, &dout, &dqkv };
     for (size_t i = 0; i < sizeof all / sizeof all[0]; i++)
         buf_free(all[i]);
 }

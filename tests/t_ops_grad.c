@@ -25,6 +25,7 @@
 #include <stdlib.h>
 #include <string.h>
 
+#include "kernels/cpu/cpu.h"
 #include "tests/tap.h"
 
 #define FD_H 1e-2f
@@ -335,17 +336,18 @@ static void test_layernorm(void)
 
 /* ---- attention ------------------------------------------------------------ */
 
-/* Two shapes: a small one, and one with T above the kernel's row blocking
- * (64), so the blocked causal GEMMs meet at block edges. */
+/* Shapes: a small one; one with T above the query tiles (64), so the
+ * causal tiles meet at tile edges; one with T above the key tiles (256),
+ * so the online softmax rescales rows across key tiles. */
 typedef struct {
     int B, T, NH, hs;
-    ops_tensor out, att, qkv, r;
+    ops_tensor out, lse, qkv, r;
 } att_ctx;
 
 static double att_objective(void *p)
 {
     att_ctx *c = p;
-    ops_attention_fwd(c->out, c->att, c->qkv, c->B, c->T, c->NH, c->hs);
+    ops_attention_fwd(c->out, c->lse, c->qkv, c->B, c->T, c->NH, c->hs);
     return dot(fp(c->out), fp(c->r), c->out.n);
 }
 
@@ -357,7 +359,7 @@ static double qkv_at(const att_ctx *c, int b, int t, int h, int part, int d)
 }
 
 /* Naive causal attention in double for row (b, h, t); returns the worst
- * error of out and att (including exact zeros above the diagonal). */
+ * error of out and of the row's log-sum-exp. */
 static double att_row_err(const att_ctx *c, int b, int h, int t, double *s)
 {
     double worst = 0.0, m = -INFINITY, z = 0.0;
@@ -370,12 +372,8 @@ static double att_row_err(const att_ctx *c, int b, int h, int t, double *s)
     }
     for (int j = 0; j <= t; j++)
         z += exp(s[j] - m);
-    const float *prow = fp(c->att) + ((int64_t)(b * c->NH + h) * c->T + t) * c->T;
-    for (int j = 0; j < c->T; j++) {
-        double e = j <= t ? fabs(prow[j] - exp(s[j] - m) / z)
-                          : (prow[j] != 0.0f);
-        worst = e > worst ? e : worst;
-    }
+    double lse = fp(c->lse)[(int64_t)(b * c->NH + h) * c->T + t];
+    worst = fabs(lse - (m + log(z)));
     for (int d = 0; d < c->hs; d++) {
         double o = 0.0;
         for (int j = 0; j <= t; j++)
@@ -433,20 +431,19 @@ static double att_part_objective(void *p)
 static void test_attention(int B, int T, int NH, int hs)
 {
     int64_t n = (int64_t)B * T * NH * hs;
-    att_ctx c = { B, T, NH, hs, f32(n), f32((int64_t)B * NH * T * T),
+    att_ctx c = { B, T, NH, hs, f32(n), f32((int64_t)B * NH * T),
                   f32(3 * n), f32(n) };
     fill(c.qkv, -1.5f, 1.5f);
     fill(c.r, -1, 1);
-    set_all(c.att, NAN);
+    set_all(c.lse, NAN);
     att_objective(&c);
     double e = att_reference_err(&c);
-    tap_ok(e < FWD_TOL, "attention B=%d T=%d NH=%d hs=%d fwd (out, causal "
-           "att) vs double reference (max abs %.1e)", B, T, NH, hs, e);
+    tap_ok(e < FWD_TOL, "attention B=%d T=%d NH=%d hs=%d fwd (out, lse) vs "
+           "double reference (max abs %.1e)", B, T, NH, hs, e);
 
-    ops_tensor dqkv = f32(3 * n), scratch = f32(c.att.n);
+    ops_tensor dqkv = f32(3 * n);
     set_all(dqkv, NAN);
-    set_all(scratch, NAN);
-    ops_attention_bwd(dqkv, scratch, c.r, c.qkv, c.att, B, T, NH, hs);
+    ops_attention_bwd(dqkv, c.r, c.qkv, c.out, c.lse, B, T, NH, hs);
     static const char *names[] = { "dq", "dk", "dv" };
     float *x = malloc((size_t)n * sizeof *x), *a = malloc((size_t)n * sizeof *a);
     for (int part = 0; part < 3; part++) {
@@ -456,17 +453,91 @@ static void test_attention(int B, int T, int NH, int hs)
         move_part(&c, a, fp(dqkv), part, 0);
         att_part_ctx pc = { &c, part, x };
         check_grad(what, att_part_objective, &pc, x, a, n);
-        att_part_objective(&pc); /* restore qkv, att */
+        att_part_objective(&pc); /* restore qkv, out, lse */
     }
     free(x);
     free(a);
 
     ops_tensor d1 = clone(dqkv);
     set_all(dqkv, 7.0f);
-    ops_attention_bwd(dqkv, scratch, c.r, c.qkv, c.att, B, T, NH, hs);
+    ops_attention_bwd(dqkv, c.r, c.qkv, c.out, c.lse, B, T, NH, hs);
     tap_ok(same_bits(dqkv, d1), "attention T=%d bwd overwrites dqkv", T);
-    ops_free(&c.out); ops_free(&c.att); ops_free(&c.qkv); ops_free(&c.r);
-    ops_free(&dqkv); ops_free(&scratch); ops_free(&d1);
+    ops_free(&c.out); ops_free(&c.lse); ops_free(&c.qkv); ops_free(&c.r);
+    ops_free(&dqkv); ops_free(&d1);
+}
+
+/* max |a - r| / max |r| over n elements of dtype dt: the difference on the
+ * scale of the tensor, as an elementwise ratio blows up where r ~ 0. */
+static double scaled_diff(ops_tensor a, ops_tensor r)
+{
+    ops_tensor a32 = f32(a.n), r32 = f32(r.n);
+    ops_cast(a32, a);
+    ops_cast(r32, r);
+    double big = 0.0, worst = 0.0;
+    for (int64_t i = 0; i < r.n; i++)
+        big = fabs(fp(r32)[i]) > big ? fabs(fp(r32)[i]) : big;
+    for (int64_t i = 0; i < r.n; i++) {
+        double e = fabs((double)fp(a32)[i] - fp(r32)[i]) / (big > 0 ? big : 1.0);
+        if (!(e <= worst))
+            worst = isnan(e) ? INFINITY : e;
+    }
+    ops_free(&a32);
+    ops_free(&r32);
+    return worst;
+}
+
+static int same_bytes(ops_tensor a, ops_tensor b)
+{
+    size_t es = ops_dtype_size(a.dtype);
+    return a.n == b.n && memcmp(a.data, b.data, (size_t)a.n * es) == 0;
+}
+
+/* The fused kernel against the exact one that keeps the (B,NH,T,T)
+ * probabilities (kernels/cpu/attention_exact_cpu.c, the trainer's kernel
+ * before the fused one), on the same inputs in dt. Both do fp32
+ * arithmetic on the same values in a different order: out and dqkv agree
+ * to fp32 round-off in fp32 (tol 2e-5 of the tensor's largest element;
+ * the sums run over up to T = 1024 terms), and in bf16 to one rounding of
+ * the stored result (2^-8 of an element, tol 4e-3 of the largest). The
+ * fused kernel also runs on 1 thread and must give the bits of 3. */
+static void test_attention_exact(ops_dtype dt, int B, int T, int NH, int hs)
+{
+    double tol = dt == OPS_F32 ? 2e-5 : 4e-3;
+    int64_t n = (int64_t)B * T * NH * hs, probs = (int64_t)B * NH * T * T;
+    ops_tensor q32 = f32(3 * n), g32 = f32(n);
+    fill(q32, -2.0f, 2.0f);
+    fill(g32, -1.0f, 1.0f);
+    ops_tensor qkv = ops_alloc(dt, OPS_CPU, 3 * n), dout = ops_alloc(dt, OPS_CPU, n);
+    ops_cast(qkv, q32);
+    ops_cast(dout, g32);
+    ops_tensor out = ops_alloc(dt, OPS_CPU, n), out_r = ops_alloc(dt, OPS_CPU, n);
+    ops_tensor dqkv = ops_alloc(dt, OPS_CPU, 3 * n), dqkv_r = ops_alloc(dt, OPS_CPU, 3 * n);
+    ops_tensor lse = f32((int64_t)B * NH * T), att = f32(probs), scratch = f32(probs);
+
+    int threads = omp_get_max_threads();
+    omp_set_num_threads(3);
+    ops_attention_fwd(out, lse, qkv, B, T, NH, hs);
+    ops_attention_bwd(dqkv, dout, qkv, out, lse, B, T, NH, hs);
+    attention_exact_fwd_cpu(out_r.data, fp(att), qkv.data, dt, B, T, NH, hs);
+    attention_exact_bwd_cpu(dqkv_r.data, fp(scratch), dout.data, qkv.data, fp(att), dt,
+                            B, T, NH, hs);
+    double eo = scaled_diff(out, out_r), ed = scaled_diff(dqkv, dqkv_r);
+    tap_ok(eo < tol && ed < tol, "%s attention B=%d T=%d NH=%d hs=%d fused vs exact "
+           "kernel: out max diff %.1e, dqkv %.1e (of the largest element; tol %.0e)",
+           ops_dtype_name(dt), B, T, NH, hs, eo, ed, tol);
+
+    ops_tensor out1 = ops_alloc(dt, OPS_CPU, n), lse1 = f32(lse.n);
+    ops_tensor dqkv1 = ops_alloc(dt, OPS_CPU, 3 * n);
+    omp_set_num_threads(1);
+    ops_attention_fwd(out1, lse1, qkv, B, T, NH, hs);
+    ops_attention_bwd(dqkv1, dout, qkv, out1, lse1, B, T, NH, hs);
+    omp_set_num_threads(threads);
+    tap_ok(same_bytes(out, out1) && same_bits(lse, lse1) && same_bytes(dqkv, dqkv1),
+           "%s attention T=%d: 1 thread gives the bits of 3", ops_dtype_name(dt), T);
+    ops_tensor all[] = { q32, g32, qkv, dout, out, out_r, dqkv, dqkv_r, lse, att,
+                         scratch, out1, lse1, dqkv1 };
+    for (size_t i = 0; i < sizeof all / sizeof all[0]; i++)
+        ops_free(&all[i]);
 }
 
 /* ---- embeddings, two vocabulary shards ------------------------------------- */
@@ -914,12 +985,17 @@ static void test_gqa(void)
 int main(int argc, char **argv)
 {
     tap_init(&argc, &argv);
-    tap_plan(49);
+    tap_plan(62);
     test_matmul();
     test_gelu();
     test_layernorm();
     test_attention(2, 5, 2, 4);
     test_attention(1, 130, 2, 3);
+    test_attention(1, 300, 1, 2);
+    test_attention_exact(OPS_F32, 2, 300, 3, 8);
+    test_attention_exact(OPS_F32, 1, 1024, 2, 16);
+    test_attention_exact(OPS_BF16, 2, 300, 3, 8);
+    test_attention_exact(OPS_BF16, 1, 1024, 2, 16);
     test_embedding();
     test_xent();
     test_add();

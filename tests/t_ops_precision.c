@@ -416,24 +416,23 @@ static void test_attention(ops_dtype dt)
     const char *dn = ops_dtype_name(dt);
     double tol = tol_of(dt);
     enum { B = 2, T = 70, NH = 3, hs = 8 };
-    int64_t n = (int64_t)B * T * NH * hs, probs = (int64_t)B * NH * T * T;
+    int64_t n = (int64_t)B * T * NH * hs, rows = (int64_t)B * NH * T;
     pair qkv = input(dt, 3 * n, -2, 2), out = output(dt, n);
-    ops_tensor att[2] = { f32(probs), f32(probs) };
-    ops_attention_fwd(out.d, att[0], qkv.d, B, T, NH, hs);
-    ops_attention_fwd(out.f, att[1], qkv.f, B, T, NH, hs);
-    double e = err(out.d, out.f), ea = err(att[0], att[1]);
+    ops_tensor lse[2] = { f32(rows), f32(rows) };
+    ops_attention_fwd(out.d, lse[0], qkv.d, B, T, NH, hs);
+    ops_attention_fwd(out.f, lse[1], qkv.f, B, T, NH, hs);
+    double e = err(out.d, out.f), ea = err(lse[0], lse[1]);
     tap_ok(e < tol && ea < F32_TOL, "%s attention_fwd vs fp32 (out max rel "
-           "%.1e tol %.0e; att fp32 %.1e tol %.0e)", dn, e, tol, ea, F32_TOL);
+           "%.1e tol %.0e; lse fp32 %.1e tol %.0e)", dn, e, tol, ea, F32_TOL);
 
     pair dout = input(dt, n, -1, 1), dqkv = output(dt, 3 * n);
-    ops_tensor scratch = f32(probs);
-    ops_attention_bwd(dqkv.d, scratch, dout.d, qkv.d, att[0], B, T, NH, hs);
-    ops_attention_bwd(dqkv.f, scratch, dout.f, qkv.f, att[1], B, T, NH, hs);
+    ops_attention_bwd(dqkv.d, dout.d, qkv.d, out.d, lse[0], B, T, NH, hs);
+    ops_attention_bwd(dqkv.f, dout.f, qkv.f, out.f, lse[1], B, T, NH, hs);
     e = err(dqkv.d, dqkv.f);
     tap_ok(e < tol, "%s attention_bwd dqkv vs fp32 (max rel %.1e, tol %.0e)",
            dn, e, tol);
     pfree(&qkv); pfree(&out); pfree(&dout); pfree(&dqkv);
-    ops_free(&att[0]); ops_free(&att[1]); ops_free(&scratch);
+    ops_free(&lse[0]); ops_free(&lse[1]);
 }
 
 /* ---- embeddings ------------------------------------------------------------- */
@@ -746,7 +745,7 @@ static void test_contract(void)
     FAILS(ops_add(b_n, b_n, f_n, M * K),
                 "ops_add: b is fp32 but out is bf16");
     FAILS(ops_attention_fwd(b_n, b_n, b_n, 1, 1, 1, 1),
-                "ops_attention_fwd: att is bf16 but must be fp32");
+                "ops_attention_fwd: lse is bf16 but must be fp32");
     tap_ok(ok, "wrong dtype combinations fail with a message naming the "
            "argument and the rule (9 cases)");
     ops_set_fatal_handler(NULL);

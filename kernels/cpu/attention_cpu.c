@@ -1,150 +1,238 @@
 /*
- * attention_cpu.c - causal self-attention, forward and backward, by GEMMs.
+ * attention_cpu.c - fused causal self-attention, forward and backward,
+ * without a T x T matrix in memory.
  *
- * Per (batch, head): S = Q K^T / sqrt(hs), P = causal softmax(S),
- * O = P V. Q, K and V are read in place from the (B,T,NH,3,hs) qkv tensor
- * through the GEMM's leading dimension 3*NH*hs, and O is written in place
- * into (B,T,NH*hs), so nothing is repacked. P is kept in att for the
- * backward pass.
+ * Per (batch, head), FlashAttention-2's schedule on the CPU: the queries go
+ * in tiles of ATT_ROWS rows and, for each, the keys up to the tile's end of
+ * the diagonal go in tiles of ATT_KEYS columns. The forward computes
+ * S = Q_i K_j^T / sqrt(hs) for one tile pair, keeps each row's running
+ * max m and sum l of exponentials (online softmax: when m grows, l and the
+ * output row so far are scaled by exp(m_old - m_new)), and adds
+ * exp(S - m) V_j to the output; at the end it divides by l and keeps only
+ * lse = m + log l per row, (B,NH,T) floats, beside the output. The
+ * backward recomputes P = exp(S - lse) tile by tile, with (in fp32)
+ * D_i = rowsum(dO_i * O_i) in place of rowsum(dP * P) (equal: both are
+ * dO_i . sum_j P_ij V_j; head_bwd says why bf16 and fp16 do not):
+ *   dV_j += P^T dO_i,  dP = dO_i V_j^T,  dS = P * (dP - D) / sqrt(hs),
+ *   dQ_i += dS K_j,    dK_j += dS^T Q_i.
+ * The memory that grew with T^2 (the probabilities kept for the backward,
+ * and a second T x T scratch there) becomes two ATT_ROWS x ATT_KEYS tiles
+ * per thread, which stay in L2, and the lse. kernels/cpu/attention_exact_cpu.c keeps
+ * the full-matrix kernel as the reference the tests compare with.
  *
- * The causal mask makes the upper triangle dead work, so the GEMMs go in
- * blocks of ATT_BLOCK rows (or columns), each reaching only up to its
- * block's end of the diagonal: at T = 1024 that skips 47% of the FLOPs
- * (50% are dead), at T = 256 37%.
+ * Q, K and V are read in place from the (B,T,NH,3,hs) qkv tensor through
+ * the GEMM's leading dimension 3*NH*hs, O is written in place into
+ * (B,T,NH*hs), and the tile products are single-threaded gemm_f32_cpu
+ * calls (a threaded 64x256x64 GEMM spends more time starting threads than
+ * computing). The causal mask skips whole key tiles past the diagonal; in
+ * the diagonal tile the masked entries of P and dS are written as zeros,
+ * so the GEMMs may read the full tile.
  *
- * Threads: the (batch, head) pairs go to OpenMP threads and each runs its
- * small GEMMs single-threaded, rather than looping over heads and letting
- * every GEMM fan out. fwd+bwd on 2 cores (OMP_NUM_THREADS=2), heads in
- * parallel vs heads in sequence:
- *   B=4 T=256 NH=12 hs=64   oneDNN 9.2 vs 115 ms    OpenBLAS 10.5 vs 22 ms
- *   B=4 T=64  NH=4  hs=32   oneDNN 0.18 vs 0.36 ms  OpenBLAS 0.19 vs 0.37 ms
- * A threaded GEMM of 256x256x64 spends more time starting threads than
- * computing. gemm_serial_begin_cpu keeps pthreads OpenBLAS from fanning
- * out inside the region (oneDNN does that by itself). ATT_BLOCK 64 beat 32,
- * 128 and unblocked at T = 256. A third of the forward time is expf in
- * the softmax, which glibc vectorizes only under -ffast-math.
+ * Threads and determinism: the (batch, head) pairs go to OpenMP threads
+ * and each pair is computed start to end by one thread in one order (key
+ * tiles, then query tiles for dK and dV), so no sum is split by the thread
+ * count and the results are the same bits on any number of threads. Rows
+ * reduce in 16 lanes (vec.h), the same on every ISA variant.
  *
- * bf16 and fp16: each thread widens its head's q, k, v (and dout) to fp32
- * in its share of a scratch buffer, runs the fp32 head code above on the
+ * Tile sizes: ATT_ROWS 64 as the exact kernel's blocks. ATT_KEYS 256
+ * holds a whole row at T <= 256, so the online rescaling never runs there;
+ * at T = 1024 a query tile sees up to 4 key tiles. fwd + bwd against the
+ * exact kernel, B=4 NH=12 hs=64 fp32, 2 shared cores, oneDNN avx2, best
+ * of interleaved runs in one process: T = 256 45 vs 48 ms, T = 1024 907
+ * vs 1220 ms (the exact kernel's T x T passes leave the cache there).
+ * Other tile sizes were not tried.
+ *
+ * bf16 and fp16: each thread widens its head's q, k, v (and out, dout) to
+ * fp32 in its share of a scratch buffer, runs the fp32 head code on the
  * copies, and rounds the head's output (or dq, dk, dv) once into the
- * tensor. So the GEMMs stay fp32 sgemm, single-threaded per head as in
- * fp32, and P keeps fp32 in att; only the stored activations are rounded.
- * Correctness first: a bf16 GEMM per block would need a oneDNN primitive
- * per causal block shape and P rounded to bf16, for GEMMs that are 10% of
- * the model's FLOPs at T = 1024.
+ * tensor; lse is fp32. The GEMMs stay fp32, as in the exact kernel.
  */
 #include "cpu.h"
 
 #include <math.h>
 #include <omp.h>
 
-#define ATT_BLOCK 64
+#include "vec.h"
 
-/* Causal softmax of S(T,T) in place, row by row; zero above the diagonal.
- * Max and sum run in 16 lanes, a fixed order the compiler can vectorize
- * without reassociating. */
-TRI_CLONES static void causal_softmax(float *s, int T)
+#define ATT_ROWS 64
+#define ATT_KEYS 256
+
+static int imin(int a, int b) { return a < b ? a : b; }
+
+/* This thread's `floats` floats of a buffer that the caller sized for
+ * omp_get_max_threads() shares. */
+static float *thread_share(float *buf, int64_t floats)
 {
-    for (int t = 0; t < T; t++) {
-        float *row = s + (int64_t)t * T;
-        int n = t + 1, j = 0;
-        float lane[16];
-        for (int k = 0; k < 16; k++)
-            lane[k] = -INFINITY;
-        for (; j + 16 <= n; j += 16)
-            for (int k = 0; k < 16; k++)
-                lane[k] = row[j + k] > lane[k] ? row[j + k] : lane[k];
-        float m = -INFINITY;
-        for (int k = 0; k < 16; k++)
-            m = lane[k] > m ? lane[k] : m;
-        for (; j < n; j++)
-            m = row[j] > m ? row[j] : m;
-        for (j = 0; j < n; j++)
-            row[j] = elem_expf(row[j] - m);
-        for (int k = 0; k < 16; k++)
-            lane[k] = 0.0f;
-        for (j = 0; j + 16 <= n; j += 16)
-            for (int k = 0; k < 16; k++)
-                lane[k] += row[j + k];
-        float sum = 0.0f;
-        for (int k = 0; k < 16; k++)
-            sum += lane[k];
-        for (; j < n; j++)
-            sum += row[j];
-        float inv = 1.0f / sum;
-        for (j = 0; j < n; j++)
-            row[j] *= inv;
-        for (j = n; j < T; j++)
+    return buf + (int64_t)omp_get_thread_num() * floats;
+}
+
+/* x[0..n) dotted with y[0..n), 16 lanes then across them in order. */
+static inline float row_dot(const float *x, const float *y, int n)
+{
+    vec16 acc = vec16_set(0.0f);
+    int j = 0;
+    for (; j + 16 <= n; j += 16)
+        acc += vec16_load(x + j) * vec16_load(y + j);
+    float s = 0.0f;
+    for (int k = 0; k < 16; k++)
+        s += acc[k];
+    for (; j < n; j++)
+        s += x[j] * y[j];
+    return s;
+}
+
+/* The online softmax of one tile: s (nr rows of stride ATT_KEYS, nc
+ * columns from key c0) becomes exp(s - m) with m each row's running max,
+ * zero past the diagonal; l gains the row sums; alpha[i] receives the
+ * factor by which row i's output so far must be scaled (0 on the first
+ * key tile, which the output GEMM overwrites). */
+TRI_CLONES static void online_softmax(float *s, float *m, float *l, float *alpha,
+                                      int nr, int nc, int r0, int c0)
+{
+    for (int i = 0; i < nr; i++) {
+        float *row = s + (int64_t)i * ATT_KEYS;
+        int n = imin(nc, r0 + i + 1 - c0); /* >= 1: key tiles start at or before r0 */
+        float mx = vec_row_max(row, n);
+        float mnew = c0 == 0 || mx > m[i] ? mx : m[i];
+        alpha[i] = c0 == 0 ? 0.0f : elem_expf(m[i] - mnew);
+        for (int j = 0; j < n; j++)
+            row[j] = elem_expf(row[j] - mnew);
+        for (int j = n; j < nc; j++)
             row[j] = 0.0f;
+        float sum = vec_row_sum(row, n);
+        l[i] = c0 == 0 ? sum : l[i] * alpha[i] + sum;
+        m[i] = mnew;
     }
 }
 
-/* One head. q, k, v point at this head's first row (row stride ld);
- * o at its first output row (stride ldo); p is its (T,T) block of att. */
-static void head_fwd(float *o, float *p, const float *q, const float *k,
-                     const float *v, int T, int hs, int ld, int ldo)
+/* One head's forward. q, k, v point at this head's first row (row stride
+ * ld); o at its first output row (stride ldo); lse at its T floats; s is
+ * an ATT_ROWS x ATT_KEYS tile. */
+static void head_fwd(float *o, float *lse, float *s, const float *q,
+                     const float *k, const float *v, int T, int hs, int ld,
+                     int ldo)
 {
     float scale = 1.0f / sqrtf((float)hs);
-    for (int r0 = 0; r0 < T; r0 += ATT_BLOCK) {
-        int nr = T - r0 < ATT_BLOCK ? T - r0 : ATT_BLOCK;
-        // S[r0:r0+nr, 0:r0+nr] = scale * Q[r0:r0+nr] K[0:r0+nr]^T
-        gemm_f32_cpu(0, 1, nr, r0 + nr, hs, scale, q + (int64_t)r0 * ld, ld,
-                     k, ld, 0.0f, p + (int64_t)r0 * T, T);
-    }
-    causal_softmax(p, T);
-    for (int r0 = 0; r0 < T; r0 += ATT_BLOCK) {
-        int nr = T - r0 < ATT_BLOCK ? T - r0 : ATT_BLOCK;
-        // O[r0:r0+nr] = P[r0:r0+nr, 0:r0+nr] V[0:r0+nr]
-        gemm_f32_cpu(0, 0, nr, hs, r0 + nr, 1.0f, p + (int64_t)r0 * T, T,
-                     v, ld, 0.0f, o + (int64_t)r0 * ldo, ldo);
+    float m[ATT_ROWS], l[ATT_ROWS], alpha[ATT_ROWS];
+    for (int r0 = 0; r0 < T; r0 += ATT_ROWS) {
+        int nr = imin(ATT_ROWS, T - r0), kend = r0 + nr;
+        float *orow = o + (int64_t)r0 * ldo;
+        for (int c0 = 0; c0 < kend; c0 += ATT_KEYS) {
+            int nc = imin(ATT_KEYS, kend - c0);
+            // S = scale Q[r0:r0+nr] K[c0:c0+nc]^T
+            gemm_f32_cpu(0, 1, nr, nc, hs, scale, q + (int64_t)r0 * ld, ld,
+                         k + (int64_t)c0 * ld, ld, 0.0f, s, ATT_KEYS);
+            online_softmax(s, m, l, alpha, nr, nc, r0, c0);
+            if (c0 > 0)
+                for (int i = 0; i < nr; i++)
+                    for (int d = 0; d < hs; d++)
+                        orow[(int64_t)i * ldo + d] *= alpha[i];
+            // O[r0:r0+nr] (+)= exp(S - m) V[c0:c0+nc]
+            gemm_f32_cpu(0, 0, nr, hs, nc, 1.0f, s, ATT_KEYS,
+                         v + (int64_t)c0 * ld, ld, c0 > 0 ? 1.0f : 0.0f, orow,
+                         ldo);
+        }
+        for (int i = 0; i < nr; i++) {
+            float inv = 1.0f / l[i];
+            for (int d = 0; d < hs; d++)
+                orow[(int64_t)i * ldo + d] *= inv;
+            lse[r0 + i] = m[i] + logf(l[i]);
+        }
     }
 }
 
-/* dS = P * (dP - rowsum(dP * P)) * scale in place over dP; zero above the
- * diagonal so the blocked GEMMs below may read whole blocks. */
-static void softmax_bwd(float *ds, const float *p, int T, float scale)
+/* P = exp(S - lse) over S in place (nr rows of stride ATT_KEYS, nc
+ * columns from key c0; lse from row r0), zero past the diagonal. With D,
+ * D[i] += rowsum(P * dP) over the tile. */
+TRI_CLONES static void tile_probs(float *s, const float *dp, float *D,
+                                  const float *lse, int nr, int nc, int r0, int c0)
 {
-    for (int t = 0; t < T; t++) {
-        float *drow = ds + (int64_t)t * T;
-        const float *prow = p + (int64_t)t * T;
-        float dot = 0.0f;
-        for (int j = 0; j <= t; j++)
-            dot += drow[j] * prow[j];
-        for (int j = 0; j <= t; j++)
-            drow[j] = prow[j] * (drow[j] - dot) * scale;
-        for (int j = t + 1; j < T; j++)
+    for (int i = 0; i < nr; i++) {
+        float *prow = s + (int64_t)i * ATT_KEYS;
+        int n = imin(nc, r0 + i + 1 - c0);
+        float li = lse[r0 + i];
+        for (int j = 0; j < n; j++)
+            prow[j] = elem_expf(prow[j] - li);
+        for (int j = n; j < nc; j++)
+            prow[j] = 0.0f;
+        if (D)
+            D[i] += row_dot(prow, dp + (int64_t)i * ATT_KEYS, n);
+    }
+}
+
+/* dS = P * (dP - D) * scale over dP, zero past the diagonal. */
+TRI_CLONES static void tile_ds(float *dp, const float *p, const float *D,
+                               int nr, int nc, int r0, int c0, float scale)
+{
+    for (int i = 0; i < nr; i++) {
+        const float *prow = p + (int64_t)i * ATT_KEYS;
+        float *drow = dp + (int64_t)i * ATT_KEYS;
+        int n = imin(nc, r0 + i + 1 - c0);
+        float di = D[i];
+        for (int j = 0; j < n; j++)
+            drow[j] = prow[j] * (drow[j] - di) * scale;
+        for (int j = n; j < nc; j++)
             drow[j] = 0.0f;
     }
 }
 
-/* One head's backward: dq, dk, dv are written (=), ds is (T,T) scratch. */
-static void head_bwd(float *dq, float *dk, float *dv, float *ds,
-                     const float *dout, const float *q, const float *k,
-                     const float *v, const float *p, int T, int hs, int ld,
-                     int ldo)
+/* One head's backward: dq, dk, dv (row stride ldd) are written (=); dout
+ * and o have stride ldo, q, k, v stride ld; s and dp are ATT_ROWS x
+ * ATT_KEYS tiles. With exact_d, D = rowsum(P * dP) in a first sweep over
+ * the key tiles instead of rowsum(dO * O): bf16 and fp16 need it, as their
+ * O is rounded (2^-9 of an element) and dP - D cancels, which put dq off
+ * by tens of percent in places against the fp32 op; when the row fits one
+ * key tile (T <= ATT_KEYS) the sweep's P and dP are used directly, so it
+ * costs nothing there. fp32's O is the forward's own, so it takes the
+ * dot product and saves the sweep's two GEMMs per tile. */
+static void head_bwd(float *dq, float *dk, float *dv, int ldd, float *s,
+                     float *dp, const float *dout, const float *o,
+                     const float *q, const float *k, const float *v,
+                     const float *lse, int T, int hs, int ld, int ldo,
+                     int exact_d)
 {
     float scale = 1.0f / sqrtf((float)hs);
-    for (int r0 = 0; r0 < T; r0 += ATT_BLOCK) {
-        int nr = T - r0 < ATT_BLOCK ? T - r0 : ATT_BLOCK;
-        // dP[r0:r0+nr, 0:r0+nr] = dO[r0:r0+nr] V[0:r0+nr]^T
-        gemm_f32_cpu(0, 1, nr, r0 + nr, hs, 1.0f, dout + (int64_t)r0 * ldo,
-                     ldo, v, ld, 0.0f, ds + (int64_t)r0 * T, T);
-    }
-    softmax_bwd(ds, p, T, scale);
-    for (int r0 = 0; r0 < T; r0 += ATT_BLOCK) {
-        int nr = T - r0 < ATT_BLOCK ? T - r0 : ATT_BLOCK;
-        // dQ[r0:r0+nr] = dS[r0:r0+nr, 0:r0+nr] K[0:r0+nr]
-        gemm_f32_cpu(0, 0, nr, hs, r0 + nr, 1.0f, ds + (int64_t)r0 * T, T,
-                     k, ld, 0.0f, dq + (int64_t)r0 * ld, ld);
-        // key rows [r0, r0+nr) are attended by query rows [r0, T) only:
-        // dK[r0:r0+nr] = dS[r0:T, r0:r0+nr]^T Q[r0:T]
-        gemm_f32_cpu(1, 0, nr, hs, T - r0, 1.0f, ds + (int64_t)r0 * T + r0,
-                     T, q + (int64_t)r0 * ld, ld, 0.0f, dk + (int64_t)r0 * ld,
-                     ld);
-        // dV[r0:r0+nr] = P[r0:T, r0:r0+nr]^T dO[r0:T]
-        gemm_f32_cpu(1, 0, nr, hs, T - r0, 1.0f, p + (int64_t)r0 * T + r0, T,
-                     dout + (int64_t)r0 * ldo, ldo, 0.0f,
-                     dv + (int64_t)r0 * ld, ld);
+    float D[ATT_ROWS];
+    for (int t = 0; t < T; t++)
+        for (int d = 0; d < hs; d++)
+            dk[(int64_t)t * ldd + d] = dv[(int64_t)t * ldd + d] = 0.0f;
+    for (int r0 = 0; r0 < T; r0 += ATT_ROWS) {
+        int nr = imin(ATT_ROWS, T - r0), kend = r0 + nr;
+        const float *qi = q + (int64_t)r0 * ld, *doi = dout + (int64_t)r0 * ldo;
+        if (exact_d) {
+            for (int i = 0; i < nr; i++)
+                D[i] = 0.0f;
+            for (int c0 = 0; c0 < kend; c0 += ATT_KEYS) {
+                int nc = imin(ATT_KEYS, kend - c0);
+                gemm_f32_cpu(0, 1, nr, nc, hs, scale, qi, ld, k + (int64_t)c0 * ld, ld,
+                             0.0f, s, ATT_KEYS);
+                gemm_f32_cpu(0, 1, nr, nc, hs, 1.0f, doi, ldo, v + (int64_t)c0 * ld, ld,
+                             0.0f, dp, ATT_KEYS);
+                tile_probs(s, dp, D, lse, nr, nc, r0, c0);
+            }
+        } else {
+            for (int i = 0; i < nr; i++)
+                D[i] = row_dot(doi + (int64_t)i * ldo, o + (int64_t)(r0 + i) * ldo, hs);
+        }
+        for (int c0 = 0; c0 < kend; c0 += ATT_KEYS) {
+            int nc = imin(ATT_KEYS, kend - c0);
+            const float *kj = k + (int64_t)c0 * ld, *vj = v + (int64_t)c0 * ld;
+            if (!exact_d || kend > ATT_KEYS) {
+                // S = scale Q_i K_j^T, dP = dO_i V_j^T, P = exp(S - lse)
+                gemm_f32_cpu(0, 1, nr, nc, hs, scale, qi, ld, kj, ld, 0.0f, s, ATT_KEYS);
+                gemm_f32_cpu(0, 1, nr, nc, hs, 1.0f, doi, ldo, vj, ld, 0.0f, dp, ATT_KEYS);
+                tile_probs(s, dp, NULL, lse, nr, nc, r0, c0);
+            }
+            tile_ds(dp, s, D, nr, nc, r0, c0, scale);
+            // dQ_i (+)= dS K_j
+            gemm_f32_cpu(0, 0, nr, hs, nc, 1.0f, dp, ATT_KEYS, kj, ld,
+                         c0 > 0 ? 1.0f : 0.0f, dq + (int64_t)r0 * ldd, ldd);
+            // dK_j += dS^T Q_i, dV_j += P^T dO_i
+            gemm_f32_cpu(1, 0, nc, hs, nr, 1.0f, dp, ATT_KEYS, qi, ld, 1.0f,
+                         dk + (int64_t)c0 * ldd, ldd);
+            gemm_f32_cpu(1, 0, nc, hs, nr, 1.0f, s, ATT_KEYS, doi, ldo, 1.0f,
+                         dv + (int64_t)c0 * ldd, ldd);
+        }
     }
 }
 
@@ -167,114 +255,75 @@ static void narrow_rows(void *dst, ops_dtype dt, int64_t ldd, const float *src,
             store_f32_cpu(dst, dt, r * ldd + c, src[(int64_t)r * lds + c]);
 }
 
-/* This thread's `floats` floats of a buffer that the caller sized for
- * omp_get_max_threads() shares. */
-static float *thread_share(float *buf, int64_t floats)
-{
-    return buf + (int64_t)omp_get_thread_num() * floats;
-}
+#define TILE ((int64_t)ATT_ROWS * ATT_KEYS)
 
-static void attention_fwd_f32(float *out, float *att, const float *qkv,
-                              int B, int T, int NH, int hs)
-{
-    int ld = 3 * NH * hs, ldo = NH * hs;
-    #pragma omp parallel for schedule(static)
-    for (int bh = 0; bh < B * NH; bh++) {
-        int b = bh / NH, h = bh % NH;
-        const float *q = qkv + (int64_t)b * T * ld + (int64_t)h * 3 * hs;
-        head_fwd(out + (int64_t)b * T * ldo + (int64_t)h * hs,
-                 att + (int64_t)bh * T * T, q, q + hs, q + 2 * hs, T, hs, ld,
-                 ldo);
-    }
-}
-
-/* Each head widened into fp32 (T, 3hs) q|k|v rows and a (T, hs) output. */
-static void attention_fwd_lowp(void *out, float *att, const void *qkv,
-                               ops_dtype dt, int B, int T, int NH, int hs)
-{
-    int ld = 3 * NH * hs, ldo = NH * hs;
-    int64_t share = (int64_t)T * 4 * hs;
-    float *buf = scratch_cpu(SCRATCH_ATTENTION, (size_t)omp_get_max_threads()
-                             * share * sizeof(float));
-    #pragma omp parallel for schedule(static)
-    for (int bh = 0; bh < B * NH; bh++) {
-        int b = bh / NH, h = bh % NH;
-        float *q = thread_share(buf, share), *o = q + (int64_t)T * 3 * hs;
-        int64_t qoff = (int64_t)b * T * ld + (int64_t)h * 3 * hs;
-        int64_t ooff = (int64_t)b * T * ldo + (int64_t)h * hs;
-        widen_rows(q, 3 * hs, (const char *)qkv + qoff * ops_dtype_size(dt),
-                   dt, ld, T, 3 * hs);
-        head_fwd(o, att + (int64_t)bh * T * T, q, q + hs, q + 2 * hs, T, hs,
-                 3 * hs, hs);
-        narrow_rows((char *)out + ooff * ops_dtype_size(dt), dt, ldo, o, hs,
-                    T, hs);
-    }
-}
-
-void attention_fwd_cpu(void *out, float *att, const void *qkv, ops_dtype dt,
+/* fp32 works in place; bf16/fp16 first widen each head into fp32
+ * (T, 3hs) q|k|v rows and a (T, hs) output, in the thread's share. */
+void attention_fwd_cpu(void *out, float *lse, const void *qkv, ops_dtype dt,
                        int B, int T, int NH, int hs)
 {
+    int ld = 3 * NH * hs, ldo = NH * hs, f32 = dt == OPS_F32;
+    size_t es = ops_dtype_size(dt);
+    int64_t share = TILE + (f32 ? 0 : (int64_t)T * 4 * hs);
+    float *buf = scratch_cpu(SCRATCH_ATTENTION, (size_t)omp_get_max_threads()
+                             * share * sizeof(float));
     int saved = gemm_serial_begin_cpu();
-    if (dt == OPS_F32)
-        attention_fwd_f32(out, att, qkv, B, T, NH, hs);
-    else
-        attention_fwd_lowp(out, att, qkv, dt, B, T, NH, hs);
+    #pragma omp parallel for schedule(static)
+    for (int bh = 0; bh < B * NH; bh++) {
+        int b = bh / NH, h = bh % NH;
+        float *s = thread_share(buf, share);
+        int64_t qoff = (int64_t)b * T * ld + (int64_t)h * 3 * hs;
+        int64_t ooff = (int64_t)b * T * ldo + (int64_t)h * hs;
+        float *lh = lse + (int64_t)bh * T;
+        if (f32) {
+            const float *q = (const float *)qkv + qoff;
+            head_fwd((float *)out + ooff, lh, s, q, q + hs, q + 2 * hs, T, hs,
+                     ld, ldo);
+            continue;
+        }
+        float *q = s + TILE, *o = q + (int64_t)T * 3 * hs;
+        widen_rows(q, 3 * hs, (const char *)qkv + qoff * es, dt, ld, T, 3 * hs);
+        head_fwd(o, lh, s, q, q + hs, q + 2 * hs, T, hs, 3 * hs, hs);
+        narrow_rows((char *)out + ooff * es, dt, ldo, o, hs, T, hs);
+    }
     gemm_serial_end_cpu(saved);
 }
 
-static void attention_bwd_f32(float *dqkv, float *scratch, const float *dout,
-                              const float *qkv, const float *att,
-                              int B, int T, int NH, int hs)
-{
-    int ld = 3 * NH * hs, ldo = NH * hs;
-    #pragma omp parallel for schedule(static)
-    for (int bh = 0; bh < B * NH; bh++) {
-        int b = bh / NH, h = bh % NH;
-        int64_t qoff = (int64_t)b * T * ld + (int64_t)h * 3 * hs;
-        const float *q = qkv + qoff;
-        float *dq = dqkv + qoff;
-        head_bwd(dq, dq + hs, dq + 2 * hs, scratch + (int64_t)bh * T * T,
-                 dout + (int64_t)b * T * ldo + (int64_t)h * hs, q, q + hs,
-                 q + 2 * hs, att + (int64_t)bh * T * T, T, hs, ld, ldo);
-    }
-}
-
-/* Each head's q|k|v and dout widened, dq|dk|dv computed in fp32 (T, 3hs)
- * and rounded once into dqkv. */
-static void attention_bwd_lowp(void *dqkv, float *scratch, const void *dout,
-                               const void *qkv, const float *att,
-                               ops_dtype dt, int B, int T, int NH, int hs)
-{
-    int ld = 3 * NH * hs, ldo = NH * hs;
-    size_t es = ops_dtype_size(dt);
-    int64_t share = (int64_t)T * 7 * hs;
-    float *buf = scratch_cpu(SCRATCH_ATTENTION, (size_t)omp_get_max_threads()
-                             * share * sizeof(float));
-    #pragma omp parallel for schedule(static)
-    for (int bh = 0; bh < B * NH; bh++) {
-        int b = bh / NH, h = bh % NH;
-        float *q = thread_share(buf, share), *dq = q + (int64_t)T * 3 * hs;
-        float *g = dq + (int64_t)T * 3 * hs;
-        int64_t qoff = (int64_t)b * T * ld + (int64_t)h * 3 * hs;
-        int64_t ooff = (int64_t)b * T * ldo + (int64_t)h * hs;
-        widen_rows(q, 3 * hs, (const char *)qkv + qoff * es, dt, ld, T,
-                   3 * hs);
-        widen_rows(g, hs, (const char *)dout + ooff * es, dt, ldo, T, hs);
-        head_bwd(dq, dq + hs, dq + 2 * hs, scratch + (int64_t)bh * T * T, g,
-                 q, q + hs, q + 2 * hs, att + (int64_t)bh * T * T, T, hs,
-                 3 * hs, hs);
-        narrow_rows((char *)dqkv + qoff * es, dt, ld, dq, 3 * hs, T, 3 * hs);
-    }
-}
-
-void attention_bwd_cpu(void *dqkv, float *scratch, const void *dout,
-                       const void *qkv, const float *att, ops_dtype dt,
+/* bf16/fp16: q|k|v, out and dout widened, dq|dk|dv computed in fp32
+ * (T, 3hs) and rounded once into dqkv. */
+void attention_bwd_cpu(void *dqkv, const void *dout, const void *qkv,
+                       const void *out, const float *lse, ops_dtype dt,
                        int B, int T, int NH, int hs)
 {
+    int ld = 3 * NH * hs, ldo = NH * hs, f32 = dt == OPS_F32;
+    size_t es = ops_dtype_size(dt);
+    int64_t share = 2 * TILE + (f32 ? 0 : (int64_t)T * 8 * hs);
+    float *buf = scratch_cpu(SCRATCH_ATTENTION, (size_t)omp_get_max_threads()
+                             * share * sizeof(float));
     int saved = gemm_serial_begin_cpu();
-    if (dt == OPS_F32)
-        attention_bwd_f32(dqkv, scratch, dout, qkv, att, B, T, NH, hs);
-    else
-        attention_bwd_lowp(dqkv, scratch, dout, qkv, att, dt, B, T, NH, hs);
+    #pragma omp parallel for schedule(static)
+    for (int bh = 0; bh < B * NH; bh++) {
+        int b = bh / NH, h = bh % NH;
+        float *s = thread_share(buf, share), *dp = s + TILE;
+        int64_t qoff = (int64_t)b * T * ld + (int64_t)h * 3 * hs;
+        int64_t ooff = (int64_t)b * T * ldo + (int64_t)h * hs;
+        const float *lh = lse + (int64_t)bh * T;
+        if (f32) {
+            const float *q = (const float *)qkv + qoff;
+            float *dq = (float *)dqkv + qoff;
+            head_bwd(dq, dq + hs, dq + 2 * hs, ld, s, dp,
+                     (const float *)dout + ooff, (const float *)out + ooff,
+                     q, q + hs, q + 2 * hs, lh, T, hs, ld, ldo, 0);
+            continue;
+        }
+        float *q = dp + TILE, *dq = q + (int64_t)T * 3 * hs;
+        float *g = dq + (int64_t)T * 3 * hs, *o = g + (int64_t)T * hs;
+        widen_rows(q, 3 * hs, (const char *)qkv + qoff * es, dt, ld, T, 3 * hs);
+        widen_rows(g, hs, (const char *)dout + ooff * es, dt, ldo, T, hs);
+        widen_rows(o, hs, (const char *)out + ooff * es, dt, ldo, T, hs);
+        head_bwd(dq, dq + hs, dq + 2 * hs, 3 * hs, s, dp, g, o, q, q + hs,
+                 q + 2 * hs, lh, T, hs, 3 * hs, hs, 1);
+        narrow_rows((char *)dqkv + qoff * es, dt, ld, dq, 3 * hs, T, 3 * hs);
+    }
     gemm_serial_end_cpu(saved);
 }

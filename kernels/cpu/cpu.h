@@ -66,7 +66,7 @@ typedef enum {
     SCRATCH_DNNL,        /* oneDNN's scratchpad */
     SCRATCH_MATMUL_DOUT, /* matmul_bwd: an fp32 dout block rounded to D */
     SCRATCH_MATMUL_ACC,  /* matmul_bwd: dinp accumulating in fp32 */
-    SCRATCH_ATTENTION,   /* per-thread fp32 copies of one head */
+    SCRATCH_ATTENTION,   /* per-thread score tiles and fp32 copies of one head */
     SCRATCH_ROPE,        /* rope: the cos and sin of each (position, pair) */
     SCRATCH_SLOTS
 } scratch_slot;
@@ -202,13 +202,21 @@ void gqa_expand_cpu(void *qkv, const void *q, const void *k, const void *v,
 void gqa_reduce_cpu(void *dq, void *dk, void *dv, const void *dqkv, ops_dtype dt,
                     int N, int NH, int NKV, int hs);
 
-/* ---- attention (attention_cpu.c) ---------------------------------------- */
+/* ---- attention (attention_cpu.c, attention_exact_cpu.c) ----------------- */
 
-void attention_fwd_cpu(void *out, float *att, const void *qkv, ops_dtype dt,
+/* Fused: lse (B,NH,T) fp32 is each row's log-sum-exp (ops.h). */
+void attention_fwd_cpu(void *out, float *lse, const void *qkv, ops_dtype dt,
                        int B, int T, int NH, int hs);
-void attention_bwd_cpu(void *dqkv, float *scratch, const void *dout,
-                       const void *qkv, const float *att, ops_dtype dt,
+void attention_bwd_cpu(void *dqkv, const void *dout, const void *qkv,
+                       const void *out, const float *lse, ops_dtype dt,
                        int B, int T, int NH, int hs);
+/* The reference that keeps the probabilities: att (B,NH,T,T) fp32, zero
+ * above the diagonal; scratch B*NH*T*T fp32. For tests and benchmarks. */
+void attention_exact_fwd_cpu(void *out, float *att, const void *qkv, ops_dtype dt,
+                             int B, int T, int NH, int hs);
+void attention_exact_bwd_cpu(void *dqkv, float *scratch, const void *dout,
+                             const void *qkv, const float *att, ops_dtype dt,
+                             int B, int T, int NH, int hs);
 
 /* ---- embeddings (embedding_cpu.c) --------------------------------------- */
 

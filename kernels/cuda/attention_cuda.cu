@@ -9,8 +9,18 @@
  * 3*hs apart: each GEMM runs over all NH heads of a sequence as one
  * cublasGemmStridedBatchedEx, B of them per pass (one strided batch over
  * all (b, h) would need the sequence stride T*NH*3*hs to be NH times the
- * head stride 3*hs, true only for T = 1). P is kept in att (fp32) for the
- * backward pass.
+ * head stride 3*hs, true only for T = 1).
+ *
+ * The interface is the fused one of ops.h (only each row's log-sum-exp,
+ * lse, is kept for the backward), but this twin is not fused: it still
+ * forms one sequence's (NH,T,T) probabilities in a device scratch, and the
+ * backward recomputes them from S and lse before the same steps as
+ * before. So the memory a model keeps grows linearly with T, while the
+ * scratch grows with NH*T^2 for one sequence at a time (not B of them).
+ * The backward takes D = rowsum(dP * P) from the recomputed P and does not
+ * read `out`. NOT RUN: this version was written without a GPU and has only
+ * been compiled (doc/gpu.md); a fused kernel (FlashAttention-style) is
+ * the follow-up.
  *
  * The GEMMs compute whole T x T blocks: the masked softmax writes zeros
  * above the diagonal, so the upper half of S is computed and discarded,
@@ -32,8 +42,9 @@
 
 /* Causal softmax, in place, of `rows` rows of length T (the NH heads of
  * one sequence: row r is query t = r % T), zero above the diagonal; one
- * warp per row. With p16, P rounded to dt goes there too. */
-static __global__ void causal_softmax_warp_kernel(float *att, void *p16,
+ * warp per row. lse[r] receives the row's log-sum-exp. With p16, P
+ * rounded to dt goes there too. */
+static __global__ void causal_softmax_warp_kernel(float *att, float *lse, void *p16,
                                                   ops_dtype dt, int rows, int T)
 {
     int row = blockIdx.x * ATT_ROWS_PER_BLOCK + threadIdx.x / 32;
@@ -54,6 +65,8 @@ static __global__ void causal_softmax_warp_kernel(float *att, void *p16,
         sum += e;
     }
     sum = warp_allreduce(sum, SumOp());
+    if (lane == 0)
+        lse[row] = m + logf(sum);
     float inv = 1.0f / sum;
     // each lane rereads only the elements it wrote above
     for (int j = lane; j < T; j += 32) {
@@ -95,12 +108,24 @@ static __global__ void softmax_bwd_warp_kernel(float *ds, const float *p,
     }
 }
 
+/* P = exp(S - lse) in place over S (rows of length T as above), zero
+ * above the diagonal; one thread per element. */
+static __global__ void softmax_recompute_kernel(float *s, const float *lse,
+                                                int rows, int T)
+{
+    int64_t i = (int64_t)blockIdx.x * blockDim.x + threadIdx.x;
+    if (i >= (int64_t)rows * T)
+        return;
+    int row = (int)(i / T), j = (int)(i % T), t = row % T;
+    s[i] = j <= t ? expf(s[i] - lse[row]) : 0.0f;
+}
+
 static unsigned row_blocks(int rows)
 {
     return (unsigned)((rows + ATT_ROWS_PER_BLOCK - 1) / ATT_ROWS_PER_BLOCK);
 }
 
-void attention_fwd_cuda(void *out, float *att, const void *qkv, ops_dtype dt,
+void attention_fwd_cuda(void *out, float *lse, const void *qkv, ops_dtype dt,
                         int B, int T, int NH, int hs)
 {
     if (B <= 0 || T <= 0 || NH <= 0)
@@ -110,18 +135,20 @@ void attention_fwd_cuda(void *out, float *att, const void *qkv, ops_dtype dt,
     size_t es = esize_cuda(dt);
     float scale = 1.0f / sqrtf((float)hs);
     cudaStream_t s = stream_cuda();
-    void *p16 = dt == OPS_F32 ? NULL
-              : scratch_cuda(SCRATCH_CUDA_ATTENTION, (size_t)(NH * tt) * es);
+    size_t part = align256((size_t)(NH * tt) * sizeof(float));
+    char *buf = (char *)scratch_cuda(SCRATCH_CUDA_ATTENTION,
+                                     part + (dt == OPS_F32 ? 0 : (size_t)(NH * tt) * es));
+    float *pb = (float *)buf;
+    void *p16 = dt == OPS_F32 ? NULL : buf + part;
     for (int b = 0; b < B; b++) {
         const char *q = (const char *)qkv + (size_t)((int64_t)b * T * ld) * es;
         const char *k = q + (size_t)hs * es, *v = q + (size_t)2 * hs * es;
-        float *pb = att + (int64_t)b * NH * tt;
         char *o = (char *)out + (size_t)((int64_t)b * T * ldo) * es;
         // S[h] (T,T) = scale Q[h] K[h]^T, the NH heads of sequence b at once
         gemm_batched_cuda(0, 1, T, T, hs, scale, q, ld, 3 * hs, k, ld, 3 * hs,
                           0.0f, pb, T, tt, NH, dt, OPS_F32);
         causal_softmax_warp_kernel<<<row_blocks(rows), TRI_THREADS, 0, s>>>(
-            pb, p16, dt, rows, T);
+            pb, lse + (int64_t)b * rows, p16, dt, rows, T);
         TRI_CHECK_LAUNCH(causal_softmax_warp_kernel);
         // O[h] (T,hs) = P[h] V[h]
         gemm_batched_cuda(0, 0, T, hs, T, 1.0f, p16 ? p16 : (const void *)pb, T,
@@ -129,8 +156,8 @@ void attention_fwd_cuda(void *out, float *att, const void *qkv, ops_dtype dt,
     }
 }
 
-void attention_bwd_cuda(void *dqkv, float *scratch, const void *dout,
-                        const void *qkv, const float *att, ops_dtype dt,
+void attention_bwd_cuda(void *dqkv, const void *dout, const void *qkv,
+                        const void *out, const float *lse, ops_dtype dt,
                         int B, int T, int NH, int hs)
 {
     if (B <= 0 || T <= 0 || NH <= 0)
@@ -140,12 +167,16 @@ void attention_bwd_cuda(void *dqkv, float *scratch, const void *dout,
     size_t es = esize_cuda(dt);
     float scale = 1.0f / sqrtf((float)hs);
     cudaStream_t s = stream_cuda();
+    size_t part32 = align256((size_t)(NH * tt) * sizeof(float));
+    size_t part16 = dt == OPS_F32 ? 0 : align256((size_t)(NH * tt) * es);
+    char *buf = (char *)scratch_cuda(SCRATCH_CUDA_ATTENTION, 2 * part32 + 2 * part16);
+    float *pb = (float *)buf, *ds = (float *)(buf + part32);
     void *ds16 = NULL, *p16 = NULL;
     if (dt != OPS_F32) {
-        size_t part = align256((size_t)(NH * tt) * es);
-        ds16 = scratch_cuda(SCRATCH_CUDA_ATTENTION, 2 * part);
-        p16 = (char *)ds16 + part;
+        ds16 = buf + 2 * part32;
+        p16 = buf + 2 * part32 + part16;
     }
+    unsigned elem_blocks = (unsigned)(((int64_t)rows * T + TRI_THREADS - 1) / TRI_THREADS);
     for (int b = 0; b < B; b++) {
         size_t qoff = (size_t)((int64_t)b * T * ld) * es;
         const char *q = (const char *)qkv + qoff;
@@ -153,8 +184,12 @@ void attention_bwd_cuda(void *dqkv, float *scratch, const void *dout,
         char *dq = (char *)dqkv + qoff;
         char *dk = dq + (size_t)hs * es, *dv = dq + (size_t)2 * hs * es;
         const char *dob = (const char *)dout + (size_t)((int64_t)b * T * ldo) * es;
-        float *ds = scratch + (int64_t)b * NH * tt;
-        const float *pb = att + (int64_t)b * NH * tt;
+        // P[h] (T,T) = exp(scale Q[h] K[h]^T - lse), recomputed
+        gemm_batched_cuda(0, 1, T, T, hs, scale, q, ld, 3 * hs, k, ld, 3 * hs,
+                          0.0f, pb, T, tt, NH, dt, OPS_F32);
+        softmax_recompute_kernel<<<elem_blocks, TRI_THREADS, 0, s>>>(
+            pb, lse + (int64_t)b * rows, rows, T);
+        TRI_CHECK_LAUNCH(softmax_recompute_kernel);
         // dP[h] (T,T) = dO[h] V[h]^T
         gemm_batched_cuda(0, 1, T, T, hs, 1.0f, dob, ldo, hs, v, ld, 3 * hs,
                           0.0f, ds, T, tt, NH, dt, OPS_F32);

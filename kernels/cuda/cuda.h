@@ -155,10 +155,10 @@ void gqa_reduce_cuda(void *dq, void *dk, void *dv, const void *dqkv, ops_dtype d
 
 /* ---- attention (attention_cuda.cu) --------------------------------------- */
 
-void attention_fwd_cuda(void *out, float *att, const void *qkv, ops_dtype dt,
+void attention_fwd_cuda(void *out, float *lse, const void *qkv, ops_dtype dt,
                         int B, int T, int NH, int hs);
-void attention_bwd_cuda(void *dqkv, float *scratch, const void *dout,
-                        const void *qkv, const float *att, ops_dtype dt,
+void attention_bwd_cuda(void *dqkv, const void *dout, const void *qkv,
+                        const void *out, const float *lse, ops_dtype dt,
                         int B, int T, int NH, int hs);
 
 /* ---- embeddings (embedding_cuda.cu) -------------------------------------- */

@@ -61,7 +61,7 @@ typedef enum {
     SCRATCH_CUDA_REDUCE,      /* partial sums: column sums, fp64 sums */
     SCRATCH_CUDA_MATMUL_DOUT, /* matmul_bwd: an fp32 dout block rounded to D */
     SCRATCH_CUDA_MATMUL_ACC,  /* matmul_bwd: dinp accumulating in fp32 */
-    SCRATCH_CUDA_ATTENTION,   /* P and dS of one sequence, rounded to D */
+    SCRATCH_CUDA_ATTENTION,   /* P and dS of one sequence (fp32, and rounded to D) */
     SCRATCH_CUDA_SORT,        /* embedding_bwd: tokens sorted with positions */
     SCRATCH_CUDA_SLOTS
 } scratch_slot_cuda;
