@@ -34,8 +34,6 @@
 
 /* Instructions between two looks at the clock, per chain. */
 #define PROBE_BLOCK 4096
-/* Windows the probe's time is cut into; the best counts. */
-#define PROBE_WINDOWS 4
 
 typedef enum { UNIT_NONE, UNIT_FMA_AVX2, UNIT_FMA_AVX512, UNIT_DPBF16, UNIT_AMX } Unit;
 
@@ -238,21 +236,13 @@ double cpu_peak_flops(ops_dtype dtype, double seconds, char *how, size_t how_siz
         {
             /* warm up (AVX-512 units power up, pages of code fault in) */
             sink += run_block(p.unit, (float)omp_get_thread_num());
-            /* the best of a few windows: a window another process took
-             * part of reads low; each is still many scheduler slices
-             * long, so ranks that share a core share it in every window */
-            double best = 0.0;
-            for (int w = 0; w < PROBE_WINDOWS; w++) {
-                double done = 0.0, t0 = omp_get_wtime(), dt;
-                do {
-                    sink += run_block(p.unit, 1.0f);
-                    done += block_instructions(p.unit);
-                    dt = omp_get_wtime() - t0;
-                } while (dt < seconds / PROBE_WINDOWS);
-                if (done * p.flops / dt > best)
-                    best = done * p.flops / dt;
-            }
-            total += best;
+            double done = 0.0, t0 = omp_get_wtime(), dt;
+            do {
+                sink += run_block(p.unit, 1.0f);
+                done += block_instructions(p.unit);
+                dt = omp_get_wtime() - t0;
+            } while (dt < seconds);
+            total += done * p.flops / dt;
         }
     }
     probe_sink = sink; /* the chains' results are used, so they are computed */
