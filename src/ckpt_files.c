@@ -303,6 +303,31 @@ void ckpt_files_prune(const char *dir, int keep, const char *published)
     free(steps);
 }
 
+static void *flush_thread(void *arg)
+{
+    const CkptFlush *f = arg;
+    int fd = open(f->path, O_RDONLY);
+    if (fd >= 0) {
+        fdatasync(fd);
+        close(fd);
+    }
+    return NULL;
+}
+
+void ckpt_files_flush_start(CkptFlush *f, const char *path)
+{
+    snprintf(f->path, sizeof f->path, "%s", path);
+    f->started = pthread_create(&f->thread, NULL, flush_thread, f) == 0;
+}
+
+void ckpt_files_flush_wait(CkptFlush *f)
+{
+    if (!f->started)
+        return;
+    pthread_join(f->thread, NULL);
+    f->started = 0;
+}
+
 int ckpt_files_publish(const CkptPaths *p, int keep, FILE *err)
 {
     fsync_path(p->tmp);

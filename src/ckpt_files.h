@@ -16,6 +16,7 @@
 #ifndef TRI_SRC_CKPT_FILES_H
 #define TRI_SRC_CKPT_FILES_H
 
+#include <pthread.h>
 #include <stddef.h>
 #include <stdint.h>
 #include <stdio.h>
@@ -89,6 +90,28 @@ void ckpt_files_clean_stale(const char *dir);
  * dir's file system has less free; free space it cannot learn passes.
  * Not collective. */
 int ckpt_files_check_space(const char *dir, int64_t need, FILE *err);
+
+/* Writing a save's data to the disk while the ranks still work on it.
+ * Rank 0 starts it once every rank has written its tensors, and the
+ * checksums, the attributes and HDF5's close run while the disk writes:
+ * the kernel would otherwise hold the whole file in the page cache until
+ * publication's fsync (a 361 MB file is far below vm.dirty_background_
+ * ratio on a machine with a few GB), and the disk would idle meanwhile.
+ * It changes no guarantee: ckpt_files_publish still fsyncs the closed
+ * file before the rename. */
+typedef struct {
+    pthread_t thread;
+    int started;
+    char path[CONFIG_PATH_MAX + 160];
+} CkptFlush;
+
+/* Starts a thread that fdatasyncs path (a file being written). Returns at
+ * once; nothing is started if no thread can be. Not collective. */
+void ckpt_files_flush_start(CkptFlush *f, const char *path);
+
+/* Waits for the thread of ckpt_files_flush_start, if one was started; call
+ * it before the file is published or removed. Not collective. */
+void ckpt_files_flush_wait(CkptFlush *f);
 
 /* Publishes a closed temporary file: fsync, rename to its final name,
  * fsync dir, point `latest` at it, prune to `keep`. On failure writes the
