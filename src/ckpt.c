@@ -392,6 +392,8 @@ static int save_from(const CkptSource *src, double *seconds, int64_t *bytes, FIL
     H5Ctx c = {.f = {.id = -1, .path = tmp}, .g = grid};
     ParamSet all;
     ckpt_logical_tensors(cfg, &all);
+    if (rank == 0) /* the space the last save's pruning frees counts below */
+        ckpt_files_prune_wait();
     int rc = rank == 0 ? ckpt_files_prepare_dir(dir, err)
                          || ckpt_files_check_space(dir, expected_file_bytes(&all), err) : 0;
     if (fail_agree(grid->world, rc)) {

@@ -77,8 +77,9 @@ typedef struct {
  * -1. Not collective (rank 0). */
 int ckpt_files_lock(const char *dir, CkptLock *lock, FILE *err, FILE *warn);
 
-/* Lets go of the lock (the lock file stays: removing it would let a run
- * lock a new file while another holds the old one). Not collective. */
+/* Waits for the pruning of the last publication, then lets go of the lock
+ * (the lock file stays: removing it would let a run lock a new file while
+ * another holds the old one). Not collective. */
 void ckpt_files_unlock(CkptLock *lock);
 
 /* Deletes the temporary files (step_*.h5.tmp*, latest.tmp*) a killed run
@@ -114,11 +115,16 @@ void ckpt_files_flush_start(CkptFlush *f, const char *path);
 void ckpt_files_flush_wait(CkptFlush *f);
 
 /* Publishes a closed temporary file: fsync, rename to its final name,
- * fsync dir, point `latest` at it, prune to `keep`. On failure writes the
- * reason to err and returns non-zero; a failed rename also removes the
- * temporary file, and `latest` is never left naming an incomplete file.
- * Not collective. */
+ * fsync dir, point `latest` at it, then start pruning to `keep` on a
+ * thread of its own (ckpt_files_prune_wait waits for it). On failure
+ * writes the reason to err and returns non-zero; a failed rename also
+ * removes the temporary file, and `latest` is never left naming an
+ * incomplete file. Not collective. */
 int ckpt_files_publish(const CkptPaths *p, int keep, FILE *err);
+
+/* Waits until the pruning that ckpt_files_publish started, if any, has
+ * deleted what it deletes. Not collective. */
+void ckpt_files_prune_wait(void);
 
 /* Removes the temporary file of a save that failed. Not collective. */
 void ckpt_files_discard(const CkptPaths *p);
