@@ -367,9 +367,10 @@ static void prune_in_background(const char *dir, int keep, const char *published
     snprintf(pruning.dir, sizeof pruning.dir, "%s", dir);
     snprintf(pruning.published, sizeof pruning.published, "%s", published);
     pruning.keep = keep;
-    pruning.running = pthread_create(&pruning.thread, NULL, prune_thread, NULL) == 0;
+    int started = pthread_create(&pruning.thread, NULL, prune_thread, NULL) == 0;
+    pruning.running = started;
     pthread_mutex_unlock(&pruning.lock);
-    if (!pruning.running)
+    if (!started) /* no thread to be had: prune here, as trident first did */
         ckpt_files_prune(dir, keep, published);
 }
 
