@@ -15,7 +15,10 @@
  * the cores dd needs). Like a save, which prunes the checkpoint before it,
  * dd replaces its previous output. A save's time is what ckpt_save reports: the
  * checksums, the file, the fsync, the rename and `latest`, as the
- * `checkpoint:` line of a run. Rank 0 prints each repetition and the
+ * `checkpoint:` line of a run. The pruning runs on after ckpt_save returns
+ * (as in a run, where training goes on meanwhile); rank 0 waits for it
+ * before dd, outside both timings, so that dd never shares the disk with
+ * it. Rank 0 prints each repetition and the
  * medians:
  *   ckpt_bench: median of REPS: save S s (G GB/s), dd D s (G GB/s), save/dd F
  * Interleaving matters on a shared machine, where the disk's speed moves
@@ -133,6 +136,8 @@ int main(int argc, char **argv)
         int64_t bytes = 0;
         quiet_barrier();
         rc = ckpt_save(&m, z, &cfg, &st, &save[r], &bytes, fail_stream(rank == 0));
+        if (rank == 0) /* dd competes with no deletion that a save left running */
+            ckpt_files_prune_wait();
         if (!rc && rank == 0) {
             CkptPaths names;
             struct stat sb;

@@ -199,7 +199,8 @@ static float *host_stage(const CkptSource *src)
     return buf;
 }
 
-/* The checksums of every dataset, summed over the world in one call. */
+/* The checksums of every dataset, summed over the world in one call.
+ * Collective on world. */
 static uint64_t *save_checksums(const CkptSource *src, const ParamSet *all, float *stage)
 {
     uint64_t *sums = calloc((size_t)(3 * all->n) + 1, sizeof *sums);
@@ -217,7 +218,7 @@ static uint64_t *save_checksums(const CkptSource *src, const ParamSet *all, floa
 }
 
 static void write_dataset(H5Ctx *c, hid_t group, const char *name, const Param *logical,
-                          const Param *p, const float *rows, uint64_t checksum)
+                          const Param *p, const float *rows)
 {
     hsize_t dims[2] = {(hsize_t)logical->rows, (hsize_t)logical->cols};
     hid_t space = H5Screate_simple(logical->ndim, dims, NULL);
@@ -228,7 +229,6 @@ static void write_dataset(H5Ctx *c, hid_t group, const char *name, const Param *
         H5Sclose(space);
         return;
     }
-    ckpt_attr_write(&c->f, d, CKPT_CHECKSUM_ATTR, H5T_NATIVE_UINT64, &checksum);
     int64_t r0 = 0, nr = p ? written_rows(p, &r0) : 0;
     hid_t mspace = select_block(space, logical, p ? p->row0 + r0 : 0, nr, p ? p->col0 : 0,
                                 p ? p->lcols : 0);
@@ -248,8 +248,7 @@ static void write_dataset(H5Ctx *c, hid_t group, const char *name, const Param *
     watchdog_progress(); /* a long save on a slow disk is not a stall */
 }
 
-static void write_tensors(H5Ctx *c, const CkptSource *src, const ParamSet *all,
-                          const uint64_t *sums, float *stage)
+static void write_tensors(H5Ctx *c, const CkptSource *src, const ParamSet *all, float *stage)
 {
     hid_t model = H5Gcreate2(c->f.id, "model", H5P_DEFAULT, H5P_DEFAULT, H5P_DEFAULT);
     hid_t optim = H5Gcreate2(c->f.id, "optim", H5P_DEFAULT, H5P_DEFAULT, H5P_DEFAULT);
@@ -259,22 +258,45 @@ static void write_tensors(H5Ctx *c, const CkptSource *src, const ParamSet *all,
         const Param *lp = &all->p[i];
         Param *p = params_find(src->ps, lp->name);
         write_dataset(c, model, lp->name, lp, p,
-                      p ? part_rows(src, p, PART_WEIGHTS, stage) : NULL, sums[3 * i]);
+                      p ? part_rows(src, p, PART_WEIGHTS, stage) : NULL);
         hid_t g = H5Gcreate2(optim, lp->name, H5P_DEFAULT, H5P_DEFAULT, H5P_DEFAULT);
         if (g < 0) {
             ckpt_fail(&c->f, "cannot create group /optim/%s", lp->name);
             continue;
         }
-        write_dataset(c, g, "m", lp, p, p ? part_rows(src, p, PART_M, stage) : NULL,
-                      sums[3 * i + 1]);
-        write_dataset(c, g, "v", lp, p, p ? part_rows(src, p, PART_V, stage) : NULL,
-                      sums[3 * i + 2]);
+        write_dataset(c, g, "m", lp, p, p ? part_rows(src, p, PART_M, stage) : NULL);
+        write_dataset(c, g, "v", lp, p, p ? part_rows(src, p, PART_V, stage) : NULL);
         H5Gclose(g);
     }
     if (model >= 0)
         H5Gclose(model);
     if (optim >= 0)
         H5Gclose(optim);
+}
+
+/* Every dataset's checksum attribute, once the data is in the file: the
+ * checksums are summed over the world first, as every rank must write
+ * each attribute with the same value (HDF5's metadata is collective).
+ * Hashing after the writes, not before the file exists as trident first
+ * did, lets the disk write the data meanwhile (ckpt_files_flush_start).
+ * Collective on world. */
+static void write_checksums(H5Ctx *c, const CkptSource *src, const ParamSet *all, float *stage)
+{
+    uint64_t *sums = save_checksums(src, all, stage);
+    char path[128];
+    for (int i = 0; i < all->n; i++) {
+        for (int part = 0; part < 3; part++) {
+            ckpt_dataset_path(path, sizeof path, all->p[i].name, part);
+            hid_t d = H5Dopen2(c->f.id, path, H5P_DEFAULT);
+            if (d < 0) {
+                ckpt_fail(&c->f, "cannot open dataset %s", path);
+                continue;
+            }
+            ckpt_attr_write(&c->f, d, CKPT_CHECKSUM_ATTR, H5T_NATIVE_UINT64, &sums[3 * i + part]);
+            H5Dclose(d);
+        }
+    }
+    free(sums);
 }
 
 /* The file's size to expect: every logical tensor's weights and both
@@ -370,6 +392,8 @@ static int save_from(const CkptSource *src, double *seconds, int64_t *bytes, FIL
     H5Ctx c = {.f = {.id = -1, .path = tmp}, .g = grid};
     ParamSet all;
     ckpt_logical_tensors(cfg, &all);
+    if (rank == 0) /* the space the last save's pruning frees counts below */
+        ckpt_files_prune_wait();
     int rc = rank == 0 ? ckpt_files_prepare_dir(dir, err)
                          || ckpt_files_check_space(dir, expected_file_bytes(&all), err) : 0;
     if (fail_agree(grid->world, rc)) {
@@ -383,7 +407,7 @@ static int save_from(const CkptSource *src, double *seconds, int64_t *bytes, FIL
     }
 
     float *stage = host_stage(src);
-    uint64_t *sums = save_checksums(src, &all, stage);
+    CkptFlush flush = {.started = 0};
     hid_t fapl = ckpt_io_fapl(grid->world);
     c.f.id = H5Fcreate(tmp, H5F_ACC_TRUNC, H5P_DEFAULT, fapl);
     H5Pclose(fapl);
@@ -394,8 +418,13 @@ static int save_from(const CkptSource *src, double *seconds, int64_t *bytes, FIL
         if (fault_at("save_fail", rank, (long)st->step))
             ckpt_fail(&c.f, "cannot write dataset /model/wte (injected fault: No space left on device)");
         write_root_attrs(&c, cfg, grid, st);
-        write_tensors(&c, src, &all, sums, stage);
+        write_tensors(&c, src, &all, stage);
         transfers_close(&c);
+        int failed = fail_agree(grid->world, c.f.rc);
+        if (!failed && rank == 0)
+            ckpt_files_flush_start(&flush, tmp);
+        if (!failed)
+            write_checksums(&c, src, &all, stage);
         /* a save that already failed closes only to let go of the file */
         unsigned deadline = fail_agree(grid->world, c.f.rc)
                                 ? 10 : 30 + (unsigned)(2 * (timer_now() - t0));
@@ -406,12 +435,12 @@ static int save_from(const CkptSource *src, double *seconds, int64_t *bytes, FIL
             ckpt_fail(&c.f, "cannot close the file (%s)", ckpt_io_failure(errno, (int64_t)size));
     }
     rc = agree(&c, err);
+    ckpt_files_flush_wait(&flush);
     if (!rc && rank == 0)
         rc = ckpt_files_publish(&names, cfg->checkpoint.keep, err);
     else if (rc && rank == 0)
         ckpt_files_discard(&names);
     rc = fail_agree(grid->world, rc);
-    free(sums);
     free(stage);
     params_free(&all);
     *bytes = rc ? 0 : written_bytes(src);

@@ -126,15 +126,13 @@ static const float *snapshot_rows(const CkptSource *s, int i, int part)
     return (const float *)a->buf.data + a->offset[3 * i + part];
 }
 
-/* The save reads the snapshot twice: for the checksums (the three parts
- * of each tensor this rank writes rows of), then for the writes (the
- * three parts of every local tensor). */
+/* The save reads the snapshot twice: for the writes (the three parts of
+ * every local tensor), then for the checksums, which are computed once the
+ * data is in the file (ckpt.c). Halfway through the writes is the middle
+ * of the first pass. */
 static int64_t halfway_through_writes(const CkptAsync *a)
 {
-    int64_t sums = 0;
-    for (int i = 0; i < a->ps->n; i++)
-        sums += 3 * (a->offset[3 * i + 1] > a->offset[3 * i]);
-    return sums + 3 * a->ps->n / 2 + 1;
+    return 3 * a->ps->n / 2 + 1;
 }
 
 static void *write_snapshot(void *arg)

@@ -216,6 +216,7 @@ int ckpt_files_lock(const char *dir, CkptLock *lock, FILE *err, FILE *warn)
 
 void ckpt_files_unlock(CkptLock *lock)
 {
+    ckpt_files_prune_wait(); /* the run's pruning ends while it owns dir */
     if (lock->fd >= 0)
         close(lock->fd);
     lock->fd = -1;
@@ -303,6 +304,76 @@ void ckpt_files_prune(const char *dir, int keep, const char *published)
     free(steps);
 }
 
+static void *flush_thread(void *arg)
+{
+    const CkptFlush *f = arg;
+    int fd = open(f->path, O_RDONLY);
+    if (fd >= 0) {
+        fdatasync(fd);
+        close(fd);
+    }
+    return NULL;
+}
+
+void ckpt_files_flush_start(CkptFlush *f, const char *path)
+{
+    snprintf(f->path, sizeof f->path, "%s", path);
+    f->started = pthread_create(&f->thread, NULL, flush_thread, f) == 0;
+}
+
+void ckpt_files_flush_wait(CkptFlush *f)
+{
+    if (!f->started)
+        return;
+    pthread_join(f->thread, NULL);
+    f->started = 0;
+}
+
+/* The pruning after a publication runs on a thread of its own: deleting a
+ * 400 MB checkpoint took 0.09 s on an idle machine and 0.3 s under load
+ * (ext4 mounted with `discard` frees and trims every extent before
+ * unlink returns), time the training would wait for though the new
+ * checkpoint and `latest` are already on the disk. One pruning at a time;
+ * the next save and the lock's release wait for it. */
+static struct {
+    pthread_mutex_t lock;
+    pthread_t thread;
+    int running;
+    char dir[CONFIG_PATH_MAX];
+    char published[64];
+    int keep;
+} pruning = {.lock = PTHREAD_MUTEX_INITIALIZER};
+
+static void *prune_thread(void *arg)
+{
+    (void)arg;
+    ckpt_files_prune(pruning.dir, pruning.keep, pruning.published);
+    return NULL;
+}
+
+void ckpt_files_prune_wait(void)
+{
+    pthread_mutex_lock(&pruning.lock);
+    if (pruning.running)
+        pthread_join(pruning.thread, NULL);
+    pruning.running = 0;
+    pthread_mutex_unlock(&pruning.lock);
+}
+
+static void prune_in_background(const char *dir, int keep, const char *published)
+{
+    ckpt_files_prune_wait();
+    pthread_mutex_lock(&pruning.lock);
+    snprintf(pruning.dir, sizeof pruning.dir, "%s", dir);
+    snprintf(pruning.published, sizeof pruning.published, "%s", published);
+    pruning.keep = keep;
+    int started = pthread_create(&pruning.thread, NULL, prune_thread, NULL) == 0;
+    pruning.running = started;
+    pthread_mutex_unlock(&pruning.lock);
+    if (!started) /* no thread to be had: prune here, as trident first did */
+        ckpt_files_prune(dir, keep, published);
+}
+
 int ckpt_files_publish(const CkptPaths *p, int keep, FILE *err)
 {
     fsync_path(p->tmp);
@@ -314,7 +385,9 @@ int ckpt_files_publish(const CkptPaths *p, int keep, FILE *err)
     fsync_path(p->dir);
     if (ckpt_files_point_latest(p->dir, p->name, err))
         return 1;
-    ckpt_files_prune(p->dir, keep, p->name);
+    /* only now, with the new file and `latest` durable, may an older
+     * checkpoint go */
+    prune_in_background(p->dir, keep, p->name);
     return 0;
 }
 

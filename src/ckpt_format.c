@@ -421,21 +421,97 @@ hid_t ckpt_dataset_open(hid_t file, const char *path, const Param *lp, char *why
     return d;
 }
 
-static uint64_t element_hash(uint64_t index, float v)
+/* ---- the dataset checksum ----------------------------------------------
+ * sum over elements of rng_mix64((bits << 32) ^ (index * GOLDEN)), index the
+ * element's row-major place in the whole tensor, modulo 2^64. A save hashes
+ * all 90 M elements of the mid model's checkpoint, so the loop is written
+ * for speed; the value is format 2's and must not change (an independent
+ * reader recomputes it; doc/checkpoint-format.md).
+ *
+ * Along a row the index grows by one, so index * GOLDEN grows by GOLDEN:
+ * an addition instead of a multiplication per element. With AVX2 (chosen
+ * at run time: the build targets plain x86-64) eight elements go through
+ * the mixer at once in two independent vectors of four; AVX2 has no
+ * 64-bit multiply, and GCC's and Clang's vector extensions build it from
+ * three 32-bit ones. Measured on AMD EPYC (family 25 model 1, 2 vCPUs
+ * under KVM): 2.0 ns an element scalar, 1.05 ns this way, the same sums.
+ * The additions wrap, so any order of them gives the same sum. */
+#define CKPT_GOLDEN 0x9e3779b97f4a7c15ULL
+
+static inline uint64_t element_mix(uint32_t bits, uint64_t index_golden)
 {
-    uint32_t bits;
-    memcpy(&bits, &v, sizeof bits);
-    return rng_mix64(((uint64_t)bits << 32) ^ (index * 0x9e3779b97f4a7c15ULL));
+    return rng_mix64(((uint64_t)bits << 32) ^ index_golden);
 }
+
+/* The hashes of n consecutive elements of a row, the first at index k /
+ * GOLDEN (k: its index times GOLDEN). */
+static uint64_t row_sum_scalar(const float *row, uint64_t k, int64_t n)
+{
+    uint64_t sum = 0;
+    for (int64_t c = 0; c < n; c++, k += CKPT_GOLDEN) {
+        uint32_t bits;
+        memcpy(&bits, &row[c], sizeof bits);
+        sum += element_mix(bits, k);
+    }
+    return sum;
+}
+
+#if defined(__x86_64__) && (defined(__GNUC__) || defined(__clang__))
+#define TRI_CKSUM_AVX2 1
+typedef uint64_t cksum_u64x4 __attribute__((vector_size(32)));
+typedef uint32_t cksum_u32x4 __attribute__((vector_size(16)));
+
+__attribute__((target("avx2"))) static inline cksum_u64x4 mix4(const float *at, cksum_u64x4 k)
+{
+    cksum_u32x4 w;
+    memcpy(&w, at, sizeof w);
+    cksum_u64x4 x = (__builtin_convertvector(w, cksum_u64x4) << 32) ^ k;
+    x ^= x >> 30;
+    x *= 0xbf58476d1ce4e5b9ULL;
+    x ^= x >> 27;
+    x *= 0x94d049bb133111ebULL;
+    x ^= x >> 31;
+    return x;
+}
+
+__attribute__((target("avx2"))) static uint64_t row_sum_avx2(const float *row, uint64_t k,
+                                                             int64_t n)
+{
+    const uint64_t g = CKPT_GOLDEN;
+    cksum_u64x4 a = {0, 0, 0, 0}, b = {0, 0, 0, 0};
+    cksum_u64x4 ka = {k, k + g, k + 2 * g, k + 3 * g}, kb = ka + 4 * g;
+    int64_t c = 0;
+    for (; c + 8 <= n; c += 8, ka += 8 * g, kb += 8 * g) {
+        a += mix4(row + c, ka);
+        b += mix4(row + c + 4, kb);
+    }
+    a += b;
+    return a[0] + a[1] + a[2] + a[3] + row_sum_scalar(row + c, k + (uint64_t)c * g, n - c);
+}
+#else
+#define TRI_CKSUM_AVX2 0
+#endif
 
 uint64_t ckpt_checksum(const float *data, int64_t r0, int64_t nr, int64_t c0, int64_t nc,
                        int64_t cols)
 {
     uint64_t sum = 0;
+    int avx2 = 0;
+#if TRI_CKSUM_AVX2
+    avx2 = __builtin_cpu_supports("avx2");
+#endif
     #pragma omp parallel for reduction(+ : sum) schedule(static)
-    for (int64_t r = 0; r < nr; r++)
-        for (int64_t c = 0; c < nc; c++)
-            sum += element_hash((uint64_t)((r0 + r) * cols + c0 + c), data[r * nc + c]);
+    for (int64_t r = 0; r < nr; r++) {
+        uint64_t k = (uint64_t)((r0 + r) * cols + c0) * CKPT_GOLDEN;
+#if TRI_CKSUM_AVX2
+        if (avx2) {
+            sum += row_sum_avx2(data + r * nc, k, nc);
+            continue;
+        }
+#endif
+        sum += row_sum_scalar(data + r * nc, k, nc);
+    }
+    (void)avx2;
     return sum;
 }
 

@@ -160,6 +160,9 @@ ok $? "SIGTERM while an asynchronous save is in flight: it completes, the stop's
 killed=0
 for delay in 0 0.9 1.8 2.7; do
     rm -rf "$WORK/akill"
+    # the output of the case before holds the line waited for below, and
+    # the grep can run before the new run's redirection empties the file
+    rm -f "$WORK/akill.out"
     # shellcheck disable=SC2086
     TRIDENT_FAULT=$(every_rank save_slow 0) $TRI_MPIEXEC -n "$np" "$TRIDENT" train --config "$cfg" \
         --set train.steps=100000 --set checkpoint.every=1 --set checkpoint.async=true \

@@ -276,6 +276,7 @@ static void test_publish(void)
     put_file("step_00000010.h5.tmp", "ten");
     rc = ckpt_files_publish(&p, 1, err_open(&e));
     err_text(&e);
+    ckpt_files_prune_wait(); /* the pruning runs on a thread of its own */
     tap_ok(rc == 0 && !strcmp(listing(work), "latest step_00000010.h5"),
            "publish prunes to keep = 1: %s", listing(work));
     free(e.msg);
