@@ -161,7 +161,8 @@ pytorch_best() {
         return
     fi
     printf "   PyTorch %s settings on the mid model (tokens/s):" "$($PY -c 'import torch; print(torch.__version__)')"
-    for s in $(pytorch_settings); do
+    pytorch_settings > "$WORK/settings"
+    while IFS= read -r s; do
         lib=${s%%|*} rest=${s#*|}
         core=${rest%%|*} envs=${rest#*|}
         # shellcheck disable=SC2086  # env arguments, split on purpose
@@ -170,7 +171,7 @@ pytorch_best() {
         if awk -v a="$pt" -v b="$best_tps" 'BEGIN { exit !(a + 0 > b + 0) }'; then
             best_tps=$pt pt_best_env=$envs pt_best_name="OpenBLAS $lib, core type $core"
         fi
-    done
+    done < "$WORK/settings"
     echo
     echo "   best: $pt_best_name"
 }

@@ -178,15 +178,15 @@ static void print_memory(Trainer *t)
     free(all);
 }
 
-/* The hardware's peak (MFU's denominator), then the GEMM library's rate.
- * Every rank measures at the same time, so oversubscribed ranks see their
- * real share of the cores; the sums are the world's. */
+/* The GEMM library's rate (the hardware's peak, MFU's denominator, was
+ * measured in setup). Every rank measures at the same time, so
+ * oversubscribed ranks see their real share of the cores; the sum is the
+ * world's. */
 static void measure_peak(Trainer *t)
 {
     const char *warning = NULL;
     ops_device dev = t->grid.device;
     ops_dtype dt = t->model.act_dtype;
-    hw_peak_measure(&t->grid, dt, &t->hw_peak);
     const char *info = ops_gemm_info_on(dev, &warning);
     comm_barrier(&t->grid, COMM_WORLD);
     double total = ops_gemm_peak_on(dev, dt, 0.06);
@@ -313,6 +313,9 @@ static int setup(Trainer *t)
         grid_print(&t->grid, stdout);
     TRI_TRY(device_setup(&t->grid, cfg));
     t->device_ready = 1;
+    /* before the data loader's and checkpoint writer's threads exist: on a
+     * CPU they would take the probe's cores (GPT-2 small's read half) */
+    hw_peak_measure(&t->grid, model_dtype(cfg->train.precision), &t->hw_peak);
     t->rows = cfg->train.micro_batch;
     t->ga = cfg->train.grad_accum;
     t->global_batch = (int64_t)t->rows * t->ga * t->grid.dp;
