@@ -466,11 +466,7 @@ __attribute__((target("avx2"))) static inline cksum_u64x4 mix4(const float *at, 
     cksum_u32x4 w;
     memcpy(&w, at, sizeof w);
     cksum_u64x4 x = (__builtin_convertvector(w, cksum_u64x4) << 32) ^ k;
-    x ^= x >> 30;
-    x *= 0xbf58476d1ce4e5b9ULL;
-    x ^= x >> 27;
-    x *= 0x94d049bb133111ebULL;
-    x ^= x >> 31;
+    RNG_MIX64_INPLACE(x); /* element_mix, four lanes at once */
     return x;
 }
 

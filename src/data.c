@@ -49,6 +49,7 @@
 #include "blend.h"
 #include "file_check.h"
 #include "indexed.h"
+#include "rng.h"
 
 #define SHARD_MAGIC 20240520
 #define SHARD_VERSION 1
@@ -133,22 +134,11 @@ static void bug(const char *what)
 #define TAG_SHIFT 0x5348494654ULL  /* "SHIFT": keeps the two streams apart */
 #define TAG_PERM 0x5045524dULL     /* "PERM" */
 
-/* splitmix64's finalizer: a bijection of uint64 with full avalanche. */
-static uint64_t mix64(uint64_t x)
-{
-    x ^= x >> 30;
-    x *= 0xbf58476d1ce4e5b9ULL;
-    x ^= x >> 27;
-    x *= 0x94d049bb133111ebULL;
-    x ^= x >> 31;
-    return x;
-}
-
 /* Folds v into the running hash h; distinct v give distinct inputs to the
- * final mix for a fixed h, because mix64 is a bijection. */
+ * final mix for a fixed h, because rng_mix64 is a bijection. */
 static uint64_t hash_combine(uint64_t h, uint64_t v)
 {
-    return mix64(h + GOLDEN + mix64(v));
+    return rng_mix64(h + GOLDEN + rng_mix64(v));
 }
 
 static uint64_t epoch_key(uint64_t seed, uint64_t tag, int64_t epoch)
@@ -174,7 +164,7 @@ static uint64_t feistel(uint64_t x, int h, const uint64_t key[4])
     uint64_t mask = ((uint64_t)1 << h) - 1;
     uint64_t l = x >> h, r = x & mask;
     for (int i = 0; i < 4; i++) {
-        uint64_t t = l ^ (mix64(key[i] ^ r) & mask);
+        uint64_t t = l ^ (rng_mix64(key[i] ^ r) & mask);
         l = r;
         r = t;
     }

@@ -59,13 +59,6 @@
 
 static int imin(int a, int b) { return a < b ? a : b; }
 
-/* This thread's `floats` floats of a buffer that the caller sized for
- * omp_get_max_threads() shares. */
-static float *thread_share(float *buf, int64_t floats)
-{
-    return buf + (int64_t)omp_get_thread_num() * floats;
-}
-
 /* x[0..n) dotted with y[0..n), 16 lanes then across them in order. */
 static inline float row_dot(const float *x, const float *y, int n)
 {
@@ -236,25 +229,6 @@ static void head_bwd(float *dq, float *dk, float *dv, int ldd, float *s,
     }
 }
 
-/* dst(rows, cols) fp32 with row stride ldd = src rows of dtype dt (row
- * stride lds), widened. Serial: called by each thread for its own head. */
-static void widen_rows(float *dst, int ldd, const void *src, ops_dtype dt,
-                       int64_t lds, int rows, int cols)
-{
-    for (int r = 0; r < rows; r++)
-        for (int c = 0; c < cols; c++)
-            dst[(int64_t)r * ldd + c] = load_f32_cpu(src, dt, r * lds + c);
-}
-
-/* The reverse: rounds fp32 rows into dtype dt. */
-static void narrow_rows(void *dst, ops_dtype dt, int64_t ldd, const float *src,
-                        int lds, int rows, int cols)
-{
-    for (int r = 0; r < rows; r++)
-        for (int c = 0; c < cols; c++)
-            store_f32_cpu(dst, dt, r * ldd + c, src[(int64_t)r * lds + c]);
-}
-
 #define TILE ((int64_t)ATT_ROWS * ATT_KEYS)
 
 /* fp32 works in place; bf16/fp16 first widen each head into fp32
@@ -271,7 +245,7 @@ void attention_fwd_cpu(void *out, float *lse, const void *qkv, ops_dtype dt,
     #pragma omp parallel for schedule(static)
     for (int bh = 0; bh < B * NH; bh++) {
         int b = bh / NH, h = bh % NH;
-        float *s = thread_share(buf, share);
+        float *s = thread_share_cpu(buf, share);
         int64_t qoff = (int64_t)b * T * ld + (int64_t)h * 3 * hs;
         int64_t ooff = (int64_t)b * T * ldo + (int64_t)h * hs;
         float *lh = lse + (int64_t)bh * T;
@@ -282,9 +256,9 @@ void attention_fwd_cpu(void *out, float *lse, const void *qkv, ops_dtype dt,
             continue;
         }
         float *q = s + TILE, *o = q + (int64_t)T * 3 * hs;
-        widen_rows(q, 3 * hs, (const char *)qkv + qoff * es, dt, ld, T, 3 * hs);
+        widen_rows_cpu(q, 3 * hs, (const char *)qkv + qoff * es, dt, ld, T, 3 * hs);
         head_fwd(o, lh, s, q, q + hs, q + 2 * hs, T, hs, 3 * hs, hs);
-        narrow_rows((char *)out + ooff * es, dt, ldo, o, hs, T, hs);
+        narrow_rows_cpu((char *)out + ooff * es, dt, ldo, o, hs, T, hs);
     }
     gemm_serial_end_cpu(saved);
 }
@@ -304,7 +278,7 @@ void attention_bwd_cpu(void *dqkv, const void *dout, const void *qkv,
     #pragma omp parallel for schedule(static)
     for (int bh = 0; bh < B * NH; bh++) {
         int b = bh / NH, h = bh % NH;
-        float *s = thread_share(buf, share), *dp = s + TILE;
+        float *s = thread_share_cpu(buf, share), *dp = s + TILE;
         int64_t qoff = (int64_t)b * T * ld + (int64_t)h * 3 * hs;
         int64_t ooff = (int64_t)b * T * ldo + (int64_t)h * hs;
         const float *lh = lse + (int64_t)bh * T;
@@ -318,12 +292,12 @@ void attention_bwd_cpu(void *dqkv, const void *dout, const void *qkv,
         }
         float *q = dp + TILE, *dq = q + (int64_t)T * 3 * hs;
         float *g = dq + (int64_t)T * 3 * hs, *o = g + (int64_t)T * hs;
-        widen_rows(q, 3 * hs, (const char *)qkv + qoff * es, dt, ld, T, 3 * hs);
-        widen_rows(g, hs, (const char *)dout + ooff * es, dt, ldo, T, hs);
-        widen_rows(o, hs, (const char *)out + ooff * es, dt, ldo, T, hs);
+        widen_rows_cpu(q, 3 * hs, (const char *)qkv + qoff * es, dt, ld, T, 3 * hs);
+        widen_rows_cpu(g, hs, (const char *)dout + ooff * es, dt, ldo, T, hs);
+        widen_rows_cpu(o, hs, (const char *)out + ooff * es, dt, ldo, T, hs);
         head_bwd(dq, dq + hs, dq + 2 * hs, 3 * hs, s, dp, g, o, q, q + hs,
                  q + 2 * hs, lh, T, hs, 3 * hs, hs, 1);
-        narrow_rows((char *)dqkv + qoff * es, dt, ld, dq, 3 * hs, T, 3 * hs);
+        narrow_rows_cpu((char *)dqkv + qoff * es, dt, ld, dq, 3 * hs, T, 3 * hs);
     }
     gemm_serial_end_cpu(saved);
 }

@@ -155,32 +155,6 @@ static void head_bwd(float *dq, float *dk, float *dv, float *ds,
     }
 }
 
-/* dst(rows, cols) fp32 with row stride ldd = src rows of dtype dt (row
- * stride lds), widened. Serial: called by each thread for its own head. */
-static void widen_rows(float *dst, int ldd, const void *src, ops_dtype dt,
-                       int64_t lds, int rows, int cols)
-{
-    for (int r = 0; r < rows; r++)
-        for (int c = 0; c < cols; c++)
-            dst[(int64_t)r * ldd + c] = load_f32_cpu(src, dt, r * lds + c);
-}
-
-/* The reverse: rounds fp32 rows into dtype dt. */
-static void narrow_rows(void *dst, ops_dtype dt, int64_t ldd, const float *src,
-                        int lds, int rows, int cols)
-{
-    for (int r = 0; r < rows; r++)
-        for (int c = 0; c < cols; c++)
-            store_f32_cpu(dst, dt, r * ldd + c, src[(int64_t)r * lds + c]);
-}
-
-/* This thread's `floats` floats of a buffer that the caller sized for
- * omp_get_max_threads() shares. */
-static float *thread_share(float *buf, int64_t floats)
-{
-    return buf + (int64_t)omp_get_thread_num() * floats;
-}
-
 static void attention_fwd_f32(float *out, float *att, const float *qkv,
                               int B, int T, int NH, int hs)
 {
@@ -206,14 +180,14 @@ static void attention_fwd_lowp(void *out, float *att, const void *qkv,
     #pragma omp parallel for schedule(static)
     for (int bh = 0; bh < B * NH; bh++) {
         int b = bh / NH, h = bh % NH;
-        float *q = thread_share(buf, share), *o = q + (int64_t)T * 3 * hs;
+        float *q = thread_share_cpu(buf, share), *o = q + (int64_t)T * 3 * hs;
         int64_t qoff = (int64_t)b * T * ld + (int64_t)h * 3 * hs;
         int64_t ooff = (int64_t)b * T * ldo + (int64_t)h * hs;
-        widen_rows(q, 3 * hs, (const char *)qkv + qoff * ops_dtype_size(dt),
+        widen_rows_cpu(q, 3 * hs, (const char *)qkv + qoff * ops_dtype_size(dt),
                    dt, ld, T, 3 * hs);
         head_fwd(o, att + (int64_t)bh * T * T, q, q + hs, q + 2 * hs, T, hs,
                  3 * hs, hs);
-        narrow_rows((char *)out + ooff * ops_dtype_size(dt), dt, ldo, o, hs,
+        narrow_rows_cpu((char *)out + ooff * ops_dtype_size(dt), dt, ldo, o, hs,
                     T, hs);
     }
 }
@@ -260,17 +234,17 @@ static void attention_bwd_lowp(void *dqkv, float *scratch, const void *dout,
     #pragma omp parallel for schedule(static)
     for (int bh = 0; bh < B * NH; bh++) {
         int b = bh / NH, h = bh % NH;
-        float *q = thread_share(buf, share), *dq = q + (int64_t)T * 3 * hs;
+        float *q = thread_share_cpu(buf, share), *dq = q + (int64_t)T * 3 * hs;
         float *g = dq + (int64_t)T * 3 * hs;
         int64_t qoff = (int64_t)b * T * ld + (int64_t)h * 3 * hs;
         int64_t ooff = (int64_t)b * T * ldo + (int64_t)h * hs;
-        widen_rows(q, 3 * hs, (const char *)qkv + qoff * es, dt, ld, T,
+        widen_rows_cpu(q, 3 * hs, (const char *)qkv + qoff * es, dt, ld, T,
                    3 * hs);
-        widen_rows(g, hs, (const char *)dout + ooff * es, dt, ldo, T, hs);
+        widen_rows_cpu(g, hs, (const char *)dout + ooff * es, dt, ldo, T, hs);
         head_bwd(dq, dq + hs, dq + 2 * hs, scratch + (int64_t)bh * T * T, g,
                  q, q + hs, q + 2 * hs, att + (int64_t)bh * T * T, T, hs,
                  3 * hs, hs);
-        narrow_rows((char *)dqkv + qoff * es, dt, ld, dq, 3 * hs, T, 3 * hs);
+        narrow_rows_cpu((char *)dqkv + qoff * es, dt, ld, dq, 3 * hs, T, 3 * hs);
     }
 }
 

@@ -93,6 +93,17 @@ static inline void store_f32_cpu(void *p, ops_dtype dt, int64_t i, float x)
     }
 }
 
+/* dst(rows, cols) fp32 with row stride ldd = src rows of dtype dt (row
+ * stride lds), widened. Serial: a thread calls it for its own rows. */
+void widen_rows_cpu(float *dst, int ldd, const void *src, ops_dtype dt, int64_t lds, int rows,
+                    int cols);
+/* The reverse: rounds fp32 rows into dtype dt. Serial. */
+void narrow_rows_cpu(void *dst, ops_dtype dt, int64_t ldd, const float *src, int lds, int rows,
+                     int cols);
+/* This thread's `floats` floats of a buffer that the caller sized for
+ * omp_get_max_threads() shares. */
+float *thread_share_cpu(float *buf, int64_t floats);
+
 /* ---- GEMM (gemm_cpu.c, and gemm_dnnl.c or gemm_cblas.c) ---------------- */
 
 /* Row-major C(M,N) = alpha op(A) op(B) + beta C, op(A) (M,K), op(B) (K,N);

@@ -11,6 +11,7 @@
  */
 #include "cpu.h"
 
+#include <omp.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
@@ -187,4 +188,25 @@ void *scratch_cpu(scratch_slot slot, size_t bytes)
         ops_fatal(msg, __FILE__, __LINE__);
     }
     return scratch[slot].p;
+}
+
+void widen_rows_cpu(float *dst, int ldd, const void *src, ops_dtype dt, int64_t lds, int rows,
+                    int cols)
+{
+    for (int r = 0; r < rows; r++)
+        for (int c = 0; c < cols; c++)
+            dst[(int64_t)r * ldd + c] = load_f32_cpu(src, dt, r * lds + c);
+}
+
+void narrow_rows_cpu(void *dst, ops_dtype dt, int64_t ldd, const float *src, int lds, int rows,
+                     int cols)
+{
+    for (int r = 0; r < rows; r++)
+        for (int c = 0; c < cols; c++)
+            store_f32_cpu(dst, dt, r * ldd + c, src[(int64_t)r * lds + c]);
+}
+
+float *thread_share_cpu(float *buf, int64_t floats)
+{
+    return buf + (int64_t)omp_get_thread_num() * floats;
 }
