@@ -106,8 +106,8 @@ static int64_t activation_memory(const Config *cfg, const Grid *g, int n_local, 
     }
     int first = g->pp_stage == 0, last = g->pp_stage == g->pp - 1;
     int ga = cfg->train.grad_accum;
-    Action *acts = malloc(sizeof(Action) * (size_t)(2 * ga));
-    int slots = schedule_max_in_flight(acts, schedule_build(cfg->parallel.schedule, g->pp,
+    Action *acts = malloc(sizeof(Action) * (size_t)schedule_length(cfg->parallel.schedule, 1, ga));
+    int slots = schedule_max_in_flight(acts, schedule_build(cfg->parallel.schedule, g->pp, 1,
                                                             g->pp_stage, ga, acts));
     free(acts);
     int64_t per_slot = 2 * a * N * C + (first ? 4 * N : 0) + (last ? 4 * N : 0), any = 0;

@@ -84,7 +84,7 @@ void sample_generate(Model *m, const int32_t *prompt, int prompt_len,
         fail_abort("out of memory for sampling", __FILE__, __LINE__);
     memcpy(recent, prompt + (prompt_len - have), (size_t)have * sizeof *recent);
     uint64_t key = rng_key(seed, "sample");
-    Action forward = {ACTION_FORWARD, 0};
+    Action forward = {ACTION_FORWARD, 0, 0};
     PipelineTimes times = {0};
     int rank = m->grid->rank;
     int64_t total = (int64_t)prompt_len + n_tokens;

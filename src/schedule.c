@@ -17,9 +17,9 @@ static int build_gpipe(int m, Action *out)
 {
     int n = 0;
     for (int i = 0; i < m; i++)
-        out[n++] = (Action){ACTION_FORWARD, i};
+        out[n++] = (Action){ACTION_FORWARD, i, 0};
     for (int i = 0; i < m; i++)
-        out[n++] = (Action){ACTION_BACKWARD, i};
+        out[n++] = (Action){ACTION_BACKWARD, i, 0};
     return n;
 }
 
@@ -30,18 +30,26 @@ static int build_1f1b(int pp, int stage, int m, Action *out)
         warmup = m;
     int n = 0, next_fwd = 0, next_bwd = 0;
     while (next_fwd < warmup)
-        out[n++] = (Action){ACTION_FORWARD, next_fwd++};
+        out[n++] = (Action){ACTION_FORWARD, next_fwd++, 0};
     while (next_fwd < m) {
-        out[n++] = (Action){ACTION_FORWARD, next_fwd++};
-        out[n++] = (Action){ACTION_BACKWARD, next_bwd++};
+        out[n++] = (Action){ACTION_FORWARD, next_fwd++, 0};
+        out[n++] = (Action){ACTION_BACKWARD, next_bwd++, 0};
     }
     while (next_bwd < m)
-        out[n++] = (Action){ACTION_BACKWARD, next_bwd++};
+        out[n++] = (Action){ACTION_BACKWARD, next_bwd++, 0};
     return n;
 }
 
-int schedule_build(ScheduleKind kind, int pp, int stage, int m, Action *out)
+int schedule_length(ScheduleKind kind, int v, int m)
 {
+    (void)kind;
+    return 2 * v * m;
+}
+
+int schedule_build(ScheduleKind kind, int pp, int v, int stage, int m, Action *out)
+{
+    if (v != 1)
+        fail_abort("virtual stages need the interleaved schedule", __FILE__, __LINE__);
     return kind == SCHED_GPIPE ? build_gpipe(m, out) : build_1f1b(pp, stage, m, out);
 }
 
@@ -59,9 +67,10 @@ int schedule_max_in_flight(const Action *a, int n)
 /* finish time of (stage, kind, mb) */
 #define DONE(s, k, i) done[((s) * 2 + (k)) * m + (i)]
 
-double schedule_simulate(ScheduleKind kind, int pp, int m, double tf, double tb,
+double schedule_simulate(ScheduleKind kind, int pp, int v, int m, StageCost cost,
                          double *makespan)
 {
+    double tf = cost.f, tb = cost.b + cost.w;
     Action *acts = malloc(sizeof(Action) * (size_t)(2 * m * pp));
     double *done = malloc(sizeof(double) * (size_t)(2 * m * pp));
     int *next = calloc((size_t)pp, sizeof *next);
@@ -69,7 +78,7 @@ double schedule_simulate(ScheduleKind kind, int pp, int m, double tf, double tb,
     if (!acts || !done || !next || !clock)
         fail_abort("out of memory in the schedule simulator", __FILE__, __LINE__);
     for (int s = 0; s < pp; s++)
-        schedule_build(kind, pp, s, m, acts + s * 2 * m);
+        schedule_build(kind, pp, v, s, m, acts + s * 2 * m);
     for (int i = 0; i < 2 * m * pp; i++)
         done[i] = -1.0;
     /* Run whichever stage's next action has its input ready; a schedule

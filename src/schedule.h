@@ -18,27 +18,45 @@
 
 #include "config.h"
 
-typedef enum { ACTION_FORWARD = 0, ACTION_BACKWARD = 1 } ActionKind;
+/* ACTION_BACKWARD is the whole backward of a microbatch on one chunk,
+ * except in schedules that also list ACTION_WEIGHT for it: then the
+ * backward computes only the gradient at the chunk's input, and the weight
+ * action its parameter gradients later. */
+typedef enum { ACTION_FORWARD = 0, ACTION_BACKWARD = 1, ACTION_WEIGHT = 2 } ActionKind;
 
 typedef struct {
     ActionKind kind;
     int mb;          /* microbatch */
+    int chunk;       /* the stage's chunk of layers, 0 .. v-1 (0 unless
+                        the schedule is interleaved) */
 } Action;
 
-/* Fills out[0 .. 2m-1] with stage's actions; returns their count (2m).
+/* Seconds one stage spends per microbatch, over all its chunks: forward,
+ * backward to the input, and the parameter gradients. Schedules without
+ * weight actions run b + w in each backward. */
+typedef struct {
+    double f, b, w;
+} StageCost;
+
+/* The number of actions one stage performs in a step of m microbatches
+ * with v chunks per stage. Not collective. */
+int schedule_length(ScheduleKind kind, int v, int m);
+
+/* Fills out[0 .. schedule_length) with stage's actions; returns their
+ * count. v is the number of chunks per stage (1 unless interleaved).
  * Not collective. */
-int schedule_build(ScheduleKind kind, int pp, int stage, int m, Action *out);
+int schedule_build(ScheduleKind kind, int pp, int v, int stage, int m, Action *out);
 
 /* The largest number of microbatches whose forward has run and whose
  * backward has not, over the list: the activation slots a stage needs. */
 int schedule_max_in_flight(const Action *a, int n);
 
-/* Simulates all pp stages with forward cost tf and backward cost tb per
- * microbatch and zero communication time. Returns the bubble fraction:
- * idle time over total time, summed over stages. *makespan (if not NULL)
- * receives the step time. For 1F1B and GPipe with equal stages the result
- * is (pp-1)/(m+pp-1). */
-double schedule_simulate(ScheduleKind kind, int pp, int m, double tf, double tb,
+/* Simulates all pp stages with per-microbatch costs `cost` and zero
+ * communication time. Returns the bubble fraction: idle time over total
+ * time, summed over stages. *makespan (if not NULL) receives the step
+ * time. For 1F1B and GPipe with equal stages the result is
+ * (pp-1)/(m+pp-1). Not collective. */
+double schedule_simulate(ScheduleKind kind, int pp, int v, int m, StageCost cost,
                          double *makespan);
 
 const char *schedule_name(ScheduleKind kind);

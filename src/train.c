@@ -321,17 +321,18 @@ static int setup(Trainer *t)
     t->global_batch = (int64_t)t->rows * t->ga * t->grid.dp;
     scaler_init(&t->scaler, &cfg->train);
     t->st.best_val = INFINITY;
-    t->actions = calloc((size_t)(2 * t->ga), sizeof *t->actions);
+    t->actions = calloc((size_t)schedule_length(cfg->parallel.schedule, 1, t->ga),
+                        sizeof *t->actions);
     t->eval_actions = calloc((size_t)t->ga, sizeof *t->eval_actions);
     t->index = calloc((size_t)(t->ga * t->rows), sizeof *t->index);
     t->eval_batch = calloc((size_t)(t->ga * t->rows) * (size_t)(cfg->model.seq_len + 1),
                            sizeof *t->eval_batch);
     if (!t->actions || !t->eval_actions || !t->index || !t->eval_batch)
         fail_abort("out of memory", __FILE__, __LINE__);
-    t->n_actions = schedule_build(cfg->parallel.schedule, t->grid.pp, t->grid.pp_stage, t->ga,
+    t->n_actions = schedule_build(cfg->parallel.schedule, t->grid.pp, 1, t->grid.pp_stage, t->ga,
                                   t->actions);
     for (int i = 0; i < t->ga; i++)
-        t->eval_actions[i] = (Action){ACTION_FORWARD, i};
+        t->eval_actions[i] = (Action){ACTION_FORWARD, i, 0};
     int slots = schedule_max_in_flight(t->actions, t->n_actions);
     TRI_TRY(check_memory_fits(t));
     TRI_TRY(init_from_check(cfg, &t->grid, &t->init_from));

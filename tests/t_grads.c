@@ -74,7 +74,7 @@ static void run_step(Run *r, MPI_Comm comm, const int32_t *batch)
     grid_create(&r->grid, c, comm);
     int ga = c->train.grad_accum, mb = c->train.micro_batch;
     Action acts[64];
-    int n = schedule_build(c->parallel.schedule, r->grid.pp, r->grid.pp_stage, ga, acts);
+    int n = schedule_build(c->parallel.schedule, r->grid.pp, 1, r->grid.pp_stage, ga, acts);
     model_create(&r->model, c, &r->grid, schedule_max_in_flight(acts, n));
     r->zero = zero_create(&r->model, c, &r->grid);
     zero_init_weights(r->zero);

@@ -55,7 +55,7 @@ static void rig_create(Rig *r, RecomputeKind recompute, int tie, int llama)
         c->model.rope_theta = 100.0;
     }
     grid_create(&r->grid, c, MPI_COMM_SELF);
-    r->n_acts = schedule_build(SCHED_1F1B, 1, 0, c->train.grad_accum, r->acts);
+    r->n_acts = schedule_build(SCHED_1F1B, 1, 1, 0, c->train.grad_accum, r->acts);
     model_create(&r->model, c, &r->grid, schedule_max_in_flight(r->acts, r->n_acts));
     r->zero = zero_create(&r->model, c, &r->grid);
     zero_init_weights(r->zero);
@@ -88,7 +88,7 @@ static double loss(Rig *r, int with_grads)
     } else {
         Action fwd[8];
         for (int i = 0; i < r->cfg.train.grad_accum; i++)
-            fwd[i] = (Action){ACTION_FORWARD, i};
+            fwd[i] = (Action){ACTION_FORWARD, i, 0};
         pipeline_run(m, fwd, r->cfg.train.grad_accum, r->batch, r->cfg.train.micro_batch,
                      FORWARD_EVAL, &times);
     }

@@ -49,7 +49,7 @@ static void check_kind(ScheduleKind kind, int pp, int m)
     Action *a = malloc(sizeof(Action) * (size_t)(2 * m));
     int ok = 1, ord = 1, flight_ok = 1, worst = 0;
     for (int s = 0; s < pp; s++) {
-        int n = schedule_build(kind, pp, s, m, a);
+        int n = schedule_build(kind, pp, 1, s, m, a);
         ok &= complete_once(a, n, m);
         ord &= ordered(a, n);
         int f = schedule_max_in_flight(a, n);
@@ -64,7 +64,7 @@ static void check_kind(ScheduleKind kind, int pp, int m)
     tap_ok(flight_ok, "%s pp=%d m=%d: at most %s microbatches in flight (max %d)", name, pp, m,
            kind == SCHED_1F1B ? "pp" : "m", worst);
     double makespan;
-    double bubble = schedule_simulate(kind, pp, m, 1.0, 2.0, &makespan);
+    double bubble = schedule_simulate(kind, pp, 1, m, (StageCost){1.0, 1.0, 1.0}, &makespan);
     double expect = (double)(pp - 1) / (m + pp - 1);
     tap_ok(fabs(bubble - expect) < 1e-12,
            "%s pp=%d m=%d: simulated bubble %.4f = (pp-1)/(m+pp-1) = %.4f (no deadlock)", name, pp,
@@ -84,11 +84,11 @@ int main(int argc, char **argv)
     }
     /* 1F1B's warm-up on stage 0 of 4 is 3 forwards, then F/B pairs */
     Action a[16];
-    schedule_build(SCHED_1F1B, 4, 0, 8, a);
+    schedule_build(SCHED_1F1B, 4, 1, 0, 8, a);
     tap_ok(a[0].kind == ACTION_FORWARD && a[2].kind == ACTION_FORWARD && a[3].kind == ACTION_FORWARD
            && a[4].kind == ACTION_BACKWARD && a[4].mb == 0 && a[15].kind == ACTION_BACKWARD,
            "1f1b stage 0 of 4: 3 warm-up forwards, then one forward one backward");
-    schedule_build(SCHED_1F1B, 4, 3, 8, a);
+    schedule_build(SCHED_1F1B, 4, 1, 3, 8, a);
     int alternates = 1;
     for (int i = 0; i < 16; i++)
         alternates &= a[i].kind == (i % 2 ? ACTION_BACKWARD : ACTION_FORWARD);
