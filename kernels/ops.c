@@ -977,6 +977,20 @@ int ops_device_init(ops_device dev, int local_rank, int local_size, char *err,
 #endif
 }
 
+int ops_device_uuid(ops_device dev, unsigned char uuid[16])
+{
+#if TRI_HAVE_CUDA
+    if (dev == OPS_CUDA) {
+        cuda_device_uuid(uuid);
+        return 1;
+    }
+#else
+    (void)uuid;
+#endif
+    (void)dev;
+    return 0;
+}
+
 void ops_device_finalize(ops_device dev)
 {
 #if TRI_HAVE_CUDA

@@ -137,6 +137,10 @@ const char *ops_device_count_error(ops_device dev);
  * reason ("built without CUDA; reconfigure with --with-cuda", "node has 4
  * ranks but 2 visible GPUs", ...) to err and returns non-zero. The CPU
  * needs nothing. */
+/* The selected device's 16-byte identity (CUDA: its UUID), for checking
+ * that no two ranks of a node drive one GPU; returns 0 and leaves uuid
+ * alone for the CPU. Call after ops_device_init. Not collective. */
+int ops_device_uuid(ops_device dev, unsigned char uuid[16]);
 int ops_device_init(ops_device dev, int local_rank, int local_size, char *err,
                     size_t err_size);
 void ops_device_finalize(ops_device dev);

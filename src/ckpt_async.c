@@ -66,7 +66,7 @@ int ckpt_async_create(CkptAsync **out, const Grid *g, FILE *err)
     a->grid.tp_comm = a->grid.dp_comm = a->grid.pp_comm = MPI_COMM_NULL;
     a->grid.dp_node = a->grid.dp_cross = a->grid.embed_comm = MPI_COMM_NULL;
     a->grid.kv_comm = MPI_COMM_NULL;
-    a->grid.node_comm = MPI_COMM_NULL;
+    a->grid.node_comm = a->grid.host_comm = MPI_COMM_NULL;
     TRI_CHECK_MPI(MPI_Comm_dup(g->world, &a->grid.world));
     TRI_CHECK_MPI(MPI_Comm_set_errhandler(a->grid.world, MPI_ERRORS_RETURN));
     *out = a;

@@ -4,6 +4,8 @@
 #include "device.h"
 
 #include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
 
 #include "comm.h"
 #include "fail.h"
@@ -33,6 +35,44 @@ static int resolve(const Grid *g, DeviceChoice choice, ops_device *out, char *er
     return 0;
 }
 
+int device_shared_gpu(const DeviceId *ids, int n, int *first)
+{
+    for (int i = 1; i < n; i++)
+        for (int j = 0; j < i; j++)
+            if (!memcmp(ids[i].uuid, ids[j].uuid, sizeof ids[i].uuid)) {
+                *first = j;
+                return i;
+            }
+    return -1;
+}
+
+/* Every rank of this machine tells the others its GPU's UUID, so two
+ * ranks driving one GPU (CUDA_VISIBLE_DEVICES set wrongly, a launcher
+ * binding two ranks to one device) stop the run instead of halving its
+ * speed in silence. Collective on the machine's ranks. */
+static int check_one_rank_per_gpu(const Grid *g, char *err, size_t err_size)
+{
+    DeviceId mine = {.world_rank = g->rank};
+    if (!ops_device_uuid(g->device, mine.uuid))
+        return 0;
+    DeviceId *all = malloc(sizeof *all * (size_t)g->host_size);
+    if (!all)
+        fail_abort("out of memory", __FILE__, __LINE__);
+    TRI_CHECK_MPI(MPI_Allgather(&mine, (int)sizeof mine, MPI_BYTE, all, (int)sizeof mine,
+                                MPI_BYTE, g->host_comm));
+    int first = -1, dup = device_shared_gpu(all, g->host_size, &first);
+    if (dup >= 0) {
+        char hex[33];
+        for (int i = 0; i < 16; i++)
+            snprintf(hex + 2 * i, 3, "%02x", all[dup].uuid[i]);
+        snprintf(err, err_size, "ranks %d and %d drive the same GPU (UUID %s); give each rank "
+                 "its own GPU (one CUDA_VISIBLE_DEVICES entry per rank, or srun "
+                 "--gpus-per-task=1)", all[first].world_rank, all[dup].world_rank, hex);
+    }
+    free(all);
+    return dup >= 0;
+}
+
 int device_setup(Grid *g, const Config *cfg)
 {
     char err[512] = "", msg[640] = "";
@@ -43,7 +83,15 @@ int device_setup(Grid *g, const Config *cfg)
                  names[cfg->parallel.device], err);
     if (fail_report(g->world, rc, msg)) /* the others stop with the broken rank */
         return 1;
-    rc = ops_device_init(g->device, g->local_rank, g->local_size, err, sizeof err);
+    /* the GPU follows the rank's place on its machine, never a pretended
+     * node_size: pretending must not put two ranks on one GPU */
+    rc = ops_device_init(g->device, g->host_rank, g->host_size, err, sizeof err);
+    if (rc)
+        snprintf(msg, sizeof msg, "trident: [parallel] device = %s: %s\n",
+                 g->device == OPS_CUDA ? "cuda" : "cpu", err);
+    if (fail_report(g->world, rc, msg))
+        return 1;
+    rc = check_one_rank_per_gpu(g, err, sizeof err);
 #if TRI_HAVE_NCCL
     if (!rc && g->device == OPS_CUDA)
         rc = comm_nccl_init(g, err, sizeof err);

@@ -2,8 +2,10 @@
  * device.h - which device each rank computes on.
  *
  * [parallel] device = cpu | cuda | auto. With CUDA, one rank drives one
- * GPU: the device is the rank's index on its node (grid.h local_rank), and
- * the node must have as many GPUs as ranks. auto takes the GPU when the
+ * GPU: the device is the rank's index on its machine (grid.h host_rank,
+ * the shared-memory split, whatever node_size pretends), the machine must
+ * have as many GPUs as ranks, and no two ranks of a machine may hold GPUs
+ * with the same UUID. auto takes the GPU when the
  * build has CUDA and every rank sees one, else the CPU. A GPU requested
  * from a CPU-only build fails with "reconfigure with --with-cuda".
  */
@@ -18,6 +20,16 @@
  * g->device. Rank 0 (or a rank failing alone) reports a failure; every
  * rank returns the agreed result. Collective on world. */
 int device_setup(Grid *g, const Config *cfg);
+
+/* A rank's GPU identity, as the ranks of a machine exchange it. */
+typedef struct {
+    int world_rank;
+    unsigned char uuid[16];
+} DeviceId;
+
+/* The first index i of ids[0..n) whose UUID an earlier entry has, that
+ * entry's index in *first; -1 when all differ. Not collective. */
+int device_shared_gpu(const DeviceId *ids, int n, int *first);
 
 /* Releases what device_setup created. Collective on world. */
 void device_teardown(Grid *g);

@@ -91,22 +91,20 @@ static MPI_Comm split(MPI_Comm comm, int color, int key)
 static void find_node(Grid *g, const Config *cfg)
 {
     TRI_CHECK_MPI(MPI_Comm_split_type(g->world, MPI_COMM_TYPE_SHARED, g->rank,
-                                      MPI_INFO_NULL, &g->node_comm));
-    int real_local_rank;
-    MPI_Comm_rank(g->node_comm, &real_local_rank);
-    int leader = real_local_rank == 0 ? g->rank : -1, node = 0;
+                                      MPI_INFO_NULL, &g->host_comm));
+    MPI_Comm_rank(g->host_comm, &g->host_rank);
+    MPI_Comm_size(g->host_comm, &g->host_size);
+    int leader = g->host_rank == 0 ? g->rank : -1, node = 0;
     /* Number real nodes by their lowest world rank. */
     int is_leader = leader >= 0, before = 0;
     TRI_CHECK_MPI(MPI_Exscan(&is_leader, &before, 1, MPI_INT, MPI_SUM, g->world));
     if (g->rank == 0)
         before = 0;
     node = before + is_leader - 1;
-    TRI_CHECK_MPI(MPI_Bcast(&node, 1, MPI_INT, 0, g->node_comm));
-    if (cfg->parallel.node_size > 0) {
-        MPI_Comm_free(&g->node_comm);
+    TRI_CHECK_MPI(MPI_Bcast(&node, 1, MPI_INT, 0, g->host_comm));
+    if (cfg->parallel.node_size > 0)
         node = g->rank / cfg->parallel.node_size;
-        g->node_comm = split(g->world, node, g->rank);
-    }
+    g->node_comm = split(g->world, node, g->rank);
     g->node = node;
     TRI_CHECK_MPI(MPI_Allreduce(&node, &g->n_nodes, 1, MPI_INT, MPI_MAX, g->world));
     g->n_nodes += 1;
@@ -166,6 +164,7 @@ void grid_destroy(Grid *g)
     free_comm(&g->dp_node);
     free_comm(&g->dp_cross);
     free_comm(&g->node_comm);
+    free_comm(&g->host_comm);
 }
 
 static void print_group(FILE *out, const char *name, const Grid *g,
@@ -193,7 +192,7 @@ void grid_world_only(Grid *g, MPI_Comm world)
     MPI_Comm_size(world, &g->size);
     g->tp_comm = g->dp_comm = g->pp_comm = MPI_COMM_NULL;
     g->dp_node = g->dp_cross = g->embed_comm = g->node_comm = MPI_COMM_NULL;
-    g->kv_comm = MPI_COMM_NULL;
+    g->kv_comm = g->host_comm = MPI_COMM_NULL;
     g->device = OPS_CPU;
 }
 

@@ -24,7 +24,10 @@ typedef struct {
     int dp, pp, tp;              /* group sizes */
     int dp_rank, pp_stage, tp_rank;
     int node, n_nodes;           /* node index and count, real or pretended */
-    int local_rank, local_size;  /* world ranks on this node (GPU choice) */
+    int local_rank, local_size;  /* world ranks on this node, real or pretended */
+    int host_rank, host_size;    /* world ranks on this machine (the
+                                    shared-memory split, never pretended):
+                                    GPU choice and memory share */
     int dp_node_rank, dp_node_size;   /* within dp_node */
     int dp_cross_rank, dp_cross_size; /* within dp_cross */
     MPI_Comm world;
@@ -37,6 +40,7 @@ typedef struct {
     MPI_Comm kv_comm;            /* TP ranks holding the same replicated
                                     key/value heads (llama); else NULL */
     MPI_Comm node_comm;          /* world ranks on this node */
+    MPI_Comm host_comm;          /* world ranks on this machine */
     ops_device device;           /* where this rank computes (device.c) */
 } Grid;
 

@@ -179,14 +179,15 @@ static void print_memory(Trainer *t)
 }
 
 /* The GEMM library's rate (the hardware's peak, MFU's denominator, was
- * measured in setup). Every rank measures at the same time, so
+ * measured just before). Every rank measures at the same time, so
  * oversubscribed ranks see their real share of the cores; the sum is the
- * world's. */
+ * world's. Measured before the model exists: the probe's three 4096^2
+ * operands would not fit beside a model that fills a GPU. */
 static void measure_peak(Trainer *t)
 {
     const char *warning = NULL;
     ops_device dev = t->grid.device;
-    ops_dtype dt = t->model.act_dtype;
+    ops_dtype dt = model_dtype(t->cfg->train.precision);
     const char *info = ops_gemm_info_on(dev, &warning);
     comm_barrier(&t->grid, COMM_WORLD);
     double total = ops_gemm_peak_on(dev, dt, 0.06);
@@ -275,7 +276,7 @@ static int check_memory_fits(Trainer *t)
                                         t->grid.tp_rank);
         int64_t need = m.weights + m.grads + m.optimizer + m.activations;
         int64_t avail = host_memory_available();
-        int share = t->grid.local_size > 0 ? t->grid.local_size : 1;
+        int share = t->grid.host_size > 0 ? t->grid.host_size : 1;
         const double gib = 1073741824.0;
         if (avail > 0 && need > avail / share) {
             snprintf(msg, sizeof msg,
@@ -316,6 +317,7 @@ static int setup(Trainer *t)
     /* before the data loader's and checkpoint writer's threads exist: on a
      * CPU they would take the probe's cores (GPT-2 small's read half) */
     hw_peak_measure(&t->grid, model_dtype(cfg->train.precision), &t->hw_peak);
+    measure_peak(t);
     t->rows = cfg->train.micro_batch;
     t->ga = cfg->train.grad_accum;
     t->global_batch = (int64_t)t->rows * t->ga * t->grid.dp;
@@ -353,7 +355,6 @@ static int setup(Trainer *t)
     if (cfg->checkpoint.async && cfg->checkpoint.dir[0])
         TRI_TRY(start_writer(t));
     print_memory(t);
-    measure_peak(t);
     return 0;
 }
 

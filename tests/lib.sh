@@ -41,9 +41,12 @@ expect() {
     fi
 }
 
-# A small config over the test corpus; extra lines may follow.
+# A small config over the test corpus, on the CPU (tests/mpitap.sh also
+# hides GPUs from the CPU suite); extra lines may follow.
 write_config() {
     cat > "$1" <<EOC
+[parallel]
+device = cpu
 [model]
 n_layer = 2
 n_embd = 32

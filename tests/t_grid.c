@@ -8,6 +8,7 @@
 #include <string.h>
 
 #include "config.h"
+#include "device.h"
 #include "grid.h"
 #include "tap.h"
 
@@ -93,11 +94,48 @@ static int two_level_table(void)
     return ok;
 }
 
+/* With node_size 1 every rank is alone on its pretended node, yet all of
+ * them are on this one machine: host_rank/host_size (the GPU choice) must
+ * say so, or ranks 0, 1, ... would all take GPU 0. */
+static int host_stays_real(void)
+{
+    Config cfg;
+    config_defaults(&cfg);
+    cfg.model.n_layer = 8;
+    cfg.parallel.node_size = 1;
+    Grid g;
+    grid_create(&g, &cfg, MPI_COMM_WORLD);
+    int world_rank, world_size;
+    MPI_Comm_rank(MPI_COMM_WORLD, &world_rank);
+    MPI_Comm_size(MPI_COMM_WORLD, &world_size);
+    /* mpiexec on one machine: the shared-memory split is the world */
+    int ok = g.local_size == 1 && g.local_rank == 0 && g.host_size == world_size &&
+             g.host_rank == world_rank && g.n_nodes == world_size;
+    grid_destroy(&g);
+    MPI_Allreduce(MPI_IN_PLACE, &ok, 1, MPI_INT, MPI_MIN, MPI_COMM_WORLD);
+    return ok;
+}
+
+static int shared_gpus_found(void)
+{
+    DeviceId ids[4] = {{0, {1}}, {1, {2}}, {2, {3}}, {3, {2}}};
+    int first = -1;
+    int dup = device_shared_gpu(ids, 4, &first);
+    int distinct = device_shared_gpu(ids, 3, &first) == -1;
+    first = -1;
+    dup = device_shared_gpu(ids, 4, &first);
+    DeviceId late[3] = {{0, {9, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 1}},
+                        {1, {9, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 2}},
+                        {2, {9, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 1}}};
+    int f2 = -1, d2 = device_shared_gpu(late, 3, &f2);
+    return distinct && dup == 3 && first == 1 && d2 == 2 && f2 == 0;
+}
+
 int main(int argc, char **argv)
 {
     tap_init(&argc, &argv);
     int n = tap_size();
-    tap_plan(11);
+    tap_plan(13);
     int ok = 1, count = 0;
     for (int tp = 1; tp <= n; tp *= 2)
         for (int pp = 1; pp * tp <= n; pp *= 2)
@@ -127,5 +165,7 @@ int main(int argc, char **argv)
     grid_stage_layers(12, 4, 3, &first, &cnt);
     tap_ok(first == 9 && cnt == 3, "12 layers on 4 stages: stage 3 has layers 9..11");
     tap_ok(two_level_table(), "DP is two-level with >1 node, >1 rank per node, equal counts");
+    tap_ok(host_stays_real(), "node_size pretends nodes, but the GPU choice sees the machine");
+    tap_ok(shared_gpus_found(), "two ranks holding one GPU UUID are found, distinct UUIDs pass");
     return tap_done();
 }
