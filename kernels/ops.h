@@ -145,6 +145,35 @@ int ops_device_init(ops_device dev, int local_rank, int local_size, char *err,
                     size_t err_size);
 void ops_device_finalize(ops_device dev);
 
+/* ---- device timers ------------------------------------------------------
+ * The device's own time between marks, for the step's metrics (the
+ * pipeline's busy and waiting time, the DP wait). On a GPU an op returns
+ * before its work runs, so a host clock around it measures the launch; a
+ * timer instead records marks on the compute stream (CUDA events, a pool
+ * kept by the timer and reused each step) and reads them after the host
+ * has waited for the work. On the CPU a mark is the host's monotonic
+ * clock, so a timer reads what a host clock around the calls reads. */
+typedef struct {
+    ops_device device;
+    double seconds;    /* intervals summed so far (the CPU) */
+    double started;    /* the CPU: the clock at ops_timer_start */
+    void *marks;       /* CUDA: cudaEvent_t pool, two per interval */
+    int n_marks, capacity;
+} ops_timer;
+
+/* A timer on device reading 0; a zeroed ops_timer is one on the CPU. */
+ops_timer ops_timer_on(ops_device device);
+/* Opens and closes an interval; they alternate, start first. */
+void ops_timer_start(ops_timer *t);
+void ops_timer_stop(ops_timer *t);
+/* The seconds inside the intervals closed since the last read, which
+ * starts the count again. On a GPU it waits for the last mark: call it
+ * once the step's host wait (the loss read) has happened, when that wait
+ * is already over. */
+double ops_timer_read(ops_timer *t);
+/* Releases the marks (a GPU's events). */
+void ops_timer_free(ops_timer *t);
+
 /* ---- dense layers ----------------------------------------------------- */
 
 /* out(M,N) = inp(M,K) . w(N,K)^T + bias(N). bias may be OPS_NONE. */

@@ -112,17 +112,29 @@ static MPI_Op mpi_op(CommOp op)
     return MPI_OP_NULL;
 }
 
-/* MPI has no bf16 or fp16 sum, so those buffers are reduced in fp32: cast
- * into this scratch (grown, never shrunk, so steps do not allocate), sum,
- * cast back. One rounding, as a reduction in fp32 would give. */
-static ops_tensor widen_scratch(int64_t n)
+/* bf16 and fp16 buffers are reduced in fp32: cast into this scratch on
+ * their device (grown, never shrunk, so steps do not allocate), sum, cast
+ * back. One rounding, as a reduction in fp32 would give, whatever the
+ * group's size: MPI has no 16-bit sum, and NCCL's would round at every hop
+ * of its ring (doc/gpu.md), so both paths widen. */
+static ops_tensor widen_scratch(ops_device device, int64_t n)
 {
-    static ops_tensor scratch;
-    if (scratch.n < n) {
-        ops_free(&scratch);
-        scratch = ops_alloc(OPS_F32, OPS_CPU, n);
+    static ops_tensor scratch[OPS_CUDA + 1];
+    if (scratch[device].n < n) {
+        ops_free(&scratch[device]);
+        scratch[device] = ops_alloc(OPS_F32, device, n);
     }
-    return ops_view(scratch, 0, n);
+    return ops_view(scratch[device], 0, n);
+}
+
+static void reduce_wide(const Grid *g, CommGroup group, ops_tensor wide, int64_t n,
+                        CommOp op)
+{
+    DEVICE_COLLECTIVE(wide, comm_nccl_allreduce(g, group, wide, n, op));
+    double t0 = timer_now();
+    TRI_CHECK_MPI(MPI_Allreduce(MPI_IN_PLACE, wide.data, (int)n, MPI_FLOAT,
+                                mpi_op(op), comm_mpi(g, group)));
+    comm_time[group] += timer_now() - t0;
 }
 
 static void run_allreduce(const Grid *g, CommGroup group, ops_tensor buf, int64_t n,
@@ -130,16 +142,16 @@ static void run_allreduce(const Grid *g, CommGroup group, ops_tensor buf, int64_
 {
     if (comm_size(g, group) <= 1 || n == 0)
         return;
-    DEVICE_COLLECTIVE(buf, comm_nccl_allreduce(g, group, buf, n, op));
+    int narrow = buf.dtype == OPS_BF16 || buf.dtype == OPS_F16;
+    if (!narrow && on_device(buf)) { /* fp32, int32, fp64: NCCL reduces them as they are */
+        DEVICE_COLLECTIVE(buf, comm_nccl_allreduce(g, group, buf, n, op));
+    }
     ops_tensor t = ops_view(buf, 0, n), wide = t;
     if (buf.dtype != OPS_F32) {
-        wide = widen_scratch(n);
+        wide = widen_scratch(buf.device, n);
         ops_cast(wide, t);
     }
-    double t0 = timer_now();
-    TRI_CHECK_MPI(MPI_Allreduce(MPI_IN_PLACE, wide.data, (int)n, MPI_FLOAT,
-                                mpi_op(op), comm_mpi(g, group)));
-    comm_time[group] += timer_now() - t0;
+    reduce_wide(g, group, wide, n, op);
     if (buf.dtype != OPS_F32)
         ops_cast(t, wide);
 }

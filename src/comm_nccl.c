@@ -25,7 +25,9 @@
 #pragma GCC diagnostic pop
 
 #include "fail.h"
+#include "gpu_wait.h"
 #include "kernels/cuda/cuda.h"
+#include "watchdog.h"
 
 #define N_GROUPS (COMM_KV + 1)
 
@@ -34,6 +36,8 @@ static struct {
     ncclComm_t comm[N_GROUPS];  /* NULL: no communicator (one rank) */
     int owned[N_GROUPS];        /* 0 for DP when it shares another's */
     int size[N_GROUPS], rank[N_GROUPS];
+    const char *last_op[N_GROUPS];  /* the latest collective queued on each */
+    CommGroup last_group;           /* ... and the group of the latest of all */
     cudaEvent_t compute_done, comm_done;
 } nc;
 
@@ -98,6 +102,90 @@ static void check_cuda_(cudaError_t err, const char *call, const char *file,
 #define CHECK_CUDA(call) check_cuda_((call), #call, __FILE__, __LINE__)
 #define FAIL(msg) nccl_fail((msg), __FILE__, __LINE__)
 
+/* The first group whose communicator holds an asynchronous error (a peer
+ * or the network failed), or -1; *result receives the error. */
+static int failed_group(ncclResult_t *result)
+{
+    for (int i = 0; i < N_GROUPS; i++) {
+        if (!nc.comm[i] || !nc.owned[i])
+            continue;
+        ncclResult_t async = ncclSuccess;
+        TRI_CHECK_NCCL(ncclCommGetAsyncError(nc.comm[i], &async));
+        if (async != ncclSuccess && async != ncclInProgress) {
+            *result = async;
+            return i;
+        }
+    }
+    return -1;
+}
+
+/* ---- waiting for the GPU ------------------------------------------------- */
+
+typedef struct {
+    cudaEvent_t event;
+    int group;              /* failed_group's answer */
+    ncclResult_t result;
+} WaitState;
+
+static int probe_done(void *user)
+{
+    cudaError_t e = cudaEventQuery(((WaitState *)user)->event);
+    if (e == cudaErrorNotReady)
+        return 0;
+    CHECK_CUDA(e);
+    return 1;
+}
+
+static int probe_failed(void *user)
+{
+    WaitState *w = user;
+    w->group = failed_group(&w->result);
+    return w->group >= 0;
+}
+
+/* The NCCL operation a stopped run was waiting behind, for its message. */
+static void describe_op(char *buf, size_t size, int group)
+{
+    const char *op = nc.last_op[group];
+    if (op)
+        snprintf(buf, size, "NCCL %s on %s", op, group_name((CommGroup)group));
+    else if (group == COMM_WORLD) /* nothing queued yet */
+        snprintf(buf, size, "no NCCL operation yet");
+    else
+        snprintf(buf, size, "the NCCL communicator of %s", group_name((CommGroup)group));
+}
+
+/* cuda_set_wait's hook: cudaEventSynchronize, but a peer's failure or
+ * [fault] timeout without progress aborts the communicators and ends the
+ * run (gpu_wait.h) instead of waiting for ever. */
+static void wait_event(void *event, const char *what)
+{
+    WaitState w = {(cudaEvent_t)event, -1, ncclSuccess};
+    GpuWaitProbe probe = {probe_done, probe_failed, &w};
+    double timeout = watchdog_limit_s(), waited;
+    WatchdogPhase outer = watchdog_enter("waiting for the GPU", what);
+    GpuWaitVerdict v = gpu_wait_poll(&probe, timeout, &waited);
+    if (v == GPU_WAIT_DONE) {
+        watchdog_leave(outer);
+        return;
+    }
+    char op[96], msg[1024];
+    if (v == GPU_WAIT_PEER_FAILED) {
+        describe_op(op, sizeof op, w.group);
+        snprintf(msg, sizeof msg, "trident: %s: a peer failed: %s (%s); the host was waiting "
+                 "for %s; NCCL communicators aborted", op, ncclGetErrorString(w.result),
+                 ncclGetLastError(NULL), what);
+    } else {
+        describe_op(op, sizeof op, nc.last_group);
+        snprintf(msg, sizeof msg, "trident: waited %.0f s for the GPU (%s; the latest "
+                 "operation queued: %s) without progress: a peer may be stopped or its "
+                 "node dead; NCCL communicators aborted, ending the job with exit %d "
+                 "([fault] timeout)", waited, what, op, TRI_EXIT_WATCHDOG);
+    }
+    comm_nccl_abort();
+    fail_stop(v == GPU_WAIT_PEER_FAILED ? TRI_EXIT_ERROR : TRI_EXIT_WATCHDOG, msg);
+}
+
 /* ---- set-up ------------------------------------------------------------- */
 
 /* One communicator over the members of `mpi`, in its rank order. */
@@ -147,6 +235,7 @@ int comm_nccl_init(const Grid *g, char *err, size_t err_size)
     CHECK_CUDA(cudaEventCreateWithFlags(&nc.compute_done, cudaEventDisableTiming));
     CHECK_CUDA(cudaEventCreateWithFlags(&nc.comm_done, cudaEventDisableTiming));
     ops_set_fatal_handler(nccl_fail);
+    cuda_set_wait(wait_event);
 
     create(COMM_TP, g->tp_comm);
     create(COMM_DP_NODE, g->dp_node);
@@ -172,7 +261,8 @@ void comm_nccl_finalize(void)
 {
     if (!nc.ready)
         return;
-    CHECK_CUDA(cudaStreamSynchronize((cudaStream_t)cuda_comm_stream()));
+    cuda_wait_stream(cuda_comm_stream(), "the last communication");
+    cuda_set_wait(NULL);
     for (int i = 0; i < N_GROUPS; i++) {
         if (nc.comm[i] && nc.owned[i]) {
             TRI_CHECK_NCCL(ncclCommFinalize(nc.comm[i]));
@@ -184,23 +274,6 @@ void comm_nccl_finalize(void)
     CHECK_CUDA(cudaEventDestroy(nc.comm_done));
     ops_set_fatal_handler(fail_abort);
     nc.ready = 0;
-}
-
-void comm_nccl_check_async(void)
-{
-    for (int i = 0; i < N_GROUPS; i++) {
-        if (!nc.comm[i] || !nc.owned[i])
-            continue;
-        ncclResult_t async = ncclSuccess;
-        TRI_CHECK_NCCL(ncclCommGetAsyncError(nc.comm[i], &async));
-        if (async != ncclSuccess && async != ncclInProgress) {
-            char msg[512];
-            snprintf(msg, sizeof msg, "NCCL reported an asynchronous error on "
-                     "the %s group: %s (%s)", group_name((CommGroup)i),
-                     ncclGetErrorString(async), ncclGetLastError(NULL));
-            FAIL(msg);
-        }
-    }
 }
 
 /* ---- helpers ------------------------------------------------------------ */
@@ -265,9 +338,12 @@ static void check_buf(ops_tensor t, int64_t need, const char *fn,
     }
 }
 
-/* The communication stream, after the compute stream's queued work. */
-static cudaStream_t begin(void)
+/* The communication stream, after the compute stream's queued work;
+ * op on group is what a stopped wait will name. */
+static cudaStream_t begin(CommGroup group, const char *op)
 {
+    nc.last_op[group] = op;
+    nc.last_group = group;
     cudaStream_t compute = (cudaStream_t)cuda_compute_stream();
     cudaStream_t comm = (cudaStream_t)cuda_comm_stream();
     CHECK_CUDA(cudaEventRecord(nc.compute_done, compute));
@@ -313,7 +389,7 @@ void comm_nccl_allreduce(const Grid *g, CommGroup group, ops_tensor buf,
     if (!comm || n == 0)
         return;
     check_buf(buf, n, fn, "buf");
-    cudaStream_t s = begin();
+    cudaStream_t s = begin(group, "all-reduce");
     TRI_CHECK_NCCL(ncclAllReduce(buf.data, buf.data, (size_t)n,
                                  nccl_type(buf.dtype),
                                  nccl_op(op), comm, s));
@@ -337,7 +413,7 @@ void comm_nccl_reduce_scatter(const Grid *g, CommGroup group, ops_tensor send,
         return;
     }
     ncclDataType_t type = nccl_type(send.dtype);
-    cudaStream_t s = begin();
+    cudaStream_t s = begin(group, "reduce-scatter");
     if (equal) {
         TRI_CHECK_NCCL(ncclReduceScatter(send.data, recv.data, (size_t)counts[0],
                                          type, ncclSum, comm, s));
@@ -373,7 +449,7 @@ void comm_nccl_allgather(const Grid *g, CommGroup group, ops_tensor send,
         return;
     }
     ncclDataType_t type = nccl_type(send.dtype);
-    cudaStream_t s = begin();
+    cudaStream_t s = begin(group, "all-gather");
     if (equal) {
         TRI_CHECK_NCCL(ncclAllGather(send.data, recv.data, (size_t)counts[0],
                                      type, comm, s));

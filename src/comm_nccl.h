@@ -26,6 +26,17 @@
  * calls fail_abort, which MPI_Aborts. comm_nccl_init installs the same
  * abort-then-fail_abort as the kernels' fatal handler.
  *
+ * Waiting. A peer that dies or stops would leave this rank's host blocked
+ * for ever in the first wait on work behind a collective (the step's read
+ * of the loss, say). So comm_nccl_init also installs the backend's host
+ * wait (cuda_set_wait): it polls the work's event together with
+ * ncclCommGetAsyncError on every communicator (gpu_wait.h), and on an
+ * asynchronous error, or after [fault] timeout seconds (the watchdog's
+ * limit, 3 x before the first step is done; 0: none) without the work
+ * completing, aborts the communicators and stops the run with a message
+ * naming this rank, its host and the NCCL operation: exit 1 for a peer's
+ * failure, TRI_EXIT_WATCHDOG (76) for the timeout (doc/errors.md).
+ *
  * Collectivity: each function is collective on the group it names, and all
  * of that group's ranks must call it in the same order with the same counts
  * and dtype; buffers are CUDA tensors of fp32, bf16, fp16, int32 or fp64.
@@ -46,15 +57,12 @@
  * a message in err when CUDA is not set up; NCCL failing is fatal.
  * Collective on world, after grid_create. */
 int comm_nccl_init(const Grid *g, char *err, size_t err_size);
-/* Waits for the communication stream and destroys the communicators.
- * Collective on world. */
+/* Waits for the communication stream, restores the backend's plain host
+ * wait and destroys the communicators. Collective on world. */
 void comm_nccl_finalize(void);
 /* ncclCommAbort on every communicator of this rank. For fatal paths: safe
  * to call twice, and from a fatal handler. Not collective. */
 void comm_nccl_abort(void);
-/* Fatal if NCCL has reported an asynchronous error (a peer or the network
- * failed) on any communicator; call once per step. Not collective. */
-void comm_nccl_check_async(void);
 
 /* In place; SUM, MAX or MIN. Collective on group. */
 void comm_nccl_allreduce(const Grid *g, CommGroup group, ops_tensor buf,

@@ -82,28 +82,33 @@ int fail_report(MPI_Comm comm, int rc, const char *msg)
 }
 
 /* Ends every rank of the job from this one, once stderr is out. */
-static __attribute__((noreturn)) void abort_job(void)
+static __attribute__((noreturn)) void abort_job(int status)
 {
     fflush(stderr);
     int initialized = 0, finalized = 0;
     MPI_Initialized(&initialized);
     MPI_Finalized(&finalized);
     if (initialized && !finalized)
-        MPI_Abort(MPI_COMM_WORLD, TRI_EXIT_ERROR);
-    exit(TRI_EXIT_ERROR);
+        MPI_Abort(MPI_COMM_WORLD, status);
+    exit(status);
 }
 
 void fail_abort(const char *what, const char *file, int line)
 {
     fprintf(stderr, "[rank %d %s] trident: fatal: %s at %s:%d\n",
             fail_world_rank, fail_hostname, what, file, line);
-    abort_job();
+    abort_job(TRI_EXIT_ERROR);
+}
+
+void fail_stop(int status, const char *msg)
+{
+    fprintf(stderr, "[rank %d %s] %s\n", fail_world_rank, fail_hostname, msg);
+    abort_job(status);
 }
 
 void fail_input_abort(const char *msg)
 {
-    fprintf(stderr, "[rank %d %s] %s\n", fail_world_rank, fail_hostname, msg);
-    abort_job();
+    fail_stop(TRI_EXIT_ERROR, msg);
 }
 
 void fail_mpi_(int err, const char *call, const char *file, int line)

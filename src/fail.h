@@ -62,6 +62,12 @@ void fail_mpi_(int err, const char *call, const char *file, int line);
  * every rank. Not collective. */
 void fail_input_abort(const char *msg) __attribute__((noreturn));
 
+/* A run this rank must end mid-step with a status of its own (a GPU wait
+ * that saw a peer fail, or outlasted [fault] timeout: TRI_EXIT_WATCHDOG):
+ * prints msg (one line, "trident: ...") prefixed "[rank R host]" and
+ * MPI_Aborts with status, which ends every rank. Not collective. */
+void fail_stop(int status, const char *msg) __attribute__((noreturn));
+
 /* stderr when speak is true, else a stream that discards: where every rank
  * checks the same input, only rank 0 needs to say what is wrong.
  * Not collective. */

@@ -16,7 +16,6 @@
 
 #include "comm.h"
 #include "fail.h"
-#include "timer.h"
 
 typedef struct {
     Model *m;
@@ -28,6 +27,16 @@ typedef struct {
 } Exec;
 
 static int slot_of(const Exec *e, int mb) { return mb % e->m->n_slots; }
+
+/* Waits for a message, timed on the device (a GPU's idle time, ops.h). */
+static void wait_for(Exec *e, MPI_Request *req)
+{
+    if (*req == MPI_REQUEST_NULL)
+        return;
+    ops_timer_start(&e->times->wait);
+    comm_wait(req);
+    ops_timer_stop(&e->times->wait);
+}
 
 static void post_recv_forward(Exec *e, int mb)
 {
@@ -44,7 +53,7 @@ static void post_recv_backward(Exec *e, int mb)
         return;
     int s = slot_of(e, mb);
     /* the gradient buffer may still be going out to the previous stage */
-    e->times->wait += comm_wait(&e->send_bwd[s]);
+    wait_for(e, &e->send_bwd[s]);
     comm_irecv(e->m->grid, COMM_PP, model_stage_grad(e->m, s), e->n, e->stage + 1,
                2 * mb + 1, &e->recv_bwd[s]);
 }
@@ -70,14 +79,14 @@ static void run_forward(Exec *e, const int32_t *batch, int mb, ForwardMode mode)
 {
     int s = slot_of(e, mb);
     e->m->final_microbatch = mb == e->n_mb - 1; /* the last stage's head */
-    e->times->wait += comm_wait(&e->recv_fwd[s]);
+    wait_for(e, &e->recv_fwd[s]);
     /* buffers this forward overwrites may still be going out */
-    e->times->wait += comm_wait(&e->send_fwd[s]);
-    e->times->wait += comm_wait(&e->send_bwd[s]);
+    wait_for(e, &e->send_fwd[s]);
+    wait_for(e, &e->send_bwd[s]);
     load_microbatch(e, batch, mb, s);
-    double t0 = timer_now();
+    ops_timer_start(&e->times->busy);
     model_forward(e->m, s, e->rows, mode);
-    e->times->busy += timer_now() - t0;
+    ops_timer_stop(&e->times->busy);
     if (e->stage < e->pp - 1)
         comm_isend(e->m->grid, COMM_PP, model_stage_output(e->m, s), e->n, e->stage + 1,
                    2 * mb, &e->send_fwd[s]);
@@ -87,10 +96,10 @@ static void run_backward(Exec *e, int mb)
 {
     int s = slot_of(e, mb);
     e->m->final_microbatch = mb == e->n_mb - 1;
-    e->times->wait += comm_wait(&e->recv_bwd[s]);
-    double t0 = timer_now();
+    wait_for(e, &e->recv_bwd[s]);
+    ops_timer_start(&e->times->busy);
     model_backward(e->m, s, e->rows);
-    e->times->busy += timer_now() - t0;
+    ops_timer_stop(&e->times->busy);
     if (e->stage > 0)
         comm_isend(e->m->grid, COMM_PP, model_stage_grad(e->m, s), e->n, e->stage - 1,
                    2 * mb + 1, &e->send_bwd[s]);
@@ -145,7 +154,7 @@ void pipeline_run(Model *m, const Action *actions, int n, const int32_t *batch,
         }
     }
     for (int s = 0; s < slots; s++) {
-        times->wait += comm_wait(&e.send_fwd[s]);
-        times->wait += comm_wait(&e.send_bwd[s]);
+        wait_for(&e, &e.send_fwd[s]);
+        wait_for(&e, &e.send_bwd[s]);
     }
 }

@@ -11,9 +11,12 @@
 #include "model.h"
 #include "schedule.h"
 
+/* Device timers (ops.h), so that on a GPU they count the device's time,
+ * not the launches': read them after the step's host wait. Zeroed, they
+ * are CPU timers. */
 typedef struct {
-    double busy;     /* seconds computing */
-    double wait;     /* seconds waiting for a neighbour's message */
+    ops_timer busy;  /* computing: model_forward and model_backward */
+    ops_timer wait;  /* waiting for a neighbour's message */
 } PipelineTimes;
 
 /* Runs actions[0..n) on this stage. batch holds the DP rank's microbatches

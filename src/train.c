@@ -78,6 +78,8 @@ typedef struct {
     double profiled_seconds;  /* [log] profile: step time measured so far */
     double started;           /* process start, for the start-up time */
     int32_t *eval_batch;
+    PipelineTimes times;      /* the step's busy and waiting time, on the device */
+    ops_timer dp_timer;       /* the step's DP reduction, on the device */
     Blend val_blend;          /* the validation datasets, known on every rank */
     double *val_part_loss;    /* of each, at the last evaluation */
 } Trainer;
@@ -314,6 +316,8 @@ static int setup(Trainer *t)
         grid_print(&t->grid, stdout);
     TRI_TRY(device_setup(&t->grid, cfg));
     t->device_ready = 1;
+    t->times = (PipelineTimes){ops_timer_on(t->grid.device), ops_timer_on(t->grid.device)};
+    t->dp_timer = ops_timer_on(t->grid.device);
     /* before the data loader's and checkpoint writer's threads exist: on a
      * CPU they would take the probe's cores (GPT-2 small's read half) */
     hw_peak_measure(&t->grid, model_dtype(cfg->train.precision), &t->hw_peak);
@@ -376,6 +380,9 @@ static void teardown(Trainer *t)
     free(t->eval_batch);
     free(t->val_part_loss);
     blend_free(&t->val_blend);
+    ops_timer_free(&t->times.busy);
+    ops_timer_free(&t->times.wait);
+    ops_timer_free(&t->dp_timer);
     if (t->device_ready)
         device_teardown(&t->grid);
     grid_destroy(&t->grid);
@@ -531,19 +538,22 @@ static StepResult train_step(Trainer *t)
     zero_begin_step(t->zero);
     model_reset_loss(m);
     m->grad_scale = (float)(t->scaler.scale / (double)tokens);
-    PipelineTimes times = {0};
-    pipeline_run(m, t->actions, t->n_actions, batch, t->rows, FORWARD_TRAIN, &times);
-    double t_reduce = timer_now(), span, exposed;
+    pipeline_run(m, t->actions, t->n_actions, batch, t->rows, FORWARD_TRAIN, &t->times);
+    ops_timer_start(&t->dp_timer);
     zero_reduce_grads(t->zero);
-    r.dp_wait = timer_now() - t_reduce; /* blocking: the whole reduction */
-    zero_overlap_seconds(t->zero, &span, &exposed);
-    if (span > 0.0)
-        r.dp_wait = exposed;             /* overlapped: the part left to wait */
+    ops_timer_stop(&t->dp_timer);
     inject_after(t);
     apply_update(t, &r);
     r.loss = global_loss_sum(t) / (double)tokens;
-    double total = times.busy + times.wait;
-    r.bubble = max_over_world(t, total > 0 ? times.wait / total : 0.0);
+    /* the device timers, now that the host has waited for the step */
+    double span, exposed, busy = ops_timer_read(&t->times.busy);
+    double wait = ops_timer_read(&t->times.wait);
+    r.dp_wait = ops_timer_read(&t->dp_timer); /* blocking: the whole reduction */
+    zero_overlap_seconds(t->zero, &span, &exposed);
+    if (span > 0.0)
+        r.dp_wait = exposed;             /* overlapped: the part left to wait */
+    double total = busy + wait;
+    r.bubble = max_over_world(t, total > 0 ? wait / total : 0.0);
     r.data_wait = max_over_world(t, r.data_wait);
     t->step++;
     t->st.step = t->step;

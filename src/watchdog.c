@@ -99,6 +99,11 @@ static double limit_s(void)
     return atomic_load(&warmed_up) ? dog.timeout_s : WATCHDOG_STARTUP_FACTOR * dog.timeout_s;
 }
 
+double watchdog_limit_s(void)
+{
+    return dog.running ? limit_s() : 0.0;
+}
+
 static double mono_now(void)
 {
     struct timespec ts;

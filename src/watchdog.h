@@ -45,6 +45,11 @@ int watchdog_start(double timeout_s, WatchdogExpiry expiry, void *user);
  * done. Not collective. */
 #define WATCHDOG_STARTUP_FACTOR 3
 void watchdog_warmed_up(void);
+/* The limit in force now, in seconds (the timeout, or its start-up
+ * multiple); 0 when no watchdog runs. For waits that time out by
+ * themselves (a GPU wait, which can also abort NCCL) at the same limit.
+ * Not collective. */
+double watchdog_limit_s(void);
 /* Stops and joins the thread; safe when none runs. Not collective. */
 void watchdog_stop(void);
 

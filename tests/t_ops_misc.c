@@ -14,6 +14,7 @@
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <time.h>
 
 #include "kernels/cpu/cpu.h"
 #include "tests/tap.h"
@@ -470,10 +471,48 @@ static void test_errors(void)
     ops_free(&bf);
 }
 
+static void sleep_s(double s)
+{
+    struct timespec ts = {0, (long)(s * 1e9)};
+    nanosleep(&ts, NULL);
+}
+
+/* The CPU's device timer is the host clock: intervals add, the time
+ * between them does not count, and a read starts the count again; marks
+ * out of turn reach the fatal handler. (The CUDA timer is t_ops_cuda's.) */
+static void test_timer(void)
+{
+    ops_timer t = {0}; /* zeroed: a CPU timer */
+    ops_timer_start(&t);
+    sleep_s(0.02);
+    ops_timer_stop(&t);
+    sleep_s(0.05); /* between intervals: not counted */
+    ops_timer_start(&t);
+    sleep_s(0.01);
+    ops_timer_stop(&t);
+    double first = ops_timer_read(&t), again = ops_timer_read(&t);
+    /* sleeps last at least their time; 0.02 s of slack for a busy host */
+    tap_ok(first >= 0.03 && first < 0.05 && again == 0.0,
+           "ops_timer on the CPU: 20 ms + 10 ms intervals read %.4f s, then 0", first);
+    ops_set_fatal_handler(catch_fatal);
+    fatal_msg[0] = '\0';
+    if (setjmp(fatal_jump) == 0)
+        ops_timer_stop(&t);
+    int unopened = strstr(fatal_msg, "no interval is open") != NULL;
+    ops_timer_start(&t);
+    fatal_msg[0] = '\0';
+    if (setjmp(fatal_jump) == 0)
+        ops_timer_read(&t);
+    int open = strstr(fatal_msg, "still open") != NULL;
+    ops_set_fatal_handler(NULL);
+    tap_ok(unopened && open, "ops_timer: a stop without a start, a read inside an interval: fatal");
+    ops_timer_free(&t);
+}
+
 int main(int argc, char **argv)
 {
     tap_init(&argc, &argv);
-    tap_plan(29);
+    tap_plan(31);
     test_dtypes();
     test_bf16();
     test_f16();
@@ -484,5 +523,6 @@ int main(int argc, char **argv)
     test_xent_loss();
     test_gemm();
     test_errors();
+    test_timer();
     return tap_done();
 }

@@ -44,6 +44,8 @@
 
 void zero_cpu(void *p, size_t bytes);
 void copy_cpu(void *dst, const void *src, size_t bytes);
+/* Seconds on the monotonic clock: a device timer's mark on the CPU. */
+double clock_cpu(void);
 /* dst(n) of dtype ddt = src(n) of dtype sdt; both among F32, BF16, F16. */
 /* The same on one thread, for a span inside a parallel loop. */
 void cast_span_cpu(void *dst, ops_dtype ddt, const void *src, ops_dtype sdt, int64_t n);

@@ -15,7 +15,8 @@
  * compute stream and returns without waiting for the GPU, except
  * copy_cuda to or from host memory, which returns when the host side may
  * be used. The only other host waits: a scratch buffer growing (the first
- * steps), and free_cuda (cudaFree synchronises the device).
+ * steps), and free_cuda (cudaFree synchronises the device). Each goes
+ * through cuda_set_wait's hook, so a run can stop instead of hanging.
  *
  * This header is plain C with C linkage, so ops.c, src/ and the tests
  * include it without CUDA headers; streams are handed out as void *
@@ -68,8 +69,34 @@ void cuda_device_uuid(unsigned char uuid[16]);
 /* cudaStream_t of the compute and communication streams. */
 void *cuda_compute_stream(void);
 void *cuda_comm_stream(void);
-/* Blocks the host until all work on both streams is done. */
+/* Blocks the host until all work on both streams is done (through
+ * cuda_set_wait's hook). */
 void cuda_synchronize(void);
+
+/* ---- host waits (device_cuda.cu) ----------------------------------------- */
+
+/* Every host wait of this backend (a copy to or from host memory, a
+ * scratch buffer growing, cuda_synchronize) records an event behind the
+ * work it waits for and hands it to this hook, which returns once the
+ * event (a cudaEvent_t) has completed, or never. what names the wait ("a
+ * copy between host and GPU"). The default, and NULL, is
+ * cudaEventSynchronize. kernels/ never communicates, so it cannot tell a
+ * slow GPU from a dead peer: src/comm_nccl.c installs a hook that polls
+ * the event together with NCCL's asynchronous errors and a timeout. */
+typedef void (*cuda_wait_fn)(void *event, const char *what);
+void cuda_set_wait(cuda_wait_fn wait);
+/* Waits through the hook for the work queued so far on stream (a
+ * cudaStream_t). */
+void cuda_wait_stream(void *stream, const char *what);
+
+/* ---- device timers (timer_cuda.cu) --------------------------------------- */
+
+/* Records t's next mark on the compute stream, growing its event pool. */
+void timer_mark_cuda(ops_timer *t);
+/* Sum of the elapsed times of t's closed intervals, in seconds, once its
+ * last mark has completed (waited for through the hook above). */
+double timer_elapsed_cuda(ops_timer *t);
+void timer_free_cuda(ops_timer *t);
 
 /* ---- memory (tensor_cuda.cu) -------------------------------------------- */
 

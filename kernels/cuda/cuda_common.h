@@ -66,6 +66,8 @@ typedef enum {
     SCRATCH_CUDA_SLOTS
 } scratch_slot_cuda;
 void *scratch_cuda(scratch_slot_cuda slot, size_t bytes);
+/* Returns once event has completed, through cuda_set_wait's hook. */
+void wait_event_cuda(cudaEvent_t event, const char *what);
 
 /* Bytes rounded up to the 256 that carve a workspace into aligned parts. */
 static inline size_t align256(size_t bytes)

@@ -26,6 +26,9 @@ static struct {
     size_t scratch_bytes[SCRATCH_CUDA_SLOTS];
 } ctx;
 
+/* Outside ctx: installed before or after cuda_device_init, and kept. */
+static cuda_wait_fn wait_hook;
+
 /* ---- checks ------------------------------------------------------------ */
 
 void check_cuda_(cudaError_t err, const char *call, const char *file, int line)
@@ -113,7 +116,7 @@ void *scratch_cuda(scratch_slot_cuda slot, size_t bytes)
     if (bytes <= ctx.scratch_bytes[slot])
         return ctx.scratch[slot];
     /* work queued earlier may still use the old buffer */
-    TRI_CHECK_CUDA(cudaStreamSynchronize(ctx.compute));
+    cuda_wait_stream(ctx.compute, "a scratch buffer growing");
     if (ctx.scratch[slot])
         TRI_CHECK_CUDA(cudaFree(ctx.scratch[slot]));
     ctx.scratch[slot] = NULL;
@@ -289,8 +292,34 @@ void *cuda_comm_stream(void)
 void cuda_synchronize(void)
 {
     require_ready();
-    TRI_CHECK_CUDA(cudaStreamSynchronize(ctx.compute));
-    TRI_CHECK_CUDA(cudaStreamSynchronize(ctx.comm));
+    cuda_wait_stream(ctx.compute, "the compute stream's work");
+    cuda_wait_stream(ctx.comm, "the communication stream's work");
+}
+
+/* ---- host waits ----------------------------------------------------------- */
+
+void cuda_set_wait(cuda_wait_fn wait)
+{
+    wait_hook = wait;
+}
+
+void wait_event_cuda(cudaEvent_t event, const char *what)
+{
+    if (wait_hook)
+        wait_hook((void *)event, what);
+    else
+        TRI_CHECK_CUDA(cudaEventSynchronize(event));
+}
+
+void cuda_wait_stream(void *stream, const char *what)
+{
+    /* an event per wait, not one shared: any thread may wait, and
+     * creating one costs a few microseconds, a few times per step */
+    cudaEvent_t done;
+    TRI_CHECK_CUDA(cudaEventCreateWithFlags(&done, cudaEventDisableTiming));
+    TRI_CHECK_CUDA(cudaEventRecord(done, (cudaStream_t)stream));
+    wait_event_cuda(done, what);
+    TRI_CHECK_CUDA(cudaEventDestroy(done));
 }
 
 const cudaDeviceProp *device_prop_cuda(void)

@@ -90,7 +90,7 @@ void copy_cuda(void *dst, ops_device ddev, const void *src, ops_device sdev,
     cudaStream_t s = stream_cuda();
     TRI_CHECK_CUDA(cudaMemcpyAsync(dst, src, bytes, kind, s));
     if (kind != cudaMemcpyDeviceToDevice)
-        TRI_CHECK_CUDA(cudaStreamSynchronize(s));
+        cuda_wait_stream(s, "a copy between host and GPU");
 }
 
 static __global__ void cast_kernel(void *dst, ops_dtype ddt, const void *src,
