@@ -3,8 +3,9 @@
  *
  * Deadlock freedom: every send is nonblocking, and each receive is posted
  * as soon as its buffer is free (a forward input when its slot's previous
- * microbatch has finished backward, or its weight pass in schedules that
- * have one, a backward gradient right after the forward of its microbatch), so a stage only ever blocks waiting for data
+ * microbatch has finished its last pass, the backward or, in schedules
+ * that have one, the weight pass; a backward gradient right after the
+ * forward of its microbatch), so a stage only ever blocks waiting for data
  * that its neighbour's own schedule is bound to produce. Message tags are
  * 2*mb (activations) and 2*mb+1 (gradients); MPI's ordering per
  * (source, tag) keeps successive steps apart.
