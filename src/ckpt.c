@@ -36,6 +36,7 @@
 #include "fault.h"
 #include "grid.h"
 #include "params.h"
+#include "schedule.h"
 #include "timer.h"
 #include "watchdog.h"
 
@@ -141,7 +142,7 @@ static void write_root_attrs(H5Ctx *c, const Config *cfg, const Grid *g, const T
     char layout[160];
     snprintf(layout, sizeof layout, "world=%d dp=%d pp=%d tp=%d zero=%d schedule=%s", g->size,
              g->dp, g->pp, g->tp, cfg->parallel.zero,
-             cfg->parallel.schedule == SCHED_GPIPE ? "gpipe" : "1f1b");
+             schedule_name(cfg->parallel.schedule));
     char *text = malloc(1 << 16);
     if (!text) {
         ckpt_fail(&c->f, "out of memory for the config text");

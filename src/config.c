@@ -62,13 +62,15 @@ _Static_assert(sizeof(DataFormat) == sizeof(int), "enum is not int-sized");
 _Static_assert(sizeof(Precision) == sizeof(int), "enum is not int-sized");
 _Static_assert(sizeof(ModelArch) == sizeof(int), "enum is not int-sized");
 
-/* Word lists are in enum order: the index is the enum value. */
+/* Word lists are in enum order: the index is the enum value. An empty
+ * word holds a value that no word names (yet): ScheduleKind keeps 2 for
+ * the interleaved schedule. */
 static const char *const INIT_WORDS[] = {
     "gpt2", "normal", "he_normal", "he_uniform", "xavier_normal",
     "xavier_uniform", "zeros", NULL
 };
 static const char *const FAN_WORDS[] = { "fan_in", "fan_out", NULL };
-static const char *const SCHEDULE_WORDS[] = { "1f1b", "gpipe", NULL };
+static const char *const SCHEDULE_WORDS[] = { "1f1b", "gpipe", "", "zb1", NULL };
 static const char *const DEVICE_WORDS[] = { "auto", "cpu", "cuda", NULL };
 static const char *const PRECISION_WORDS[] = { "fp32", "bf16", "fp16", NULL };
 static const char *const FORMAT_WORDS[] = { "text", "tokens", "indexed", NULL };
@@ -260,23 +262,28 @@ static int section_known(const char *section)
 static int word_index(const char *const *words, const char *s)
 {
     for (int i = 0; words[i]; i++)
-        if (!strcmp(words[i], s))
+        if (words[i][0] && !strcmp(words[i], s))
             return i;
     return -1;
 }
 
-static int word_count(const char *const *words)
+/* Whether v is the value of a word in the list. */
+static int word_valid(const char *const *words, int v)
 {
-    int n = 0;
-    while (words[n])
-        n++;
-    return n;
+    for (int i = 0; words[i]; i++)
+        if (i == v)
+            return words[i][0] != '\0';
+    return 0;
 }
 
 static void list_words(Text *t, const char *const *words)
 {
+    const char *sep = "";
     for (int i = 0; words[i]; i++)
-        put(t, "%s%s", i ? ", " : "", words[i]);
+        if (words[i][0]) {
+            put(t, "%s%s", sep, words[i]);
+            sep = ", ";
+        }
 }
 
 /* "model, parallel, ..." in table order; "in" restricts to one section's
@@ -405,7 +412,7 @@ static void format_value(const KeyDef *k, const Config *cfg, char *buf, size_t n
         break;
     case K_ENUM: {
         int v = *(const int *)p;
-        if (v >= 0 && v < word_count(k->words))
+        if (word_valid(k->words, v))
             snprintf(buf, n, "%s", k->words[v]);
         else
             snprintf(buf, n, "%d", v);
@@ -712,7 +719,7 @@ static int check_key(const Config *cfg, const KeyDef *k, char *why, size_t n)
         return 1;
     case K_ENUM: {
         int v = *(const int *)p;
-        if (v >= 0 && v < word_count(k->words))
+        if (word_valid(k->words, v))
             return 0;
         Text t = { why, n, 0 };
         put(&t, "expected one of ");

@@ -15,7 +15,8 @@
 
 #define CONFIG_PATH_MAX 1024
 
-typedef enum { SCHED_1F1B = 0, SCHED_GPIPE = 1 } ScheduleKind;
+/* 2 is kept for the interleaved schedule; word lists index by value. */
+typedef enum { SCHED_1F1B = 0, SCHED_GPIPE = 1, SCHED_ZB1 = 3 } ScheduleKind;
 typedef enum { DEVICE_AUTO = 0, DEVICE_CPU = 1, DEVICE_CUDA = 2 } DeviceChoice;
 typedef enum { DATA_TEXT = 0, DATA_TOKENS = 1, DATA_INDEXED = 2 } DataFormat;
 typedef enum {

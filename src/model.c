@@ -64,6 +64,7 @@ static void acts_alloc(Model *m, BlockActs *a, int keep_input_only)
 static void acts_free(BlockActs *a, int keep_input_only)
 {
     ops_free(&a->x);
+    ops_free(&a->kept);
     if (keep_input_only)
         return;
     ops_tensor *all[] = {&a->ln1, &a->ln1_mean, &a->ln1_rstd, &a->qkv, &a->lse,
@@ -203,6 +204,7 @@ void model_create(Model *m, const Config *cfg, const Grid *g, int n_slots)
     m->is_first = g->pp_stage == 0;
     m->is_last = g->pp_stage == g->pp - 1;
     m->act_dtype = model_dtype(cfg->train.precision);
+    m->defer_weights = cfg->parallel.schedule == SCHED_ZB1;
     grid_stage_layers(cfg->model.n_layer, g->pp, g->pp_stage, &m->layer0, &m->n_local);
     params_build(&m->ps, cfg, g);
     find_params(m);
@@ -223,8 +225,12 @@ void model_create(Model *m, const Config *cfg, const Grid *g, int n_slots)
     if (!m->acts || !m->out || !m->grad || !m->tokens || !m->targets)
         fail_abort("out of memory for activations", __FILE__, __LINE__);
     for (int s = 0; s < n_slots; s++) {
-        for (int l = 0; l < m->n_local; l++)
-            acts_alloc(m, &m->acts[s * m->n_local + l], m->recompute[l]);
+        for (int l = 0; l < m->n_local; l++) {
+            BlockActs *a = &m->acts[s * m->n_local + l];
+            acts_alloc(m, a, m->recompute[l]);
+            if (m->defer_weights) /* recomputed layers too: B's output is not recomputable */
+                a->kept = act(m, N * model_kept_grad_width(&cfg->model, g->tp));
+        }
         m->out[s] = act(m, N * m->C);
         m->grad[s] = act(m, N * m->C);
         m->tokens[s] = m->is_first ? ops_alloc(OPS_I32, g->device, N) : OPS_NONE;
@@ -295,6 +301,26 @@ void model_row_parallel(Model *m, ops_tensor y, ops_tensor x, int w, int b,
     PROF(PROF_MATMUL, ops_matmul_fwd(head_of(y, N * m->C), head_of(x, N * in_local), W(m, w), bias,
                    (int)N, m->C, (int)in_local));
     PROF(PROF_TP_COMM, model_tp_allreduce(m, y, N * m->C));
+}
+
+void model_linear_bwd(Model *m, ops_tensor dinp, int w, int b, ops_tensor dout, ops_tensor inp,
+                      ops_tensor kept, int64_t N, int64_t out, int64_t in)
+{
+    if (kept.data) {
+        ops_copy(kept, head_of(dout, N * out));
+        PROF(PROF_MATMUL, ops_matmul_bwd(dinp, OPS_NONE, OPS_NONE, dout, OPS_NONE, W(m, w),
+                                         (int)N, (int)out, (int)in));
+        return;
+    }
+    PROF(PROF_MATMUL, ops_matmul_bwd(dinp, G(m, w), b >= 0 ? G(m, b) : OPS_NONE, dout, inp,
+                                     W(m, w), (int)N, (int)out, (int)in));
+}
+
+void model_linear_weights(Model *m, int w, int b, ops_tensor kept, ops_tensor inp, int64_t N,
+                          int64_t out, int64_t in)
+{
+    PROF(PROF_MATMUL, ops_matmul_bwd(OPS_NONE, G(m, w), b >= 0 ? G(m, b) : OPS_NONE, kept, inp,
+                                     OPS_NONE, (int)N, (int)out, (int)in));
 }
 
 static void block_forward(Model *m, const BlockParams *p, BlockActs *a,
@@ -447,32 +473,50 @@ static void ln_backward(Model *m, ops_tensor dres, ops_tensor inp, int w, int b,
                       mean, rstd, (int)N, m->C));
 }
 
-/* dres (N,C): gradient at the block output on entry, at its input on exit. */
+/* dres (N,C): gradient at the block output on entry, at its input on exit.
+ * Under zb1 the weight halves wait in a->kept for block_weights. */
 static void block_backward(Model *m, const BlockParams *p, BlockActs *a,
                            ops_tensor dres, int rows)
 {
     ModelScratch *s = m->scratch;
-    int64_t N = (int64_t)rows * m->T, C = m->C, Cl = C / m->grid->tp;
+    int64_t N = (int64_t)rows * m->T, C = m->C, Cl = C / m->grid->tp, at = 0;
     ops_tensor d_fc = head_of(s->d_fc, N * 4 * Cl);
     ops_tensor d_ln = head_of(s->d_ln, N * C);
 
     /* MLP: out = xmid + fcg . Wp^T; fcg = gelu(fc); fc = ln2 . Wf^T */
-    PROF(PROF_MATMUL, ops_matmul_bwd(d_fc, G(m, p->mprojw), G(m, p->mprojb), dres, head_of(a->fcg, N * 4 * Cl),
-                   W(m, p->mprojw), (int)N, (int)C, (int)(4 * Cl)));
+    model_linear_bwd(m, d_fc, p->mprojw, p->mprojb, dres, head_of(a->fcg, N * 4 * Cl),
+                     kept_next(a, &at, N * C), N, C, 4 * Cl);
     PROF(PROF_GELU, ops_gelu_bwd(d_fc, head_of(a->fc, N * 4 * Cl), d_fc, N * 4 * Cl));
-    PROF(PROF_MATMUL, ops_matmul_bwd(d_ln, G(m, p->fcw), G(m, p->fcb), d_fc, head_of(a->ln2, N * C),
-                   W(m, p->fcw), (int)N, (int)(4 * Cl), (int)C));
+    model_linear_bwd(m, d_ln, p->fcw, p->fcb, d_fc, head_of(a->ln2, N * C),
+                     kept_next(a, &at, N * 4 * Cl), N, 4 * Cl, C);
     ln_backward(m, dres, a->xmid, p->ln2w, p->ln2b, a->ln2_mean, a->ln2_rstd, N);
 
     /* attention: xmid = x + atty . Wo^T; atty = attn(qkv); qkv = ln1 . Wq^T */
     ops_tensor d_atty = head_of(s->d_atty, N * Cl), d_qkv = head_of(s->d_qkv, N * 3 * Cl);
-    PROF(PROF_MATMUL, ops_matmul_bwd(d_atty, G(m, p->projw), G(m, p->projb), dres, head_of(a->atty, N * Cl),
-                   W(m, p->projw), (int)N, (int)C, (int)Cl));
+    model_linear_bwd(m, d_atty, p->projw, p->projb, dres, head_of(a->atty, N * Cl),
+                     kept_next(a, &at, N * C), N, C, Cl);
     PROF(PROF_ATTENTION, ops_attention_bwd(d_qkv, d_atty, head_of(a->qkv, N * 3 * Cl),
                       head_of(a->atty, N * Cl), a->lse, rows, m->T, m->NHl, m->hs));
-    PROF(PROF_MATMUL, ops_matmul_bwd(d_ln, G(m, p->qkvw), G(m, p->qkvb), d_qkv, head_of(a->ln1, N * C),
-                   W(m, p->qkvw), (int)N, (int)(3 * Cl), (int)C));
+    model_linear_bwd(m, d_ln, p->qkvw, p->qkvb, d_qkv, head_of(a->ln1, N * C),
+                     kept_next(a, &at, N * 3 * Cl), N, 3 * Cl, C);
     ln_backward(m, dres, a->x, p->ln1w, p->ln1b, a->ln1_mean, a->ln1_rstd, N);
+}
+
+/* zb1's weight pass over the block: the four GEMMs' weight halves, in
+ * block_backward's order (so a->kept's views line up). dres is unused. */
+static void block_weights(Model *m, const BlockParams *p, BlockActs *a, ops_tensor dres,
+                          int rows)
+{
+    (void)dres;
+    int64_t N = (int64_t)rows * m->T, C = m->C, Cl = C / m->grid->tp, at = 0;
+    model_linear_weights(m, p->mprojw, p->mprojb, kept_next(a, &at, N * C),
+                         head_of(a->fcg, N * 4 * Cl), N, C, 4 * Cl);
+    model_linear_weights(m, p->fcw, p->fcb, kept_next(a, &at, N * 4 * Cl),
+                         head_of(a->ln2, N * C), N, 4 * Cl, C);
+    model_linear_weights(m, p->projw, p->projb, kept_next(a, &at, N * C),
+                         head_of(a->atty, N * Cl), N, C, Cl);
+    model_linear_weights(m, p->qkvw, p->qkvb, kept_next(a, &at, N * 3 * Cl),
+                         head_of(a->ln1, N * C), N, 3 * Cl, C);
 }
 
 static void embed_backward(Model *m, int slot, int rows)
@@ -485,7 +529,11 @@ static void embed_backward(Model *m, int slot, int rows)
         PROF(PROF_EMBEDDING, ops_position_bwd(G(m, m->p_wpe), dx, rows, m->T, (int)C));
 }
 
-void model_backward(Model *m, int slot, int rows)
+typedef void BlockPass(Model *m, const BlockParams *p, BlockActs *a, ops_tensor dres, int rows);
+
+/* One backward pass over the stage's blocks, last to first, each inside
+ * its unit's hooks; then, with `embed`, the embedding's backward. */
+static void backward_pass(Model *m, int slot, int rows, BlockPass *block, int embed)
 {
     int64_t N = (int64_t)rows * m->T;
     ops_tensor dres = head_of(m->grad[slot], N * m->C);
@@ -496,14 +544,29 @@ void model_backward(Model *m, int slot, int rows)
         if (m->recompute[l]) /* rebuild what forward threw away; output unused */
             (m->llama ? llama_block_forward : block_forward)(m, &m->blocks[l], a,
                                                              m->scratch->tmp, rows);
-        (m->llama ? llama_block_backward : block_backward)(m, &m->blocks[l], a, dres, rows);
+        block(m, &m->blocks[l], a, dres, rows);
         hook(m, unit, UNIT_AFTER_BACKWARD);
     }
-    if (m->is_first) {
+    if (m->is_first && embed) {
         hook(m, m->unit_embed, UNIT_BEFORE_BACKWARD);
         embed_backward(m, slot, rows);
         hook(m, m->unit_embed, UNIT_AFTER_BACKWARD);
     }
+}
+
+void model_backward(Model *m, int slot, int rows)
+{
+    backward_pass(m, slot, rows, m->llama ? llama_block_backward : block_backward,
+                  !m->defer_weights);
+}
+
+/* The embedding's backward reads only the gradient at the stage input,
+ * which stays in m->grad[slot] until the slot's next forward. */
+void model_backward_weights(Model *m, int slot, int rows)
+{
+    if (!m->defer_weights)
+        fail_abort("model_backward_weights without a split backward", __FILE__, __LINE__);
+    backward_pass(m, slot, rows, m->llama ? llama_block_weights : block_weights, 1);
 }
 
 void model_reset_loss(Model *m)
@@ -552,10 +615,10 @@ static int64_t tensor_bytes(ops_tensor t)
 static int64_t acts_bytes(const BlockActs *a, int keep_input_only)
 {
     if (keep_input_only)
-        return tensor_bytes(a->x);
+        return tensor_bytes(a->x) + tensor_bytes(a->kept);
     const ops_tensor all[] = {a->x, a->ln1, a->ln1_mean, a->ln1_rstd, a->qkv, a->lse,
                               a->atty, a->xmid, a->ln2, a->ln2_mean, a->ln2_rstd,
-                              a->fc, a->fcg};
+                              a->fc, a->fcg, a->kept};
     int64_t b = 0;
     for (size_t i = 0; i < sizeof all / sizeof all[0]; i++)
         b += tensor_bytes(all[i]);
@@ -581,6 +644,20 @@ int64_t model_activation_bytes(const Model *m)
     for (size_t i = 0; i < sizeof all / sizeof all[0]; i++)
         b += tensor_bytes(all[i]);
     return b;
+}
+
+/* The views block_backward and llama_block_backward take with kept_next:
+ * the output gradients of gpt2's MLP-down (C), MLP-up (4C/tp),
+ * attention-out (C) and QKV (3C/tp); of llama's down (C), gate and up
+ * (ffn/tp each), o (C), q (C/tp), k and v (kv width/tp each). */
+int64_t model_kept_grad_width(const ModelConfig *mc, int tp)
+{
+    int64_t C = mc->n_embd;
+    int64_t hs = C / mc->n_head, Cl = (int64_t)(mc->n_head / tp) * hs;
+    if (mc->arch != ARCH_LLAMA)
+        return 2 * C + 7 * Cl;
+    int64_t KVl = (int64_t)arch_kv_heads_local(mc, tp) * hs;
+    return 2 * C + 2 * (int64_t)(arch_ffn_dim(mc) / tp) + Cl + 2 * KVl;
 }
 
 /* One block's forward FLOPs per token, 2 per multiply-add. */

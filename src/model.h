@@ -82,7 +82,11 @@ struct Model {
     UnitHook hook;
     void *hook_ctx;
     int final_microbatch;         /* the executor is running the step's last
-                                     microbatch: gradients become final */
+                                     microbatch's last pass over the
+                                     gradients: they become final */
+    int defer_weights;            /* schedule = zb1: model_backward leaves
+                                     the weight GEMMs and the embedding's
+                                     backward to model_backward_weights */
     MPI_Request *requests;        /* the executor's, 4 x n_slots */
 };
 
@@ -108,8 +112,18 @@ void model_forward(Model *m, int slot, int rows, ForwardMode mode);
 /* Backward of one microbatch: from m->grad[slot] (gradient at the stage
  * output) down to the gradient at the stage input, left in m->grad[slot]
  * (stage 0 instead finishes with the embedding backward). Parameter
- * gradients accumulate. Collective on tp. */
+ * gradients accumulate. Under m->defer_weights it computes only what the
+ * previous stage waits for: the input gradients, and the norms' parameter
+ * gradients (their backward yields both at once); each linear layer keeps
+ * its output gradient in the slot for model_backward_weights instead of
+ * its weight GEMM, and stage 0 leaves the embedding. Collective on tp. */
 void model_backward(Model *m, int slot, int rows);
+/* The deferred half of the slot's backward (m->defer_weights): every
+ * linear layer's weight and bias gradients from the kept output gradients
+ * and the layer inputs, and stage 0's embedding backward. Recomputed
+ * layers run their forward again first. Unit hooks fire around each unit
+ * as in the backward. Collective on tp (recomputed layers' forward). */
+void model_backward_weights(Model *m, int slot, int rows);
 
 /* The summed token loss (last stage) since model_reset_loss; reading it
  * is the step's one wait for the device. Not collective. */
@@ -136,6 +150,11 @@ ops_dtype model_dtype(Precision precision);
 int model_layer_recomputes(const TrainConfig *t, int layer);
 /* How many of layers [first, first + count) recompute. Not collective. */
 int model_recomputed_layers(const TrainConfig *t, int first, int count);
+
+/* Elements per token that a layer keeps between the backward and
+ * model_backward_weights (zb1): the output gradients of its linear layers,
+ * this TP rank's shard. Not collective. */
+int64_t model_kept_grad_width(const ModelConfig *mc, int tp);
 
 /* Bytes of activations this rank allocated. */
 int64_t model_activation_bytes(const Model *m);

@@ -24,6 +24,8 @@ struct BlockActs {
     ops_tensor ln2, ln2_mean, ln2_rstd;
     ops_tensor fc, fcg;                    /* gpt2: (B,T,4Cl) before/after GELU;
                                               llama: gate|up (2 x (B,T,Fl)), (B,T,Fl) */
+    ops_tensor kept;                       /* zb1: the linear layers' output
+                                              gradients, (B,T,model_kept_grad_width) */
 };
 
 typedef struct ModelScratch {
@@ -46,6 +48,27 @@ static inline ops_tensor head_of(ops_tensor t, int64_t n) { return ops_view(t, 0
 
 static inline ops_tensor W(Model *m, int idx) { return m->ps.p[idx].w; }
 static inline ops_tensor G(Model *m, int idx) { return m->ps.p[idx].g; }
+
+/* The next n elements of a's kept output gradients, from *at on (which
+ * advances); OPS_NONE when the backward is not split. The backward and
+ * the weight pass take the views in the same order. Not collective. */
+static inline ops_tensor kept_next(const BlockActs *a, int64_t *at, int64_t n)
+{
+    if (!a->kept.data)
+        return OPS_NONE;
+    *at += n;
+    return ops_view(a->kept, *at - n, n);
+}
+
+/* The input half of the backward of y = x . W^T (+ b): dinp = dout . W.
+ * The weight half, dW += dout^T . x and db, runs now, or, with `kept`
+ * (zb1), later in model_linear_weights from dout copied into kept.
+ * Not collective. */
+void model_linear_bwd(Model *m, ops_tensor dinp, int w, int b, ops_tensor dout, ops_tensor inp,
+                      ops_tensor kept, int64_t N, int64_t out, int64_t in);
+/* The weight half from the kept output gradient. Not collective. */
+void model_linear_weights(Model *m, int w, int b, ops_tensor kept, ops_tensor inp, int64_t N,
+                          int64_t out, int64_t in);
 
 /* Sum over the TP group. Collective on tp. */
 void model_tp_allreduce(Model *m, ops_tensor t, int64_t n);

@@ -102,18 +102,21 @@ static void add_input_grad(Model *m, ops_tensor dout, int w, int64_t N, int64_t 
     PROF(PROF_RESIDUAL, ops_accumulate(head_of(s->d_ln, N * m->C), tmp, N * m->C));
 }
 
-static void weight_grad(Model *m, ops_tensor dout, ops_tensor inp, int w, int64_t N,
-                        int64_t out_local)
+/* The weight half now, or (zb1) dout copied into kept for later. */
+static void weight_grad_or_keep(Model *m, ops_tensor dout, ops_tensor inp, int w, int64_t N,
+                                int64_t out_local, ops_tensor kept)
 {
-    PROF(PROF_MATMUL, ops_matmul_bwd(OPS_NONE, G(m, w), OPS_NONE, dout, inp, OPS_NONE, (int)N,
-                                     (int)out_local, m->C));
+    if (kept.data)
+        ops_copy(kept, dout);
+    else
+        model_linear_weights(m, w, -1, dout, inp, N, out_local, m->C);
 }
 
 void llama_block_backward(Model *m, const BlockParams *p, BlockActs *a, ops_tensor dres,
                           int rows)
 {
     ModelScratch *s = m->scratch;
-    int64_t N = (int64_t)rows * m->T, C = m->C, Cl = (int64_t)m->NHl * m->hs;
+    int64_t N = (int64_t)rows * m->T, C = m->C, Cl = (int64_t)m->NHl * m->hs, at = 0;
     int64_t Fl = m->Fl, KVl = (int64_t)m->NKVl * m->hs;
     double theta = m->cfg->model.rope_theta;
     ops_tensor d_ln = head_of(s->d_ln, N * C);
@@ -123,37 +126,52 @@ void llama_block_backward(Model *m, const BlockParams *p, BlockActs *a, ops_tens
     ops_tensor dgate = ops_view(s->d_fc, N * Fl, N * Fl), dup = ops_view(s->d_fc, 2 * N * Fl, N * Fl);
     ops_tensor gate = ops_view(a->fc, 0, N * Fl), up = ops_view(a->fc, N * Fl, N * Fl);
     ops_tensor ln2 = head_of(a->ln2, N * C), ln1 = head_of(a->ln1, N * C);
-    PROF(PROF_MATMUL, ops_matmul_bwd(dh, G(m, p->mprojw), OPS_NONE, dres, head_of(a->fcg, N * Fl),
-                                     W(m, p->mprojw), (int)N, (int)C, (int)Fl));
+    model_linear_bwd(m, dh, p->mprojw, -1, dres, head_of(a->fcg, N * Fl),
+                     kept_next(a, &at, N * C), N, C, Fl);
     PROF(PROF_GELU, ops_swiglu_bwd(dgate, dup, dh, gate, up, N * Fl));
-    PROF(PROF_MATMUL, ops_matmul_bwd(d_ln, G(m, p->fcw), OPS_NONE, dgate, ln2, W(m, p->fcw),
-                                     (int)N, (int)Fl, (int)C));
+    model_linear_bwd(m, d_ln, p->fcw, -1, dgate, ln2, kept_next(a, &at, N * Fl), N, Fl, C);
     add_input_grad(m, dup, p->upw, N, Fl);
-    weight_grad(m, dup, ln2, p->upw, N, Fl);
+    weight_grad_or_keep(m, dup, ln2, p->upw, N, Fl, kept_next(a, &at, N * Fl));
     rms_backward(m, dres, a->xmid, p->ln2w, a->ln2_rstd, N);
 
     /* attention: xmid = x + atty . Wo^T; atty = attn(expand(rope(q), rope(k), v)) */
     ops_tensor d_atty = head_of(s->d_atty, N * Cl), d_qkv = head_of(s->d_qkv, N * 3 * Cl);
     ops_tensor dq, dk, dv;
     qkv_views(m, N, &dq, &dk, &dv);
-    PROF(PROF_MATMUL, ops_matmul_bwd(d_atty, G(m, p->projw), OPS_NONE, dres,
-                                     head_of(a->atty, N * Cl), W(m, p->projw), (int)N, (int)C,
-                                     (int)Cl));
+    model_linear_bwd(m, d_atty, p->projw, -1, dres, head_of(a->atty, N * Cl),
+                     kept_next(a, &at, N * C), N, C, Cl);
     PROF(PROF_ATTENTION, ops_attention_bwd(d_qkv, d_atty, head_of(a->qkv, N * 3 * Cl),
                                            head_of(a->atty, N * Cl), a->lse, rows, m->T,
                                            m->NHl, m->hs));
     PROF(PROF_ATTENTION, ops_gqa_reduce(dq, dk, dv, d_qkv, (int)N, m->NHl, m->NKVl, m->hs));
     PROF(PROF_ATTENTION, ops_rope_bwd(dq, rows, m->T, m->NHl, m->hs, theta));
     PROF(PROF_ATTENTION, ops_rope_bwd(dk, rows, m->T, m->NKVl, m->hs, theta));
-    PROF(PROF_MATMUL, ops_matmul_bwd(d_ln, G(m, p->qkvw), OPS_NONE, dq, ln1, W(m, p->qkvw),
-                                     (int)N, (int)Cl, (int)C));
+    model_linear_bwd(m, d_ln, p->qkvw, -1, dq, ln1, kept_next(a, &at, N * Cl), N, Cl, C);
     add_input_grad(m, dk, p->kw, N, KVl);
     add_input_grad(m, dv, p->vw, N, KVl);
     if (m->kv_replicas > 1) {
         PROF(PROF_TP_COMM, comm_allreduce(m->grid, COMM_KV, dk, N * KVl, COMM_SUM));
         PROF(PROF_TP_COMM, comm_allreduce(m->grid, COMM_KV, dv, N * KVl, COMM_SUM));
     }
-    weight_grad(m, dk, ln1, p->kw, N, KVl);
-    weight_grad(m, dv, ln1, p->vw, N, KVl);
+    weight_grad_or_keep(m, dk, ln1, p->kw, N, KVl, kept_next(a, &at, N * KVl));
+    weight_grad_or_keep(m, dv, ln1, p->vw, N, KVl, kept_next(a, &at, N * KVl));
     rms_backward(m, dres, a->x, p->ln1w, a->ln1_rstd, N);
+}
+
+void llama_block_weights(Model *m, const BlockParams *p, BlockActs *a, ops_tensor dres,
+                         int rows)
+{
+    (void)dres;
+    int64_t N = (int64_t)rows * m->T, C = m->C, Cl = (int64_t)m->NHl * m->hs, at = 0;
+    int64_t Fl = m->Fl, KVl = (int64_t)m->NKVl * m->hs;
+    ops_tensor ln2 = head_of(a->ln2, N * C), ln1 = head_of(a->ln1, N * C);
+    model_linear_weights(m, p->mprojw, -1, kept_next(a, &at, N * C), head_of(a->fcg, N * Fl),
+                         N, C, Fl);
+    model_linear_weights(m, p->fcw, -1, kept_next(a, &at, N * Fl), ln2, N, Fl, C);
+    model_linear_weights(m, p->upw, -1, kept_next(a, &at, N * Fl), ln2, N, Fl, C);
+    model_linear_weights(m, p->projw, -1, kept_next(a, &at, N * C), head_of(a->atty, N * Cl),
+                         N, C, Cl);
+    model_linear_weights(m, p->qkvw, -1, kept_next(a, &at, N * Cl), ln1, N, Cl, C);
+    model_linear_weights(m, p->kw, -1, kept_next(a, &at, N * KVl), ln1, N, KVl, C);
+    model_linear_weights(m, p->vw, -1, kept_next(a, &at, N * KVl), ln1, N, KVl, C);
 }

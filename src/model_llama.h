@@ -12,9 +12,15 @@
 void llama_block_forward(Model *m, const BlockParams *p, BlockActs *a,
                          ops_tensor out, int rows);
 /* Backward: dres holds the gradient at the block output on entry, at its
- * input on exit; parameter gradients accumulate. Collective on tp, and on
+ * input on exit; parameter gradients accumulate (under zb1 the linear
+ * layers' wait in a->kept for llama_block_weights). Collective on tp, and on
  * the key/value replica group when key/value heads are replicated. */
 void llama_block_backward(Model *m, const BlockParams *p, BlockActs *a,
                           ops_tensor dres, int rows);
+/* zb1's weight pass: the parameter gradients of the linear layers from
+ * what llama_block_backward kept in a->kept; dres is unused. Not
+ * collective. */
+void llama_block_weights(Model *m, const BlockParams *p, BlockActs *a,
+                         ops_tensor dres, int rows);
 
 #endif

@@ -3,7 +3,8 @@
  *
  * Deadlock freedom: every send is nonblocking, and each receive is posted
  * as soon as its buffer is free (a forward input when its slot's previous
- * microbatch has finished backward, a backward gradient right after the
+ * microbatch has finished its last pass, the backward or, in schedules
+ * that have one, the weight pass; a backward gradient right after the
  * forward of its microbatch), so a stage only ever blocks waiting for data
  * that its neighbour's own schedule is bound to produce. Message tags are
  * 2*mb (activations) and 2*mb+1 (gradients); MPI's ordering per
@@ -95,7 +96,8 @@ static void run_forward(Exec *e, const int32_t *batch, int mb, ForwardMode mode)
 static void run_backward(Exec *e, int mb)
 {
     int s = slot_of(e, mb);
-    e->m->final_microbatch = mb == e->n_mb - 1;
+    /* a split backward leaves gradients for the weight pass to finish */
+    e->m->final_microbatch = mb == e->n_mb - 1 && !e->m->defer_weights;
     wait_for(e, &e->recv_bwd[s]);
     ops_timer_start(&e->times->busy);
     model_backward(e->m, s, e->rows);
@@ -103,6 +105,16 @@ static void run_backward(Exec *e, int mb)
     if (e->stage > 0)
         comm_isend(e->m->grid, COMM_PP, model_stage_grad(e->m, s), e->n, e->stage - 1,
                    2 * mb + 1, &e->send_bwd[s]);
+}
+
+/* The weight pass: no messages; it reads the slot's activations, the
+ * gradients its backward kept, and (stage 0) the gradient at the input. */
+static void run_weights(Exec *e, int mb)
+{
+    e->m->final_microbatch = mb == e->n_mb - 1;
+    ops_timer_start(&e->times->busy);
+    model_backward_weights(e->m, slot_of(e, mb), e->rows);
+    ops_timer_stop(&e->times->busy);
 }
 
 /* Four request arrays of n_slots, kept in the model so that steps do not
@@ -139,19 +151,24 @@ void pipeline_run(Model *m, const Action *actions, int n, const int32_t *batch,
     for (int mb = 0; mb < n_mb && mb < slots; mb++)
         post_recv_forward(&e, mb);
     int training = mode == FORWARD_TRAIN;
+    /* the action after which a microbatch's slot is free again */
+    ActionKind frees = training ? ACTION_BACKWARD : ACTION_FORWARD;
+    for (int i = 0; i < n; i++)
+        if (actions[i].kind == ACTION_WEIGHT)
+            frees = ACTION_WEIGHT;
     for (int i = 0; i < n; i++) {
         int mb = actions[i].mb;
         if (actions[i].kind == ACTION_FORWARD) {
             run_forward(&e, batch, mb, mode);
             if (training)
                 post_recv_backward(&e, mb);
-            else if (mb + slots < n_mb) /* no backward frees the slot */
-                post_recv_forward(&e, mb + slots);
-        } else {
+        } else if (actions[i].kind == ACTION_BACKWARD) {
             run_backward(&e, mb);
-            if (mb + slots < n_mb)
-                post_recv_forward(&e, mb + slots);
+        } else {
+            run_weights(&e, mb);
         }
+        if (actions[i].kind == frees && mb + slots < n_mb)
+            post_recv_forward(&e, mb + slots);
     }
     for (int s = 0; s < slots; s++) {
         wait_for(&e, &e.send_fwd[s]);

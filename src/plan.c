@@ -111,9 +111,12 @@ static int64_t activation_memory(const Config *cfg, const Grid *g, int n_local, 
                                                             g->pp_stage, ga, acts));
     free(acts);
     int64_t per_slot = 2 * a * N * C + (first ? 4 * N : 0) + (last ? 4 * N : 0), any = 0;
+    /* zb1: each layer's output gradients, kept from B until W */
+    int64_t kept = cfg->parallel.schedule == SCHED_ZB1
+                   ? a * N * model_kept_grad_width(mc, g->tp) : 0;
     for (int l = layer0; l < layer0 + n_local; l++) {
         int keep_input = model_layer_recomputes(&cfg->train, l);
-        per_slot += keep_input ? a * N * C : block;
+        per_slot += (keep_input ? a * N * C : block) + kept;
         any |= keep_input;
     }
     int64_t scratch = (any ? block - a * N * C : 0) + 2 * a * N * C + a * N * 8 * Cl;
@@ -210,6 +213,14 @@ PlanComm plan_communication(const Config *cfg, int world)
     return c;
 }
 
+/* The bubble with equal stages and f = b = w: what the schedule itself
+ * costs, before the hardware's split of the work (the roofline's). */
+double plan_bubble(const Config *cfg)
+{
+    return schedule_simulate(cfg->parallel.schedule, cfg->parallel.pp, 1,
+                             cfg->train.grad_accum, (StageCost){1.0, 1.0, 1.0}, NULL);
+}
+
 /* ---- printing ----------------------------------------------------------- */
 
 static void print_memory_table(const Config *cfg, int world, FILE *out)
@@ -238,16 +249,48 @@ static void print_costs(const Config *cfg, int world, FILE *out)
     int dp = grid_resolve_dp(&cfg->parallel, world), pp = cfg->parallel.pp;
     double seqs = (double)t->micro_batch * t->grad_accum * dp, tokens = seqs * mc->seq_len;
     double flops = 3.0 * model_forward_flops(mc, tokens);
-    double bubble = (double)(pp - 1) / (t->grad_accum + pp - 1);
     fprintf(out, "model: %.3fM parameters; %.0f sequences, %.0f tokens per step\n",
             params_logical_count(mc) / 1e6, seqs, tokens);
     fprintf(out, "flops per step: %.4g (model, 3 x forward), %.4g per rank\n", flops,
             flops / world);
-    fprintf(out, "pipeline bubble (%s, %d microbatches): %.1f%% = (pp-1)/(m+pp-1)\n",
-            schedule_name(cfg->parallel.schedule), t->grad_accum, 100.0 * bubble);
+    fprintf(out, "pipeline bubble (%s, %d microbatches, f = b = w): %.1f%%\n",
+            schedule_name(cfg->parallel.schedule), t->grad_accum, 100.0 * plan_bubble(cfg));
     PlanComm c = plan_communication(cfg, world);
-    fprintf(out, "communication per step, bytes sent by one rank: tp %.4g, dp %.4g (zero %d), pp %.4g, tied embedding %.4g\n",
-            c.tp, c.dp, cfg->parallel.zero, c.pp, c.embed);
+    fprintf(out, "communication per step, bytes sent by one rank: tp %.4g, dp %.4g (zero %d), pp %.4g in %d messages, tied embedding %.4g\n",
+            c.tp, c.dp, cfg->parallel.zero, c.pp, pp > 1 ? 2 * t->grad_accum : 0, c.embed);
+}
+
+/* Every schedule on this layout: bubble, the largest rank's memory, and
+ * the pipeline messages (the same for all: one activation and one
+ * gradient per microbatch and stage boundary); then the one to use: the
+ * smallest bubble that fits mem_gib (any, when 0), the least memory on a
+ * tie. */
+static void print_schedules(const Config *cfg, int world, double mem_gib, FILE *out)
+{
+    static const ScheduleKind kinds[] = {SCHED_1F1B, SCHED_GPIPE, SCHED_ZB1};
+    int pp = cfg->parallel.pp, m = cfg->train.grad_accum, best = -1;
+    double best_bubble = 0.0, best_gib = 0.0;
+    fprintf(out, "schedules (pp %d, %d microbatches): bubble with f = b = w / largest rank MiB / pp messages per rank\n",
+            pp, m);
+    for (int k = 0; k < 3; k++) {
+        Config c = *cfg;
+        c.parallel.schedule = kinds[k];
+        double bubble = plan_bubble(&c), gib = total(plan_largest_rank(&c, world, NULL)) / (MIB * 1024.0);
+        fprintf(out, "  %-6s %5.1f%% %10.3f %6d\n", schedule_name(kinds[k]), 100.0 * bubble,
+                gib * 1024.0, pp > 1 ? 2 * m : 0);
+        int fits = mem_gib <= 0 || gib <= mem_gib;
+        if (fits && (best < 0 || bubble < best_bubble - 1e-12
+                     || (fabs(bubble - best_bubble) <= 1e-12 && gib < best_gib))) {
+            best = k;
+            best_bubble = bubble;
+            best_gib = gib;
+        }
+    }
+    if (best >= 0)
+        fprintf(out, "recommended schedule: %s (smallest bubble%s, least memory among equals)\n",
+                schedule_name(kinds[best]), mem_gib > 0 ? " that fits" : "");
+    else
+        fprintf(out, "recommended schedule: none fits %.1f GiB\n", mem_gib);
 }
 
 int plan_each_layout(const Config *cfg, int world, int max_tp, PlanVisit visit, void *ctx)
@@ -269,12 +312,18 @@ int plan_each_layout(const Config *cfg, int world, int max_tp, PlanVisit visit, 
             c.train.grad_accum = (int)(global / (mb * dp));
             if (grid_check(&c, world, fail_stream(0)) != 0)
                 continue;
-            for (int z = 0; z <= 3; z++) {
-                for (int rc = 0; rc <= 1; rc++) {
-                    c.parallel.zero = z;
-                    c.train.recompute = rc ? RECOMPUTE_FULL : RECOMPUTE_NONE;
-                    visit(&c, ctx);
-                    visited++;
+            /* GPipe is left out: 1F1B's bubble in more memory. With
+             * one stage 1F1B is every schedule's step in the least. */
+            static const ScheduleKind kinds[] = {SCHED_1F1B, SCHED_ZB1};
+            for (int k = 0; k < (pp > 1 ? 2 : 1); k++) {
+                c.parallel.schedule = kinds[k];
+                for (int z = 0; z <= 3; z++) {
+                    for (int rc = 0; rc <= 1; rc++) {
+                        c.parallel.zero = z;
+                        c.train.recompute = rc ? RECOMPUTE_FULL : RECOMPUTE_NONE;
+                        visit(&c, ctx);
+                        visited++;
+                    }
                 }
             }
         }
@@ -294,11 +343,10 @@ static void print_fit(const Config *c, void *ctx)
     double gib = total(plan_largest_rank(c, t->world, NULL)) / (MIB * 1024.0);
     if (gib > t->mem_gib)
         return;
-    int pp = c->parallel.pp;
-    double bubble = (double)(pp - 1) / (c->train.grad_accum + pp - 1);
-    fprintf(t->out, "  %5d %5d %5d %4d %4d %9s %10.2f %5.1f%%\n", c->parallel.dp, pp,
-            c->parallel.tp, c->train.grad_accum, c->parallel.zero,
-            c->train.recompute == RECOMPUTE_FULL ? "full" : "none", gib, 100.0 * bubble);
+    fprintf(t->out, "  %5d %5d %5d %4d %4d %9s %6s %10.2f %5.1f%%\n", c->parallel.dp,
+            c->parallel.pp, c->parallel.tp, c->train.grad_accum, c->parallel.zero,
+            c->train.recompute == RECOMPUTE_FULL ? "full" : "none",
+            schedule_name(c->parallel.schedule), gib, 100.0 * plan_bubble(c));
     t->shown++;
 }
 
@@ -309,8 +357,8 @@ static void print_fits(const Config *cfg, int world, double mem_gib, FILE *out)
                      * grid_resolve_dp(&cfg->parallel, world);
     fprintf(out, "\nlayouts of %d ranks within %.1f GiB per device, global batch %lld (largest rank):\n",
             world, mem_gib, (long long)global);
-    fprintf(out, "  %5s %5s %5s %4s %4s %9s %10s %6s\n", "dp", "pp", "tp", "ga", "zero", "recompute",
-            "GiB", "bubble");
+    fprintf(out, "  %5s %5s %5s %4s %4s %9s %6s %10s %6s\n", "dp", "pp", "tp", "ga", "zero",
+            "recompute", "sched", "GiB", "bubble");
     FitsTable t = {.world = world, .mem_gib = mem_gib, .out = out};
     plan_each_layout(cfg, world, 8, print_fit, &t);
     if (!t.shown)
@@ -328,6 +376,7 @@ int plan_print(const Config *cfg, int world, double mem_gib, FILE *out, FILE *er
             cfg->train.recompute == RECOMPUTE_NONE ? "none"
             : cfg->train.recompute == RECOMPUTE_FULL ? "full" : "every:K");
     print_costs(cfg, world, out);
+    print_schedules(cfg, world, mem_gib, out);
     print_memory_table(cfg, world, out);
     PlanMemory big = plan_largest_rank(cfg, world, &stage);
     fprintf(out, "largest rank: %.2f GiB (stage %d)\n", total(big) / (MIB * 1024.0), stage);

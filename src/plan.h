@@ -2,7 +2,8 @@
  * plan.h - `trident plan`: what a run will cost, computed from the config
  * and a world size without running anything: per-rank memory (weights,
  * gradients, optimizer state, activations) under the layout, precision,
- * ZeRO stage and recompute policy; FLOPs per step; the pipeline bubble;
+ * ZeRO stage and recompute policy; FLOPs per step; the pipeline bubble
+ * and memory of each schedule, and the one to use;
  * the communication volume per step of each group; and which layouts of
  * the world fit a given memory per device.
  *
@@ -35,9 +36,15 @@ PlanMemory plan_largest_rank(const Config *cfg, int world, int *stage);
 /* Calls visit for every layout of `world` ranks that keeps cfg's global
  * batch (grad_accum adjusted): dp x pp x tp with tp a power of two up to
  * max_tp that grid_check accepts, each ZeRO stage, recompute none and
- * full. Returns the number visited. Not collective. */
+ * full, and with pp > 1 the schedules 1f1b and zb1 (GPipe has 1F1B's
+ * bubble in more memory). Returns the number visited. Not collective. */
 typedef void (*PlanVisit)(const Config *layout, void *ctx);
 int plan_each_layout(const Config *cfg, int world, int max_tp, PlanVisit visit, void *ctx);
+
+/* cfg's pipeline bubble (idle share of the step) with equal stages and
+ * equal forward, backward and weight-gradient times (schedule_simulate).
+ * Not collective. */
+double plan_bubble(const Config *cfg);
 
 /* Bytes one rank sends per step in each group (ring algorithms). */
 typedef struct {

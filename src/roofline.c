@@ -22,6 +22,7 @@
 #include "kernel_times.h"
 #include "model.h"
 #include "plan.h"
+#include "schedule.h"
 #include "params.h"
 #include "timer.h"
 #include "zero.h"
@@ -124,7 +125,16 @@ typedef struct {
     double elem_bytes;     /* per microbatch */
     double gemm_seconds;   /* the CPU profile: the stage's kernels timed, */
     double elem_seconds;   /* else 0 */
+    double gemm_f, gemm_w; /* shares of the GEMMs in the forward (the head's
+                              backward included: it runs there) and in the
+                              blocks' weight gradients (zb1's W) */
 } StageWork;
+
+/* zb1's W runs a recomputed layer's forward a second time. */
+static int recomputes_twice(const Config *cfg)
+{
+    return cfg->parallel.schedule == SCHED_ZB1;
+}
 
 /* The CPU profile's timed kernels for one microbatch of `layers` layers
  * (`re` of them recomputed) and, if `with_head`, the LM head. */
@@ -135,12 +145,19 @@ static void timed_stage(const Config *cfg, int layers, int re, int with_head, St
                          m->n_embd, m->n_head, m->vocab_size, cfg->parallel.tp};
     KernelTimes layer, head;
     kernel_times_measure(&shape, &layer, &head);
-    w->gemm_seconds = layers * (layer.gemm_fwd + layer.gemm_bwd) + re * layer.gemm_fwd;
-    w->elem_seconds = layers * (layer.elem_fwd + layer.elem_bwd) + re * layer.elem_fwd;
+    int re_runs = re * (1 + recomputes_twice(cfg));
+    w->gemm_seconds = layers * (layer.gemm_fwd + layer.gemm_bwd) + re_runs * layer.gemm_fwd;
+    w->elem_seconds = layers * (layer.elem_fwd + layer.elem_bwd) + re_runs * layer.elem_fwd;
+    double fwd = layers * layer.gemm_fwd;
     if (with_head) {
         w->gemm_seconds += head.gemm_fwd + head.gemm_bwd;
         w->elem_seconds += head.elem_fwd + head.elem_bwd;
+        fwd += head.gemm_fwd + head.gemm_bwd;
     }
+    /* the backward's GEMMs are its two halves, dinp and dW, alike */
+    w->gemm_f = fwd / w->gemm_seconds;
+    w->gemm_w = (layers * layer.gemm_bwd / 2.0 + re * recomputes_twice(cfg) * layer.gemm_fwd)
+                / w->gemm_seconds;
 }
 
 /* One microbatch on the busiest stage, one TP rank: GEMM FLOPs (3 forward
@@ -171,8 +188,9 @@ static StageWork stage_work(const Config *cfg, const Hardware *hw)
                                 + 8.0 * NH / tp * T / 2.0);
     }
     StageWork w;
-    w.gemm_flops = (3.0 * layers + re) * layer_flops;
-    w.elem_bytes = (3.0 * layers + re) * layer_bytes;
+    int twice = recomputes_twice(cfg);
+    w.gemm_flops = (3.0 * layers + re * (1 + twice)) * layer_flops;
+    w.elem_bytes = (3.0 * layers + re * (1 + twice)) * layer_bytes;
     double head_flops = 3.0 * tokens * 2.0 * C * V / tp;
     double head_bytes = tokens * 20.0 * V / tp; /* fp32 logits: write, max, sumexp, finish */
     int with_head = cfg->parallel.pp == 1;
@@ -182,7 +200,7 @@ static StageWork stage_work(const Config *cfg, const Hardware *hw)
     } else {
         int last_layers, last_re;
         stage_layers(cfg, cfg->parallel.pp - 1, &last_layers, &last_re);
-        double last = (3.0 * last_layers + last_re) * layer_flops + head_flops;
+        double last = (3.0 * last_layers + last_re * (1 + twice)) * layer_flops + head_flops;
         if (last > w.gemm_flops) {
             w.gemm_flops = last;
             w.elem_bytes = (3.0 * last_layers) * layer_bytes + head_bytes;
@@ -191,6 +209,8 @@ static StageWork stage_work(const Config *cfg, const Hardware *hw)
             with_head = 1;
         }
     }
+    w.gemm_f = (layers * layer_flops + (with_head ? head_flops : 0.0)) / w.gemm_flops;
+    w.gemm_w = (layers + re * twice) * layer_flops / w.gemm_flops;
     w.gemm_seconds = w.elem_seconds = 0.0;
     if (hw->shared)
         timed_stage(cfg, layers, re, with_head, &w);
@@ -229,6 +249,18 @@ static double group_bw(const Hardware *hw, int span)
     return span <= hw->per_node ? hw->intra_bw : hw->inter_bw;
 }
 
+/* One microbatch as the schedule simulator's f, b, w: the GEMMs by the
+ * stage's shares; elementwise ops a third forward, two thirds backward
+ * (LayerNorm and bias gradients stay in B); transfers half each way. */
+static StageCost microbatch_cost(const StageWork *w, double gemm, double elem, double comm)
+{
+    StageCost c;
+    c.f = w->gemm_f * gemm + elem / 3.0 + comm / 2.0;
+    c.w = w->gemm_w * gemm;
+    c.b = gemm + elem + comm - c.f - c.w;
+    return c;
+}
+
 Prediction roofline_predict(const Config *cfg, int world, const Hardware *hw)
 {
     Prediction p;
@@ -242,16 +274,21 @@ Prediction roofline_predict(const Config *cfg, int world, const Hardware *hw)
     double gemm_rate = peak(hw, cfg) / ranks_sharing, mem = hw->mem_bw / ranks_sharing;
     double gemm_mb = hw->shared ? w.gemm_seconds * ranks_sharing : w.gemm_flops / gemm_rate;
     double elem_mb = hw->shared ? w.elem_seconds * ranks_sharing : w.elem_bytes / mem;
-    double per_mb = gemm_mb + elem_mb;
     double tp_per_mb = c.tp / m / (group_bw(hw, tp) / ranks_sharing);
     double pp_per_mb = c.pp / m / (group_bw(hw, tp * dp * pp) / ranks_sharing);
     p.gemm = m * gemm_mb;
     p.elementwise = m * elem_mb;
     p.tp = m * tp_per_mb;
     p.pp = m * pp_per_mb;
-    /* the busiest stage does m microbatches; its neighbours' wait adds
-     * (pp-1) microbatch times (1F1B and GPipe alike) */
-    p.bubble = (pp - 1) * (per_mb + tp_per_mb + pp_per_mb);
+    /* the busiest stage does m microbatches; the schedule's idle time on
+     * top, simulated with that stage's forward, backward and weight pass
+     * (1F1B and GPipe: (pp-1) microbatch times) */
+    StageCost cost = microbatch_cost(&w, gemm_mb, elem_mb, tp_per_mb + pp_per_mb);
+    double makespan;
+    schedule_simulate(cfg->parallel.schedule, pp, 1, m, cost, &makespan);
+    p.bubble = makespan - m * (cost.f + cost.b + cost.w);
+    if (p.bubble < 0.0) /* rounding */
+        p.bubble = 0.0;
     p.optimizer = optimizer_seconds(cfg, world, hw, mem);
     p.dp_total = c.dp / (group_bw(hw, tp * dp) / ranks_sharing);
     /* with overlap the reduction runs behind the backward (about two
@@ -339,10 +376,11 @@ int roofline_print_plan(const Config *cfg, int world, const char *hw_name, FILE 
     Config best;
     Prediction bp;
     if (roofline_recommend(cfg, world, &hw, &best, &bp) == 0) {
-        fprintf(out, "\nfastest layout on %d x %s that fits %.3g GiB: dp %d x pp %d x tp %d, grad_accum %d, zero %d, recompute %s\n",
+        fprintf(out, "\nfastest layout on %d x %s that fits %.3g GiB: dp %d x pp %d x tp %d, grad_accum %d, zero %d, recompute %s, schedule %s\n",
                 world, hw.name, hw.mem_gib, best.parallel.dp, best.parallel.pp, best.parallel.tp,
                 best.train.grad_accum, best.parallel.zero,
-                best.train.recompute == RECOMPUTE_FULL ? "full" : "none");
+                best.train.recompute == RECOMPUTE_FULL ? "full" : "none",
+                schedule_name(best.parallel.schedule));
         roofline_print(&best, world, &hw, &bp, out);
     } else {
         fprintf(out, "\nno layout of %d x %s fits %.3g GiB per device\n", world, hw.name,

@@ -9,7 +9,10 @@
  * all-reduces at the in-node link bandwidth; pipeline transfers and the
  * data-parallel reduction at the in-node or cross-node bandwidth, whichever
  * the group spans (the DP part minus what hides behind the backward when
- * overlap is on); and the 1F1B bubble, (pp-1)/m of the per-microbatch time.
+ * overlap is on); and the schedule's bubble, simulated (schedule.h) with
+ * the busiest stage's microbatch split into forward, backward to the input
+ * and weight gradients (1F1B and GPipe: pp-1 microbatch times; zb1 hides
+ * the weight-gradient GEMMs, about a third of the GEMMs, in it).
  *
  * Hardware profiles: H100 SXM, H200, A100 (datasheet peaks, with a GEMM
  * efficiency), and "cpu": this machine, measured when plan runs: its peak
@@ -72,8 +75,8 @@ int roofline_print_plan(const Config *cfg, int world, const char *hw_name, FILE 
                         FILE *err);
 
 /* The fastest layout of `world` devices that fits hw's memory, keeping the
- * global batch: every dp x pp x tp (tp within a node), ZeRO stage and
- * recompute policy. Fills best (layout in cfg) and returns 0, or non-zero
+ * global batch: every dp x pp x tp (tp within a node), ZeRO stage,
+ * recompute policy and schedule (plan_each_layout). Fills best (layout in cfg) and returns 0, or non-zero
  * when nothing fits. Not collective. */
 int roofline_recommend(const Config *cfg, int world, const Hardware *hw, Config *best,
                        Prediction *pred);

@@ -12,6 +12,14 @@
  *         backward in turn, then the remaining backwards; a stage holds at
  *         most pp microbatches' activations.
  *  GPipe: all forwards, then all backwards; holds m.
+ *  ZB-H1 (zb1): 1F1B with each backward split into B (the gradient at the
+ *         input, which the previous stage waits for) and W (the parameter
+ *         gradients, which nobody waits for); stage s runs each W s
+ *         microbatches after its B, so the W's fill what was 1F1B's
+ *         cool-down bubble. With f = b = w and m >= pp a stage idles
+ *         (pp-1)(f+b-w), a third of 1F1B's (pp-1)(f+b+w); every stage holds
+ *         up to pp microbatches (from F until W), 1F1B's peak at stage 0.
+ *         Qi et al. 2023, "Zero Bubble Pipeline Parallelism".
  */
 #ifndef TRI_SRC_SCHEDULE_H
 #define TRI_SRC_SCHEDULE_H
@@ -48,14 +56,20 @@ int schedule_length(ScheduleKind kind, int v, int m);
 int schedule_build(ScheduleKind kind, int pp, int v, int stage, int m, Action *out);
 
 /* The largest number of microbatches whose forward has run and whose
- * backward has not, over the list: the activation slots a stage needs. */
+ * last pass has not, over the list: the activation slots a stage needs.
+ * The last pass is the weight pass where the list has them (W reads the
+ * layer inputs and the output gradients B kept), else the backward.
+ * Not collective. */
 int schedule_max_in_flight(const Action *a, int n);
 
 /* Simulates all pp stages with per-microbatch costs `cost` and zero
  * communication time. Returns the bubble fraction: idle time over total
  * time, summed over stages. *makespan (if not NULL) receives the step
- * time. For 1F1B and GPipe with equal stages the result is
- * (pp-1)/(m+pp-1). Not collective. */
+ * time. A backward waits for the next stage's backward (not its W), a W
+ * for its own backward; schedules without W run b + w in each backward.
+ * For 1F1B and GPipe with equal stages the result is (pp-1)/(m+pp-1); for
+ * zb1 with f = b = w, 1 - 3m/(3m + pp-1 + max(0, pp-m)) (t_schedule.c
+ * derives it). Not collective. */
 double schedule_simulate(ScheduleKind kind, int pp, int v, int m, StageCost cost,
                          double *makespan);
 

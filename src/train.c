@@ -229,9 +229,11 @@ static void print_plan(Trainer *t)
            t->rows, t->ga, t->grid.dp, (long long)t->global_batch,
            (long long)(t->global_batch * c->model.seq_len), schedule_name(c->parallel.schedule),
            c->parallel.zero);
-    if (c->parallel.schedule == SCHED_1F1B && t->ga < t->grid.pp)
+    if (c->parallel.schedule != SCHED_GPIPE && t->ga < t->grid.pp)
         printf("warning: grad_accum (%d) < pp (%d): with fewer microbatches than stages, the pipeline idles %.0f%% of the step; use grad_accum >= pp (4 x pp is better)\n",
-               t->ga, t->grid.pp, 100.0 * (t->grid.pp - 1) / (t->ga + t->grid.pp - 1));
+               t->ga, t->grid.pp,
+               100.0 * schedule_simulate(c->parallel.schedule, t->grid.pp, 1, t->ga,
+                                         (StageCost){1.0, 1.0, 1.0}, NULL));
 }
 
 /* Fresh weights from the counter-based RNG or [checkpoint] init_from, or

@@ -281,6 +281,21 @@ static void test_overrides(void)
            "--set wins over the file, in order, blanks trimmed, value split at the first '='");
     outcome_free(&o);
 
+    /* zb1 is value 3 (2 is kept for the interleaved schedule), which no
+     * word names: an empty value does not select it */
+    const char *zb1[] = { "parallel.schedule=zb1" };
+    o = run(BASE, zb1, 1, &c);
+    char text[1 << 14];
+    config_to_ini(&c, text, sizeof text);
+    tap_ok(o.rc == 0 && c.parallel.schedule == SCHED_ZB1 && SCHED_ZB1 == 3
+               && strstr(text, "schedule = zb1\n"),
+           "schedule = zb1: value 3, written back as zb1");
+    outcome_free(&o);
+    const char *empty[] = { "parallel.schedule=" };
+    o = run(BASE, empty, 1, &c);
+    tap_ok(o.rc != 0, "schedule = (empty) is refused, not the unnamed value 2");
+    outcome_free(&o);
+
     const char *fix[] = { "data.train=late.txt" };
     o = run("[model]\nn_layer = 2\n", fix, 1, &c);
     tap_ok(o.rc == 0 && !strcmp(c.data.train, "late.txt"), "--set applies before validation");
@@ -439,7 +454,7 @@ static void test_value_errors(void)
              "[data] val_fraction = 1.5: must be in (0, 1)", NULL);
     FILE_ERR("range: eps = 0", "[train]\neps = 0\n" BASE, 2, "[train] eps = 0: must be > 0", NULL);
     FILE_ERR("enum: schedule", "[parallel]\nschedule = zigzag\n" BASE, 2,
-             "[parallel] schedule = zigzag: expected one of 1f1b, gpipe", NULL);
+             "[parallel] schedule = zigzag: expected one of 1f1b, gpipe, zb1\n", NULL);
     FILE_ERR("enum: precision", "[train]\nprecision = fp8\n" BASE, 2,
              "[train] precision = fp8: expected one of fp32, bf16, fp16", NULL);
     FILE_ERR("enum: format", BASE "format = csv\n", 3,
@@ -614,7 +629,7 @@ static void test_parse_text(void)
 int main(int argc, char **argv)
 {
     tap_init(&argc, &argv);
-    tap_plan(90);
+    tap_plan(92);
     test_defaults();
     test_builtin();
     test_full_file();

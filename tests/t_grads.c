@@ -166,8 +166,10 @@ static void check_layout(Run *ref, const int32_t *batch, int dp, int pp, int tp,
 }
 
 /* Recomputation changes memory, never gradients: on this world's largest
- * model split, recompute = full gives bitwise the gradients of none. */
-static void check_recompute(const int32_t *batch, int dp, int pp, int tp)
+ * model split, recompute = full gives bitwise the gradients of none, under
+ * `kind` against 1F1B's (zb1 splits the same GEMMs, in the same order per
+ * parameter). */
+static void check_recompute(const int32_t *batch, int dp, int pp, int tp, ScheduleKind kind)
 {
     Run r[2];
     for (int k = 0; k < 2; k++) {
@@ -179,6 +181,7 @@ static void check_recompute(const int32_t *batch, int dp, int pp, int tp)
         r[k].cfg.train.grad_accum = 4;
         r[k].cfg.train.micro_batch = GB / (4 * dp);
         r[k].cfg.train.recompute = k ? RECOMPUTE_FULL : RECOMPUTE_NONE;
+        r[k].cfg.parallel.schedule = k ? kind : SCHED_1F1B;
         run_step(&r[k], MPI_COMM_WORLD, batch);
     }
     int same = r[0].loss == r[1].loss;
@@ -186,8 +189,8 @@ static void check_recompute(const int32_t *batch, int dp, int pp, int tp)
         Param *a = &r[0].model.ps.p[i], *b = &r[1].model.ps.p[i];
         same &= memcmp(a->og.data, b->og.data, (size_t)a->og.n * sizeof(float)) == 0;
     }
-    tap_ok(same, "dp %d x pp %d x tp %d: recompute=full gives bitwise the gradients of none",
-           dp, pp, tp);
+    tap_ok(same, "dp %d x pp %d x tp %d: recompute=full under %s gives bitwise the gradients of "
+           "none under 1f1b", dp, pp, tp, schedule_name(kind));
     run_free(&r[0]);
     run_free(&r[1]);
 }
@@ -208,11 +211,16 @@ int main(int argc, char **argv)
         {4, 1, 1, 1, 2, SCHED_1F1B, 2}, {8, 1, 1, 1, 1, SCHED_1F1B, 2},
         {8, 1, 1, 2, 1, SCHED_1F1B, 4}, {8, 1, 1, 3, 1, SCHED_1F1B, 2},
         {4, 1, 2, 1, 2, SCHED_1F1B, 4}, {4, 2, 1, 0, 2, SCHED_1F1B, 2},
+        /* zb1: W deferred, the DP reductions overlapped (zero 1) or per
+         * unit (2, 3) after the last W; ga < pp too */
+        {1, 2, 1, 1, 4, SCHED_ZB1}, {2, 1, 1, 3, 4, SCHED_ZB1}, {2, 2, 1, 1, 4, SCHED_ZB1},
+        {2, 2, 1, 3, 4, SCHED_ZB1}, {1, 4, 1, 1, 2, SCHED_ZB1}, {2, 2, 2, 1, 4, SCHED_ZB1},
+        {2, 2, 2, 2, 2, SCHED_ZB1}, {2, 4, 1, 3, 4, SCHED_ZB1}, {1, 4, 2, 0, 4, SCHED_ZB1},
     };
     int count = 0;
     for (size_t i = 0; i < sizeof layouts / sizeof layouts[0]; i++)
         count += layouts[i][0] * layouts[i][1] * layouts[i][2] == n;
-    tap_plan(count + 5);
+    tap_plan(count + 7);
     int32_t *batch = NULL;
     Run ref[2];
     for (int tie = 1; tie >= 0; tie--) {
@@ -235,7 +243,8 @@ int main(int argc, char **argv)
     /* an untied LM head, on the largest model split of this world */
     check_layout(&ref[0], batch, 1, n >= 2 ? 2 : 1, n >= 4 ? n / 2 : 1, 1, 4, SCHED_1F1B, 0, 0);
     check_layout(&ref[1], batch, n, 1, 1, 3, 1, SCHED_1F1B, 1, 0);
-    check_recompute(batch, n >= 8 ? 2 : 1, n >= 2 ? 2 : 1, n >= 4 ? 2 : 1);
+    check_recompute(batch, n >= 8 ? 2 : 1, n >= 2 ? 2 : 1, n >= 4 ? 2 : 1, SCHED_1F1B);
+    check_recompute(batch, n >= 8 ? 2 : 1, n >= 2 ? 2 : 1, n >= 4 ? 2 : 1, SCHED_ZB1);
     run_free(&ref[0]);
     run_free(&ref[1]);
 
@@ -250,6 +259,8 @@ int main(int argc, char **argv)
     check_layout(&ref[0], batch, 1, 1, n, 1, 4, SCHED_1F1B, 0, 0);
     check_layout(&ref[0], batch, n >= 4 ? 2 : 1, n >= 2 ? 2 : 1, n >= 8 ? 2 : 1, 3, 4,
                  SCHED_1F1B, 0, 0);
+    check_layout(&ref[0], batch, n >= 4 ? 2 : 1, n >= 2 ? 2 : 1, n >= 8 ? 2 : 1, 2, 4,
+                 SCHED_ZB1, 0, 0);
     run_free(&ref[0]);
     free(batch);
     return tap_done();

@@ -2,7 +2,7 @@
 # t_layouts.sh - invariant 1 of doc/design.md: every layout trains the same model.
 # A 10-step fp32 run on each dp x pp x tp layout, ZeRO stage, schedule and
 # microbatch split below gives the single-rank run's per-step losses within
-# relative 1e-5, and the same final weights (compared tensor by tensor in
+# relative 1e-5 (zb1, the zero-bubble schedule, included), and the same final weights (compared tensor by tensor in
 # the checkpoints, which hold logical tensors) within 1e-5 as the whole
 # model's ||w - w_ref|| / ||w_ref||. Per element, Adam turns fp32
 # reassociation noise in directions whose true gradient is zero (the key
@@ -49,6 +49,9 @@ LAYOUTS="1x1x1:1:1:1:1:2:4:1:1f1b
 2x2x2-zero3:8:2:2:2:1:4:3:1f1b
 4x1x1-zero3:4:4:1:1:1:2:3:1f1b
 1x2x1-gpipe:2:1:2:1:2:4:1:gpipe
+1x2x1-zb1:2:1:2:1:2:4:1:zb1
+1x4x1-zb1-ga8:4:1:4:1:1:8:1:zb1
+2x2x2-zb1-zero3:8:2:2:2:1:4:3:zb1
 1x1x1-mb8:1:1:1:1:8:1:1:1f1b"
 count=$(echo "$LAYOUTS" | wc -l)
 plan $((2 * count - 2))

@@ -49,6 +49,8 @@ gqa:2x1x1:2:2:1:1:1:4:1:1f1b:
 gqa:2x2x2:8:2:2:2:1:4:1:1f1b:
 gqa:2x2x2-zero3:8:2:2:2:1:4:3:1f1b:
 gqa:1x2x4-zero2-recompute:8:1:2:4:2:4:2:1f1b:train.recompute=full
+gqa:2x2x2-zb1-zero2:8:2:2:2:1:4:2:zb1:
+gqa:1x4x1-zb1-recompute:4:1:4:1:2:4:1:zb1:train.recompute=full
 mqa:1x1x1:1:1:1:1:2:4:1:1f1b:model.n_kv_head=1
 mqa:1x1x2-replicated:2:1:1:2:2:4:1:1f1b:model.n_kv_head=1
 mqa:2x2x2-zero0-replicated:8:2:2:2:1:4:0:1f1b:model.n_kv_head=1

@@ -1,7 +1,9 @@
 /*
  * t_model_grad.c - the whole model's backward pass against central finite
  * differences, on one rank: every parameter tensor, a few elements each
- * (always including its largest gradient), with every recompute policy.
+ * (always including its largest gradient), with every recompute policy;
+ * and zb1's split backward (input gradients, then the deferred weight
+ * pass) against the fused one, bitwise.
  */
 #include <math.h>
 #include <stdio.h>
@@ -29,7 +31,7 @@ typedef struct {
 
 /* llama: 4 query heads over 2 key/value heads, so the grouped-query
  * reduction and the rotary embeddings are in every gradient. */
-static void rig_create(Rig *r, RecomputeKind recompute, int tie, int llama)
+static void rig_create(Rig *r, RecomputeKind recompute, int tie, int llama, ScheduleKind sched)
 {
     memset(r, 0, sizeof *r);
     Config *c = &r->cfg;
@@ -47,6 +49,7 @@ static void rig_create(Rig *r, RecomputeKind recompute, int tie, int llama)
     c->train.recompute = recompute;
     c->train.recompute_every = 2;
     c->parallel.dp = c->parallel.pp = c->parallel.tp = 1;
+    c->parallel.schedule = sched;
     if (llama) {
         c->model.arch = ARCH_LLAMA;
         c->model.n_head = 4;
@@ -55,7 +58,7 @@ static void rig_create(Rig *r, RecomputeKind recompute, int tie, int llama)
         c->model.rope_theta = 100.0;
     }
     grid_create(&r->grid, c, MPI_COMM_SELF);
-    r->n_acts = schedule_build(SCHED_1F1B, 1, 1, 0, c->train.grad_accum, r->acts);
+    r->n_acts = schedule_build(sched, 1, 1, 0, c->train.grad_accum, r->acts);
     model_create(&r->model, c, &r->grid, schedule_max_in_flight(r->acts, r->n_acts));
     r->zero = zero_create(&r->model, c, &r->grid);
     zero_init_weights(r->zero);
@@ -121,10 +124,11 @@ static double check_param(Rig *r, Param *p, const float *grad)
     return worst;
 }
 
-static void check_model(RecomputeKind recompute, int tie, int llama, const char *label)
+static void check_model(RecomputeKind recompute, int tie, int llama, ScheduleKind sched,
+                        const char *label)
 {
     Rig r;
-    rig_create(&r, recompute, tie, llama);
+    rig_create(&r, recompute, tie, llama, sched);
     double l = loss(&r, 1);
     int ok = 1;
     double worst = 0.0;
@@ -147,22 +151,73 @@ static void check_model(RecomputeKind recompute, int tie, int llama, const char 
     rig_destroy(&r);
 }
 
+/* Whether two rigs' step gives bitwise the same loss and gradients. */
+static int same_step(Rig *a, Rig *b)
+{
+    double la = loss(a, 1), lb = loss(b, 1);
+    int same = la == lb;
+    for (int i = 0; i < a->model.ps.n && same; i++) {
+        Param *p = &a->model.ps.p[i], *q = &b->model.ps.p[i];
+        same = memcmp(p->og.data, q->og.data, (size_t)params_local_numel(p) * sizeof(float)) == 0;
+    }
+    return same;
+}
+
 /* Recompute changes memory, never gradients: bitwise equal. */
 static void check_recompute_identical(int llama)
 {
     Rig a, b;
-    rig_create(&a, RECOMPUTE_NONE, 1, llama);
-    rig_create(&b, RECOMPUTE_FULL, 1, llama);
-    double la = loss(&a, 1), lb = loss(&b, 1);
-    int same = la == lb;
-    for (int i = 0; i < a.model.ps.n && same; i++) {
-        Param *p = &a.model.ps.p[i], *q = &b.model.ps.p[i];
-        same = memcmp(p->og.data, q->og.data, (size_t)params_local_numel(p) * sizeof(float)) == 0;
-    }
-    tap_ok(same, "%s: recompute=full gives bitwise the gradients of recompute=none",
+    rig_create(&a, RECOMPUTE_NONE, 1, llama, SCHED_1F1B);
+    rig_create(&b, RECOMPUTE_FULL, 1, llama, SCHED_1F1B);
+    tap_ok(same_step(&a, &b), "%s: recompute=full gives bitwise the gradients of recompute=none",
            llama ? "llama" : "gpt2");
     rig_destroy(&a);
     rig_destroy(&b);
+}
+
+/* zb1's backward (input gradients) then weight pass computes the same
+ * GEMMs as the fused backward, in the same order per parameter. */
+static void check_split_identical(int llama, int tie, RecomputeKind recompute)
+{
+    Rig a, b;
+    rig_create(&a, RECOMPUTE_NONE, tie, llama, SCHED_1F1B);
+    rig_create(&b, recompute, tie, llama, SCHED_ZB1);
+    int split = b.model.defer_weights && b.n_acts == 3 * b.cfg.train.grad_accum;
+    tap_ok(split && same_step(&a, &b),
+           "%s%s%s: zb1's B then W give bitwise the gradients of the fused backward",
+           llama ? "llama" : "gpt2", tie ? ", tied" : ", untied",
+           recompute == RECOMPUTE_FULL ? ", recompute=full" : "");
+    rig_destroy(&a);
+    rig_destroy(&b);
+}
+
+/* Under zb1 the backward alone leaves the linear layers' weight gradients
+ * untouched and the weight pass fills them: W is not a no-op. */
+static void check_backward_defers(int llama)
+{
+    Rig r;
+    rig_create(&r, RECOMPUTE_NONE, 0, llama, SCHED_ZB1);
+    Model *m = &r.model;
+    PipelineTimes times = {0};
+    Action fb[2] = {{ACTION_FORWARD, 0, 0}, {ACTION_BACKWARD, 0, 0}};
+    Action w[1] = {{ACTION_WEIGHT, 0, 0}};
+    zero_begin_step(r.zero);
+    pipeline_run(m, fb, 2, r.batch, r.cfg.train.micro_batch, FORWARD_TRAIN, &times);
+    const Param *qkv = &m->ps.p[m->blocks[0].qkvw], *ln = &m->ps.p[m->blocks[0].ln1w];
+    int64_t nq = params_local_numel(qkv), nl = params_local_numel(ln);
+    double q_before = 0.0, ln_before = 0.0, q_after = 0.0;
+    for (int64_t i = 0; i < nq; i++)
+        q_before += fabsf(((const float *)qkv->g.data)[i]);
+    for (int64_t i = 0; i < nl; i++)
+        ln_before += fabsf(((const float *)ln->g.data)[i]);
+    pipeline_run(m, w, 1, r.batch, r.cfg.train.micro_batch, FORWARD_TRAIN, &times);
+    for (int64_t i = 0; i < nq; i++)
+        q_after += fabsf(((const float *)qkv->g.data)[i]);
+    tap_ok(q_before == 0.0 && ln_before > 0.0 && q_after > 0.0,
+           "%s zb1: B leaves the QKV weight gradient to W (|g| %.3g after B, %.3g after W), "
+           "the norm's comes with B (%.3g)", llama ? "llama" : "gpt2", q_before, q_after,
+           ln_before);
+    rig_destroy(&r);
 }
 
 /* The recompute rule: none, full, every K-th layer by global index, and
@@ -178,7 +233,7 @@ static void check_recompute_rule(void)
     t.recompute = RECOMPUTE_NONE;
     ok &= model_recomputed_layers(&t, 0, 5) == 0;
     Rig r;
-    rig_create(&r, RECOMPUTE_EVERY, 1, 0);
+    rig_create(&r, RECOMPUTE_EVERY, 1, 0, SCHED_1F1B);
     for (int l = 0; l < r.model.n_local; l++)
         ok &= r.model.recompute[l] == model_layer_recomputes(&r.cfg.train, r.model.layer0 + l);
     ok &= r.model.recompute[0] && !r.model.recompute[1];
@@ -189,16 +244,24 @@ static void check_recompute_rule(void)
 int main(int argc, char **argv)
 {
     tap_init(&argc, &argv);
-    tap_plan(10);
+    tap_plan(20);
     check_recompute_rule();
-    check_model(RECOMPUTE_NONE, 1, 0, "tied embeddings");
-    check_model(RECOMPUTE_NONE, 0, 0, "untied LM head");
-    check_model(RECOMPUTE_FULL, 1, 0, "recompute=full");
-    check_model(RECOMPUTE_EVERY, 1, 0, "recompute=every:2");
+    check_model(RECOMPUTE_NONE, 1, 0, SCHED_1F1B, "tied embeddings");
+    check_model(RECOMPUTE_NONE, 0, 0, SCHED_1F1B, "untied LM head");
+    check_model(RECOMPUTE_FULL, 1, 0, SCHED_1F1B, "recompute=full");
+    check_model(RECOMPUTE_EVERY, 1, 0, SCHED_1F1B, "recompute=every:2");
+    check_model(RECOMPUTE_NONE, 0, 0, SCHED_ZB1, "zb1, untied");
     check_recompute_identical(0);
-    check_model(RECOMPUTE_NONE, 0, 1, "llama, n_kv_head 2 of 4, untied");
-    check_model(RECOMPUTE_NONE, 1, 1, "llama, tied");
-    check_model(RECOMPUTE_EVERY, 0, 1, "llama, recompute=every:2");
+    check_model(RECOMPUTE_NONE, 0, 1, SCHED_1F1B, "llama, n_kv_head 2 of 4, untied");
+    check_model(RECOMPUTE_NONE, 1, 1, SCHED_1F1B, "llama, tied");
+    check_model(RECOMPUTE_EVERY, 0, 1, SCHED_1F1B, "llama, recompute=every:2");
+    check_model(RECOMPUTE_NONE, 0, 1, SCHED_ZB1, "llama, zb1");
     check_recompute_identical(1);
+    for (int llama = 0; llama <= 1; llama++) {
+        check_split_identical(llama, 1, RECOMPUTE_NONE);
+        check_split_identical(llama, 0, RECOMPUTE_NONE);
+        check_split_identical(llama, 1, RECOMPUTE_FULL);
+        check_backward_defers(llama);
+    }
     return tap_done();
 }

@@ -2,8 +2,10 @@
 # t_plan.sh - `trident plan` against the trainer: for the same config and
 # world, the per-rank memory table that plan computes (arithmetic, no MPI)
 # equals the one the trainer prints from its real allocations (for gpt2
-# and llama, replicated key/value heads included); and plan
-# handles a 175B model on 1024 ranks, with the layouts that fit 80 GiB.
+# and llama, replicated key/value heads included, zb1's kept gradients
+# too); plan prints each schedule's bubble and memory and recommends one;
+# and plan handles a 175B model on 1024 ranks, with the layouts that fit
+# 80 GiB.
 . "${TRI_SRCDIR:-.}/tests/lib.sh"
 np=${1:-4}
 cfg="$WORK/c.ini"
@@ -17,8 +19,10 @@ pp2-zero2-recompute:--set+parallel.pp=2+--set+parallel.zero=2+--set+train.recomp
 untied-every2:--set+model.tie_embeddings=0+--set+train.recompute=every:2+--set+parallel.zero=3
 two-level-dp:--set+parallel.node_size=2+--set+parallel.zero=2
 llama-tp2-kv1-zero3-every2:--set+model.arch=llama+--set+model.n_kv_head=1+--set+model.ffn_dim=48+--set+parallel.tp=2+--set+parallel.zero=3+--set+train.recompute=every:2+--set+model.tie_embeddings=0
-llama-pp2-tp2-zero2-recompute:--set+model.arch=llama+--set+parallel.pp=2+--set+parallel.tp=2+--set+parallel.zero=2+--set+train.recompute=full+--set+train.grad_accum=4"
-plan $(($(echo "$CASES" | wc -l) + 5))
+llama-pp2-tp2-zero2-recompute:--set+model.arch=llama+--set+parallel.pp=2+--set+parallel.tp=2+--set+parallel.zero=2+--set+train.recompute=full+--set+train.grad_accum=4
+pp2-tp2-zb1:--set+parallel.pp=2+--set+parallel.tp=2+--set+parallel.schedule=zb1+--set+train.grad_accum=4
+llama-pp4-zb1-every2:--set+model.arch=llama+--set+model.n_kv_head=1+--set+model.ffn_dim=48+--set+parallel.pp=4+--set+parallel.schedule=zb1+--set+train.recompute=every:2+--set+model.tie_embeddings=0+--set+train.grad_accum=3"
+plan $(($(echo "$CASES" | wc -l) + 8))
 table() { sed -n '/^memory per rank/,/^[^ m]/p' "$1" | grep '^  rank'; }
 for c in $CASES; do
     name=${c%%:*}
@@ -33,6 +37,26 @@ for c in $CASES; do
     ok $? "$name: plan's per-rank memory equals the trainer's ($(wc -l < "$WORK/plan.mem") ranks)"
     cmp -s "$WORK/train.mem" "$WORK/plan.mem" || diff "$WORK/train.mem" "$WORK/plan.mem" | sed 's/^/# /'
 done
+# zb1 on pp 4, 8 microbatches: with f = b = w the simulator's bubble is
+# 3/27 = 11.1% against 1F1B's and GPipe's 3/11 = 27.3% (t_schedule derives
+# both); zb1's kept gradients cost memory, so plan recommends it when it
+# fits and 1f1b when only 1f1b does.
+"$TRIDENT" plan --config "$cfg" --world 4 --set parallel.pp=4 --set train.grad_accum=8 \
+    > "$WORK/out" 2>&1
+grep -q "^  1f1b    27.3%" "$WORK/out" && grep -q "^  gpipe   27.3%" "$WORK/out" \
+    && grep -q "^  zb1     11.1%" "$WORK/out" && grep -q "^recommended schedule: zb1" "$WORK/out"
+ok $? "plan pp 4, 8 microbatches: bubbles 1f1b 27.3%, gpipe 27.3%, zb1 11.1%; recommends zb1"
+mib() { awk -v s="$1" '$1 == s { print $3 }' "$WORK/out"; }
+mid=$(awk -v a="$(mib 1f1b)" -v b="$(mib zb1)" 'BEGIN { if (a < b) printf "%.9f", (a + b) / 2048 }')
+"$TRIDENT" plan --config "$cfg" --world 4 --set parallel.pp=4 --set train.grad_accum=8 \
+    --mem "${mid:-0}" > "$WORK/out" 2>&1
+grep -q "^recommended schedule: 1f1b (smallest bubble that fits" "$WORK/out"
+ok $? "plan --mem $mid (GiB), between 1f1b's and zb1's largest rank: recommends 1f1b"
+"$TRIDENT" plan --config "$cfg" --world 4 --set parallel.pp=4 --set train.grad_accum=8 \
+    --set parallel.schedule=zb1 > "$WORK/out" 2>&1
+grep -q "pipeline bubble (zb1, 8 microbatches, f = b = w): 11.1%" "$WORK/out" \
+    && grep -q "pp 1.311e+05 in 16 messages" "$WORK/out"
+ok $? "plan schedule = zb1: its bubble, and 1F1B's 2 x 8 pipeline messages per rank"
 cat > "$WORK/g175.ini" <<EOC
 [model]
 n_layer = 96
