@@ -23,6 +23,7 @@
 #include "model.h"
 #include "plan.h"
 #include "params.h"
+#include "schedule.h"
 #include "timer.h"
 #include "zero.h"
 
@@ -111,12 +112,18 @@ static double peak(const Hardware *hw, const Config *cfg)
 
 /* ---- the counts -------------------------------------------------------- */
 
-/* The layers of stage s, and how many of them recompute. */
+/* The layers of stage s over all its chunks, and how many of them
+ * recompute. */
 static void stage_layers(const Config *cfg, int s, int *layers, int *recomputed)
 {
-    int first;
-    grid_stage_layers(cfg->model.n_layer, cfg->parallel.pp, s, &first, layers);
-    *recomputed = model_recomputed_layers(&cfg->train, first, *layers);
+    int v = cfg->parallel.virtual_stages;
+    *layers = *recomputed = 0;
+    for (int chunk = 0; chunk < v; chunk++) {
+        int first, count;
+        grid_chunk_layers(cfg->model.n_layer, cfg->parallel.pp, v, s, chunk, &first, &count);
+        *layers += count;
+        *recomputed += model_recomputed_layers(&cfg->train, first, count);
+    }
 }
 
 typedef struct {
@@ -249,9 +256,13 @@ Prediction roofline_predict(const Config *cfg, int world, const Hardware *hw)
     p.elementwise = m * elem_mb;
     p.tp = m * tp_per_mb;
     p.pp = m * pp_per_mb;
-    /* the busiest stage does m microbatches; its neighbours' wait adds
-     * (pp-1) microbatch times (1F1B and GPipe alike) */
-    p.bubble = (pp - 1) * (per_mb + tp_per_mb + pp_per_mb);
+    /* the busiest stage does m microbatches; the bubble is idle/total
+     * of the schedule's step with equal stages (schedule_simulate gives
+     * the same): (pp-1) microbatch times for 1F1B and GPipe, (pp-1)/v for
+     * interleaved */
+    const ParallelConfig *pc = &cfg->parallel;
+    double idle = schedule_ideal_bubble(pc->schedule, pp, pc->virtual_stages, m);
+    p.bubble = idle / (1.0 - idle) * m * (per_mb + tp_per_mb + pp_per_mb);
     p.optimizer = optimizer_seconds(cfg, world, hw, mem);
     p.dp_total = c.dp / (group_bw(hw, tp * dp) / ranks_sharing);
     /* with overlap the reduction runs behind the backward (about two
@@ -339,10 +350,12 @@ int roofline_print_plan(const Config *cfg, int world, const char *hw_name, FILE 
     Config best;
     Prediction bp;
     if (roofline_recommend(cfg, world, &hw, &best, &bp) == 0) {
-        fprintf(out, "\nfastest layout on %d x %s that fits %.3g GiB: dp %d x pp %d x tp %d, grad_accum %d, zero %d, recompute %s\n",
+        fprintf(out, "\nfastest layout on %d x %s that fits %.3g GiB: dp %d x pp %d x tp %d, grad_accum %d, zero %d, recompute %s, schedule %s (%d chunk%s a stage)\n",
                 world, hw.name, hw.mem_gib, best.parallel.dp, best.parallel.pp, best.parallel.tp,
                 best.train.grad_accum, best.parallel.zero,
-                best.train.recompute == RECOMPUTE_FULL ? "full" : "none");
+                best.train.recompute == RECOMPUTE_FULL ? "full" : "none",
+                schedule_name(best.parallel.schedule), best.parallel.virtual_stages,
+                best.parallel.virtual_stages > 1 ? "s" : "");
         roofline_print(&best, world, &hw, &bp, out);
     } else {
         fprintf(out, "\nno layout of %d x %s fits %.3g GiB per device\n", world, hw.name,

@@ -17,8 +17,11 @@ pp2-zero2-recompute:--set+parallel.pp=2+--set+parallel.zero=2+--set+train.recomp
 untied-every2:--set+model.tie_embeddings=0+--set+train.recompute=every:2+--set+parallel.zero=3
 two-level-dp:--set+parallel.node_size=2+--set+parallel.zero=2
 llama-tp2-kv1-zero3-every2:--set+model.arch=llama+--set+model.n_kv_head=1+--set+model.ffn_dim=48+--set+parallel.tp=2+--set+parallel.zero=3+--set+train.recompute=every:2+--set+model.tie_embeddings=0
-llama-pp2-tp2-zero2-recompute:--set+model.arch=llama+--set+parallel.pp=2+--set+parallel.tp=2+--set+parallel.zero=2+--set+train.recompute=full+--set+train.grad_accum=4"
-plan $(($(echo "$CASES" | wc -l) + 5))
+llama-pp2-tp2-zero2-recompute:--set+model.arch=llama+--set+parallel.pp=2+--set+parallel.tp=2+--set+parallel.zero=2+--set+train.recompute=full+--set+train.grad_accum=4
+pp2-interleaved2:--set+parallel.pp=2+--set+parallel.schedule=interleaved+--set+parallel.virtual_stages=2+--set+train.grad_accum=4
+pp2-interleaved2-every3-zero3:--set+parallel.pp=2+--set+parallel.schedule=interleaved+--set+parallel.virtual_stages=2+--set+train.grad_accum=6+--set+train.recompute=every:3+--set+parallel.zero=3
+pp4-interleaved-llama-recompute:--set+model.arch=llama+--set+parallel.pp=4+--set+parallel.schedule=interleaved+--set+model.n_layer=8+--set+parallel.virtual_stages=2+--set+train.grad_accum=4+--set+train.recompute=full"
+plan $(($(echo "$CASES" | wc -l) + 7))
 table() { sed -n '/^memory per rank/,/^[^ m]/p' "$1" | grep '^  rank'; }
 for c in $CASES; do
     name=${c%%:*}
@@ -33,6 +36,23 @@ for c in $CASES; do
     ok $? "$name: plan's per-rank memory equals the trainer's ($(wc -l < "$WORK/plan.mem") ranks)"
     cmp -s "$WORK/train.mem" "$WORK/plan.mem" || diff "$WORK/train.mem" "$WORK/plan.mem" | sed 's/^/# /'
 done
+# what plan prints for the interleaved schedule: the simulated bubble
+# (pp-1)/(v*m+pp-1) = 1/9, 2m(v*pp-1) = 24 messages, each schedule's row,
+# and the recommendation (the smallest bubble)
+"$TRIDENT" plan --config "$cfg" --world 2 --set parallel.pp=2 --set parallel.schedule=interleaved \
+    --set parallel.virtual_stages=2 --set train.grad_accum=4 > "$WORK/out" 2>&1
+grep -q "pipeline bubble (interleaved, 4 microbatches, 2 chunks a stage): 11.1% = (pp-1)/(v\*m+pp-1); 24 pipeline messages a step" "$WORK/out" \
+    && grep -Eq "^  1f1b +1 +20.0% .* 8$" "$WORK/out" && grep -Eq "^  interleaved +2 +11.1% .* 24$" "$WORK/out" \
+    && grep -q "^recommended schedule: interleaved, virtual_stages = 2 (the smallest bubble)" "$WORK/out"
+ok $? "plan: interleaved's simulated bubble, messages, and the recommendation among schedules"
+# with memory too tight for the interleaved schedule's extra activations,
+# plan recommends 1f1b
+mib=$(awk '$1 == "1f1b" { print $5 }' "$WORK/out")
+gib=$(awk -v t="$mib" 'BEGIN { printf "%.9f", (t + 0.01) / 1024 }')
+"$TRIDENT" plan --config "$cfg" --world 2 --set parallel.pp=2 --set train.grad_accum=4 \
+    --mem "$gib" > "$WORK/out2" 2>&1
+grep -q "^recommended schedule: 1f1b (the smallest bubble that fits)" "$WORK/out2"
+ok $? "plan: 1f1b when the interleaved schedule does not fit $gib GiB"
 cat > "$WORK/g175.ini" <<EOC
 [model]
 n_layer = 96
