@@ -317,15 +317,18 @@ section_schedules() {
     sed -i 's/^n_layer = .*/n_layer = 8/; s/^micro_batch = .*/micro_batch = 1/' "$WORK/p.ini"
     # shellcheck disable=SC2046  # the model's fields, split on purpose
     set -- $(model tiny)
-    "$root/bench/schedule_bench" 8 "$2" "$3" "$4" "$5" 1 4 4 > "$WORK/sched" || {
+    # one thread, as each of the 8 ranks below gets on a 2-core machine
+    OMP_NUM_THREADS=$((THREADS / 8 > 0 ? THREADS / 8 : 1)) \
+        "$root/bench/schedule_bench" 8 "$2" "$3" "$4" "$5" 1 4 4 > "$WORK/sched" || {
         echo "   bench/schedule_bench missing or failed: make bench builds it"; return; }
     sed -n 's/^# /   costs: /p' "$WORK/sched"
     printf "%-12s %2s %10s %8s %9s %9s %16s %10s\n" schedule v simulated formula measured \
         messages "activations MiB" tokens/s
     grep -v '^#' "$WORK/sched" | while read -r name v sim formula messages; do
+        # mpirun must not read the loop's rows
         trident_run 8 "$WORK/p.ini" --set parallel.dp=2 --set parallel.pp=4 \
             --set train.grad_accum=4 --set parallel.schedule="$name" \
-            --set parallel.virtual_stages="$v"
+            --set parallel.virtual_stages="$v" < /dev/null
         printf "%-12s %2d %9.1f%% %7.1f%% %8.1f%% %9d %16s %10.1f\n" "$name" "$v" \
             "$(awk -v b="$sim" 'BEGIN { print 100 * b }')" \
             "$(awk -v b="$formula" 'BEGIN { print 100 * b }')" \
