@@ -202,9 +202,24 @@ int model_slot_input_only(const Config *cfg, int stage, int j)
     return keeps_input;
 }
 
+int model_stage_recomputes(const Config *cfg, int stage, int *layers)
+{
+    const ParallelConfig *p = &cfg->parallel;
+    int held = 0, recomputed = 0;
+    for (int c = 0; c < p->virtual_stages; c++) {
+        int first, count;
+        grid_chunk_layers(cfg->model.n_layer, p->pp, p->virtual_stages, stage, c, &first, &count);
+        held += count;
+        recomputed += model_recomputed_layers(&cfg->train, first, count);
+    }
+    if (layers)
+        *layers = held;
+    return recomputed;
+}
+
 /* Which blocks recompute, and which layers of a slot keep only their
  * input. Returns whether any block recomputes. */
-static int plan_recompute(Model *m, const Config *cfg)
+static int choose_recompute(Model *m, const Config *cfg)
 {
     m->recompute = calloc((size_t)m->n_local + 1, sizeof *m->recompute);
     m->input_only = calloc((size_t)m->chunk_len + 1, sizeof *m->input_only);
@@ -247,7 +262,7 @@ void model_create(Model *m, const Config *cfg, const Grid *g, int n_slots)
     m->n_local = m->n_chunks * m->chunk_len; /* config_validate: chunks are equal */
     params_build(&m->ps, cfg, g);
     find_params(m);
-    int any = plan_recompute(m, cfg);
+    int any = choose_recompute(m, cfg);
     scratch_alloc(m, any);
 
     int64_t N = (int64_t)m->B * m->T;

@@ -157,6 +157,9 @@ int model_layer_recomputes(const TrainConfig *t, int layer);
  * serves every chunk of the stage (grid_chunk_layers), so only when every
  * chunk's layer j recomputes. Not collective. */
 int model_slot_input_only(const Config *cfg, int stage, int j);
+/* How many of stage's layers, over all its chunks, recompute; *layers
+ * (if not NULL) receives how many it holds. Not collective. */
+int model_stage_recomputes(const Config *cfg, int stage, int *layers);
 /* How many of layers [first, first + count) recompute. Not collective. */
 int model_recomputed_layers(const TrainConfig *t, int first, int count);
 

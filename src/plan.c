@@ -125,12 +125,7 @@ static int64_t activation_memory(const Config *cfg, const Grid *g)
     int64_t per_slot = 2 * a * N * C + (first ? 4 * N : 0) + (last ? 4 * N : 0);
     for (int j = 0; j < chunk_len; j++)
         per_slot += model_slot_input_only(cfg, g->pp_stage, j) ? a * N * C : block;
-    int any = 0;
-    for (int c = 0; c < v; c++) {
-        int first_layer, count;
-        grid_chunk_layers(mc->n_layer, g->pp, v, g->pp_stage, c, &first_layer, &count);
-        any |= model_recomputed_layers(&cfg->train, first_layer, count) > 0;
-    }
+    int any = model_stage_recomputes(cfg, g->pp_stage, NULL) > 0;
     int64_t scratch = (any ? block - a * N * C : 0) + 2 * a * N * C + a * N * 8 * Cl;
     if (mc->arch == ARCH_LLAMA)
         scratch += a * N * d_fc + extra;
@@ -196,13 +191,7 @@ PlanComm plan_communication(const Config *cfg, int world)
     int ga = t->grad_accum, zero = zero_stage(cfg->parallel.zero, dp);
     double a = (double)ops_dtype_size(model_dtype(cfg->train.precision));
     double act = (double)t->micro_batch * mc->seq_len * mc->n_embd * a;
-    int layers = 0, recomputed = 0;
-    for (int chunk = 0; chunk < cfg->parallel.virtual_stages; chunk++) {
-        int first, count;
-        grid_chunk_layers(mc->n_layer, pp, cfg->parallel.virtual_stages, 0, chunk, &first, &count);
-        layers += count;
-        recomputed += model_recomputed_layers(t, first, count);
-    }
+    int layers, recomputed = model_stage_recomputes(cfg, 0, &layers);
     /* per block: two all-reduces forward, two backward, two more when the
      * block is recomputed; the embedding's and the head's come on top */
     double per_mb = (4.0 * layers + 2.0 * recomputed + 2.0) * act;

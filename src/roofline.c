@@ -116,14 +116,7 @@ static double peak(const Hardware *hw, const Config *cfg)
  * recompute. */
 static void stage_layers(const Config *cfg, int s, int *layers, int *recomputed)
 {
-    int v = cfg->parallel.virtual_stages;
-    *layers = *recomputed = 0;
-    for (int chunk = 0; chunk < v; chunk++) {
-        int first, count;
-        grid_chunk_layers(cfg->model.n_layer, cfg->parallel.pp, v, s, chunk, &first, &count);
-        *layers += count;
-        *recomputed += model_recomputed_layers(&cfg->train, first, count);
-    }
+    *recomputed = model_stage_recomputes(cfg, s, layers);
 }
 
 typedef struct {
