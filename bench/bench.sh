@@ -17,6 +17,11 @@
 #              zero 0-3 on 4 ranks (memory per rank)
 #     layouts  tokens/s of every 8-rank layout for one model and global
 #              batch, with the measured pipeline bubble beside (pp-1)/(m+pp-1)
+#     schedules  for one model on 8 ranks (dp 2 x pp 4, 8 layers): each
+#              pipeline schedule's bubble simulated with the model's
+#              kernels timed here (bench/schedule_bench), the formula, the
+#              bubble measured in a run, rank 0's activation memory and
+#              tokens/s
 #     scaling  tokens/s over 1, 2, 4, 8 ranks at a fixed global batch
 #     overlap  the DP reduction's exposed wait with and without overlap
 #              (dp = 8 and 2 x 2 x 2), and the data loader's wait per step
@@ -39,7 +44,7 @@
 # Env: BENCH_STEPS (default 6), BENCH_THREADS (default: all cores).
 set -eu
 TRIDENT=${1:-./trident}
-SECTIONS=${2:-"machine single threads recipes layouts scaling overlap ckpt async startup tokenize"}
+SECTIONS=${2:-"machine single threads recipes layouts schedules scaling overlap ckpt async startup tokenize"}
 here=$(cd "$(dirname "$0")" && pwd)
 root=$(cd "$here/.." && pwd)
 WORK=$(mktemp -d "${TMPDIR:-/tmp}/trident-bench.XXXXXX")
@@ -304,6 +309,34 @@ section_layouts() {
             "$(awk -v c="$comm" 'BEGIN { print 100 * c }')"
     done
     echo "   bubble: measured idle share of the busiest stage (waits for neighbours); formula: (pp-1)/(m+pp-1)"
+}
+
+section_schedules() {
+    echo "== pipeline schedules, 8 ranks = dp 2 x pp 4, tiny model with 8 layers, global batch 8 (grad_accum 4), fp32"
+    config tiny "$WORK/p.ini"
+    sed -i 's/^n_layer = .*/n_layer = 8/; s/^micro_batch = .*/micro_batch = 1/' "$WORK/p.ini"
+    # shellcheck disable=SC2046  # the model's fields, split on purpose
+    set -- $(model tiny)
+    # one thread, as each of the 8 ranks below gets on a 2-core machine
+    OMP_NUM_THREADS=$((THREADS / 8 > 0 ? THREADS / 8 : 1)) \
+        "$root/bench/schedule_bench" 8 "$2" "$3" "$4" "$5" 1 4 4 > "$WORK/sched" || {
+        echo "   bench/schedule_bench missing or failed: make bench builds it"; return; }
+    sed -n 's/^# /   costs: /p' "$WORK/sched"
+    printf "%-12s %2s %10s %8s %9s %9s %16s %10s\n" schedule v simulated formula measured \
+        messages "activations MiB" tokens/s
+    grep -v '^#' "$WORK/sched" | while read -r name v sim formula messages; do
+        # mpirun must not read the loop's rows
+        trident_run 8 "$WORK/p.ini" --set parallel.dp=2 --set parallel.pp=4 \
+            --set train.grad_accum=4 --set parallel.schedule="$name" \
+            --set parallel.virtual_stages="$v" < /dev/null
+        printf "%-12s %2d %9.1f%% %7.1f%% %8.1f%% %9d %16s %10.1f\n" "$name" "$v" \
+            "$(awk -v b="$sim" 'BEGIN { print 100 * b }')" \
+            "$(awk -v b="$formula" 'BEGIN { print 100 * b }')" \
+            "$(awk -v b="$bubble" 'BEGIN { print 100 * b }')" "$messages" "$(activation_mib)" "$tps"
+    done
+    echo "   simulated: schedule_simulate with the busiest stage's timed kernels on every stage and"
+    echo "   free messages; formula: (pp-1)/(v*m+pp-1); measured: the run's idle share of the busiest"
+    echo "   stage; activations: rank 0 (stage 0) as the trainer accounts them"
 }
 
 section_scaling() {

@@ -140,9 +140,10 @@ static void write_root_attrs(H5Ctx *c, const Config *cfg, const Grid *g, const T
 {
     CkptRoot root;
     char layout[160];
-    snprintf(layout, sizeof layout, "world=%d dp=%d pp=%d tp=%d zero=%d schedule=%s", g->size,
-             g->dp, g->pp, g->tp, cfg->parallel.zero,
-             schedule_name(cfg->parallel.schedule));
+    snprintf(layout, sizeof layout,
+             "world=%d dp=%d pp=%d tp=%d zero=%d schedule=%s virtual_stages=%d", g->size, g->dp,
+             g->pp, g->tp, cfg->parallel.zero, schedule_name(cfg->parallel.schedule),
+             cfg->parallel.virtual_stages);
     char *text = malloc(1 << 16);
     if (!text) {
         ckpt_fail(&c->f, "out of memory for the config text");

@@ -359,6 +359,7 @@ void ckpt_logical_tensors(const Config *cfg, ParamSet *out)
 {
     Config one = *cfg;
     one.parallel.pp = one.parallel.tp = 1;
+    one.parallel.virtual_stages = 1; /* one chunk: every layer, in order */
     Grid g;
     memset(&g, 0, sizeof g);
     g.pp = g.tp = g.dp = 1;

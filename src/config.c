@@ -70,7 +70,7 @@ static const char *const INIT_WORDS[] = {
     "xavier_uniform", "zeros", NULL
 };
 static const char *const FAN_WORDS[] = { "fan_in", "fan_out", NULL };
-static const char *const SCHEDULE_WORDS[] = { "1f1b", "gpipe", "", "zb1", NULL };
+static const char *const SCHEDULE_WORDS[] = { "1f1b", "gpipe", "interleaved", "zb1", NULL };
 static const char *const DEVICE_WORDS[] = { "auto", "cpu", "cuda", NULL };
 static const char *const PRECISION_WORDS[] = { "fp32", "bf16", "fp16", NULL };
 static const char *const FORMAT_WORDS[] = { "text", "tokens", "indexed", NULL };
@@ -112,6 +112,7 @@ static const KeyDef KEYS[] = {
     INT_KEY("parallel", "pp", parallel.pp, "1", 1, INT_MAX),
     INT_KEY("parallel", "tp", parallel.tp, "1", 1, INT_MAX),
     ENUM_KEY("parallel", "schedule", parallel.schedule, "1f1b", SCHEDULE_WORDS),
+    INT_KEY("parallel", "virtual_stages", parallel.virtual_stages, "1", 1, INT_MAX),
     INT_KEY("parallel", "zero", parallel.zero, "1", 0, 3),
     INT_KEY("parallel", "node_size", parallel.node_size, "0", 0, INT_MAX),
     ENUM_KEY("parallel", "device", parallel.device, "auto", DEVICE_WORDS),
@@ -805,6 +806,40 @@ static int check_llama_keys(const Config *c, char *msg, size_t n)
     return 0;
 }
 
+/* The interleaved schedule's rules (Megatron's): each stage holds
+ * virtual_stages equal chunks of layers, and microbatches go round the
+ * ring of stages in groups of pp. */
+static int check_virtual_stages(const Config *c, char *msg, size_t n)
+{
+    const ParallelConfig *pl = &c->parallel;
+    if (pl->schedule != SCHED_INTERLEAVED) {
+        if (pl->virtual_stages != 1)
+            return fail_key(c, msg, n, "parallel", "virtual_stages",
+                            "applies to schedule = interleaved only (this config's schedule "
+                            "is %s)", pl->schedule == SCHED_GPIPE ? "gpipe" : "1f1b");
+        return 0;
+    }
+    if (pl->virtual_stages < 2)
+        return fail_key(c, msg, n, "parallel", "virtual_stages",
+                        "schedule = interleaved needs virtual_stages >= 2 (the chunks of "
+                        "layers each stage holds)");
+    if (pl->pp < 2)
+        return fail_key(c, msg, n, "parallel", "pp",
+                        "schedule = interleaved needs pp >= 2 (it shrinks the bubble "
+                        "between pipeline stages)");
+    long long chunks = (long long)pl->pp * pl->virtual_stages;
+    if (c->model.n_layer % chunks)
+        return fail_key(c, msg, n, "parallel", "virtual_stages",
+                        "n_layer (%d) is not divisible by pp * virtual_stages = %lld "
+                        "(every chunk holds the same number of layers)",
+                        c->model.n_layer, chunks);
+    if (c->train.grad_accum % pl->pp)
+        return fail_key(c, msg, n, "train", "grad_accum",
+                        "schedule = interleaved runs microbatches in groups of pp: "
+                        "grad_accum must be a multiple of pp (%d)", pl->pp);
+    return 0;
+}
+
 /* Rules between keys. Warmup longer than the run is legal (the run ends
  * warming up), so warmup <= steps is not one of them. */
 static int check_rules(const Config *c, char *msg, size_t n)
@@ -857,6 +892,8 @@ static int check_rules(const Config *c, char *msg, size_t n)
         return fail_key(c, msg, n, "parallel", "tp",
                         "n_head (%d) is not divisible by tp (heads are split across TP ranks)",
                         m->n_head);
+    if (check_virtual_stages(c, msg, n))
+        return 1;
     if (m->arch == ARCH_GPT2 ? check_gpt2_keys(c, msg, n) : check_llama_keys(c, msg, n))
         return 1;
     if (c->train.min_lr > c->train.lr)

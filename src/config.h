@@ -15,8 +15,9 @@
 
 #define CONFIG_PATH_MAX 1024
 
-/* 2 is kept for the interleaved schedule; word lists index by value. */
-typedef enum { SCHED_1F1B = 0, SCHED_GPIPE = 1, SCHED_ZB1 = 3 } ScheduleKind;
+typedef enum {
+    SCHED_1F1B = 0, SCHED_GPIPE = 1, SCHED_INTERLEAVED = 2, SCHED_ZB1 = 3
+} ScheduleKind;
 typedef enum { DEVICE_AUTO = 0, DEVICE_CPU = 1, DEVICE_CUDA = 2 } DeviceChoice;
 typedef enum { DATA_TEXT = 0, DATA_TOKENS = 1, DATA_INDEXED = 2 } DataFormat;
 typedef enum {
@@ -48,6 +49,8 @@ typedef struct {
 typedef struct {
     int dp, pp, tp;          /* dp = 0: world / (pp * tp) */
     ScheduleKind schedule;
+    int virtual_stages;      /* chunks of layers per stage: >= 2 with
+                                the interleaved schedule, else 1 */
     int zero;                /* 0..3 */
     int node_size;           /* 0: the real node (shared-memory split) */
     DeviceChoice device;     /* auto: a GPU per rank when built with CUDA

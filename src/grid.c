@@ -70,6 +70,12 @@ void grid_stage_layers(int n_layer, int pp, int stage, int *first, int *count)
     *first = stage * base + (stage < extra ? stage : extra);
 }
 
+void grid_chunk_layers(int n_layer, int pp, int v, int stage, int chunk, int *first,
+                       int *count)
+{
+    grid_stage_layers(n_layer, pp * v, chunk * pp + stage, first, count);
+}
+
 int grid_world_rank(const Grid *g, int pp_stage, int dp_rank, int tp_rank)
 {
     return (pp_stage * g->dp + dp_rank) * g->tp + tp_rank;

@@ -78,6 +78,14 @@ void grid_print(const Grid *g, FILE *out);
  * stages taking one more when n_layer % pp != 0. Not collective. */
 void grid_stage_layers(int n_layer, int pp, int stage, int *first, int *count);
 
+/* Layers [*first, *first + *count) of chunk `chunk` of stage s when every
+ * stage holds v chunks (the interleaved schedule): virtual stage
+ * chunk * pp + s of pp * v, Megatron's assignment, so stage 0 holds layers
+ * 0.., then pp*L.., for L layers a chunk. With v = 1 it is
+ * grid_stage_layers. Not collective. */
+void grid_chunk_layers(int n_layer, int pp, int v, int stage, int chunk, int *first,
+                       int *count);
+
 /* Whether a DP group reduces in two levels (inside each node on dp_node,
  * then across nodes on dp_cross; comm_dp.h): more than one node, more than
  * one DP rank per node, and the same number on every node. node_of[r] is

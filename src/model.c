@@ -183,6 +183,59 @@ int model_recomputed_layers(const TrainConfig *t, int first, int count)
     return n;
 }
 
+int model_block_layer(const Model *m, int l)
+{
+    int first, count;
+    grid_chunk_layers(m->cfg->model.n_layer, m->grid->pp, m->n_chunks, m->grid->pp_stage,
+                      l / m->chunk_len, &first, &count);
+    return first + l % m->chunk_len;
+}
+
+int model_slot_input_only(const Config *cfg, int stage, int j)
+{
+    const ParallelConfig *p = &cfg->parallel;
+    int keeps_input = 1;
+    for (int c = 0; c < p->virtual_stages; c++) {
+        int first, count;
+        grid_chunk_layers(cfg->model.n_layer, p->pp, p->virtual_stages, stage, c, &first, &count);
+        keeps_input &= model_layer_recomputes(&cfg->train, first + j);
+    }
+    return keeps_input;
+}
+
+int model_stage_recomputes(const Config *cfg, int stage, int *layers)
+{
+    const ParallelConfig *p = &cfg->parallel;
+    int held = 0, recomputed = 0;
+    for (int c = 0; c < p->virtual_stages; c++) {
+        int first, count;
+        grid_chunk_layers(cfg->model.n_layer, p->pp, p->virtual_stages, stage, c, &first, &count);
+        held += count;
+        recomputed += model_recomputed_layers(&cfg->train, first, count);
+    }
+    if (layers)
+        *layers = held;
+    return recomputed;
+}
+
+/* Which blocks recompute, and which layers of a slot keep only their
+ * input. Returns whether any block recomputes. */
+static int choose_recompute(Model *m, const Config *cfg)
+{
+    m->recompute = calloc((size_t)m->n_local + 1, sizeof *m->recompute);
+    m->input_only = calloc((size_t)m->chunk_len + 1, sizeof *m->input_only);
+    if (!m->recompute || !m->input_only)
+        fail_abort("out of memory", __FILE__, __LINE__);
+    int any = 0;
+    for (int l = 0; l < m->n_local; l++) {
+        m->recompute[l] = model_layer_recomputes(&cfg->train, model_block_layer(m, l));
+        any |= m->recompute[l];
+    }
+    for (int j = 0; j < m->chunk_len; j++)
+        m->input_only[j] = model_slot_input_only(cfg, m->grid->pp_stage, j);
+    return any;
+}
+
 void model_create(Model *m, const Config *cfg, const Grid *g, int n_slots)
 {
     memset(m, 0, sizeof *m);
@@ -205,19 +258,18 @@ void model_create(Model *m, const Config *cfg, const Grid *g, int n_slots)
     m->is_last = g->pp_stage == g->pp - 1;
     m->act_dtype = model_dtype(cfg->train.precision);
     m->defer_weights = cfg->parallel.schedule == SCHED_ZB1;
-    grid_stage_layers(cfg->model.n_layer, g->pp, g->pp_stage, &m->layer0, &m->n_local);
+    m->n_chunks = cfg->parallel.virtual_stages;
+    grid_chunk_layers(cfg->model.n_layer, g->pp, m->n_chunks, g->pp_stage, 0, &m->layer0,
+                      &m->chunk_len);
+    m->n_local = m->n_chunks * m->chunk_len; /* config_validate: chunks are equal */
     params_build(&m->ps, cfg, g);
     find_params(m);
-
-    m->recompute = calloc((size_t)m->n_local + 1, sizeof *m->recompute);
-    int any = 0;
-    for (int l = 0; l < m->n_local; l++)
-        any |= m->recompute[l] = model_layer_recomputes(&cfg->train, m->layer0 + l);
+    int any = choose_recompute(m, cfg);
     scratch_alloc(m, any);
 
     int64_t N = (int64_t)m->B * m->T;
     m->n_slots = n_slots;
-    m->acts = calloc((size_t)(n_slots * m->n_local), sizeof *m->acts);
+    m->acts = calloc((size_t)(n_slots * m->chunk_len), sizeof *m->acts);
     m->out = calloc((size_t)n_slots, sizeof *m->out);
     m->grad = calloc((size_t)n_slots, sizeof *m->grad);
     m->tokens = calloc((size_t)n_slots, sizeof *m->tokens);
@@ -225,9 +277,9 @@ void model_create(Model *m, const Config *cfg, const Grid *g, int n_slots)
     if (!m->acts || !m->out || !m->grad || !m->tokens || !m->targets)
         fail_abort("out of memory for activations", __FILE__, __LINE__);
     for (int s = 0; s < n_slots; s++) {
-        for (int l = 0; l < m->n_local; l++) {
-            BlockActs *a = &m->acts[s * m->n_local + l];
-            acts_alloc(m, a, m->recompute[l]);
+        for (int j = 0; j < m->chunk_len; j++) {
+            BlockActs *a = &m->acts[s * m->chunk_len + j];
+            acts_alloc(m, a, m->input_only[j]);
             if (m->defer_weights) /* recomputed layers too: B's output is not recomputable */
                 a->kept = act(m, N * model_kept_grad_width(&cfg->model, g->tp));
         }
@@ -241,8 +293,8 @@ void model_create(Model *m, const Config *cfg, const Grid *g, int n_slots)
 void model_destroy(Model *m)
 {
     for (int s = 0; s < m->n_slots; s++) {
-        for (int l = 0; l < m->n_local; l++)
-            acts_free(&m->acts[s * m->n_local + l], m->recompute[l]);
+        for (int j = 0; j < m->chunk_len; j++)
+            acts_free(&m->acts[s * m->chunk_len + j], m->input_only[j]);
         ops_free(&m->out[s]);
         ops_free(&m->grad[s]);
         ops_free(&m->tokens[s]);
@@ -268,7 +320,9 @@ void model_destroy(Model *m)
     free(m->targets);
     free(m->blocks);
     free(m->recompute);
+    free(m->input_only);
     free(m->requests);
+    free(m->slot_holder);
     params_free(&m->ps);
     memset(m, 0, sizeof *m);
 }
@@ -285,7 +339,7 @@ void model_tp_allreduce(Model *m, ops_tensor t, int64_t n)
 static void embed_forward(Model *m, int slot, int rows)
 {
     int64_t N = (int64_t)rows * m->T, C = m->C;
-    ops_tensor x = head_of(m->acts[slot * m->n_local].x, N * C);
+    ops_tensor x = head_of(m->acts[slot * m->chunk_len].x, N * C);
     PROF(PROF_EMBEDDING, ops_embedding_fwd(x, head_of(m->tokens[slot], N), W(m, m->p_wte), m->v0, m->Vl,
                       (int)N, (int)C));
     PROF(PROF_TP_COMM, model_tp_allreduce(m, x, N * C));
@@ -429,28 +483,28 @@ static void head_forward(Model *m, int slot, int rows, ForwardMode mode)
                                                s->lnf_mean, s->lnf_rstd, (int)N, (int)C));
 }
 
-/* The buffer block l of a slot writes: the next block's input, or the
- * stage output. */
-static ops_tensor block_output(Model *m, int slot, int l)
+/* The buffer layer j of a slot writes: the next layer's input, or the
+ * chunk's output. */
+static ops_tensor block_output(Model *m, int slot, int j)
 {
-    return l + 1 < m->n_local ? m->acts[slot * m->n_local + l + 1].x : m->out[slot];
+    return j + 1 < m->chunk_len ? m->acts[slot * m->chunk_len + j + 1].x : m->out[slot];
 }
 
-void model_forward(Model *m, int slot, int rows, ForwardMode mode)
+void model_forward(Model *m, int chunk, int slot, int rows, ForwardMode mode)
 {
-    if (m->is_first) {
+    if (m->is_first && chunk == 0) {
         hook(m, m->unit_embed, UNIT_BEFORE_FORWARD);
         embed_forward(m, slot, rows);
         hook(m, m->unit_embed, UNIT_AFTER_FORWARD);
     }
-    for (int l = 0; l < m->n_local; l++) {
-        int unit = m->unit_block0 + l;
+    for (int j = 0; j < m->chunk_len; j++) {
+        int l = chunk * m->chunk_len + j, unit = m->unit_block0 + l;
         hook(m, unit, UNIT_BEFORE_FORWARD);
         (m->llama ? llama_block_forward : block_forward)(
-            m, &m->blocks[l], &m->acts[slot * m->n_local + l], block_output(m, slot, l), rows);
+            m, &m->blocks[l], &m->acts[slot * m->chunk_len + j], block_output(m, slot, j), rows);
         hook(m, unit, UNIT_AFTER_FORWARD);
     }
-    if (m->is_last && mode != FORWARD_ONLY) {
+    if (m->is_last && chunk == m->n_chunks - 1 && mode != FORWARD_ONLY) {
         hook(m, m->unit_head, UNIT_BEFORE_FORWARD);
         if (mode == FORWARD_TRAIN)
             hook(m, m->unit_head, UNIT_BEFORE_BACKWARD);
@@ -531,15 +585,16 @@ static void embed_backward(Model *m, int slot, int rows)
 
 typedef void BlockPass(Model *m, const BlockParams *p, BlockActs *a, ops_tensor dres, int rows);
 
-/* One backward pass over the stage's blocks, last to first, each inside
- * its unit's hooks; then, with `embed`, the embedding's backward. */
-static void backward_pass(Model *m, int slot, int rows, BlockPass *block, int embed)
+/* One backward pass over the chunk's blocks, last to first, each inside
+ * its unit's hooks; then, with `embed` on chunk 0 of stage 0, the
+ * embedding's backward. */
+static void backward_pass(Model *m, int chunk, int slot, int rows, BlockPass *block, int embed)
 {
     int64_t N = (int64_t)rows * m->T;
     ops_tensor dres = head_of(m->grad[slot], N * m->C);
-    for (int l = m->n_local - 1; l >= 0; l--) {
-        int unit = m->unit_block0 + l;
-        BlockActs *a = &m->acts[slot * m->n_local + l];
+    for (int j = m->chunk_len - 1; j >= 0; j--) {
+        int l = chunk * m->chunk_len + j, unit = m->unit_block0 + l;
+        BlockActs *a = &m->acts[slot * m->chunk_len + j];
         hook(m, unit, UNIT_BEFORE_BACKWARD);
         if (m->recompute[l]) /* rebuild what forward threw away; output unused */
             (m->llama ? llama_block_forward : block_forward)(m, &m->blocks[l], a,
@@ -547,26 +602,26 @@ static void backward_pass(Model *m, int slot, int rows, BlockPass *block, int em
         block(m, &m->blocks[l], a, dres, rows);
         hook(m, unit, UNIT_AFTER_BACKWARD);
     }
-    if (m->is_first && embed) {
+    if (m->is_first && chunk == 0 && embed) {
         hook(m, m->unit_embed, UNIT_BEFORE_BACKWARD);
         embed_backward(m, slot, rows);
         hook(m, m->unit_embed, UNIT_AFTER_BACKWARD);
     }
 }
 
-void model_backward(Model *m, int slot, int rows)
+void model_backward(Model *m, int chunk, int slot, int rows)
 {
-    backward_pass(m, slot, rows, m->llama ? llama_block_backward : block_backward,
+    backward_pass(m, chunk, slot, rows, m->llama ? llama_block_backward : block_backward,
                   !m->defer_weights);
 }
 
 /* The embedding's backward reads only the gradient at the stage input,
  * which stays in m->grad[slot] until the slot's next forward. */
-void model_backward_weights(Model *m, int slot, int rows)
+void model_backward_weights(Model *m, int chunk, int slot, int rows)
 {
     if (!m->defer_weights)
         fail_abort("model_backward_weights without a split backward", __FILE__, __LINE__);
-    backward_pass(m, slot, rows, m->llama ? llama_block_weights : block_weights, 1);
+    backward_pass(m, chunk, slot, rows, m->llama ? llama_block_weights : block_weights, 1);
 }
 
 void model_reset_loss(Model *m)
@@ -587,7 +642,7 @@ double model_loss_sum(const Model *m)
 
 ops_tensor model_stage_input(Model *m, int slot)
 {
-    return m->n_local > 0 ? m->acts[slot * m->n_local].x : m->out[slot];
+    return m->chunk_len > 0 ? m->acts[slot * m->chunk_len].x : m->out[slot];
 }
 
 ops_tensor model_stage_output(Model *m, int slot) { return m->out[slot]; }
@@ -629,8 +684,8 @@ int64_t model_activation_bytes(const Model *m)
 {
     int64_t b = 0;
     for (int s = 0; s < m->n_slots; s++) {
-        for (int l = 0; l < m->n_local; l++)
-            b += acts_bytes(&m->acts[s * m->n_local + l], m->recompute[l]);
+        for (int j = 0; j < m->chunk_len; j++)
+            b += acts_bytes(&m->acts[s * m->chunk_len + j], m->input_only[j]);
         b += tensor_bytes(m->out[s]) + tensor_bytes(m->grad[s]);
         b += tensor_bytes(m->tokens[s]) + tensor_bytes(m->targets[s]);
     }

@@ -10,8 +10,17 @@
  * the last stage keeps for its backward is the gradient at its blocks'
  * output.
  *
- * Activations live in `slots`, one per microbatch in flight (the schedule
- * says how many), so 1F1B keeps at most pp microbatches per stage.
+ * Under the interleaved schedule a stage holds v chunks of layers that are
+ * not adjacent (chunk c of stage s is virtual stage c*pp + s,
+ * grid_chunk_layers); the forward and backward run one chunk, stage 0's
+ * chunk 0 embedding and the last stage's chunk v-1 ending in the head.
+ * With v = 1 the one chunk is the stage.
+ *
+ * Activations live in `slots`, one per (microbatch, chunk) in flight (the
+ * schedule says how many), so 1F1B keeps at most pp microbatches per
+ * stage. A slot holds one chunk's activations; which chunk is the
+ * executor's choice at each forward, so the slots are one pool for all
+ * chunks (every chunk has as many layers).
  * Tensor-parallel all-reduces happen inside the forward and backward, on
  * the grid's tp group; pipeline sends and receives are the executor's job
  * (pipeline.c), through model_stage_input/output/grad.
@@ -56,7 +65,11 @@ struct Model {
     int NKVl;                     /* local key/value heads (llama) */
     int Fl;                       /* local MLP width: 4C/tp (gpt2), ffn_dim/tp */
     int kv_replicas;              /* TP ranks sharing each key/value head */
-    int layer0, n_local;          /* this stage's layers */
+    int layer0, n_local;          /* global index of local block 0; the
+                                     stage's layers over all its chunks */
+    int n_chunks, chunk_len;      /* v chunks of chunk_len layers: local
+                                     block c * chunk_len + j is layer j of
+                                     chunk c */
     int is_first, is_last;
     ops_dtype act_dtype;
     ParamSet ps;
@@ -64,10 +77,12 @@ struct Model {
     int unit_embed, unit_head;    /* -1 when not on this stage */
     int unit_block0;              /* unit of local block 0 */
     int p_wte, p_wpe, p_lnfw, p_lnfb, p_lm;  /* -1 when absent */
-    int *recompute;               /* per local layer: keep only the input */
+    int *recompute;               /* per local block: keep only the input */
 
     int n_slots;
-    BlockActs *acts;              /* [slot * n_local + l] */
+    BlockActs *acts;              /* [slot * chunk_len + j] */
+    int *input_only;              /* per j: slots keep only layer j's input,
+                                     as every chunk's layer j recomputes */
     ops_tensor *out;              /* per slot: stage output (B,T,C) */
     ops_tensor *grad;             /* per slot: gradient at the stage output,
                                      then at its input (B,T,C) */
@@ -88,6 +103,7 @@ struct Model {
                                      the weight GEMMs and the embedding's
                                      backward to model_backward_weights */
     MPI_Request *requests;        /* the executor's, 4 x n_slots */
+    int *slot_holder;             /* the executor's: each slot's (mb, chunk) */
 };
 
 /* Builds the parameter table and allocates activations for n_slots
@@ -102,35 +118,38 @@ typedef enum {
     FORWARD_ONLY     /* no loss: generation reads logits afterwards */
 } ForwardMode;
 
-/* Forward of one microbatch on this stage. Stage 0 reads m->tokens[slot],
- * other stages their input (filled by the executor through
- * model_stage_input). The last stage adds the loss of m->targets[slot] to
- * loss_sum and, in FORWARD_TRAIN, also runs the loss backward, leaving the
- * gradient in m->grad[slot]. rows <= B lets generation run one sequence.
- * Collective on tp. */
-void model_forward(Model *m, int slot, int rows, ForwardMode mode);
-/* Backward of one microbatch: from m->grad[slot] (gradient at the stage
- * output) down to the gradient at the stage input, left in m->grad[slot]
- * (stage 0 instead finishes with the embedding backward). Parameter
- * gradients accumulate. Under m->defer_weights it computes only what the
- * previous stage waits for: the input gradients, and the norms' parameter
- * gradients (their backward yields both at once); each linear layer keeps
- * its output gradient in the slot for model_backward_weights instead of
- * its weight GEMM, and stage 0 leaves the embedding. Collective on tp. */
-void model_backward(Model *m, int slot, int rows);
+/* Forward of one microbatch through chunk `chunk` (0 .. n_chunks-1) of
+ * this stage, with its activations in slot `slot`. Stage 0's chunk 0 reads
+ * m->tokens[slot], other chunks their input (filled by the executor
+ * through model_stage_input). The last stage's last chunk adds the loss of
+ * m->targets[slot] to loss_sum and, in FORWARD_TRAIN, also runs the loss
+ * backward, leaving the gradient in m->grad[slot]. rows <= B lets
+ * generation run one sequence. Collective on tp. */
+void model_forward(Model *m, int chunk, int slot, int rows, ForwardMode mode);
+/* Backward of one microbatch through chunk `chunk`, whose forward used
+ * `slot`: from m->grad[slot] (gradient at the chunk's output) down to the
+ * gradient at its input, left in m->grad[slot] (stage 0's chunk 0 instead
+ * finishes with the embedding backward). Parameter gradients accumulate.
+ * Under m->defer_weights it computes only what the previous stage waits
+ * for: the input gradients, and the norms' parameter gradients (their
+ * backward yields both at once); each linear layer keeps its output
+ * gradient in the slot for model_backward_weights instead of its weight
+ * GEMM, and stage 0 leaves the embedding. Collective on tp. */
+void model_backward(Model *m, int chunk, int slot, int rows);
 /* The deferred half of the slot's backward (m->defer_weights): every
  * linear layer's weight and bias gradients from the kept output gradients
  * and the layer inputs, and stage 0's embedding backward. Recomputed
  * layers run their forward again first. Unit hooks fire around each unit
  * as in the backward. Collective on tp (recomputed layers' forward). */
-void model_backward_weights(Model *m, int slot, int rows);
+void model_backward_weights(Model *m, int chunk, int slot, int rows);
 
 /* The summed token loss (last stage) since model_reset_loss; reading it
  * is the step's one wait for the device. Not collective. */
 void model_reset_loss(Model *m);
 double model_loss_sum(const Model *m);
 
-/* Buffers the pipeline executor sends and receives: (B,T,C). */
+/* Buffers the pipeline executor sends and receives: (B,T,C), a chunk's
+ * input, output and the gradient at either. */
 ops_tensor model_stage_input(Model *m, int slot);
 ops_tensor model_stage_output(Model *m, int slot);
 ops_tensor model_stage_grad(Model *m, int slot);
@@ -148,6 +167,13 @@ ops_dtype model_dtype(Precision precision);
  * statement of that rule: the model allocates by it, plan and the
  * roofline count by it. Not collective. */
 int model_layer_recomputes(const TrainConfig *t, int layer);
+/* Whether layer j of stage's activation slots keeps only its input: a slot
+ * serves every chunk of the stage (grid_chunk_layers), so only when every
+ * chunk's layer j recomputes. Not collective. */
+int model_slot_input_only(const Config *cfg, int stage, int j);
+/* How many of stage's layers, over all its chunks, recompute; *layers
+ * (if not NULL) receives how many it holds. Not collective. */
+int model_stage_recomputes(const Config *cfg, int stage, int *layers);
 /* How many of layers [first, first + count) recompute. Not collective. */
 int model_recomputed_layers(const TrainConfig *t, int first, int count);
 
@@ -155,6 +181,9 @@ int model_recomputed_layers(const TrainConfig *t, int first, int count);
  * model_backward_weights (zb1): the output gradients of its linear layers,
  * this TP rank's shard. Not collective. */
 int64_t model_kept_grad_width(const ModelConfig *mc, int tp);
+/* The global index of local block l (chunk l / chunk_len). Not
+ * collective. */
+int model_block_layer(const Model *m, int l);
 
 /* Bytes of activations this rank allocated. */
 int64_t model_activation_bytes(const Model *m);

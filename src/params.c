@@ -146,8 +146,7 @@ void params_build(ParamSet *ps, const Config *cfg, const Grid *g)
 {
     const ModelConfig *m = &cfg->model;
     int64_t C = m->n_embd, V = m->vocab_size;
-    int first, count;
-    grid_stage_layers(m->n_layer, g->pp, g->pp_stage, &first, &count);
+    int v = cfg->parallel.virtual_stages;
     memset(ps, 0, sizeof *ps);
     int is_first = g->pp_stage == 0, is_last = g->pp_stage == g->pp - 1;
     int wte_index = -1, llama = m->arch == ARCH_LLAMA;
@@ -158,11 +157,16 @@ void params_build(ParamSet *ps, const Config *cfg, const Grid *g)
         if (!llama) /* llama rotates q and k instead */
             unit_param(ps, "wpe", m->seq_len, C, 2, SPLIT_NONE, ROLE_EMBEDDING, g);
     }
-    for (int l = first; l < first + count; l++) {
-        if (llama)
-            build_llama_block(ps, l, m, g);
-        else
-            build_block(ps, l, C, g);
+    /* the stage's chunks in order, each a run of consecutive layers */
+    for (int chunk = 0; chunk < v; chunk++) {
+        int first, count;
+        grid_chunk_layers(m->n_layer, g->pp, v, g->pp_stage, chunk, &first, &count);
+        for (int l = first; l < first + count; l++) {
+            if (llama)
+                build_llama_block(ps, l, m, g);
+            else
+                build_block(ps, l, C, g);
+        }
     }
     if (is_last) {
         unit_begin(ps, "head");

@@ -1,14 +1,32 @@
 /*
  * pipeline.c - the one executor for every schedule; see pipeline.h.
  *
- * Deadlock freedom: every send is nonblocking, and each receive is posted
- * as soon as its buffer is free (a forward input when its slot's previous
- * microbatch has finished its last pass, the backward or, in schedules
- * that have one, the weight pass; a backward gradient right after the
- * forward of its microbatch), so a stage only ever blocks waiting for data
- * that its neighbour's own schedule is bound to produce. Message tags are
- * 2*mb (activations) and 2*mb+1 (gradients); MPI's ordering per
- * (source, tag) keeps successive steps apart.
+ * Stages form a ring: a chunk's output goes to the next stage, and the
+ * last stage's chunk c sends to stage 0's chunk c+1 (the interleaved
+ * schedule; with one chunk the ring is never closed). Gradients go the
+ * other way. A message's tag is 2 (mb * v + chunk) for an activation and
+ * that plus one for a gradient, chunk being the sender's, so each is
+ * unique in a step; MPI's ordering per (source, tag) keeps successive
+ * steps apart.
+ *
+ * Slots are one pool: each forward in the list is given a free slot in
+ * list order, and the slot returns to the pool after the last pass of the
+ * same (mb, chunk): its backward, or its weight pass in schedules that
+ * have one (zb1), or right after the forward when nothing trains. A
+ * forward's input receive is posted the moment its slot is given, a
+ * gradient's right after its forward.
+ *
+ * Deadlock freedom: every send is nonblocking, so a stage blocks only
+ * (a) on a receive for the action it is about to run, which the sender's
+ * own schedule produces before anything that waits on us (the simulator,
+ * schedule_simulate, checks each schedule has that order), or (b) on one
+ * of its own sends before reusing the buffer. In training (b) never waits
+ * on the peer: a slot is reused only after the backward of its (mb, chunk),
+ * which needed the gradient the receiver sent after using our activation,
+ * and a gradient's receive was posted before we could compute it. In a
+ * forward-only list every stage runs the same order in which each
+ * forward's input comes from an earlier entry, so the receiver reaches the
+ * entry it is late on without waiting for us.
  */
 #include "pipeline.h"
 
@@ -20,14 +38,18 @@
 
 typedef struct {
     Model *m;
-    int stage, pp, rows;
+    const Action *actions;
+    int n_actions;
+    int stage, pp, v, rows;
     int n_mb;                     /* microbatches in this step */
     int64_t n;                    /* elements of one (rows,T,C) message */
     MPI_Request *recv_fwd, *recv_bwd, *send_fwd, *send_bwd;  /* per slot */
+    int *holder;                  /* per slot: mb * v + chunk, or -1 */
+    int next_unslotted;           /* the first forward without a slot */
     PipelineTimes *times;
 } Exec;
 
-static int slot_of(const Exec *e, int mb) { return mb % e->m->n_slots; }
+static int key_of(const Exec *e, Action a) { return a.mb * e->v + a.chunk; }
 
 /* Waits for a message, timed on the device (a GPU's idle time, ops.h). */
 static void wait_for(Exec *e, MPI_Request *req)
@@ -39,97 +61,144 @@ static void wait_for(Exec *e, MPI_Request *req)
     ops_timer_stop(&e->times->wait);
 }
 
-static void post_recv_forward(Exec *e, int mb)
+static int slot_of(const Exec *e, Action a)
 {
-    if (e->stage == 0)
-        return;
-    int s = slot_of(e, mb);
-    comm_irecv(e->m->grid, COMM_PP, model_stage_input(e->m, s), e->n, e->stage - 1,
-               2 * mb, &e->recv_fwd[s]);
+    for (int s = 0; s < e->m->n_slots; s++)
+        if (e->holder[s] == key_of(e, a))
+            return s;
+    fail_abort("pipeline: an action has no activation slot", __FILE__, __LINE__);
+    return -1;
 }
 
-static void post_recv_backward(Exec *e, int mb)
+/* Where a chunk's input comes from and its output goes: the previous and
+ * next stage in the ring, unless the chunk is the model's first or last. */
+static int has_input(const Exec *e, Action a) { return e->stage > 0 || a.chunk > 0; }
+static int has_output(const Exec *e, Action a)
 {
-    if (e->stage == e->pp - 1)
+    return e->stage < e->pp - 1 || a.chunk < e->v - 1;
+}
+static int prev_stage(const Exec *e) { return (e->stage + e->pp - 1) % e->pp; }
+static int next_stage(const Exec *e) { return (e->stage + 1) % e->pp; }
+
+/* Tags carry the sender's chunk: the ring's wrap changes chunk. */
+static int tag(const Exec *e, int mb, int sender_chunk, int gradient)
+{
+    return 2 * (mb * e->v + sender_chunk) + gradient;
+}
+
+static void post_recv_forward(Exec *e, Action a, int s)
+{
+    if (!has_input(e, a))
         return;
-    int s = slot_of(e, mb);
+    int from_chunk = e->stage == 0 ? a.chunk - 1 : a.chunk;
+    comm_irecv(e->m->grid, COMM_PP, model_stage_input(e->m, s), e->n, prev_stage(e),
+               tag(e, a.mb, from_chunk, 0), &e->recv_fwd[s]);
+}
+
+static void post_recv_backward(Exec *e, Action a, int s)
+{
+    if (!has_output(e, a))
+        return;
     /* the gradient buffer may still be going out to the previous stage */
     wait_for(e, &e->send_bwd[s]);
-    comm_irecv(e->m->grid, COMM_PP, model_stage_grad(e->m, s), e->n, e->stage + 1,
-               2 * mb + 1, &e->recv_bwd[s]);
+    int from_chunk = e->stage == e->pp - 1 ? a.chunk + 1 : a.chunk;
+    comm_irecv(e->m->grid, COMM_PP, model_stage_grad(e->m, s), e->n, next_stage(e),
+               tag(e, a.mb, from_chunk, 1), &e->recv_bwd[s]);
 }
 
-/* Splits microbatch mb of the (host) batch into the slot's tokens and
- * targets, wherever the model's tensors live. */
-static void load_microbatch(Exec *e, const int32_t *batch, int mb, int s)
+/* Gives free slot s to the next forward in the list that has none, and
+ * posts the receive of that forward's input into it. */
+static void give_slot(Exec *e, int s)
+{
+    e->holder[s] = -1;
+    while (e->next_unslotted < e->n_actions
+           && e->actions[e->next_unslotted].kind != ACTION_FORWARD)
+        e->next_unslotted++;
+    if (e->next_unslotted == e->n_actions)
+        return;
+    Action a = e->actions[e->next_unslotted++];
+    e->holder[s] = key_of(e, a);
+    post_recv_forward(e, a, s);
+}
+
+/* Splits microbatch mb of the (host) batch into the slot's tokens (first
+ * chunk of the model) and targets (last chunk), wherever they live. */
+static void load_microbatch(Exec *e, const int32_t *batch, Action a, int s)
 {
     Model *m = e->m;
     int T = m->T;
+    int tokens = !has_input(e, a), targets = !has_output(e, a);
     for (int b = 0; b < e->rows; b++) {
-        int32_t *row = (int32_t *)batch + ((int64_t)mb * e->rows + b) * (T + 1);
-        if (m->is_first)
+        int32_t *row = (int32_t *)batch + ((int64_t)a.mb * e->rows + b) * (T + 1);
+        if (tokens)
             ops_copy(ops_view(m->tokens[s], (int64_t)b * T, T),
                      (ops_tensor){row, T, OPS_I32, OPS_CPU});
-        if (m->is_last)
+        if (targets)
             ops_copy(ops_view(m->targets[s], (int64_t)b * T, T),
                      (ops_tensor){row + 1, T, OPS_I32, OPS_CPU});
     }
 }
 
-static void run_forward(Exec *e, const int32_t *batch, int mb, ForwardMode mode)
+static void run_forward(Exec *e, const int32_t *batch, Action a, int s, ForwardMode mode)
 {
-    int s = slot_of(e, mb);
-    e->m->final_microbatch = mb == e->n_mb - 1; /* the last stage's head */
+    e->m->final_microbatch = a.mb == e->n_mb - 1; /* the last stage's head */
     wait_for(e, &e->recv_fwd[s]);
     /* buffers this forward overwrites may still be going out */
     wait_for(e, &e->send_fwd[s]);
     wait_for(e, &e->send_bwd[s]);
-    load_microbatch(e, batch, mb, s);
+    load_microbatch(e, batch, a, s);
     ops_timer_start(&e->times->busy);
-    model_forward(e->m, s, e->rows, mode);
+    model_forward(e->m, a.chunk, s, e->rows, mode);
     ops_timer_stop(&e->times->busy);
-    if (e->stage < e->pp - 1)
-        comm_isend(e->m->grid, COMM_PP, model_stage_output(e->m, s), e->n, e->stage + 1,
-                   2 * mb, &e->send_fwd[s]);
+    if (has_output(e, a))
+        comm_isend(e->m->grid, COMM_PP, model_stage_output(e->m, s), e->n, next_stage(e),
+                   tag(e, a.mb, a.chunk, 0), &e->send_fwd[s]);
 }
 
-static void run_backward(Exec *e, int mb)
+static void run_backward(Exec *e, Action a, int s)
 {
-    int s = slot_of(e, mb);
-    /* a split backward leaves gradients for the weight pass to finish */
-    e->m->final_microbatch = mb == e->n_mb - 1 && !e->m->defer_weights;
+    /* the chunk's last microbatch: its units' gradients become final,
+     * unless a split backward leaves them for the weight pass to finish */
+    e->m->final_microbatch = a.mb == e->n_mb - 1 && !e->m->defer_weights;
     wait_for(e, &e->recv_bwd[s]);
     ops_timer_start(&e->times->busy);
-    model_backward(e->m, s, e->rows);
+    model_backward(e->m, a.chunk, s, e->rows);
     ops_timer_stop(&e->times->busy);
-    if (e->stage > 0)
-        comm_isend(e->m->grid, COMM_PP, model_stage_grad(e->m, s), e->n, e->stage - 1,
-                   2 * mb + 1, &e->send_bwd[s]);
+    if (has_input(e, a))
+        comm_isend(e->m->grid, COMM_PP, model_stage_grad(e->m, s), e->n, prev_stage(e),
+                   tag(e, a.mb, a.chunk, 1), &e->send_bwd[s]);
 }
 
 /* The weight pass: no messages; it reads the slot's activations, the
  * gradients its backward kept, and (stage 0) the gradient at the input. */
-static void run_weights(Exec *e, int mb)
+static void run_weights(Exec *e, Action a, int s)
 {
-    e->m->final_microbatch = mb == e->n_mb - 1;
+    e->m->final_microbatch = a.mb == e->n_mb - 1;
     ops_timer_start(&e->times->busy);
-    model_backward_weights(e->m, slot_of(e, mb), e->rows);
+    model_backward_weights(e->m, a.chunk, s, e->rows);
     ops_timer_stop(&e->times->busy);
 }
 
-/* Four request arrays of n_slots, kept in the model so that steps do not
- * allocate; every request is complete (MPI_REQUEST_NULL) between steps. */
-static MPI_Request *requests(Model *m, int which)
+/* Four request arrays and the slot holders, n_slots each, kept in the
+ * model so that steps do not allocate; every request is complete
+ * (MPI_REQUEST_NULL) between steps. */
+static void bind_state(Exec *e)
 {
+    Model *m = e->m;
     int n = m->n_slots;
     if (!m->requests) {
         m->requests = malloc(sizeof *m->requests * (size_t)(4 * n));
-        if (!m->requests)
+        m->slot_holder = malloc(sizeof *m->slot_holder * (size_t)n);
+        if (!m->requests || !m->slot_holder)
             fail_abort("out of memory", __FILE__, __LINE__);
         for (int i = 0; i < 4 * n; i++)
             m->requests[i] = MPI_REQUEST_NULL;
     }
-    return m->requests + which * n;
+    e->recv_fwd = m->requests;
+    e->recv_bwd = m->requests + n;
+    e->send_fwd = m->requests + 2 * n;
+    e->send_bwd = m->requests + 3 * n;
+    e->holder = m->slot_holder;
 }
 
 void pipeline_run(Model *m, const Action *actions, int n, const int32_t *batch,
@@ -137,19 +206,17 @@ void pipeline_run(Model *m, const Action *actions, int n, const int32_t *batch,
 {
     int slots = m->n_slots;
     Exec e = {
-        .m = m, .stage = m->grid->pp_stage, .pp = m->grid->pp, .rows = rows,
-        .n = (int64_t)rows * m->T * m->C,
-        .recv_fwd = requests(m, 0), .recv_bwd = requests(m, 1),
-        .send_fwd = requests(m, 2), .send_bwd = requests(m, 3), .times = times,
+        .m = m, .actions = actions, .n_actions = n, .stage = m->grid->pp_stage,
+        .pp = m->grid->pp, .v = m->n_chunks, .rows = rows,
+        .n = (int64_t)rows * m->T * m->C, .times = times,
     };
-    int n_mb = 0;
+    bind_state(&e);
     for (int i = 0; i < n; i++)
-        if (actions[i].kind == ACTION_FORWARD)
-            n_mb++;
-    e.n_mb = n_mb;
+        if (actions[i].kind == ACTION_FORWARD && actions[i].mb >= e.n_mb)
+            e.n_mb = actions[i].mb + 1;
     /* the first forwards' inputs can be received into free slots at once */
-    for (int mb = 0; mb < n_mb && mb < slots; mb++)
-        post_recv_forward(&e, mb);
+    for (int s = 0; s < slots; s++)
+        give_slot(&e, s);
     int training = mode == FORWARD_TRAIN;
     /* the action after which a microbatch's slot is free again */
     ActionKind frees = training ? ACTION_BACKWARD : ACTION_FORWARD;
@@ -157,18 +224,19 @@ void pipeline_run(Model *m, const Action *actions, int n, const int32_t *batch,
         if (actions[i].kind == ACTION_WEIGHT)
             frees = ACTION_WEIGHT;
     for (int i = 0; i < n; i++) {
-        int mb = actions[i].mb;
-        if (actions[i].kind == ACTION_FORWARD) {
-            run_forward(&e, batch, mb, mode);
+        Action a = actions[i];
+        int s = slot_of(&e, a);
+        if (a.kind == ACTION_FORWARD) {
+            run_forward(&e, batch, a, s, mode);
             if (training)
-                post_recv_backward(&e, mb);
-        } else if (actions[i].kind == ACTION_BACKWARD) {
-            run_backward(&e, mb);
+                post_recv_backward(&e, a, s);
+        } else if (a.kind == ACTION_BACKWARD) {
+            run_backward(&e, a, s);
         } else {
-            run_weights(&e, mb);
+            run_weights(&e, a, s);
         }
-        if (actions[i].kind == frees && mb + slots < n_mb)
-            post_recv_forward(&e, mb + slots);
+        if (a.kind == frees)
+            give_slot(&e, s);
     }
     for (int s = 0; s < slots; s++) {
         wait_for(&e, &e.send_fwd[s]);

@@ -84,8 +84,22 @@ static void parameter_memory(const ParamSet *ps, const Config *cfg, const Grid *
     mem->optimizer = b.optimizer;
 }
 
-/* model.c's buffers for one stage. */
-static int64_t activation_memory(const Config *cfg, const Grid *g, int n_local, int layer0)
+/* The activation slots stage's schedule needs (schedule_max_in_flight). */
+static int stage_slots(const Config *cfg, int stage)
+{
+    ScheduleKind kind = cfg->parallel.schedule;
+    int v = cfg->parallel.virtual_stages, ga = cfg->train.grad_accum;
+    Action *acts = malloc(sizeof(Action) * (size_t)schedule_length(kind, v, ga));
+    if (!acts)
+        fail_abort("out of memory", __FILE__, __LINE__);
+    int slots = schedule_max_in_flight(acts, schedule_build(kind, cfg->parallel.pp, v, stage,
+                                                            ga, acts));
+    free(acts);
+    return slots;
+}
+
+/* model.c's buffers for one stage: slots of one chunk's layers each. */
+static int64_t activation_memory(const Config *cfg, const Grid *g)
 {
     const ModelConfig *mc = &cfg->model;
     int64_t a = (int64_t)ops_dtype_size(model_dtype(cfg->train.precision));
@@ -105,20 +119,16 @@ static int64_t activation_memory(const Config *cfg, const Grid *g, int n_local, 
         extra = a * N * (Cl + 2 * KVl); /* q|k|v before the expansion */
     }
     int first = g->pp_stage == 0, last = g->pp_stage == g->pp - 1;
-    int ga = cfg->train.grad_accum;
-    Action *acts = malloc(sizeof(Action) * (size_t)schedule_length(cfg->parallel.schedule, 1, ga));
-    int slots = schedule_max_in_flight(acts, schedule_build(cfg->parallel.schedule, g->pp, 1,
-                                                            g->pp_stage, ga, acts));
-    free(acts);
-    int64_t per_slot = 2 * a * N * C + (first ? 4 * N : 0) + (last ? 4 * N : 0), any = 0;
+    int slots = stage_slots(cfg, g->pp_stage);
+    int v = cfg->parallel.virtual_stages, layer0, chunk_len;
+    grid_chunk_layers(mc->n_layer, g->pp, v, g->pp_stage, 0, &layer0, &chunk_len);
+    int64_t per_slot = 2 * a * N * C + (first ? 4 * N : 0) + (last ? 4 * N : 0);
     /* zb1: each layer's output gradients, kept from B until W */
     int64_t kept = cfg->parallel.schedule == SCHED_ZB1
                    ? a * N * model_kept_grad_width(mc, g->tp) : 0;
-    for (int l = layer0; l < layer0 + n_local; l++) {
-        int keep_input = model_layer_recomputes(&cfg->train, l);
-        per_slot += (keep_input ? a * N * C : block) + kept;
-        any |= keep_input;
-    }
+    for (int j = 0; j < chunk_len; j++)
+        per_slot += (model_slot_input_only(cfg, g->pp_stage, j) ? a * N * C : block) + kept;
+    int any = model_stage_recomputes(cfg, g->pp_stage, NULL) > 0;
     int64_t scratch = (any ? block - a * N * C : 0) + 2 * a * N * C + a * N * 8 * Cl;
     if (mc->arch == ARCH_LLAMA)
         scratch += a * N * d_fc + extra;
@@ -137,9 +147,7 @@ PlanMemory plan_rank_memory(const Config *cfg, int world, int stage, int dp_rank
     params_build(&ps, cfg, &g);
     PlanMemory mem = {0};
     parameter_memory(&ps, cfg, &g, &mem);
-    int layer0, n_local;
-    grid_stage_layers(cfg->model.n_layer, g.pp, stage, &layer0, &n_local);
-    mem.activations = activation_memory(cfg, &g, n_local, layer0);
+    mem.activations = activation_memory(cfg, &g);
     params_free(&ps);
     return mem;
 }
@@ -186,11 +194,9 @@ PlanComm plan_communication(const Config *cfg, int world)
     int ga = t->grad_accum, zero = zero_stage(cfg->parallel.zero, dp);
     double a = (double)ops_dtype_size(model_dtype(cfg->train.precision));
     double act = (double)t->micro_batch * mc->seq_len * mc->n_embd * a;
-    int first, layers;
-    grid_stage_layers(mc->n_layer, pp, 0, &first, &layers);
+    int layers, recomputed = model_stage_recomputes(cfg, 0, &layers);
     /* per block: two all-reduces forward, two backward, two more when the
      * block is recomputed; the embedding's and the head's come on top */
-    int recomputed = model_recomputed_layers(t, first, layers);
     double per_mb = (4.0 * layers + 2.0 * recomputed + 2.0) * act;
     c.tp = ga * ring_allreduce(per_mb, tp);
     /* replicated key/value heads: dk and dv summed over the replicas in
@@ -200,7 +206,8 @@ PlanComm plan_communication(const Config *cfg, int world)
         double kv = (double)t->micro_batch * mc->seq_len * (mc->n_embd / mc->n_head) * a;
         c.tp += ga * layers * 2.0 * ring_allreduce(kv, replicas);
     }
-    c.pp = pp > 1 ? 2.0 * ga * act : 0.0;
+    /* an activation out and a gradient back per microbatch and chunk */
+    c.pp = pp > 1 ? 2.0 * ga * cfg->parallel.virtual_stages * act : 0.0;
     double n = (double)params_local_count(cfg, 0, 0);
     switch (zero) {
     case 0: c.dp = ring_allreduce(4 * n, dp); break;
@@ -213,12 +220,99 @@ PlanComm plan_communication(const Config *cfg, int world)
     return c;
 }
 
+/* ---- schedules ---------------------------------------------------------- */
+
+/* Whether cfg's layout can run the interleaved schedule with v chunks a
+ * stage (config.c's rules). */
+static int interleaves(const Config *cfg, int v)
+{
+    int pp = cfg->parallel.pp;
+    return pp >= 2 && cfg->model.n_layer % (pp * v) == 0 && cfg->train.grad_accum % pp == 0;
+}
+
+static Config with_schedule(const Config *cfg, ScheduleKind kind, int v)
+{
+    Config c = *cfg;
+    c.parallel.schedule = kind;
+    c.parallel.virtual_stages = v;
+    return c;
+}
+
+int plan_schedules(const Config *cfg, Config *out, int max)
+{
+    int n = 0;
+    if (n < max)
+        out[n++] = with_schedule(cfg, SCHED_1F1B, 1);
+    if (n < max)
+        out[n++] = with_schedule(cfg, SCHED_GPIPE, 1);
+    for (int v = 2; v <= PLAN_MAX_CHUNKS && n < max; v++)
+        if (interleaves(cfg, v))
+            out[n++] = with_schedule(cfg, SCHED_INTERLEAVED, v);
+    if (n < max)
+        out[n++] = with_schedule(cfg, SCHED_ZB1, 1);
+    return n;
+}
+
 /* The bubble with equal stages and f = b = w: what the schedule itself
  * costs, before the hardware's split of the work (the roofline's). */
 double plan_bubble(const Config *cfg)
 {
-    return schedule_simulate(cfg->parallel.schedule, cfg->parallel.pp, 1,
-                             cfg->train.grad_accum, (StageCost){1.0, 1.0, 1.0}, NULL);
+    const ParallelConfig *p = &cfg->parallel;
+    return schedule_simulate(p->schedule, p->pp, p->virtual_stages, cfg->train.grad_accum,
+                             (StageCost){1.0, 1.0, 1.0}, NULL);
+}
+
+/* Among the candidates whose largest rank fits mem_gib (all, when it is
+ * not positive): the smallest simulated bubble, then the least memory.
+ * The interleaved schedule's extra messages are left to the roofline,
+ * which prices them. */
+static int recommend(const Config *cands, int n, int world, double mem_gib)
+{
+    int best = -1;
+    double best_bubble = 0.0, best_gib = 0.0;
+    for (int i = 0; i < n; i++) {
+        double gib = total(plan_largest_rank(&cands[i], world, NULL)) / (MIB * 1024.0);
+        double bubble = plan_bubble(&cands[i]);
+        if (mem_gib > 0 && gib > mem_gib)
+            continue;
+        if (best < 0 || bubble < best_bubble - 1e-12
+            || (bubble < best_bubble + 1e-12 && gib < best_gib)) {
+            best = i;
+            best_bubble = bubble;
+            best_gib = gib;
+        }
+    }
+    return best;
+}
+
+/* Every schedule on this layout: its bubble, the largest rank's memory
+ * and the pipeline messages of a step; then the one to use. */
+static void print_schedules(const Config *cfg, int world, double mem_gib, FILE *out)
+{
+    Config cands[PLAN_MAX_CHUNKS + 3];
+    int n = plan_schedules(cfg, cands, PLAN_MAX_CHUNKS + 3);
+    fprintf(out, "schedules (equal stages, f = b = w, simulated; memory of the largest rank):\n");
+    fprintf(out, "  %-12s %2s %8s %16s %12s %9s\n", "schedule", "v", "bubble", "activations MiB",
+            "total MiB", "messages");
+    for (int i = 0; i < n; i++) {
+        const Config *c = &cands[i];
+        PlanMemory m = plan_largest_rank(c, world, NULL);
+        fprintf(out, "  %-12s %2d %7.1f%% %16.3f %12.3f %9lld\n",
+                schedule_name(c->parallel.schedule), c->parallel.virtual_stages,
+                100.0 * plan_bubble(c), m.activations / MIB, total(m) / MIB,
+                schedule_messages(c->parallel.schedule, c->parallel.pp,
+                                  c->parallel.virtual_stages, c->train.grad_accum));
+    }
+    int best = recommend(cands, n, world, mem_gib);
+    if (best < 0) {
+        fprintf(out, "recommended schedule: none fits %.1f GiB\n", mem_gib);
+        return;
+    }
+    const ParallelConfig *p = &cands[best].parallel;
+    fprintf(out, "recommended schedule: %s", schedule_name(p->schedule));
+    if (p->schedule == SCHED_INTERLEAVED)
+        fprintf(out, ", virtual_stages = %d", p->virtual_stages);
+    fprintf(out, " (the smallest bubble%s)\n", mem_gib > 0 ? " that fits" : "");
 }
 
 /* ---- printing ----------------------------------------------------------- */
@@ -249,48 +343,19 @@ static void print_costs(const Config *cfg, int world, FILE *out)
     int dp = grid_resolve_dp(&cfg->parallel, world), pp = cfg->parallel.pp;
     double seqs = (double)t->micro_batch * t->grad_accum * dp, tokens = seqs * mc->seq_len;
     double flops = 3.0 * model_forward_flops(mc, tokens);
+    int v = cfg->parallel.virtual_stages;
     fprintf(out, "model: %.3fM parameters; %.0f sequences, %.0f tokens per step\n",
             params_logical_count(mc) / 1e6, seqs, tokens);
     fprintf(out, "flops per step: %.4g (model, 3 x forward), %.4g per rank\n", flops,
             flops / world);
-    fprintf(out, "pipeline bubble (%s, %d microbatches, f = b = w): %.1f%%\n",
-            schedule_name(cfg->parallel.schedule), t->grad_accum, 100.0 * plan_bubble(cfg));
+    fprintf(out, "pipeline bubble (%s, %d microbatches, %d chunk%s a stage, f = b = w): %.1f%%; "
+            "%lld pipeline messages a step\n",
+            schedule_name(cfg->parallel.schedule), t->grad_accum, v, v > 1 ? "s" : "",
+            100.0 * plan_bubble(cfg),
+            schedule_messages(cfg->parallel.schedule, pp, v, t->grad_accum));
     PlanComm c = plan_communication(cfg, world);
     fprintf(out, "communication per step, bytes sent by one rank: tp %.4g, dp %.4g (zero %d), pp %.4g in %d messages, tied embedding %.4g\n",
             c.tp, c.dp, cfg->parallel.zero, c.pp, pp > 1 ? 2 * t->grad_accum : 0, c.embed);
-}
-
-/* Every schedule on this layout: bubble, the largest rank's memory, and
- * the pipeline messages (the same for all: one activation and one
- * gradient per microbatch and stage boundary); then the one to use: the
- * smallest bubble that fits mem_gib (any, when 0), the least memory on a
- * tie. */
-static void print_schedules(const Config *cfg, int world, double mem_gib, FILE *out)
-{
-    static const ScheduleKind kinds[] = {SCHED_1F1B, SCHED_GPIPE, SCHED_ZB1};
-    int pp = cfg->parallel.pp, m = cfg->train.grad_accum, best = -1;
-    double best_bubble = 0.0, best_gib = 0.0;
-    fprintf(out, "schedules (pp %d, %d microbatches): bubble with f = b = w / largest rank MiB / pp messages per rank\n",
-            pp, m);
-    for (int k = 0; k < 3; k++) {
-        Config c = *cfg;
-        c.parallel.schedule = kinds[k];
-        double bubble = plan_bubble(&c), gib = total(plan_largest_rank(&c, world, NULL)) / (MIB * 1024.0);
-        fprintf(out, "  %-6s %5.1f%% %10.3f %6d\n", schedule_name(kinds[k]), 100.0 * bubble,
-                gib * 1024.0, pp > 1 ? 2 * m : 0);
-        int fits = mem_gib <= 0 || gib <= mem_gib;
-        if (fits && (best < 0 || bubble < best_bubble - 1e-12
-                     || (fabs(bubble - best_bubble) <= 1e-12 && gib < best_gib))) {
-            best = k;
-            best_bubble = bubble;
-            best_gib = gib;
-        }
-    }
-    if (best >= 0)
-        fprintf(out, "recommended schedule: %s (smallest bubble%s, least memory among equals)\n",
-                schedule_name(kinds[best]), mem_gib > 0 ? " that fits" : "");
-    else
-        fprintf(out, "recommended schedule: none fits %.1f GiB\n", mem_gib);
 }
 
 int plan_each_layout(const Config *cfg, int world, int max_tp, PlanVisit visit, void *ctx)
@@ -305,18 +370,25 @@ int plan_each_layout(const Config *cfg, int world, int max_tp, PlanVisit visit, 
             int dp = world / (tp * pp);
             if (world % (tp * pp) || global % (mb * dp))
                 continue;
-            Config c = *cfg;
+            Config c = with_schedule(cfg, SCHED_1F1B, 1);
             c.parallel.tp = tp;
             c.parallel.pp = pp;
             c.parallel.dp = dp;
             c.train.grad_accum = (int)(global / (mb * dp));
             if (grid_check(&c, world, fail_stream(0)) != 0)
                 continue;
-            /* GPipe is left out: 1F1B's bubble in more memory. With
-             * one stage 1F1B is every schedule's step in the least. */
-            static const ScheduleKind kinds[] = {SCHED_1F1B, SCHED_ZB1};
-            for (int k = 0; k < (pp > 1 ? 2 : 1); k++) {
-                c.parallel.schedule = kinds[k];
+            /* GPipe never beats 1F1B (the same bubble, more memory); two
+             * chunks take most of what interleaving gives. With one stage
+             * 1F1B is every schedule's step in the least memory. */
+            Config cands[3];
+            int n = 0;
+            cands[n++] = with_schedule(&c, SCHED_1F1B, 1);
+            if (pp > 1)
+                cands[n++] = with_schedule(&c, SCHED_ZB1, 1);
+            if (interleaves(&c, 2))
+                cands[n++] = with_schedule(&c, SCHED_INTERLEAVED, 2);
+            for (int k = 0; k < n; k++) {
+                c = cands[k];
                 for (int z = 0; z <= 3; z++) {
                     for (int rc = 0; rc <= 1; rc++) {
                         c.parallel.zero = z;
@@ -343,10 +415,11 @@ static void print_fit(const Config *c, void *ctx)
     double gib = total(plan_largest_rank(c, t->world, NULL)) / (MIB * 1024.0);
     if (gib > t->mem_gib)
         return;
-    fprintf(t->out, "  %5d %5d %5d %4d %4d %9s %6s %10.2f %5.1f%%\n", c->parallel.dp,
+    int v = c->parallel.virtual_stages;
+    fprintf(t->out, "  %5d %5d %5d %4d %4d %9s %10.2f %5.1f%% %s%s\n", c->parallel.dp,
             c->parallel.pp, c->parallel.tp, c->train.grad_accum, c->parallel.zero,
-            c->train.recompute == RECOMPUTE_FULL ? "full" : "none",
-            schedule_name(c->parallel.schedule), gib, 100.0 * plan_bubble(c));
+            c->train.recompute == RECOMPUTE_FULL ? "full" : "none", gib, 100.0 * plan_bubble(c),
+            schedule_name(c->parallel.schedule), v > 1 ? " v=2" : "");
     t->shown++;
 }
 
@@ -357,8 +430,8 @@ static void print_fits(const Config *cfg, int world, double mem_gib, FILE *out)
                      * grid_resolve_dp(&cfg->parallel, world);
     fprintf(out, "\nlayouts of %d ranks within %.1f GiB per device, global batch %lld (largest rank):\n",
             world, mem_gib, (long long)global);
-    fprintf(out, "  %5s %5s %5s %4s %4s %9s %6s %10s %6s\n", "dp", "pp", "tp", "ga", "zero",
-            "recompute", "sched", "GiB", "bubble");
+    fprintf(out, "  %5s %5s %5s %4s %4s %9s %10s %6s %s\n", "dp", "pp", "tp", "ga", "zero",
+            "recompute", "GiB", "bubble", "schedule");
     FitsTable t = {.world = world, .mem_gib = mem_gib, .out = out};
     plan_each_layout(cfg, world, 8, print_fit, &t);
     if (!t.shown)
@@ -378,6 +451,7 @@ int plan_print(const Config *cfg, int world, double mem_gib, FILE *out, FILE *er
     print_costs(cfg, world, out);
     print_schedules(cfg, world, mem_gib, out);
     print_memory_table(cfg, world, out);
+    print_schedules(cfg, world, mem_gib, out);
     PlanMemory big = plan_largest_rank(cfg, world, &stage);
     fprintf(out, "largest rank: %.2f GiB (stage %d)\n", total(big) / (MIB * 1024.0), stage);
     if (mem_gib > 0)

@@ -36,8 +36,9 @@ PlanMemory plan_largest_rank(const Config *cfg, int world, int *stage);
 /* Calls visit for every layout of `world` ranks that keeps cfg's global
  * batch (grad_accum adjusted): dp x pp x tp with tp a power of two up to
  * max_tp that grid_check accepts, each ZeRO stage, recompute none and
- * full, and with pp > 1 the schedules 1f1b and zb1 (GPipe has 1F1B's
- * bubble in more memory). Returns the number visited. Not collective. */
+ * full, and with pp > 1 the schedules 1f1b, zb1 and (where the layout
+ * allows) interleaved with 2 chunks a stage (GPipe has 1F1B's bubble in
+ * more memory). Returns the number visited. Not collective. */
 typedef void (*PlanVisit)(const Config *layout, void *ctx);
 int plan_each_layout(const Config *cfg, int world, int max_tp, PlanVisit visit, void *ctx);
 
@@ -51,6 +52,19 @@ typedef struct {
     double tp, dp, pp, embed;
 } PlanComm;
 PlanComm plan_communication(const Config *cfg, int world);
+
+/* The most chunks a stage plan considers for the interleaved schedule. */
+#define PLAN_MAX_CHUNKS 8
+
+/* The schedules plan compares for cfg's layout, as copies of cfg: 1f1b,
+ * gpipe, interleaved with each v up to PLAN_MAX_CHUNKS that the layout
+ * allows, and zb1. Returns how many it wrote (at most max). Not
+ * collective. */
+int plan_schedules(const Config *cfg, Config *out, int max);
+
+/* cfg's pipeline bubble with equal stages, from the schedule simulator:
+ * idle over total time. Not collective. */
+double plan_bubble(const Config *cfg);
 
 /* Prints the plan for cfg on `world` ranks; mem_gib > 0 adds the table of
  * layouts that fit in that much memory per device (the predicted step time

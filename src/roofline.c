@@ -24,6 +24,7 @@
 #include "plan.h"
 #include "schedule.h"
 #include "params.h"
+#include "schedule.h"
 #include "timer.h"
 #include "zero.h"
 
@@ -112,12 +113,11 @@ static double peak(const Hardware *hw, const Config *cfg)
 
 /* ---- the counts -------------------------------------------------------- */
 
-/* The layers of stage s, and how many of them recompute. */
+/* The layers of stage s over all its chunks, and how many of them
+ * recompute. */
 static void stage_layers(const Config *cfg, int s, int *layers, int *recomputed)
 {
-    int first;
-    grid_stage_layers(cfg->model.n_layer, cfg->parallel.pp, s, &first, layers);
-    *recomputed = model_recomputed_layers(&cfg->train, first, *layers);
+    *recomputed = model_stage_recomputes(cfg, s, layers);
 }
 
 typedef struct {
@@ -282,10 +282,11 @@ Prediction roofline_predict(const Config *cfg, int world, const Hardware *hw)
     p.pp = m * pp_per_mb;
     /* the busiest stage does m microbatches; the schedule's idle time on
      * top, simulated with that stage's forward, backward and weight pass
-     * (1F1B and GPipe: (pp-1) microbatch times) */
+     * (1F1B and GPipe: (pp-1) microbatch times; interleaved (pp-1)/v) */
     StageCost cost = microbatch_cost(&w, gemm_mb, elem_mb, tp_per_mb + pp_per_mb);
     double makespan;
-    schedule_simulate(cfg->parallel.schedule, pp, 1, m, cost, &makespan);
+    schedule_simulate(cfg->parallel.schedule, pp, cfg->parallel.virtual_stages, m, cost,
+                      &makespan);
     p.bubble = makespan - m * (cost.f + cost.b + cost.w);
     if (p.bubble < 0.0) /* rounding */
         p.bubble = 0.0;
@@ -376,11 +377,12 @@ int roofline_print_plan(const Config *cfg, int world, const char *hw_name, FILE 
     Config best;
     Prediction bp;
     if (roofline_recommend(cfg, world, &hw, &best, &bp) == 0) {
-        fprintf(out, "\nfastest layout on %d x %s that fits %.3g GiB: dp %d x pp %d x tp %d, grad_accum %d, zero %d, recompute %s, schedule %s\n",
+        fprintf(out, "\nfastest layout on %d x %s that fits %.3g GiB: dp %d x pp %d x tp %d, grad_accum %d, zero %d, recompute %s, schedule %s (%d chunk%s a stage)\n",
                 world, hw.name, hw.mem_gib, best.parallel.dp, best.parallel.pp, best.parallel.tp,
                 best.train.grad_accum, best.parallel.zero,
                 best.train.recompute == RECOMPUTE_FULL ? "full" : "none",
-                schedule_name(best.parallel.schedule));
+                schedule_name(best.parallel.schedule), best.parallel.virtual_stages,
+                best.parallel.virtual_stages > 1 ? "s" : "");
         roofline_print(&best, world, &hw, &bp, out);
     } else {
         fprintf(out, "\nno layout of %d x %s fits %.3g GiB per device\n", world, hw.name,

@@ -80,18 +80,21 @@ void sample_generate(Model *m, const int32_t *prompt, int prompt_len,
     int32_t *window = calloc((size_t)T + 1, sizeof *window);
     float *local = malloc((size_t)m->Vl * sizeof(float));
     float *full = malloc((size_t)m->V * sizeof(float));
-    if (!recent || !window || !local || !full)
+    /* one microbatch through every chunk of the stage */
+    Action *forwards = malloc(sizeof *forwards * (size_t)m->n_chunks);
+    if (!recent || !window || !local || !full || !forwards)
         fail_abort("out of memory for sampling", __FILE__, __LINE__);
     memcpy(recent, prompt + (prompt_len - have), (size_t)have * sizeof *recent);
     uint64_t key = rng_key(seed, "sample");
-    Action forward = {ACTION_FORWARD, 0, 0};
+    int n_forwards = schedule_forwards(m->cfg->parallel.schedule, m->grid->pp, m->n_chunks, 1,
+                                       forwards);
     PipelineTimes times = {0};
     int rank = m->grid->rank;
     int64_t total = (int64_t)prompt_len + n_tokens;
     for (int64_t len = prompt_len; len < total; len++) {
         memset(window, 0, (size_t)(T + 1) * sizeof *window);
         memcpy(window, recent, (size_t)have * sizeof *window);
-        pipeline_run(m, &forward, 1, window, 1, FORWARD_ONLY, &times);
+        pipeline_run(m, forwards, n_forwards, window, 1, FORWARD_ONLY, &times);
         int32_t token = next_token(m, have - 1, local, full, temperature,
                                    rng_uniform(key, (uint64_t)len));
         if (have == T)
@@ -106,6 +109,7 @@ void sample_generate(Model *m, const int32_t *prompt, int prompt_len,
     free(window);
     free(local);
     free(full);
+    free(forwards);
 }
 
 typedef struct {
@@ -203,6 +207,8 @@ static int sample_config(Config *cfg, const char *ckpt, int rank, MPI_Comm world
     comm_bcast_bytes(&w, COMM_WORLD, cfg, sizeof *cfg, 0);
     cfg->parallel.dp = 0;
     cfg->parallel.pp = cfg->parallel.tp = 1;
+    cfg->parallel.schedule = SCHED_1F1B; /* one stage: nothing to interleave */
+    cfg->parallel.virtual_stages = 1;
     cfg->parallel.zero = 0;
     cfg->train.micro_batch = cfg->train.grad_accum = 1;
     cfg->train.recompute = RECOMPUTE_NONE;

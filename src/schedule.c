@@ -1,6 +1,6 @@
 /*
- * schedule.c - 1F1B, GPipe and ZB-H1 as action lists, and a simulator;
- * see schedule.h.
+ * schedule.c - 1F1B, GPipe, interleaved 1F1B and ZB-H1 as action lists,
+ * and a simulator; see schedule.h.
  */
 #include "schedule.h"
 
@@ -12,6 +12,7 @@ const char *schedule_name(ScheduleKind kind)
 {
     switch (kind) {
     case SCHED_GPIPE: return "gpipe";
+    case SCHED_INTERLEAVED: return "interleaved";
     case SCHED_ZB1: return "zb1";
     default: return "1f1b";
     }
@@ -73,6 +74,40 @@ static int build_zb1(int pp, int stage, int m, Action *out)
     return n;
 }
 
+/* Megatron's interleaved order: the stage's k-th forward (k < v*m) runs
+ * microbatches in groups of pp, each group through chunk 0, then chunk 1,
+ * and so on; its k-th backward takes the chunks in reverse. */
+static Action interleaved_action(ActionKind kind, int pp, int v, int k)
+{
+    int round = pp * v;
+    int chunk = k % round / pp;
+    if (kind == ACTION_BACKWARD)
+        chunk = v - 1 - chunk;
+    return (Action){kind, k / round * pp + k % pp, chunk};
+}
+
+/* Megatron's interleaved 1F1B (Narayanan et al. 2021): warm-up forwards
+ * (two per later stage, so that the first backward finds its gradient
+ * ready, and v-1 rounds of pp to fill the other chunks), then one forward
+ * and one backward in turn, then the remaining backwards. */
+static int build_interleaved(int pp, int v, int stage, int m, Action *out)
+{
+    int total = v * m;
+    int warmup = 2 * (pp - stage - 1) + (v - 1) * pp;
+    if (warmup > total)
+        warmup = total;
+    int n = 0, next_fwd = 0, next_bwd = 0;
+    while (next_fwd < warmup)
+        out[n++] = interleaved_action(ACTION_FORWARD, pp, v, next_fwd++);
+    while (next_fwd < total) {
+        out[n++] = interleaved_action(ACTION_FORWARD, pp, v, next_fwd++);
+        out[n++] = interleaved_action(ACTION_BACKWARD, pp, v, next_bwd++);
+    }
+    while (next_bwd < total)
+        out[n++] = interleaved_action(ACTION_BACKWARD, pp, v, next_bwd++);
+    return n;
+}
+
 int schedule_length(ScheduleKind kind, int v, int m)
 {
     return (kind == SCHED_ZB1 ? 3 : 2) * v * m;
@@ -80,6 +115,12 @@ int schedule_length(ScheduleKind kind, int v, int m)
 
 int schedule_build(ScheduleKind kind, int pp, int v, int stage, int m, Action *out)
 {
+    if (kind == SCHED_INTERLEAVED) {
+        if (v < 2 || m % pp)
+            fail_abort("the interleaved schedule needs v >= 2 and m a multiple of pp",
+                       __FILE__, __LINE__);
+        return build_interleaved(pp, v, stage, m, out);
+    }
     if (v != 1)
         fail_abort("virtual stages need the interleaved schedule", __FILE__, __LINE__);
     switch (kind) {
@@ -87,6 +128,18 @@ int schedule_build(ScheduleKind kind, int pp, int v, int stage, int m, Action *o
     case SCHED_ZB1: return build_zb1(pp, stage, m, out);
     default: return build_1f1b(pp, stage, m, out);
     }
+}
+
+int schedule_forwards(ScheduleKind kind, int pp, int v, int m, Action *out)
+{
+    if (kind != SCHED_INTERLEAVED)
+        v = 1;
+    int n = 0;
+    for (int group = 0; group < m; group += pp)
+        for (int c = 0; c < v; c++)
+            for (int mb = group; mb < m && mb < group + pp; mb++)
+                out[n++] = (Action){ACTION_FORWARD, mb, c};
+    return n;
 }
 
 /* A microbatch's activations are live from its forward until the last
@@ -110,53 +163,93 @@ int schedule_max_in_flight(const Action *a, int n)
     return most;
 }
 
-/* finish time of (stage, kind, mb) */
-#define DONE(s, k, i) done[((s) * 3 + (k)) * m + (i)]
-
-/* When action a of stage s can start: the data it reads is there. A
- * backward needs the next stage's backward (the gradient B sends, not W),
- * a weight pass only its own backward. -1 while not ready. */
-static double ready_at(const double *done, int pp, int m, int s, Action a)
+double schedule_ideal_bubble(ScheduleKind kind, int pp, int v, int m)
 {
-    switch (a.kind) {
-    case ACTION_FORWARD: return s == 0 ? 0.0 : DONE(s - 1, ACTION_FORWARD, a.mb);
-    case ACTION_WEIGHT: return DONE(s, ACTION_BACKWARD, a.mb);
-    default:
-        return s == pp - 1 ? DONE(s, ACTION_FORWARD, a.mb) : DONE(s + 1, ACTION_BACKWARD, a.mb);
+    if (kind == SCHED_ZB1) /* f = b = w: t_schedule.c derives it */
+        return 1.0 - 3.0 * m / (3.0 * m + pp - 1 + (pp > m ? pp - m : 0));
+    if (kind != SCHED_INTERLEAVED)
+        v = 1;
+    return (double)(pp - 1) / ((double)v * m + pp - 1);
+}
+
+long long schedule_messages(ScheduleKind kind, int pp, int v, int m)
+{
+    if (kind != SCHED_INTERLEAVED)
+        v = 1;
+    return 2LL * m * ((long long)v * pp - 1);
+}
+
+/* The simulator's state: every stage's list, and when each (stage, chunk,
+ * kind, mb) finished (-1: not yet). */
+typedef struct {
+    int pp, v, m;
+    Action *acts;       /* stage s's list at s * len */
+    int len;
+    double *done;
+} Sim;
+
+static double *done_at(const Sim *sim, int stage, int chunk, ActionKind kind, int mb)
+{
+    return &sim->done[((stage * sim->v + chunk) * 3 + (int)kind) * sim->m + mb];
+}
+
+/* When the input of stage's action a is ready (-1: not yet). A forward of
+ * chunk c takes the output of chunk c on the stage before, or of chunk
+ * c-1 on the last stage when it runs on stage 0 (the ring); a backward
+ * mirrors it (it needs the next stage's backward, the gradient B sends,
+ * not its W), and the last virtual stage's backward starts from its own
+ * forward (the loss). A weight pass needs only its own backward. */
+static double input_ready(const Sim *sim, int stage, Action a)
+{
+    int last = sim->pp - 1;
+    if (a.kind == ACTION_WEIGHT)
+        return *done_at(sim, stage, a.chunk, ACTION_BACKWARD, a.mb);
+    if (a.kind == ACTION_FORWARD) {
+        if (stage > 0)
+            return *done_at(sim, stage - 1, a.chunk, ACTION_FORWARD, a.mb);
+        return a.chunk > 0 ? *done_at(sim, last, a.chunk - 1, ACTION_FORWARD, a.mb) : 0.0;
     }
+    if (stage < last)
+        return *done_at(sim, stage + 1, a.chunk, ACTION_BACKWARD, a.mb);
+    if (a.chunk < sim->v - 1)
+        return *done_at(sim, 0, a.chunk + 1, ACTION_BACKWARD, a.mb);
+    return *done_at(sim, stage, a.chunk, ACTION_FORWARD, a.mb);
 }
 
 double schedule_simulate(ScheduleKind kind, int pp, int v, int m, StageCost cost,
                          double *makespan)
 {
-    int len = schedule_length(kind, v, m);
-    /* without weight actions the backward does the weight gradients too */
-    double secs[3] = {cost.f, kind == SCHED_ZB1 ? cost.b : cost.b + cost.w, cost.w};
-    Action *acts = malloc(sizeof(Action) * (size_t)(len * pp));
-    double *done = malloc(sizeof(double) * (size_t)(3 * m * pp));
-    int *next = calloc((size_t)pp, sizeof *next), *count = calloc((size_t)pp, sizeof *count);
+    /* a chunk holds 1/v of the stage's layers; without weight actions the
+     * backward does the weight gradients too */
+    double secs[3] = {cost.f / v, (kind == SCHED_ZB1 ? cost.b : cost.b + cost.w) / v,
+                      cost.w / v};
+    Sim sim = {.pp = pp, .v = v, .m = m, .len = schedule_length(kind, v, m)};
+    int total = sim.len * pp;
+    sim.acts = malloc(sizeof(Action) * (size_t)total);
+    sim.done = malloc(sizeof(double) * (size_t)(3 * v * m * pp));
+    int *next = calloc((size_t)pp, sizeof *next);
     double *clock = calloc((size_t)pp, sizeof *clock);
-    if (!acts || !done || !next || !count || !clock)
+    if (!sim.acts || !sim.done || !next || !clock)
         fail_abort("out of memory in the schedule simulator", __FILE__, __LINE__);
-    int remaining = 0;
     for (int s = 0; s < pp; s++)
-        remaining += count[s] = schedule_build(kind, pp, v, s, m, acts + s * len);
-    for (int i = 0; i < 3 * m * pp; i++)
-        done[i] = -1.0;
+        schedule_build(kind, pp, v, s, m, sim.acts + s * sim.len);
+    for (int i = 0; i < 3 * v * m * pp; i++)
+        sim.done[i] = -1.0;
     /* Run whichever stage's next action has its input ready; a schedule
      * that can deadlock would stop making progress here. */
+    int remaining = total;
     while (remaining > 0) {
         int progressed = 0;
         for (int s = 0; s < pp; s++) {
-            if (next[s] == count[s])
+            if (next[s] == sim.len)
                 continue;
-            Action a = acts[s * len + next[s]];
-            double ready = ready_at(done, pp, m, s, a);
+            Action a = sim.acts[s * sim.len + next[s]];
+            double ready = input_ready(&sim, s, a);
             if (ready < 0.0)
                 continue;
             double start = clock[s] > ready ? clock[s] : ready;
             clock[s] = start + secs[a.kind];
-            DONE(s, a.kind, a.mb) = clock[s];
+            *done_at(&sim, s, a.chunk, a.kind, a.mb) = clock[s];
             next[s]++;
             remaining--;
             progressed = 1;
@@ -171,10 +264,9 @@ double schedule_simulate(ScheduleKind kind, int pp, int v, int m, StageCost cost
     if (makespan)
         *makespan = end;
     double busy = (double)pp * m * (cost.f + cost.b + cost.w);
-    free(acts);
-    free(done);
+    free(sim.acts);
+    free(sim.done);
     free(next);
-    free(count);
     free(clock);
     return 1.0 - busy / (pp * end);
 }

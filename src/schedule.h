@@ -20,6 +20,18 @@
  *         (pp-1)(f+b-w), a third of 1F1B's (pp-1)(f+b+w); every stage holds
  *         up to pp microbatches (from F until W), 1F1B's peak at stage 0.
  *         Qi et al. 2023, "Zero Bubble Pipeline Parallelism".
+ *  Interleaved 1F1B (Megatron's, Narayanan et al. 2021): each stage holds
+ *         v chunks of layers, chunk c of stage s being virtual stage
+ *         c*pp + s of pp*v (grid_chunk_layers), so a microbatch goes round
+ *         the ring of stages v times. Microbatches run in groups of pp
+ *         (m must be a multiple of pp), each group through chunk 0, then
+ *         1, ...; backwards take the chunks in reverse. Stage s warms up
+ *         with 2(pp-s-1) + (v-1)pp forwards of a chunk each, then
+ *         alternates, then drains. With equal stages the bubble falls
+ *         from (pp-1)/(m+pp-1) to (pp-1)/(v*m+pp-1), at the price of
+ *         2m(v*pp-1) pipeline messages a step instead of 2m(pp-1), and of
+ *         holding min(2(pp-s-1) + (v-1)pp + 1, v*m) chunks' activations
+ *         on stage s: on stage 0, 1 + (pp-1)/(pp*v) times 1F1B's.
  */
 #ifndef TRI_SRC_SCHEDULE_H
 #define TRI_SRC_SCHEDULE_H
@@ -55,23 +67,43 @@ int schedule_length(ScheduleKind kind, int v, int m);
  * Not collective. */
 int schedule_build(ScheduleKind kind, int pp, int v, int stage, int m, Action *out);
 
-/* The largest number of microbatches whose forward has run and whose
- * last pass has not, over the list: the activation slots a stage needs.
- * The last pass is the weight pass where the list has them (W reads the
- * layer inputs and the output gradients B kept), else the backward.
- * Not collective. */
+/* Fills out[0 .. v*m) with the forwards alone of a step of m
+ * microbatches, for evaluation and generation: in groups of pp through
+ * the chunks, the order the training schedule forwards them in (with
+ * v = 1, microbatch order). Every stage runs the same list, and every
+ * forward's input comes from an earlier entry, so it cannot deadlock.
+ * Returns the count. Not collective. */
+int schedule_forwards(ScheduleKind kind, int pp, int v, int m, Action *out);
+
+/* The largest number of (microbatch, chunk) pairs whose forward has run
+ * and whose last pass has not, over the list: the activation slots, each
+ * holding one chunk's activations, that a stage needs. The last pass is
+ * the weight pass where the list has them (W reads the layer inputs and
+ * the output gradients B kept), else the backward. Not collective. */
 int schedule_max_in_flight(const Action *a, int n);
 
 /* Simulates all pp stages with per-microbatch costs `cost` and zero
  * communication time. Returns the bubble fraction: idle time over total
  * time, summed over stages. *makespan (if not NULL) receives the step
  * time. A backward waits for the next stage's backward (not its W), a W
- * for its own backward; schedules without W run b + w in each backward.
- * For 1F1B and GPipe with equal stages the result is (pp-1)/(m+pp-1); for
- * zb1 with f = b = w, 1 - 3m/(3m + pp-1 + max(0, pp-m)) (t_schedule.c
- * derives it). Not collective. */
+ * for its own backward; schedules without W run b + w in each backward,
+ * and a chunk's forward costs f/v and its backward (b+w)/v. For 1F1B and
+ * GPipe with equal stages the result is (pp-1)/(m+pp-1); for interleaved
+ * (pp-1)/(v*m+pp-1); for zb1 with f = b = w,
+ * 1 - 3m/(3m + pp-1 + max(0, pp-m)) (t_schedule.c derives both). Not
+ * collective. */
 double schedule_simulate(ScheduleKind kind, int pp, int v, int m, StageCost cost,
                          double *makespan);
+
+/* The bubble the literature states for equal stages and free messages:
+ * (pp-1)/(v*m+pp-1), v being 1 except for the interleaved schedule.
+ * Not collective. */
+double schedule_ideal_bubble(ScheduleKind kind, int pp, int v, int m);
+
+/* Point-to-point pipeline messages in one step, over all stages:
+ * activations forward and gradients back across each of the v*pp - 1
+ * boundaries between virtual stages, per microbatch. Not collective. */
+long long schedule_messages(ScheduleKind kind, int pp, int v, int m);
 
 const char *schedule_name(ScheduleKind kind);
 

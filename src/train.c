@@ -62,7 +62,7 @@ typedef struct {
     Straggler straggler;      /* busy time per rank, for the spread */
     Action *actions;          /* this stage's training schedule */
     Action *eval_actions;     /* forwards only */
-    int n_actions;
+    int n_actions, n_eval_actions;
     int rows;                 /* microbatch rows B */
     int ga;                   /* microbatches per step */
     int64_t global_batch;     /* sequences per step */
@@ -229,6 +229,10 @@ static void print_plan(Trainer *t)
            t->rows, t->ga, t->grid.dp, (long long)t->global_batch,
            (long long)(t->global_batch * c->model.seq_len), schedule_name(c->parallel.schedule),
            c->parallel.zero);
+    if (c->parallel.virtual_stages > 1)
+        printf("pipeline: %d chunks of %d layer%s a stage (chunk c of stage s is virtual stage "
+               "c*pp+s)\n", c->parallel.virtual_stages, t->model.chunk_len,
+               t->model.chunk_len > 1 ? "s" : "");
     if (c->parallel.schedule != SCHED_GPIPE && t->ga < t->grid.pp)
         printf("warning: grad_accum (%d) < pp (%d): with fewer microbatches than stages, the pipeline idles %.0f%% of the step; use grad_accum >= pp (4 x pp is better)\n",
                t->ga, t->grid.pp,
@@ -329,18 +333,17 @@ static int setup(Trainer *t)
     t->global_batch = (int64_t)t->rows * t->ga * t->grid.dp;
     scaler_init(&t->scaler, &cfg->train);
     t->st.best_val = INFINITY;
-    t->actions = calloc((size_t)schedule_length(cfg->parallel.schedule, 1, t->ga),
-                        sizeof *t->actions);
-    t->eval_actions = calloc((size_t)t->ga, sizeof *t->eval_actions);
+    ScheduleKind kind = cfg->parallel.schedule;
+    int v = cfg->parallel.virtual_stages;
+    t->actions = calloc((size_t)schedule_length(kind, v, t->ga), sizeof *t->actions);
+    t->eval_actions = calloc((size_t)(v * t->ga), sizeof *t->eval_actions);
     t->index = calloc((size_t)(t->ga * t->rows), sizeof *t->index);
     t->eval_batch = calloc((size_t)(t->ga * t->rows) * (size_t)(cfg->model.seq_len + 1),
                            sizeof *t->eval_batch);
     if (!t->actions || !t->eval_actions || !t->index || !t->eval_batch)
         fail_abort("out of memory", __FILE__, __LINE__);
-    t->n_actions = schedule_build(cfg->parallel.schedule, t->grid.pp, 1, t->grid.pp_stage, t->ga,
-                                  t->actions);
-    for (int i = 0; i < t->ga; i++)
-        t->eval_actions[i] = (Action){ACTION_FORWARD, i, 0};
+    t->n_actions = schedule_build(kind, t->grid.pp, v, t->grid.pp_stage, t->ga, t->actions);
+    t->n_eval_actions = schedule_forwards(kind, t->grid.pp, v, t->ga, t->eval_actions);
     int slots = schedule_max_in_flight(t->actions, t->n_actions);
     TRI_TRY(check_memory_fits(t));
     TRI_TRY(init_from_check(cfg, &t->grid, &t->init_from));
@@ -428,8 +431,8 @@ static double evaluate_part(Trainer *t, int j)
                                          t->eval_batch + (int64_t)k * (T + 1), &why))
                     fail_input_abort(why.msg);
         }
-        pipeline_run(&t->model, t->eval_actions, t->ga, t->eval_batch, t->rows, FORWARD_EVAL,
-                     &times);
+        pipeline_run(&t->model, t->eval_actions, t->n_eval_actions, t->eval_batch, t->rows,
+                     FORWARD_EVAL, &times);
     }
     double tokens = (double)c->eval.batches * t->global_batch * T;
     return global_loss_sum(t) / tokens;

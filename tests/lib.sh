@@ -65,6 +65,14 @@ every = 1
 EOC
 }
 
+# max_rel A B N: the largest relative difference between the numbers of
+# files A and B, line by line, or "missing" unless both hold N of them
+max_rel() {
+    paste "$1" "$2" | awk -v want="$3" '
+        { d = $1 - $2; if (d < 0) d = -d; r = d / ($1 < 0 ? -$1 : $1); if (r > w) w = r; n++ }
+        END { if (n != want) print "missing"; else printf "%.2e", w }'
+}
+
 # every_rank POINT STEP [POINT STEP ...]: TRIDENT_FAULT text arming each
 # fault point on every one of the $np ranks (src/fault.h)
 every_rank() {

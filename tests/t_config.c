@@ -31,9 +31,10 @@ static const char FULL[] =
     "vocab_used = 50257\n"
     "init = xavier_uniform\ninit_std = 0.01\ninit_fan = fan_out\ntie_embeddings = no\n"
     "arch = llama\nn_kv_head = 2\nffn_dim = 144\nnorm_eps = 1e-6\nrope_theta = 500000\n"
-    "[parallel]\ndp = 2\npp = 3\ntp = 2\nschedule = gpipe\nzero = 3\nnode_size = 4\n"
+    "[parallel]\ndp = 2\npp = 3\ntp = 2\nschedule = interleaved\nvirtual_stages = 2\nzero = 3\n"
+    "node_size = 4\n"
     "device = cpu\noverlap = false\n"
-    "[train]\nmicro_batch = 4\ngrad_accum = 5\nsteps = 77\nlr = 6e-4\nmin_lr = 6e-5\n"
+    "[train]\nmicro_batch = 4\ngrad_accum = 6\nsteps = 77\nlr = 6e-4\nmin_lr = 6e-5\n"
     "warmup = 7\nweight_decay = 0.33333333333333331\nbeta1 = 0.85\nbeta2 = 0.99\n"
     "eps = 1e-6\nclip_norm = 0.5\nclip_value = 2.5\nprecision = bf16\nrecompute = every:2\n"
     "seed = 18446744073709551615\nloss_scale_window = 500\nloss_scale_hysteresis = 3\n"
@@ -212,7 +213,8 @@ static void test_full_file(void)
     Outcome o = run(FULL, NULL, 0, &c);
     tap_ok(o.rc == 0 && c.model.vocab_size == 50304 && c.model.init == INIT_XAVIER_UNIFORM &&
            c.model.init_fan == FAN_OUT && c.model.tie_embeddings == 0 &&
-           c.parallel.schedule == SCHED_GPIPE && c.parallel.zero == 3 &&
+           c.parallel.schedule == SCHED_INTERLEAVED && c.parallel.virtual_stages == 2 &&
+           c.parallel.zero == 3 &&
            c.train.precision == PRECISION_BF16 && c.train.recompute == RECOMPUTE_EVERY &&
            c.train.recompute_every == 2 && c.train.seed == 18446744073709551615ULL &&
            c.train.loss_scale_min == 0.25 && c.data.format == DATA_TOKENS &&
@@ -250,9 +252,9 @@ static void test_full_file(void)
         }
         a += la + (a[la] != 0);
     }
-    /* 61 keys today: a new key must be added to FULL too; the one line
+    /* 62 keys today: a new key must be added to FULL too; the one line
      * both texts hold is d's arch = llama (set so def has llama's keys) */
-    tap_ok(keys == 61 && same == 1 && n == (int)strlen(full),
+    tap_ok(keys == 62 && same == 1 && n == (int)strlen(full),
            "config_to_ini writes all %d keys, and the full file sets each", keys);
     tap_ok(round_trips(&c), "every key round-trips: config_to_ini -> config_load -> same Config");
     tap_ok(!strstr(def, "vocab_used") && !strstr(def, "init_from") && !strstr(def, "tokenizer"),
@@ -454,7 +456,7 @@ static void test_value_errors(void)
              "[data] val_fraction = 1.5: must be in (0, 1)", NULL);
     FILE_ERR("range: eps = 0", "[train]\neps = 0\n" BASE, 2, "[train] eps = 0: must be > 0", NULL);
     FILE_ERR("enum: schedule", "[parallel]\nschedule = zigzag\n" BASE, 2,
-             "[parallel] schedule = zigzag: expected one of 1f1b, gpipe, zb1\n", NULL);
+             "[parallel] schedule = zigzag: expected one of 1f1b, gpipe, interleaved, zb1\n", NULL);
     FILE_ERR("enum: precision", "[train]\nprecision = fp8\n" BASE, 2,
              "[train] precision = fp8: expected one of fp32, bf16, fp16", NULL);
     FILE_ERR("enum: format", BASE "format = csv\n", 3,
@@ -504,6 +506,24 @@ static void test_rule_errors(void)
              "[parallel] tp = 3: n_head (4) is not divisible by tp", NULL);
     FILE_ERR("pp must not exceed n_layer", "[parallel]\npp = 8\n" BASE, 0,
              "[parallel] pp = 8: more pipeline stages than layers (n_layer = 4)", NULL);
+    FILE_ERR("interleaved needs virtual_stages >= 2", "[parallel]\npp = 2\nschedule = interleaved\n"
+             BASE, 0, "[parallel] virtual_stages = 1: schedule = interleaved needs "
+             "virtual_stages >= 2", NULL);
+    FILE_ERR("virtual_stages without interleaved", "[parallel]\npp = 2\nvirtual_stages = 2\n"
+             BASE, 0, "[parallel] virtual_stages = 2: applies to schedule = interleaved only "
+             "(this config's schedule is 1f1b)", NULL);
+    FILE_ERR("interleaved needs pp >= 2",
+             "[parallel]\nschedule = interleaved\nvirtual_stages = 2\n" BASE, 0,
+             "[parallel] pp = 1: schedule = interleaved needs pp >= 2", NULL);
+    FILE_ERR("interleaved: n_layer divisible by pp * virtual_stages",
+             "[parallel]\npp = 2\nschedule = interleaved\nvirtual_stages = 3\n" BASE, 0,
+             "[parallel] virtual_stages = 3: n_layer (4) is not divisible by pp * "
+             "virtual_stages = 6", NULL);
+    FILE_ERR("interleaved: grad_accum a multiple of pp",
+             "[parallel]\npp = 2\nschedule = interleaved\nvirtual_stages = 2\n"
+             "[train]\ngrad_accum = 3\n" BASE, 0,
+             "[train] grad_accum = 3: schedule = interleaved runs microbatches in groups of pp: "
+             "grad_accum must be a multiple of pp (2)", NULL);
 
     static Config c;
     char *msg = NULL;
@@ -629,7 +649,7 @@ static void test_parse_text(void)
 int main(int argc, char **argv)
 {
     tap_init(&argc, &argv);
-    tap_plan(92);
+    tap_plan(97);
     test_defaults();
     test_builtin();
     test_full_file();

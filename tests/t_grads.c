@@ -74,7 +74,8 @@ static void run_step(Run *r, MPI_Comm comm, const int32_t *batch)
     grid_create(&r->grid, c, comm);
     int ga = c->train.grad_accum, mb = c->train.micro_batch;
     Action acts[64];
-    int n = schedule_build(c->parallel.schedule, r->grid.pp, 1, r->grid.pp_stage, ga, acts);
+    int n = schedule_build(c->parallel.schedule, r->grid.pp, c->parallel.virtual_stages,
+                           r->grid.pp_stage, ga, acts);
     model_create(&r->model, c, &r->grid, schedule_max_in_flight(acts, n));
     r->zero = zero_create(&r->model, c, &r->grid);
     zero_init_weights(r->zero);
@@ -135,8 +136,9 @@ static double compare(Run *dist, Run *ref, char *worst_name)
     return worst;
 }
 
+/* kind's chunks a stage: v for the interleaved schedule, else 1 */
 static void check_layout(Run *ref, const int32_t *batch, int dp, int pp, int tp, int zero,
-                         int ga, ScheduleKind kind, int tie, int node_size)
+                         int ga, ScheduleKind kind, int tie, int node_size, int v)
 {
     Run r;
     memset(&r, 0, sizeof r);
@@ -147,6 +149,7 @@ static void check_layout(Run *ref, const int32_t *batch, int dp, int pp, int tp,
     r.cfg.parallel.tp = tp;
     r.cfg.parallel.zero = zero;
     r.cfg.parallel.schedule = kind;
+    r.cfg.parallel.virtual_stages = kind == SCHED_INTERLEAVED ? v : 1;
     r.cfg.parallel.node_size = node_size;
     r.cfg.train.grad_accum = ga;
     r.cfg.train.micro_batch = GB / (ga * dp);
@@ -159,8 +162,9 @@ static void check_layout(Run *ref, const int32_t *batch, int dp, int pp, int tp,
         snprintf(nodes, sizeof nodes, ", node_size %d%s", node_size,
                  r.grid.dp_node_size > 1 && r.grid.dp_cross_size > 1 ? " (two-level)" : "");
     tap_ok(worst < 1e-5 && lrel < 1e-6,
-           "%sdp %d x pp %d x tp %d, zero %d, %s, ga %d%s%s: loss rel %.1e, grads per tensor max rel %.1e (%s)",
-           base_arch == ARCH_LLAMA ? "llama: " : "", dp, pp, tp, zero, schedule_name(kind), ga,
+           "%sdp %d x pp %d x tp %d, zero %d, %s%s, ga %d%s%s: loss rel %.1e, grads per tensor max rel %.1e (%s)",
+           base_arch == ARCH_LLAMA ? "llama: " : "", dp, pp, tp, zero, schedule_name(kind),
+           kind == SCHED_INTERLEAVED ? (v == 2 ? " v=2" : " v=4") : "", ga,
            tie ? "" : ", untied", nodes, lrel, worst, name);
     run_free(&r);
 }
@@ -199,8 +203,8 @@ int main(int argc, char **argv)
 {
     tap_init(&argc, &argv);
     int n = tap_size();
-    static const int layouts[][7] = {
-        /* dp pp tp zero ga schedule node_size */
+    static const int layouts[][8] = {
+        /* dp pp tp zero ga schedule node_size virtual_stages */
         {1, 1, 1, 1, 4, SCHED_1F1B}, {2, 1, 1, 0, 4, SCHED_1F1B}, {2, 1, 1, 1, 2, SCHED_1F1B},
         {2, 1, 1, 2, 4, SCHED_1F1B}, {2, 1, 1, 3, 4, SCHED_1F1B}, {1, 2, 1, 1, 4, SCHED_1F1B},
         {1, 2, 1, 1, 4, SCHED_GPIPE}, {1, 1, 2, 1, 4, SCHED_1F1B}, {4, 1, 1, 1, 2, SCHED_1F1B},
@@ -216,11 +220,14 @@ int main(int argc, char **argv)
         {1, 2, 1, 1, 4, SCHED_ZB1}, {2, 1, 1, 3, 4, SCHED_ZB1}, {2, 2, 1, 1, 4, SCHED_ZB1},
         {2, 2, 1, 3, 4, SCHED_ZB1}, {1, 4, 1, 1, 2, SCHED_ZB1}, {2, 2, 2, 1, 4, SCHED_ZB1},
         {2, 2, 2, 2, 2, SCHED_ZB1}, {2, 4, 1, 3, 4, SCHED_ZB1}, {1, 4, 2, 0, 4, SCHED_ZB1},
+        {1, 2, 1, 1, 4, SCHED_INTERLEAVED, 0, 2}, {1, 2, 1, 0, 2, SCHED_INTERLEAVED, 0, 2},
+        {2, 2, 1, 2, 2, SCHED_INTERLEAVED, 0, 2}, {1, 2, 2, 3, 4, SCHED_INTERLEAVED, 0, 2},
+        {2, 2, 2, 1, 4, SCHED_INTERLEAVED, 0, 2}, {2, 2, 2, 3, 2, SCHED_INTERLEAVED, 2, 2},
     };
     int count = 0;
     for (size_t i = 0; i < sizeof layouts / sizeof layouts[0]; i++)
         count += layouts[i][0] * layouts[i][1] * layouts[i][2] == n;
-    tap_plan(count + 7);
+    tap_plan(count + 7 + (n >= 2));
     int32_t *batch = NULL;
     Run ref[2];
     for (int tie = 1; tie >= 0; tie--) {
@@ -238,11 +245,11 @@ int main(int argc, char **argv)
         const int *l = layouts[i];
         if (l[0] * l[1] * l[2] == n)
             check_layout(&ref[1], batch, l[0], l[1], l[2], l[3], l[4], (ScheduleKind)l[5], 1,
-                         l[6]);
+                         l[6], l[7]);
     }
     /* an untied LM head, on the largest model split of this world */
-    check_layout(&ref[0], batch, 1, n >= 2 ? 2 : 1, n >= 4 ? n / 2 : 1, 1, 4, SCHED_1F1B, 0, 0);
-    check_layout(&ref[1], batch, n, 1, 1, 3, 1, SCHED_1F1B, 1, 0);
+    check_layout(&ref[0], batch, 1, n >= 2 ? 2 : 1, n >= 4 ? n / 2 : 1, 1, 4, SCHED_1F1B, 0, 0, 1);
+    check_layout(&ref[1], batch, n, 1, 1, 3, 1, SCHED_1F1B, 1, 0, 1);
     check_recompute(batch, n >= 8 ? 2 : 1, n >= 2 ? 2 : 1, n >= 4 ? 2 : 1, SCHED_1F1B);
     check_recompute(batch, n >= 8 ? 2 : 1, n >= 2 ? 2 : 1, n >= 4 ? 2 : 1, SCHED_ZB1);
     run_free(&ref[0]);
@@ -256,11 +263,16 @@ int main(int argc, char **argv)
     ref[0].cfg.parallel.dp = ref[0].cfg.parallel.pp = ref[0].cfg.parallel.tp = 1;
     ref[0].cfg.train.micro_batch = GB;
     run_step(&ref[0], MPI_COMM_SELF, batch);
-    check_layout(&ref[0], batch, 1, 1, n, 1, 4, SCHED_1F1B, 0, 0);
+    check_layout(&ref[0], batch, 1, 1, n, 1, 4, SCHED_1F1B, 0, 0, 1);
     check_layout(&ref[0], batch, n >= 4 ? 2 : 1, n >= 2 ? 2 : 1, n >= 8 ? 2 : 1, 3, 4,
-                 SCHED_1F1B, 0, 0);
+                 SCHED_1F1B, 0, 0, 1);
     check_layout(&ref[0], batch, n >= 4 ? 2 : 1, n >= 2 ? 2 : 1, n >= 8 ? 2 : 1, 2, 4,
-                 SCHED_ZB1, 0, 0);
+                 SCHED_ZB1, 0, 0, 1);
+    /* llama interleaved: 2 chunks a stage, untied (the last stage's head
+     * and stage 0's embedding sit on different chunks) */
+    if (n >= 2)
+        check_layout(&ref[0], batch, n >= 4 ? n / 2 : 1, 2, 1, 2, n >= 4 ? 2 : 4,
+                     SCHED_INTERLEAVED, 0, 0, 2);
     run_free(&ref[0]);
     free(batch);
     return tap_done();

@@ -34,7 +34,7 @@ batches = 1
 every = 1
 EOC
 
-# layout: ranks dp pp tp micro_batch grad_accum zero schedule
+# layout: ranks dp pp tp micro_batch grad_accum zero schedule [virtual_stages]
 LAYOUTS="1x1x1:1:1:1:1:2:4:1:1f1b
 2x1x1:2:2:1:1:1:4:1:1f1b
 1x2x1:2:1:2:1:2:4:1:1f1b
@@ -52,23 +52,28 @@ LAYOUTS="1x1x1:1:1:1:1:2:4:1:1f1b
 1x2x1-zb1:2:1:2:1:2:4:1:zb1
 1x4x1-zb1-ga8:4:1:4:1:1:8:1:zb1
 2x2x2-zb1-zero3:8:2:2:2:1:4:3:zb1
+1x2x1-interleaved2:2:1:2:1:2:4:1:interleaved:2
+2x2x1-interleaved2-zero0:4:2:2:1:1:4:0:interleaved:2
+1x2x2-interleaved2-zero2:4:1:2:2:2:4:2:interleaved:2
+2x2x2-interleaved2-zero3:8:2:2:2:1:4:3:interleaved:2
 1x1x1-mb8:1:1:1:1:8:1:1:1f1b"
 count=$(echo "$LAYOUTS" | wc -l)
 plan $((2 * count - 2))
 
-train() {  # name ranks dp pp tp mb ga zero schedule
+train() {  # name ranks dp pp tp mb ga zero schedule virtual_stages
     # shellcheck disable=SC2086
     $TRI_MPIEXEC -n "$2" "$TRIDENT" train --config "$cfg" \
         --set parallel.dp="$3" --set parallel.pp="$4" --set parallel.tp="$5" \
         --set train.micro_batch="$6" --set train.grad_accum="$7" --set parallel.zero="$8" \
-        --set parallel.schedule="$9" --set checkpoint.dir="$WORK/$1" \
+        --set parallel.schedule="$9" --set parallel.virtual_stages="${10:-1}" \
+        --set checkpoint.dir="$WORK/$1" \
         --set log.metrics="$WORK/$1.jsonl" > "$WORK/$1.out" 2>&1
 }
 
 losses() { sed 's/.*"loss":\([^,]*\).*/\1/' "$1"; }
 
 for line in $LAYOUTS; do
-    IFS=: read -r name ranks dp pp tp mb ga zero sched <<EOL
+    IFS=: read -r name ranks dp pp tp mb ga zero sched v <<EOL
 $line
 EOL
     if [ "$ranks" -gt "$np" ]; then
@@ -76,7 +81,7 @@ EOL
         ok 0 "$name weights # SKIP needs $ranks ranks"
         continue
     fi
-    train "$name" "$ranks" "$dp" "$pp" "$tp" "$mb" "$ga" "$zero" "$sched"
+    train "$name" "$ranks" "$dp" "$pp" "$tp" "$mb" "$ga" "$zero" "$sched" "$v"
     status=$?
     if [ "$name" = 1x1x1 ]; then
         [ $status -eq 0 ] || { sed 's/^/# /' "$WORK/$name.out"; }
@@ -84,9 +89,7 @@ EOL
         continue
     fi
     losses "$WORK/$name.jsonl" > "$WORK/$name.loss"
-    worst=$(paste "$WORK/ref.loss" "$WORK/$name.loss" | awk '
-        { d = $1 - $2; if (d < 0) d = -d; r = d / ($1 < 0 ? -$1 : $1); if (r > w) w = r; n++ }
-        END { if (n != 10) print "missing"; else printf "%.2e", w }')
+    worst=$(max_rel "$WORK/ref.loss" "$WORK/$name.loss" 10)
     awk -v w="$worst" 'BEGIN { exit !(w != "missing" && w + 0 <= 1e-5) }'
     ok $? "$name: 10 per-step losses match the single rank (max rel $worst, tol 1e-5)"
     [ $status -eq 0 ] || sed 's/^/# /' "$WORK/$name.out" | tail -n 5

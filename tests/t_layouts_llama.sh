@@ -2,7 +2,8 @@
 # t_layouts_llama.sh - t_layouts.sh's invariant for arch = llama: every
 # layout trains the same model. Two tiny Llama models, both with fewer
 # key/value heads than query heads: "gqa" (4 query heads over 2 key/value
-# heads) and "mqa" (4 over 1). Each layout's 10 per-step losses match its
+# heads) and "mqa" (4 over 1), and "deep" (8 layers, for the interleaved
+# schedule's layouts with 4 stages or 4 chunks). Each layout's 10 per-step losses match its
 # model's single-rank run within relative 1e-5 and its final weights (the
 # checkpoints' logical tensors) within 1e-5, as in t_layouts.sh; a third,
 # "bf16", runs in bf16 within 2e-3 (losses) and 1e-2 (weights). The
@@ -51,6 +52,11 @@ gqa:2x2x2-zero3:8:2:2:2:1:4:3:1f1b:
 gqa:1x2x4-zero2-recompute:8:1:2:4:2:4:2:1f1b:train.recompute=full
 gqa:2x2x2-zb1-zero2:8:2:2:2:1:4:2:zb1:
 gqa:1x4x1-zb1-recompute:4:1:4:1:2:4:1:zb1:train.recompute=full
+gqa:1x2x2-interleaved2-zero3-recompute:4:1:2:2:2:4:3:interleaved:parallel.virtual_stages=2,train.recompute=full
+deep:1x1x1:1:1:1:1:2:4:1:1f1b:model.n_layer=8
+deep:1x4x1-interleaved2:4:1:4:1:2:4:1:interleaved:model.n_layer=8,parallel.virtual_stages=2
+deep:1x2x1-interleaved4-every3:2:1:2:1:2:4:1:interleaved:model.n_layer=8,parallel.virtual_stages=4,train.recompute=every:3
+deep:2x4x1-interleaved2-zero2:8:2:4:1:1:4:2:interleaved:model.n_layer=8,parallel.virtual_stages=2
 mqa:1x1x1:1:1:1:1:2:4:1:1f1b:model.n_kv_head=1
 mqa:1x1x2-replicated:2:1:1:2:2:4:1:1f1b:model.n_kv_head=1
 mqa:2x2x2-zero0-replicated:8:2:2:2:1:4:0:1f1b:model.n_kv_head=1
@@ -58,7 +64,7 @@ mqa:2x1x4-zero3-replicated:8:2:1:4:1:4:3:1f1b:model.n_kv_head=1
 bf16:1x1x1:1:1:1:1:2:4:1:1f1b:train.precision=bf16,model.n_kv_head=1
 bf16:2x2x2-zero3-replicated:8:2:2:2:1:4:3:1f1b:train.precision=bf16,model.n_kv_head=1"
 count=$(echo "$LAYOUTS" | wc -l)
-plan $((2 * (count - 3) + 4))
+plan $((2 * (count - 4) + 7))
 
 train() {  # name ranks dp pp tp mb ga zero schedule extra
     sets=""
@@ -91,9 +97,7 @@ EOL
         continue
     fi
     losses "$WORK/$run.jsonl" > "$WORK/$run.loss"
-    worst=$(paste "$WORK/$model.ref.loss" "$WORK/$run.loss" | awk '
-        { d = $1 - $2; if (d < 0) d = -d; r = d / ($1 < 0 ? -$1 : $1); if (r > w) w = r; n++ }
-        END { if (n != 10) print "missing"; else printf "%.2e", w }')
+    worst=$(max_rel "$WORK/$model.ref.loss" "$WORK/$run.loss" 10)
     tol=1e-5 wtol=1e-5
     [ "$model" != bf16 ] || { tol=2e-3; wtol=1e-2; }
     awk -v w="$worst" -v t="$tol" 'BEGIN { exit !(w != "missing" && w + 0 <= t + 0) }'
@@ -106,23 +110,49 @@ done
 # Checkpoints: a save on 2x2x2 resumes on 1x1x4 (replicated key/value
 # heads) for two more steps with the losses of the single-rank run
 # resumed alike; inspect and sample read the architecture from the file.
-resume() {  # name ranks dp pp tp mb from
+resume() {  # name ranks dp pp tp mb from [extra,--set,keys]
+    sets=""
+    for kv in $(echo "$8" | tr , ' '); do sets="$sets --set $kv"; done
+    # shellcheck disable=SC2086
     $TRI_MPIEXEC -n "$2" "$TRIDENT" train --config "$cfg" --set parallel.dp="$3" \
         --set parallel.pp="$4" --set parallel.tp="$5" --set train.micro_batch="$6" \
         --set train.steps=12 --set checkpoint.resume="$WORK/$7/step_00000010.h5" \
-        --set checkpoint.dir="$WORK/$1" --set log.metrics="$WORK/$1.jsonl" > "$WORK/$1.out" 2>&1
+        --set checkpoint.dir="$WORK/$1" --set log.metrics="$WORK/$1.jsonl" $sets \
+        > "$WORK/$1.out" 2>&1
 }
+# resumed_like NAME REF WHAT: steps 11-12 of run NAME match run REF's
+resumed_like() {
+    losses "$WORK/$2.jsonl" > "$WORK/a.loss"
+    losses "$WORK/$1.jsonl" > "$WORK/b.loss"
+    worst=$(max_rel "$WORK/a.loss" "$WORK/b.loss" 2)
+    awk -v w="$worst" 'BEGIN { exit !(w != "missing" && w + 0 <= 1e-5) }'
+    ok $? "$3: steps 11-12 match the single rank's (max rel $worst)"
+    [ "$worst" != missing ] || sed 's/^/# /' "$WORK/$1.out" | tail -n 5
+}
+# The interleaved layout's checkpoint holds the same logical tensors:
+# saved on 1x4x1 with 2 chunks a stage, resumed on one rank (and sampled
+# from), and the single rank's checkpoint resumed on 1x2x1 with 4 chunks
+# a stage.
+if [ "$np" -ge 4 ]; then
+    deep=model.n_layer=8
+    resume deep-ref-resumed 1 1 1 1 2 deep-1x1x1 "$deep"
+    resume deep-from-interleaved 1 1 1 1 2 deep-1x4x1-interleaved2 "$deep"
+    resumed_like deep-from-interleaved deep-ref-resumed "deep: saved on 1x4x1 interleaved, resumed on 1x1x1"
+    resume deep-to-interleaved 2 1 2 1 2 deep-1x1x1 \
+        "$deep,parallel.schedule=interleaved,parallel.virtual_stages=4"
+    resumed_like deep-to-interleaved deep-ref-resumed "deep: saved on 1x1x1, resumed on 1x2x1 interleaved (4 chunks)"
+    $TRI_MPIEXEC -n 1 "$TRIDENT" sample --ckpt "$WORK/deep-1x4x1-interleaved2/step_00000010.h5" \
+        --tokens 8 > "$WORK/sample-deep.out" 2>&1
+    ok $? "sample generates from a checkpoint the interleaved schedule wrote"
+else
+    ok 0 "deep resume from interleaved # SKIP needs 4 ranks"
+    ok 0 "deep resume to interleaved # SKIP needs 4 ranks"
+    ok 0 "sample from interleaved # SKIP needs 4 ranks"
+fi
 if [ "$np" -ge 8 ]; then
     resume ref-resumed 1 1 1 1 2 gqa-1x1x1
     resume tp4-resumed 4 1 1 4 2 gqa-2x2x2
-    losses "$WORK/ref-resumed.jsonl" > "$WORK/a.loss"
-    losses "$WORK/tp4-resumed.jsonl" > "$WORK/b.loss"
-    worst=$(paste "$WORK/a.loss" "$WORK/b.loss" | awk '
-        { d = $1 - $2; if (d < 0) d = -d; r = d / ($1 < 0 ? -$1 : $1); if (r > w) w = r; n++ }
-        END { if (n != 2) print "missing"; else printf "%.2e", w }')
-    awk -v w="$worst" 'BEGIN { exit !(w != "missing" && w + 0 <= 1e-5) }'
-    ok $? "gqa: saved on 2x2x2, resumed on 1x1x4: steps 11-12 match the single rank's (max rel $worst)"
-    [ "$worst" != missing ] || sed 's/^/# /' "$WORK/tp4-resumed.out" | tail -n 5
+    resumed_like tp4-resumed ref-resumed "gqa: saved on 2x2x2, resumed on 1x1x4"
 else
     ok 0 "gqa resume on another layout # SKIP needs 8 ranks"
 fi

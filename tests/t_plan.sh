@@ -21,8 +21,11 @@ two-level-dp:--set+parallel.node_size=2+--set+parallel.zero=2
 llama-tp2-kv1-zero3-every2:--set+model.arch=llama+--set+model.n_kv_head=1+--set+model.ffn_dim=48+--set+parallel.tp=2+--set+parallel.zero=3+--set+train.recompute=every:2+--set+model.tie_embeddings=0
 llama-pp2-tp2-zero2-recompute:--set+model.arch=llama+--set+parallel.pp=2+--set+parallel.tp=2+--set+parallel.zero=2+--set+train.recompute=full+--set+train.grad_accum=4
 pp2-tp2-zb1:--set+parallel.pp=2+--set+parallel.tp=2+--set+parallel.schedule=zb1+--set+train.grad_accum=4
-llama-pp4-zb1-every2:--set+model.arch=llama+--set+model.n_kv_head=1+--set+model.ffn_dim=48+--set+parallel.pp=4+--set+parallel.schedule=zb1+--set+train.recompute=every:2+--set+model.tie_embeddings=0+--set+train.grad_accum=3"
-plan $(($(echo "$CASES" | wc -l) + 8))
+llama-pp4-zb1-every2:--set+model.arch=llama+--set+model.n_kv_head=1+--set+model.ffn_dim=48+--set+parallel.pp=4+--set+parallel.schedule=zb1+--set+train.recompute=every:2+--set+model.tie_embeddings=0+--set+train.grad_accum=3
+pp2-interleaved2:--set+parallel.pp=2+--set+parallel.schedule=interleaved+--set+parallel.virtual_stages=2+--set+train.grad_accum=4
+pp2-interleaved2-every3-zero3:--set+parallel.pp=2+--set+parallel.schedule=interleaved+--set+parallel.virtual_stages=2+--set+train.grad_accum=6+--set+train.recompute=every:3+--set+parallel.zero=3
+pp4-interleaved-llama-recompute:--set+model.arch=llama+--set+parallel.pp=4+--set+parallel.schedule=interleaved+--set+model.n_layer=8+--set+parallel.virtual_stages=2+--set+train.grad_accum=4+--set+train.recompute=full"
+plan $(($(echo "$CASES" | wc -l) + 10))
 table() { sed -n '/^memory per rank/,/^[^ m]/p' "$1" | grep '^  rank'; }
 for c in $CASES; do
     name=${c%%:*}
@@ -39,24 +42,42 @@ for c in $CASES; do
 done
 # zb1 on pp 4, 8 microbatches: with f = b = w the simulator's bubble is
 # 3/27 = 11.1% against 1F1B's and GPipe's 3/11 = 27.3% (t_schedule derives
-# both); zb1's kept gradients cost memory, so plan recommends it when it
-# fits and 1f1b when only 1f1b does.
+# both; 4 layers cannot be interleaved on 4 stages); zb1's kept gradients
+# cost memory, so plan recommends it when it fits and 1f1b when only 1f1b
+# does. Columns: schedule, v, bubble, activations MiB, total MiB, messages.
 "$TRIDENT" plan --config "$cfg" --world 4 --set parallel.pp=4 --set train.grad_accum=8 \
     > "$WORK/out" 2>&1
-grep -q "^  1f1b    27.3%" "$WORK/out" && grep -q "^  gpipe   27.3%" "$WORK/out" \
-    && grep -q "^  zb1     11.1%" "$WORK/out" && grep -q "^recommended schedule: zb1" "$WORK/out"
+grep -Eq "^  1f1b +1 +27.3% " "$WORK/out" && grep -Eq "^  gpipe +1 +27.3% " "$WORK/out" \
+    && grep -Eq "^  zb1 +1 +11.1% " "$WORK/out" && grep -q "^recommended schedule: zb1" "$WORK/out"
 ok $? "plan pp 4, 8 microbatches: bubbles 1f1b 27.3%, gpipe 27.3%, zb1 11.1%; recommends zb1"
-mib() { awk -v s="$1" '$1 == s { print $3 }' "$WORK/out"; }
+mib() { awk -v s="$1" '$1 == s { print $5 }' "$WORK/out"; }
 mid=$(awk -v a="$(mib 1f1b)" -v b="$(mib zb1)" 'BEGIN { if (a < b) printf "%.9f", (a + b) / 2048 }')
 "$TRIDENT" plan --config "$cfg" --world 4 --set parallel.pp=4 --set train.grad_accum=8 \
     --mem "${mid:-0}" > "$WORK/out" 2>&1
-grep -q "^recommended schedule: 1f1b (smallest bubble that fits" "$WORK/out"
+grep -q "^recommended schedule: 1f1b (the smallest bubble that fits" "$WORK/out"
 ok $? "plan --mem $mid (GiB), between 1f1b's and zb1's largest rank: recommends 1f1b"
 "$TRIDENT" plan --config "$cfg" --world 4 --set parallel.pp=4 --set train.grad_accum=8 \
     --set parallel.schedule=zb1 > "$WORK/out" 2>&1
-grep -q "pipeline bubble (zb1, 8 microbatches, f = b = w): 11.1%" "$WORK/out" \
+grep -q "pipeline bubble (zb1, 8 microbatches, 1 chunk a stage, f = b = w): 11.1%; 48 pipeline messages a step" "$WORK/out" \
     && grep -q "pp 1.311e+05 in 16 messages" "$WORK/out"
 ok $? "plan schedule = zb1: its bubble, and 1F1B's 2 x 8 pipeline messages per rank"
+# what plan prints for the interleaved schedule: the simulated bubble
+# (pp-1)/(v*m+pp-1) = 1/9, 2m(v*pp-1) = 24 messages, each schedule's row;
+# zb1's 1 - 12/13 = 7.7% is the smallest, so plan recommends it
+"$TRIDENT" plan --config "$cfg" --world 2 --set parallel.pp=2 --set parallel.schedule=interleaved \
+    --set parallel.virtual_stages=2 --set train.grad_accum=4 > "$WORK/out" 2>&1
+grep -q "pipeline bubble (interleaved, 4 microbatches, 2 chunks a stage, f = b = w): 11.1%; 24 pipeline messages a step" "$WORK/out" \
+    && grep -Eq "^  1f1b +1 +20.0% .* 8$" "$WORK/out" && grep -Eq "^  interleaved +2 +11.1% .* 24$" "$WORK/out" \
+    && grep -Eq "^  zb1 +1 +7.7% .* 8$" "$WORK/out" \
+    && grep -q "^recommended schedule: zb1 (the smallest bubble)" "$WORK/out"
+ok $? "plan: interleaved's simulated bubble and messages, zb1's, and the recommendation among schedules"
+# with memory for 1f1b alone, plan recommends 1f1b
+mib=$(awk '$1 == "1f1b" { print $5 }' "$WORK/out")
+gib=$(awk -v t="$mib" 'BEGIN { printf "%.9f", (t + 0.01) / 1024 }')
+"$TRIDENT" plan --config "$cfg" --world 2 --set parallel.pp=2 --set train.grad_accum=4 \
+    --mem "$gib" > "$WORK/out2" 2>&1
+grep -q "^recommended schedule: 1f1b (the smallest bubble that fits)" "$WORK/out2"
+ok $? "plan: 1f1b when neither interleaved nor zb1 fits $gib GiB"
 cat > "$WORK/g175.ini" <<EOC
 [model]
 n_layer = 96

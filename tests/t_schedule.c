@@ -5,7 +5,9 @@
  * (dependencies across stages), 1F1B holds at most pp microbatches, zb1
  * as many (live until W) and GPipe m, and the simulated bubble is
  * (pp-1)/(m+pp-1) for 1F1B and GPipe, and for zb1 with f = b = w a third
- * of 1F1B's idle time once m >= pp (see zb1_makespan).
+ * of 1F1B's idle time once m >= pp (see zb1_makespan). The interleaved
+ * schedule runs each (microbatch, chunk) forward and backward once, holds
+ * what schedule.h says, and its simulated bubble is (pp-1)/(v*m+pp-1).
  */
 #include <math.h>
 #include <stdio.h>
@@ -125,18 +127,101 @@ static void check_zb1_shape(void)
            "bubble %.3f < 1f1b's %.3f", mk, zb, fb);
 }
 
+/* Each (mb, chunk) is forwarded and backwarded once, the backward after
+ * the forward, and on each chunk microbatches run in order (the executor's
+ * message tags and slot reuse rely on both). */
+static int interleaved_complete(const Action *a, int n, int v, int m)
+{
+    int *fwd = calloc((size_t)(v * m), sizeof *fwd), *bwd = calloc((size_t)(v * m), sizeof *bwd);
+    int *next_f = calloc((size_t)v, sizeof *next_f), *next_b = calloc((size_t)v, sizeof *next_b);
+    int ok = n == 2 * v * m;
+    for (int i = 0; i < n && ok; i++) {
+        int c = a[i].chunk, mb = a[i].mb;
+        ok = c >= 0 && c < v && mb >= 0 && mb < m;
+        if (!ok)
+            break;
+        if (a[i].kind == ACTION_FORWARD)
+            ok = fwd[c * m + mb]++ == 0 && next_f[c]++ == mb;
+        else
+            ok = a[i].kind == ACTION_BACKWARD && bwd[c * m + mb]++ == 0 && fwd[c * m + mb] == 1
+                 && next_b[c]++ == mb;
+    }
+    free(fwd);
+    free(bwd);
+    free(next_f);
+    free(next_b);
+    return ok;
+}
+
+/* The peak schedule.h states: 2(pp-s-1) + (v-1)pp warm-up forwards, plus
+ * the steady state's one, of chunks whose backward is still to come. */
+static int interleaved_peak(int pp, int v, int s, int m)
+{
+    int peak = 2 * (pp - s - 1) + (v - 1) * pp + 1;
+    return peak < v * m ? peak : v * m;
+}
+
+static void check_interleaved(int pp, int v, int m)
+{
+    Action *a = malloc(sizeof(Action) * (size_t)schedule_length(SCHED_INTERLEAVED, v, m));
+    Action *f = malloc(sizeof(Action) * (size_t)(v * m));
+    int ok = 1, peak_ok = 1, fwd_ok = 1, stage0 = 0;
+    for (int s = 0; s < pp; s++) {
+        int n = schedule_build(SCHED_INTERLEAVED, pp, v, s, m, a);
+        ok &= interleaved_complete(a, n, v, m);
+        int in_flight = schedule_max_in_flight(a, n);
+        peak_ok &= in_flight == interleaved_peak(pp, v, s, m);
+        if (s == 0)
+            stage0 = in_flight;
+        /* evaluation forwards in the order training does */
+        int nf = schedule_forwards(SCHED_INTERLEAVED, pp, v, m, f);
+        fwd_ok &= nf == v * m;
+        for (int i = 0, k = 0; i < n && fwd_ok; i++)
+            if (a[i].kind == ACTION_FORWARD)
+                fwd_ok &= f[k].mb == a[i].mb && f[k].chunk == a[i].chunk, k++;
+    }
+    tap_ok(ok, "interleaved pp=%d v=%d m=%d: each (microbatch, chunk) forward and backward once, "
+           "in microbatch order per chunk", pp, v, m);
+    tap_ok(peak_ok, "interleaved pp=%d v=%d m=%d: stage s holds min(2(pp-s-1)+(v-1)pp+1, vm) "
+           "chunks (stage 0: %d)", pp, v, m, stage0);
+    tap_ok(fwd_ok, "interleaved pp=%d v=%d m=%d: the forward-only list is training's order",
+           pp, v, m);
+    double makespan;
+    double bubble = schedule_simulate(SCHED_INTERLEAVED, pp, v, m, (StageCost){1.0, 2.0, 0.0},
+                                      &makespan);
+    /* exact for equal stages: the last stage starts after (pp-1) chunk
+     * forwards and the first ends (pp-1) chunk backwards after the rest */
+    double expect = (double)(pp - 1) / ((double)v * m + pp - 1);
+    tap_ok(fabs(bubble - expect) < 1e-12 && fabs(expect - schedule_ideal_bubble(
+               SCHED_INTERLEAVED, pp, v, m)) < 1e-15,
+           "interleaved pp=%d v=%d m=%d: simulated bubble %.4f = (pp-1)/(v*m+pp-1) = %.4f "
+           "(no deadlock)", pp, v, m, bubble, expect);
+    tap_ok(schedule_messages(SCHED_INTERLEAVED, pp, v, m) == 2LL * m * (v * pp - 1)
+           && schedule_messages(SCHED_1F1B, pp, 1, m) == 2LL * m * (pp - 1),
+           "interleaved pp=%d v=%d m=%d: %lld messages a step against 1f1b's %lld", pp, v, m,
+           schedule_messages(SCHED_INTERLEAVED, pp, v, m), schedule_messages(SCHED_1F1B, pp, 1, m));
+    free(a);
+    free(f);
+}
+
 int main(int argc, char **argv)
 {
     tap_init(&argc, &argv);
     static const int cases[][2] = {{1, 1}, {1, 4}, {2, 2}, {2, 8}, {4, 4}, {4, 8}, {4, 3}, {8, 16}};
     int n_cases = sizeof cases / sizeof cases[0];
-    tap_plan(n_cases * 3 * 4 + 2 + 3);
+    /* pp, v, m: m = pp (all warm-up on stage 0), several rounds, v up to 4 */
+    static const int inter[][3] = {{2, 2, 2}, {2, 2, 4}, {2, 4, 6}, {4, 2, 4}, {4, 2, 8},
+                                   {4, 3, 12}, {3, 2, 9}, {8, 2, 16}, {8, 4, 8}};
+    int n_inter = sizeof inter / sizeof inter[0];
+    tap_plan(n_cases * 3 * 4 + n_inter * 5 + 3 + 3);
     for (int c = 0; c < n_cases; c++) {
         check_kind(SCHED_1F1B, cases[c][0], cases[c][1]);
         check_kind(SCHED_GPIPE, cases[c][0], cases[c][1]);
         check_kind(SCHED_ZB1, cases[c][0], cases[c][1]);
     }
     check_zb1_shape();
+    for (int c = 0; c < n_inter; c++)
+        check_interleaved(inter[c][0], inter[c][1], inter[c][2]);
     /* 1F1B's warm-up on stage 0 of 4 is 3 forwards, then F/B pairs */
     Action a[16];
     schedule_build(SCHED_1F1B, 4, 1, 0, 8, a);
@@ -148,5 +233,15 @@ int main(int argc, char **argv)
     for (int i = 0; i < 16; i++)
         alternates &= a[i].kind == (i % 2 ? ACTION_BACKWARD : ACTION_FORWARD);
     tap_ok(alternates, "1f1b last stage: no warm-up, strict forward/backward alternation");
+    /* Megatron's order on stage 0 of 2 with 2 chunks, 4 microbatches: 4
+     * warm-up forwards (mb 0,1 chunk 0; mb 0,1 chunk 1), and the first
+     * backward is of chunk 1 */
+    schedule_build(SCHED_INTERLEAVED, 2, 2, 0, 4, a);
+    tap_ok(a[0].mb == 0 && a[0].chunk == 0 && a[1].mb == 1 && a[1].chunk == 0 && a[2].mb == 0
+           && a[2].chunk == 1 && a[3].mb == 1 && a[3].chunk == 1 && a[4].kind == ACTION_FORWARD
+           && a[4].mb == 2 && a[4].chunk == 0 && a[5].kind == ACTION_BACKWARD && a[5].mb == 0
+           && a[5].chunk == 1,
+           "interleaved stage 0 of 2, v=2: groups of pp through chunk 0 then 1, backwards from "
+           "the last chunk");
     return tap_done();
 }
