@@ -66,6 +66,11 @@ static int dp_hierarchical(const Config *cfg, const Grid *g)
     return same && first > 1;
 }
 
+int plan_offloads(const Config *cfg)
+{
+    return cfg->train.offload == OFFLOAD_OPTIMIZER && cfg->parallel.device != DEVICE_CPU;
+}
+
 /* zero.c's arenas: full or owned weights, gradients and Adam state, as
  * zero_state_bytes sizes them. Overlap assumes host buffers (a CPU run). */
 static void parameter_memory(const ParamSet *ps, const Config *cfg, const Grid *g,
@@ -78,10 +83,12 @@ static void parameter_memory(const ParamSet *ps, const Config *cfg, const Grid *
     l.dtype = model_dtype(cfg->train.precision);
     l.hierarchical = dp_hierarchical(cfg, g);
     l.overlap = zero_overlaps(cfg->parallel.overlap, l.stage, g->dp, l.hierarchical, OPS_CPU);
+    l.offload = plan_offloads(cfg);
     ZeroBytes b = zero_state_bytes(ps, &l);
     mem->weights = b.weights;
     mem->grads = b.grads;
     mem->optimizer = b.optimizer;
+    mem->host = b.host;
 }
 
 /* model.c's buffers for one stage. */
@@ -212,22 +219,34 @@ PlanComm plan_communication(const Config *cfg, int world)
 
 /* ---- printing ----------------------------------------------------------- */
 
+/* One row of the memory table, as the trainer prints it (train.c). */
+static void print_memory_row(PlanMemory m, int host, FILE *out)
+{
+    fprintf(out, "%10.3f / %10.3f / %10.3f / %10.3f", m.weights / MIB, m.grads / MIB,
+            m.optimizer / MIB, m.activations / MIB);
+    if (host)
+        fprintf(out, " / %10.3f", m.host / MIB);
+}
+
 static void print_memory_table(const Config *cfg, int world, FILE *out)
 {
-    fprintf(out, "memory per rank (MiB): weights / grads / optimizer / activations\n");
+    int host = plan_offloads(cfg);
+    fprintf(out, "memory per rank (MiB): weights / grads / optimizer / activations%s\n",
+            host ? " / host (offloaded)" : "");
     int dp = grid_resolve_dp(&cfg->parallel, world), tp = cfg->parallel.tp;
     if (world <= 16) {
         for (int r = 0; r < world; r++) {
-            PlanMemory m = plan_rank_memory(cfg, world, r / (tp * dp), (r / tp) % dp, r % tp);
-            fprintf(out, "  rank %3d: %10.3f / %10.3f / %10.3f / %10.3f\n", r, m.weights / MIB,
-                    m.grads / MIB, m.optimizer / MIB, m.activations / MIB);
+            fprintf(out, "  rank %3d: ", r);
+            print_memory_row(plan_rank_memory(cfg, world, r / (tp * dp), (r / tp) % dp, r % tp),
+                             host, out);
+            fprintf(out, "\n");
         }
         return;
     }
     for (int s = 0; s < cfg->parallel.pp; s++) {
-        PlanMemory m = plan_rank_memory(cfg, world, s, 0, 0);
-        fprintf(out, "  stage %3d: %10.3f / %10.3f / %10.3f / %10.3f  (each of its %d ranks)\n", s,
-                m.weights / MIB, m.grads / MIB, m.optimizer / MIB, m.activations / MIB, dp * tp);
+        fprintf(out, "  stage %3d: ", s);
+        print_memory_row(plan_rank_memory(cfg, world, s, 0, 0), host, out);
+        fprintf(out, "  (each of its %d ranks)\n", dp * tp);
     }
 }
 
@@ -269,12 +288,16 @@ int plan_each_layout(const Config *cfg, int world, int max_tp, PlanVisit visit, 
             c.train.grad_accum = (int)(global / (mb * dp));
             if (grid_check(&c, world, fail_stream(0)) != 0)
                 continue;
+            int offloads = cfg->parallel.device != DEVICE_CPU;
             for (int z = 0; z <= 3; z++) {
                 for (int rc = 0; rc <= 1; rc++) {
-                    c.parallel.zero = z;
-                    c.train.recompute = rc ? RECOMPUTE_FULL : RECOMPUTE_NONE;
-                    visit(&c, ctx);
-                    visited++;
+                    for (int off = 0; off <= offloads; off++) {
+                        c.parallel.zero = z;
+                        c.train.recompute = rc ? RECOMPUTE_FULL : RECOMPUTE_NONE;
+                        c.train.offload = off ? OFFLOAD_OPTIMIZER : OFFLOAD_NONE;
+                        visit(&c, ctx);
+                        visited++;
+                    }
                 }
             }
         }
@@ -296,9 +319,10 @@ static void print_fit(const Config *c, void *ctx)
         return;
     int pp = c->parallel.pp;
     double bubble = (double)(pp - 1) / (c->train.grad_accum + pp - 1);
-    fprintf(t->out, "  %5d %5d %5d %4d %4d %9s %10.2f %5.1f%%\n", c->parallel.dp, pp,
+    fprintf(t->out, "  %5d %5d %5d %4d %4d %9s %9s %10.2f %5.1f%%\n", c->parallel.dp, pp,
             c->parallel.tp, c->train.grad_accum, c->parallel.zero,
-            c->train.recompute == RECOMPUTE_FULL ? "full" : "none", gib, 100.0 * bubble);
+            c->train.recompute == RECOMPUTE_FULL ? "full" : "none",
+            plan_offloads(c) ? "optimizer" : "none", gib, 100.0 * bubble);
     t->shown++;
 }
 
@@ -309,8 +333,8 @@ static void print_fits(const Config *cfg, int world, double mem_gib, FILE *out)
                      * grid_resolve_dp(&cfg->parallel, world);
     fprintf(out, "\nlayouts of %d ranks within %.1f GiB per device, global batch %lld (largest rank):\n",
             world, mem_gib, (long long)global);
-    fprintf(out, "  %5s %5s %5s %4s %4s %9s %10s %6s\n", "dp", "pp", "tp", "ga", "zero", "recompute",
-            "GiB", "bubble");
+    fprintf(out, "  %5s %5s %5s %4s %4s %9s %9s %10s %6s\n", "dp", "pp", "tp", "ga", "zero",
+            "recompute", "offload", "GiB", "bubble");
     FitsTable t = {.world = world, .mem_gib = mem_gib, .out = out};
     plan_each_layout(cfg, world, 8, print_fit, &t);
     if (!t.shown)
@@ -322,15 +346,20 @@ int plan_print(const Config *cfg, int world, double mem_gib, FILE *out, FILE *er
     if (grid_check(cfg, world, err))
         return 1;
     int dp = grid_resolve_dp(&cfg->parallel, world), stage = 0;
-    fprintf(out, "plan: %d ranks = dp %d x pp %d x tp %d, zero %d, %s, recompute %s\n", world, dp,
-            cfg->parallel.pp, cfg->parallel.tp, cfg->parallel.zero,
+    fprintf(out, "plan: %d ranks = dp %d x pp %d x tp %d, zero %d, %s, recompute %s%s\n", world,
+            dp, cfg->parallel.pp, cfg->parallel.tp, cfg->parallel.zero,
             ops_dtype_name(model_dtype(cfg->train.precision)),
             cfg->train.recompute == RECOMPUTE_NONE ? "none"
-            : cfg->train.recompute == RECOMPUTE_FULL ? "full" : "every:K");
+            : cfg->train.recompute == RECOMPUTE_FULL ? "full" : "every:K",
+            plan_offloads(cfg) ? ", offload optimizer" : "");
     print_costs(cfg, world, out);
     print_memory_table(cfg, world, out);
     PlanMemory big = plan_largest_rank(cfg, world, &stage);
-    fprintf(out, "largest rank: %.2f GiB (stage %d)\n", total(big) / (MIB * 1024.0), stage);
+    fprintf(out, "largest rank: %.2f GiB (stage %d)", total(big) / (MIB * 1024.0), stage);
+    if (plan_offloads(cfg))
+        fprintf(out, " on its device, and %.2f GiB of host memory (offload)",
+                big.host / (MIB * 1024.0));
+    fprintf(out, "\n");
     if (mem_gib > 0)
         print_fits(cfg, world, mem_gib, out);
     return 0;

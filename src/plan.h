@@ -20,8 +20,15 @@
 #include "config.h"
 
 typedef struct {
-    int64_t weights, grads, optimizer, activations;
+    int64_t weights, grads, optimizer, activations;   /* on the device */
+    int64_t host;   /* [train] offload: optimizer state and staging in host memory */
 } PlanMemory;
+
+/* Whether plan counts cfg's run as offloading the optimizer: [train]
+ * offload = optimizer, and [parallel] device is not cpu (plan runs
+ * without a device; `auto` is taken to find GPUs, where offload acts).
+ * Pure. */
+int plan_offloads(const Config *cfg);
 
 /* Memory of the rank at (stage, dp_rank, tp_rank) of a world of `world`
  * ranks. cfg must pass grid_check for that world. Not collective. */
@@ -35,7 +42,8 @@ PlanMemory plan_largest_rank(const Config *cfg, int world, int *stage);
 /* Calls visit for every layout of `world` ranks that keeps cfg's global
  * batch (grad_accum adjusted): dp x pp x tp with tp a power of two up to
  * max_tp that grid_check accepts, each ZeRO stage, recompute none and
- * full. Returns the number visited. Not collective. */
+ * full, and offload none and optimizer (unless device = cpu, where it
+ * changes nothing). Returns the number visited. Not collective. */
 typedef void (*PlanVisit)(const Config *layout, void *ctx);
 int plan_each_layout(const Config *cfg, int world, int max_tp, PlanVisit visit, void *ctx);
 
