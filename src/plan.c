@@ -66,9 +66,27 @@ static int dp_hierarchical(const Config *cfg, const Grid *g)
     return same && first > 1;
 }
 
+/* The trainer's choice of device, where plan can know it: auto takes a
+ * GPU when one is visible (device.c), asked once. */
+static int on_gpu(const Config *cfg)
+{
+    static int visible = -1;
+    if (cfg->parallel.device != DEVICE_AUTO)
+        return cfg->parallel.device == DEVICE_CUDA;
+    if (visible < 0)
+        visible = ops_device_count(OPS_CUDA) > 0;
+    return visible;
+}
+
 int plan_offloads(const Config *cfg)
 {
-    return cfg->train.offload == OFFLOAD_OPTIMIZER && cfg->parallel.device != DEVICE_CPU;
+    return cfg->train.offload == OFFLOAD_OPTIMIZER && on_gpu(cfg);
+}
+
+void plan_assume_gpu(Config *cfg)
+{
+    if (cfg->parallel.device == DEVICE_AUTO)
+        cfg->parallel.device = DEVICE_CUDA;
 }
 
 /* zero.c's arenas: full or owned weights, gradients and Adam state, as
@@ -288,7 +306,7 @@ int plan_each_layout(const Config *cfg, int world, int max_tp, PlanVisit visit, 
             c.train.grad_accum = (int)(global / (mb * dp));
             if (grid_check(&c, world, fail_stream(0)) != 0)
                 continue;
-            int offloads = cfg->parallel.device != DEVICE_CPU;
+            int offloads = on_gpu(cfg); /* on the CPU it frees nothing */
             for (int z = 0; z <= 3; z++) {
                 for (int rc = 0; rc <= 1; rc++) {
                     for (int off = 0; off <= offloads; off++) {
@@ -336,7 +354,9 @@ static void print_fits(const Config *cfg, int world, double mem_gib, FILE *out)
     fprintf(out, "  %5s %5s %5s %4s %4s %9s %9s %10s %6s\n", "dp", "pp", "tp", "ga", "zero",
             "recompute", "offload", "GiB", "bubble");
     FitsTable t = {.world = world, .mem_gib = mem_gib, .out = out};
-    plan_each_layout(cfg, world, 8, print_fit, &t);
+    Config gpu = *cfg;
+    plan_assume_gpu(&gpu);
+    plan_each_layout(&gpu, world, 8, print_fit, &t);
     if (!t.shown)
         fprintf(out, "  none: more ranks, a smaller micro_batch, or more memory\n");
 }

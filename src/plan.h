@@ -25,10 +25,14 @@ typedef struct {
 } PlanMemory;
 
 /* Whether plan counts cfg's run as offloading the optimizer: [train]
- * offload = optimizer, and [parallel] device is not cpu (plan runs
- * without a device; `auto` is taken to find GPUs, where offload acts).
- * Pure. */
+ * offload = optimizer on a GPU, as the trainer decides (device = cuda, or
+ * auto where this process sees a GPU), so that plan's memory table is the
+ * one the trainer prints here. Not collective. */
 int plan_offloads(const Config *cfg);
+
+/* Layouts that "fit a device's memory" (--mem, --hw on a GPU profile)
+ * are for GPUs: device = auto becomes cuda, cpu stays. Pure. */
+void plan_assume_gpu(Config *cfg);
 
 /* Memory of the rank at (stage, dp_rank, tp_rank) of a world of `world`
  * ranks. cfg must pass grid_check for that world. Not collective. */

@@ -349,6 +349,10 @@ int roofline_print_plan(const Config *cfg, int world, const char *hw_name, FILE 
 {
     Hardware hw;
     TRI_TRY(roofline_hardware(hw_name, world, model_dtype(cfg->train.precision), &hw, err));
+    Config on_hw = *cfg; /* a GPU profile predicts for its GPUs */
+    if (!hw.shared)
+        plan_assume_gpu(&on_hw);
+    cfg = &on_hw;
     Prediction p = roofline_predict(cfg, world, &hw);
     fprintf(out, "\n");
     roofline_print(cfg, world, &hw, &p, out);

@@ -18,7 +18,7 @@ tp2-pp2-zero0-gpipe:--set+parallel.tp=2+--set+parallel.pp=2+--set+parallel.zero=
 pp2-zero2-recompute:--set+parallel.pp=2+--set+parallel.zero=2+--set+train.recompute=full+--set+train.grad_accum=4
 untied-every2:--set+model.tie_embeddings=0+--set+train.recompute=every:2+--set+parallel.zero=3
 two-level-dp:--set+parallel.node_size=2+--set+parallel.zero=2
-offload-cpu-zero1:--set+parallel.zero=1+--set+train.offload=optimizer+--set+parallel.device=cpu
+offload-cpu-zero1:--set+parallel.zero=1+--set+train.offload=optimizer
 llama-tp2-kv1-zero3-every2:--set+model.arch=llama+--set+model.n_kv_head=1+--set+model.ffn_dim=48+--set+parallel.tp=2+--set+parallel.zero=3+--set+train.recompute=every:2+--set+model.tie_embeddings=0
 llama-pp2-tp2-zero2-recompute:--set+model.arch=llama+--set+parallel.pp=2+--set+parallel.tp=2+--set+parallel.zero=2+--set+train.recompute=full+--set+train.grad_accum=4"
 plan $(($(echo "$CASES" | wc -l) + 8))
@@ -92,7 +92,8 @@ recompute = full
 train = none.bin
 format = tokens
 EOC
-"$TRIDENT" plan --config "$WORK/g7.ini" --world 1 --set train.offload=optimizer > "$WORK/out" 2>&1
+"$TRIDENT" plan --config "$WORK/g7.ini" --world 1 --set train.offload=optimizer \
+    --set parallel.device=cuda > "$WORK/out" 2>&1
 row=$(grep '^  rank   0:' "$WORK/out")
 echo "$row" | awk -F/ '{ exit !(NF == 5 && $3 + 0 == 0 && $5 + 0 > 3 * 25000) }' &&
     grep -q '^largest rank: .* on its device, and .* GiB of host memory (offload)' "$WORK/out"
