@@ -22,6 +22,7 @@
 #include "comm.h"
 #include "comm_dp.h"
 #include "fail.h"
+#include "fault.h"
 #include "prof.h"
 #include "timer.h"
 
@@ -574,7 +575,10 @@ Zero *zero_create(Model *m, const Config *cfg, const Grid *g)
             z->units_of[m->ps.units[u].idx[i]]++;
     for (int k = 0; k < FLIGHTS; k++)
         z->flight[k].bucket = -1;
-    if (offload_active(cfg->train.offload, g->device))
+    /* fault offload_cpu: the GPU's offload path run on the CPU, so the
+     * tests can train through it (fault.h) */
+    if (offload_active(cfg->train.offload, g->device)
+        || (cfg->train.offload == OFFLOAD_OPTIMIZER && fault_at("offload_cpu", g->rank, 0)))
         z->offload = offload_create(g->device, m->act_dtype, OFFLOAD_CHUNK);
     allocate_state(z);
     if (z->stage >= 2 || z->overlap) {
