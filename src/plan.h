@@ -46,8 +46,9 @@ PlanMemory plan_largest_rank(const Config *cfg, int world, int *stage);
 /* Calls visit for every layout of `world` ranks that keeps cfg's global
  * batch (grad_accum adjusted): dp x pp x tp with tp a power of two up to
  * max_tp that grid_check accepts, each ZeRO stage, recompute none and
- * full, and offload none and optimizer (unless device = cpu, where it
- * changes nothing). Returns the number visited. Not collective. */
+ * full, and offload none and optimizer where plan_offloads would count
+ * it (on the CPU it frees nothing). Returns the number visited.
+ * Not collective. */
 typedef void (*PlanVisit)(const Config *layout, void *ctx);
 int plan_each_layout(const Config *cfg, int world, int max_tp, PlanVisit visit, void *ctx);
 

@@ -68,7 +68,7 @@ struct Zero {
     int *units_left;          /* ... that have not run their final backward */
     char *bucket_started;     /* per bucket */
     Flight flight[FLIGHTS];
-    Offload *offload;         /* [train] offload = optimizer on a GPU, else NULL */
+    Offload *offload;         /* [train] offload on a GPU (or fault offload_cpu), else NULL */
     int next_flight;          /* the oldest, completed first */
     double span, exposed;     /* seconds in flight, and spent waiting */
 };
@@ -162,7 +162,8 @@ ZeroBytes zero_state_bytes(const ParamSet *ps, const ZeroLayout *l)
     int64_t w = (int64_t)ops_dtype_size(l->dtype), f32 = (int64_t)sizeof(float);
     int64_t master = separate_master(l) ? n.update * f32 : 0;
     ZeroBytes b = {0};
-    /* zero 3: the owned master rows, and the buffer a unit is gathered into */
+    /* zero 3: the owned master rows (unless offloaded), and the buffer a
+     * unit is gathered into */
     b.weights = l->stage < 3 || l->offload ? 0 : master;
     b.weights += l->stage < 3 ? n.full * w : n.unit * w;
     b.grads = (l->stage < 2 ? n.full * f32 : 0) + (l->stage > 0 ? n.owned * f32 : 0)
