@@ -330,6 +330,36 @@ void ops_copy(ops_tensor dst, ops_tensor src)
                           (size_t)dst.n * ops_dtype_size(dst.dtype)));
 }
 
+void ops_copy_async(ops_tensor dst, ops_tensor src, int lane)
+{
+    static const char fn[] = "ops_copy_async";
+    if (lane < 0 || lane >= OPS_COPY_LANES)
+        FAIL("%s: lane %d is not in [0, %d)", fn, lane, OPS_COPY_LANES);
+    if (dst.device == OPS_CPU && src.device == OPS_CPU) {
+        ops_copy(dst, src);
+        return;
+    }
+    if (dst.dtype != src.dtype || dst.n != src.n)
+        FAIL("%s: dst is %lld of %s but src %lld of %s", fn, (long long)dst.n,
+             ops_dtype_name(dst.dtype), (long long)src.n, ops_dtype_name(src.dtype));
+    ops_arg a[2] = { { "dst", dst, dst.n, ARG_ANY, 0 },
+                     { "src", src, src.n, ARG_ANY, 0 } };
+    check_args(fn, NULL, &a[0], 1);
+    check_args(fn, NULL, &a[1], 1);
+    ops_device dev = OPS_CUDA;
+    ON_CUDA(copy_async_cuda(dst.data, dst.device, src.data, src.device,
+                            (size_t)dst.n * ops_dtype_size(dst.dtype), lane));
+}
+
+void ops_copy_wait(ops_device dev, int lane)
+{
+    static const char fn[] = "ops_copy_wait";
+    if (lane < 0 || lane >= OPS_COPY_LANES)
+        FAIL("%s: lane %d is not in [0, %d)", fn, lane, OPS_COPY_LANES);
+    if (dev == OPS_CUDA)
+        ON_CUDA(copy_wait_cuda(lane));
+}
+
 void ops_cast(ops_tensor dst, ops_tensor src)
 {
     if (dst.n != src.n)

@@ -89,6 +89,18 @@ ops_tensor ops_view(ops_tensor t, int64_t off, int64_t n);
 void ops_zero(ops_tensor t);
 /* dst = src; same dtype, any devices. */
 void ops_copy(ops_tensor dst, ops_tensor src);
+/* Asynchronous copies, for the optimizer offload (src/offload.c), which
+ * overlaps the transfers of one chunk with the host's work on another.
+ * ops_copy_async is ops_copy queued on a GPU: on a copy stream of its
+ * direction (one device to host, one host to device, so the two copy
+ * engines run at once), after everything already queued on the compute
+ * stream, and returning at once. ops_copy_wait(lane) blocks the host until
+ * the last copy queued under `lane` (0 .. OPS_COPY_LANES-1) is done. Host
+ * memory must come from ops_alloc_host. On the CPU the copy is a memcpy,
+ * done when it returns, and waiting does nothing. */
+#define OPS_COPY_LANES 4
+void ops_copy_async(ops_tensor dst, ops_tensor src, int lane);
+void ops_copy_wait(ops_device dev, int lane);
 /* dst = (dtype of dst) src, element-wise rounding (round-to-nearest-even);
  * fp16 reproduces the real range: overflow gives inf, tiny values flush
  * to subnormals or zero. Across devices (set-up, checkpoints: not inside a

@@ -73,6 +73,7 @@ static const char *const FAN_WORDS[] = { "fan_in", "fan_out", NULL };
 static const char *const SCHEDULE_WORDS[] = { "1f1b", "gpipe", "interleaved", "zb1", NULL };
 static const char *const DEVICE_WORDS[] = { "auto", "cpu", "cuda", NULL };
 static const char *const PRECISION_WORDS[] = { "fp32", "bf16", "fp16", NULL };
+static const char *const OFFLOAD_WORDS[] = { "none", "optimizer", NULL };
 static const char *const FORMAT_WORDS[] = { "text", "tokens", "indexed", NULL };
 static const char *const ARCH_WORDS[] = { "gpt2", "llama", NULL };
 
@@ -133,6 +134,7 @@ static const KeyDef KEYS[] = {
     ENUM_KEY("train", "precision", train.precision, "fp32", PRECISION_WORDS),
     /* also sets train.recompute_every: see parse_recompute */
     { KEY("train", "recompute", K_RECOMPUTE, train.recompute, "none") },
+    ENUM_KEY("train", "offload", train.offload, "none", OFFLOAD_WORDS),
     { KEY("train", "seed", K_SEED, train.seed, "1337") },
     INT_KEY("train", "loss_scale_window", train.loss_scale_window, "2000", 1, INT_MAX),
     INT_KEY("train", "loss_scale_hysteresis", train.loss_scale_hysteresis, "2", 1, INT_MAX),

@@ -27,6 +27,8 @@ typedef enum {
 typedef enum { FAN_IN = 0, FAN_OUT = 1 } FanMode;
 typedef enum { RECOMPUTE_NONE = 0, RECOMPUTE_FULL = 1, RECOMPUTE_EVERY = 2 } RecomputeKind;
 typedef enum { PRECISION_FP32 = 0, PRECISION_BF16 = 1, PRECISION_FP16 = 2 } Precision;
+/* [train] offload: where the optimizer state lives (offload.h). */
+typedef enum { OFFLOAD_NONE = 0, OFFLOAD_OPTIMIZER = 1 } OffloadKind;
 typedef enum { ARCH_GPT2 = 0, ARCH_LLAMA = 1 } ModelArch;
 /* [model] tie_embeddings = auto: tied for gpt2, untied for llama. */
 #define TIE_AUTO (-1)
@@ -67,6 +69,8 @@ typedef struct {
     Precision precision;            /* the compute dtype: model_dtype */
     RecomputeKind recompute;
     int recompute_every;            /* K of every:K */
+    OffloadKind offload;            /* optimizer: master and moments in host
+                                       memory on a GPU (offload.h) */
     unsigned long long seed;
     int loss_scale_window;          /* clean fp16 steps before doubling */
     int loss_scale_hysteresis;      /* overflows tolerated before halving */

@@ -11,7 +11,10 @@
  * data: a failure only one rank sees), slow_stop (the save on a stop
  * signal starts 3 s late, as a large model's takes long), slow (the rank
  * sleeps 50 ms in each such step: a straggler), stall (the rank stops
- * itself with SIGSTOP, as a hung node would: the watchdog's case). Unset
+ * itself with SIGSTOP, as a hung node would: the watchdog's case),
+ * offload_cpu (with [train] offload = optimizer, the rank takes the GPU's
+ * offload path on the CPU: host arenas, a separate master, the chunked
+ * executor with memcpy copies; arm it on every rank, at step 0). Unset
  * in normal runs: a getenv at start-up is the whole cost.
  */
 #ifndef TRI_SRC_FAULT_H

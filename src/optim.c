@@ -4,6 +4,7 @@
 #include "optim.h"
 
 #include <math.h>
+#include <stdlib.h>
 
 #include "comm.h"
 #include "fail.h"
@@ -61,6 +62,33 @@ double optim_grad_norm(Model *m, Zero *z)
     return sqrt(local);
 }
 
+/* The rows AdamW writes besides the master: the compute copy's, when the
+ * master is separate from it (OPS_NONE otherwise, and under zero 3, where
+ * the master rows are the weights). */
+static ops_tensor compute_copy_rows(const Param *p, int64_t r0, int64_t nr)
+{
+    int separate = p->w.data && p->master.data != (char *)p->w.data
+                   + r0 * p->lcols * ops_dtype_size(p->w.dtype);
+    return separate ? ops_view(p->w, r0 * p->lcols, nr * p->lcols) : OPS_NONE;
+}
+
+/* The rows each parameter's AdamW updates, with its weight decay, into
+ * seg; returns how many parameters have rows here. */
+static int update_segments(Model *m, Zero *z, const TrainConfig *t, OffloadSeg *seg)
+{
+    int n = 0;
+    for (int i = 0; i < m->ps.n; i++) {
+        Param *p = &m->ps.p[i];
+        int64_t r0, nr;
+        zero_update_rows(z, p, &r0, &nr);
+        if (nr == 0)
+            continue;
+        seg[n++] = (OffloadSeg){p->master, p->m, p->v, p->og, compute_copy_rows(p, r0, nr),
+                                p->decay ? (float)t->weight_decay : 0.0f};
+    }
+    return n;
+}
+
 void optim_step(Model *m, Zero *z, const TrainConfig *t, int step, double lr,
                 float grad_scale)
 {
@@ -68,17 +96,18 @@ void optim_step(Model *m, Zero *z, const TrainConfig *t, int step, double lr,
         .lr = (float)lr, .beta1 = (float)t->beta1, .beta2 = (float)t->beta2,
         .eps = (float)t->eps, .grad_scale = grad_scale, .step = step,
     };
-    for (int i = 0; i < m->ps.n; i++) {
-        Param *p = &m->ps.p[i];
-        int64_t r0, nr;
-        zero_update_rows(z, p, &r0, &nr);
-        if (nr == 0)
-            continue;
-        a.weight_decay = p->decay ? (float)t->weight_decay : 0.0f;
-        /* with a separate fp32 master, the compute copy gets the new rows */
-        int separate = p->w.data && p->master.data != (char *)p->w.data
-                       + r0 * p->lcols * ops_dtype_size(p->w.dtype);
-        ops_tensor wcopy = separate ? ops_view(p->w, r0 * p->lcols, nr * p->lcols) : OPS_NONE;
-        ops_adamw(p->master, p->og, p->m, p->v, wcopy, nr * p->lcols, &a);
+    OffloadSeg *seg = malloc(sizeof *seg * (size_t)(m->ps.n > 0 ? m->ps.n : 1));
+    if (!seg)
+        fail_abort("out of memory", __FILE__, __LINE__);
+    int n = update_segments(m, z, t, seg);
+    if (zero_offload(z)) { /* the same update, on the host (offload.h) */
+        offload_adamw(zero_offload(z), seg, n, &a);
+    } else {
+        for (int i = 0; i < n; i++) {
+            a.weight_decay = seg[i].weight_decay;
+            ops_adamw(seg[i].master, seg[i].grad, seg[i].m, seg[i].v, seg[i].wcopy,
+                      seg[i].master.n, &a);
+        }
     }
+    free(seg);
 }

@@ -25,7 +25,9 @@ double optim_grad_norm(Model *m, Zero *z);
 
 /* One AdamW step (1-based `step`) on the owned rows: grads are multiplied
  * by grad_scale first (unscaling and norm clipping in one factor); weight
- * decay only on 2-D weights. Not collective. */
+ * decay only on 2-D weights. With [train] offload on a GPU the master and
+ * moments are in host memory and the update runs there (offload.h), with
+ * the same result. Not collective. */
 void optim_step(Model *m, Zero *z, const TrainConfig *t, int step, double lr,
                 float grad_scale);
 

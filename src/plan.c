@@ -66,6 +66,29 @@ static int dp_hierarchical(const Config *cfg, const Grid *g)
     return same && first > 1;
 }
 
+/* The trainer's choice of device, where plan can know it: auto takes a
+ * GPU when one is visible (device.c), asked once. */
+static int on_gpu(const Config *cfg)
+{
+    static int visible = -1;
+    if (cfg->parallel.device != DEVICE_AUTO)
+        return cfg->parallel.device == DEVICE_CUDA;
+    if (visible < 0)
+        visible = ops_device_count(OPS_CUDA) > 0;
+    return visible;
+}
+
+int plan_offloads(const Config *cfg)
+{
+    return cfg->train.offload == OFFLOAD_OPTIMIZER && on_gpu(cfg);
+}
+
+void plan_assume_gpu(Config *cfg)
+{
+    if (cfg->parallel.device == DEVICE_AUTO)
+        cfg->parallel.device = DEVICE_CUDA;
+}
+
 /* zero.c's arenas: full or owned weights, gradients and Adam state, as
  * zero_state_bytes sizes them. Overlap assumes host buffers (a CPU run). */
 static void parameter_memory(const ParamSet *ps, const Config *cfg, const Grid *g,
@@ -78,10 +101,12 @@ static void parameter_memory(const ParamSet *ps, const Config *cfg, const Grid *
     l.dtype = model_dtype(cfg->train.precision);
     l.hierarchical = dp_hierarchical(cfg, g);
     l.overlap = zero_overlaps(cfg->parallel.overlap, l.stage, g->dp, l.hierarchical, OPS_CPU);
+    l.offload = plan_offloads(cfg);
     ZeroBytes b = zero_state_bytes(ps, &l);
     mem->weights = b.weights;
     mem->grads = b.grads;
     mem->optimizer = b.optimizer;
+    mem->host = b.host;
 }
 
 /* The activation slots stage's schedule needs (schedule_max_in_flight). */
@@ -317,22 +342,34 @@ static void print_schedules(const Config *cfg, int world, double mem_gib, FILE *
 
 /* ---- printing ----------------------------------------------------------- */
 
+/* One row of the memory table, as the trainer prints it (train.c). */
+static void print_memory_row(PlanMemory m, int host, FILE *out)
+{
+    fprintf(out, "%10.3f / %10.3f / %10.3f / %10.3f", m.weights / MIB, m.grads / MIB,
+            m.optimizer / MIB, m.activations / MIB);
+    if (host)
+        fprintf(out, " / %10.3f", m.host / MIB);
+}
+
 static void print_memory_table(const Config *cfg, int world, FILE *out)
 {
-    fprintf(out, "memory per rank (MiB): weights / grads / optimizer / activations\n");
+    int host = plan_offloads(cfg);
+    fprintf(out, "memory per rank (MiB): weights / grads / optimizer / activations%s\n",
+            host ? " / host (offloaded)" : "");
     int dp = grid_resolve_dp(&cfg->parallel, world), tp = cfg->parallel.tp;
     if (world <= 16) {
         for (int r = 0; r < world; r++) {
-            PlanMemory m = plan_rank_memory(cfg, world, r / (tp * dp), (r / tp) % dp, r % tp);
-            fprintf(out, "  rank %3d: %10.3f / %10.3f / %10.3f / %10.3f\n", r, m.weights / MIB,
-                    m.grads / MIB, m.optimizer / MIB, m.activations / MIB);
+            fprintf(out, "  rank %3d: ", r);
+            print_memory_row(plan_rank_memory(cfg, world, r / (tp * dp), (r / tp) % dp, r % tp),
+                             host, out);
+            fprintf(out, "\n");
         }
         return;
     }
     for (int s = 0; s < cfg->parallel.pp; s++) {
-        PlanMemory m = plan_rank_memory(cfg, world, s, 0, 0);
-        fprintf(out, "  stage %3d: %10.3f / %10.3f / %10.3f / %10.3f  (each of its %d ranks)\n", s,
-                m.weights / MIB, m.grads / MIB, m.optimizer / MIB, m.activations / MIB, dp * tp);
+        fprintf(out, "  stage %3d: ", s);
+        print_memory_row(plan_rank_memory(cfg, world, s, 0, 0), host, out);
+        fprintf(out, "  (each of its %d ranks)\n", dp * tp);
     }
 }
 
@@ -387,14 +424,18 @@ int plan_each_layout(const Config *cfg, int world, int max_tp, PlanVisit visit, 
                 cands[n++] = with_schedule(&c, SCHED_ZB1, 1);
             if (interleaves(&c, 2))
                 cands[n++] = with_schedule(&c, SCHED_INTERLEAVED, 2);
+            int offloads = on_gpu(cfg); /* on the CPU it frees nothing */
             for (int k = 0; k < n; k++) {
                 c = cands[k];
                 for (int z = 0; z <= 3; z++) {
                     for (int rc = 0; rc <= 1; rc++) {
-                        c.parallel.zero = z;
-                        c.train.recompute = rc ? RECOMPUTE_FULL : RECOMPUTE_NONE;
-                        visit(&c, ctx);
-                        visited++;
+                        for (int off = 0; off <= offloads; off++) {
+                            c.parallel.zero = z;
+                            c.train.recompute = rc ? RECOMPUTE_FULL : RECOMPUTE_NONE;
+                            c.train.offload = off ? OFFLOAD_OPTIMIZER : OFFLOAD_NONE;
+                            visit(&c, ctx);
+                            visited++;
+                        }
                     }
                 }
             }
@@ -416,9 +457,10 @@ static void print_fit(const Config *c, void *ctx)
     if (gib > t->mem_gib)
         return;
     int v = c->parallel.virtual_stages;
-    fprintf(t->out, "  %5d %5d %5d %4d %4d %9s %10.2f %5.1f%% %s%s\n", c->parallel.dp,
+    fprintf(t->out, "  %5d %5d %5d %4d %4d %9s %9s %10.2f %5.1f%% %s%s\n", c->parallel.dp,
             c->parallel.pp, c->parallel.tp, c->train.grad_accum, c->parallel.zero,
-            c->train.recompute == RECOMPUTE_FULL ? "full" : "none", gib, 100.0 * plan_bubble(c),
+            c->train.recompute == RECOMPUTE_FULL ? "full" : "none",
+            plan_offloads(c) ? "optimizer" : "none", gib, 100.0 * plan_bubble(c),
             schedule_name(c->parallel.schedule), v > 1 ? " v=2" : "");
     t->shown++;
 }
@@ -430,10 +472,12 @@ static void print_fits(const Config *cfg, int world, double mem_gib, FILE *out)
                      * grid_resolve_dp(&cfg->parallel, world);
     fprintf(out, "\nlayouts of %d ranks within %.1f GiB per device, global batch %lld (largest rank):\n",
             world, mem_gib, (long long)global);
-    fprintf(out, "  %5s %5s %5s %4s %4s %9s %10s %6s %s\n", "dp", "pp", "tp", "ga", "zero",
-            "recompute", "GiB", "bubble", "schedule");
+    fprintf(out, "  %5s %5s %5s %4s %4s %9s %9s %10s %6s %s\n", "dp", "pp", "tp", "ga", "zero",
+            "recompute", "offload", "GiB", "bubble", "schedule");
     FitsTable t = {.world = world, .mem_gib = mem_gib, .out = out};
-    plan_each_layout(cfg, world, 8, print_fit, &t);
+    Config gpu = *cfg;
+    plan_assume_gpu(&gpu);
+    plan_each_layout(&gpu, world, 8, print_fit, &t);
     if (!t.shown)
         fprintf(out, "  none: more ranks, a smaller micro_batch, or more memory\n");
 }
@@ -443,17 +487,22 @@ int plan_print(const Config *cfg, int world, double mem_gib, FILE *out, FILE *er
     if (grid_check(cfg, world, err))
         return 1;
     int dp = grid_resolve_dp(&cfg->parallel, world), stage = 0;
-    fprintf(out, "plan: %d ranks = dp %d x pp %d x tp %d, zero %d, %s, recompute %s\n", world, dp,
-            cfg->parallel.pp, cfg->parallel.tp, cfg->parallel.zero,
+    fprintf(out, "plan: %d ranks = dp %d x pp %d x tp %d, zero %d, %s, recompute %s%s\n", world,
+            dp, cfg->parallel.pp, cfg->parallel.tp, cfg->parallel.zero,
             ops_dtype_name(model_dtype(cfg->train.precision)),
             cfg->train.recompute == RECOMPUTE_NONE ? "none"
-            : cfg->train.recompute == RECOMPUTE_FULL ? "full" : "every:K");
+            : cfg->train.recompute == RECOMPUTE_FULL ? "full" : "every:K",
+            plan_offloads(cfg) ? ", offload optimizer" : "");
     print_costs(cfg, world, out);
     print_schedules(cfg, world, mem_gib, out);
     print_memory_table(cfg, world, out);
     print_schedules(cfg, world, mem_gib, out);
     PlanMemory big = plan_largest_rank(cfg, world, &stage);
-    fprintf(out, "largest rank: %.2f GiB (stage %d)\n", total(big) / (MIB * 1024.0), stage);
+    fprintf(out, "largest rank: %.2f GiB (stage %d)", total(big) / (MIB * 1024.0), stage);
+    if (plan_offloads(cfg))
+        fprintf(out, " on its device, and %.2f GiB of host memory (offload)",
+                big.host / (MIB * 1024.0));
+    fprintf(out, "\n");
     if (mem_gib > 0)
         print_fits(cfg, world, mem_gib, out);
     return 0;

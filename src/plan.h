@@ -21,8 +21,19 @@
 #include "config.h"
 
 typedef struct {
-    int64_t weights, grads, optimizer, activations;
+    int64_t weights, grads, optimizer, activations;   /* on the device */
+    int64_t host;   /* [train] offload: optimizer state and staging in host memory */
 } PlanMemory;
+
+/* Whether plan counts cfg's run as offloading the optimizer: [train]
+ * offload = optimizer on a GPU, as the trainer decides (device = cuda, or
+ * auto where this process sees a GPU), so that plan's memory table is the
+ * one the trainer prints here. Not collective. */
+int plan_offloads(const Config *cfg);
+
+/* Layouts that "fit a device's memory" (--mem, --hw on a GPU profile)
+ * are for GPUs: device = auto becomes cuda, cpu stays. Pure. */
+void plan_assume_gpu(Config *cfg);
 
 /* Memory of the rank at (stage, dp_rank, tp_rank) of a world of `world`
  * ranks. cfg must pass grid_check for that world. Not collective. */
@@ -36,9 +47,11 @@ PlanMemory plan_largest_rank(const Config *cfg, int world, int *stage);
 /* Calls visit for every layout of `world` ranks that keeps cfg's global
  * batch (grad_accum adjusted): dp x pp x tp with tp a power of two up to
  * max_tp that grid_check accepts, each ZeRO stage, recompute none and
- * full, and with pp > 1 the schedules 1f1b, zb1 and (where the layout
- * allows) interleaved with 2 chunks a stage (GPipe has 1F1B's bubble in
- * more memory). Returns the number visited. Not collective. */
+ * full, offload none and optimizer where plan_offloads would count it (on
+ * the CPU it frees nothing), and with pp > 1 the schedules 1f1b, zb1 and
+ * (where the layout allows) interleaved with 2 chunks a stage (GPipe has
+ * 1F1B's bubble in more memory). Returns the number visited. Not
+ * collective. */
 typedef void (*PlanVisit)(const Config *layout, void *ctx);
 int plan_each_layout(const Config *cfg, int world, int max_tp, PlanVisit visit, void *ctx);
 

@@ -35,11 +35,15 @@
 /* Datasheet dense peaks (FLOP/s, no sparsity), HBM bandwidth, NVLink
  * bandwidth per GPU and direction, and one 400 (NDR) or 200 (HDR) Gb/s NIC
  * per GPU. The GEMM efficiency is what large cuBLAS GEMMs sustain. fp32
- * is true fp32 (trident's CUDA GEMMs use CUBLAS_COMPUTE_32F, not TF32). */
+ * is true fp32 (trident's CUDA GEMMs use CUBLAS_COMPUTE_32F, not TF32).
+ * For the optimizer offload: what pinned copies sustain over PCIe 5.0
+ * (H100, H200) or 4.0 (A100) x16, and an eighth of a two-socket host's
+ * memory bandwidth (about 400 GB/s) for each GPU's AdamW: assumptions,
+ * not measurements (doc/gpu.md). */
 static const Hardware profiles[] = {
-    {"h100", 67e12, 989e12, 989e12, 0.70, 3.35e12, 80, 450e9, 50e9, 8, 0, ""},
-    {"h200", 67e12, 989e12, 989e12, 0.70, 4.8e12, 141, 450e9, 50e9, 8, 0, ""},
-    {"a100", 19.5e12, 312e12, 312e12, 0.75, 2.0e12, 80, 300e9, 25e9, 8, 0, ""},
+    {"h100", 67e12, 989e12, 989e12, 0.70, 3.35e12, 80, 450e9, 50e9, 8, 0, "", 50e9, 50e9},
+    {"h200", 67e12, 989e12, 989e12, 0.70, 4.8e12, 141, 450e9, 50e9, 8, 0, "", 50e9, 50e9},
+    {"a100", 19.5e12, 312e12, 312e12, 0.75, 2.0e12, 80, 300e9, 25e9, 8, 0, "", 25e9, 40e9},
 };
 
 /* Sustained bandwidth (bytes read + written) of this machine, all
@@ -230,14 +234,19 @@ static double optimizer_elements(const Config *cfg, int world)
 /* Seconds of the optimizer step: AdamW reads and writes master, m and v
  * and reads the gradient (28 B per element), the norm reads the gradient
  * again, a separate compute copy adds its write; the CPU profile times
- * that instead. */
+ * that instead (where offload changes nothing). Offloaded, the device
+ * only reads the gradient for the norm, and the step takes the longer of
+ * the transfers (4 B down per element, the copy's bytes up at the same
+ * time) and the host's AdamW, which overlap (offload.h). */
 static double optimizer_seconds(const Config *cfg, int world, const Hardware *hw, double mem)
 {
     ops_dtype d = model_dtype(cfg->train.precision);
-    double n = optimizer_elements(cfg, world);
+    double n = optimizer_elements(cfg, world), a = (double)ops_dtype_size(d);
     if (hw->shared)
         return n * kernel_times_adamw(d) * world; /* the ranks share the cores */
-    return n * (32.0 + (d != OPS_F32 ? (double)ops_dtype_size(d) : 0.0)) / mem;
+    if (plan_offloads(cfg))
+        return 4.0 * n / mem + fmax(4.0 * n / hw->pcie_bw, (28.0 + a) * n / hw->host_bw);
+    return n * (32.0 + (d != OPS_F32 ? a : 0.0)) / mem;
 }
 
 /* ---- the prediction ----------------------------------------------------- */
@@ -302,9 +311,9 @@ Prediction roofline_predict(const Config *cfg, int world, const Hardware *hw)
     p.tokens_per_s = tokens / p.step;
     double flops = 3.0 * model_forward_flops(&cfg->model, tokens);
     p.mfu = flops / p.step / (world * peak(hw, cfg) / hw->gemm_efficiency / ranks_sharing);
-    p.memory_gib = 0.0;
     PlanMemory mm = plan_largest_rank(cfg, world, NULL);
     p.memory_gib = (mm.weights + mm.grads + mm.optimizer + mm.activations) / GIB;
+    p.host_gib = mm.host / GIB;
     return p;
 }
 
@@ -324,7 +333,9 @@ void roofline_print(const Config *cfg, int world, const Hardware *hw, const Pred
         {hw->shared ? "GEMMs (timed)" : "GEMMs", p->gemm},
         {hw->shared ? "elementwise ops (timed)" : "elementwise ops (memory-bound)", p->elementwise},
         {"tensor-parallel all-reduces", p->tp}, {"pipeline transfers", p->pp},
-        {"pipeline bubble", p->bubble}, {"optimizer", p->optimizer},
+        {"pipeline bubble", p->bubble},
+        {plan_offloads(cfg) && !hw->shared ? "optimizer (offloaded, overlapped)" : "optimizer",
+         p->optimizer},
         {"data-parallel reduction (exposed)", p->dp_exposed},
     };
     for (size_t i = 0; i < sizeof terms / sizeof terms[0]; i++)
@@ -332,8 +343,11 @@ void roofline_print(const Config *cfg, int world, const Hardware *hw, const Pred
                 100.0 * terms[i].s / p->step);
     fprintf(out, "  %-36s %10.2f ms  (DP reduction in all: %.2f ms)\n", "step", 1e3 * p->step,
             1e3 * p->dp_total);
-    fprintf(out, "  tokens/s %.4g, MFU %.1f%%, largest rank %.1f GiB\n", p->tokens_per_s,
+    fprintf(out, "  tokens/s %.4g, MFU %.1f%%, largest rank %.1f GiB", p->tokens_per_s,
             100.0 * p->mfu, p->memory_gib);
+    if (plan_offloads(cfg) && !hw->shared)
+        fprintf(out, " (and %.1f GiB offloaded to host memory)", p->host_gib);
+    fprintf(out, "\n");
 }
 
 typedef struct {
@@ -347,7 +361,9 @@ static void consider(const Config *c, void *ctx)
 {
     Search *s = ctx;
     Prediction p = roofline_predict(c, s->world, s->hw);
-    if (s->hw->mem_gib > 0 && p.memory_gib > s->hw->mem_gib)
+    /* on the CPU profile the device is the host: offloading frees nothing */
+    double need = p.memory_gib + (s->hw->shared ? p.host_gib : 0.0);
+    if (s->hw->mem_gib > 0 && need > s->hw->mem_gib)
         return;
     if (!s->found || p.step < s->pred.step) {
         s->best = *c;
@@ -371,18 +387,23 @@ int roofline_print_plan(const Config *cfg, int world, const char *hw_name, FILE 
 {
     Hardware hw;
     TRI_TRY(roofline_hardware(hw_name, world, model_dtype(cfg->train.precision), &hw, err));
+    Config on_hw = *cfg; /* a GPU profile predicts for its GPUs */
+    if (!hw.shared)
+        plan_assume_gpu(&on_hw);
+    cfg = &on_hw;
     Prediction p = roofline_predict(cfg, world, &hw);
     fprintf(out, "\n");
     roofline_print(cfg, world, &hw, &p, out);
     Config best;
     Prediction bp;
     if (roofline_recommend(cfg, world, &hw, &best, &bp) == 0) {
-        fprintf(out, "\nfastest layout on %d x %s that fits %.3g GiB: dp %d x pp %d x tp %d, grad_accum %d, zero %d, recompute %s, schedule %s (%d chunk%s a stage)\n",
+        fprintf(out, "\nfastest layout on %d x %s that fits %.3g GiB: dp %d x pp %d x tp %d, grad_accum %d, zero %d, recompute %s, schedule %s (%d chunk%s a stage), offload %s\n",
                 world, hw.name, hw.mem_gib, best.parallel.dp, best.parallel.pp, best.parallel.tp,
                 best.train.grad_accum, best.parallel.zero,
                 best.train.recompute == RECOMPUTE_FULL ? "full" : "none",
                 schedule_name(best.parallel.schedule), best.parallel.virtual_stages,
-                best.parallel.virtual_stages > 1 ? "s" : "");
+                best.parallel.virtual_stages > 1 ? "s" : "",
+                plan_offloads(&best) ? "optimizer" : "none");
         roofline_print(&best, world, &hw, &bp, out);
     } else {
         fprintf(out, "\nno layout of %d x %s fits %.3g GiB per device\n", world, hw.name,

@@ -44,6 +44,8 @@ typedef struct {
     int per_node;             /* devices per node */
     int shared;               /* the world shares one machine (the CPU profile) */
     char how[256];            /* the CPU profile: what its peak is, as measured */
+    double pcie_bw;           /* [train] offload: bytes/s host <-> device, each direction */
+    double host_bw;           /* ... and the host memory bandwidth AdamW gets per device */
 } Hardware;
 
 /* Looks up a profile ("h100", "h200", "a100", "cpu"; "cpu" measures this
@@ -57,7 +59,8 @@ typedef struct {
     double bubble;
     double step;                           /* the prediction */
     double tokens_per_s, mfu;
-    double memory_gib;                     /* largest rank */
+    double memory_gib;                     /* largest rank, on its device */
+    double host_gib;                       /* ... and offloaded to host memory */
 } Prediction;
 
 /* Predicts cfg on `world` devices of hw. cfg must pass grid_check. */

@@ -158,24 +158,43 @@ static int open_data(Trainer *t)
     return 0;
 }
 
+/* [train] offload's line: where the optimizer state is, on rank 0. */
+static void print_offload(Trainer *t)
+{
+    if (!is_root(t) || t->cfg->train.offload != OFFLOAD_OPTIMIZER)
+        return;
+    if (zero_offload(t->zero))
+        printf("offload: master weights and Adam moments in host memory, AdamW on the host\n");
+    else
+        printf("offload: [train] offload = optimizer changes nothing on the CPU backend, whose "
+               "optimizer state is in host memory already\n");
+}
+
 static void print_memory(Trainer *t)
 {
     ZeroBytes b = zero_bytes(t->zero);
-    double mine[4] = {(double)b.weights, (double)b.grads, (double)b.optimizer,
-                      (double)model_activation_bytes(&t->model)};
+    double mine[5] = {(double)b.weights, (double)b.grads, (double)b.optimizer,
+                      (double)model_activation_bytes(&t->model), (double)b.host};
     int size = t->grid.size;
     double *all = is_root(t) ? malloc(sizeof mine * (size_t)size) : NULL;
     comm_gather_bytes(&t->grid, COMM_WORLD, mine, sizeof mine, all, 0);
     if (!is_root(t))
         return;
-    printf("memory per rank (MiB): weights / grads / optimizer / activations\n");
+    /* plan's table (plan.c), the host column only where the run offloads */
+    int host = zero_offload(t->zero) != NULL;
+    printf("memory per rank (MiB): weights / grads / optimizer / activations%s\n",
+           host ? " / host (offloaded)" : "");
     for (int r = 0; r < size; r++) {
         if (size > 16 && r == 8) {
             printf("  ... (%d more ranks)\n", size - 8);
             break;
         }
-        printf("  rank %3d: %10.3f / %10.3f / %10.3f / %10.3f\n", r, all[4 * r] / 1048576.0,
-               all[4 * r + 1] / 1048576.0, all[4 * r + 2] / 1048576.0, all[4 * r + 3] / 1048576.0);
+        const double *a = all + 5 * r;
+        printf("  rank %3d: %10.3f / %10.3f / %10.3f / %10.3f", r, a[0] / 1048576.0,
+               a[1] / 1048576.0, a[2] / 1048576.0, a[3] / 1048576.0);
+        if (host)
+            printf(" / %10.3f", a[4] / 1048576.0);
+        printf("\n");
     }
     free(all);
 }
@@ -282,7 +301,7 @@ static int check_memory_fits(Trainer *t)
     if (t->grid.device == OPS_CPU) {
         PlanMemory m = plan_rank_memory(c, t->grid.size, t->grid.pp_stage, t->grid.dp_rank,
                                         t->grid.tp_rank);
-        int64_t need = m.weights + m.grads + m.optimizer + m.activations;
+        int64_t need = m.weights + m.grads + m.optimizer + m.activations + m.host;
         int64_t avail = host_memory_available();
         int share = t->grid.host_size > 0 ? t->grid.host_size : 1;
         const double gib = 1073741824.0;
@@ -363,6 +382,7 @@ static int setup(Trainer *t)
     TRI_TRY(fail_report(t->grid.world, rc, msg));
     if (cfg->checkpoint.async && cfg->checkpoint.dir[0])
         TRI_TRY(start_writer(t));
+    print_offload(t);
     print_memory(t);
     return 0;
 }

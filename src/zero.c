@@ -22,6 +22,7 @@
 #include "comm.h"
 #include "comm_dp.h"
 #include "fail.h"
+#include "fault.h"
 #include "prof.h"
 #include "timer.h"
 
@@ -67,6 +68,7 @@ struct Zero {
     int *units_left;          /* ... that have not run their final backward */
     char *bucket_started;     /* per bucket */
     Flight flight[FLIGHTS];
+    Offload *offload;         /* [train] offload on a GPU (or fault offload_cpu), else NULL */
     int next_flight;          /* the oldest, completed first */
     double span, exposed;     /* seconds in flight, and spent waiting */
 };
@@ -138,10 +140,11 @@ static StateCounts state_counts(const ParamSet *ps, int stage, int dp, int dp_ra
 }
 
 /* fp32 master rows of their own: the weights are another dtype, or only
- * owned weights exist (zero 3, where the master rows are the weights). */
+ * owned weights exist (zero 3, where the master rows are the weights), or
+ * the master lives in host memory (offload). */
 static int separate_master(const ZeroLayout *l)
 {
-    return l->dtype != OPS_F32 || l->stage == 3;
+    return l->dtype != OPS_F32 || l->stage == 3 || l->offload;
 }
 
 /* Unit-sized fp32 buffers: pack and receive; the node-level share of a
@@ -158,31 +161,45 @@ ZeroBytes zero_state_bytes(const ParamSet *ps, const ZeroLayout *l)
     StateCounts n = state_counts(ps, l->stage, l->dp, l->dp_rank);
     int64_t w = (int64_t)ops_dtype_size(l->dtype), f32 = (int64_t)sizeof(float);
     int64_t master = separate_master(l) ? n.update * f32 : 0;
-    ZeroBytes b;
-    /* zero 3: the owned master rows, and the buffer a unit is gathered into */
-    b.weights = l->stage < 3 ? n.full * w : master + n.unit * w;
+    ZeroBytes b = {0};
+    /* zero 3: the owned master rows (unless offloaded), and the buffer a
+     * unit is gathered into */
+    b.weights = l->stage < 3 || l->offload ? 0 : master;
+    b.weights += l->stage < 3 ? n.full * w : n.unit * w;
     b.grads = (l->stage < 2 ? n.full * f32 : 0) + (l->stage > 0 ? n.owned * f32 : 0)
             + unit_buffers(l) * n.unit * f32;
-    b.optimizer = (l->stage < 3 ? master : 0) + 2 * n.update * f32;
+    int64_t optimizer = (l->stage < 3 || l->offload ? master : 0) + 2 * n.update * f32;
+    if (l->offload)
+        b.host = optimizer + offload_staging_bytes(l->dtype, OFFLOAD_CHUNK);
+    else
+        b.optimizer = optimizer;
     return b;
 }
 
 static ZeroLayout layout_of(const Zero *z)
 {
     ZeroLayout l = {z->stage, z->dp, z->dp_rank, z->m->act_dtype,
-                    comm_dp_two_level(z->reduction), z->overlap};
+                    comm_dp_two_level(z->reduction), z->overlap, z->offload != NULL};
     return l;
 }
 
-static ops_tensor arena(Zero *z, ops_dtype dtype, int64_t n, int64_t *bytes)
+/* On the rank's device, or in host memory near it (the offloaded state). */
+static ops_tensor arena_on(Zero *z, int host, ops_dtype dtype, int64_t n, int64_t *bytes)
 {
-    ops_tensor t = ops_alloc(dtype, z->g->device, n > 0 ? n : 1);
+    int64_t len = n > 0 ? n : 1;
+    ops_tensor t = host ? ops_alloc_host(dtype, len, z->g->device)
+                        : ops_alloc(dtype, z->g->device, len);
     z->arenas = realloc(z->arenas, (size_t)(z->n_arenas + 1) * sizeof *z->arenas);
     if (!z->arenas)
         fail_abort("out of memory", __FILE__, __LINE__);
     z->arenas[z->n_arenas++] = t;
     *bytes += n * (int64_t)ops_dtype_size(dtype);
     return t;
+}
+
+static ops_tensor arena(Zero *z, ops_dtype dtype, int64_t n, int64_t *bytes)
+{
+    return arena_on(z, 0, dtype, n, bytes);
 }
 
 /* Buckets for zero 0/1: each unit, skipping parameters an earlier unit
@@ -236,11 +253,15 @@ static void allocate_state(Zero *z)
     ops_tensor w = keep_full_weights ? arena(z, wdt, n.full, &z->bytes.weights) : OPS_NONE;
     ops_tensor g = keep_full_grads ? arena(z, OPS_F32, n.full, &z->bytes.grads) : OPS_NONE;
     ops_tensor og = z->stage == 0 ? OPS_NONE : arena(z, OPS_F32, n.owned, &z->bytes.grads);
-    ops_tensor master = own_master
-        ? arena(z, OPS_F32, n.update, !keep_full_weights ? &z->bytes.weights : &z->bytes.optimizer)
-        : OPS_NONE;
-    ops_tensor mom = arena(z, OPS_F32, n.update, &z->bytes.optimizer);
-    ops_tensor vel = arena(z, OPS_F32, n.update, &z->bytes.optimizer);
+    /* with offload, the update rows' master and moments live in host memory */
+    int host = l.offload;
+    int64_t *opt_bytes = host ? &z->bytes.host : &z->bytes.optimizer;
+    int64_t *master_bytes = !keep_full_weights && !host ? &z->bytes.weights : opt_bytes;
+    ops_tensor master = own_master ? arena_on(z, host, OPS_F32, n.update, master_bytes) : OPS_NONE;
+    ops_tensor mom = arena_on(z, host, OPS_F32, n.update, opt_bytes);
+    ops_tensor vel = arena_on(z, host, OPS_F32, n.update, opt_bytes);
+    if (host)
+        z->bytes.host += offload_staging_bytes(wdt, OFFLOAD_CHUNK);
 
     int64_t off_full = 0, off_upd = 0, off_own = 0;
     for (int i = 0; i < ps->n; i++) {
@@ -273,7 +294,7 @@ static void allocate_state(Zero *z)
         z->work_w = arena(z, wdt, n.unit, &z->bytes.weights);
     ZeroBytes stated = zero_state_bytes(ps, &l);
     if (z->bytes.weights != stated.weights || z->bytes.grads != stated.grads
-        || z->bytes.optimizer != stated.optimizer)
+        || z->bytes.optimizer != stated.optimizer || z->bytes.host != stated.host)
         fail_abort("zero.c allocated other sizes than zero_state_bytes states",
                    __FILE__, __LINE__);
 }
@@ -555,6 +576,11 @@ Zero *zero_create(Model *m, const Config *cfg, const Grid *g)
             z->units_of[m->ps.units[u].idx[i]]++;
     for (int k = 0; k < FLIGHTS; k++)
         z->flight[k].bucket = -1;
+    /* fault offload_cpu: the GPU's offload path run on the CPU, so the
+     * tests can train through it (fault.h) */
+    if (offload_active(cfg->train.offload, g->device)
+        || (cfg->train.offload == OFFLOAD_OPTIMIZER && fault_at("offload_cpu", g->rank, 0)))
+        z->offload = offload_create(g->device, m->act_dtype, OFFLOAD_CHUNK);
     allocate_state(z);
     if (z->stage >= 2 || z->overlap) {
         m->hook = unit_hook;
@@ -567,8 +593,13 @@ void zero_destroy(Zero *z)
 {
     if (!z)
         return;
-    for (int i = 0; i < z->n_arenas; i++)
-        ops_free(&z->arenas[i]);
+    for (int i = 0; i < z->n_arenas; i++) {
+        if (z->arenas[i].device == OPS_CPU) /* arena_on's host memory */
+            ops_free_host(&z->arenas[i], z->g->device);
+        else
+            ops_free(&z->arenas[i]);
+    }
+    offload_destroy(z->offload);
     free(z->arenas);
     free(z->buckets);
     free(z->units);
@@ -683,7 +714,8 @@ void zero_gather_weights(Zero *z)
     if (z->stage == 0 || z->stage == 3)
         return;
     ParamSet *ps = &z->m->ps;
-    int separate_master = z->m->act_dtype != OPS_F32;
+    /* offload uploaded the new compute copy's rows already */
+    int separate_master = z->m->act_dtype != OPS_F32 && !z->offload;
     for (int b = 0; b < z->n_buckets; b++) {
         /* a bucket's blocks are consecutive in the weight arena (see
          * build_buckets), so its first block's start is the whole bucket's */
@@ -694,6 +726,8 @@ void zero_gather_weights(Zero *z)
 }
 
 ZeroBytes zero_bytes(const Zero *z) { return z->bytes; }
+
+Offload *zero_offload(const Zero *z) { return z->offload; }
 
 void zero_overlap_seconds(Zero *z, double *span, double *exposed)
 {

@@ -31,9 +31,11 @@
 #include "config.h"
 #include "grid.h"
 #include "model.h"
+#include "offload.h"
 
 typedef struct {
-    int64_t weights, grads, optimizer;   /* bytes this rank holds */
+    int64_t weights, grads, optimizer;   /* bytes this rank holds on its device */
+    int64_t host;    /* [train] offload: the optimizer state and staging in host memory */
 } ZeroBytes;
 
 typedef struct Zero Zero;
@@ -54,12 +56,15 @@ typedef struct {
     ops_dtype dtype;    /* the weights' compute dtype */
     int hierarchical;   /* the DP reduction runs in two levels */
     int overlap;        /* zero_overlaps's */
+    int offload;        /* offload_active's: master and moments in host memory */
 } ZeroLayout;
 
 /* Bytes of weights, gradients and optimizer state that the rank with
  * parameter table ps holds under l: full or owned weights in the compute
  * dtype, fp32 gradients (full, owned, and the unit-sized pack, receive and
- * work buffers), fp32 master rows and Adam moments. Not collective. */
+ * work buffers), fp32 master rows and Adam moments; with offload the
+ * master rows and moments, and the staging slots, count as host memory.
+ * Not collective. */
 ZeroBytes zero_state_bytes(const ParamSet *ps, const ZeroLayout *l);
 
 /* Decides ownership, allocates weights, gradients and optimizer state for
@@ -102,6 +107,10 @@ void zero_partition(int64_t rows, int dp, int rank, int64_t *row0, int64_t *n);
 /* What this rank allocated: zero_state_bytes of its table and layout.
  * Not collective. */
 ZeroBytes zero_bytes(const Zero *z);
+
+/* The optimizer offload's staging (offload.h), NULL when the run does not
+ * offload. Not collective. */
+Offload *zero_offload(const Zero *z);
 
 /* Overlapped DP reductions since the last call: the seconds they were in
  * flight, and the seconds the step waited for them (the exposed part).

@@ -1,7 +1,8 @@
 #!/bin/sh
 # t_ckpt.sh - checkpoints: periodic saves and `keep`, a bitwise-identical
 # continuation after resume, resume on another layout, the stop signals
-# (checkpoint, then exit 75), early stopping, asynchronous saves (the same
+# (checkpoint, then exit 75), [train] offload = optimizer on the CPU (the
+# same run, checkpoints and resume), early stopping, asynchronous saves (the same
 # files, a stop that waits, kill -9 mid-save), `inspect` and `sample`, and
 # every kind of bad checkpoint refused with the file and dataset (or the
 # stored config's line) named before any step runs (doc/design.md,
@@ -10,7 +11,7 @@
 np=${1:-2}
 TAMPER="${TRI_BUILDDIR:-.}/tests/ckpt_tamper"
 DIFF="${TRI_BUILDDIR:-.}/tests/ckpt_diff"
-plan 31
+plan 34
 cfg="$WORK/c.ini"
 write_config "$cfg"
 cat >> "$cfg" <<EOC
@@ -55,6 +56,28 @@ run "$np" train --config "$cfg" --set train.steps=8 --set checkpoint.dir="$WORK/
 steps=$(sed 's/{"step":\([0-9]*\),.*/\1/' "$WORK/cont.jsonl" | tr '\n' ' ')
 [ "$steps" = "1 2 3 4 5 6 7 8 " ]
 ok $? "the metrics file continues across a resume, each step once ($steps)"
+
+# offload = optimizer on the CPU: said once, and it changes nothing: the
+# same losses and checkpoints as the straight run, and its checkpoint resumes
+run "$np" train --config "$cfg" --set train.steps=8 --set checkpoint.every=4 \
+    --set checkpoint.dir="$WORK/offl" --set log.metrics="$WORK/offl.jsonl" \
+    --set train.offload=optimizer
+said=$(grep -c "^offload: .* changes nothing on the CPU backend" "$WORK/out")
+loss_lines "$WORK/straight.jsonl" > "$WORK/x"
+loss_lines "$WORK/offl.jsonl" > "$WORK/y"
+cmp -s "$WORK/x" "$WORK/y" && [ "$said" = 1 ]
+ok $? "offload = optimizer on the CPU: said once ($said), bitwise the losses and norms of offload = none"
+"$DIFF" "$WORK/straight/step_00000008.h5" "$WORK/offl/step_00000008.h5" 0 > "$WORK/d"
+ok $? "and the same final checkpoint ($(cat "$WORK/d"))"
+mkdir -p "$WORK/offl2"
+cp "$WORK/offl/step_00000004.h5" "$WORK/offl2/"
+echo step_00000004.h5 > "$WORK/offl2/latest"
+run "$np" train --config "$cfg" --set train.steps=8 --set checkpoint.dir="$WORK/offl2" \
+    --set log.metrics="$WORK/offl2.jsonl" --set train.offload=optimizer
+loss_lines "$WORK/straight.jsonl" | tail -n 4 > "$WORK/x"
+loss_lines "$WORK/offl2.jsonl" > "$WORK/y"
+cmp -s "$WORK/x" "$WORK/y"
+ok $? "its step-4 checkpoint resumes with offload: steps 5-8 bitwise the straight run's"
 
 # 3. resume the same checkpoint on another layout
 run "$np" train --config "$cfg" --set train.steps=8 --set checkpoint.resume="$WORK/step4.h5" \

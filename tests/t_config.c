@@ -37,6 +37,7 @@ static const char FULL[] =
     "[train]\nmicro_batch = 4\ngrad_accum = 6\nsteps = 77\nlr = 6e-4\nmin_lr = 6e-5\n"
     "warmup = 7\nweight_decay = 0.33333333333333331\nbeta1 = 0.85\nbeta2 = 0.99\n"
     "eps = 1e-6\nclip_norm = 0.5\nclip_value = 2.5\nprecision = bf16\nrecompute = every:2\n"
+    "offload = optimizer\n"
     "seed = 18446744073709551615\nloss_scale_window = 500\nloss_scale_hysteresis = 3\n"
     "loss_scale_min = 0.25\n"
     "[data]\ntrain = /data/shard_train.bin\nval = /data/shard_val.bin\nval_fraction = 0.05\n"
@@ -166,6 +167,7 @@ static void test_defaults(void)
            t->beta1 == 0.9 && t->beta2 == 0.95 && t->eps == 1e-8 && t->clip_norm == 1.0 &&
            t->clip_value == 0 && t->precision == PRECISION_FP32 &&
            t->recompute == RECOMPUTE_NONE && t->recompute_every == 0 && t->seed == 1337 &&
+           t->offload == OFFLOAD_NONE &&
            t->loss_scale_window == 2000 && t->loss_scale_hysteresis == 2 &&
            t->loss_scale_min == 1.0,
            "defaults: [parallel] and [train]");
@@ -216,7 +218,8 @@ static void test_full_file(void)
            c.parallel.schedule == SCHED_INTERLEAVED && c.parallel.virtual_stages == 2 &&
            c.parallel.zero == 3 &&
            c.train.precision == PRECISION_BF16 && c.train.recompute == RECOMPUTE_EVERY &&
-           c.train.recompute_every == 2 && c.train.seed == 18446744073709551615ULL &&
+           c.train.recompute_every == 2 && c.train.offload == OFFLOAD_OPTIMIZER &&
+           c.train.seed == 18446744073709551615ULL &&
            c.train.loss_scale_min == 0.25 && c.data.format == DATA_TOKENS &&
            !strcmp(c.checkpoint.resume, "none") && c.checkpoint.async &&
            !strcmp(c.checkpoint.init_from, "/models/gpt2") && c.model.vocab_used == 50257 &&
@@ -252,9 +255,9 @@ static void test_full_file(void)
         }
         a += la + (a[la] != 0);
     }
-    /* 62 keys today: a new key must be added to FULL too; the one line
+    /* 63 keys today: a new key must be added to FULL too; the one line
      * both texts hold is d's arch = llama (set so def has llama's keys) */
-    tap_ok(keys == 62 && same == 1 && n == (int)strlen(full),
+    tap_ok(keys == 63 && same == 1 && n == (int)strlen(full),
            "config_to_ini writes all %d keys, and the full file sets each", keys);
     tap_ok(round_trips(&c), "every key round-trips: config_to_ini -> config_load -> same Config");
     tap_ok(!strstr(def, "vocab_used") && !strstr(def, "init_from") && !strstr(def, "tokenizer"),
@@ -549,6 +552,8 @@ static void test_set_errors(void)
     SET_ERR("--set with an empty key", "model.=3", "expected section.key=value", NULL);
     SET_ERR("--set: out of range", "model.n_layer=0",
             "trident: --set: [model] n_layer = 0: must be >= 1", NULL);
+    SET_ERR("--set: a bad offload", "train.offload=gpu",
+            "trident: --set: [train] offload = gpu", "none, optimizer");
     SET_ERR("--set: unknown key", "model.n_layers=3",
             "trident: --set: [model] n_layers: unknown key in [model] (did you mean n_layer?)",
             NULL);
@@ -649,7 +654,7 @@ static void test_parse_text(void)
 int main(int argc, char **argv)
 {
     tap_init(&argc, &argv);
-    tap_plan(97);
+    tap_plan(98);
     test_defaults();
     test_builtin();
     test_full_file();

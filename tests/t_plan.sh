@@ -3,9 +3,11 @@
 # world, the per-rank memory table that plan computes (arithmetic, no MPI)
 # equals the one the trainer prints from its real allocations (for gpt2
 # and llama, replicated key/value heads included, zb1's kept gradients
-# too); plan prints each schedule's bubble and memory and recommends one;
-# and plan handles a 175B model on 1024 ranks, with the layouts that fit
-# 80 GiB.
+# too; offload on the CPU, where it changes nothing); plan prints each
+# schedule's bubble and memory and recommends one; plan handles a 175B
+# model on 1024 ranks, with the layouts that fit 80 GiB; and plan moves
+# the optimizer state to a host column with [train] offload, and
+# recommends it where nothing else fits.
 . "${TRI_SRCDIR:-.}/tests/lib.sh"
 np=${1:-4}
 cfg="$WORK/c.ini"
@@ -18,6 +20,7 @@ tp2-pp2-zero0-gpipe:--set+parallel.tp=2+--set+parallel.pp=2+--set+parallel.zero=
 pp2-zero2-recompute:--set+parallel.pp=2+--set+parallel.zero=2+--set+train.recompute=full+--set+train.grad_accum=4
 untied-every2:--set+model.tie_embeddings=0+--set+train.recompute=every:2+--set+parallel.zero=3
 two-level-dp:--set+parallel.node_size=2+--set+parallel.zero=2
+offload-cpu-zero1:--set+parallel.zero=1+--set+train.offload=optimizer
 llama-tp2-kv1-zero3-every2:--set+model.arch=llama+--set+model.n_kv_head=1+--set+model.ffn_dim=48+--set+parallel.tp=2+--set+parallel.zero=3+--set+train.recompute=every:2+--set+model.tie_embeddings=0
 llama-pp2-tp2-zero2-recompute:--set+model.arch=llama+--set+parallel.pp=2+--set+parallel.tp=2+--set+parallel.zero=2+--set+train.recompute=full+--set+train.grad_accum=4
 pp2-tp2-zb1:--set+parallel.pp=2+--set+parallel.tp=2+--set+parallel.schedule=zb1+--set+train.grad_accum=4
@@ -25,7 +28,7 @@ llama-pp4-zb1-every2:--set+model.arch=llama+--set+model.n_kv_head=1+--set+model.
 pp2-interleaved2:--set+parallel.pp=2+--set+parallel.schedule=interleaved+--set+parallel.virtual_stages=2+--set+train.grad_accum=4
 pp2-interleaved2-every3-zero3:--set+parallel.pp=2+--set+parallel.schedule=interleaved+--set+parallel.virtual_stages=2+--set+train.grad_accum=6+--set+train.recompute=every:3+--set+parallel.zero=3
 pp4-interleaved-llama-recompute:--set+model.arch=llama+--set+parallel.pp=4+--set+parallel.schedule=interleaved+--set+model.n_layer=8+--set+parallel.virtual_stages=2+--set+train.grad_accum=4+--set+train.recompute=full"
-plan $(($(echo "$CASES" | wc -l) + 10))
+plan $(($(echo "$CASES" | wc -l) + 13))
 table() { sed -n '/^memory per rank/,/^[^ m]/p' "$1" | grep '^  rank'; }
 for c in $CASES; do
     name=${c%%:*}
@@ -115,4 +118,38 @@ ok $? "plan --hw cpu measures this machine and predicts the step"
 "$TRIDENT" plan --config "$cfg" --world 1 --hw tpu > "$WORK/out" 2>&1
 rc=$?
 expect 1 "unknown hardware" "an unknown hardware profile is refused"
+
+# offload: a 6.7B model on one 80 GiB GPU fits only with the optimizer
+# state in host memory (16 bytes per parameter of weights and gradients
+# stay on the device, the 8 of the moments go)
+cat > "$WORK/g7.ini" <<EOC
+[model]
+n_layer = 32
+n_embd = 4096
+n_head = 32
+seq_len = 1024
+vocab_size = 50304
+[train]
+micro_batch = 1
+grad_accum = 8
+recompute = full
+[data]
+train = none.bin
+format = tokens
+EOC
+"$TRIDENT" plan --config "$WORK/g7.ini" --world 1 --set train.offload=optimizer \
+    --set parallel.device=cuda > "$WORK/out" 2>&1
+row=$(grep '^  rank   0:' "$WORK/out")
+echo "$row" | awk -F/ '{ exit !(NF == 5 && $3 + 0 == 0 && $5 + 0 > 3 * 25000) }' &&
+    grep -q '^largest rank: .* on its device, and .* GiB of host memory (offload)' "$WORK/out"
+ok $? "offload = optimizer: the device's optimizer column is 0, the host column holds 12 B per parameter ($row)"
+"$TRIDENT" plan --config "$WORK/g7.ini" --world 1 --hw h100 > "$WORK/out" 2>&1
+grep -q "^fastest layout on 1 x h100 that fits 80 GiB: .*, offload optimizer$" "$WORK/out" &&
+    grep -q "optimizer (offloaded, overlapped)" "$WORK/out"
+ok $? "plan --hw h100 recommends offload where nothing else fits: $(grep '^fastest' "$WORK/out")"
+"$TRIDENT" plan --config "$WORK/g7.ini" --world 1 --mem 80 --set parallel.device=cpu > "$WORK/out" 2>&1
+"$TRIDENT" plan --config "$WORK/g7.ini" --world 1 --mem 80 > "$WORK/out2" 2>&1
+rows=$(sed -n '/^layouts of/,$p' "$WORK/out2" | awk '$1 == 1 && $2 == 1 { print $7 }' | sort -u)
+grep -q "^  none: more ranks" "$WORK/out" && [ "$rows" = optimizer ]
+ok $? "the layouts that fit are those that offload (${rows:-none}); with device = cpu, where it frees nothing, none fit"
 done_testing

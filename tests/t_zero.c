@@ -2,8 +2,9 @@
  * t_zero.c - ZeRO's sizes: what a real Zero allocates and reports equals
  * zero_state_bytes of its table and layout, on DP groups of 1, 2 and 4
  * ranks, every stage, fp32 and bf16, with and without overlap, flat and
- * two-level; the owned shards add up to the whole; and the rules that
- * choose the stage a rank runs and whether it overlaps.
+ * two-level; the owned shards add up to the whole; [train] offload moves
+ * the optimizer state, and nothing else, to host memory; and the rules
+ * that choose the stage a rank runs and whether it overlaps.
  */
 #include <stdio.h>
 #include <string.h>
@@ -32,7 +33,8 @@ static void small_config(Config *c, int zero, Precision precision, int overlap, 
 
 static int same(ZeroBytes a, ZeroBytes b)
 {
-    return a.weights == b.weights && a.grads == b.grads && a.optimizer == b.optimizer;
+    return a.weights == b.weights && a.grads == b.grads && a.optimizer == b.optimizer
+        && a.host == b.host;
 }
 
 /* A Zero on comm (dp = its size): zero_bytes against zero_state_bytes of
@@ -46,7 +48,7 @@ static int real_equals_pure(MPI_Comm comm, const Config *c, int hierarchical, Ze
     model_create(&m, c, &g, 1);
     Zero *z = zero_create(&m, c, &g);
     ZeroLayout l = {zero_stage(c->parallel.zero, g.dp), g.dp, g.dp_rank,
-                    model_dtype(c->train.precision), hierarchical, 0};
+                    model_dtype(c->train.precision), hierarchical, 0, 0};
     l.overlap = zero_overlaps(c->parallel.overlap, l.stage, g.dp, hierarchical, g.device);
     *mine = zero_bytes(z);
     int ok = same(*mine, zero_state_bytes(&m.ps, &l));
@@ -98,11 +100,45 @@ static int shards_add_up(void)
     return ok;
 }
 
+/* zero_state_bytes with offload against without, on this rank's table of
+ * a dp = world model: the device keeps no optimizer state (zero 3: nor the
+ * master rows), the host holds it and the staging, gradients are the same. */
+static int offload_moves_optimizer(void)
+{
+    int ok = 1;
+    for (int zero = 0; zero <= 3; zero++) {
+        for (int p = 0; p < 3; p++) {
+            Config c;
+            small_config(&c, zero, (Precision)p, 0, 0);
+            Grid g;
+            Model m;
+            grid_create(&g, &c, MPI_COMM_WORLD);
+            model_create(&m, &c, &g, 1);
+            ZeroLayout l = {zero_stage(zero, g.dp), g.dp, g.dp_rank, model_dtype(c.train.precision),
+                            0, 0, 0};
+            ZeroBytes on = zero_state_bytes(&m.ps, &l), off;
+            l.offload = 1;
+            off = zero_state_bytes(&m.ps, &l);
+            int64_t staging = offload_staging_bytes(l.dtype, OFFLOAD_CHUNK);
+            /* without offload, fp32 below zero 3 and zero 3 keep no master
+             * among the optimizer state (the weights are it): 2 of 3 arrays */
+            int two_of_three = (l.dtype == OPS_F32 && l.stage < 3) || l.stage == 3;
+            int64_t state = two_of_three ? on.optimizer / 2 * 3 : on.optimizer;
+            int64_t weights = l.stage == 3 ? on.weights - on.optimizer / 2 : on.weights;
+            ok &= off.optimizer == 0 && off.grads == on.grads && off.host == state + staging
+                  && off.weights == weights;
+            model_destroy(&m);
+            grid_destroy(&g);
+        }
+    }
+    return ok;
+}
+
 int main(int argc, char **argv)
 {
     tap_init(&argc, &argv);
     int n = tap_size();
-    tap_plan(5);
+    tap_plan(6);
     tap_ok(zero_stage(3, 1) == 0 && zero_stage(0, 1) == 0 && zero_stage(2, 4) == 2 &&
            zero_stage(0, 4) == 0,
            "zero_stage: one DP rank runs stage 0 whatever the config says");
@@ -133,5 +169,7 @@ int main(int argc, char **argv)
                      hier.optimizer == flat.optimizer;
     }
     tap_ok(two_level, "node_size 2 on 4 ranks: two levels, one more unit buffer, no overlap");
+    tap_ok(offload_moves_optimizer(),
+           "offload: master and moments to the host, with the staging; the device keeps none");
     return tap_done();
 }

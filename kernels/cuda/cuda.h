@@ -111,6 +111,12 @@ void zero_cuda(void *p, size_t bytes);
  * returns once a host source may be reused and a host destination read. */
 void copy_cuda(void *dst, ops_device ddev, const void *src, ops_device sdev,
                size_t bytes);
+/* ops_copy_async and ops_copy_wait on a GPU: cudaMemcpyAsync on the copy
+ * stream of the copy's direction, ordered after the compute stream's work
+ * by an event, and an event per lane recorded after it. */
+void copy_async_cuda(void *dst, ops_device ddev, const void *src, ops_device sdev,
+                     size_t bytes, int lane);
+void copy_wait_cuda(int lane);
 /* dst(n) of dtype ddt = src(n) of dtype sdt, both on the device. */
 void cast_cuda(void *dst, ops_dtype ddt, const void *src, ops_dtype sdt,
                int64_t n);

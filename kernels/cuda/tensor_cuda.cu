@@ -93,6 +93,46 @@ void copy_cuda(void *dst, ops_device ddev, const void *src, ops_device sdev,
         cuda_wait_stream(s, "a copy between host and GPU");
 }
 
+/* The offload's copy streams (device to host, host to device) and events,
+ * made on first use: only a run with [train] offload = optimizer needs
+ * them, and they live as long as the process. */
+static cudaStream_t copy_stream[2];
+static cudaEvent_t lane_done[OPS_COPY_LANES], compute_ready;
+
+static void copy_streams_create(void)
+{
+    if (copy_stream[0])
+        return;
+    for (int d = 0; d < 2; d++)
+        TRI_CHECK_CUDA(cudaStreamCreateWithFlags(&copy_stream[d], cudaStreamNonBlocking));
+    for (int l = 0; l < OPS_COPY_LANES; l++)
+        TRI_CHECK_CUDA(cudaEventCreateWithFlags(&lane_done[l], cudaEventDisableTiming));
+    TRI_CHECK_CUDA(cudaEventCreateWithFlags(&compute_ready, cudaEventDisableTiming));
+}
+
+void copy_async_cuda(void *dst, ops_device ddev, const void *src, ops_device sdev,
+                     size_t bytes, int lane)
+{
+    copy_streams_create();
+    int up = ddev == OPS_CUDA;
+    cudaMemcpyKind kind = ddev == OPS_CUDA && sdev == OPS_CUDA ? cudaMemcpyDeviceToDevice
+                        : up ? cudaMemcpyHostToDevice : cudaMemcpyDeviceToHost;
+    cudaStream_t s = copy_stream[up];
+    /* the gradients were written, and the weights are read, on the compute
+     * stream: the copy starts after what is queued there now */
+    TRI_CHECK_CUDA(cudaEventRecord(compute_ready, stream_cuda()));
+    TRI_CHECK_CUDA(cudaStreamWaitEvent(s, compute_ready, 0));
+    if (bytes)
+        TRI_CHECK_CUDA(cudaMemcpyAsync(dst, src, bytes, kind, s));
+    TRI_CHECK_CUDA(cudaEventRecord(lane_done[lane], s));
+}
+
+void copy_wait_cuda(int lane)
+{
+    if (copy_stream[0])
+        TRI_CHECK_CUDA(cudaEventSynchronize(lane_done[lane]));
+}
+
 static __global__ void cast_kernel(void *dst, ops_dtype ddt, const void *src,
                                    ops_dtype sdt, int64_t n)
 {
