@@ -156,10 +156,27 @@ static void run_reduce_scatter(const Grid *g, CommGroup group, ops_tensor send,
                                ops_tensor recv, const int *counts)
 {
     DEVICE_COLLECTIVE(send, comm_nccl_reduce_scatter(g, group, send, recv, counts));
+    if (send.dtype == OPS_F32) {
+        double t0 = timer_now();
+        TRI_CHECK_MPI(MPI_Reduce_scatter(send.data, recv.data, counts, MPI_FLOAT,
+                                         MPI_SUM, comm_mpi(g, group)));
+        comm_time[group] += timer_now() - t0;
+        return;
+    }
+    /* bf16 and fp16 as run_allreduce does them: summed in fp32, rounded
+     * once; in place, this rank's block lands at the scratch's start */
+    int size = comm_size(g, group), rank;
+    int64_t total = 0;
+    for (int r = 0; r < size; r++)
+        total += counts[r];
+    MPI_Comm_rank(comm_mpi(g, group), &rank);
+    ops_tensor wide = widen_scratch(total);
+    ops_cast(wide, ops_view(send, 0, total));
     double t0 = timer_now();
-    TRI_CHECK_MPI(MPI_Reduce_scatter(send.data, recv.data, counts, MPI_FLOAT,
-                                     MPI_SUM, comm_mpi(g, group)));
+    TRI_CHECK_MPI(MPI_Reduce_scatter(MPI_IN_PLACE, wide.data, counts, MPI_FLOAT, MPI_SUM,
+                                     comm_mpi(g, group)));
     comm_time[group] += timer_now() - t0;
+    ops_cast(ops_view(recv, 0, counts[rank]), ops_view(wide, 0, counts[rank]));
 }
 
 void comm_reduce_scatter(const Grid *g, CommGroup group, ops_tensor send,

@@ -22,7 +22,8 @@ typedef struct {
     Model *m;
     int stage, pp, rows;
     int n_mb;                     /* microbatches in this step */
-    int64_t n;                    /* elements of one (rows,T,C) message */
+    int64_t n;                    /* elements of one message: the stage's
+                                     rows*T*C, or its slice of them */
     MPI_Request *recv_fwd, *recv_bwd, *send_fwd, *send_bwd;  /* per slot */
     PipelineTimes *times;
 } Exec;
@@ -117,7 +118,7 @@ void pipeline_run(Model *m, const Action *actions, int n, const int32_t *batch,
     int slots = m->n_slots;
     Exec e = {
         .m = m, .stage = m->grid->pp_stage, .pp = m->grid->pp, .rows = rows,
-        .n = (int64_t)rows * m->T * m->C,
+        .n = model_stage_elems(m, rows),
         .recv_fwd = requests(m, 0), .recv_bwd = requests(m, 1),
         .send_fwd = requests(m, 2), .send_bwd = requests(m, 3), .times = times,
     };
