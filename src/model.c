@@ -262,8 +262,8 @@ void model_destroy(Model *m)
         r->x = OPS_NONE;
         acts_free(r, 0);
     }
-    ops_tensor *all[] = {&s->tmp, &s->gathered, &s->slice, &s->d_ln, &s->d_fc, &s->d_atty, &s->d_qkv,
-                         &s->qkv_raw, &s->lnf, &s->lnf_mean, &s->lnf_rstd,
+    ops_tensor *all[] = {&s->tmp, &s->gathered, &s->slice, &s->d_ln, &s->d_fc, &s->d_atty,
+                         &s->d_qkv, &s->qkv_raw, &s->lnf, &s->lnf_mean, &s->lnf_rstd,
                          &s->d_lnf, &s->logits, &s->rowmax, &s->stats, &s->losses,
                          &m->loss_acc};
     for (size_t i = 0; i < sizeof all / sizeof all[0]; i++)
@@ -538,8 +538,8 @@ static void ln_backward(Model *m, ops_tensor dres, ops_tensor inp, int w, int b,
 {
     int64_t n = model_local_rows(m, N);
     ops_tensor d_ln = model_norm_output_grad(m, N);
-    PROF(PROF_LAYERNORM, ops_layernorm_bwd(dres, G(m, w), G(m, b), d_ln, head_of(inp, n * m->C), W(m, w),
-                      mean, rstd, (int)n, m->C));
+    PROF(PROF_LAYERNORM, ops_layernorm_bwd(dres, G(m, w), G(m, b), d_ln, head_of(inp, n * m->C),
+                                           W(m, w), mean, rstd, (int)n, m->C));
 }
 
 /* dres (the local rows, C): gradient at the block output on entry, at its
@@ -554,20 +554,24 @@ static void block_backward(Model *m, const BlockParams *p, BlockActs *a,
     ops_tensor d_ln = head_of(s->d_ln, N * C);
 
     /* MLP: out = xmid + fcg . Wp^T; fcg = gelu(fc); fc = ln2 . Wf^T */
-    PROF(PROF_MATMUL, ops_matmul_bwd(d_fc, G(m, p->mprojw), G(m, p->mprojb), model_row_parallel_grad(m, dres, N),
+    ops_tensor dout = model_row_parallel_grad(m, dres, N);
+    PROF(PROF_MATMUL, ops_matmul_bwd(d_fc, G(m, p->mprojw), G(m, p->mprojb), dout,
                    head_of(a->fcg, N * 4 * Cl), W(m, p->mprojw), (int)N, (int)C, (int)(4 * Cl)));
     PROF(PROF_GELU, ops_gelu_bwd(d_fc, head_of(a->fc, N * 4 * Cl), d_fc, N * 4 * Cl));
-    PROF(PROF_MATMUL, ops_matmul_bwd(d_ln, G(m, p->fcw), G(m, p->fcb), d_fc, model_column_input(m, a->ln2, N),
+    ops_tensor ln2 = model_column_input(m, a->ln2, N);
+    PROF(PROF_MATMUL, ops_matmul_bwd(d_ln, G(m, p->fcw), G(m, p->fcb), d_fc, ln2,
                    W(m, p->fcw), (int)N, (int)(4 * Cl), (int)C));
     ln_backward(m, dres, a->xmid, p->ln2w, p->ln2b, a->ln2_mean, a->ln2_rstd, N);
 
     /* attention: xmid = x + atty . Wo^T; atty = attn(qkv); qkv = ln1 . Wq^T */
     ops_tensor d_atty = head_of(s->d_atty, N * Cl), d_qkv = head_of(s->d_qkv, N * 3 * Cl);
-    PROF(PROF_MATMUL, ops_matmul_bwd(d_atty, G(m, p->projw), G(m, p->projb), model_row_parallel_grad(m, dres, N),
+    dout = model_row_parallel_grad(m, dres, N);
+    PROF(PROF_MATMUL, ops_matmul_bwd(d_atty, G(m, p->projw), G(m, p->projb), dout,
                    head_of(a->atty, N * Cl), W(m, p->projw), (int)N, (int)C, (int)Cl));
     PROF(PROF_ATTENTION, ops_attention_bwd(d_qkv, d_atty, head_of(a->qkv, N * 3 * Cl),
                       head_of(a->atty, N * Cl), a->lse, rows, m->T, m->NHl, m->hs));
-    PROF(PROF_MATMUL, ops_matmul_bwd(d_ln, G(m, p->qkvw), G(m, p->qkvb), d_qkv, model_column_input(m, a->ln1, N),
+    ops_tensor ln1 = model_column_input(m, a->ln1, N);
+    PROF(PROF_MATMUL, ops_matmul_bwd(d_ln, G(m, p->qkvw), G(m, p->qkvb), d_qkv, ln1,
                    W(m, p->qkvw), (int)N, (int)(3 * Cl), (int)C));
     ln_backward(m, dres, a->x, p->ln1w, p->ln1b, a->ln1_mean, a->ln1_rstd, N);
 }

@@ -125,9 +125,9 @@ void llama_block_backward(Model *m, const BlockParams *p, BlockActs *a, ops_tens
     ops_tensor dh = ops_view(s->d_fc, 0, N * Fl);
     ops_tensor dgate = ops_view(s->d_fc, N * Fl, N * Fl), dup = ops_view(s->d_fc, 2 * N * Fl, N * Fl);
     ops_tensor gate = ops_view(a->fc, 0, N * Fl), up = ops_view(a->fc, N * Fl, N * Fl);
-    PROF(PROF_MATMUL, ops_matmul_bwd(dh, G(m, p->mprojw), OPS_NONE, model_row_parallel_grad(m, dres, N),
-                                     head_of(a->fcg, N * Fl), W(m, p->mprojw), (int)N, (int)C,
-                                     (int)Fl));
+    ops_tensor dout = model_row_parallel_grad(m, dres, N);
+    PROF(PROF_MATMUL, ops_matmul_bwd(dh, G(m, p->mprojw), OPS_NONE, dout, head_of(a->fcg, N * Fl),
+                                     W(m, p->mprojw), (int)N, (int)C, (int)Fl));
     PROF(PROF_GELU, ops_swiglu_bwd(dgate, dup, dh, gate, up, N * Fl));
     ops_tensor ln2 = model_column_input(m, a->ln2, N);
     PROF(PROF_MATMUL, ops_matmul_bwd(d_ln, G(m, p->fcw), OPS_NONE, dgate, ln2, W(m, p->fcw),
@@ -140,8 +140,8 @@ void llama_block_backward(Model *m, const BlockParams *p, BlockActs *a, ops_tens
     ops_tensor d_atty = head_of(s->d_atty, N * Cl), d_qkv = head_of(s->d_qkv, N * 3 * Cl);
     ops_tensor dq, dk, dv;
     qkv_views(m, N, &dq, &dk, &dv);
-    PROF(PROF_MATMUL, ops_matmul_bwd(d_atty, G(m, p->projw), OPS_NONE,
-                                     model_row_parallel_grad(m, dres, N),
+    dout = model_row_parallel_grad(m, dres, N);
+    PROF(PROF_MATMUL, ops_matmul_bwd(d_atty, G(m, p->projw), OPS_NONE, dout,
                                      head_of(a->atty, N * Cl), W(m, p->projw), (int)N, (int)C,
                                      (int)Cl));
     PROF(PROF_ATTENTION, ops_attention_bwd(d_qkv, d_atty, head_of(a->qkv, N * 3 * Cl),

@@ -91,15 +91,19 @@ static int64_t activation_memory(const Config *cfg, const Grid *g, int n_local, 
     int64_t a = (int64_t)ops_dtype_size(model_dtype(cfg->train.precision));
     int64_t B = cfg->train.micro_batch, T = mc->seq_len, C = mc->n_embd, N = B * T;
     int64_t Cl = C / g->tp, NHl = mc->n_head / g->tp, Vl = mc->vocab_size / g->tp;
+    /* sequence parallelism: x, ln1, xmid, ln2, the norms' statistics and
+     * the stage buffers hold n of the N tokens */
+    int sp = cfg->parallel.sequence_parallel && g->tp > 1;
+    int64_t n = sp ? N / g->tp : N;
     int64_t lse = 4 * B * NHl * T; /* attention keeps no T x T matrix */
-    int64_t block = a * (4 * N * C + 3 * N * Cl + N * Cl + 8 * N * Cl) + 4 * 4 * N + lse;
+    int64_t block = a * (4 * n * C + 3 * N * Cl + N * Cl + 8 * N * Cl) + 4 * 4 * n + lse;
     /* gpt2: fc, fcg (4Cl each) and their gradient d_fc; LayerNorm keeps mean
      * and rstd, llama's RMSNorm rstd only */
     int64_t d_fc = 4 * Cl, stats = 8, extra = 0;
     if (mc->arch == ARCH_LLAMA) {
         int64_t Fl = arch_ffn_dim(mc) / g->tp;
         int64_t KVl = (int64_t)arch_kv_heads_local(mc, g->tp) * (C / mc->n_head);
-        block = a * (4 * N * C + 3 * N * Cl + N * Cl + 3 * N * Fl) + 2 * 4 * N + lse;
+        block = a * (4 * n * C + 3 * N * Cl + N * Cl + 3 * N * Fl) + 2 * 4 * n + lse;
         d_fc = 3 * Fl - 4 * Cl; /* d(fcg), dgate, dup in place of d_fc's 4Cl */
         stats = 4;
         extra = a * N * (Cl + 2 * KVl); /* q|k|v before the expansion */
@@ -110,19 +114,21 @@ static int64_t activation_memory(const Config *cfg, const Grid *g, int n_local, 
     int slots = schedule_max_in_flight(acts, schedule_build(cfg->parallel.schedule, g->pp, 1,
                                                             g->pp_stage, ga, acts));
     free(acts);
-    int64_t per_slot = 2 * a * N * C + (first ? 4 * N : 0) + (last ? 4 * N : 0), any = 0;
+    int64_t per_slot = 2 * a * n * C + (first ? 4 * N : 0) + (last ? 4 * N : 0), any = 0;
     for (int l = layer0; l < layer0 + n_local; l++) {
         int keep_input = model_layer_recomputes(&cfg->train, l);
-        per_slot += keep_input ? a * N * C : block;
+        per_slot += keep_input ? a * n * C : block;
         any |= keep_input;
     }
-    int64_t scratch = (any ? block - a * N * C : 0) + 2 * a * N * C + a * N * 8 * Cl;
+    int64_t scratch = (any ? block - a * n * C : 0) + 2 * a * N * C + a * N * 8 * Cl;
+    if (sp) /* the gathered norm output and the reduce-scatter's slice */
+        scratch += a * N * C + a * n * C;
     if (mc->arch == ARCH_LLAMA)
         scratch += a * N * d_fc + extra;
     if (last) {
         int64_t chunk = (16LL << 20) / (Vl > 0 ? Vl : 1);
         chunk = chunk < 1 ? 1 : chunk > N ? N : chunk;
-        scratch += 2 * a * N * C + stats * N + 4 * chunk * Vl + 16 * chunk;
+        scratch += 2 * a * N * C + stats * n + 4 * chunk * Vl + 16 * chunk;
     }
     return slots * per_slot + scratch;
 }
@@ -186,10 +192,16 @@ PlanComm plan_communication(const Config *cfg, int world)
     int first, layers;
     grid_stage_layers(mc->n_layer, pp, 0, &first, &layers);
     /* per block: two all-reduces forward, two backward, two more when the
-     * block is recomputed; the embedding's and the head's come on top */
+     * block is recomputed; the embedding's and the head's come on top.
+     * Sequence parallelism turns each into a reduce-scatter and an
+     * all-gather (the same bytes) and gathers the norms' outputs again
+     * in the backward: two all-gathers, half an all-reduce each, more. */
     int recomputed = model_recomputed_layers(t, first, layers);
-    double per_mb = (4.0 * layers + 2.0 * recomputed + 2.0) * act;
+    int sp = cfg->parallel.sequence_parallel && tp > 1;
+    double per_mb = ((sp ? 5.0 : 4.0) * layers + 2.0 * recomputed + 2.0) * act;
     c.tp = ga * ring_allreduce(per_mb, tp);
+    if (sp) /* the norms' gradients, once a step (zero.c) */
+        c.tp += ring_allreduce(4.0 * layers * (mc->arch == ARCH_LLAMA ? 2 : 4) * mc->n_embd, tp);
     /* replicated key/value heads: dk and dv summed over the replicas in
      * every block's backward (model_llama.c) */
     int replicas = arch_kv_replicas(mc, tp);
@@ -197,7 +209,7 @@ PlanComm plan_communication(const Config *cfg, int world)
         double kv = (double)t->micro_batch * mc->seq_len * (mc->n_embd / mc->n_head) * a;
         c.tp += ga * layers * 2.0 * ring_allreduce(kv, replicas);
     }
-    c.pp = pp > 1 ? 2.0 * ga * act : 0.0;
+    c.pp = pp > 1 ? 2.0 * ga * act / (sp ? tp : 1) : 0.0; /* a slice each */
     double n = (double)params_local_count(cfg, 0, 0);
     switch (zero) {
     case 0: c.dp = ring_allreduce(4 * n, dp); break;

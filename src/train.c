@@ -226,6 +226,9 @@ static void print_plan(Trainer *t)
            t->rows, t->ga, t->grid.dp, (long long)t->global_batch,
            (long long)(t->global_batch * c->model.seq_len), schedule_name(c->parallel.schedule),
            c->parallel.zero);
+    if (c->parallel.sequence_parallel && t->grid.tp == 1)
+        printf("note: [parallel] sequence_parallel = true does nothing with tp = 1: it slices the "
+               "tokens over the TP ranks\n");
     if (c->parallel.schedule == SCHED_1F1B && t->ga < t->grid.pp)
         printf("warning: grad_accum (%d) < pp (%d): with fewer microbatches than stages, the pipeline idles %.0f%% of the step; use grad_accum >= pp (4 x pp is better)\n",
                t->ga, t->grid.pp, 100.0 * (t->grid.pp - 1) / (t->ga + t->grid.pp - 1));

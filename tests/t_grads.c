@@ -136,7 +136,7 @@ static double compare(Run *dist, Run *ref, char *worst_name)
 }
 
 static void check_layout(Run *ref, const int32_t *batch, int dp, int pp, int tp, int zero,
-                         int ga, ScheduleKind kind, int tie, int node_size)
+                         int ga, ScheduleKind kind, int tie, int node_size, int sp)
 {
     Run r;
     memset(&r, 0, sizeof r);
@@ -148,6 +148,7 @@ static void check_layout(Run *ref, const int32_t *batch, int dp, int pp, int tp,
     r.cfg.parallel.zero = zero;
     r.cfg.parallel.schedule = kind;
     r.cfg.parallel.node_size = node_size;
+    r.cfg.parallel.sequence_parallel = sp;
     r.cfg.train.grad_accum = ga;
     r.cfg.train.micro_batch = GB / (ga * dp);
     run_step(&r, MPI_COMM_WORLD, batch);
@@ -159,15 +160,16 @@ static void check_layout(Run *ref, const int32_t *batch, int dp, int pp, int tp,
         snprintf(nodes, sizeof nodes, ", node_size %d%s", node_size,
                  r.grid.dp_node_size > 1 && r.grid.dp_cross_size > 1 ? " (two-level)" : "");
     tap_ok(worst < 1e-5 && lrel < 1e-6,
-           "%sdp %d x pp %d x tp %d, zero %d, %s, ga %d%s%s: loss rel %.1e, grads per tensor max rel %.1e (%s)",
-           base_arch == ARCH_LLAMA ? "llama: " : "", dp, pp, tp, zero, schedule_name(kind), ga,
-           tie ? "" : ", untied", nodes, lrel, worst, name);
+           "%sdp %d x pp %d x tp %d%s, zero %d, %s, ga %d%s%s: loss rel %.1e, grads per tensor max rel %.1e (%s)",
+           base_arch == ARCH_LLAMA ? "llama: " : "", dp, pp, tp, sp ? " sequence-parallel" : "",
+           zero, schedule_name(kind), ga, tie ? "" : ", untied", nodes, lrel, worst, name);
     run_free(&r);
 }
 
 /* Recomputation changes memory, never gradients: on this world's largest
- * model split, recompute = full gives bitwise the gradients of none. */
-static void check_recompute(const int32_t *batch, int dp, int pp, int tp)
+ * model split, recompute = full gives bitwise the gradients of none, with
+ * and without sequence parallelism. */
+static void check_recompute(const int32_t *batch, int dp, int pp, int tp, int sp)
 {
     Run r[2];
     for (int k = 0; k < 2; k++) {
@@ -176,6 +178,7 @@ static void check_recompute(const int32_t *batch, int dp, int pp, int tp)
         r[k].cfg.parallel.dp = dp;
         r[k].cfg.parallel.pp = pp;
         r[k].cfg.parallel.tp = tp;
+        r[k].cfg.parallel.sequence_parallel = sp;
         r[k].cfg.train.grad_accum = 4;
         r[k].cfg.train.micro_batch = GB / (4 * dp);
         r[k].cfg.train.recompute = k ? RECOMPUTE_FULL : RECOMPUTE_NONE;
@@ -186,8 +189,8 @@ static void check_recompute(const int32_t *batch, int dp, int pp, int tp)
         Param *a = &r[0].model.ps.p[i], *b = &r[1].model.ps.p[i];
         same &= memcmp(a->og.data, b->og.data, (size_t)a->og.n * sizeof(float)) == 0;
     }
-    tap_ok(same, "dp %d x pp %d x tp %d: recompute=full gives bitwise the gradients of none",
-           dp, pp, tp);
+    tap_ok(same, "dp %d x pp %d x tp %d%s: recompute=full gives bitwise the gradients of none",
+           dp, pp, tp, sp ? " sequence-parallel" : "");
     run_free(&r[0]);
     run_free(&r[1]);
 }
@@ -196,8 +199,8 @@ int main(int argc, char **argv)
 {
     tap_init(&argc, &argv);
     int n = tap_size();
-    static const int layouts[][7] = {
-        /* dp pp tp zero ga schedule node_size */
+    static const int layouts[][8] = {
+        /* dp pp tp zero ga schedule node_size sequence_parallel */
         {1, 1, 1, 1, 4, SCHED_1F1B}, {2, 1, 1, 0, 4, SCHED_1F1B}, {2, 1, 1, 1, 2, SCHED_1F1B},
         {2, 1, 1, 2, 4, SCHED_1F1B}, {2, 1, 1, 3, 4, SCHED_1F1B}, {1, 2, 1, 1, 4, SCHED_1F1B},
         {1, 2, 1, 1, 4, SCHED_GPIPE}, {1, 1, 2, 1, 4, SCHED_1F1B}, {4, 1, 1, 1, 2, SCHED_1F1B},
@@ -208,11 +211,17 @@ int main(int argc, char **argv)
         {4, 1, 1, 1, 2, SCHED_1F1B, 2}, {8, 1, 1, 1, 1, SCHED_1F1B, 2},
         {8, 1, 1, 2, 1, SCHED_1F1B, 4}, {8, 1, 1, 3, 1, SCHED_1F1B, 2},
         {4, 1, 2, 1, 2, SCHED_1F1B, 4}, {4, 2, 1, 0, 2, SCHED_1F1B, 2},
+        /* sequence parallelism: the norms' gradients are partial sums over TP */
+        {1, 1, 2, 1, 4, SCHED_1F1B, 0, 1}, {2, 1, 2, 3, 4, SCHED_1F1B, 0, 1},
+        {1, 2, 2, 1, 4, SCHED_GPIPE, 0, 1}, {1, 1, 4, 0, 2, SCHED_1F1B, 0, 1},
+        {2, 2, 2, 2, 2, SCHED_1F1B, 0, 1}, {1, 1, 8, 1, 4, SCHED_1F1B, 0, 1},
+        {2, 1, 4, 3, 4, SCHED_1F1B, 0, 1}, {1, 4, 2, 1, 4, SCHED_1F1B, 0, 1},
     };
     int count = 0;
     for (size_t i = 0; i < sizeof layouts / sizeof layouts[0]; i++)
         count += layouts[i][0] * layouts[i][1] * layouts[i][2] == n;
-    tap_plan(count + 5);
+    int tp_max = n >= 4 ? 2 : 1; /* check_recompute's */
+    tap_plan(count + 5 + (tp_max > 1) + (n > 1));
     int32_t *batch = NULL;
     Run ref[2];
     for (int tie = 1; tie >= 0; tie--) {
@@ -230,12 +239,15 @@ int main(int argc, char **argv)
         const int *l = layouts[i];
         if (l[0] * l[1] * l[2] == n)
             check_layout(&ref[1], batch, l[0], l[1], l[2], l[3], l[4], (ScheduleKind)l[5], 1,
-                         l[6]);
+                         l[6], l[7]);
     }
     /* an untied LM head, on the largest model split of this world */
-    check_layout(&ref[0], batch, 1, n >= 2 ? 2 : 1, n >= 4 ? n / 2 : 1, 1, 4, SCHED_1F1B, 0, 0);
-    check_layout(&ref[1], batch, n, 1, 1, 3, 1, SCHED_1F1B, 1, 0);
-    check_recompute(batch, n >= 8 ? 2 : 1, n >= 2 ? 2 : 1, n >= 4 ? 2 : 1);
+    check_layout(&ref[0], batch, 1, n >= 2 ? 2 : 1, n >= 4 ? n / 2 : 1, 1, 4, SCHED_1F1B, 0, 0,
+                 0);
+    check_layout(&ref[1], batch, n, 1, 1, 3, 1, SCHED_1F1B, 1, 0, 0);
+    check_recompute(batch, n >= 8 ? 2 : 1, n >= 2 ? 2 : 1, tp_max, 0);
+    if (tp_max > 1)
+        check_recompute(batch, n >= 8 ? 2 : 1, 2, tp_max, 1);
     run_free(&ref[0]);
     run_free(&ref[1]);
 
@@ -247,9 +259,12 @@ int main(int argc, char **argv)
     ref[0].cfg.parallel.dp = ref[0].cfg.parallel.pp = ref[0].cfg.parallel.tp = 1;
     ref[0].cfg.train.micro_batch = GB;
     run_step(&ref[0], MPI_COMM_SELF, batch);
-    check_layout(&ref[0], batch, 1, 1, n, 1, 4, SCHED_1F1B, 0, 0);
+    check_layout(&ref[0], batch, 1, 1, n, 1, 4, SCHED_1F1B, 0, 0, 0);
     check_layout(&ref[0], batch, n >= 4 ? 2 : 1, n >= 2 ? 2 : 1, n >= 8 ? 2 : 1, 3, 4,
-                 SCHED_1F1B, 0, 0);
+                 SCHED_1F1B, 0, 0, 0);
+    if (n > 1) /* replicated key/value heads from tp 4 on */
+        check_layout(&ref[0], batch, n >= 4 ? 2 : 1, 1, n >= 4 ? n / 2 : n, 3, 4, SCHED_1F1B,
+                     0, 0, 1);
     run_free(&ref[0]);
     free(batch);
     return tap_done();

@@ -34,7 +34,7 @@ batches = 1
 every = 1
 EOC
 
-# layout: ranks dp pp tp micro_batch grad_accum zero schedule
+# layout: ranks dp pp tp micro_batch grad_accum zero schedule [sequence_parallel]
 LAYOUTS="1x1x1:1:1:1:1:2:4:1:1f1b
 2x1x1:2:2:1:1:1:4:1:1f1b
 1x2x1:2:1:2:1:2:4:1:1f1b
@@ -49,23 +49,28 @@ LAYOUTS="1x1x1:1:1:1:1:2:4:1:1f1b
 2x2x2-zero3:8:2:2:2:1:4:3:1f1b
 4x1x1-zero3:4:4:1:1:1:2:3:1f1b
 1x2x1-gpipe:2:1:2:1:2:4:1:gpipe
-1x1x1-mb8:1:1:1:1:8:1:1:1f1b"
+1x1x1-mb8:1:1:1:1:8:1:1:1f1b
+1x1x2-sp:2:1:1:2:2:4:1:1f1b:1
+2x1x2-sp-zero3:4:2:1:2:1:4:3:1f1b:1
+1x2x4-sp:8:1:2:4:2:4:1:1f1b:1
+2x2x2-sp-zero3:8:2:2:2:1:4:3:1f1b:1"
 count=$(echo "$LAYOUTS" | wc -l)
 plan $((2 * count - 2))
 
-train() {  # name ranks dp pp tp mb ga zero schedule
+train() {  # name ranks dp pp tp mb ga zero schedule sequence_parallel
     # shellcheck disable=SC2086
     $TRI_MPIEXEC -n "$2" "$TRIDENT" train --config "$cfg" \
         --set parallel.dp="$3" --set parallel.pp="$4" --set parallel.tp="$5" \
         --set train.micro_batch="$6" --set train.grad_accum="$7" --set parallel.zero="$8" \
-        --set parallel.schedule="$9" --set checkpoint.dir="$WORK/$1" \
+        --set parallel.schedule="$9" --set parallel.sequence_parallel="${10:-0}" \
+        --set checkpoint.dir="$WORK/$1" \
         --set log.metrics="$WORK/$1.jsonl" > "$WORK/$1.out" 2>&1
 }
 
 losses() { sed 's/.*"loss":\([^,]*\).*/\1/' "$1"; }
 
 for line in $LAYOUTS; do
-    IFS=: read -r name ranks dp pp tp mb ga zero sched <<EOL
+    IFS=: read -r name ranks dp pp tp mb ga zero sched sp <<EOL
 $line
 EOL
     if [ "$ranks" -gt "$np" ]; then
@@ -73,7 +78,7 @@ EOL
         ok 0 "$name weights # SKIP needs $ranks ranks"
         continue
     fi
-    train "$name" "$ranks" "$dp" "$pp" "$tp" "$mb" "$ga" "$zero" "$sched"
+    train "$name" "$ranks" "$dp" "$pp" "$tp" "$mb" "$ga" "$zero" "$sched" "$sp"
     status=$?
     if [ "$name" = 1x1x1 ]; then
         [ $status -eq 0 ] || { sed 's/^/# /' "$WORK/$name.out"; }

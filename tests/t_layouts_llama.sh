@@ -49,12 +49,16 @@ gqa:2x1x1:2:2:1:1:1:4:1:1f1b:
 gqa:2x2x2:8:2:2:2:1:4:1:1f1b:
 gqa:2x2x2-zero3:8:2:2:2:1:4:3:1f1b:
 gqa:1x2x4-zero2-recompute:8:1:2:4:2:4:2:1f1b:train.recompute=full
+gqa:1x1x2-sp:2:1:1:2:2:4:1:1f1b:parallel.sequence_parallel=1
+gqa:1x2x2-sp-recompute:4:1:2:2:2:4:1:1f1b:parallel.sequence_parallel=1,train.recompute=every:2
+gqa:2x1x4-sp-zero3-replicated:8:2:1:4:1:4:3:1f1b:parallel.sequence_parallel=1
 mqa:1x1x1:1:1:1:1:2:4:1:1f1b:model.n_kv_head=1
 mqa:1x1x2-replicated:2:1:1:2:2:4:1:1f1b:model.n_kv_head=1
 mqa:2x2x2-zero0-replicated:8:2:2:2:1:4:0:1f1b:model.n_kv_head=1
 mqa:2x1x4-zero3-replicated:8:2:1:4:1:4:3:1f1b:model.n_kv_head=1
 bf16:1x1x1:1:1:1:1:2:4:1:1f1b:train.precision=bf16,model.n_kv_head=1
-bf16:2x2x2-zero3-replicated:8:2:2:2:1:4:3:1f1b:train.precision=bf16,model.n_kv_head=1"
+bf16:2x2x2-zero3-replicated:8:2:2:2:1:4:3:1f1b:train.precision=bf16,model.n_kv_head=1
+bf16:2x2x2-zero3-sp:8:2:2:2:1:4:3:1f1b:train.precision=bf16,model.n_kv_head=1,parallel.sequence_parallel=1"
 count=$(echo "$LAYOUTS" | wc -l)
 plan $((2 * (count - 3) + 4))
 

@@ -2,7 +2,8 @@
 # t_plan.sh - `trident plan` against the trainer: for the same config and
 # world, the per-rank memory table that plan computes (arithmetic, no MPI)
 # equals the one the trainer prints from its real allocations (for gpt2
-# and llama, replicated key/value heads included); and plan
+# and llama, replicated key/value heads included, with and without
+# sequence parallelism, which must shrink the activations); and plan
 # handles a 175B model on 1024 ranks, with the layouts that fit 80 GiB.
 . "${TRI_SRCDIR:-.}/tests/lib.sh"
 np=${1:-4}
@@ -17,8 +18,11 @@ pp2-zero2-recompute:--set+parallel.pp=2+--set+parallel.zero=2+--set+train.recomp
 untied-every2:--set+model.tie_embeddings=0+--set+train.recompute=every:2+--set+parallel.zero=3
 two-level-dp:--set+parallel.node_size=2+--set+parallel.zero=2
 llama-tp2-kv1-zero3-every2:--set+model.arch=llama+--set+model.n_kv_head=1+--set+model.ffn_dim=48+--set+parallel.tp=2+--set+parallel.zero=3+--set+train.recompute=every:2+--set+model.tie_embeddings=0
-llama-pp2-tp2-zero2-recompute:--set+model.arch=llama+--set+parallel.pp=2+--set+parallel.tp=2+--set+parallel.zero=2+--set+train.recompute=full+--set+train.grad_accum=4"
-plan $(($(echo "$CASES" | wc -l) + 5))
+llama-pp2-tp2-zero2-recompute:--set+model.arch=llama+--set+parallel.pp=2+--set+parallel.tp=2+--set+parallel.zero=2+--set+train.recompute=full+--set+train.grad_accum=4
+sp-tp2-zero3:--set+parallel.tp=2+--set+parallel.zero=3+--set+parallel.sequence_parallel=1
+sp-pp2-tp2-every2:--set+parallel.tp=2+--set+parallel.pp=2+--set+train.recompute=every:2+--set+parallel.sequence_parallel=1+--set+train.grad_accum=4
+sp-tp4-llama-kv1:--set+model.arch=llama+--set+model.n_head=4+--set+model.n_kv_head=1+--set+model.ffn_dim=48+--set+parallel.tp=4+--set+model.tie_embeddings=0+--set+parallel.sequence_parallel=1"
+plan $(($(echo "$CASES" | wc -l) + 6))
 table() { sed -n '/^memory per rank/,/^[^ m]/p' "$1" | grep '^  rank'; }
 for c in $CASES; do
     name=${c%%:*}
@@ -33,6 +37,16 @@ for c in $CASES; do
     ok $? "$name: plan's per-rank memory equals the trainer's ($(wc -l < "$WORK/plan.mem") ranks)"
     cmp -s "$WORK/train.mem" "$WORK/plan.mem" || diff "$WORK/train.mem" "$WORK/plan.mem" | sed 's/^/# /'
 done
+# Sequence parallelism divides the activations outside attention and the
+# MLP by tp: on tp 4 the trainer's rank 0 allocates less with it.
+acts() {  # the trainer's rank 0 activations (MiB) with sequence_parallel=$1
+    run "$np" train --config "$cfg" --set train.steps=0 --set parallel.tp=4 --set model.n_head=4 \
+        --set parallel.sequence_parallel="$1"
+    table "$WORK/out" | awk 'NR == 1 { print $NF }'
+}
+without=$(acts 0) with=$(acts 1)
+awk -v a="$without" -v b="$with" 'BEGIN { exit !(b > 0 && b < a) }'
+ok $? "sequence_parallel on tp 4: activations per rank $with MiB, against $without MiB without"
 cat > "$WORK/g175.ini" <<EOC
 [model]
 n_layer = 96
