@@ -167,11 +167,36 @@ void comm_allreduce(const Grid *g, CommGroup group, ops_tensor buf, int64_t n,
 static void run_reduce_scatter(const Grid *g, CommGroup group, ops_tensor send,
                                ops_tensor recv, const int *counts)
 {
-    DEVICE_COLLECTIVE(send, comm_nccl_reduce_scatter(g, group, send, recv, counts));
+    if (send.dtype != OPS_BF16 && send.dtype != OPS_F16) {
+        DEVICE_COLLECTIVE(send, comm_nccl_reduce_scatter(g, group, send, recv, counts));
+        double t0 = timer_now();
+        TRI_CHECK_MPI(MPI_Reduce_scatter(send.data, recv.data, counts, MPI_FLOAT,
+                                         MPI_SUM, comm_mpi(g, group)));
+        comm_time[group] += timer_now() - t0;
+        return;
+    }
+    /* bf16 and fp16 as run_allreduce does them, on either path: summed in
+     * fp32, rounded once. The scratch holds the widened input, then (NCCL,
+     * out of place) this rank's block; MPI, in place, leaves the block at
+     * the scratch's start. */
+    int size = comm_size(g, group), rank;
+    int64_t total = 0;
+    for (int r = 0; r < size; r++)
+        total += counts[r];
+    MPI_Comm_rank(comm_mpi(g, group), &rank);
+    ops_tensor wide = widen_scratch(send.device, total + counts[rank]);
+    ops_tensor all = ops_view(wide, 0, total), mine = ops_view(wide, total, counts[rank]);
+    ops_tensor out = ops_view(recv, 0, counts[rank]);
+    ops_cast(all, ops_view(send, 0, total));
+    DEVICE_COLLECTIVE(send, {
+        comm_nccl_reduce_scatter(g, group, all, mine, counts);
+        ops_cast(out, mine);
+    });
     double t0 = timer_now();
-    TRI_CHECK_MPI(MPI_Reduce_scatter(send.data, recv.data, counts, MPI_FLOAT,
-                                     MPI_SUM, comm_mpi(g, group)));
+    TRI_CHECK_MPI(MPI_Reduce_scatter(MPI_IN_PLACE, all.data, counts, MPI_FLOAT, MPI_SUM,
+                                     comm_mpi(g, group)));
     comm_time[group] += timer_now() - t0;
+    ops_cast(out, ops_view(all, 0, counts[rank]));
 }
 
 void comm_reduce_scatter(const Grid *g, CommGroup group, ops_tensor send,

@@ -49,7 +49,8 @@ int comm_size(const Grid *g, CommGroup group);
 void comm_allreduce(const Grid *g, CommGroup group, ops_tensor buf, int64_t n,
                     CommOp op);
 /* Sums send (sum of counts elements, rank-major) over the group; this rank
- * receives its block of counts[rank] elements into recv. Collective on
+ * receives its block of counts[rank] elements into recv (bf16 and fp16
+ * summed in fp32 and rounded once, as comm_allreduce does). Collective on
  * group. */
 void comm_reduce_scatter(const Grid *g, CommGroup group, ops_tensor send,
                          ops_tensor recv, const int *counts);

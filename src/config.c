@@ -118,6 +118,7 @@ static const KeyDef KEYS[] = {
     INT_KEY("parallel", "node_size", parallel.node_size, "0", 0, INT_MAX),
     ENUM_KEY("parallel", "device", parallel.device, "auto", DEVICE_WORDS),
     { KEY("parallel", "overlap", K_BOOL, parallel.overlap, "true") },
+    { KEY("parallel", "sequence_parallel", K_BOOL, parallel.sequence_parallel, "false") },
 
     INT_KEY("train", "micro_batch", train.micro_batch, "8", 1, INT_MAX),
     INT_KEY("train", "grad_accum", train.grad_accum, "1", 1, INT_MAX),
@@ -898,6 +899,20 @@ static int check_rules(const Config *c, char *msg, size_t n)
         return 1;
     if (m->arch == ARCH_GPT2 ? check_gpt2_keys(c, msg, n) : check_llama_keys(c, msg, n))
         return 1;
+    /* each TP rank's slice of the microbatch's flattened tokens (model.c) */
+    long long tokens = (long long)c->train.micro_batch * m->seq_len;
+    if (pl->sequence_parallel && tokens % pl->tp)
+        return fail_key(c, msg, n, "parallel", "sequence_parallel",
+                        "needs [train] micro_batch * [model] seq_len = %d * %d = %lld "
+                        "divisible by tp (%d): each TP rank holds an equal slice of the "
+                        "microbatch's tokens", c->train.micro_batch, m->seq_len, tokens,
+                        pl->tp);
+    /* generation runs one row at a time: T tokens sliced over TP */
+    if (pl->sequence_parallel && c->log.sample_tokens > 0 && m->seq_len % pl->tp)
+        return fail_key(c, msg, n, "log", "sample_tokens",
+                        "generation with sequence_parallel needs [model] seq_len (%d) "
+                        "divisible by tp (%d): it runs one row of seq_len tokens",
+                        m->seq_len, pl->tp);
     if (c->train.min_lr > c->train.lr)
         return fail_key(c, msg, n, "train", "min_lr", "greater than lr (%g)", c->train.lr);
     if (!c->data.train[0])

@@ -58,6 +58,8 @@ typedef struct {
     DeviceChoice device;     /* auto: a GPU per rank when built with CUDA
                                 and GPUs are visible, else the CPU */
     int overlap;             /* start DP reductions during the backward */
+    int sequence_parallel;   /* norms and residuals on 1/tp of the tokens
+                                (model.c); nothing with tp = 1 */
 } ParallelConfig;
 
 typedef struct {

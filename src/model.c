@@ -8,6 +8,15 @@
  * them). So a block costs two all-reduces forward and two backward, and
  * the residual stream is replicated across the TP group.
  *
+ * Sequence parallelism ([parallel] sequence_parallel, Megatron's) slices
+ * that replicated work instead: the residual stream, the norms and the
+ * residual adds run on this rank's 1/tp of the B*T tokens. Each
+ * all-reduce becomes a reduce-scatter (onto the slices) and the norm's
+ * output is all-gathered before the next column-parallel GEMM; backward
+ * mirrors it. The helpers below (model_row_parallel, model_column_input,
+ * model_row_parallel_grad, model_norm_output_grad) hide which, so the
+ * blocks of both architectures read the same either way.
+ *
  * Shapes: B rows of T tokens, N = B*T, C channels; Cl = C/tp, NHl = NH/tp.
  */
 #include "model.h"
@@ -39,7 +48,8 @@ static ops_tensor f32(const Model *m, int64_t n) { return ops_alloc(OPS_F32, m->
 static void acts_alloc(Model *m, BlockActs *a, int keep_input_only)
 {
     int64_t N = (int64_t)m->B * m->T, C = m->C, Cl = C / m->grid->tp;
-    a->x = act(m, N * C);
+    int64_t n = model_local_rows(m, N);
+    a->x = act(m, n * C);
     if (keep_input_only) {
         BlockActs *r = &m->scratch->recomputed;
         ops_tensor x = a->x;
@@ -47,16 +57,16 @@ static void acts_alloc(Model *m, BlockActs *a, int keep_input_only)
         a->x = x;
         return;
     }
-    a->ln1 = act(m, N * C);
-    a->ln1_mean = m->llama ? OPS_NONE : f32(m, N);
-    a->ln1_rstd = f32(m, N);
+    a->ln1 = act(m, n * C);
+    a->ln1_mean = m->llama ? OPS_NONE : f32(m, n);
+    a->ln1_rstd = f32(m, n);
     a->qkv = act(m, N * 3 * Cl);
     a->lse = f32(m, N * m->NHl);
     a->atty = act(m, N * Cl);
-    a->xmid = act(m, N * C);
-    a->ln2 = act(m, N * C);
-    a->ln2_mean = m->llama ? OPS_NONE : f32(m, N);
-    a->ln2_rstd = f32(m, N);
+    a->xmid = act(m, n * C);
+    a->ln2 = act(m, n * C);
+    a->ln2_mean = m->llama ? OPS_NONE : f32(m, n);
+    a->ln2_rstd = f32(m, n);
     a->fc = act(m, N * (m->llama ? 2 : 1) * m->Fl);
     a->fcg = act(m, N * m->Fl);
 }
@@ -91,11 +101,14 @@ static void scratch_alloc(Model *m, int any_recompute)
         fail_abort("out of memory for model scratch", __FILE__, __LINE__);
     m->scratch = s;
     int64_t N = (int64_t)m->B * m->T, C = m->C, Cl = C / m->grid->tp;
+    int64_t n = model_local_rows(m, N);
     if (any_recompute) {
         acts_alloc(m, &s->recomputed, 0);
         ops_free(&s->recomputed.x); /* a recomputed block reads its kept x */
     }
     s->tmp = act(m, N * C);
+    s->gathered = m->sp ? act(m, N * C) : OPS_NONE;
+    s->slice = m->sp ? act(m, n * C) : OPS_NONE;
     s->d_ln = act(m, N * C);
     s->d_fc = act(m, N * (m->llama ? 3 : 1) * m->Fl);
     if (m->llama)
@@ -103,9 +116,9 @@ static void scratch_alloc(Model *m, int any_recompute)
     s->d_atty = act(m, N * Cl);
     s->d_qkv = act(m, N * 3 * Cl);
     if (m->is_last) {
-        s->lnf = act(m, N * C);
-        s->lnf_mean = m->llama ? OPS_NONE : f32(m, N);
-        s->lnf_rstd = f32(m, N);
+        s->lnf = act(m, N * C); /* gathered: the head reads every token */
+        s->lnf_mean = m->llama ? OPS_NONE : f32(m, n);
+        s->lnf_rstd = f32(m, n);
         s->d_lnf = act(m, N * C);
         s->chunk = head_chunk_rows(N, m->Vl);
         s->logits = f32(m, (int64_t)s->chunk * m->Vl);
@@ -252,6 +265,7 @@ void model_create(Model *m, const Config *cfg, const Grid *g, int n_slots)
     m->NKVl = arch_kv_heads_local(&cfg->model, g->tp);
     m->Fl = arch_ffn_dim(&cfg->model) / g->tp;
     m->kv_replicas = arch_kv_replicas(&cfg->model, g->tp);
+    m->sp = cfg->parallel.sequence_parallel && g->tp > 1;
     m->Vl = m->V / g->tp;
     m->v0 = m->Vl * g->tp_rank;
     m->is_first = g->pp_stage == 0;
@@ -267,7 +281,7 @@ void model_create(Model *m, const Config *cfg, const Grid *g, int n_slots)
     int any = choose_recompute(m, cfg);
     scratch_alloc(m, any);
 
-    int64_t N = (int64_t)m->B * m->T;
+    int64_t N = (int64_t)m->B * m->T, n = model_local_rows(m, N);
     m->n_slots = n_slots;
     m->acts = calloc((size_t)(n_slots * m->chunk_len), sizeof *m->acts);
     m->out = calloc((size_t)n_slots, sizeof *m->out);
@@ -283,8 +297,8 @@ void model_create(Model *m, const Config *cfg, const Grid *g, int n_slots)
             if (m->defer_weights) /* recomputed layers too: B's output is not recomputable */
                 a->kept = act(m, N * model_kept_grad_width(&cfg->model, g->tp));
         }
-        m->out[s] = act(m, N * m->C);
-        m->grad[s] = act(m, N * m->C);
+        m->out[s] = act(m, n * m->C);
+        m->grad[s] = act(m, n * m->C);
         m->tokens[s] = m->is_first ? ops_alloc(OPS_I32, g->device, N) : OPS_NONE;
         m->targets[s] = m->is_last ? ops_alloc(OPS_I32, g->device, N) : OPS_NONE;
     }
@@ -306,8 +320,8 @@ void model_destroy(Model *m)
         r->x = OPS_NONE;
         acts_free(r, 0);
     }
-    ops_tensor *all[] = {&s->tmp, &s->d_ln, &s->d_fc, &s->d_atty, &s->d_qkv,
-                         &s->qkv_raw, &s->lnf, &s->lnf_mean, &s->lnf_rstd,
+    ops_tensor *all[] = {&s->tmp, &s->gathered, &s->slice, &s->d_ln, &s->d_fc, &s->d_atty,
+                         &s->d_qkv, &s->qkv_raw, &s->lnf, &s->lnf_mean, &s->lnf_rstd,
                          &s->d_lnf, &s->logits, &s->rowmax, &s->stats, &s->losses,
                          &m->loss_acc};
     for (size_t i = 0; i < sizeof all / sizeof all[0]; i++)
@@ -334,27 +348,72 @@ void model_tp_allreduce(Model *m, ops_tensor t, int64_t n)
     comm_allreduce(m->grid, COMM_TP, t, n, COMM_SUM);
 }
 
-/* x (N,C) = wte[tokens] + wpe: each TP rank looks up the words of its
- * vocabulary shard (zeros elsewhere), and the all-reduce assembles them. */
+/* The equal per-rank counts of N rows of C split over TP. */
+static void slice_counts(const Model *m, int64_t N, int *counts)
+{
+    for (int r = 0; r < m->grid->tp; r++)
+        counts[r] = (int)(N / m->grid->tp * m->C);
+}
+
+/* dst (N rows) = every TP rank's slice src (N/tp rows), in rank order. */
+static void gather_rows(Model *m, ops_tensor dst, ops_tensor src, int64_t N)
+{
+    int counts[m->grid->tp];
+    slice_counts(m, N, counts);
+    PROF(PROF_TP_COMM, comm_allgather(m->grid, COMM_TP, head_of(src, counts[0]),
+                                      head_of(dst, N * m->C), counts));
+}
+
+/* full (N rows of partial sums) summed over TP: in place, or this rank's
+ * slice of the sum in s->slice under sequence parallelism. Returns the
+ * local rows. */
+static ops_tensor sum_rows(Model *m, ops_tensor full, int64_t N)
+{
+    if (!m->sp) {
+        PROF(PROF_TP_COMM, model_tp_allreduce(m, full, N * m->C));
+        return head_of(full, N * m->C);
+    }
+    int counts[m->grid->tp];
+    slice_counts(m, N, counts);
+    ops_tensor mine = head_of(m->scratch->slice, counts[0]);
+    PROF(PROF_TP_COMM, comm_reduce_scatter(m->grid, COMM_TP, head_of(full, N * m->C), mine,
+                                           counts));
+    return mine;
+}
+
+/* x = wte[tokens] + wpe: each TP rank looks up the words of its
+ * vocabulary shard (zeros elsewhere), and the sum over TP assembles them.
+ * Under sequence parallelism the positions, which every rank would add
+ * alike, go in on TP rank 0 before the sum, since a slice need not start
+ * a sequence. */
 static void embed_forward(Model *m, int slot, int rows)
 {
     int64_t N = (int64_t)rows * m->T, C = m->C;
-    ops_tensor x = head_of(m->acts[slot * m->chunk_len].x, N * C);
-    PROF(PROF_EMBEDDING, ops_embedding_fwd(x, head_of(m->tokens[slot], N), W(m, m->p_wte), m->v0, m->Vl,
+    ops_tensor x = head_of(m->acts[slot * m->chunk_len].x, model_local_rows(m, N) * C);
+    ops_tensor e = m->sp ? head_of(m->scratch->tmp, N * C) : x;
+    int positions = m->p_wpe >= 0; /* llama rotates q and k instead */
+    PROF(PROF_EMBEDDING, ops_embedding_fwd(e, head_of(m->tokens[slot], N), W(m, m->p_wte), m->v0, m->Vl,
                       (int)N, (int)C));
+    if (m->sp && positions && m->grid->tp_rank == 0)
+        PROF(PROF_EMBEDDING, ops_position_fwd(e, W(m, m->p_wpe), rows, m->T, (int)C));
+    if (m->sp) {
+        ops_copy(x, sum_rows(m, e, N));
+        return;
+    }
     PROF(PROF_TP_COMM, model_tp_allreduce(m, x, N * C));
-    if (m->p_wpe >= 0) /* llama rotates q and k instead */
+    if (positions)
         PROF(PROF_EMBEDDING, ops_position_fwd(x, W(m, m->p_wpe), rows, m->T, (int)C));
 }
 
 /* TP rank 0 adds the bias before the sum, so it counts once. */
-void model_row_parallel(Model *m, ops_tensor y, ops_tensor x, int w, int b,
-                        int64_t N, int64_t in_local)
+ops_tensor model_row_parallel(Model *m, ops_tensor x, int w, int b, int64_t N,
+                              int64_t in_local)
 {
+    ops_tensor y = head_of(m->scratch->tmp, N * m->C);
     ops_tensor bias = b >= 0 && m->grid->tp_rank == 0 ? W(m, b) : OPS_NONE;
-    PROF(PROF_MATMUL, ops_matmul_fwd(head_of(y, N * m->C), head_of(x, N * in_local), W(m, w), bias,
+    PROF(PROF_MATMUL, ops_matmul_fwd(y, head_of(x, N * in_local), W(m, w), bias,
                    (int)N, m->C, (int)in_local));
-    PROF(PROF_TP_COMM, model_tp_allreduce(m, y, N * m->C));
+    return sum_rows(m, y, N);
 }
 
 void model_linear_bwd(Model *m, ops_tensor dinp, int w, int b, ops_tensor dout, ops_tensor inp,
@@ -377,26 +436,53 @@ void model_linear_weights(Model *m, int w, int b, ops_tensor kept, ops_tensor in
                                      OPS_NONE, (int)N, (int)out, (int)in));
 }
 
+/* All N rows of a tensor this rank holds the local rows of: itself, or
+ * under sequence parallelism gathered into `into`. */
+static ops_tensor all_rows(Model *m, ops_tensor local, ops_tensor into, int64_t N)
+{
+    if (!m->sp)
+        return head_of(local, N * m->C);
+    gather_rows(m, into, local, N);
+    return head_of(into, N * m->C);
+}
+
+ops_tensor model_column_input(Model *m, ops_tensor ln, int64_t N)
+{
+    return all_rows(m, ln, m->scratch->gathered, N);
+}
+
+ops_tensor model_row_parallel_grad(Model *m, ops_tensor dres, int64_t N)
+{
+    return all_rows(m, dres, m->scratch->tmp, N);
+}
+
+ops_tensor model_norm_output_grad(Model *m, int64_t N)
+{
+    return sum_rows(m, m->scratch->d_ln, N);
+}
+
+/* N tokens through the GEMMs and attention; n (model_local_rows) through
+ * the norms and residual adds. */
 static void block_forward(Model *m, const BlockParams *p, BlockActs *a,
                           ops_tensor out, int rows)
 {
     int64_t N = (int64_t)rows * m->T, C = m->C, Cl = C / m->grid->tp;
-    ModelScratch *s = m->scratch;
-    PROF(PROF_LAYERNORM, ops_layernorm_fwd(head_of(a->ln1, N * C), a->ln1_mean, a->ln1_rstd,
-                      head_of(a->x, N * C), W(m, p->ln1w), W(m, p->ln1b), (int)N, (int)C));
-    PROF(PROF_MATMUL, ops_matmul_fwd(head_of(a->qkv, N * 3 * Cl), head_of(a->ln1, N * C), W(m, p->qkvw),
-                   W(m, p->qkvb), (int)N, (int)(3 * Cl), (int)C));
+    int64_t n = model_local_rows(m, N);
+    PROF(PROF_LAYERNORM, ops_layernorm_fwd(head_of(a->ln1, n * C), a->ln1_mean, a->ln1_rstd,
+                      head_of(a->x, n * C), W(m, p->ln1w), W(m, p->ln1b), (int)n, (int)C));
+    PROF(PROF_MATMUL, ops_matmul_fwd(head_of(a->qkv, N * 3 * Cl), model_column_input(m, a->ln1, N),
+                   W(m, p->qkvw), W(m, p->qkvb), (int)N, (int)(3 * Cl), (int)C));
     PROF(PROF_ATTENTION, ops_attention_fwd(head_of(a->atty, N * Cl), a->lse, head_of(a->qkv, N * 3 * Cl),
                       rows, m->T, m->NHl, m->hs));
-    model_row_parallel(m, s->tmp, a->atty, p->projw, p->projb, N, Cl);
-    PROF(PROF_RESIDUAL, ops_add(head_of(a->xmid, N * C), head_of(a->x, N * C), head_of(s->tmp, N * C), N * C));
-    PROF(PROF_LAYERNORM, ops_layernorm_fwd(head_of(a->ln2, N * C), a->ln2_mean, a->ln2_rstd,
-                      head_of(a->xmid, N * C), W(m, p->ln2w), W(m, p->ln2b), (int)N, (int)C));
-    PROF(PROF_MATMUL, ops_matmul_fwd(head_of(a->fc, N * 4 * Cl), head_of(a->ln2, N * C), W(m, p->fcw),
-                   W(m, p->fcb), (int)N, (int)(4 * Cl), (int)C));
+    ops_tensor y = model_row_parallel(m, a->atty, p->projw, p->projb, N, Cl);
+    PROF(PROF_RESIDUAL, ops_add(head_of(a->xmid, n * C), head_of(a->x, n * C), y, n * C));
+    PROF(PROF_LAYERNORM, ops_layernorm_fwd(head_of(a->ln2, n * C), a->ln2_mean, a->ln2_rstd,
+                      head_of(a->xmid, n * C), W(m, p->ln2w), W(m, p->ln2b), (int)n, (int)C));
+    PROF(PROF_MATMUL, ops_matmul_fwd(head_of(a->fc, N * 4 * Cl), model_column_input(m, a->ln2, N),
+                   W(m, p->fcw), W(m, p->fcb), (int)N, (int)(4 * Cl), (int)C));
     PROF(PROF_GELU, ops_gelu_fwd(head_of(a->fcg, N * 4 * Cl), head_of(a->fc, N * 4 * Cl), N * 4 * Cl));
-    model_row_parallel(m, s->tmp, a->fcg, p->mprojw, p->mprojb, N, 4 * Cl);
-    PROF(PROF_RESIDUAL, ops_add(head_of(out, N * C), head_of(a->xmid, N * C), head_of(s->tmp, N * C), N * C));
+    y = model_row_parallel(m, a->fcg, p->mprojw, p->mprojb, N, 4 * Cl);
+    PROF(PROF_RESIDUAL, ops_add(head_of(out, n * C), head_of(a->xmid, n * C), y, n * C));
 }
 
 /* Vocab-parallel: each phase's row statistics are combined over the TP
@@ -458,12 +544,17 @@ static void final_norm_fwd(Model *m, ops_tensor out, ops_tensor x, int64_t N)
                                                W(m, m->p_lnfw), W(m, m->p_lnfb), (int)N, m->C));
 }
 
+/* The final norm runs on the local rows; under sequence parallelism its
+ * output is gathered, since the vocabulary-parallel head needs every
+ * token's. */
 static void head_forward(Model *m, int slot, int rows, ForwardMode mode)
 {
     ModelScratch *s = m->scratch;
-    int64_t N = (int64_t)rows * m->T, C = m->C;
-    ops_tensor x = head_of(m->out[slot], N * C);
-    final_norm_fwd(m, head_of(s->lnf, N * C), x, N);
+    int64_t N = (int64_t)rows * m->T, C = m->C, n = model_local_rows(m, N);
+    ops_tensor x = head_of(m->out[slot], n * C);
+    final_norm_fwd(m, head_of(m->sp ? s->slice : s->lnf, n * C), x, n);
+    if (m->sp)
+        gather_rows(m, s->lnf, s->slice, N);
     for (int64_t r0 = 0; r0 < N; r0 += s->chunk) {
         int nr = (int)(N - r0 < s->chunk ? N - r0 : s->chunk);
         head_chunk(m, slot, r0, nr, mode);
@@ -471,16 +562,16 @@ static void head_forward(Model *m, int slot, int rows, ForwardMode mode)
     if (mode != FORWARD_TRAIN)
         return;
     /* each TP rank's d_lnf holds its vocabulary shard's share */
-    PROF(PROF_TP_COMM, model_tp_allreduce(m, s->d_lnf, N * C));
-    ops_tensor dx = head_of(m->grad[slot], N * C);
+    ops_tensor d_lnf = sum_rows(m, s->d_lnf, N);
+    ops_tensor dx = head_of(m->grad[slot], n * C);
     ops_zero(dx);
     if (m->llama)
-        PROF(PROF_LAYERNORM, ops_rmsnorm_bwd(dx, G(m, m->p_lnfw), head_of(s->d_lnf, N * C), x,
-                                             W(m, m->p_lnfw), s->lnf_rstd, (int)N, (int)C));
+        PROF(PROF_LAYERNORM, ops_rmsnorm_bwd(dx, G(m, m->p_lnfw), d_lnf, x,
+                                             W(m, m->p_lnfw), s->lnf_rstd, (int)n, (int)C));
     else
         PROF(PROF_LAYERNORM, ops_layernorm_bwd(dx, G(m, m->p_lnfw), G(m, m->p_lnfb),
-                                               head_of(s->d_lnf, N * C), x, W(m, m->p_lnfw),
-                                               s->lnf_mean, s->lnf_rstd, (int)N, (int)C));
+                                               d_lnf, x, W(m, m->p_lnfw),
+                                               s->lnf_mean, s->lnf_rstd, (int)n, (int)C));
 }
 
 /* The buffer layer j of a slot writes: the next layer's input, or the
@@ -492,6 +583,10 @@ static ops_tensor block_output(Model *m, int slot, int j)
 
 void model_forward(Model *m, int chunk, int slot, int rows, ForwardMode mode)
 {
+    if (m->sp && (int64_t)rows * m->T % m->grid->tp)
+        fail_abort("model_forward: sequence parallelism needs rows * T divisible by tp "
+                   "(config_validate checks it)", __FILE__, __LINE__);
+    m->rows = rows;
     if (m->is_first && chunk == 0) {
         hook(m, m->unit_embed, UNIT_BEFORE_FORWARD);
         embed_forward(m, slot, rows);
@@ -521,14 +616,17 @@ void model_forward(Model *m, int chunk, int slot, int rows, ForwardMode mode)
 static void ln_backward(Model *m, ops_tensor dres, ops_tensor inp, int w, int b,
                         ops_tensor mean, ops_tensor rstd, int64_t N)
 {
-    ops_tensor d_ln = head_of(m->scratch->d_ln, N * m->C);
-    PROF(PROF_TP_COMM, model_tp_allreduce(m, d_ln, N * m->C));
-    PROF(PROF_LAYERNORM, ops_layernorm_bwd(dres, G(m, w), G(m, b), d_ln, head_of(inp, N * m->C), W(m, w),
-                      mean, rstd, (int)N, m->C));
+    int64_t n = model_local_rows(m, N);
+    ops_tensor d_ln = model_norm_output_grad(m, N);
+    PROF(PROF_LAYERNORM, ops_layernorm_bwd(dres, G(m, w), G(m, b), d_ln, head_of(inp, n * m->C),
+                                           W(m, w), mean, rstd, (int)n, m->C));
 }
 
-/* dres (N,C): gradient at the block output on entry, at its input on exit.
- * Under zb1 the weight halves wait in a->kept for block_weights. */
+/* dres (the local rows, C): gradient at the block output on entry, at its
+ * input on exit. Under sequence parallelism the norms' outputs are
+ * gathered again for the weight gradients rather than kept whole. Under
+ * zb1 the weight halves wait in a->kept for block_weights (which gathers
+ * the norms' outputs itself). */
 static void block_backward(Model *m, const BlockParams *p, BlockActs *a,
                            ops_tensor dres, int rows)
 {
@@ -538,26 +636,32 @@ static void block_backward(Model *m, const BlockParams *p, BlockActs *a,
     ops_tensor d_ln = head_of(s->d_ln, N * C);
 
     /* MLP: out = xmid + fcg . Wp^T; fcg = gelu(fc); fc = ln2 . Wf^T */
-    model_linear_bwd(m, d_fc, p->mprojw, p->mprojb, dres, head_of(a->fcg, N * 4 * Cl),
+    ops_tensor dout = model_row_parallel_grad(m, dres, N);
+    model_linear_bwd(m, d_fc, p->mprojw, p->mprojb, dout, head_of(a->fcg, N * 4 * Cl),
                      kept_next(a, &at, N * C), N, C, 4 * Cl);
     PROF(PROF_GELU, ops_gelu_bwd(d_fc, head_of(a->fc, N * 4 * Cl), d_fc, N * 4 * Cl));
-    model_linear_bwd(m, d_ln, p->fcw, p->fcb, d_fc, head_of(a->ln2, N * C),
-                     kept_next(a, &at, N * 4 * Cl), N, 4 * Cl, C);
+    ops_tensor ln2 = a->kept.data ? OPS_NONE : model_column_input(m, a->ln2, N);
+    model_linear_bwd(m, d_ln, p->fcw, p->fcb, d_fc, ln2, kept_next(a, &at, N * 4 * Cl), N,
+                     4 * Cl, C);
     ln_backward(m, dres, a->xmid, p->ln2w, p->ln2b, a->ln2_mean, a->ln2_rstd, N);
 
     /* attention: xmid = x + atty . Wo^T; atty = attn(qkv); qkv = ln1 . Wq^T */
     ops_tensor d_atty = head_of(s->d_atty, N * Cl), d_qkv = head_of(s->d_qkv, N * 3 * Cl);
-    model_linear_bwd(m, d_atty, p->projw, p->projb, dres, head_of(a->atty, N * Cl),
+    dout = model_row_parallel_grad(m, dres, N);
+    model_linear_bwd(m, d_atty, p->projw, p->projb, dout, head_of(a->atty, N * Cl),
                      kept_next(a, &at, N * C), N, C, Cl);
     PROF(PROF_ATTENTION, ops_attention_bwd(d_qkv, d_atty, head_of(a->qkv, N * 3 * Cl),
                       head_of(a->atty, N * Cl), a->lse, rows, m->T, m->NHl, m->hs));
-    model_linear_bwd(m, d_ln, p->qkvw, p->qkvb, d_qkv, head_of(a->ln1, N * C),
-                     kept_next(a, &at, N * 3 * Cl), N, 3 * Cl, C);
+    ops_tensor ln1 = a->kept.data ? OPS_NONE : model_column_input(m, a->ln1, N);
+    model_linear_bwd(m, d_ln, p->qkvw, p->qkvb, d_qkv, ln1, kept_next(a, &at, N * 3 * Cl), N,
+                     3 * Cl, C);
     ln_backward(m, dres, a->x, p->ln1w, p->ln1b, a->ln1_mean, a->ln1_rstd, N);
 }
 
 /* zb1's weight pass over the block: the four GEMMs' weight halves, in
- * block_backward's order (so a->kept's views line up). dres is unused. */
+ * block_backward's order (so a->kept's views line up). dres is unused.
+ * Under sequence parallelism the norms' outputs are gathered again:
+ * collective on tp, as every TP rank runs the same weight passes. */
 static void block_weights(Model *m, const BlockParams *p, BlockActs *a, ops_tensor dres,
                           int rows)
 {
@@ -566,17 +670,19 @@ static void block_weights(Model *m, const BlockParams *p, BlockActs *a, ops_tens
     model_linear_weights(m, p->mprojw, p->mprojb, kept_next(a, &at, N * C),
                          head_of(a->fcg, N * 4 * Cl), N, C, 4 * Cl);
     model_linear_weights(m, p->fcw, p->fcb, kept_next(a, &at, N * 4 * Cl),
-                         head_of(a->ln2, N * C), N, 4 * Cl, C);
+                         model_column_input(m, a->ln2, N), N, 4 * Cl, C);
     model_linear_weights(m, p->projw, p->projb, kept_next(a, &at, N * C),
                          head_of(a->atty, N * Cl), N, C, Cl);
     model_linear_weights(m, p->qkvw, p->qkvb, kept_next(a, &at, N * 3 * Cl),
-                         head_of(a->ln1, N * C), N, 3 * Cl, C);
+                         model_column_input(m, a->ln1, N), N, 3 * Cl, C);
 }
 
+/* Under sequence parallelism the gradient is gathered first: each TP rank
+ * updates its vocabulary shard's rows for every token. */
 static void embed_backward(Model *m, int slot, int rows)
 {
     int64_t N = (int64_t)rows * m->T, C = m->C;
-    ops_tensor dx = head_of(m->grad[slot], N * C);
+    ops_tensor dx = model_row_parallel_grad(m, m->grad[slot], N);
     PROF(PROF_EMBEDDING, ops_embedding_bwd(G(m, m->p_wte), head_of(m->tokens[slot], N), dx, m->v0, m->Vl,
                       (int)N, (int)C));
     if (m->p_wpe >= 0)
@@ -591,7 +697,7 @@ typedef void BlockPass(Model *m, const BlockParams *p, BlockActs *a, ops_tensor 
 static void backward_pass(Model *m, int chunk, int slot, int rows, BlockPass *block, int embed)
 {
     int64_t N = (int64_t)rows * m->T;
-    ops_tensor dres = head_of(m->grad[slot], N * m->C);
+    ops_tensor dres = head_of(m->grad[slot], model_local_rows(m, N) * m->C);
     for (int j = m->chunk_len - 1; j >= 0; j--) {
         int l = chunk * m->chunk_len + j, unit = m->unit_block0 + l;
         BlockActs *a = &m->acts[slot * m->chunk_len + j];
@@ -648,17 +754,24 @@ ops_tensor model_stage_input(Model *m, int slot)
 ops_tensor model_stage_output(Model *m, int slot) { return m->out[slot]; }
 ops_tensor model_stage_grad(Model *m, int slot) { return m->grad[slot]; }
 
+int64_t model_stage_elems(const Model *m, int rows)
+{
+    return model_local_rows(m, (int64_t)rows * m->T) * m->C;
+}
+
 void model_logits_at(Model *m, int slot, int row, int t, float *logits)
 {
     ModelScratch *s = m->scratch;
     int C = m->C;
     int64_t at = ((int64_t)row * m->T + t) * C;
+    /* under sequence parallelism the stage output holds a slice */
+    ops_tensor out = all_rows(m, m->out[slot], s->tmp, (int64_t)m->rows * m->T);
     hook(m, m->unit_head, UNIT_BEFORE_FORWARD);
     ops_tensor ln = head_of(s->lnf, C);
-    final_norm_fwd(m, ln, ops_view(m->out[slot], at, C), 1);
-    ops_tensor out = head_of(s->logits, m->Vl);
-    ops_matmul_fwd(out, ln, W(m, m->p_lm), OPS_NONE, 1, m->Vl, C);
-    ops_copy((ops_tensor){logits, m->Vl, OPS_F32, OPS_CPU}, out);
+    final_norm_fwd(m, ln, ops_view(out, at, C), 1);
+    ops_tensor lg = head_of(s->logits, m->Vl);
+    ops_matmul_fwd(lg, ln, W(m, m->p_lm), OPS_NONE, 1, m->Vl, C);
+    ops_copy((ops_tensor){logits, m->Vl, OPS_F32, OPS_CPU}, lg);
     hook(m, m->unit_head, UNIT_AFTER_FORWARD);
 }
 
@@ -693,7 +806,7 @@ int64_t model_activation_bytes(const Model *m)
     BlockActs r = s->recomputed;
     r.x = OPS_NONE;
     b += acts_bytes(&r, 0);
-    const ops_tensor all[] = {s->tmp, s->d_ln, s->d_fc, s->d_atty, s->d_qkv,
+    const ops_tensor all[] = {s->tmp, s->gathered, s->slice, s->d_ln, s->d_fc, s->d_atty, s->d_qkv,
                               s->qkv_raw, s->lnf, s->lnf_mean, s->lnf_rstd, s->d_lnf, s->logits,
                               s->rowmax, s->stats, s->losses};
     for (size_t i = 0; i < sizeof all / sizeof all[0]; i++)

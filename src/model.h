@@ -65,6 +65,9 @@ struct Model {
     int NKVl;                     /* local key/value heads (llama) */
     int Fl;                       /* local MLP width: 4C/tp (gpt2), ffn_dim/tp */
     int kv_replicas;              /* TP ranks sharing each key/value head */
+    int sp;                       /* sequence parallelism in effect: the
+                                     norms and residuals hold 1/tp of the
+                                     tokens (tp > 1 and the config's key) */
     int layer0, n_local;          /* global index of local block 0; the
                                      stage's layers over all its chunks */
     int n_chunks, chunk_len;      /* v chunks of chunk_len layers: local
@@ -79,6 +82,7 @@ struct Model {
     int p_wte, p_wpe, p_lnfw, p_lnfb, p_lm;  /* -1 when absent */
     int *recompute;               /* per local block: keep only the input */
 
+    int rows;                     /* rows of the latest forward */
     int n_slots;
     BlockActs *acts;              /* [slot * chunk_len + j] */
     int *input_only;              /* per j: slots keep only layer j's input,
@@ -148,11 +152,15 @@ void model_backward_weights(Model *m, int chunk, int slot, int rows);
 void model_reset_loss(Model *m);
 double model_loss_sum(const Model *m);
 
-/* Buffers the pipeline executor sends and receives: (B,T,C), a chunk's
- * input, output and the gradient at either. */
+/* Buffers the pipeline executor sends and receives: a chunk's input,
+ * output and the gradient at either, (B,T,C), or this TP rank's 1/tp
+ * slice of its B*T tokens under sequence parallelism. */
 ops_tensor model_stage_input(Model *m, int slot);
 ops_tensor model_stage_output(Model *m, int slot);
 ops_tensor model_stage_grad(Model *m, int slot);
+/* Elements of one message between stages for a forward of `rows` rows:
+ * the tokens this rank holds times C. Not collective. */
+int64_t model_stage_elems(const Model *m, int rows);
 
 /* Last stage only: logits (Vl) of row `row`, position t, after the last
  * forward with rows >= row+1. Collective on tp. */

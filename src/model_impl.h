@@ -14,6 +14,8 @@
 
 #include "model.h"
 
+/* Under sequence parallelism x, ln1, xmid, ln2 and the norms' statistics
+ * hold this rank's 1/tp slice of the B*T tokens (model_local_rows). */
 struct BlockActs {
     ops_tensor x;                          /* input (B,T,C), always kept */
     ops_tensor ln1, ln1_mean, ln1_rstd;    /* (B,T,C), (B,T), (B,T) */
@@ -30,7 +32,13 @@ struct BlockActs {
 
 typedef struct ModelScratch {
     BlockActs recomputed;    /* where recomputed blocks put activations */
-    ops_tensor tmp;          /* (B,T,C) row-parallel partial sums */
+    ops_tensor tmp;          /* (B,T,C) row-parallel partial sums; under
+                                sequence parallelism also the gathered
+                                gradient at a row-parallel output */
+    ops_tensor gathered;     /* sequence parallelism: (B,T,C) a norm's
+                                output gathered for a column-parallel GEMM */
+    ops_tensor slice;        /* sequence parallelism: (B*T/tp, C) what a
+                                reduce-scatter leaves this rank */
     ops_tensor d_ln;         /* (B,T,C) gradient at a LayerNorm output */
     ops_tensor d_fc;         /* gpt2 (B,T,4Cl); llama d(fcg)|dgate|dup, 3 x (B,T,Fl) */
     ops_tensor d_atty;       /* (B,T,Cl) */
@@ -70,11 +78,33 @@ void model_linear_bwd(Model *m, ops_tensor dinp, int w, int b, ops_tensor dout, 
 void model_linear_weights(Model *m, int w, int b, ops_tensor kept, ops_tensor inp, int64_t N,
                           int64_t out, int64_t in);
 
+/* Rows of the residual stream this rank holds of N tokens: all N, or
+ * under sequence parallelism its slice [tp_rank N/tp, (tp_rank+1) N/tp)
+ * of the flattened tokens. */
+static inline int64_t model_local_rows(const Model *m, int64_t N)
+{
+    return m->sp ? N / m->grid->tp : N;
+}
+
 /* Sum over the TP group. Collective on tp. */
 void model_tp_allreduce(Model *m, ops_tensor t, int64_t n);
-/* The row-parallel output: y = x . W^T summed over TP ranks, plus the
- * bias (b >= 0) once. Collective on tp. */
-void model_row_parallel(Model *m, ops_tensor y, ops_tensor x, int w, int b,
-                        int64_t N, int64_t in_local);
+/* The row-parallel output: x . W^T summed over TP ranks, plus the bias
+ * (b >= 0) once, for this rank's model_local_rows of the N rows (an
+ * all-reduce, or a reduce-scatter under sequence parallelism). Returns a
+ * scratch view that the next row-parallel call overwrites. Collective on
+ * tp. */
+ops_tensor model_row_parallel(Model *m, ops_tensor x, int w, int b, int64_t N,
+                              int64_t in_local);
+/* The input of a column-parallel GEMM from a norm's output ln (the local
+ * rows): ln itself, or all N rows gathered under sequence parallelism
+ * (in a scratch the next call overwrites). Collective on tp. */
+ops_tensor model_column_input(Model *m, ops_tensor ln, int64_t N);
+/* The gradient at a row-parallel output for its backward, from dres at
+ * the local rows: dres, or all N rows gathered. Collective on tp. */
+ops_tensor model_row_parallel_grad(Model *m, ops_tensor dres, int64_t N);
+/* The gradient at a norm's output: d_ln (N rows of partial sums from the
+ * column-parallel layers after it) summed over TP, for the local rows
+ * (all-reduce, or reduce-scatter). Collective on tp. */
+ops_tensor model_norm_output_grad(Model *m, int64_t N);
 
 #endif

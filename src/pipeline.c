@@ -42,7 +42,8 @@ typedef struct {
     int n_actions;
     int stage, pp, v, rows;
     int n_mb;                     /* microbatches in this step */
-    int64_t n;                    /* elements of one (rows,T,C) message */
+    int64_t n;                    /* elements of one message: the stage's
+                                     rows*T*C, or its slice of them */
     MPI_Request *recv_fwd, *recv_bwd, *send_fwd, *send_bwd;  /* per slot */
     int *holder;                  /* per slot: mb * v + chunk, or -1 */
     int next_unslotted;           /* the first forward without a slot */
@@ -208,7 +209,7 @@ void pipeline_run(Model *m, const Action *actions, int n, const int32_t *batch,
     Exec e = {
         .m = m, .actions = actions, .n_actions = n, .stage = m->grid->pp_stage,
         .pp = m->grid->pp, .v = m->n_chunks, .rows = rows,
-        .n = (int64_t)rows * m->T * m->C, .times = times,
+        .n = model_stage_elems(m, rows), .times = times,
     };
     bind_state(&e);
     for (int i = 0; i < n; i++)

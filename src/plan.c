@@ -130,15 +130,19 @@ static int64_t activation_memory(const Config *cfg, const Grid *g)
     int64_t a = (int64_t)ops_dtype_size(model_dtype(cfg->train.precision));
     int64_t B = cfg->train.micro_batch, T = mc->seq_len, C = mc->n_embd, N = B * T;
     int64_t Cl = C / g->tp, NHl = mc->n_head / g->tp, Vl = mc->vocab_size / g->tp;
+    /* sequence parallelism: x, ln1, xmid, ln2, the norms' statistics and
+     * the stage buffers hold n of the N tokens */
+    int sp = cfg->parallel.sequence_parallel && g->tp > 1;
+    int64_t n = sp ? N / g->tp : N;
     int64_t lse = 4 * B * NHl * T; /* attention keeps no T x T matrix */
-    int64_t block = a * (4 * N * C + 3 * N * Cl + N * Cl + 8 * N * Cl) + 4 * 4 * N + lse;
+    int64_t block = a * (4 * n * C + 3 * N * Cl + N * Cl + 8 * N * Cl) + 4 * 4 * n + lse;
     /* gpt2: fc, fcg (4Cl each) and their gradient d_fc; LayerNorm keeps mean
      * and rstd, llama's RMSNorm rstd only */
     int64_t d_fc = 4 * Cl, stats = 8, extra = 0;
     if (mc->arch == ARCH_LLAMA) {
         int64_t Fl = arch_ffn_dim(mc) / g->tp;
         int64_t KVl = (int64_t)arch_kv_heads_local(mc, g->tp) * (C / mc->n_head);
-        block = a * (4 * N * C + 3 * N * Cl + N * Cl + 3 * N * Fl) + 2 * 4 * N + lse;
+        block = a * (4 * n * C + 3 * N * Cl + N * Cl + 3 * N * Fl) + 2 * 4 * n + lse;
         d_fc = 3 * Fl - 4 * Cl; /* d(fcg), dgate, dup in place of d_fc's 4Cl */
         stats = 4;
         extra = a * N * (Cl + 2 * KVl); /* q|k|v before the expansion */
@@ -147,20 +151,22 @@ static int64_t activation_memory(const Config *cfg, const Grid *g)
     int slots = stage_slots(cfg, g->pp_stage);
     int v = cfg->parallel.virtual_stages, layer0, chunk_len;
     grid_chunk_layers(mc->n_layer, g->pp, v, g->pp_stage, 0, &layer0, &chunk_len);
-    int64_t per_slot = 2 * a * N * C + (first ? 4 * N : 0) + (last ? 4 * N : 0);
+    int64_t per_slot = 2 * a * n * C + (first ? 4 * N : 0) + (last ? 4 * N : 0);
     /* zb1: each layer's output gradients, kept from B until W */
     int64_t kept = cfg->parallel.schedule == SCHED_ZB1
                    ? a * N * model_kept_grad_width(mc, g->tp) : 0;
     for (int j = 0; j < chunk_len; j++)
-        per_slot += (model_slot_input_only(cfg, g->pp_stage, j) ? a * N * C : block) + kept;
+        per_slot += (model_slot_input_only(cfg, g->pp_stage, j) ? a * n * C : block) + kept;
     int any = model_stage_recomputes(cfg, g->pp_stage, NULL) > 0;
-    int64_t scratch = (any ? block - a * N * C : 0) + 2 * a * N * C + a * N * 8 * Cl;
+    int64_t scratch = (any ? block - a * n * C : 0) + 2 * a * N * C + a * N * 8 * Cl;
+    if (sp) /* the gathered norm output and the reduce-scatter's slice */
+        scratch += a * N * C + a * n * C;
     if (mc->arch == ARCH_LLAMA)
         scratch += a * N * d_fc + extra;
     if (last) {
         int64_t chunk = (16LL << 20) / (Vl > 0 ? Vl : 1);
         chunk = chunk < 1 ? 1 : chunk > N ? N : chunk;
-        scratch += 2 * a * N * C + stats * N + 4 * chunk * Vl + 16 * chunk;
+        scratch += 2 * a * N * C + stats * n + 4 * chunk * Vl + 16 * chunk;
     }
     return slots * per_slot + scratch;
 }
@@ -221,9 +227,15 @@ PlanComm plan_communication(const Config *cfg, int world)
     double act = (double)t->micro_batch * mc->seq_len * mc->n_embd * a;
     int layers, recomputed = model_stage_recomputes(cfg, 0, &layers);
     /* per block: two all-reduces forward, two backward, two more when the
-     * block is recomputed; the embedding's and the head's come on top */
-    double per_mb = (4.0 * layers + 2.0 * recomputed + 2.0) * act;
+     * block is recomputed; the embedding's and the head's come on top.
+     * Sequence parallelism turns each into a reduce-scatter and an
+     * all-gather (the same bytes) and gathers the norms' outputs again
+     * in the backward: two all-gathers, half an all-reduce each, more. */
+    int sp = cfg->parallel.sequence_parallel && tp > 1;
+    double per_mb = ((sp ? 5.0 : 4.0) * layers + 2.0 * recomputed + 2.0) * act;
     c.tp = ga * ring_allreduce(per_mb, tp);
+    if (sp) /* the norms' gradients, once a step (zero.c) */
+        c.tp += ring_allreduce(4.0 * layers * (mc->arch == ARCH_LLAMA ? 2 : 4) * mc->n_embd, tp);
     /* replicated key/value heads: dk and dv summed over the replicas in
      * every block's backward (model_llama.c) */
     int replicas = arch_kv_replicas(mc, tp);
@@ -231,8 +243,9 @@ PlanComm plan_communication(const Config *cfg, int world)
         double kv = (double)t->micro_batch * mc->seq_len * (mc->n_embd / mc->n_head) * a;
         c.tp += ga * layers * 2.0 * ring_allreduce(kv, replicas);
     }
-    /* an activation out and a gradient back per microbatch and chunk */
-    c.pp = pp > 1 ? 2.0 * ga * cfg->parallel.virtual_stages * act : 0.0;
+    /* an activation out and a gradient back per microbatch and chunk, a
+     * slice each under sequence parallelism */
+    c.pp = pp > 1 ? 2.0 * ga * cfg->parallel.virtual_stages * act / (sp ? tp : 1) : 0.0;
     double n = (double)params_local_count(cfg, 0, 0);
     switch (zero) {
     case 0: c.dp = ring_allreduce(4 * n, dp); break;

@@ -181,14 +181,17 @@ static StageWork stage_work(const Config *cfg, const Hardware *hw)
      * residual adds, the attention probabilities (fp32) read and written
      * (the CUDA twin still forms them in a scratch; the CPU's fused kernel
      * keeps its tiles in cache, and a CPU plan times the kernels instead,
-     * timed_stage); backward streams about twice that */
-    double layer_bytes = tokens * (a * C * (4.0 + 8.0 / tp + 6.0) + 8.0 * NH / tp * T / 2.0);
+     * timed_stage); backward streams about twice that. Sequence
+     * parallelism runs the norms and residual adds on 1/tp of the tokens. */
+    double sp = cfg->parallel.sequence_parallel ? tp : 1.0;
+    double layer_bytes = tokens * (a * C * ((4.0 + 6.0) / sp + 8.0 / tp) + 8.0 * NH / tp * T / 2.0);
     if (m->arch == ARCH_LLAMA) {
         /* SwiGLU reads gate and up and writes its product (3F), rotary
          * embeddings rewrite q and k, the key/value expansion writes
          * q|k|v (3C) from q, k, v: all split over TP */
         double KV = (double)arch_kv_heads(m) * (C / NH), F = arch_ffn_dim(m);
-        layer_bytes = tokens * (a * (C * 10.0 + (3.0 * F + 2.0 * (C + KV) + 4.0 * C + 2.0 * KV) / tp)
+        layer_bytes = tokens * (a * (C * 10.0 / sp
+                                     + (3.0 * F + 2.0 * (C + KV) + 4.0 * C + 2.0 * KV) / tp)
                                 + 8.0 * NH / tp * T / 2.0);
     }
     StageWork w;

@@ -252,6 +252,9 @@ static void print_plan(Trainer *t)
         printf("pipeline: %d chunks of %d layer%s a stage (chunk c of stage s is virtual stage "
                "c*pp+s)\n", c->parallel.virtual_stages, t->model.chunk_len,
                t->model.chunk_len > 1 ? "s" : "");
+    if (c->parallel.sequence_parallel && t->grid.tp == 1)
+        printf("note: [parallel] sequence_parallel = true does nothing with tp = 1: it slices the "
+               "tokens over the TP ranks\n");
     if (c->parallel.schedule != SCHED_GPIPE && t->ga < t->grid.pp)
         printf("warning: grad_accum (%d) < pp (%d): with fewer microbatches than stages, the pipeline idles %.0f%% of the step; use grad_accum >= pp (4 x pp is better)\n",
                t->ga, t->grid.pp,

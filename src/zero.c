@@ -679,6 +679,23 @@ static void sum_tied_copies(Zero *z)
     comm_allreduce(z->g, COMM_EMBED, p->og, p->og.n, COMM_SUM);
 }
 
+/* Under sequence parallelism each TP rank's norm gains and biases saw
+ * only its slice of the tokens (model.c), so their gradients are partial
+ * sums over TP: sum them, as Megatron does its sequence-parallel
+ * parameters. TP ranks hold these replicated tensors alike and own the
+ * same rows of them, so the owned gradients line up. */
+static void sum_sequence_parallel(Zero *z)
+{
+    if (!z->m->sp)
+        return;
+    ParamSet *ps = &z->m->ps;
+    for (int i = 0; i < ps->n; i++) {
+        Param *p = &ps->p[i];
+        if (p->role == ROLE_NORM_GAIN || p->role == ROLE_NORM_BIAS)
+            PROF(PROF_TP_COMM, comm_allreduce(z->g, COMM_TP, p->og, p->og.n, COMM_SUM));
+    }
+}
+
 void zero_reduce_grads(Zero *z)
 {
     if (z->overlap) {
@@ -707,6 +724,7 @@ void zero_reduce_grads(Zero *z)
         }
     }
     sum_tied_copies(z);
+    sum_sequence_parallel(z);
 }
 
 void zero_gather_weights(Zero *z)

@@ -137,11 +137,37 @@ static int dp_on_nodes(int node_size, int *two_level)
     return ok;
 }
 
+/* bf16 blocks through the reduce-scatter (summed in fp32 on the CPU
+ * path, as the all-reduce is) and back through the all-gather: sequence
+ * parallelism's pair. Small integers, so every sum is exact in bf16. */
+static int bf16_scatter_gather(const Grid *g)
+{
+    int n = g->size, r = g->rank, per = 3, total = n * per, ok = 1;
+    int counts[n];
+    float f[total];
+    for (int k = 0; k < n; k++)
+        counts[k] = per;
+    for (int i = 0; i < total; i++)
+        f[i] = (float)(i + r);
+    ops_tensor send = ops_alloc(OPS_BF16, OPS_CPU, total), mine = ops_alloc(OPS_BF16, OPS_CPU, per);
+    ops_tensor all = ops_alloc(OPS_BF16, OPS_CPU, total);
+    ops_cast(send, host(f, total));
+    comm_reduce_scatter(g, COMM_WORLD, send, mine, counts);
+    comm_allgather(g, COMM_WORLD, mine, all, counts);
+    ops_cast(host(f, total), all);
+    for (int i = 0; i < total; i++)
+        ok &= f[i] == (float)(n * i + n * (n - 1) / 2);
+    ops_free(&send);
+    ops_free(&mine);
+    ops_free(&all);
+    return ok;
+}
+
 int main(int argc, char **argv)
 {
     tap_init(&argc, &argv);
     int n = tap_size();
-    tap_plan(6);
+    tap_plan(7);
     Grid w;
     grid_world_only(&w, MPI_COMM_WORLD);
     tap_ok(w.size == n && w.rank == tap_rank() && comm_size(&w, COMM_WORLD) == n
@@ -155,6 +181,8 @@ int main(int argc, char **argv)
     float x[2] = {(float)tap_rank(), -(float)tap_rank()};
     comm_allreduce(&g, COMM_WORLD, host(x, 2), 2, COMM_MIN);
     tap_ok(n == 1 || (x[0] == 0.0f && x[1] == -(float)(n - 1)), "a tensor all-reduce with MIN");
+    tap_ok(bf16_scatter_gather(&g), "bf16 blocks reduce-scattered and all-gathered over %d ranks",
+           n);
     grid_destroy(&g);
     int two = 0;
     tap_ok(dp_on_nodes(0, &two), "dp %d on this machine: %s, blocks summed and gathered", n,

@@ -138,7 +138,7 @@ static double compare(Run *dist, Run *ref, char *worst_name)
 
 /* kind's chunks a stage: v for the interleaved schedule, else 1 */
 static void check_layout(Run *ref, const int32_t *batch, int dp, int pp, int tp, int zero,
-                         int ga, ScheduleKind kind, int tie, int node_size, int v)
+                         int ga, ScheduleKind kind, int tie, int node_size, int v, int sp)
 {
     Run r;
     memset(&r, 0, sizeof r);
@@ -151,6 +151,7 @@ static void check_layout(Run *ref, const int32_t *batch, int dp, int pp, int tp,
     r.cfg.parallel.schedule = kind;
     r.cfg.parallel.virtual_stages = kind == SCHED_INTERLEAVED ? v : 1;
     r.cfg.parallel.node_size = node_size;
+    r.cfg.parallel.sequence_parallel = sp;
     r.cfg.train.grad_accum = ga;
     r.cfg.train.micro_batch = GB / (ga * dp);
     run_step(&r, MPI_COMM_WORLD, batch);
@@ -162,18 +163,19 @@ static void check_layout(Run *ref, const int32_t *batch, int dp, int pp, int tp,
         snprintf(nodes, sizeof nodes, ", node_size %d%s", node_size,
                  r.grid.dp_node_size > 1 && r.grid.dp_cross_size > 1 ? " (two-level)" : "");
     tap_ok(worst < 1e-5 && lrel < 1e-6,
-           "%sdp %d x pp %d x tp %d, zero %d, %s%s, ga %d%s%s: loss rel %.1e, grads per tensor max rel %.1e (%s)",
-           base_arch == ARCH_LLAMA ? "llama: " : "", dp, pp, tp, zero, schedule_name(kind),
-           kind == SCHED_INTERLEAVED ? (v == 2 ? " v=2" : " v=4") : "", ga,
-           tie ? "" : ", untied", nodes, lrel, worst, name);
+           "%sdp %d x pp %d x tp %d%s, zero %d, %s%s, ga %d%s%s: loss rel %.1e, grads per tensor max rel %.1e (%s)",
+           base_arch == ARCH_LLAMA ? "llama: " : "", dp, pp, tp, sp ? " sequence-parallel" : "",
+           zero, schedule_name(kind), kind == SCHED_INTERLEAVED ? (v == 2 ? " v=2" : " v=4") : "",
+           ga, tie ? "" : ", untied", nodes, lrel, worst, name);
     run_free(&r);
 }
 
 /* Recomputation changes memory, never gradients: on this world's largest
  * model split, recompute = full gives bitwise the gradients of none, under
  * `kind` against 1F1B's (zb1 splits the same GEMMs, in the same order per
- * parameter). */
-static void check_recompute(const int32_t *batch, int dp, int pp, int tp, ScheduleKind kind)
+ * parameter), with and without sequence parallelism. */
+static void check_recompute(const int32_t *batch, int dp, int pp, int tp, ScheduleKind kind,
+                            int sp)
 {
     Run r[2];
     for (int k = 0; k < 2; k++) {
@@ -182,6 +184,7 @@ static void check_recompute(const int32_t *batch, int dp, int pp, int tp, Schedu
         r[k].cfg.parallel.dp = dp;
         r[k].cfg.parallel.pp = pp;
         r[k].cfg.parallel.tp = tp;
+        r[k].cfg.parallel.sequence_parallel = sp;
         r[k].cfg.train.grad_accum = 4;
         r[k].cfg.train.micro_batch = GB / (4 * dp);
         r[k].cfg.train.recompute = k ? RECOMPUTE_FULL : RECOMPUTE_NONE;
@@ -193,8 +196,8 @@ static void check_recompute(const int32_t *batch, int dp, int pp, int tp, Schedu
         Param *a = &r[0].model.ps.p[i], *b = &r[1].model.ps.p[i];
         same &= memcmp(a->og.data, b->og.data, (size_t)a->og.n * sizeof(float)) == 0;
     }
-    tap_ok(same, "dp %d x pp %d x tp %d: recompute=full under %s gives bitwise the gradients of "
-           "none under 1f1b", dp, pp, tp, schedule_name(kind));
+    tap_ok(same, "dp %d x pp %d x tp %d%s: recompute=full under %s gives bitwise the gradients "
+           "of none under 1f1b", dp, pp, tp, sp ? " sequence-parallel" : "", schedule_name(kind));
     run_free(&r[0]);
     run_free(&r[1]);
 }
@@ -203,8 +206,8 @@ int main(int argc, char **argv)
 {
     tap_init(&argc, &argv);
     int n = tap_size();
-    static const int layouts[][8] = {
-        /* dp pp tp zero ga schedule node_size virtual_stages */
+    static const int layouts[][9] = {
+        /* dp pp tp zero ga schedule node_size virtual_stages sequence_parallel */
         {1, 1, 1, 1, 4, SCHED_1F1B}, {2, 1, 1, 0, 4, SCHED_1F1B}, {2, 1, 1, 1, 2, SCHED_1F1B},
         {2, 1, 1, 2, 4, SCHED_1F1B}, {2, 1, 1, 3, 4, SCHED_1F1B}, {1, 2, 1, 1, 4, SCHED_1F1B},
         {1, 2, 1, 1, 4, SCHED_GPIPE}, {1, 1, 2, 1, 4, SCHED_1F1B}, {4, 1, 1, 1, 2, SCHED_1F1B},
@@ -223,11 +226,20 @@ int main(int argc, char **argv)
         {1, 2, 1, 1, 4, SCHED_INTERLEAVED, 0, 2}, {1, 2, 1, 0, 2, SCHED_INTERLEAVED, 0, 2},
         {2, 2, 1, 2, 2, SCHED_INTERLEAVED, 0, 2}, {1, 2, 2, 3, 4, SCHED_INTERLEAVED, 0, 2},
         {2, 2, 2, 1, 4, SCHED_INTERLEAVED, 0, 2}, {2, 2, 2, 3, 2, SCHED_INTERLEAVED, 2, 2},
+        /* sequence parallelism: the norms' gradients are partial sums over
+         * TP; with zb1 and interleaved too */
+        {1, 1, 2, 1, 4, SCHED_1F1B, 0, 1, 1}, {2, 1, 2, 3, 4, SCHED_1F1B, 0, 1, 1},
+        {1, 2, 2, 1, 4, SCHED_GPIPE, 0, 1, 1}, {1, 1, 4, 0, 2, SCHED_1F1B, 0, 1, 1},
+        {2, 2, 2, 2, 2, SCHED_1F1B, 0, 1, 1}, {1, 1, 8, 1, 4, SCHED_1F1B, 0, 1, 1},
+        {2, 1, 4, 3, 4, SCHED_1F1B, 0, 1, 1}, {1, 4, 2, 1, 4, SCHED_1F1B, 0, 1, 1},
+        {1, 2, 2, 3, 4, SCHED_ZB1, 0, 1, 1}, {2, 2, 2, 2, 4, SCHED_ZB1, 0, 1, 1},
+        {1, 2, 2, 1, 4, SCHED_INTERLEAVED, 0, 2, 1}, {2, 2, 2, 3, 2, SCHED_INTERLEAVED, 0, 2, 1},
     };
     int count = 0;
     for (size_t i = 0; i < sizeof layouts / sizeof layouts[0]; i++)
         count += layouts[i][0] * layouts[i][1] * layouts[i][2] == n;
-    tap_plan(count + 7 + (n >= 2));
+    int tp_max = n >= 4 ? 2 : 1; /* check_recompute's */
+    tap_plan(count + 7 + (n >= 2) + (tp_max > 1) + (n > 1));
     int32_t *batch = NULL;
     Run ref[2];
     for (int tie = 1; tie >= 0; tie--) {
@@ -245,13 +257,16 @@ int main(int argc, char **argv)
         const int *l = layouts[i];
         if (l[0] * l[1] * l[2] == n)
             check_layout(&ref[1], batch, l[0], l[1], l[2], l[3], l[4], (ScheduleKind)l[5], 1,
-                         l[6], l[7]);
+                         l[6], l[7], l[8]);
     }
     /* an untied LM head, on the largest model split of this world */
-    check_layout(&ref[0], batch, 1, n >= 2 ? 2 : 1, n >= 4 ? n / 2 : 1, 1, 4, SCHED_1F1B, 0, 0, 1);
-    check_layout(&ref[1], batch, n, 1, 1, 3, 1, SCHED_1F1B, 1, 0, 1);
-    check_recompute(batch, n >= 8 ? 2 : 1, n >= 2 ? 2 : 1, n >= 4 ? 2 : 1, SCHED_1F1B);
-    check_recompute(batch, n >= 8 ? 2 : 1, n >= 2 ? 2 : 1, n >= 4 ? 2 : 1, SCHED_ZB1);
+    check_layout(&ref[0], batch, 1, n >= 2 ? 2 : 1, n >= 4 ? n / 2 : 1, 1, 4, SCHED_1F1B, 0, 0, 1,
+                 0);
+    check_layout(&ref[1], batch, n, 1, 1, 3, 1, SCHED_1F1B, 1, 0, 1, 0);
+    check_recompute(batch, n >= 8 ? 2 : 1, n >= 2 ? 2 : 1, tp_max, SCHED_1F1B, 0);
+    check_recompute(batch, n >= 8 ? 2 : 1, n >= 2 ? 2 : 1, tp_max, SCHED_ZB1, 0);
+    if (tp_max > 1)
+        check_recompute(batch, n >= 8 ? 2 : 1, 2, tp_max, SCHED_1F1B, 1);
     run_free(&ref[0]);
     run_free(&ref[1]);
 
@@ -263,16 +278,19 @@ int main(int argc, char **argv)
     ref[0].cfg.parallel.dp = ref[0].cfg.parallel.pp = ref[0].cfg.parallel.tp = 1;
     ref[0].cfg.train.micro_batch = GB;
     run_step(&ref[0], MPI_COMM_SELF, batch);
-    check_layout(&ref[0], batch, 1, 1, n, 1, 4, SCHED_1F1B, 0, 0, 1);
+    check_layout(&ref[0], batch, 1, 1, n, 1, 4, SCHED_1F1B, 0, 0, 1, 0);
     check_layout(&ref[0], batch, n >= 4 ? 2 : 1, n >= 2 ? 2 : 1, n >= 8 ? 2 : 1, 3, 4,
-                 SCHED_1F1B, 0, 0, 1);
+                 SCHED_1F1B, 0, 0, 1, 0);
     check_layout(&ref[0], batch, n >= 4 ? 2 : 1, n >= 2 ? 2 : 1, n >= 8 ? 2 : 1, 2, 4,
-                 SCHED_ZB1, 0, 0, 1);
+                 SCHED_ZB1, 0, 0, 1, 0);
     /* llama interleaved: 2 chunks a stage, untied (the last stage's head
      * and stage 0's embedding sit on different chunks) */
     if (n >= 2)
         check_layout(&ref[0], batch, n >= 4 ? n / 2 : 1, 2, 1, 2, n >= 4 ? 2 : 4,
-                     SCHED_INTERLEAVED, 0, 0, 2);
+                     SCHED_INTERLEAVED, 0, 0, 2, 0);
+    if (n > 1) /* sequence parallelism; replicated key/value heads from tp 4 on */
+        check_layout(&ref[0], batch, n >= 4 ? 2 : 1, 1, n >= 4 ? n / 2 : n, 3, 4, SCHED_1F1B,
+                     0, 0, 1, 1);
     run_free(&ref[0]);
     free(batch);
     return tap_done();

@@ -53,6 +53,10 @@ gqa:1x2x4-zero2-recompute:8:1:2:4:2:4:2:1f1b:train.recompute=full
 gqa:2x2x2-zb1-zero2:8:2:2:2:1:4:2:zb1:
 gqa:1x4x1-zb1-recompute:4:1:4:1:2:4:1:zb1:train.recompute=full
 gqa:1x2x2-interleaved2-zero3-recompute:4:1:2:2:2:4:3:interleaved:parallel.virtual_stages=2,train.recompute=full
+gqa:1x1x2-sp:2:1:1:2:2:4:1:1f1b:parallel.sequence_parallel=1
+gqa:1x2x2-sp-recompute:4:1:2:2:2:4:1:1f1b:parallel.sequence_parallel=1,train.recompute=every:2
+gqa:2x1x4-sp-zero3-replicated:8:2:1:4:1:4:3:1f1b:parallel.sequence_parallel=1
+gqa:1x2x2-zb1-sp:4:1:2:2:2:4:1:zb1:parallel.sequence_parallel=1
 deep:1x1x1:1:1:1:1:2:4:1:1f1b:model.n_layer=8
 deep:1x4x1-interleaved2:4:1:4:1:2:4:1:interleaved:model.n_layer=8,parallel.virtual_stages=2
 deep:1x2x1-interleaved4-every3:2:1:2:1:2:4:1:interleaved:model.n_layer=8,parallel.virtual_stages=4,train.recompute=every:3
@@ -62,7 +66,8 @@ mqa:1x1x2-replicated:2:1:1:2:2:4:1:1f1b:model.n_kv_head=1
 mqa:2x2x2-zero0-replicated:8:2:2:2:1:4:0:1f1b:model.n_kv_head=1
 mqa:2x1x4-zero3-replicated:8:2:1:4:1:4:3:1f1b:model.n_kv_head=1
 bf16:1x1x1:1:1:1:1:2:4:1:1f1b:train.precision=bf16,model.n_kv_head=1
-bf16:2x2x2-zero3-replicated:8:2:2:2:1:4:3:1f1b:train.precision=bf16,model.n_kv_head=1"
+bf16:2x2x2-zero3-replicated:8:2:2:2:1:4:3:1f1b:train.precision=bf16,model.n_kv_head=1
+bf16:2x2x2-zero3-sp:8:2:2:2:1:4:3:1f1b:train.precision=bf16,model.n_kv_head=1,parallel.sequence_parallel=1"
 count=$(echo "$LAYOUTS" | wc -l)
 plan $((2 * (count - 4) + 7))
 

@@ -15,7 +15,7 @@
 np=${1:-2}
 TAMPER="${TRI_BUILDDIR:-.}/tests/ckpt_tamper"
 limit=${TRI_MATRIX_LIMIT:-60}      # seconds any one case may take
-plan 195
+plan 197
 # shellcheck disable=SC3045
 ulimit -c 0 2>/dev/null            # a crash is detected below, not left as a core file
 t_start=$(date +%s)
@@ -1030,6 +1030,15 @@ train M137 1 "\[model\] ffn_dim = 129: 129 is not divisible by tp (2)" \
 # shellcheck disable=SC2086
 train M138 1 "\[model\] rope_theta = 0.5: must be > 1" \
     "llama: rope_theta out of range" $L --set model.rope_theta=0.5
+
+# ---- sequence parallelism: each TP rank holds an equal slice of tokens ----
+train M194 1 "\[parallel\] sequence_parallel = true: needs \[train\] micro_batch \* \[model\] seq_len = 1 \* 31 = 31 divisible by tp (2)" \
+    "sequence_parallel: B*T not divisible by tp" --set parallel.tp=2 \
+    --set parallel.sequence_parallel=true --set train.micro_batch=1 --set model.seq_len=31
+train M195 1 "\[log\] sample_tokens = 8: generation with sequence_parallel needs \[model\] seq_len (31) divisible by tp (2)" \
+    "sequence_parallel: generation's one row not divisible by tp" --set parallel.tp=2 \
+    --set parallel.sequence_parallel=true --set train.micro_batch=2 --set model.seq_len=31 \
+    --set log.sample_tokens=8
 
 # ---- HuggingFace and llm.c models: init_from and export (issue 15) ----
 le64() { le32 "$1"; le32 0; }

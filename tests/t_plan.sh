@@ -3,8 +3,9 @@
 # world, the per-rank memory table that plan computes (arithmetic, no MPI)
 # equals the one the trainer prints from its real allocations (for gpt2
 # and llama, replicated key/value heads included, zb1's kept gradients
-# too; offload on the CPU, where it changes nothing); plan prints each
-# schedule's bubble and memory and recommends one; plan handles a 175B
+# too, with and without sequence parallelism, which must shrink the
+# activations; offload on the CPU, where it changes nothing); plan prints
+# each schedule's bubble and memory and recommends one; plan handles a 175B
 # model on 1024 ranks, with the layouts that fit 80 GiB; and plan moves
 # the optimizer state to a host column with [train] offload, and
 # recommends it where nothing else fits.
@@ -27,8 +28,12 @@ pp2-tp2-zb1:--set+parallel.pp=2+--set+parallel.tp=2+--set+parallel.schedule=zb1+
 llama-pp4-zb1-every2:--set+model.arch=llama+--set+model.n_kv_head=1+--set+model.ffn_dim=48+--set+parallel.pp=4+--set+parallel.schedule=zb1+--set+train.recompute=every:2+--set+model.tie_embeddings=0+--set+train.grad_accum=3
 pp2-interleaved2:--set+parallel.pp=2+--set+parallel.schedule=interleaved+--set+parallel.virtual_stages=2+--set+train.grad_accum=4
 pp2-interleaved2-every3-zero3:--set+parallel.pp=2+--set+parallel.schedule=interleaved+--set+parallel.virtual_stages=2+--set+train.grad_accum=6+--set+train.recompute=every:3+--set+parallel.zero=3
-pp4-interleaved-llama-recompute:--set+model.arch=llama+--set+parallel.pp=4+--set+parallel.schedule=interleaved+--set+model.n_layer=8+--set+parallel.virtual_stages=2+--set+train.grad_accum=4+--set+train.recompute=full"
-plan $(($(echo "$CASES" | wc -l) + 13))
+pp4-interleaved-llama-recompute:--set+model.arch=llama+--set+parallel.pp=4+--set+parallel.schedule=interleaved+--set+model.n_layer=8+--set+parallel.virtual_stages=2+--set+train.grad_accum=4+--set+train.recompute=full
+sp-tp2-zero3:--set+parallel.tp=2+--set+parallel.zero=3+--set+parallel.sequence_parallel=1
+sp-pp2-tp2-every2:--set+parallel.tp=2+--set+parallel.pp=2+--set+train.recompute=every:2+--set+parallel.sequence_parallel=1+--set+train.grad_accum=4
+sp-tp4-llama-kv1:--set+model.arch=llama+--set+model.n_head=4+--set+model.n_kv_head=1+--set+model.ffn_dim=48+--set+parallel.tp=4+--set+model.tie_embeddings=0+--set+parallel.sequence_parallel=1
+sp-pp2-tp2-zb1:--set+parallel.tp=2+--set+parallel.pp=2+--set+parallel.schedule=zb1+--set+parallel.sequence_parallel=1+--set+train.grad_accum=4"
+plan $(($(echo "$CASES" | wc -l) + 14))
 table() { sed -n '/^memory per rank/,/^[^ m]/p' "$1" | grep '^  rank'; }
 for c in $CASES; do
     name=${c%%:*}
@@ -81,6 +86,16 @@ gib=$(awk -v t="$mib" 'BEGIN { printf "%.9f", (t + 0.01) / 1024 }')
     --mem "$gib" > "$WORK/out2" 2>&1
 grep -q "^recommended schedule: 1f1b (the smallest bubble that fits)" "$WORK/out2"
 ok $? "plan: 1f1b when neither interleaved nor zb1 fits $gib GiB"
+# Sequence parallelism divides the activations outside attention and the
+# MLP by tp: on tp 4 the trainer's rank 0 allocates less with it.
+acts() {  # the trainer's rank 0 activations (MiB) with sequence_parallel=$1
+    run "$np" train --config "$cfg" --set train.steps=0 --set parallel.tp=4 --set model.n_head=4 \
+        --set parallel.sequence_parallel="$1"
+    table "$WORK/out" | awk 'NR == 1 { print $NF }'
+}
+without=$(acts 0) with=$(acts 1)
+awk -v a="$without" -v b="$with" 'BEGIN { exit !(b > 0 && b < a) }'
+ok $? "sequence_parallel on tp 4: activations per rank $with MiB, against $without MiB without"
 cat > "$WORK/g175.ini" <<EOC
 [model]
 n_layer = 96
