@@ -480,8 +480,9 @@ typedef void (*attention_bwd_fn)(void *, const void *, const void *, const void 
  * of the output's own rounding, which the 16-bit tolerances cover. The
  * fused backward must also give the same bits twice (no atomics). Shapes
  * cover a ragged last tile (T = 37, 100: not multiples of the 16, 8 and
- * 32-row tiles) and head sizes inside each template bucket (16 and 32 in
- * 32's, 64, 80 in 128's with dimensions past hs zero, 128). */
+ * 32-row tiles) and each template bucket of head sizes: 16 and 32 in the
+ * 32 bucket, 64 in 64's, 80 and 128 in 128's (80 with dimensions past hs
+ * zero). */
 static void test_attention(ops_dtype dt, int B, int T, int NH, int hs)
 {
     static const struct {
