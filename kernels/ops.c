@@ -837,6 +837,16 @@ void ops_attention_bwd(ops_tensor dqkv, ops_tensor dout, ops_tensor qkv,
                                    lse.data, dt, B, T, NH, hs));
 }
 
+int ops_attention_max_head_size(ops_device dev)
+{
+#if TRI_HAVE_CUDA
+    if (dev == OPS_CUDA)
+        return ATTENTION_MAX_HS_CUDA;
+#endif
+    (void)dev;
+    return 0;
+}
+
 /* ---- embeddings -------------------------------------------------------- */
 
 static void check_shard(const char *fn, int v0, int Vl)

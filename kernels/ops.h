@@ -280,6 +280,10 @@ void ops_attention_fwd(ops_tensor out, ops_tensor lse, ops_tensor qkv,
 void ops_attention_bwd(ops_tensor dqkv, ops_tensor dout, ops_tensor qkv,
                        ops_tensor out, ops_tensor lse,
                        int B, int T, int NH, int hs);
+/* The largest head size hs the attention ops take on dev, 0 for any: the
+ * CUDA kernels size their tiles and registers for hs <= 128 (the CPU's
+ * have no limit). Not collective. */
+int ops_attention_max_head_size(ops_device dev);
 
 /* ---- embeddings (vocab-parallel aware) -------------------------------- */
 

@@ -73,6 +73,20 @@ static int check_one_rank_per_gpu(const Grid *g, char *err, size_t err_size)
     return dup >= 0;
 }
 
+/* The model's head size against what the device's attention takes, so a
+ * GPU run of a model with heads over 128 wide stops here, naming the
+ * keys, rather than at its first forward. */
+static int check_head_size(const Grid *g, const ModelConfig *m, char *err, size_t err_size)
+{
+    int hs = m->n_embd / m->n_head, max = ops_attention_max_head_size(g->device);
+    if (max == 0 || hs <= max)
+        return 0;
+    snprintf(err, err_size, "[model] n_head = %d: heads of n_embd / n_head = %d / %d = %d, but "
+             "the CUDA attention takes head sizes up to %d: use more heads, or "
+             "[parallel] device = cpu", m->n_head, m->n_embd, m->n_head, hs, max);
+    return 1;
+}
+
 int device_setup(Grid *g, const Config *cfg)
 {
     char err[512] = "", msg[640] = "";
@@ -82,6 +96,11 @@ int device_setup(Grid *g, const Config *cfg)
         snprintf(msg, sizeof msg, "trident: [parallel] device = %s: %s\n",
                  names[cfg->parallel.device], err);
     if (fail_report(g->world, rc, msg)) /* the others stop with the broken rank */
+        return 1;
+    rc = check_head_size(g, &cfg->model, err, sizeof err);
+    if (rc)
+        snprintf(msg, sizeof msg, "trident: %s\n", err);
+    if (fail_report(g->world, rc, msg))
         return 1;
     /* the GPU follows the rank's place on its machine, never a pretended
      * node_size: pretending must not put two ranks on one GPU */

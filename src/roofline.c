@@ -179,7 +179,10 @@ static StageWork stage_work(const Config *cfg, const Hardware *hw)
     double layer_flops = model_layer_flops(m, tokens) / tp;
     /* per token per layer, forward: two LayerNorms, GELU in and out, two
      * residual adds, the attention probabilities (fp32) read and written
-     * (the CUDA twin still forms them in a scratch; the CPU's fused kernel
+     * (a term from when the CUDA attention formed them in a scratch: its
+     * fused kernel keeps its tiles on chip but runs its products on CUDA
+     * cores in fp32, which the GEMM term's tensor-core rate does not see;
+     * neither cost has been measured on a GPU. The CPU's fused kernel
      * keeps its tiles in cache, and a CPU plan times the kernels instead,
      * timed_stage); backward streams about twice that. Sequence
      * parallelism runs the norms and residual adds on 1/tp of the tokens. */

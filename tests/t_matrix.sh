@@ -15,7 +15,7 @@
 np=${1:-2}
 TAMPER="${TRI_BUILDDIR:-.}/tests/ckpt_tamper"
 limit=${TRI_MATRIX_LIMIT:-60}      # seconds any one case may take
-plan 197
+plan 198
 # shellcheck disable=SC3045
 ulimit -c 0 2>/dev/null            # a crash is detected below, not left as a core file
 t_start=$(date +%s)
@@ -1180,6 +1180,14 @@ itrain M192 "\[data\] train = $WORK/ix_docs.idx: document index 1 is 65535: the 
 idx tail && printf 'x' >> "$WORK/ix_tail.idx"
 itrain M193 "\[data\] train = $WORK/ix_tail.idx: [0-9]* bytes, but the header's $seqs sequences and [0-9]* document indices make [0-9]*: trailing bytes" \
     "indexed: trailing bytes after the index" --set data.train="$WORK/ix_tail"
+
+# ---- device --------------------------------------------------------------------
+
+# Heads wider than the CUDA attention takes, on the GPU: refused before the
+# device is set up, so no GPU is needed (a build without CUDA stops at that
+# instead).
+train M196 1 "\[model\] n_head = 2: heads of n_embd / n_head = 512 / 2 = 256, but the CUDA attention takes head sizes up to 128\|built without CUDA" \
+    "device: heads over 128 wide on the GPU" --set parallel.device=cuda --set model.n_embd=512
 
 # ---- the completed checkpoint survived all of it ------------------------------
 bad=""

@@ -6,8 +6,9 @@
  * through ops.c), and compares the outputs. Both backends widen D to fp32,
  * compute in fp32 and round once when storing, so they differ by fp32
  * reassociation plus, where that tips a rounding, one ulp of the output
- * dtype; attention on the GPU also rounds P and dS to D before its second
- * GEMMs (attention_cuda.cu). The error is normwise, max |gpu - cpu| over
+ * dtype; the GPU's exact attention (the reference its fused one is
+ * checked against) also rounds P and dS to D before its second GEMMs
+ * (attention_exact_cuda.cu). The error is normwise, max |gpu - cpu| over
  * max |cpu|, so an element near zero is judged by the op's scale. The
  * tolerances: fp32 outputs (statistics, parameter gradients, anything in
  * an fp32 run) 1e-4, bf16 2e-2 (2^-8 is one ulp at the top of the range),
@@ -24,9 +25,11 @@
  * in up to 256 chunks of rows and the CPU row by row. The normwise
  * tolerances hold at these sizes: fp32 reassociation over K terms grows
  * like sqrt(K) 2^-24 (K = 128256: 2e-5, under 1e-4), and a bf16 or fp16
- * output is rounded once whatever K. At T = 4096 the attention is also
- * checked against the exact kernel (attention_exact_cpu.c, which keeps
- * every probability): the CPU's fused twin and the GPU's both.
+ * output is rounded once whatever K. The GPU's fused attention and its
+ * exact one are each checked against the CPU's fused kernel, and at
+ * T = 4096 against the exact CPU kernel (attention_exact_cpu.c, which
+ * keeps every probability), as is the CPU's fused one; there the GPU's
+ * fused kernel is also checked against its exact one.
  *
  * Without a GPU (or a driver) it checks what needs none and prints that
  * the GPU tests did not run. The plan is printed at the end (valid TAP),
@@ -465,32 +468,86 @@ static void test_llama(ops_dtype dt, int N, int C, int hs)
 
 /* ---- attention ------------------------------------------------------------- */
 
+typedef void (*attention_fwd_fn)(void *, float *, const void *, ops_dtype, int, int, int, int);
+typedef void (*attention_bwd_fn)(void *, const void *, const void *, const void *,
+                                 const float *, ops_dtype, int, int, int, int);
+
+/* Both GPU kernels, the fused one the trainer runs and the exact one it
+ * is checked against, against the CPU's fused twin. The fused kernel
+ * makes the CPU's roundings (inputs widened, one rounding per store), so
+ * expect()'s tolerances hold as for any op; the exact one also rounds P
+ * and dS to D before its second GEMMs (attention_exact_cuda.cu), the size
+ * of the output's own rounding, which the 16-bit tolerances cover. The
+ * fused backward must also give the same bits twice (no atomics). Shapes
+ * cover a ragged last tile (T = 37, 100: not multiples of the 16, 8 and
+ * 32-row tiles) and each template bucket of head sizes: 16 and 32 in the
+ * 32 bucket, 64 in 64's, 80 and 128 in 128's (80 with dimensions past hs
+ * zero). */
 static void test_attention(ops_dtype dt, int B, int T, int NH, int hs)
 {
+    static const struct {
+        const char *name;
+        attention_fwd_fn fwd;
+        attention_bwd_fn bwd;
+    } gpu[] = { { "attention (fused)", attention_fwd_cuda, attention_bwd_cuda },
+                { "attention (exact GPU)", attention_exact_fwd_cuda, attention_exact_bwd_cuda } };
     int64_t rows = (int64_t)B * T;
     Buf qkv = buf_rand(dt, rows * NH * 3 * hs, -1.0f, 1.0f);
     Buf out = buf_zero(dt, rows * NH * hs), lse = buf_zero(OPS_F32, rows * NH);
-    attention_fwd_cpu(out.h, lse.h, qkv.h, dt, B, T, NH, hs);
-    attention_fwd_cuda(out.d, lse.d, qkv.d, dt, B, T, NH, hs);
-    expect("attention_fwd", dt, "out", &out);
-    expect("attention_fwd", dt, "lse", &lse);
     Buf dout = buf_rand(dt, rows * NH * hs, -1.0f, 1.0f);
-    Buf dqkv = buf_rand(dt, rows * NH * 3 * hs, -9.0f, 9.0f); /* overwritten */
+    Buf dqkv = buf_zero(dt, rows * NH * 3 * hs);
+    attention_fwd_cpu(out.h, lse.h, qkv.h, dt, B, T, NH, hs);
     attention_bwd_cpu(dqkv.h, dout.h, qkv.h, out.h, lse.h, dt, B, T, NH, hs);
-    attention_bwd_cuda(dqkv.d, dout.d, qkv.d, out.d, lse.d, dt, B, T, NH, hs);
-    expect("attention_bwd", dt, "dqkv", &dqkv);
+    for (size_t k = 0; k < sizeof gpu / sizeof gpu[0]; k++) {
+        char op[96];
+        snprintf(op, sizeof op, "%s B=%d T=%d NH=%d hs=%d", gpu[k].name, B, T, NH, hs);
+        gpu[k].fwd(out.d, lse.d, qkv.d, dt, B, T, NH, hs);
+        expect(op, dt, "fwd out", &out);
+        expect(op, dt, "fwd lse", &lse);
+        /* the backward from the CPU's out and lse: each kernel judged alone */
+        upload(&out);
+        upload(&lse);
+        Buf noise = buf_rand(dt, dqkv.n, -9.0f, 9.0f); /* dqkv is overwritten */
+        copy_cuda(dqkv.d, OPS_CUDA, noise.d, OPS_CUDA, bytes_of(&dqkv));
+        buf_free(&noise);
+        gpu[k].bwd(dqkv.d, dout.d, qkv.d, out.d, lse.d, dt, B, T, NH, hs);
+        expect(op, dt, "bwd dqkv", &dqkv);
+        if (k > 0)
+            continue;
+        void *first = download(&dqkv);
+        gpu[k].bwd(dqkv.d, dout.d, qkv.d, out.d, lse.d, dt, B, T, NH, hs);
+        void *again = download(&dqkv);
+        CHECK(memcmp(first, again, bytes_of(&dqkv)) == 0,
+              "%s %s: bwd gives the same bits twice", op, ops_dtype_name(dt));
+        free(first);
+        free(again);
+    }
     Buf *all[] = { &qkv, &out, &lse, &dout, &dqkv };
     for (size_t i = 0; i < sizeof all / sizeof all[0]; i++)
         buf_free(all[i]);
 }
 
-/* The exact kernel (every probability kept, fp32) against the CPU's fused
- * twin and the GPU's kernel, on the same inputs: at T = 4096 the
- * attention's long rows and the fused kernel's online softmax over
- * 4096 keys are where they could part. Tolerances as expect()'s: the
- * three compute in fp32 in different orders (fp32: 1e-4 of the largest
- * element), and in bf16 round the stored result once, the GPU also P and
- * dS (2e-2). */
+/* b's host copy := bytes (the reference of the next expect()). */
+static void set_host(Buf *b, const void *bytes)
+{
+    memcpy(b->h, bytes, bytes_of(b));
+}
+
+/* b's device copy := bytes (the results the next expect() judges). */
+static void set_device(Buf *b, const void *bytes)
+{
+    copy_cuda(b->d, OPS_CUDA, bytes, OPS_CPU, bytes_of(b));
+}
+
+/* At T = 4096, where the rows are long and the fused kernels' online
+ * softmax runs over 128 (GPU) or 16 (CPU) key tiles: the exact CPU kernel
+ * (every probability kept, fp32) against the GPU's fused and exact
+ * kernels and the CPU's fused one, and the GPU's fused kernel against its
+ * exact one. Tolerances as expect()'s: all compute in fp32 in different
+ * orders (fp32: 1e-4 of the largest element, against reassociation over
+ * 4096 terms, about sqrt(4096) 2^-24 = 4e-6), and in bf16 round each
+ * stored result once, the exact GPU kernel also P and dS (2e-2, against
+ * bf16's 2^-8 = 4e-3 at the top of the range). */
 static void test_attention_exact(ops_dtype dt, int T, int hs)
 {
     const int B = 1, NH = 1;
@@ -503,22 +560,49 @@ static void test_attention_exact(ops_dtype dt, int T, int hs)
     attention_exact_bwd_cpu(dqkv.h, scratch, dout.h, qkv.h, att, dt, B, T, NH, hs);
     free(att);
     free(scratch);
+    void *exact_out = xmalloc(bytes_of(&out)), *exact_dqkv = xmalloc(bytes_of(&dqkv));
+    memcpy(exact_out, out.h, bytes_of(&out));
+    memcpy(exact_dqkv, dqkv.h, bytes_of(&dqkv));
+
     attention_fwd_cuda(out.d, lse.d, qkv.d, dt, B, T, NH, hs);
     attention_bwd_cuda(dqkv.d, dout.d, qkv.d, out.d, lse.d, dt, B, T, NH, hs);
-    expect("attention (GPU) vs exact kernel", dt, "out", &out);
-    expect("attention (GPU) vs exact kernel", dt, "dqkv", &dqkv);
-    /* the CPU's fused kernel, its results uploaded where the GPU's were */
+    expect("attention (GPU fused) vs exact CPU kernel", dt, "out", &out);
+    expect("attention (GPU fused) vs exact CPU kernel", dt, "dqkv", &dqkv);
+    void *fused_out = download(&out), *fused_dqkv = download(&dqkv), *fused_lse = download(&lse);
+
+    attention_exact_fwd_cuda(out.d, lse.d, qkv.d, dt, B, T, NH, hs);
+    attention_exact_bwd_cuda(dqkv.d, dout.d, qkv.d, out.d, lse.d, dt, B, T, NH, hs);
+    expect("attention (GPU exact) vs exact CPU kernel", dt, "out", &out);
+    expect("attention (GPU exact) vs exact CPU kernel", dt, "dqkv", &dqkv);
+
+    /* the GPU's fused kernel against its exact one */
+    void *gpu_exact[3] = { download(&out), download(&dqkv), download(&lse) };
+    set_host(&out, gpu_exact[0]);
+    set_host(&dqkv, gpu_exact[1]);
+    set_host(&lse, gpu_exact[2]);
+    set_device(&out, fused_out);
+    set_device(&dqkv, fused_dqkv);
+    set_device(&lse, fused_lse);
+    expect("attention (GPU fused) vs GPU exact", dt, "out", &out);
+    expect("attention (GPU fused) vs GPU exact", dt, "lse", &lse);
+    expect("attention (GPU fused) vs GPU exact", dt, "dqkv", &dqkv);
+
+    /* the CPU's fused kernel against the exact CPU one, its results
+     * uploaded where the GPU's were */
     void *lse_h = xmalloc((size_t)B * NH * T * sizeof(float));
     void *out_f = xmalloc(bytes_of(&out)), *dqkv_f = xmalloc(bytes_of(&dqkv));
     attention_fwd_cpu(out_f, lse_h, qkv.h, dt, B, T, NH, hs);
     attention_bwd_cpu(dqkv_f, dout.h, qkv.h, out_f, lse_h, dt, B, T, NH, hs);
-    copy_cuda(out.d, OPS_CUDA, out_f, OPS_CPU, bytes_of(&out));
-    copy_cuda(dqkv.d, OPS_CUDA, dqkv_f, OPS_CPU, bytes_of(&dqkv));
-    expect("attention (CPU fused) vs exact kernel", dt, "out", &out);
-    expect("attention (CPU fused) vs exact kernel", dt, "dqkv", &dqkv);
-    free(lse_h);
-    free(out_f);
-    free(dqkv_f);
+    set_host(&out, exact_out);
+    set_host(&dqkv, exact_dqkv);
+    set_device(&out, out_f);
+    set_device(&dqkv, dqkv_f);
+    expect("attention (CPU fused) vs exact CPU kernel", dt, "out", &out);
+    expect("attention (CPU fused) vs exact CPU kernel", dt, "dqkv", &dqkv);
+    void *frees[] = { exact_out, exact_dqkv, fused_out, fused_dqkv, fused_lse, gpu_exact[0],
+                      gpu_exact[1], gpu_exact[2], lse_h, out_f, dqkv_f };
+    for (size_t i = 0; i < sizeof frees / sizeof frees[0]; i++)
+        free(frees[i]);
     Buf *all[] = { &qkv, &dout, &out, &dqkv, &lse };
     for (size_t i = 0; i < sizeof all / sizeof all[0]; i++)
         buf_free(all[i]);
@@ -718,6 +802,7 @@ int main(int argc, char **argv)
         test_llama(dt, 37, 128, 16);
         test_attention(dt, 2, 37, 3, 16);
         test_attention(dt, 1, 64, 2, 32);
+        test_attention(dt, 3, 100, 2, 80);
         /* tokens in [0, 60), this shard [10, 50): some on other shards */
         test_embedding(dt, 3, 100, 70, 10, 40, 60);
         test_xent(dt, 9, 1000, 500, 2000);

@@ -1,128 +1,430 @@
 /*
- * attention_cuda.cu - causal self-attention, forward and backward, by GEMMs.
+ * attention_cuda.cu - fused causal self-attention, forward and backward,
+ * without a T x T buffer: FlashAttention-2's algorithm in plain CUDA.
  *
- * The twin of attention_cpu.c: per (batch, head) S = Q K^T / sqrt(hs),
- * P = causal softmax(S), O = P V, with Q, K and V read in place from the
- * (B,T,NH,3,hs) qkv tensor and O written in place into (B,T,NH*hs). Head h
- * of sequence b starts at element (b*T*NH + h)*3*hs of qkv and its rows
- * are 3*NH*hs apart, so within one sequence the heads are a constant
- * 3*hs apart: each GEMM runs over all NH heads of a sequence as one
- * cublasGemmStridedBatchedEx, B of them per pass (one strided batch over
- * all (b, h) would need the sequence stride T*NH*3*hs to be NH times the
- * head stride 3*hs, true only for T = 1).
+ * The twin of cpu/attention_cpu.c; cuda/attention_exact_cuda.cu keeps the
+ * GEMM kernel that forms the probabilities, as the reference t_ops_cuda
+ * compares this one with. Q, K and V are read in place from the
+ * (B,T,NH,3,hs) qkv tensor (row t of head h of sequence b at element
+ * ((b*T + t)*NH + h)*3*hs, q then k then v) and O is written in place into
+ * (B,T,NH*hs).
  *
- * The interface is the fused one of ops.h (only each row's log-sum-exp,
- * lse, is kept for the backward), but this twin is not fused: it still
- * forms one sequence's (NH,T,T) probabilities in a device scratch, and the
- * backward recomputes them from S and lse before the same steps as
- * before. So the memory a model keeps grows linearly with T, while the
- * scratch grows with NH*T^2 for one sequence at a time (not B of them).
- * The backward takes D = rowsum(dP * P) from the recomputed P and does not
- * read `out`. NOT RUN: this version was written without a GPU and has only
- * been compiled (doc/gpu.md); a fused kernel (FlashAttention-style) is
- * the follow-up.
+ * Forward, one block per (batch, head, tile of ATT_FWD_WARPS x
+ * ATT_FWD_ROWS = 16 query rows): the key tiles of ATT_KEYS = 32 up to the
+ * tile's end of the diagonal go through shared memory; S = Q K^T * scale
+ * in fp32, an online softmax (each row's running max m and sum l; when m
+ * grows, l and the output so far are scaled by exp(m_old - m_new)), and O
+ * accumulated in fp32 registers; at the end O / l is rounded once to the
+ * dtype and lse = m + log l, (B,NH,T) floats, is all that is kept.
  *
- * The GEMMs compute whole T x T blocks: the masked softmax writes zeros
- * above the diagonal, so the upper half of S is computed and discarded,
- * and P V, dS K, dS^T Q, P^T dO read exact zeros there. That spends the
- * FLOPs the CPU's blocking saves, for two library calls per product.
+ * Backward, two kernels, neither with atomics (the sums are split by
+ * output, so every element is added by one thread in one order: invariant
+ * 5 of doc/design.md):
+ *  - per (batch, head, tile of 8 query rows), looping over key tiles up to
+ *    the diagonal: D = rowsum(dO * O) (fp32; in bf16 and fp16 rowsum(P *
+ *    dP) in a first sweep, as the CPU does: their rounded O makes dP - D
+ *    cancel badly), written to a (B,NH,T) scratch, then P = exp(S - lse),
+ *    dP = dO V^T, dS = P * (dP - D) * scale, dQ = sum dS K;
+ *  - per (batch, head, tile of 8 keys), looping over query tiles from the
+ *    diagonal down: the same P and dS, recomputed, dV = sum P^T dO and
+ *    dK = sum dS^T Q.
+ * Recomputing S and dP in both is FlashAttention-2's price for no atomics
+ * on dQ. Memory beyond the outputs: the D scratch, B*NH*T floats.
  *
- * bf16/fp16: S and dP come out of the GEMMs in fp32 (inputs in D, fp32
- * accumulation), and the softmax and its backward run in fp32. cuBLAS
- * takes both inputs of a GEMM in one dtype, so P and dS are rounded to D
- * (into scratch, one sequence at a time) before the GEMMs that multiply
- * them with V, dO, K or Q: two roundings the CPU, which widens Q, K, V to
- * fp32, does not make. Their effect is the size of the final rounding of
- * the output to D; t_ops_cuda's tolerances cover it.
+ * Threads: 4 warps per block. In the query-side kernels a warp owns a few
+ * query rows and its 32 lanes the 32 keys of a tile: lane j computes S and
+ * dP of its key against each of the warp's rows (the row read as a
+ * shared-memory broadcast, the key from a row padded to HD + 1 floats so
+ * the 32 lanes hit 32 banks); then for the products with V or K each lane
+ * owns head dimensions d = lane + 32c and takes key j's probability from
+ * lane j by a shuffle. The key-side kernel swaps the roles: a warp owns a
+ * few keys, its lanes the 32 queries of a tile. Max and sum over a row are
+ * the warp butterflies of cuda_common.h; each lane keeps a partial l,
+ * rescaled alike, added across the warp at the end. hs is bucketed into a
+ * template HD of 32, 64 or 128 (shared tiles and register arrays are
+ * sized by HD, loops run to hs, tiles are zero past hs and past T), so
+ * each block's static shared memory stays under the 48 KB default (41 KB
+ * at HD = 128) and no opt-in is needed. hs > 128 is refused.
+ *
+ * Blocks: one 1-D grid of B*NH*tiles blocks (up to 2^31 - 1, so B*NH in
+ * the thousands at T = 8192 and far beyond fit), the heavy tiles first
+ * (the last query tiles, the first key tiles) so the short ones fill the
+ * tail.
+ *
+ * Precision, as the CPU: inputs widened to fp32 through elem.h's loads,
+ * fp32 arithmetic, elem_expf for the probabilities, one rounding at each
+ * store. The order of additions differs from the CPU's (tiles of 32 keys
+ * against 256, the dot products in head-dimension order), so results
+ * agree to fp32 reassociation, plus one ulp of a 16-bit output where that
+ * tips a rounding.
+ *
+ * Speed: this is correctness first. The products run on CUDA cores in
+ * fp32, one FMA per shared-memory or shuffle read at best; a faster kernel
+ * would use tensor cores (mma.sync or wgmma on bf16/fp16 tiles, with
+ * fp32 accumulators) or cuDNN's fused SDPA. NOT RUN: written without a GPU
+ * and only compiled with warnings as errors (doc/gpu.md); t_ops_cuda
+ * compares it with the exact GPU kernel and both CPU kernels.
  */
 #include "cuda_common.h"
 
-/* rows per block for the warp-per-row kernels */
-#define ATT_ROWS_PER_BLOCK (TRI_THREADS / 32)
+#define ATT_KEYS 32     /* keys (query-side kernels) or queries (key side) per tile: one per lane */
+#define ATT_WARPS 4
+#define ATT_THREADS (ATT_WARPS * 32)
+#define ATT_FWD_ROWS 4  /* query rows per warp, forward */
+#define ATT_BWD_ROWS 2  /* query rows or keys per warp, backward (its tiles hold dO too) */
+#define FULL_MASK 0xffffffffu
 
-/* Causal softmax, in place, of `rows` rows of length T (the NH heads of
- * one sequence: row r is query t = r % T), zero above the diagonal; one
- * warp per row. lse[r] receives the row's log-sum-exp. With p16, P
- * rounded to dt goes there too. */
-static __global__ void causal_softmax_warp_kernel(float *att, float *lse, void *p16,
-                                                  ops_dtype dt, int rows, int T)
+/* Rows [t0, t0 + n) of a (T, hs) matrix whose row t starts at element
+ * base + t*ld of src, widened to fp32 into shared s (row stride sld),
+ * HD columns, zero past hs and past T. Every thread of the block calls
+ * it; consecutive threads read consecutive elements of a row. */
+template <int HD>
+static __device__ void load_rows(float *s, int sld, int n, const void *src,
+                                 ops_dtype dt, int64_t base, int64_t ld,
+                                 int t0, int T, int hs)
 {
-    int row = blockIdx.x * ATT_ROWS_PER_BLOCK + threadIdx.x / 32;
-    int lane = threadIdx.x % 32;
-    if (row >= rows)
-        return; /* the whole warp leaves: the shuffles below stay full */
-    int t = row % T;
-    int64_t off = (int64_t)row * T;
-    float *s = att + off;
-    float m = -INFINITY;
-    for (int j = lane; j <= t; j += 32)
-        m = s[j] > m ? s[j] : m;
-    m = warp_allreduce(m, MaxOp());
-    float sum = 0.0f;
-    for (int j = lane; j <= t; j += 32) {
-        float e = expf(s[j] - m);
-        s[j] = e;
-        sum += e;
-    }
-    sum = warp_allreduce(sum, SumOp());
-    if (lane == 0)
-        lse[row] = m + logf(sum);
-    float inv = 1.0f / sum;
-    // each lane rereads only the elements it wrote above
-    for (int j = lane; j < T; j += 32) {
-        float p = j <= t ? s[j] * inv : 0.0f;
-        s[j] = p;
-        if (p16)
-            store_f32_cuda(p16, dt, off + j, p);
+    for (int e = threadIdx.x; e < n * HD; e += blockDim.x) {
+        int i = e / HD, d = e % HD, t = t0 + i;
+        float x = 0.0f;
+        if (t < T && d < hs)
+            x = load_f32_cuda(src, dt, base + (int64_t)t * ld + d);
+        s[i * sld + d] = x;
     }
 }
 
-/* dS = P * (dP - rowsum(dP * P)) * scale in place over dP, zero above the
- * diagonal; one warp per row as above. With ds16 and p16, dS and P
- * rounded to dt go there too. */
-static __global__ void softmax_bwd_warp_kernel(float *ds, const float *p,
-                                               void *ds16, void *p16,
-                                               ops_dtype dt, int rows, int T,
-                                               float scale)
+/* a[r] = rows[r] . x over hs elements, for the R rows the warp owns
+ * (shared, stride rld, the same address on every lane: a broadcast)
+ * against this lane's x (shared, its own padded row), d in order. */
+template <int R>
+static __device__ __forceinline__ void dot_rows(float *a, const float *rows, int rld,
+                                                const float *x, int hs)
 {
-    int row = blockIdx.x * ATT_ROWS_PER_BLOCK + threadIdx.x / 32;
+#pragma unroll
+    for (int r = 0; r < R; r++)
+        a[r] = 0.0f;
+    for (int d = 0; d < hs; d++) {
+        float xd = x[d];
+#pragma unroll
+        for (int r = 0; r < R; r++)
+            a[r] += rows[r * rld + d] * xd;
+    }
+}
+
+/* acc[r][c] += sum over the tile's 32 lanes j of w[r] (lane j's) times
+ * tile[j][lane + 32c]: P V, dS K, P^T dO or dS^T Q, j in order. */
+template <int R, int HD>
+static __device__ __forceinline__ void add_weighted_rows(float (*acc)[HD / 32], const float *w,
+                                                         const float *tile, int tld)
+{
     int lane = threadIdx.x % 32;
-    if (row >= rows)
-        return;
-    int t = row % T;
-    int64_t off = (int64_t)row * T;
-    float *drow = ds + off;
-    const float *prow = p + off;
-    float dot = 0.0f;
-    for (int j = lane; j <= t; j += 32)
-        dot += drow[j] * prow[j];
-    dot = warp_allreduce(dot, SumOp());
-    for (int j = lane; j < T; j += 32) {
-        float pj = j <= t ? prow[j] : 0.0f;
-        float v = j <= t ? pj * (drow[j] - dot) * scale : 0.0f;
-        drow[j] = v;
-        if (ds16) {
-            store_f32_cuda(ds16, dt, off + j, v);
-            store_f32_cuda(p16, dt, off + j, pj);
+    for (int j = 0; j < ATT_KEYS; j++) {
+        float t[HD / 32];
+#pragma unroll
+        for (int c = 0; c < HD / 32; c++)
+            t[c] = tile[j * tld + lane + 32 * c];
+#pragma unroll
+        for (int r = 0; r < R; r++) {
+            float wj = __shfl_sync(FULL_MASK, w[r], j);
+#pragma unroll
+            for (int c = 0; c < HD / 32; c++)
+                acc[r][c] += wj * t[c];
         }
     }
 }
 
-/* P = exp(S - lse) in place over S (rows of length T as above), zero
- * above the diagonal; one thread per element. */
-static __global__ void softmax_recompute_kernel(float *s, const float *lse,
-                                                int rows, int T)
+/* Row t of a (T, hs) matrix at base + t*ld, from this warp's registers
+ * acc (dimension lane + 32c) times mul, rounded once to dt; t < T. */
+template <int HD>
+static __device__ void store_row(void *dst, ops_dtype dt, int64_t base, int64_t ld, int t,
+                                 const float *acc, float mul, int hs)
 {
-    int64_t i = (int64_t)blockIdx.x * blockDim.x + threadIdx.x;
-    if (i >= (int64_t)rows * T)
-        return;
-    int row = (int)(i / T), j = (int)(i % T), t = row % T;
-    s[i] = j <= t ? expf(s[i] - lse[row]) : 0.0f;
+    int lane = threadIdx.x % 32;
+#pragma unroll
+    for (int c = 0; c < HD / 32; c++) {
+        int d = lane + 32 * c;
+        if (d < hs)
+            store_f32_cuda(dst, dt, base + (int64_t)t * ld + d, acc[c] * mul);
+    }
 }
 
-static unsigned row_blocks(int rows)
+/* What a block computes: head bh (of B*NH) of the (batch, head) pairs,
+ * its rows [t0, t0 + rows) (queries or keys), the element offsets of its
+ * head (q's row 0 in qkv, ld apart; row 0 of its columns in out or dout,
+ * ldo apart), and this warp's first row, row0, within the tile. The
+ * block index runs through every head of one tile before the next tile,
+ * heavy tiles first: reverse takes the last tile first. */
+struct Tile {
+    int bh, t0, end, lane, row0;
+    int64_t qkv, out, ld, ldo;
+};
+
+static __device__ Tile tile_of_block(int BH, int NH, int T, int hs, int rows,
+                                     int rows_per_warp, int reverse)
 {
-    return (unsigned)((rows + ATT_ROWS_PER_BLOCK - 1) / ATT_ROWS_PER_BLOCK);
+    Tile tl;
+    int tiles = (T + rows - 1) / rows;
+    int k = (int)(blockIdx.x / (unsigned)BH);
+    tl.bh = (int)(blockIdx.x % (unsigned)BH);
+    tl.t0 = (reverse ? tiles - 1 - k : k) * rows;
+    tl.end = min(T, tl.t0 + rows);
+    tl.lane = threadIdx.x % 32;
+    tl.row0 = threadIdx.x / 32 * rows_per_warp;
+    int b = tl.bh / NH, h = tl.bh % NH;
+    tl.ld = 3 * (int64_t)NH * hs;
+    tl.ldo = (int64_t)NH * hs;
+    tl.qkv = (int64_t)b * T * tl.ld + (int64_t)h * 3 * hs;
+    tl.out = (int64_t)b * T * tl.ldo + (int64_t)h * hs;
+    return tl;
+}
+
+/* ---- forward ------------------------------------------------------------- */
+
+template <int HD>
+static __global__ void __launch_bounds__(ATT_THREADS)
+attention_fwd_kernel(void *out, float *lse, const void *qkv, ops_dtype dt,
+                     int BH, int NH, int T, int hs, float scale)
+{
+    constexpr int R = ATT_FWD_ROWS, BR = ATT_WARPS * R, C = HD / 32;
+    __shared__ float qs[BR][HD];
+    __shared__ float ks[ATT_KEYS][HD + 1]; /* padded: lane j reads row j */
+    __shared__ float vs[ATT_KEYS][HD];     /* read across a row: no padding needed */
+    const Tile tl = tile_of_block(BH, NH, T, hs, BR, R, 1);
+    const int lane = tl.lane, row0 = tl.row0, q0 = tl.t0, kend = tl.end;
+    load_rows<HD>(&qs[0][0], HD, BR, qkv, dt, tl.qkv, tl.ld, q0, T, hs);
+    float m[R], l[R], o[R][C], p[R];
+#pragma unroll
+    for (int r = 0; r < R; r++) {
+        m[r] = -INFINITY;
+        l[r] = 0.0f;
+#pragma unroll
+        for (int c = 0; c < C; c++)
+            o[r][c] = 0.0f;
+    }
+    for (int c0 = 0; c0 < kend; c0 += ATT_KEYS) {
+        __syncthreads(); /* the previous tile is read (and qs is loaded) */
+        load_rows<HD>(&ks[0][0], HD + 1, ATT_KEYS, qkv, dt, tl.qkv + hs, tl.ld, c0, T, hs);
+        load_rows<HD>(&vs[0][0], HD, ATT_KEYS, qkv, dt, tl.qkv + 2 * hs, tl.ld, c0, T, hs);
+        __syncthreads();
+        float s[R]; /* q_r . k_j for this lane's key j */
+        dot_rows<R>(s, &qs[row0][0], HD, &ks[lane][0], hs);
+        int j = c0 + lane;
+#pragma unroll
+        for (int r = 0; r < R; r++) {
+            /* a row past T (the ragged last tile) attends as row T-1, so
+             * its numbers stay finite; it is not stored */
+            int t = min(q0 + row0 + r, T - 1);
+            int valid = j <= t;
+            float x = valid ? s[r] * scale : -INFINITY;
+            float mx = warp_allreduce(x, MaxOp());
+            float mnew = mx > m[r] ? mx : m[r];
+            /* key 0 is in every row, so the first tile makes m finite;
+             * alpha = 0 there, as the CPU's first tile */
+            float alpha = m[r] == -INFINITY ? 0.0f : elem_expf(m[r] - mnew);
+            p[r] = valid ? elem_expf(x - mnew) : 0.0f;
+            l[r] = l[r] * alpha + p[r];
+            m[r] = mnew;
+#pragma unroll
+            for (int c = 0; c < C; c++)
+                o[r][c] *= alpha;
+        }
+        add_weighted_rows<R, HD>(o, p, &vs[0][0], HD);
+    }
+#pragma unroll
+    for (int r = 0; r < R; r++) {
+        float sum = warp_allreduce(l[r], SumOp());
+        int t = q0 + row0 + r;
+        if (t >= T)
+            continue;
+        store_row<HD>(out, dt, tl.out, tl.ldo, t, o[r], 1.0f / sum, hs);
+        if (lane == 0)
+            lse[(int64_t)tl.bh * T + t] = m[r] + logf(sum);
+    }
+}
+
+/* ---- backward ------------------------------------------------------------ */
+
+/* P and dS of one tile pair as the key-side and query-side kernels both
+ * need them: p = exp(s * scale - lse) where valid, else 0, and
+ * ds = p * (dp - D) * scale. */
+static __device__ __forceinline__ void probs_and_ds(float *p, float *ds, float s, float dp,
+                                                    float lse, float D, int valid, float scale)
+{
+    *p = valid ? elem_expf(s * scale - lse) : 0.0f;
+    *ds = *p * (dp - D) * scale;
+}
+
+/* D, then dQ, for a tile of query rows. exact_d: D = rowsum(P * dP) from
+ * a first sweep over the key tiles (bf16, fp16), else rowsum(dO * O). */
+template <int HD>
+static __global__ void __launch_bounds__(ATT_THREADS)
+attention_dq_kernel(void *dqkv, float *Dsum, const void *dout, const void *qkv,
+                    const void *out, const float *lse, ops_dtype dt, int BH, int NH,
+                    int T, int hs, float scale, int exact_d)
+{
+    constexpr int R = ATT_BWD_ROWS, BR = ATT_WARPS * R, C = HD / 32;
+    __shared__ float qs[BR][HD], gs[BR][HD]; /* q and dO of the tile's rows */
+    __shared__ float ks[ATT_KEYS][HD + 1], vs[ATT_KEYS][HD + 1];
+    const Tile tl = tile_of_block(BH, NH, T, hs, BR, R, 1);
+    const int lane = tl.lane, row0 = tl.row0, q0 = tl.t0, kend = tl.end;
+    load_rows<HD>(&qs[0][0], HD, BR, qkv, dt, tl.qkv, tl.ld, q0, T, hs);
+    load_rows<HD>(&gs[0][0], HD, BR, dout, dt, tl.out, tl.ldo, q0, T, hs);
+    __syncthreads();
+    float li[R], D[R], dq[R][C];
+    int t[R]; /* a row past T computes as row T-1 and is not stored */
+#pragma unroll
+    for (int r = 0; r < R; r++) {
+        t[r] = min(q0 + row0 + r, T - 1);
+        li[r] = lse[(int64_t)tl.bh * T + t[r]];
+        float part = 0.0f;
+#pragma unroll
+        for (int c = 0; c < C; c++) {
+            int d = lane + 32 * c;
+            if (!exact_d && d < hs)
+                part += gs[row0 + r][d]
+                        * load_f32_cuda(out, dt, tl.out + (int64_t)t[r] * tl.ldo + d);
+            dq[r][c] = 0.0f;
+        }
+        D[r] = exact_d ? 0.0f : warp_allreduce(part, SumOp());
+    }
+    /* sweep 0 (exact_d only) sums rowsum(P * dP) into D, sweep 1 dQ */
+    for (int sweep = exact_d ? 0 : 1; sweep < 2; sweep++) {
+        for (int c0 = 0; c0 < kend; c0 += ATT_KEYS) {
+            __syncthreads(); /* the previous tile is read */
+            load_rows<HD>(&ks[0][0], HD + 1, ATT_KEYS, qkv, dt, tl.qkv + hs, tl.ld, c0, T, hs);
+            load_rows<HD>(&vs[0][0], HD + 1, ATT_KEYS, qkv, dt, tl.qkv + 2 * hs, tl.ld, c0, T, hs);
+            __syncthreads();
+            float s[R], dp[R], p[R], ds[R];
+            dot_rows<R>(s, &qs[row0][0], HD, &ks[lane][0], hs);
+            dot_rows<R>(dp, &gs[row0][0], HD, &vs[lane][0], hs);
+#pragma unroll
+            for (int r = 0; r < R; r++) {
+                probs_and_ds(&p[r], &ds[r], s[r], dp[r], li[r], D[r], c0 + lane <= t[r], scale);
+                if (sweep == 0)
+                    D[r] += p[r] * dp[r]; /* this lane's share */
+            }
+            if (sweep == 1)
+                add_weighted_rows<R, HD>(dq, ds, &ks[0][0], HD + 1);
+        }
+        if (sweep == 0) {
+#pragma unroll
+            for (int r = 0; r < R; r++)
+                D[r] = warp_allreduce(D[r], SumOp());
+        }
+    }
+#pragma unroll
+    for (int r = 0; r < R; r++) {
+        if (q0 + row0 + r >= T)
+            continue;
+        store_row<HD>(dqkv, dt, tl.qkv, tl.ld, t[r], dq[r], 1.0f, hs);
+        if (lane == 0)
+            Dsum[(int64_t)tl.bh * T + t[r]] = D[r];
+    }
+}
+
+/* dK and dV for a tile of keys, from the query tiles at and below the
+ * diagonal; D from attention_dq_kernel. */
+template <int HD>
+static __global__ void __launch_bounds__(ATT_THREADS)
+attention_dkdv_kernel(void *dqkv, const float *Dsum, const void *dout, const void *qkv,
+                      const float *lse, ops_dtype dt, int BH, int NH, int T, int hs,
+                      float scale)
+{
+    constexpr int R = ATT_BWD_ROWS, BK = ATT_WARPS * R, C = HD / 32;
+    __shared__ float ks[BK][HD], vs[BK][HD]; /* k and v of the tile's keys */
+    __shared__ float qs[ATT_KEYS][HD + 1], gs[ATT_KEYS][HD + 1]; /* q, dO of 32 queries */
+    __shared__ float ls[ATT_KEYS], Ds[ATT_KEYS];
+    const Tile tl = tile_of_block(BH, NH, T, hs, BK, R, 0);
+    const int lane = tl.lane, row0 = tl.row0, k0 = tl.t0;
+    load_rows<HD>(&ks[0][0], HD, BK, qkv, dt, tl.qkv + hs, tl.ld, k0, T, hs);
+    load_rows<HD>(&vs[0][0], HD, BK, qkv, dt, tl.qkv + 2 * hs, tl.ld, k0, T, hs);
+    float dk[R][C], dv[R][C];
+#pragma unroll
+    for (int r = 0; r < R; r++) {
+#pragma unroll
+        for (int c = 0; c < C; c++)
+            dk[r][c] = dv[r][c] = 0.0f;
+    }
+    /* from the query tile holding key k0: earlier queries see none of these keys */
+    for (int i0 = k0 / ATT_KEYS * ATT_KEYS; i0 < T; i0 += ATT_KEYS) {
+        __syncthreads(); /* the previous tile is read (and ks, vs are loaded) */
+        load_rows<HD>(&qs[0][0], HD + 1, ATT_KEYS, qkv, dt, tl.qkv, tl.ld, i0, T, hs);
+        load_rows<HD>(&gs[0][0], HD + 1, ATT_KEYS, dout, dt, tl.out, tl.ldo, i0, T, hs);
+        if (threadIdx.x < ATT_KEYS) {
+            int i = i0 + threadIdx.x;
+            ls[threadIdx.x] = i < T ? lse[(int64_t)tl.bh * T + i] : 0.0f;
+            Ds[threadIdx.x] = i < T ? Dsum[(int64_t)tl.bh * T + i] : 0.0f;
+        }
+        __syncthreads();
+        int i = i0 + lane; /* this lane's query */
+        float s[R], dp[R], p[R], ds[R];
+        dot_rows<R>(s, &ks[row0][0], HD, &qs[lane][0], hs);
+        dot_rows<R>(dp, &vs[row0][0], HD, &gs[lane][0], hs);
+#pragma unroll
+        for (int r = 0; r < R; r++)
+            probs_and_ds(&p[r], &ds[r], s[r], dp[r], ls[lane], Ds[lane],
+                         i < T && i >= k0 + row0 + r, scale);
+        add_weighted_rows<R, HD>(dv, p, &gs[0][0], HD + 1);
+        add_weighted_rows<R, HD>(dk, ds, &qs[0][0], HD + 1);
+    }
+#pragma unroll
+    for (int r = 0; r < R; r++) {
+        int j = k0 + row0 + r;
+        if (j >= T)
+            continue;
+        store_row<HD>(dqkv, dt, tl.qkv + hs, tl.ld, j, dk[r], 1.0f, hs);
+        store_row<HD>(dqkv, dt, tl.qkv + 2 * hs, tl.ld, j, dv[r], 1.0f, hs);
+    }
+}
+
+/* ---- launches ------------------------------------------------------------ */
+
+/* The 1-D grid of B*NH tiles of `rows` rows each; fatal past CUDA's limit
+ * or for a head size the kernels have no bucket for. */
+static unsigned attention_grid(const char *fn, int B, int NH, int T, int hs, int rows)
+{
+    if (hs > ATTENTION_MAX_HS_CUDA)
+        ops_fatalf(__FILE__, __LINE__, "%s: head size %d: the CUDA attention supports "
+                   "head sizes up to %d", fn, hs, ATTENTION_MAX_HS_CUDA);
+    int64_t blocks = (int64_t)B * NH * ((T + rows - 1) / rows);
+    if (blocks > INT32_MAX)
+        ops_fatalf(__FILE__, __LINE__, "%s: B*NH = %lld heads of T = %d need %lld blocks, "
+                   "over CUDA's 2^31 - 1", fn, (long long)B * NH, T, (long long)blocks);
+    return (unsigned)blocks;
+}
+
+/* The template bucket HD of a head size: 32, 64 or 128. */
+static int head_bucket(int hs)
+{
+    return hs <= 32 ? 32 : hs <= 64 ? 64 : 128;
+}
+
+template <int HD>
+static void fwd_launch(void *out, float *lse, const void *qkv, ops_dtype dt,
+                       int B, int T, int NH, int hs)
+{
+    unsigned grid = attention_grid("attention_fwd_cuda", B, NH, T, hs,
+                                   ATT_WARPS * ATT_FWD_ROWS);
+    attention_fwd_kernel<HD><<<grid, ATT_THREADS, 0, stream_cuda()>>>(
+        out, lse, qkv, dt, B * NH, NH, T, hs, 1.0f / sqrtf((float)hs));
+    TRI_CHECK_LAUNCH(attention_fwd_kernel);
+}
+
+template <int HD>
+static void bwd_launch(void *dqkv, const void *dout, const void *qkv, const void *out,
+                       const float *lse, ops_dtype dt, int B, int T, int NH, int hs)
+{
+    unsigned grid = attention_grid("attention_bwd_cuda", B, NH, T, hs,
+                                   ATT_WARPS * ATT_BWD_ROWS);
+    float scale = 1.0f / sqrtf((float)hs);
+    float *D = (float *)scratch_cuda(SCRATCH_CUDA_ATTENTION_D,
+                                     (size_t)B * NH * T * sizeof(float));
+    cudaStream_t s = stream_cuda();
+    attention_dq_kernel<HD><<<grid, ATT_THREADS, 0, s>>>(
+        dqkv, D, dout, qkv, out, lse, dt, B * NH, NH, T, hs, scale, dt != OPS_F32);
+    TRI_CHECK_LAUNCH(attention_dq_kernel);
+    attention_dkdv_kernel<HD><<<grid, ATT_THREADS, 0, s>>>(
+        dqkv, D, dout, qkv, lse, dt, B * NH, NH, T, hs, scale);
+    TRI_CHECK_LAUNCH(attention_dkdv_kernel);
 }
 
 void attention_fwd_cuda(void *out, float *lse, const void *qkv, ops_dtype dt,
@@ -130,29 +432,10 @@ void attention_fwd_cuda(void *out, float *lse, const void *qkv, ops_dtype dt,
 {
     if (B <= 0 || T <= 0 || NH <= 0)
         return;
-    int ld = 3 * NH * hs, ldo = NH * hs, rows = NH * T;
-    int64_t tt = (int64_t)T * T;
-    size_t es = esize_cuda(dt);
-    float scale = 1.0f / sqrtf((float)hs);
-    cudaStream_t s = stream_cuda();
-    size_t part = align256((size_t)(NH * tt) * sizeof(float));
-    char *buf = (char *)scratch_cuda(SCRATCH_CUDA_ATTENTION,
-                                     part + (dt == OPS_F32 ? 0 : (size_t)(NH * tt) * es));
-    float *pb = (float *)buf;
-    void *p16 = dt == OPS_F32 ? NULL : buf + part;
-    for (int b = 0; b < B; b++) {
-        const char *q = (const char *)qkv + (size_t)((int64_t)b * T * ld) * es;
-        const char *k = q + (size_t)hs * es, *v = q + (size_t)2 * hs * es;
-        char *o = (char *)out + (size_t)((int64_t)b * T * ldo) * es;
-        // S[h] (T,T) = scale Q[h] K[h]^T, the NH heads of sequence b at once
-        gemm_batched_cuda(0, 1, T, T, hs, scale, q, ld, 3 * hs, k, ld, 3 * hs,
-                          0.0f, pb, T, tt, NH, dt, OPS_F32);
-        causal_softmax_warp_kernel<<<row_blocks(rows), TRI_THREADS, 0, s>>>(
-            pb, lse + (int64_t)b * rows, p16, dt, rows, T);
-        TRI_CHECK_LAUNCH(causal_softmax_warp_kernel);
-        // O[h] (T,hs) = P[h] V[h]
-        gemm_batched_cuda(0, 0, T, hs, T, 1.0f, p16 ? p16 : (const void *)pb, T,
-                          tt, v, ld, 3 * hs, 0.0f, o, ldo, hs, NH, dt, dt);
+    switch (head_bucket(hs)) {
+    case 32: fwd_launch<32>(out, lse, qkv, dt, B, T, NH, hs); break;
+    case 64: fwd_launch<64>(out, lse, qkv, dt, B, T, NH, hs); break;
+    default: fwd_launch<128>(out, lse, qkv, dt, B, T, NH, hs); break;
     }
 }
 
@@ -162,50 +445,9 @@ void attention_bwd_cuda(void *dqkv, const void *dout, const void *qkv,
 {
     if (B <= 0 || T <= 0 || NH <= 0)
         return;
-    int ld = 3 * NH * hs, ldo = NH * hs, rows = NH * T;
-    int64_t tt = (int64_t)T * T;
-    size_t es = esize_cuda(dt);
-    float scale = 1.0f / sqrtf((float)hs);
-    cudaStream_t s = stream_cuda();
-    size_t part32 = align256((size_t)(NH * tt) * sizeof(float));
-    size_t part16 = dt == OPS_F32 ? 0 : align256((size_t)(NH * tt) * es);
-    char *buf = (char *)scratch_cuda(SCRATCH_CUDA_ATTENTION, 2 * part32 + 2 * part16);
-    float *pb = (float *)buf, *ds = (float *)(buf + part32);
-    void *ds16 = NULL, *p16 = NULL;
-    if (dt != OPS_F32) {
-        ds16 = buf + 2 * part32;
-        p16 = buf + 2 * part32 + part16;
-    }
-    unsigned elem_blocks = (unsigned)(((int64_t)rows * T + TRI_THREADS - 1) / TRI_THREADS);
-    for (int b = 0; b < B; b++) {
-        size_t qoff = (size_t)((int64_t)b * T * ld) * es;
-        const char *q = (const char *)qkv + qoff;
-        const char *k = q + (size_t)hs * es, *v = q + (size_t)2 * hs * es;
-        char *dq = (char *)dqkv + qoff;
-        char *dk = dq + (size_t)hs * es, *dv = dq + (size_t)2 * hs * es;
-        const char *dob = (const char *)dout + (size_t)((int64_t)b * T * ldo) * es;
-        // P[h] (T,T) = exp(scale Q[h] K[h]^T - lse), recomputed
-        gemm_batched_cuda(0, 1, T, T, hs, scale, q, ld, 3 * hs, k, ld, 3 * hs,
-                          0.0f, pb, T, tt, NH, dt, OPS_F32);
-        softmax_recompute_kernel<<<elem_blocks, TRI_THREADS, 0, s>>>(
-            pb, lse + (int64_t)b * rows, rows, T);
-        TRI_CHECK_LAUNCH(softmax_recompute_kernel);
-        // dP[h] (T,T) = dO[h] V[h]^T
-        gemm_batched_cuda(0, 1, T, T, hs, 1.0f, dob, ldo, hs, v, ld, 3 * hs,
-                          0.0f, ds, T, tt, NH, dt, OPS_F32);
-        softmax_bwd_warp_kernel<<<row_blocks(rows), TRI_THREADS, 0, s>>>(
-            ds, pb, ds16, p16, dt, rows, T, scale);
-        TRI_CHECK_LAUNCH(softmax_bwd_warp_kernel);
-        const void *dsa = ds16 ? ds16 : (const void *)ds;
-        const void *pa = p16 ? p16 : (const void *)pb;
-        // dQ[h] (T,hs) = dS[h] K[h]
-        gemm_batched_cuda(0, 0, T, hs, T, 1.0f, dsa, T, tt, k, ld, 3 * hs,
-                          0.0f, dq, ld, 3 * hs, NH, dt, dt);
-        // dK[h] (T,hs) = dS[h]^T Q[h]
-        gemm_batched_cuda(1, 0, T, hs, T, 1.0f, dsa, T, tt, q, ld, 3 * hs,
-                          0.0f, dk, ld, 3 * hs, NH, dt, dt);
-        // dV[h] (T,hs) = P[h]^T dO[h]
-        gemm_batched_cuda(1, 0, T, hs, T, 1.0f, pa, T, tt, dob, ldo, hs,
-                          0.0f, dv, ld, 3 * hs, NH, dt, dt);
+    switch (head_bucket(hs)) {
+    case 32: bwd_launch<32>(dqkv, dout, qkv, out, lse, dt, B, T, NH, hs); break;
+    case 64: bwd_launch<64>(dqkv, dout, qkv, out, lse, dt, B, T, NH, hs); break;
+    default: bwd_launch<128>(dqkv, dout, qkv, out, lse, dt, B, T, NH, hs); break;
     }
 }

@@ -186,13 +186,23 @@ void gqa_expand_cuda(void *qkv, const void *q, const void *k, const void *v,
 void gqa_reduce_cuda(void *dq, void *dk, void *dv, const void *dqkv, ops_dtype dt,
                     int N, int NH, int NKV, int hs);
 
-/* ---- attention (attention_cuda.cu) --------------------------------------- */
+/* ---- attention (attention_cuda.cu, attention_exact_cuda.cu) -------------- */
 
+/* Fused, as ops.h's: lse (B,NH,T) fp32 is each row's log-sum-exp; no
+ * T x T buffer. hs at most ATTENTION_MAX_HS_CUDA (fatal beyond). */
+#define ATTENTION_MAX_HS_CUDA 128
 void attention_fwd_cuda(void *out, float *lse, const void *qkv, ops_dtype dt,
                         int B, int T, int NH, int hs);
 void attention_bwd_cuda(void *dqkv, const void *dout, const void *qkv,
                         const void *out, const float *lse, ops_dtype dt,
                         int B, int T, int NH, int hs);
+/* The reference by cuBLAS GEMMs, same arguments: one sequence's (NH,T,T)
+ * probabilities in a device scratch. For tests, not the trainer. */
+void attention_exact_fwd_cuda(void *out, float *lse, const void *qkv, ops_dtype dt,
+                              int B, int T, int NH, int hs);
+void attention_exact_bwd_cuda(void *dqkv, const void *dout, const void *qkv,
+                              const void *out, const float *lse, ops_dtype dt,
+                              int B, int T, int NH, int hs);
 
 /* ---- embeddings (embedding_cuda.cu) -------------------------------------- */
 

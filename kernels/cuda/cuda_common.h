@@ -61,7 +61,8 @@ typedef enum {
     SCRATCH_CUDA_REDUCE,      /* partial sums: column sums, fp64 sums */
     SCRATCH_CUDA_MATMUL_DOUT, /* matmul_bwd: an fp32 dout block rounded to D */
     SCRATCH_CUDA_MATMUL_ACC,  /* matmul_bwd: dinp accumulating in fp32 */
-    SCRATCH_CUDA_ATTENTION,   /* P and dS of one sequence (fp32, and rounded to D) */
+    SCRATCH_CUDA_ATTENTION,   /* the exact attention: P and dS of one sequence */
+    SCRATCH_CUDA_ATTENTION_D, /* the fused attention's backward: D, (B,NH,T) fp32 */
     SCRATCH_CUDA_SORT,        /* embedding_bwd: tokens sorted with positions */
     SCRATCH_CUDA_SLOTS
 } scratch_slot_cuda;

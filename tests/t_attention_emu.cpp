@@ -1,0 +1,189 @@
+/*
+ * t_attention_emu.cpp - the fused CUDA attention's kernels
+ * (kernels/cuda/attention_cuda.cu) run on the host under
+ * tests/cuda_emu/cuda_common.h, against attention computed in double.
+ *
+ * No GPU has run those kernels yet (doc/gpu.md), so this is what checks
+ * their indices, causal masks, ragged last tiles, online softmax and
+ * barriers until one does: every CUDA thread is a host thread, so the
+ * kernel code runs as written. t_attention_emu.sh builds it with the
+ * kernel file's device code and runs it; tests/t_ops_cuda checks the same
+ * kernels on a GPU.
+ *
+ * Reference: per (batch, head), S = Q K^T / sqrt(hs) in double on the
+ * inputs as stored (rounded to the dtype), the causal softmax, O = P V,
+ * lse; dP = dO V^T, D = rowsum(P * dP), dS = P * (dP - D) / sqrt(hs),
+ * dQ = dS K, dK = dS^T Q, dV = P^T dO. dqkv starts as 0x7f bytes (a huge
+ * value in every dtype), so an element the kernels fail to write fails.
+ * Tolerances, normwise (max |kernel - reference| over max |reference|):
+ * fp32 1e-5 (fp32 sums over at most T = 70 terms: about 1e-6), bf16 2e-2
+ * and fp16 4e-3 (one rounding of the stored result, 2^-8 and 2^-11 of the
+ * largest element, plus fp32 sums), lse absolute 1e-5 (fp32, log T ~ 5).
+ */
+#include "cuda_common.h"
+
+#include <cstdio>
+#include <cstring>
+#include <functional>
+#include <thread>
+#include <vector>
+
+thread_local EmuDim threadIdx, blockIdx;
+EmuDim blockDim = { 128 };
+std::barrier<> *emu_block_barrier;
+std::barrier<> *emu_warp_barrier[4];
+float emu_warp_slot[4][32];
+
+#include "attention_kernels.inc"
+
+/* grid blocks of 128 threads, one block after another; kernel() is the
+ * launch's body. */
+static void launch(unsigned grid, const std::function<void()> &kernel)
+{
+    std::barrier<> block(128), w0(32), w1(32), w2(32), w3(32);
+    emu_block_barrier = &block;
+    emu_warp_barrier[0] = &w0;
+    emu_warp_barrier[1] = &w1;
+    emu_warp_barrier[2] = &w2;
+    emu_warp_barrier[3] = &w3;
+    std::vector<std::thread> threads;
+    for (unsigned t = 0; t < 128; t++)
+        threads.emplace_back([&, t] {
+            threadIdx.x = t;
+            for (unsigned b = 0; b < grid; b++) {
+                blockIdx.x = b;
+                kernel();
+                block.arrive_and_wait(); /* the block's statics are free */
+            }
+        });
+    for (auto &th : threads)
+        th.join();
+}
+
+static uint64_t rng = 88172645463325252ull;
+
+static float uniform(void)
+{
+    rng ^= rng << 13;
+    rng ^= rng >> 7;
+    rng ^= rng << 17;
+    return (float)((rng >> 11) * (1.0 / 9007199254740992.0)) * 2.0f - 1.0f;
+}
+
+static int n_tests;
+
+/* The three kernels on random inputs, against the double reference. */
+template <int HD>
+static int check(int B, int T, int NH, int hs, ops_dtype dt)
+{
+    int64_t nqkv = (int64_t)B * T * NH * 3 * hs, no = (int64_t)B * T * NH * hs;
+    size_t es = dt == OPS_F32 ? 4 : 2; /* no libkernels here */
+    std::vector<char> qkv(nqkv * es), out(no * es), dout(no * es), dqkv(nqkv * es, 0x7f);
+    std::vector<float> lse((size_t)B * NH * T), D((size_t)B * NH * T);
+    for (int64_t i = 0; i < nqkv; i++)
+        store_f32_cuda(qkv.data(), dt, i, uniform());
+    for (int64_t i = 0; i < no; i++)
+        store_f32_cuda(dout.data(), dt, i, uniform());
+    float scale = 1.0f / sqrtf((float)hs);
+    int BH = B * NH;
+    unsigned fwd_grid = BH * ((T + 15) / 16), bwd_grid = BH * ((T + 7) / 8);
+    launch(fwd_grid, [&] {
+        attention_fwd_kernel<HD>(out.data(), lse.data(), qkv.data(), dt, BH, NH, T, hs, scale);
+    });
+    launch(bwd_grid, [&] {
+        attention_dq_kernel<HD>(dqkv.data(), D.data(), dout.data(), qkv.data(), out.data(),
+                                lse.data(), dt, BH, NH, T, hs, scale, dt != OPS_F32);
+    });
+    launch(bwd_grid, [&] {
+        attention_dkdv_kernel<HD>(dqkv.data(), D.data(), dout.data(), qkv.data(), lse.data(), dt,
+                                  BH, NH, T, hs, scale);
+    });
+
+    auto x = [&](int b, int t, int h, int part, int d) {
+        return (double)load_f32_cuda(qkv.data(), dt, (((int64_t)b * T + t) * NH + h) * 3 * hs
+                                                     + part * hs + d);
+    };
+    auto g = [&](int b, int t, int h, int d) {
+        return (double)load_f32_cuda(dout.data(), dt, (((int64_t)b * T + t) * NH + h) * hs + d);
+    };
+    double err_o = 0, max_o = 0, err_l = 0, err_g = 0, max_g = 0;
+    double rs = 1.0 / sqrt((double)hs);
+    for (int b = 0; b < B; b++)
+        for (int h = 0; h < NH; h++) {
+            std::vector<double> P((size_t)T * T, 0.0), dS((size_t)T * T, 0.0);
+            std::vector<double> grad((size_t)3 * T * hs, 0.0); /* dq | dk | dv */
+            for (int i = 0; i < T; i++) {
+                double *p = &P[(size_t)i * T], mx = -1e300, sum = 0, Di = 0;
+                for (int j = 0; j <= i; j++) {
+                    double s = 0;
+                    for (int d = 0; d < hs; d++)
+                        s += x(b, i, h, 0, d) * x(b, j, h, 1, d);
+                    p[j] = s * rs;
+                    mx = std::max(mx, p[j]);
+                }
+                for (int j = 0; j <= i; j++)
+                    sum += exp(p[j] - mx);
+                double L = mx + log(sum);
+                err_l = std::max(err_l, fabs(L - lse[((size_t)b * NH + h) * T + i]));
+                for (int j = 0; j <= i; j++)
+                    p[j] = exp(p[j] - L);
+                for (int d = 0; d < hs; d++) {
+                    double o = 0;
+                    for (int j = 0; j <= i; j++)
+                        o += p[j] * x(b, j, h, 2, d);
+                    double got = load_f32_cuda(out.data(), dt, (((int64_t)b * T + i) * NH + h) * hs + d);
+                    err_o = std::max(err_o, fabs(got - o));
+                    max_o = std::max(max_o, fabs(o));
+                }
+                std::vector<double> dp(i + 1);
+                for (int j = 0; j <= i; j++) {
+                    dp[j] = 0;
+                    for (int d = 0; d < hs; d++)
+                        dp[j] += g(b, i, h, d) * x(b, j, h, 2, d);
+                    Di += p[j] * dp[j];
+                }
+                for (int j = 0; j <= i; j++)
+                    dS[(size_t)i * T + j] = p[j] * (dp[j] - Di) * rs;
+            }
+            for (int i = 0; i < T; i++)
+                for (int j = 0; j <= i; j++)
+                    for (int d = 0; d < hs; d++) {
+                        grad[(size_t)i * hs + d] += dS[(size_t)i * T + j] * x(b, j, h, 1, d);
+                        grad[(size_t)(T + j) * hs + d] += dS[(size_t)i * T + j] * x(b, i, h, 0, d);
+                        grad[(size_t)(2 * T + j) * hs + d] += P[(size_t)i * T + j] * g(b, i, h, d);
+                    }
+            for (int part = 0; part < 3; part++)
+                for (int t = 0; t < T; t++)
+                    for (int d = 0; d < hs; d++) {
+                        double want = grad[((size_t)part * T + t) * hs + d];
+                        double got = load_f32_cuda(dqkv.data(), dt, (((int64_t)b * T + t) * NH + h)
+                                                                    * 3 * hs + part * hs + d);
+                        double e = fabs(got - want);
+                        if (!(e <= err_g))
+                            err_g = e; /* NaN sticks */
+                        max_g = std::max(max_g, fabs(want));
+                    }
+        }
+    double tol = dt == OPS_BF16 ? 2e-2 : dt == OPS_F16 ? 4e-3 : 1e-5;
+    double eo = err_o / max_o, eg = err_g / max_g;
+    int ok = eo <= tol && err_l <= 1e-5 && eg <= tol;
+    printf("%s %d - %s B=%d T=%d NH=%d hs=%d (HD %d): out %.1e, lse %.1e (tol 1e-05), "
+           "dqkv %.1e (tol %.0e)\n", ok ? "ok" : "not ok", ++n_tests, dt == OPS_F32 ? "fp32" : dt == OPS_BF16 ? "bf16" : "fp16", B, T,
+           NH, hs, HD, eo, err_l, eg, tol);
+    return ok;
+}
+
+int main()
+{
+    printf("1..8\n");
+    int ok = 1;
+    ok &= check<32>(1, 1, 1, 8, OPS_F32);      /* one row, one key */
+    ok &= check<32>(2, 37, 3, 16, OPS_F32);    /* ragged: 37 rows, 2 key tiles */
+    ok &= check<64>(1, 70, 1, 64, OPS_F32);    /* 3 key tiles, 5 query tiles, last ragged */
+    ok &= check<128>(1, 41, 1, 80, OPS_F32);   /* hs inside the 128 bucket */
+    ok &= check<128>(1, 50, 1, 128, OPS_F32);  /* Llama's head size, 2 key tiles */
+    ok &= check<32>(2, 37, 3, 16, OPS_BF16);   /* D from P * dP in a first sweep */
+    ok &= check<64>(1, 33, 2, 64, OPS_F16);
+    ok &= check<64>(1, 32, 1, 64, OPS_BF16);   /* T a multiple of every tile */
+    return ok ? 0 : 1;
+}

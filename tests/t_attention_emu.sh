@@ -1,0 +1,26 @@
+#!/bin/sh
+# t_attention_emu.sh - builds tests/t_attention_emu.cpp with the device
+# code of kernels/cuda/attention_cuda.cu (the file up to its launches)
+# and runs it: the fused CUDA attention's kernels on the host, against a
+# double reference. Needs no GPU and no CUDA; skips without a C++20
+# compiler (std::barrier).
+. "${TRI_SRCDIR:-.}/tests/lib.sh"
+src="${TRI_SRCDIR:-.}"
+CXX=${CXX:-c++}
+if ! command -v "$CXX" >/dev/null 2>&1; then
+    echo "1..0 # SKIP no C++ compiler ($CXX)"
+    exit 0
+fi
+sed -n '1,/---- launches ----/p' "$src/kernels/cuda/attention_cuda.cu" > "$WORK/attention_kernels.inc"
+if ! "$CXX" -std=c++20 -O2 -pthread -I"$WORK" -I"$src/tests/cuda_emu" -I"$src" \
+        -o "$WORK/emu" "$src/tests/t_attention_emu.cpp" > "$WORK/cxx.log" 2>&1; then
+    if grep -q "barrier" "$WORK/cxx.log"; then
+        echo "1..0 # SKIP $CXX has no C++20 <barrier>"
+        exit 0
+    fi
+    echo "1..1"
+    echo "not ok 1 - t_attention_emu.cpp with the kernels of attention_cuda.cu compiles"
+    sed 's/^/#   /' "$WORK/cxx.log" | head -n 30
+    exit 1
+fi
+"$WORK/emu"
