@@ -335,7 +335,8 @@ section_schedules() {
             "$(awk -v b="$bubble" 'BEGIN { print 100 * b }')" "$messages" "$(activation_mib)" "$tps"
     done
     echo "   simulated: schedule_simulate with the busiest stage's timed kernels on every stage and"
-    echo "   free messages; formula: (pp-1)/(v*m+pp-1); measured: the run's idle share of the busiest"
+    echo "   free messages; formula: (pp-1)/(v*m+pp-1), zb1's (pp-1)/(3m+pp-1) with f = b = w (its"
+    echo "   simulated row splits the timed backward: W = the blocks' weight GEMMs); measured: the run's idle share of the busiest"
     echo "   stage; activations: rank 0 (stage 0) as the trainer accounts them"
 }
 

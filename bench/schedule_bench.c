@@ -10,7 +10,8 @@
  * and backward, plus the embedding-free LM head on the last stage. The
  * simulator takes one cost for every stage, so it is given the busiest
  * stage's (the last, with the head): what a real pipeline runs at. One
- * line per schedule, for bench.sh to join with measured runs:
+ * line per schedule (zb1 with its backward split into B and W), for
+ * bench.sh to join with measured runs:
  *   SCHEDULE V SIMULATED FORMULA MESSAGES
  * after a '#' line with the costs. Printed, never asserted.
  */
@@ -57,5 +58,10 @@ int main(int argc, char **argv)
     for (int v = 2; v <= 8; v++)
         if (pp >= 2 && n_layer % (pp * v) == 0 && m % pp == 0)
             row(SCHED_INTERLEAVED, pp, v, m, cost);
+    /* zb1 defers the blocks' weight GEMMs: half of their backward GEMMs
+     * (dW and dX cost the same); the head's stay in the backward */
+    double w = layers * layer.gemm_bwd / 2;
+    if (pp >= 2)
+        row(SCHED_ZB1, pp, 1, m, (StageCost){cost.f, cost.b - w, w});
     return 0;
 }

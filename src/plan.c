@@ -408,11 +408,39 @@ static void print_costs(const Config *cfg, int world, FILE *out)
             c.tp, c.dp, cfg->parallel.zero, c.pp, pp > 1 ? 2 * t->grad_accum : 0, c.embed);
 }
 
+/* config.c's rule for sequence parallelism on cfg's tp. */
+static int sequence_parallel_fits(const Config *c)
+{
+    int tp = c->parallel.tp;
+    return tp > 1 && (int64_t)c->train.micro_batch * c->model.seq_len % tp == 0
+           && (c->log.sample_tokens == 0 || c->model.seq_len % tp == 0);
+}
+
+/* One layout and schedule with each ZeRO stage, recompute none and full,
+ * offload where it frees device memory, and sequence parallelism off and
+ * (where it applies) on. */
+static int visit_options(Config c, int offloads, PlanVisit visit, void *ctx)
+{
+    int visited = 0, sps = sequence_parallel_fits(&c);
+    for (int z = 0; z <= 3; z++)
+        for (int rc = 0; rc <= 1; rc++)
+            for (int off = 0; off <= offloads; off++)
+                for (int sp = 0; sp <= sps; sp++) {
+                    c.parallel.zero = z;
+                    c.train.recompute = rc ? RECOMPUTE_FULL : RECOMPUTE_NONE;
+                    c.train.offload = off ? OFFLOAD_OPTIMIZER : OFFLOAD_NONE;
+                    c.parallel.sequence_parallel = sp;
+                    visit(&c, ctx);
+                    visited++;
+                }
+    return visited;
+}
+
 int plan_each_layout(const Config *cfg, int world, int max_tp, PlanVisit visit, void *ctx)
 {
     int64_t mb = cfg->train.micro_batch;
     int64_t global = mb * cfg->train.grad_accum * grid_resolve_dp(&cfg->parallel, world);
-    int visited = 0;
+    int visited = 0, offloads = on_gpu(cfg); /* on the CPU offload frees nothing */
     for (int tp = 1; tp <= max_tp && tp <= world; tp *= 2) {
         /* pp <= n_layer (grid_check), which also keeps pp * tp from
          * overflowing at a world near INT_MAX */
@@ -424,34 +452,19 @@ int plan_each_layout(const Config *cfg, int world, int max_tp, PlanVisit visit, 
             c.parallel.tp = tp;
             c.parallel.pp = pp;
             c.parallel.dp = dp;
+            c.parallel.sequence_parallel = 0;
             c.train.grad_accum = (int)(global / (mb * dp));
             if (grid_check(&c, world, fail_stream(0)) != 0)
                 continue;
             /* GPipe never beats 1F1B (the same bubble, more memory); two
              * chunks take most of what interleaving gives. With one stage
              * 1F1B is every schedule's step in the least memory. */
-            Config cands[3];
-            int n = 0;
-            cands[n++] = with_schedule(&c, SCHED_1F1B, 1);
+            visited += visit_options(c, offloads, visit, ctx);
             if (pp > 1)
-                cands[n++] = with_schedule(&c, SCHED_ZB1, 1);
+                visited += visit_options(with_schedule(&c, SCHED_ZB1, 1), offloads, visit, ctx);
             if (interleaves(&c, 2))
-                cands[n++] = with_schedule(&c, SCHED_INTERLEAVED, 2);
-            int offloads = on_gpu(cfg); /* on the CPU it frees nothing */
-            for (int k = 0; k < n; k++) {
-                c = cands[k];
-                for (int z = 0; z <= 3; z++) {
-                    for (int rc = 0; rc <= 1; rc++) {
-                        for (int off = 0; off <= offloads; off++) {
-                            c.parallel.zero = z;
-                            c.train.recompute = rc ? RECOMPUTE_FULL : RECOMPUTE_NONE;
-                            c.train.offload = off ? OFFLOAD_OPTIMIZER : OFFLOAD_NONE;
-                            visit(&c, ctx);
-                            visited++;
-                        }
-                    }
-                }
-            }
+                visited += visit_options(with_schedule(&c, SCHED_INTERLEAVED, 2), offloads,
+                                         visit, ctx);
         }
     }
     return visited;
@@ -470,11 +483,12 @@ static void print_fit(const Config *c, void *ctx)
     if (gib > t->mem_gib)
         return;
     int v = c->parallel.virtual_stages;
-    fprintf(t->out, "  %5d %5d %5d %4d %4d %9s %9s %10.2f %5.1f%% %s%s\n", c->parallel.dp,
+    fprintf(t->out, "  %5d %5d %5d %4d %4d %9s %9s %10.2f %5.1f%% %s%s%s\n", c->parallel.dp,
             c->parallel.pp, c->parallel.tp, c->train.grad_accum, c->parallel.zero,
             c->train.recompute == RECOMPUTE_FULL ? "full" : "none",
             plan_offloads(c) ? "optimizer" : "none", gib, 100.0 * plan_bubble(c),
-            schedule_name(c->parallel.schedule), v > 1 ? " v=2" : "");
+            schedule_name(c->parallel.schedule), v > 1 ? " v=2" : "",
+            c->parallel.sequence_parallel ? " sp" : "");
     t->shown++;
 }
 

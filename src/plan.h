@@ -48,10 +48,10 @@ PlanMemory plan_largest_rank(const Config *cfg, int world, int *stage);
  * batch (grad_accum adjusted): dp x pp x tp with tp a power of two up to
  * max_tp that grid_check accepts, each ZeRO stage, recompute none and
  * full, offload none and optimizer where plan_offloads would count it (on
- * the CPU it frees nothing), and with pp > 1 the schedules 1f1b, zb1 and
- * (where the layout allows) interleaved with 2 chunks a stage (GPipe has
- * 1F1B's bubble in more memory). Returns the number visited. Not
- * collective. */
+ * the CPU it frees nothing), sequence parallelism off and, with tp > 1,
+ * on, and with pp > 1 the schedules 1f1b, zb1 and (where the layout
+ * allows) interleaved with 2 chunks a stage (GPipe has 1F1B's bubble in
+ * more memory). Returns the number visited. Not collective. */
 typedef void (*PlanVisit)(const Config *layout, void *ctx);
 int plan_each_layout(const Config *cfg, int world, int max_tp, PlanVisit visit, void *ctx);
 

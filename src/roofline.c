@@ -403,12 +403,13 @@ int roofline_print_plan(const Config *cfg, int world, const char *hw_name, FILE 
     Config best;
     Prediction bp;
     if (roofline_recommend(cfg, world, &hw, &best, &bp) == 0) {
-        fprintf(out, "\nfastest layout on %d x %s that fits %.3g GiB: dp %d x pp %d x tp %d, grad_accum %d, zero %d, recompute %s, schedule %s (%d chunk%s a stage), offload %s\n",
+        fprintf(out, "\nfastest layout on %d x %s that fits %.3g GiB: dp %d x pp %d x tp %d, grad_accum %d, zero %d, recompute %s, schedule %s (%d chunk%s a stage), sequence_parallel %s, offload %s\n",
                 world, hw.name, hw.mem_gib, best.parallel.dp, best.parallel.pp, best.parallel.tp,
                 best.train.grad_accum, best.parallel.zero,
                 best.train.recompute == RECOMPUTE_FULL ? "full" : "none",
                 schedule_name(best.parallel.schedule), best.parallel.virtual_stages,
                 best.parallel.virtual_stages > 1 ? "s" : "",
+                best.parallel.sequence_parallel ? "true" : "false",
                 plan_offloads(&best) ? "optimizer" : "none");
         roofline_print(&best, world, &hw, &bp, out);
     } else {
