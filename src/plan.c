@@ -260,20 +260,28 @@ PlanComm plan_communication(const Config *cfg, int world)
 
 /* ---- schedules ---------------------------------------------------------- */
 
-/* Whether cfg's layout can run the interleaved schedule with v chunks a
- * stage (config.c's rules). */
-static int interleaves(const Config *cfg, int v)
-{
-    int pp = cfg->parallel.pp;
-    return pp >= 2 && cfg->model.n_layer % (pp * v) == 0 && cfg->train.grad_accum % pp == 0;
-}
-
 static Config with_schedule(const Config *cfg, ScheduleKind kind, int v)
 {
     Config c = *cfg;
     c.parallel.schedule = kind;
     c.parallel.virtual_stages = v;
     return c;
+}
+
+/* Whether a candidate passes config.c's cross-key rules, the one statement
+ * of them (the interleaved schedule's divisibility, sequence parallelism's
+ * equal slices), so plan never offers what the trainer refuses. */
+static int allowed(const Config *c)
+{
+    return config_validate(c, fail_stream(0)) == 0;
+}
+
+/* Whether cfg's layout can run the interleaved schedule with v chunks a
+ * stage. */
+static int interleaves(const Config *cfg, int v)
+{
+    Config c = with_schedule(cfg, SCHED_INTERLEAVED, v);
+    return allowed(&c);
 }
 
 int plan_schedules(const Config *cfg, Config *out, int max)
@@ -408,12 +416,13 @@ static void print_costs(const Config *cfg, int world, FILE *out)
             c.tp, c.dp, cfg->parallel.zero, c.pp, pp > 1 ? 2 * t->grad_accum : 0, c.embed);
 }
 
-/* config.c's rule for sequence parallelism on cfg's tp. */
-static int sequence_parallel_fits(const Config *c)
+/* Whether sequence parallelism slices anything on cfg's tp, and config.c
+ * allows it there. */
+static int sequence_parallel_fits(const Config *cfg)
 {
-    int tp = c->parallel.tp;
-    return tp > 1 && (int64_t)c->train.micro_batch * c->model.seq_len % tp == 0
-           && (c->log.sample_tokens == 0 || c->model.seq_len % tp == 0);
+    Config c = *cfg;
+    c.parallel.sequence_parallel = 1;
+    return c.parallel.tp > 1 && allowed(&c);
 }
 
 /* One layout and schedule with each ZeRO stage, recompute none and full,
