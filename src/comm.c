@@ -2,13 +2,11 @@
  * comm.c - collectives on the grid's groups: MPI for host buffers, NCCL
  * (comm_nccl.c) for device buffers.
  *
- * Pipeline messages of device buffers go through host memory over MPI:
- * each send is copied out before MPI_Isend, each receive lands in host
- * memory and is copied in by comm_wait. That keeps the executor's
- * posted-ahead, any-order point-to-point semantics, which NCCL's
- * stream-ordered send/recv does not give without regrouping the schedule;
- * the volume is one activation per microbatch and stage boundary, small
- * beside the TP and DP collectives that NCCL carries.
+ * Pipeline messages of device buffers go device to device over NCCL
+ * (comm_nccl.c); of host buffers over MPI, with the message's kind as its
+ * tag, so that both paths match messages the same way, in posting order
+ * per kind and pair of stages (comm.h), and the CPU runs the very posting
+ * order the GPU relies on.
  */
 #include "comm.h"
 
@@ -235,30 +233,51 @@ void comm_allgather(const Grid *g, CommGroup group, ops_tensor send,
     blocking_end(b);
 }
 
-void comm_iallreduce(const Grid *g, CommGroup group, ops_tensor buf, int64_t n,
-                     MPI_Request *req)
+int comm_request_done(const CommRequest *req)
 {
-    if (on_device(buf) || buf.dtype != OPS_F32)
-        fail_abort("comm_iallreduce: host fp32 buffers only", __FILE__, __LINE__);
+    return req->mpi == MPI_REQUEST_NULL && req->event < 0;
+}
+
+#if TRI_HAVE_NCCL
+#define DEVICE_REQUEST(buf, call) \
+    do { if (on_device(buf)) { call; return; } } while (0)
+#else
+#define DEVICE_REQUEST(buf, call) DEVICE_COLLECTIVE(buf, (void)0)
+#endif
+
+void comm_iallreduce(const Grid *g, CommGroup group, ops_tensor buf, int64_t n,
+                     CommRequest *req)
+{
+    *req = COMM_REQUEST_NULL;
+    if (buf.dtype != OPS_F32)
+        fail_abort("comm_iallreduce: fp32 buffers only", __FILE__, __LINE__);
+    DEVICE_REQUEST(buf, comm_nccl_iallreduce(g, group, buf, n, &req->event));
     TRI_CHECK_MPI(MPI_Iallreduce(MPI_IN_PLACE, buf.data, (int)n, MPI_FLOAT, MPI_SUM,
-                                 comm_mpi(g, group), req));
+                                 comm_mpi(g, group), &req->mpi));
 }
 
 void comm_ireduce_scatter(const Grid *g, CommGroup group, ops_tensor send,
-                          ops_tensor recv, const int *counts, MPI_Request *req)
+                          ops_tensor recv, const int *counts, CommRequest *req)
 {
-    if (on_device(send))
-        fail_abort("comm_ireduce_scatter: host buffers only", __FILE__, __LINE__);
+    *req = COMM_REQUEST_NULL;
+    if (send.dtype != OPS_F32 || recv.dtype != OPS_F32)
+        fail_abort("comm_ireduce_scatter: fp32 buffers only", __FILE__, __LINE__);
+    DEVICE_REQUEST(send, comm_nccl_ireduce_scatter(g, group, send, recv, counts,
+                                                   &req->event));
     TRI_CHECK_MPI(MPI_Ireduce_scatter(send.data, recv.data, counts, MPI_FLOAT, MPI_SUM,
-                                      comm_mpi(g, group), req));
+                                      comm_mpi(g, group), &req->mpi));
 }
 
-int comm_test(MPI_Request *req)
+int comm_test(CommRequest *req)
 {
+#if TRI_HAVE_NCCL
+    if (req->event >= 0 && comm_nccl_test(req->event))
+        req->event = -1;
+#endif
     int done = 1;
-    if (*req != MPI_REQUEST_NULL)
-        TRI_CHECK_MPI(MPI_Test(req, &done, MPI_STATUS_IGNORE));
-    return done;
+    if (req->mpi != MPI_REQUEST_NULL)
+        TRI_CHECK_MPI(MPI_Test(&req->mpi, &done, MPI_STATUS_IGNORE));
+    return comm_request_done(req);
 }
 
 void comm_barrier(const Grid *g, CommGroup group)
@@ -346,99 +365,42 @@ void comm_gather_bytes(const Grid *g, CommGroup group, const void *send,
     blocking_end(b);
 }
 
-/* ---- point to point ----------------------------------------------------- */
+/* ---- pipeline links ----------------------------------------------------- */
 
-/* Host copies of device messages in flight, keyed by their request. The
- * buffers are kept for reuse, so steady-state steps do not allocate. The
- * table grows to what the schedule keeps in flight (GPipe posts a receive
- * per microbatch), so no count of microbatches or stages is too many. */
-typedef struct {
-    MPI_Request *req;        /* NULL: free */
-    ops_tensor host;         /* capacity in host.n elements of host.dtype */
-    ops_tensor device;       /* receive: where comm_wait copies the data */
-} Staged;
-
-static Staged *staged;
-static size_t n_staged;
-
-static Staged *free_stage(void)
+void comm_link_send(const Grid *g, CommLink kind, ops_tensor buf, int64_t n, int peer,
+                    CommRequest *req)
 {
-    for (size_t i = 0; i < n_staged; i++)
-        if (!staged[i].req)
-            return &staged[i];
-    size_t first_new = n_staged, grown = n_staged ? 2 * n_staged : 16;
-    Staged *t = realloc(staged, grown * sizeof *t);
-    if (!t)
-        fail_abort("out of memory for the staging table of device messages", __FILE__,
-                   __LINE__);
-    memset(t + n_staged, 0, (grown - n_staged) * sizeof *t);
-    staged = t;
-    n_staged = grown;
-    return &staged[first_new];
+    *req = COMM_REQUEST_NULL;
+    DEVICE_REQUEST(buf, comm_nccl_link_send(g, kind, buf, n, peer, &req->event));
+    TRI_CHECK_MPI(MPI_Isend(buf.data, (int)n, mpi_type(buf.dtype), peer, (int)kind,
+                            comm_mpi(g, COMM_PP), &req->mpi));
 }
 
-static Staged *stage_for(MPI_Request *req, ops_tensor buf, int64_t n)
+void comm_link_recv(const Grid *g, CommLink kind, ops_tensor buf, int64_t n, int peer,
+                    CommRequest *req)
 {
-    Staged *s = free_stage();
-    if (s->host.n < n || s->host.dtype != buf.dtype) {
-        ops_free(&s->host);
-        s->host = ops_alloc(buf.dtype, OPS_CPU, n);
+    *req = COMM_REQUEST_NULL;
+    DEVICE_REQUEST(buf, comm_nccl_link_recv(g, kind, buf, n, peer, &req->event));
+    TRI_CHECK_MPI(MPI_Irecv(buf.data, (int)n, mpi_type(buf.dtype), peer, (int)kind,
+                            comm_mpi(g, COMM_PP), &req->mpi));
+}
+
+double comm_wait(CommRequest *req)
+{
+#if TRI_HAVE_NCCL
+    if (req->event >= 0) {
+        comm_nccl_wait(req->event);
+        req->event = -1;
     }
-    s->req = req;
-    s->device = OPS_NONE;
-    return s;
-}
-
-static Staged *staged_of(const MPI_Request *req)
-{
-    for (size_t i = 0; i < n_staged; i++)
-        if (staged[i].req == req)
-            return &staged[i];
-    return NULL;
-}
-
-void comm_isend(const Grid *g, CommGroup group, ops_tensor buf, int64_t n,
-                int peer, int tag, MPI_Request *req)
-{
-    void *data = buf.data;
-    if (on_device(buf)) {
-        Staged *s = stage_for(req, buf, n);
-        ops_copy(ops_view(s->host, 0, n), ops_view(buf, 0, n));
-        data = s->host.data;
-    }
-    TRI_CHECK_MPI(MPI_Isend(data, (int)n, mpi_type(buf.dtype), peer, tag,
-                            comm_mpi(g, group), req));
-}
-
-void comm_irecv(const Grid *g, CommGroup group, ops_tensor buf, int64_t n,
-                int peer, int tag, MPI_Request *req)
-{
-    void *data = buf.data;
-    if (on_device(buf)) {
-        Staged *s = stage_for(req, buf, n);
-        s->device = ops_view(buf, 0, n);
-        data = s->host.data;
-    }
-    TRI_CHECK_MPI(MPI_Irecv(data, (int)n, mpi_type(buf.dtype), peer, tag,
-                            comm_mpi(g, group), req));
-}
-
-double comm_wait(MPI_Request *req)
-{
-    if (*req == MPI_REQUEST_NULL)
+#endif
+    if (req->mpi == MPI_REQUEST_NULL)
         return 0.0;
-    Staged *s = staged_of(req);
     Blocking b = blocking_begin("comm_wait (a pipeline message or an overlapped DP reduction)",
                                 NULL);
-    TRI_CHECK_MPI(MPI_Wait(req, MPI_STATUS_IGNORE));
+    TRI_CHECK_MPI(MPI_Wait(&req->mpi, MPI_STATUS_IGNORE));
     double dt = timer_now() - b.t0;
     blocking_end(b);
     comm_time[COMM_PP] += dt;
-    if (s) {
-        if (s->device.data)
-            ops_copy(s->device, ops_view(s->host, 0, s->device.n));
-        s->req = NULL;
-    }
     return dt;
 }
 

@@ -59,17 +59,35 @@ void comm_reduce_scatter(const Grid *g, CommGroup group, ops_tensor send,
 void comm_allgather(const Grid *g, CommGroup group, ops_tensor send,
                     ops_tensor recv, const int *counts);
 
-/* Nonblocking forms (host fp32 buffers), for overlapping the DP reduction
- * with the backward pass: same arguments plus a request that comm_wait or
- * comm_test completes; the buffers must stay untouched until then.
- * Collective on group (each rank completes its own request). */
+/* ---- nonblocking ------------------------------------------------------- */
+
+/* An operation in flight. Host buffers: an MPI request. Device buffers:
+ * an event the GPU records on the group's stream right after the
+ * operation (comm_nccl.h), so nothing waits until someone asks. */
+typedef struct {
+    MPI_Request mpi;
+    int event;          /* comm_nccl's event slot, or -1 */
+} CommRequest;
+
+#define COMM_REQUEST_NULL ((CommRequest){MPI_REQUEST_NULL, -1})
+
+/* 1 when req has nothing in flight. Not collective. */
+int comm_request_done(const CommRequest *req);
+
+/* Nonblocking forms of comm_allreduce (SUM) and comm_reduce_scatter, for
+ * overlapping the DP reduction with the backward pass: fp32 buffers, on
+ * the host (MPI) or a GPU (NCCL, on the group's own stream, after the
+ * compute stream's work queued so far, so the backward that follows runs
+ * beside it). The buffers must stay untouched until comm_wait. Collective
+ * on group (each rank completes its own request). */
 void comm_iallreduce(const Grid *g, CommGroup group, ops_tensor buf, int64_t n,
-                     MPI_Request *req);
+                     CommRequest *req);
 void comm_ireduce_scatter(const Grid *g, CommGroup group, ops_tensor send,
-                          ops_tensor recv, const int *counts, MPI_Request *req);
-/* Lets MPI advance the request; returns 1 once it has completed (req then
- * is MPI_REQUEST_NULL). Not collective. */
-int comm_test(MPI_Request *req);
+                          ops_tensor recv, const int *counts, CommRequest *req);
+/* Lets the operation advance (MPI moves nonblocking collectives only
+ * inside its calls); returns 1 once it has completed, and req is then
+ * null. Not collective. */
+int comm_test(CommRequest *req);
 /* Collective on group. */
 void comm_barrier(const Grid *g, CommGroup group);
 
@@ -93,17 +111,33 @@ void comm_bcast_bytes(const Grid *g, CommGroup group, void *buf, size_t bytes,
 void comm_gather_bytes(const Grid *g, CommGroup group, const void *send,
                        size_t bytes, void *recv, int root);
 
-/* ---- point to point ------------------------------------------------------- */
+/* ---- pipeline links ------------------------------------------------------ */
 
-/* Nonblocking sends and receives inside a group (pipeline neighbours).
- * Not collective: the two peers each post their side. */
-void comm_isend(const Grid *g, CommGroup group, ops_tensor buf, int64_t n,
-                int peer, int tag, MPI_Request *req);
-void comm_irecv(const Grid *g, CommGroup group, ops_tensor buf, int64_t n,
-                int peer, int tag, MPI_Request *req);
-/* Waits; returns the seconds spent waiting. req may be MPI_REQUEST_NULL.
- * Not collective. */
-double comm_wait(MPI_Request *req);
+/* What a pipeline message carries. Activations go from a stage to the
+ * next in the ring, gradients to the previous one. */
+typedef enum { LINK_ACTIVATION, LINK_GRADIENT } CommLink;
+
+/* Nonblocking point-to-point between pipeline stages: n elements of buf
+ * to or from pp rank peer. Messages of one kind from one stage to another
+ * match in the order they are posted, with no tags, as NCCL's do: the
+ * receiver must post its receives of each kind in the order its sender
+ * posts the sends (pipeline.c does, and t_schedule checks every schedule
+ * allows it). Device buffers go device to device over NCCL, each kind
+ * and direction on its own communicator and stream; host buffers over
+ * MPI, the kind as the tag. Not collective: the two peers each post their
+ * side. */
+void comm_link_send(const Grid *g, CommLink kind, ops_tensor buf, int64_t n, int peer,
+                    CommRequest *req);
+void comm_link_recv(const Grid *g, CommLink kind, ops_tensor buf, int64_t n, int peer,
+                    CommRequest *req);
+
+/* Completes req. Host buffers: blocks until MPI is done with them and
+ * returns the seconds spent waiting. Device buffers: makes the GPU's
+ * compute stream wait for the operation, so the work queued after this
+ * call sees its result (or may overwrite its buffer), and returns 0 at
+ * once: the wait happens on the GPU, where ops timers (ops.h) see it. req
+ * may be null. Not collective. */
+double comm_wait(CommRequest *req);
 
 /* Seconds spent inside comm calls since the last reset, per group, for the
  * communication share in the metrics. Not collective. */

@@ -79,4 +79,30 @@ void comm_nccl_reduce_scatter(const Grid *g, CommGroup group, ops_tensor send,
 void comm_nccl_allgather(const Grid *g, CommGroup group, ops_tensor send,
                          ops_tensor recv, const int *counts);
 
+/* ---- nonblocking ---------------------------------------------------------- */
+
+/* comm.h's nonblocking forms on a GPU. Each is queued on its group's (or
+ * link's) stream after the compute stream's work queued so far, and
+ * *event receives the slot of an event recorded right after it; the
+ * compute stream does not wait for it until comm_nccl_wait. fp32 sums
+ * for the collectives. Collective on group for the collectives; the link
+ * calls are point to point (comm_link_send/recv: each kind and direction
+ * has its own communicator of two ranks and its own stream, so messages
+ * match in posting order and a receive posted ahead blocks nothing but
+ * its own link). */
+void comm_nccl_iallreduce(const Grid *g, CommGroup group, ops_tensor buf, int64_t n,
+                          int *event);
+void comm_nccl_ireduce_scatter(const Grid *g, CommGroup group, ops_tensor send,
+                               ops_tensor recv, const int *counts, int *event);
+void comm_nccl_link_send(const Grid *g, CommLink kind, ops_tensor buf, int64_t n,
+                         int peer, int *event);
+void comm_nccl_link_recv(const Grid *g, CommLink kind, ops_tensor buf, int64_t n,
+                         int peer, int *event);
+/* Makes the compute stream wait for the event's operation, and frees the
+ * slot. Not collective. */
+void comm_nccl_wait(int event);
+/* 1 once the event's operation has completed on the GPU; the slot is then
+ * free. Not collective. */
+int comm_nccl_test(int event);
+
 #endif

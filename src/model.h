@@ -31,6 +31,7 @@
 #include <mpi.h>
 #include <stdint.h>
 
+#include "comm.h"
 #include "config.h"
 #include "grid.h"
 #include "params.h"
@@ -106,7 +107,7 @@ struct Model {
     int defer_weights;            /* schedule = zb1: model_backward leaves
                                      the weight GEMMs and the embedding's
                                      backward to model_backward_weights */
-    MPI_Request *requests;        /* the executor's, 4 x n_slots */
+    CommRequest *requests;        /* the executor's, 4 x n_slots */
     int *slot_holder;             /* the executor's: each slot's (mb, chunk) */
 };
 

@@ -4,17 +4,26 @@
  * Stages form a ring: a chunk's output goes to the next stage, and the
  * last stage's chunk c sends to stage 0's chunk c+1 (the interleaved
  * schedule; with one chunk the ring is never closed). Gradients go the
- * other way. A message's tag is 2 (mb * v + chunk) for an activation and
- * that plus one for a gradient, chunk being the sender's, so each is
- * unique in a step; MPI's ordering per (source, tag) keeps successive
- * steps apart.
+ * other way.
+ *
+ * Messages carry no tags: those of one kind between two stages match in
+ * the order they are posted (comm_link_send), the only matching NCCL's
+ * send and receive offer, and the CPU's MPI path keeps the same rule so
+ * that it runs, and the tests check, the very order a GPU relies on. So
+ * a receiver posts its receives in its sender's order: activations in the
+ * order of the forwards, gradients in the order of the backwards, which
+ * every schedule gives both ends of each link alike
+ * (schedule_links_in_order, checked at start-up and by t_schedule).
  *
  * Slots are one pool: each forward in the list is given a free slot in
  * list order, and the slot returns to the pool after the last pass of the
  * same (mb, chunk): its backward, or its weight pass in schedules that
  * have one (zb1), or right after the forward when nothing trains. A
- * forward's input receive is posted the moment its slot is given, a
- * gradient's right after its forward.
+ * forward's input receive is posted the moment its slot is given. A
+ * gradient's receive is posted as early as the backward order allows:
+ * after its own forward and the receives of every backward before it (in
+ * 1F1B, GPipe and zb1 right after its forward; interleaved takes the
+ * chunks' backwards in reverse, so there some wait for later forwards).
  *
  * Deadlock freedom: every send is nonblocking, so a stage blocks only
  * (a) on a receive for the action it is about to run, which the sender's
@@ -23,10 +32,13 @@
  * of its own sends before reusing the buffer. In training (b) never waits
  * on the peer: a slot is reused only after the backward of its (mb, chunk),
  * which needed the gradient the receiver sent after using our activation,
- * and a gradient's receive was posted before we could compute it. In a
- * forward-only list every stage runs the same order in which each
- * forward's input comes from an earlier entry, so the receiver reaches the
- * entry it is late on without waiting for us.
+ * and a gradient's receive is posted by the time its backward runs, before
+ * the previous stage's slot can need it back. In a forward-only list every
+ * stage runs the same order in which each forward's input comes from an
+ * earlier entry, so the receiver reaches the entry it is late on without
+ * waiting for us. On a GPU the host only queues all of this (each link's
+ * operations run in order on its own stream, and the compute stream waits
+ * on their events), so the same argument holds for the streams.
  */
 #include "pipeline.h"
 
@@ -44,18 +56,23 @@ typedef struct {
     int n_mb;                     /* microbatches in this step */
     int64_t n;                    /* elements of one message: the stage's
                                      rows*T*C, or its slice of them */
-    MPI_Request *recv_fwd, *recv_bwd, *send_fwd, *send_bwd;  /* per slot */
+    CommRequest *recv_fwd, *recv_bwd, *send_fwd, *send_bwd;  /* per slot */
     int *holder;                  /* per slot: mb * v + chunk, or -1 */
     int next_unslotted;           /* the first forward without a slot */
+    int next_grad_recv;           /* the first backward whose gradient's
+                                     receive is not posted */
+    int forwards_run;             /* forwards done so far in this step */
+    int *forward_ordinal;         /* per mb * v + chunk: its place among the
+                                     list's forwards */
     PipelineTimes *times;
 } Exec;
 
 static int key_of(const Exec *e, Action a) { return a.mb * e->v + a.chunk; }
 
 /* Waits for a message, timed on the device (a GPU's idle time, ops.h). */
-static void wait_for(Exec *e, MPI_Request *req)
+static void wait_for(Exec *e, CommRequest *req)
 {
-    if (*req == MPI_REQUEST_NULL)
+    if (comm_request_done(req))
         return;
     ops_timer_start(&e->times->wait);
     comm_wait(req);
@@ -81,19 +98,12 @@ static int has_output(const Exec *e, Action a)
 static int prev_stage(const Exec *e) { return (e->stage + e->pp - 1) % e->pp; }
 static int next_stage(const Exec *e) { return (e->stage + 1) % e->pp; }
 
-/* Tags carry the sender's chunk: the ring's wrap changes chunk. */
-static int tag(const Exec *e, int mb, int sender_chunk, int gradient)
-{
-    return 2 * (mb * e->v + sender_chunk) + gradient;
-}
-
 static void post_recv_forward(Exec *e, Action a, int s)
 {
     if (!has_input(e, a))
         return;
-    int from_chunk = e->stage == 0 ? a.chunk - 1 : a.chunk;
-    comm_irecv(e->m->grid, COMM_PP, model_stage_input(e->m, s), e->n, prev_stage(e),
-               tag(e, a.mb, from_chunk, 0), &e->recv_fwd[s]);
+    comm_link_recv(e->m->grid, LINK_ACTIVATION, model_stage_input(e->m, s), e->n,
+                   prev_stage(e), &e->recv_fwd[s]);
 }
 
 static void post_recv_backward(Exec *e, Action a, int s)
@@ -102,9 +112,22 @@ static void post_recv_backward(Exec *e, Action a, int s)
         return;
     /* the gradient buffer may still be going out to the previous stage */
     wait_for(e, &e->send_bwd[s]);
-    int from_chunk = e->stage == e->pp - 1 ? a.chunk + 1 : a.chunk;
-    comm_irecv(e->m->grid, COMM_PP, model_stage_grad(e->m, s), e->n, next_stage(e),
-               tag(e, a.mb, from_chunk, 1), &e->recv_bwd[s]);
+    comm_link_recv(e->m->grid, LINK_GRADIENT, model_stage_grad(e->m, s), e->n, next_stage(e),
+                   &e->recv_bwd[s]);
+}
+
+/* Posts the gradient receives the backward order allows: those of the
+ * next backwards in the list whose forwards have run. */
+static void post_grad_receives(Exec *e)
+{
+    for (; e->next_grad_recv < e->n_actions; e->next_grad_recv++) {
+        Action a = e->actions[e->next_grad_recv];
+        if (a.kind != ACTION_BACKWARD)
+            continue;
+        if (e->forward_ordinal[key_of(e, a)] >= e->forwards_run)
+            return;
+        post_recv_backward(e, a, slot_of(e, a));
+    }
 }
 
 /* Gives free slot s to the next forward in the list that has none, and
@@ -152,8 +175,9 @@ static void run_forward(Exec *e, const int32_t *batch, Action a, int s, ForwardM
     model_forward(e->m, a.chunk, s, e->rows, mode);
     ops_timer_stop(&e->times->busy);
     if (has_output(e, a))
-        comm_isend(e->m->grid, COMM_PP, model_stage_output(e->m, s), e->n, next_stage(e),
-                   tag(e, a.mb, a.chunk, 0), &e->send_fwd[s]);
+        comm_link_send(e->m->grid, LINK_ACTIVATION, model_stage_output(e->m, s), e->n,
+                       next_stage(e), &e->send_fwd[s]);
+    e->forwards_run++;
 }
 
 static void run_backward(Exec *e, Action a, int s)
@@ -166,8 +190,8 @@ static void run_backward(Exec *e, Action a, int s)
     model_backward(e->m, a.chunk, s, e->rows);
     ops_timer_stop(&e->times->busy);
     if (has_input(e, a))
-        comm_isend(e->m->grid, COMM_PP, model_stage_grad(e->m, s), e->n, prev_stage(e),
-                   tag(e, a.mb, a.chunk, 1), &e->send_bwd[s]);
+        comm_link_send(e->m->grid, LINK_GRADIENT, model_stage_grad(e->m, s), e->n,
+                       prev_stage(e), &e->send_bwd[s]);
 }
 
 /* The weight pass: no messages; it reads the slot's activations, the
@@ -181,8 +205,8 @@ static void run_weights(Exec *e, Action a, int s)
 }
 
 /* Four request arrays and the slot holders, n_slots each, kept in the
- * model so that steps do not allocate; every request is complete
- * (MPI_REQUEST_NULL) between steps. */
+ * model so that steps do not allocate; every request is complete between
+ * steps. */
 static void bind_state(Exec *e)
 {
     Model *m = e->m;
@@ -193,7 +217,7 @@ static void bind_state(Exec *e)
         if (!m->requests || !m->slot_holder)
             fail_abort("out of memory", __FILE__, __LINE__);
         for (int i = 0; i < 4 * n; i++)
-            m->requests[i] = MPI_REQUEST_NULL;
+            m->requests[i] = COMM_REQUEST_NULL;
     }
     e->recv_fwd = m->requests;
     e->recv_bwd = m->requests + n;
@@ -215,6 +239,12 @@ void pipeline_run(Model *m, const Action *actions, int n, const int32_t *batch,
     for (int i = 0; i < n; i++)
         if (actions[i].kind == ACTION_FORWARD && actions[i].mb >= e.n_mb)
             e.n_mb = actions[i].mb + 1;
+    e.forward_ordinal = malloc(sizeof *e.forward_ordinal * (size_t)(e.n_mb * e.v + 1));
+    if (!e.forward_ordinal)
+        fail_abort("out of memory", __FILE__, __LINE__);
+    for (int i = 0, k = 0; i < n; i++)
+        if (actions[i].kind == ACTION_FORWARD)
+            e.forward_ordinal[key_of(&e, actions[i])] = k++;
     /* the first forwards' inputs can be received into free slots at once */
     for (int s = 0; s < slots; s++)
         give_slot(&e, s);
@@ -230,7 +260,7 @@ void pipeline_run(Model *m, const Action *actions, int n, const int32_t *batch,
         if (a.kind == ACTION_FORWARD) {
             run_forward(&e, batch, a, s, mode);
             if (training)
-                post_recv_backward(&e, a, s);
+                post_grad_receives(&e);
         } else if (a.kind == ACTION_BACKWARD) {
             run_backward(&e, a, s);
         } else {
@@ -243,4 +273,5 @@ void pipeline_run(Model *m, const Action *actions, int n, const int32_t *batch,
         wait_for(&e, &e.send_fwd[s]);
         wait_for(&e, &e.send_bwd[s]);
     }
+    free(e.forward_ordinal);
 }

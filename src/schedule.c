@@ -5,6 +5,7 @@
 #include "schedule.h"
 
 #include <stdlib.h>
+#include <string.h>
 
 #include "fail.h"
 
@@ -161,6 +162,63 @@ int schedule_max_in_flight(const Action *a, int n)
             most = live;
     }
     return most;
+}
+
+/* ---- message order --------------------------------------------------- */
+
+/* Whether chunk c of stage s takes its input from, and sends its output
+ * to, another stage: all but the model's first and last chunk do. */
+static int chunk_has_input(int s, int c) { return s > 0 || c > 0; }
+static int chunk_has_output(int pp, int v, int s, int c) { return s < pp - 1 || c < v - 1; }
+
+/* The messages of one kind on one link, in the order one end posts them,
+ * as the receiver's keys mb * v + chunk: walks `list` for the actions of
+ * `kind` that send (sending end) or receive (receiving end) such a
+ * message. Returns their count. */
+static int link_keys(const Action *list, int len, ActionKind kind, int sending, int pp, int v,
+                     int s, int *keys)
+{
+    int n = 0;
+    for (int i = 0; i < len; i++) {
+        Action a = list[i];
+        if (a.kind != kind)
+            continue;
+        int forward = kind == ACTION_FORWARD;
+        /* activations go out of the output and into the input; gradients
+         * the other way */
+        int moves = forward == sending ? chunk_has_output(pp, v, s, a.chunk)
+                                       : chunk_has_input(s, a.chunk);
+        if (!moves)
+            continue;
+        int chunk = a.chunk;
+        if (sending && forward && s == pp - 1)
+            chunk++;   /* the ring's wrap: into the next chunk of stage 0 */
+        if (sending && !forward && s == 0)
+            chunk--;   /* ... and back */
+        keys[n++] = a.mb * v + chunk;
+    }
+    return n;
+}
+
+int schedule_links_in_order(const Action *lists, int len, int pp, int v)
+{
+    int *sent = malloc(sizeof *sent * (size_t)(len + 1));
+    int *posted = malloc(sizeof *posted * (size_t)(len + 1));
+    if (!sent || !posted)
+        fail_abort("out of memory", __FILE__, __LINE__);
+    int ok = 1;
+    for (int s = 0; s < pp && pp > 1 && ok; s++) {
+        for (int backward = 0; backward < 2 && ok; backward++) {
+            ActionKind kind = backward ? ACTION_BACKWARD : ACTION_FORWARD;
+            int r = backward ? (s + pp - 1) % pp : (s + 1) % pp;
+            int ns = link_keys(lists + (size_t)s * len, len, kind, 1, pp, v, s, sent);
+            int nr = link_keys(lists + (size_t)r * len, len, kind, 0, pp, v, r, posted);
+            ok = ns == nr && memcmp(sent, posted, sizeof *sent * (size_t)ns) == 0;
+        }
+    }
+    free(sent);
+    free(posted);
+    return ok;
 }
 
 double schedule_ideal_bubble(ScheduleKind kind, int pp, int v, int m)

@@ -82,6 +82,14 @@ int schedule_forwards(ScheduleKind kind, int pp, int v, int m, Action *out);
  * the output gradients B kept), else the backward. Not collective. */
 int schedule_max_in_flight(const Action *a, int n);
 
+/* 1 when on every link between stages the receiver can post its
+ * receives in the order its sender sends, which pipeline messages need
+ * (they match by order, as NCCL's do: comm.h): activations in the order
+ * of the stages' forwards, gradients in the order of their backwards.
+ * lists holds the pp stages' lists of len actions each, stage s's at
+ * s * len; v is the chunks per stage. Not collective. */
+int schedule_links_in_order(const Action *lists, int len, int pp, int v);
+
 /* Simulates all pp stages with per-microbatch costs `cost` and zero
  * communication time. Returns the bubble fraction: idle time over total
  * time, summed over stages. *makespan (if not NULL) receives the step

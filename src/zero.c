@@ -37,7 +37,7 @@ typedef struct {
 /* A bucket's reduction in flight. */
 typedef struct {
     int bucket;               /* -1: free */
-    MPI_Request req[PARAMS_MAX_UNIT];
+    CommRequest req[PARAMS_MAX_UNIT];
     int n_req;
     ops_tensor pack, recv;    /* zero 1: its own buffers */
     double started;
