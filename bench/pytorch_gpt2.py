@@ -9,8 +9,17 @@ Usage: pytorch_gpt2.py N_LAYER N_EMBD N_HEAD SEQ VOCAB BATCH STEPS [THREADS]
 
 init_s is the time from interpreter start to the end of the first step
 (import, model construction, first step): what a job pays before training.
-Written for Debian's python3-torch (1.13); it uses nothing newer.
+Written for Debian's python3-torch (1.13); on the CPU it uses nothing
+newer.
+
+On a GPU (PT_DEVICE=cuda, for bench/gpu_check.sh) it runs PyTorch's usual
+best: PT_DTYPE=bf16 autocasts to bf16 over fp32 weights (trident's bf16
+mode keeps fp32 master weights too), attention is
+scaled_dot_product_attention (FlashAttention) where PyTorch has it, AdamW
+is the fused one, PT_COMPILE=1 adds torch.compile; steps are timed after
+torch.cuda.synchronize, and the line adds peak_mem_gib.
 """
+import os
 import json
 import math
 import sys
@@ -20,6 +29,14 @@ T0 = time.time()
 import torch  # noqa: E402  (timed on purpose)
 import torch.nn as nn  # noqa: E402
 import torch.nn.functional as F  # noqa: E402
+
+
+DEVICE = os.environ.get("PT_DEVICE", "cpu")
+DTYPE = os.environ.get("PT_DTYPE", "fp32")
+COMPILE = os.environ.get("PT_COMPILE", "0") == "1"
+# the fused attention only on a GPU: the CPU figures stay those of the
+# plain formulation they were always measured with
+FLASH = DEVICE != "cpu" and hasattr(F, "scaled_dot_product_attention")
 
 
 class Block(nn.Module):
@@ -39,10 +56,14 @@ class Block(nn.Module):
         q = q.view(b, t, self.nh, c // self.nh).transpose(1, 2)
         k = k.view(b, t, self.nh, c // self.nh).transpose(1, 2)
         v = v.view(b, t, self.nh, c // self.nh).transpose(1, 2)
-        att = (q @ k.transpose(-2, -1)) * (1.0 / math.sqrt(k.size(-1)))
-        mask = torch.ones(t, t, dtype=torch.bool).tril()
-        att = att.masked_fill(~mask, float("-inf")).softmax(dim=-1)
-        y = (att @ v).transpose(1, 2).contiguous().view(b, t, c)
+        if FLASH:
+            y = F.scaled_dot_product_attention(q, k, v, is_causal=True)
+        else:
+            att = (q @ k.transpose(-2, -1)) * (1.0 / math.sqrt(k.size(-1)))
+            mask = torch.ones(t, t, dtype=torch.bool, device=x.device).tril()
+            att = att.masked_fill(~mask, float("-inf")).softmax(dim=-1)
+            y = att @ v
+        y = y.transpose(1, 2).contiguous().view(b, t, c)
         x = x + self.proj(y)
         return x + self.mproj(F.gelu(self.fc(self.ln2(x)), approximate="tanh"))
 
@@ -67,7 +88,7 @@ class GPT(nn.Module):
 
     def forward(self, idx, targets):
         t = idx.shape[1]
-        x = self.wte(idx) + self.wpe(torch.arange(t))
+        x = self.wte(idx) + self.wpe(torch.arange(t, device=idx.device))
         for blk in self.blocks:
             x = blk(x)
         logits = self.lnf(x) @ self.wte.weight.t()
@@ -80,14 +101,23 @@ def main():
     threads = int(a[7]) if len(a) > 7 else 2
     torch.set_num_threads(threads)
     torch.manual_seed(0)
-    model = GPT(n_layer, c, nh, seq, vocab)
-    opt = torch.optim.AdamW(model.parameters(), lr=3e-4, weight_decay=0.1)
-    data = torch.randint(0, vocab, (batch, seq + 1))
+    gpu = DEVICE != "cpu"
+    if gpu:
+        torch.backends.cuda.matmul.allow_tf32 = True
+    model = GPT(n_layer, c, nh, seq, vocab).to(DEVICE)
+    extra = {"fused": True} if gpu else {}
+    opt = torch.optim.AdamW(model.parameters(), lr=3e-4, weight_decay=0.1, **extra)
+    data = torch.randint(0, vocab, (batch, seq + 1), device=DEVICE)
     x, y = data[:, :-1].contiguous(), data[:, 1:].contiguous()
+    forward = torch.compile(model) if COMPILE else model
 
     def step():
         opt.zero_grad(set_to_none=True)
-        loss = model(x, y)
+        if DTYPE == "bf16":
+            with torch.autocast(device_type=DEVICE, dtype=torch.bfloat16):
+                loss = forward(x, y)
+        else:
+            loss = forward(x, y)
         loss.backward()
         opt.step()
         return loss.item()
@@ -98,9 +128,13 @@ def main():
     t = time.time()
     for _ in range(steps):
         step()
-    dt = (time.time() - t) / steps
-    print(json.dumps({"tokens_per_s": batch * seq / dt, "step_ms": 1e3 * dt,
-                      "init_s": init_s, "threads": threads}))
+    dt = (time.time() - t) / steps  # loss.item() waited for the device
+    line = {"tokens_per_s": batch * seq / dt, "step_ms": 1e3 * dt,
+            "init_s": init_s, "threads": threads}
+    if gpu:
+        line["peak_mem_gib"] = torch.cuda.max_memory_allocated() / 2**30
+        line.update(device=torch.cuda.get_device_name(), dtype=DTYPE, compile=COMPILE)
+    print(json.dumps(line))
 
 
 if __name__ == "__main__":

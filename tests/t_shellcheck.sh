@@ -10,7 +10,7 @@ if ! command -v shellcheck >/dev/null 2>&1; then
 fi
 cd "${TRI_SRCDIR:-.}" || exit 1
 files=""
-for f in jobs/*.sh jobs/*.sbatch tests/*.sh tests/fuzz/*.sh .ci/run .ci/hardening.sh; do
+for f in jobs/*.sh jobs/*.sbatch tests/*.sh tests/fuzz/*.sh bench/*.sh .ci/run .ci/hardening.sh; do
     [ -f "$f" ] && files="$files $f"
 done
 plan $(($(echo "$files" | wc -w) + 1))

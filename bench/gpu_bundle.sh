@@ -1,0 +1,137 @@
+#!/bin/sh
+# gpu_bundle.sh - packs what a GPU machine without MPI or HDF5 needs to
+# run trident's GPU checks (bench/gpu_check.sh), built here:
+#
+#   bench/gpu_bundle.sh [OUT_DIR]          (default: .gpu in the checkout)
+#
+# OUT_DIR/bundle.tar.xz then holds
+#   build/   trident and the GPU test programs, compiled here for Hopper
+#            (sm_90) from the checkout's working tree, tracked files only;
+#   root/    the shared libraries they load besides glibc and CUDA's
+#            (Open MPI, PMIx, hwloc, HDF5, oneDNN, ...) and Open MPI's own
+#            programs, plug-ins and help files, copied from this machine's
+#            Debian packages with their paths (root/usr/lib/...), so that
+#            OPAL_PREFIX=root/usr relocates Open MPI as a whole.
+# CUDA's libraries (cudart, cuBLAS, NCCL) are not packed: the GPU machine
+# has them (PyTorch's wheels), and gpu_check.sh finds them there.
+#
+# The machines this was written for lend a GPU through a tool that copies
+# the checkout and at most 64 MiB of ignored files (.gpu is git-ignored),
+# so the bundle must stay under that: it is xz-compressed, and the script
+# says its size. Needs: the CUDA toolkit, autotools, dpkg.
+set -eu
+here=$(cd "$(dirname "$0")" && pwd)
+root=$(cd "$here/.." && pwd)
+out=${1:-$root/.gpu}
+arch=${GPU_ARCH:-90}
+work=$(mktemp -d "${TMPDIR:-/tmp}/trident-gpu.XXXXXX")
+trap 'rm -rf "$work"' EXIT
+mkdir -p "$out" "$work/src" "$work/pack/build/tests" "$work/pack/root"
+
+echo "== building for sm_$arch in $work/src"
+(cd "$root" && git ls-files -z | xargs -0 tar -cf -) | tar -xf - -C "$work/src"
+programs="trident tests/t_ops_cuda tests/t_offload tests/t_gpu_wait"
+(
+    cd "$work/src"
+    autoreconf -fi >/dev/null 2>&1
+    ./configure --enable-werror --with-cuda-arch="$arch" > configure.out 2>&1 \
+        || { tail -n 20 configure.out; exit 1; }
+    grep -q '^#define TRI_HAVE_CUDA 1' tri_config.h \
+        || { echo "gpu_bundle.sh: configure found no CUDA toolkit" >&2; exit 1; }
+    # shellcheck disable=SC2086  # a list of targets
+    make -j"$(nproc)" $programs > make.out 2>&1 || { tail -n 30 make.out; exit 1; }
+)
+for p in $programs; do
+    cp "$work/src/$p" "$work/pack/build/$p"
+done
+
+# The shared libraries the programs load, less glibc's own (every Linux
+# has a newer one) and CUDA's (the GPU machine's match its driver).
+is_system() {
+    case "$(basename "$1")" in
+    libc.so.* | libm.so.* | libdl.so.* | libpthread.so.* | librt.so.* | ld-linux*) return 0 ;;
+    libcudart.so.* | libcublas.so.* | libcublasLt.so.* | libnccl.so.* | libcudnn*) return 0 ;;
+    esac
+    return 1
+}
+# The libraries FILES load, as ldd resolves them here, less glibc's and
+# CUDA's.
+libraries_of() {
+    for f in "$@"; do ldd "$f" 2>/dev/null || true; done \
+        | awk '$2 == "=>" && $3 ~ /^\// { print $3 }' | sort -u | while read -r lib; do
+        is_system "$lib" || echo "$lib"
+    done
+}
+
+# The Debian packages that installed the libraries LIBS. A library no
+# package names (a link that update-alternatives made in /etc, such as
+# libpsm_infinipath.so.1) is copied as it resolves, under its own name.
+owners() {
+    for lib in "$@"; do
+        # dpkg knows the path the package installed, before /lib's usrmerge link
+        pkg=$(dpkg -S "$lib" 2>/dev/null || dpkg -S "/usr$lib" 2>/dev/null || true)
+        if [ -n "$pkg" ]; then
+            echo "${pkg%%:*}"
+        else
+            mkdir -p "$work/pack/root$(dirname "$lib")"
+            cp "$(readlink -f "$lib")" "$work/pack/root$lib"
+        fi
+    done | sort -u
+}
+
+# Copies a package's installed files, with their paths, under pack/root.
+pack_package() {
+    dpkg -L "$1" | while read -r f; do
+        case "$f" in
+        /usr/share/doc/* | /usr/share/man/* | /usr/share/lintian/* | /usr/include/* | *.a) continue ;;
+        esac
+        # files and links to files (a link to a directory, like /lib on a
+        # usrmerged system, would alias the tree)
+        if [ -f "$f" ] || { [ -L "$f" ] && [ ! -d "$f" ]; }; then
+            mkdir -p "$work/pack/root$(dirname "$f")"
+            cp -P "$f" "$work/pack/root$f"
+        fi
+    done
+}
+
+# The programs' libraries, Open MPI's launcher, and then, until nothing is
+# new, what the packed libraries and plug-ins load in turn (Open MPI's and
+# PMIx's components dlopen libraries of their own). glibc's package
+# (libresolv and friends come with it) stays the GPU machine's.
+packed=" "
+# shellcheck disable=SC2046,SC2086  # lists of paths
+todo="openmpi-bin openmpi-common libopenmpi3 libpmix2 $(owners $(cd "$work/pack/build" && libraries_of $programs))"
+while [ -n "$(echo "$todo" | tr -d ' ')" ]; do
+    for pkg in $todo; do
+        case "$packed" in *" $pkg "*) continue ;; esac
+        [ "$pkg" = libc6 ] && continue
+        pack_package "$pkg"
+        packed="$packed$pkg "
+    done
+    # shellcheck disable=SC2046  # a list of paths
+    new=$(libraries_of $(find "$work/pack/root" -type f \( -name '*.so*' -o -path '*/bin/*' \)))
+    todo=""
+    # shellcheck disable=SC2086  # a list of paths
+    for pkg in $(owners $new); do
+        case "$packed" in *" $pkg "*) ;; *) [ "$pkg" = libc6 ] || todo="$todo $pkg" ;; esac
+    done
+done
+echo "== packed the Debian packages:$packed"
+# Debian moved /lib into /usr (usrmerge): a package may name /lib/x/y,
+# which the GPU machine's loader will be told to look for under root/usr
+if [ -d "$work/pack/root/lib" ]; then
+    mkdir -p "$work/pack/root/usr/lib"
+    cp -RP "$work/pack/root/lib/." "$work/pack/root/usr/lib/"
+    rm -rf "$work/pack/root/lib"
+fi
+# Debian names mpirun and mpiexec through update-alternatives (links in
+# /etc), which do not travel: name them here
+ln -sf orterun "$work/pack/root/usr/bin/mpirun"
+ln -sf orterun "$work/pack/root/usr/bin/mpiexec"
+git -C "$root" rev-parse HEAD > "$work/pack/build/commit"
+(cd "$root" && git status --short) > "$work/pack/build/changes"
+
+tar -C "$work/pack" -cJf "$out/bundle.tar.xz" build root
+size=$(wc -c < "$out/bundle.tar.xz")
+echo "== $out/bundle.tar.xz: $((size / 1048576)) MiB (the device tool carries 64 MiB in all)"
+[ "$size" -lt $((60 * 1048576)) ] || { echo "gpu_bundle.sh: bundle too large" >&2; exit 1; }
