@@ -41,8 +41,9 @@ void free_cuda(void *p)
 {
     if (!p)
         return;
-    /* no op queued on either stream may still use p (cudaFree waits for
-     * the device anyway; this says so instead of relying on it) */
+    /* no op queued may still use p: the compute stream's work, and the
+     * communication joined into it (cuda_synchronize); cudaFree waits for
+     * the device anyway, this says so instead of relying on it */
     if (cuda_device_index() >= 0)
         cuda_synchronize();
     TRI_CHECK_CUDA(cudaFree(p));
