@@ -116,6 +116,10 @@ void zero_cuda(void *p, size_t bytes);
  * returns once a host source may be reused and a host destination read. */
 void copy_cuda(void *dst, ops_device ddev, const void *src, ops_device sdev,
                size_t bytes);
+/* copy_rows_cpu's twin, both pointers on the device: one
+ * cudaMemcpy2DAsync on the compute stream. */
+void copy_rows_cuda(void *dst, const void *src, int64_t rows, size_t row_bytes,
+                    size_t src_stride);
 /* ops_copy_async and ops_copy_wait on a GPU: cudaMemcpyAsync on the copy
  * stream of the copy's direction, ordered after the compute stream's work
  * by an event, and an event per lane recorded after it. */

@@ -94,6 +94,14 @@ void copy_cuda(void *dst, ops_device ddev, const void *src, ops_device sdev,
         cuda_wait_stream(s, "a copy between host and GPU");
 }
 
+void copy_rows_cuda(void *dst, const void *src, int64_t rows, size_t row_bytes,
+                    size_t src_stride)
+{
+    /* destination rows packed: its pitch is the row's width */
+    TRI_CHECK_CUDA(cudaMemcpy2DAsync(dst, row_bytes, src, src_stride, row_bytes,
+                                     (size_t)rows, cudaMemcpyDeviceToDevice, stream_cuda()));
+}
+
 /* The offload's copy streams (device to host, host to device) and events,
  * made on first use: only a run with [train] offload = optimizer needs
  * them, and they live as long as the process. */
