@@ -363,9 +363,9 @@ static int link_peer(Link l, int next, int prev)
  * ranks each waiting in a different communicator would otherwise never
  * complete. The activation in-link of stage 0 and out-link of the last
  * stage carry messages only when the ring closes (virtual_stages > 1);
- * they are made anyway, for simplicity, at the cost of two idle
- * communicators (NCCL's buffers for one peer, a few MiB each) on those
- * stages. */
+ * they are made (and connected) anyway, for simplicity, at the cost of
+ * two idle communicators on those stages: NCCL's buffers for one peer,
+ * with its defaults a few MiB per channel. */
 static void create_links(const Grid *g)
 {
     nc.pp = g->pp;
@@ -402,6 +402,8 @@ static void create_links(const Grid *g)
     for (int l = 0; l < N_LINKS; l++)
         make_stream(LINK_CHANNEL(l), 1);
 }
+
+static void connect_links(void);
 
 int comm_nccl_init(const Grid *g, char *err, size_t err_size)
 {
@@ -442,23 +444,35 @@ int comm_nccl_init(const Grid *g, char *err, size_t err_size)
     nc.ch[COMM_WORLD].size = g->size;
     nc.ch[COMM_WORLD].rank = g->rank;
     nc.ready = 1;
+    connect_links();
     return 0;
 }
 
-/* The order channels are finalised in. NCCL may synchronise a
- * communicator's ranks as they destroy it, so every rank must take its
- * communicators in one global order: the groups by kind (each rank is in
- * one group of each kind), then the links by (kind, sending stage), the
- * pipeline's total order; a stage's own index order would make a ring of
- * ranks each waiting in a different link. */
-static int finalize_key(int c)
+/* A total order of all the world's communicators that every rank can
+ * compute: the groups by kind (each rank is in one group of each kind),
+ * then the links by (kind, sending stage). A rank that takes its
+ * communicators one by one in this order, each step waiting for the
+ * communicator's other ranks, never closes a cycle of ranks each waiting
+ * in a different communicator; a stage's own index order would, round the
+ * ring of links. */
+static int channel_key(int c)
 {
     if (c < N_GROUPS)
         return c;
     Link l = (Link)(c - N_GROUPS);
-    int next = (nc.pp_rank + 1) % nc.pp, prev = (nc.pp_rank + nc.pp - 1) % nc.pp;
-    int sender = link_sends(l) ? nc.pp_rank : link_peer(l, next, prev);
+    int sender = link_sends(l) ? nc.pp_rank : nc.ch[c].peer;
     return N_GROUPS + (link_is_activation(l) ? 0 : nc.pp) + sender;
+}
+
+/* order[0..n) := channels first .. first+n-1 by channel_key. */
+static void order_channels(int *order, int first, int n)
+{
+    for (int i = 0; i < n; i++) { /* insertion sort: n <= N_CHANNELS */
+        int c = first + i, k = i;
+        for (; k > 0 && channel_key(order[k - 1]) > channel_key(c); k--)
+            order[k] = order[k - 1];
+        order[k] = c;
+    }
 }
 
 static void finalize_channel(int c)
@@ -482,13 +496,9 @@ void comm_nccl_finalize(void)
         cuda_wait_stream(nc.ch[c].stream, what);
     }
     cuda_set_wait(NULL);
+    /* NCCL may synchronise a communicator's ranks as they destroy it */
     int order[N_CHANNELS];
-    for (int c = 0; c < N_CHANNELS; c++) { /* insertion sort by finalize_key */
-        int k = c;
-        for (; k > 0 && finalize_key(order[k - 1]) > finalize_key(c); k--)
-            order[k] = order[k - 1];
-        order[k] = c;
-    }
+    order_channels(order, 0, N_CHANNELS);
     for (int i = 0; i < N_CHANNELS; i++)
         finalize_channel(order[i]);
     for (int c = 0; c < N_CHANNELS; c++)
@@ -802,4 +812,30 @@ void comm_nccl_link_recv(const Grid *g, CommLink kind, ops_tensor buf, int64_t n
 {
     (void)g;
     queue_link(kind, 0, buf, n, peer, event, "comm_nccl_link_recv");
+}
+
+/* NCCL connects the two ranks of a send and receive at their first one,
+ * and a host may wait in that handshake until its peer makes its own
+ * first call on the link. In a step the executor posts receives ahead of
+ * sends, so two stages could each wait there for the other's first call
+ * on another link. So each link carries one element at start-up, link by
+ * link in channel_key's order, in which the first calls meet without a
+ * cycle; the step's messages then find their links connected. */
+static void connect_links(void)
+{
+    if (nc.pp <= 1)
+        return;
+    int order[N_LINKS];
+    order_channels(order, N_GROUPS, N_LINKS);
+    ops_tensor one = ops_alloc(OPS_F32, OPS_CUDA, 1);
+    for (int i = 0; i < N_LINKS; i++) {
+        Link l = (Link)(order[i] - N_GROUPS);
+        CommLink kind = link_is_activation(l) ? LINK_ACTIVATION : LINK_GRADIENT;
+        int event;
+        queue_link(kind, link_sends(l), one, 1, nc.ch[order[i]].peer, &event,
+                   "comm_nccl_init (connecting the pipeline links)");
+        comm_nccl_wait(event);
+    }
+    cuda_wait_stream(cuda_compute_stream(), "connecting the pipeline links");
+    ops_free(&one);
 }
