@@ -27,23 +27,13 @@
 #include <nccl.h>
 #pragma GCC diagnostic pop
 
+#include "comm_link.h"
 #include "fail.h"
 #include "gpu_wait.h"
 #include "kernels/cuda/cuda.h"
 #include "watchdog.h"
 
 #define N_GROUPS (COMM_KV + 1)
-
-/* The pipeline links of a stage, each a communicator of two ranks, the
- * sender rank 0 and the receiver rank 1. Only sends go out on an "out"
- * link and only receives come in on an "in" one, so each link is a FIFO. */
-typedef enum {
-    LINK_ACT_OUT,   /* activations to the next stage in the ring */
-    LINK_ACT_IN,    /* activations from the previous stage */
-    LINK_GRAD_OUT,  /* gradients to the previous stage */
-    LINK_GRAD_IN,   /* gradients from the next stage */
-    N_LINKS
-} Link;
 
 #define N_CHANNELS (N_GROUPS + N_LINKS)
 #define LINK_CHANNEL(link) (N_GROUPS + (int)(link))
@@ -345,15 +335,6 @@ static void share(CommGroup group, CommGroup with)
     nc.ch[group].last_op[0] = '\0';
 }
 
-/* The sending and receiving end of each link, and the pp rank at the
- * other end. */
-static int link_sends(Link l) { return l == LINK_ACT_OUT || l == LINK_GRAD_OUT; }
-static int link_is_activation(Link l) { return l == LINK_ACT_OUT || l == LINK_ACT_IN; }
-static int link_peer(Link l, int next, int prev)
-{
-    return l == LINK_ACT_OUT || l == LINK_GRAD_IN ? next : prev;
-}
-
 /* The four links of a stage in a pipeline of pp > 1 stages (with pp = 2
  * both neighbours are one rank, but its two kinds and two directions are
  * still four communicators). Each out-link's sender makes the id and hands
@@ -372,19 +353,22 @@ static void create_links(const Grid *g)
     nc.pp_rank = g->pp_stage;
     if (g->pp <= 1)
         return;
-    int next = (g->pp_stage + 1) % g->pp, prev = (g->pp_stage + g->pp - 1) % g->pp;
     ncclUniqueId id[N_LINKS];
     MPI_Request req[N_LINKS];
     memset(id, 0, sizeof id);
     for (int l = 0; l < N_LINKS; l++) {
-        int tag = link_is_activation((Link)l) ? LINK_ACTIVATION : LINK_GRADIENT;
-        int peer = link_peer((Link)l, next, prev);
-        if (link_sends((Link)l)) {
+        LinkEnd e = comm_link_end((Link)l, g->pp_stage, g->pp);
+        Channel *ch = &nc.ch[LINK_CHANNEL(l)];
+        ch->owner = LINK_CHANNEL(l);
+        ch->size = 2;
+        ch->rank = e.sends ? 0 : 1;
+        ch->peer = e.peer;
+        if (e.sends) {
             TRI_CHECK_NCCL(ncclGetUniqueId(&id[l]));
-            TRI_CHECK_MPI(MPI_Isend(&id[l], (int)sizeof id[l], MPI_BYTE, peer, tag,
+            TRI_CHECK_MPI(MPI_Isend(&id[l], (int)sizeof id[l], MPI_BYTE, e.peer, (int)e.kind,
                                     g->pp_comm, &req[l]));
         } else {
-            TRI_CHECK_MPI(MPI_Irecv(&id[l], (int)sizeof id[l], MPI_BYTE, peer, tag,
+            TRI_CHECK_MPI(MPI_Irecv(&id[l], (int)sizeof id[l], MPI_BYTE, e.peer, (int)e.kind,
                                     g->pp_comm, &req[l]));
         }
     }
@@ -392,10 +376,6 @@ static void create_links(const Grid *g)
     TRI_CHECK_NCCL(ncclGroupStart());
     for (int l = 0; l < N_LINKS; l++) {
         Channel *ch = &nc.ch[LINK_CHANNEL(l)];
-        ch->owner = LINK_CHANNEL(l);
-        ch->size = 2;
-        ch->rank = link_sends((Link)l) ? 0 : 1;
-        ch->peer = link_peer((Link)l, next, prev);
         TRI_CHECK_NCCL(ncclCommInitRank(&ch->comm, 2, id[l], ch->rank));
     }
     TRI_CHECK_NCCL(ncclGroupEnd());
@@ -448,33 +428,6 @@ int comm_nccl_init(const Grid *g, char *err, size_t err_size)
     return 0;
 }
 
-/* A total order of all the world's communicators that every rank can
- * compute: the groups by kind (each rank is in one group of each kind),
- * then the links by (kind, sending stage). A rank that takes its
- * communicators one by one in this order, each step waiting for the
- * communicator's other ranks, never closes a cycle of ranks each waiting
- * in a different communicator; a stage's own index order would, round the
- * ring of links. */
-static int channel_key(int c)
-{
-    if (c < N_GROUPS)
-        return c;
-    Link l = (Link)(c - N_GROUPS);
-    int sender = link_sends(l) ? nc.pp_rank : nc.ch[c].peer;
-    return N_GROUPS + (link_is_activation(l) ? 0 : nc.pp) + sender;
-}
-
-/* order[0..n) := channels first .. first+n-1 by channel_key. */
-static void order_channels(int *order, int first, int n)
-{
-    for (int i = 0; i < n; i++) { /* insertion sort: n <= N_CHANNELS */
-        int c = first + i, k = i;
-        for (; k > 0 && channel_key(order[k - 1]) > channel_key(c); k--)
-            order[k] = order[k - 1];
-        order[k] = c;
-    }
-}
-
 static void finalize_channel(int c)
 {
     if (!owns(c))
@@ -496,11 +449,16 @@ void comm_nccl_finalize(void)
         cuda_wait_stream(nc.ch[c].stream, what);
     }
     cuda_set_wait(NULL);
-    /* NCCL may synchronise a communicator's ranks as they destroy it */
-    int order[N_CHANNELS];
-    order_channels(order, 0, N_CHANNELS);
-    for (int i = 0; i < N_CHANNELS; i++)
-        finalize_channel(order[i]);
+    /* NCCL may synchronise a communicator's ranks as they destroy it, so
+     * every rank takes them in one global order: the groups by kind (each
+     * rank is in one group of each kind), then the links by key
+     * (comm_link.h) */
+    for (int c = 0; c < N_GROUPS; c++)
+        finalize_channel(c);
+    Link order[N_LINKS];
+    comm_link_order(nc.pp_rank, nc.pp, order);
+    for (int i = 0; i < N_LINKS && nc.pp > 1; i++)
+        finalize_channel(LINK_CHANNEL(order[i]));
     for (int c = 0; c < N_CHANNELS; c++)
         nc.ch[c].comm = NULL;
     events_destroy();
@@ -762,15 +720,13 @@ static Channel *link_channel(CommLink kind, int out, int peer, const char *fn)
         FAILF("%s before comm_nccl_init", fn);
     if (kind != LINK_ACTIVATION && kind != LINK_GRADIENT)
         FAILF("%s: unknown message kind %d", fn, (int)kind);
-    Link l = kind == LINK_ACTIVATION ? (out ? LINK_ACT_OUT : LINK_ACT_IN)
-                                     : (out ? LINK_GRAD_OUT : LINK_GRAD_IN);
-    Channel *ch = &nc.ch[LINK_CHANNEL(l)];
+    int c = LINK_CHANNEL(comm_link_of(kind, out));
+    Channel *ch = &nc.ch[c];
     if (!ch->comm)
         FAILF("%s: pp rank %d has no pipeline links (pp = %d)", fn, nc.pp_rank, nc.pp);
     if (peer != ch->peer)
         FAILF("%s: %s pp rank %d, but on pp rank %d %s is pp rank %d's", fn,
-              out ? "to" : "from", peer, nc.pp_rank, channel_name(LINK_CHANNEL(l)),
-              ch->peer);
+              out ? "to" : "from", peer, nc.pp_rank, channel_name(c), ch->peer);
     return ch;
 }
 
@@ -819,20 +775,19 @@ void comm_nccl_link_recv(const Grid *g, CommLink kind, ops_tensor buf, int64_t n
  * first call on the link. In a step the executor posts receives ahead of
  * sends, so two stages could each wait there for the other's first call
  * on another link. So each link carries one element at start-up, link by
- * link in channel_key's order, in which the first calls meet without a
+ * link in comm_link_order's order, in which the first calls meet without a
  * cycle; the step's messages then find their links connected. */
 static void connect_links(void)
 {
     if (nc.pp <= 1)
         return;
-    int order[N_LINKS];
-    order_channels(order, N_GROUPS, N_LINKS);
+    Link order[N_LINKS];
+    comm_link_order(nc.pp_rank, nc.pp, order);
     ops_tensor one = ops_alloc(OPS_F32, OPS_CUDA, 1);
     for (int i = 0; i < N_LINKS; i++) {
-        Link l = (Link)(order[i] - N_GROUPS);
-        CommLink kind = link_is_activation(l) ? LINK_ACTIVATION : LINK_GRADIENT;
+        LinkEnd e = comm_link_end(order[i], nc.pp_rank, nc.pp);
         int event;
-        queue_link(kind, link_sends(l), one, 1, nc.ch[order[i]].peer, &event,
+        queue_link(e.kind, e.sends, one, 1, e.peer, &event,
                    "comm_nccl_init (connecting the pipeline links)");
         comm_nccl_wait(event);
     }
