@@ -183,10 +183,11 @@ static void run_reduce_scatter(const Grid *g, CommGroup group, ops_tensor send,
         total += counts[r];
     MPI_Comm_rank(comm_mpi(g, group), &rank);
     ops_tensor wide = widen_scratch(send.device, total + counts[rank]);
-    ops_tensor all = ops_view(wide, 0, total), mine = ops_view(wide, total, counts[rank]);
+    ops_tensor all = ops_view(wide, 0, total);
     ops_tensor out = ops_view(recv, 0, counts[rank]);
     ops_cast(all, ops_view(send, 0, total));
     DEVICE_COLLECTIVE(send, {
+        ops_tensor mine = ops_view(wide, total, counts[rank]);
         comm_nccl_reduce_scatter(g, group, all, mine, counts);
         ops_cast(out, mine);
     });

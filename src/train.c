@@ -290,6 +290,24 @@ static int init_or_resume(Trainer *t)
     return 0;
 }
 
+/* Pipeline messages match in posting order (comm.h), so every stage's
+ * receives must come in its sender's order. Each schedule is built so,
+ * and t_schedule checks it; this keeps a schedule added later from
+ * sending gradients to the wrong microbatch on the first step. */
+static void check_message_order(ScheduleKind kind, int pp, int v, int m)
+{
+    int len = schedule_length(kind, v, m);
+    Action *lists = malloc(sizeof *lists * (size_t)(pp * len));
+    if (!lists)
+        fail_abort("out of memory", __FILE__, __LINE__);
+    for (int s = 0; s < pp; s++)
+        schedule_build(kind, pp, v, s, m, lists + (size_t)s * len);
+    if (!schedule_links_in_order(lists, len, pp, v))
+        fail_abort("the pipeline schedule sends messages in another order than its "
+                   "receivers take them", __FILE__, __LINE__);
+    free(lists);
+}
+
 /* The plan's estimate of this rank's memory against what its node can
  * still give, before anything large is allocated: a run that cannot fit
  * fails at once, saying the estimate, instead of paging for minutes. CPU
@@ -366,6 +384,7 @@ static int setup(Trainer *t)
         fail_abort("out of memory", __FILE__, __LINE__);
     t->n_actions = schedule_build(kind, t->grid.pp, v, t->grid.pp_stage, t->ga, t->actions);
     t->n_eval_actions = schedule_forwards(kind, t->grid.pp, v, t->ga, t->eval_actions);
+    check_message_order(kind, t->grid.pp, v, t->ga);
     int slots = schedule_max_in_flight(t->actions, t->n_actions);
     TRI_TRY(check_memory_fits(t));
     TRI_TRY(init_from_check(cfg, &t->grid, &t->init_from));

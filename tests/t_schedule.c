@@ -204,6 +204,66 @@ static void check_interleaved(int pp, int v, int m)
     free(f);
 }
 
+/* Pipeline messages match in posting order per kind and link (comm.h):
+ * on every link the receiver's order of receives (activations in its
+ * forward order, gradients in its backward order) must be its sender's
+ * order of sends, for the training lists and the forward-only ones. */
+static int links_in_order(ScheduleKind kind, int pp, int v, int m, int forwards_only)
+{
+    int len = forwards_only ? v * m : schedule_length(kind, v, m);
+    Action *lists = malloc(sizeof *lists * (size_t)(pp * len));
+    for (int s = 0; s < pp; s++) {
+        Action *list = lists + (size_t)s * len;
+        if (forwards_only)
+            schedule_forwards(kind, pp, v, m, list);
+        else
+            schedule_build(kind, pp, v, s, m, list);
+    }
+    int ok = schedule_links_in_order(lists, len, pp, v);
+    free(lists);
+    return ok;
+}
+
+static void check_links(void)
+{
+    static const ScheduleKind kinds[] = {SCHED_1F1B, SCHED_GPIPE, SCHED_ZB1};
+    int ok = 1;
+    for (int k = 0; k < 3; k++)
+        for (int pp = 1; pp <= 8; pp++)
+            for (int m = 1; m <= 17; m++)
+                ok &= links_in_order(kinds[k], pp, 1, m, 0) && links_in_order(kinds[k], pp, 1, m, 1);
+    tap_ok(ok, "1f1b, gpipe, zb1, pp 1..8, m 1..17: every link's receives can be posted in "
+           "its sender's order (training and forward-only)");
+    ok = 1;
+    for (int pp = 2; pp <= 8; pp++)
+        for (int v = 2; v <= 4; v++)
+            for (int m = pp; m <= 4 * pp; m += pp)
+                ok &= links_in_order(SCHED_INTERLEAVED, pp, v, m, 0)
+                   && links_in_order(SCHED_INTERLEAVED, pp, v, m, 1);
+    tap_ok(ok, "interleaved, pp 2..8, v 2..4, m up to 4pp: every link in order, the ring's "
+           "wrap included");
+    /* the check sees a receiver that would take gradients in another
+     * order: swap stage 0's first two backwards (4 stages, 1F1B) */
+    int pp = 4, m = 8, len = schedule_length(SCHED_1F1B, 1, m);
+    Action *lists = malloc(sizeof *lists * (size_t)(pp * len));
+    for (int s = 0; s < pp; s++)
+        schedule_build(SCHED_1F1B, pp, 1, s, m, lists + (size_t)s * len);
+    int first = -1, second = -1;
+    for (int i = 0; i < len && second < 0; i++)
+        if (lists[i].kind == ACTION_BACKWARD) {
+            if (first < 0)
+                first = i;
+            else
+                second = i;
+        }
+    Action t = lists[first];
+    lists[first] = lists[second];
+    lists[second] = t;
+    tap_ok(second > 0 && !schedule_links_in_order(lists, len, pp, 1),
+           "a stage taking two gradients in another order than its sender sends them is seen");
+    free(lists);
+}
+
 int main(int argc, char **argv)
 {
     tap_init(&argc, &argv);
@@ -213,13 +273,14 @@ int main(int argc, char **argv)
     static const int inter[][3] = {{2, 2, 2}, {2, 2, 4}, {2, 4, 6}, {4, 2, 4}, {4, 2, 8},
                                    {4, 3, 12}, {3, 2, 9}, {8, 2, 16}, {8, 4, 8}};
     int n_inter = sizeof inter / sizeof inter[0];
-    tap_plan(n_cases * 3 * 4 + n_inter * 5 + 3 + 3);
+    tap_plan(n_cases * 3 * 4 + n_inter * 5 + 3 + 3 + 3);
     for (int c = 0; c < n_cases; c++) {
         check_kind(SCHED_1F1B, cases[c][0], cases[c][1]);
         check_kind(SCHED_GPIPE, cases[c][0], cases[c][1]);
         check_kind(SCHED_ZB1, cases[c][0], cases[c][1]);
     }
     check_zb1_shape();
+    check_links();
     for (int c = 0; c < n_inter; c++)
         check_interleaved(inter[c][0], inter[c][1], inter[c][2]);
     /* 1F1B's warm-up on stage 0 of 4 is 3 forwards, then F/B pairs */
