@@ -330,6 +330,31 @@ void ops_copy(ops_tensor dst, ops_tensor src)
                           (size_t)dst.n * ops_dtype_size(dst.dtype)));
 }
 
+void ops_copy_rows(ops_tensor dst, ops_tensor src, int64_t rows, int64_t cols,
+                   int64_t src_stride)
+{
+    static const char fn[] = "ops_copy_rows";
+    if (rows < 0 || cols < 0 || src_stride < cols)
+        FAIL("%s: %lld rows of %lld elements %lld apart: rows and cols must be "
+             ">= 0 and the stride >= cols", fn, (long long)rows, (long long)cols,
+             (long long)src_stride);
+    if (dst.dtype != src.dtype)
+        FAIL("%s: dst is %s but src is %s", fn, ops_dtype_name(dst.dtype),
+             ops_dtype_name(src.dtype));
+    if (rows == 0 || cols == 0)
+        return;
+    ops_device dev = CHECK_ARGS(fn, NULL,
+        { "dst", dst, rows * cols, ARG_ANY, 0 },
+        { "src", src, (rows - 1) * src_stride + cols, ARG_ANY, 0 });
+    size_t size = ops_dtype_size(dst.dtype);
+    if (dev == OPS_CPU)
+        copy_rows_cpu(dst.data, src.data, rows, (size_t)cols * size,
+                      (size_t)src_stride * size);
+    else
+        ON_CUDA(copy_rows_cuda(dst.data, src.data, rows, (size_t)cols * size,
+                               (size_t)src_stride * size));
+}
+
 void ops_copy_async(ops_tensor dst, ops_tensor src, int lane)
 {
     static const char fn[] = "ops_copy_async";

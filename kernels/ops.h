@@ -89,6 +89,14 @@ ops_tensor ops_view(ops_tensor t, int64_t off, int64_t n);
 void ops_zero(ops_tensor t);
 /* dst = src; same dtype, any devices. */
 void ops_copy(ops_tensor dst, ops_tensor src);
+/* dst (rows x cols, dense) = rows of cols elements of src, row r starting
+ * at element r * src_stride (src_stride >= cols): a strided gather on one
+ * device, same dtype. On a GPU one cudaMemcpy2DAsync queued on the compute
+ * stream, with no host wait, so a batch uploaded once can be split into
+ * microbatches (tokens and targets, src/pipeline.c) without a host stall
+ * per row. */
+void ops_copy_rows(ops_tensor dst, ops_tensor src, int64_t rows, int64_t cols,
+                   int64_t src_stride);
 /* Asynchronous copies, for the optimizer offload (src/offload.c), which
  * overlaps the transfers of one chunk with the host's work on another.
  * ops_copy_async is ops_copy queued on a GPU: on a copy stream of its

@@ -323,7 +323,7 @@ void model_destroy(Model *m)
     ops_tensor *all[] = {&s->tmp, &s->gathered, &s->slice, &s->d_ln, &s->d_fc, &s->d_atty,
                          &s->d_qkv, &s->qkv_raw, &s->lnf, &s->lnf_mean, &s->lnf_rstd,
                          &s->d_lnf, &s->logits, &s->rowmax, &s->stats, &s->losses,
-                         &m->loss_acc};
+                         &m->loss_acc, &m->batch};
     for (size_t i = 0; i < sizeof all / sizeof all[0]; i++)
         ops_free(all[i]);
     free(s);

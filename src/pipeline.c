@@ -145,25 +145,50 @@ static void give_slot(Exec *e, int s)
     post_recv_forward(e, a, s);
 }
 
-/* Splits microbatch mb of the (host) batch into the slot's tokens (first
- * chunk of the model) and targets (last chunk), wherever they live. */
-static void load_microbatch(Exec *e, const int32_t *batch, Action a, int s)
+/* Splits microbatch mb of the batch (rows of T+1 tokens, where the
+ * model lives: batch_on_device) into the slot's tokens (first chunk of the
+ * model) and targets (last chunk): one strided copy each, which a GPU
+ * queues without a host wait. */
+static void load_microbatch(Exec *e, ops_tensor batch, Action a, int s)
 {
     Model *m = e->m;
-    int T = m->T;
-    int tokens = !has_input(e, a), targets = !has_output(e, a);
-    for (int b = 0; b < e->rows; b++) {
-        int32_t *row = (int32_t *)batch + ((int64_t)a.mb * e->rows + b) * (T + 1);
-        if (tokens)
-            ops_copy(ops_view(m->tokens[s], (int64_t)b * T, T),
-                     (ops_tensor){row, T, OPS_I32, OPS_CPU});
-        if (targets)
-            ops_copy(ops_view(m->targets[s], (int64_t)b * T, T),
-                     (ops_tensor){row + 1, T, OPS_I32, OPS_CPU});
-    }
+    int64_t T = m->T, rows = e->rows;
+    /* the microbatch's rows, less the last row's last token for the
+     * inputs and its first for the targets */
+    int64_t first = (int64_t)a.mb * rows * (T + 1), n = rows * (T + 1) - 1;
+    if (!has_input(e, a))
+        ops_copy_rows(ops_view(m->tokens[s], 0, rows * T), ops_view(batch, first, n),
+                      rows, T, T + 1);
+    if (!has_output(e, a))
+        ops_copy_rows(ops_view(m->targets[s], 0, rows * T), ops_view(batch, first + 1, n),
+                      rows, T, T + 1);
 }
 
-static void run_forward(Exec *e, const int32_t *batch, Action a, int s, ForwardMode mode)
+/* The step's batch (n_mb microbatches of rows x (T+1) host tokens) where
+ * the model lives. On a GPU one upload for the whole step, into the
+ * model's buffer: one host wait, at the step's start when the GPU has
+ * little queued, instead of one per row and microbatch. Only the stages
+ * with the model's first or last chunk read it. */
+static ops_tensor batch_on_device(Exec *e, const int32_t *batch)
+{
+    Model *m = e->m;
+    int reads = e->stage == 0 || e->stage == e->pp - 1;
+    if (!reads || !batch)
+        return OPS_NONE;
+    int64_t n = (int64_t)e->n_mb * e->rows * (m->T + 1);
+    ops_tensor host = {(void *)batch, n, OPS_I32, OPS_CPU};
+    if (m->grid->device == OPS_CPU)
+        return host;
+    if (m->batch.n < n) {
+        ops_free(&m->batch);
+        m->batch = ops_alloc(OPS_I32, m->grid->device, n);
+    }
+    ops_tensor dev = ops_view(m->batch, 0, n);
+    ops_copy(dev, host);
+    return dev;
+}
+
+static void run_forward(Exec *e, ops_tensor batch, Action a, int s, ForwardMode mode)
 {
     e->m->final_microbatch = a.mb == e->n_mb - 1; /* the last stage's head */
     wait_for(e, &e->recv_fwd[s]);
@@ -245,6 +270,7 @@ void pipeline_run(Model *m, const Action *actions, int n, const int32_t *batch,
     for (int i = 0, k = 0; i < n; i++)
         if (actions[i].kind == ACTION_FORWARD)
             e.forward_ordinal[key_of(&e, actions[i])] = k++;
+    ops_tensor step_batch = batch_on_device(&e, batch);
     /* the first forwards' inputs can be received into free slots at once */
     for (int s = 0; s < slots; s++)
         give_slot(&e, s);
@@ -258,7 +284,7 @@ void pipeline_run(Model *m, const Action *actions, int n, const int32_t *batch,
         Action a = actions[i];
         int s = slot_of(&e, a);
         if (a.kind == ACTION_FORWARD) {
-            run_forward(&e, batch, a, s, mode);
+            run_forward(&e, step_batch, a, s, mode);
             if (training)
                 post_grad_receives(&e);
         } else if (a.kind == ACTION_BACKWARD) {

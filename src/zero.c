@@ -8,11 +8,21 @@
  * Whether that runs flat or in two levels (node, then across nodes) is
  * comm_dp's business.
  *
- * Overlap (zero 0 and 1, host buffers, one level): a bucket's reduction
+ * Overlap (zero 0 and 1, one level, host or GPU): a bucket's reduction
  * starts, nonblocking, as soon as the last microbatch's backward has made
  * all its gradients final, so it runs while earlier layers still compute
  * their backward; two buckets fly at once (their own pack and receive
- * buffers), and each unit's hook gives MPI a chance to progress them.
+ * buffers), and each unit's hook gives MPI a chance to progress them (on
+ * a GPU it only asks whether the reduction's event has passed). On a GPU
+ * the reduction runs on the DP communicator's stream (comm_nccl.h) and
+ * nothing here blocks the host: completing a flight makes the compute
+ * stream wait for it. The buffers stay safe because every reuse is queued
+ * on the compute stream behind that wait: a flight's pack buffer is packed
+ * again, and its receive buffer stored into the owned rows, only after
+ * flight_complete; the optimizer reads the gradients, and the next step
+ * zeroes them, only after zero_reduce_grads has completed every flight.
+ * So the seconds the backward waited (`exposed`) are measured on the
+ * compute stream (ops_timer): a host clock would read nothing there.
  */
 #include "zero.h"
 
@@ -70,7 +80,8 @@ struct Zero {
     Flight flight[FLIGHTS];
     Offload *offload;         /* [train] offload on a GPU (or fault offload_cpu), else NULL */
     int next_flight;          /* the oldest, completed first */
-    double span, exposed;     /* seconds in flight, and spent waiting */
+    double span;              /* host seconds from starting flights to completing them */
+    ops_timer exposed;        /* the compute stream waiting for them */
 };
 
 void zero_partition(int64_t rows, int dp, int rank, int64_t *row0, int64_t *n)
@@ -108,7 +119,8 @@ int zero_stage(int zero, int dp)
 
 int zero_overlaps(int overlap, int stage, int dp, int hierarchical, ops_device device)
 {
-    return overlap && stage <= 1 && dp > 1 && !hierarchical && device == OPS_CPU;
+    (void)device; /* the host's MPI and a GPU's NCCL both overlap */
+    return overlap && stage <= 1 && dp > 1 && !hierarchical;
 }
 
 /* Elements that size a rank's state. */
@@ -407,12 +419,11 @@ static void gather_bucket(Zero *z, const Bucket *b, int from_master, ops_tensor 
 
 static void flight_complete(Zero *z, Flight *f)
 {
-    double t0 = timer_now();
+    ops_timer_start(&z->exposed);
     for (int i = 0; i < f->n_req; i++)
         comm_wait(&f->req[i]);
-    double now = timer_now();
-    z->exposed += now - t0;
-    z->span += now - f->started;
+    ops_timer_stop(&z->exposed);
+    z->span += timer_now() - f->started;
     if (z->stage == 1)
         store_owned(z, &z->buckets[f->bucket], f->recv, 0);
     f->bucket = -1;
@@ -558,6 +569,7 @@ Zero *zero_create(Model *m, const Config *cfg, const Grid *g)
     z->dp = g->dp;
     z->dp_rank = g->dp_rank;
     z->gathered_unit = -1;
+    z->exposed = ops_timer_on(g->device);
     z->counts = calloc((size_t)g->dp, sizeof *z->counts);
     if (!z->counts)
         fail_abort("out of memory", __FILE__, __LINE__);
@@ -600,6 +612,7 @@ void zero_destroy(Zero *z)
             ops_free(&z->arenas[i]);
     }
     offload_destroy(z->offload);
+    ops_timer_free(&z->exposed);
     free(z->arenas);
     free(z->buckets);
     free(z->units);
@@ -750,6 +763,6 @@ Offload *zero_offload(const Zero *z) { return z->offload; }
 void zero_overlap_seconds(Zero *z, double *span, double *exposed)
 {
     *span = z->span;
-    *exposed = z->exposed;
-    z->span = z->exposed = 0.0;
+    *exposed = ops_timer_read(&z->exposed);
+    z->span = 0.0;
 }

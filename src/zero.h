@@ -46,7 +46,8 @@ int zero_stage(int zero, int dp);
 
 /* Whether DP reductions start during the backward: [parallel] overlap,
  * stage 0 or 1, more than one DP rank, one DP level (not hierarchical),
- * host buffers. Not collective. */
+ * on either device (the host over MPI, a GPU over NCCL on the DP stream).
+ * Not collective. */
 int zero_overlaps(int overlap, int stage, int dp, int hierarchical, ops_device device);
 
 /* What sizes a rank's ZeRO state, besides its parameter table. */
@@ -115,7 +116,10 @@ ZeroBytes zero_bytes(const Zero *z);
 Offload *zero_offload(const Zero *z);
 
 /* Overlapped DP reductions since the last call: the seconds they were in
- * flight, and the seconds the step waited for them (the exposed part).
+ * flight (from the host's start to its completing them: on a GPU, where
+ * the host runs ahead, only > 0 says there were some), and the seconds the
+ * step waited for them (the exposed part: on a GPU the compute stream's
+ * wait, read from device timers, so call it after the step's host wait).
  * Resets both. Not collective. */
 void zero_overlap_seconds(Zero *z, double *span, double *exposed);
 

@@ -31,6 +31,19 @@ run() {
     rc=$?
 }
 
+# skip_without_gpu: when the last run (on device = cuda) failed for want
+# of a CUDA build or of a GPU, prints `1..0 # SKIP` and why, and exits.
+skip_without_gpu() {
+    [ "$rc" -ne 0 ] || return 0
+    if grep -q "reconfigure with --with-cuda" "$WORK/out"; then
+        echo "1..0 # SKIP built without CUDA"
+        exit 0
+    elif grep -q "no CUDA device" "$WORK/out"; then
+        echo "1..0 # SKIP no CUDA device"
+        exit 0
+    fi
+}
+
 # expect RC PATTERN DESCRIPTION: the last run exited RC and printed PATTERN.
 expect() {
     if [ "$rc" -eq "$1" ] && grep -q -- "$2" "$WORK/out"; then

@@ -35,9 +35,10 @@ export OMP_NUM_THREADS="${OMP_NUM_THREADS:-$threads}"
 export TRI_MPIEXEC="$MPIEXEC --oversubscribe --bind-to none"
 # The CPU suite runs on the CPU on a GPU node too: with `device = auto` it
 # would otherwise train on the GPUs (and 8 ranks would want 8 of them).
-# No GPU is visible to it; the GPU tests (t_ops_cuda, t_gpu) see them all.
+# No GPU is visible to it; the GPU tests (t_ops_cuda, t_gpu, t_gpu_comm)
+# see them all.
 case "$name" in
-    t_ops_cuda | t_gpu) ;;
+    t_ops_cuda | t_gpu | t_gpu_comm) ;;
     *) export CUDA_VISIBLE_DEVICES="" ;;
 esac
 export TRI_BUILDDIR="${TRI_BUILDDIR:-$(pwd)}"

@@ -22,15 +22,7 @@ train() {
 }
 
 train probe cuda fp32
-if [ "$rc" -ne 0 ]; then
-    if grep -q "reconfigure with --with-cuda" "$WORK/out"; then
-        echo "1..0 # SKIP built without CUDA"
-        exit 0
-    elif grep -q "no CUDA device" "$WORK/out"; then
-        echo "1..0 # SKIP no CUDA device"
-        exit 0
-    fi
-fi
+skip_without_gpu
 plan 5
 
 losses() { sed -n 's/.*"loss":\([^,}]*\).*/\1/p' "$1"; }

@@ -231,6 +231,35 @@ static void test_pinned(void)
     buf_free(&a);
 }
 
+/* ops_copy_rows on the device against copy_rows_cpu: a batch of rows of
+ * T+1 tokens (GPT-2's T, 8 rows) split into inputs and targets, exact. */
+static void test_copy_rows(void)
+{
+    const int64_t rows = 8, T = 1024, n = rows * (T + 1);
+    int32_t *host = xmalloc((size_t)n * sizeof *host);
+    int32_t *want = xmalloc((size_t)(rows * T) * sizeof *want);
+    int32_t *got = xmalloc((size_t)(rows * T) * sizeof *got);
+    for (int64_t i = 0; i < n; i++)
+        host[i] = (int32_t)((i * 2654435761u) % 50304);
+    ops_tensor batch = ops_alloc(OPS_I32, OPS_CUDA, n);
+    ops_tensor split = ops_alloc(OPS_I32, OPS_CUDA, rows * T);
+    ops_copy(batch, (ops_tensor){host, n, OPS_I32, OPS_CPU});
+    int same = 1;
+    for (int shift = 0; shift <= 1; shift++) { /* inputs, then targets */
+        ops_copy_rows(split, ops_view(batch, shift, n - shift), rows, T, T + 1);
+        ops_copy((ops_tensor){got, rows * T, OPS_I32, OPS_CPU}, split);
+        copy_rows_cpu(want, host + shift, rows, (size_t)T * sizeof *want,
+                      (size_t)(T + 1) * sizeof *want);
+        same = same && memcmp(got, want, (size_t)(rows * T) * sizeof *want) == 0;
+    }
+    CHECK(same, "ops_copy_rows on the GPU: a batch's inputs and targets, as the CPU's");
+    ops_free(&batch);
+    ops_free(&split);
+    free(host);
+    free(want);
+    free(got);
+}
+
 static void test_casts(void)
 {
     /* the edges: signed zeros, inf, NaN, fp16 overflow (65520) and its
@@ -790,6 +819,7 @@ int main(int argc, char **argv)
     }
     test_memory();
     test_pinned();
+    test_copy_rows();
     test_casts();
     test_wait_and_timer();
     for (size_t k = 0; k < sizeof dtypes / sizeof dtypes[0]; k++) {

@@ -471,6 +471,55 @@ static void test_errors(void)
     ops_free(&bf);
 }
 
+/* Runs ops_copy_rows and returns whether it reached the fatal handler
+ * with a message containing want. */
+static int copy_rows_fails(ops_tensor dst, ops_tensor src, int64_t rows, int64_t cols,
+                           int64_t stride, const char *want)
+{
+    ops_set_fatal_handler(catch_fatal);
+    fatal_msg[0] = '\0';
+    if (setjmp(fatal_jump) == 0)
+        ops_copy_rows(dst, src, rows, cols, stride);
+    ops_set_fatal_handler(NULL);
+    if (!strstr(fatal_msg, want))
+        tap_diag("fatal message \"%s\" lacks \"%s\"", fatal_msg, want);
+    return strstr(fatal_msg, want) != NULL;
+}
+
+/* ops_copy_rows as pipeline.c splits a batch: rows of T+1 tokens give the
+ * inputs (elements 0..T-1 of each row) and, one further on, the targets. */
+static void test_copy_rows(void)
+{
+    enum { ROWS = 3, T = 4 };
+    int32_t batch[ROWS * (T + 1)];
+    for (int i = 0; i < ROWS * (T + 1); i++)
+        batch[i] = 100 + i;
+    ops_tensor src = {batch, ROWS * (T + 1), OPS_I32, OPS_CPU};
+    ops_tensor tokens = ops_alloc(OPS_I32, OPS_CPU, ROWS * T);
+    ops_tensor targets = ops_alloc(OPS_I32, OPS_CPU, ROWS * T);
+    ops_copy_rows(tokens, src, ROWS, T, T + 1);
+    ops_copy_rows(targets, ops_view(src, 1, src.n - 1), ROWS, T, T + 1);
+    int ok = 1;
+    for (int r = 0; r < ROWS; r++)
+        for (int t = 0; t < T; t++) {
+            ok &= ((int32_t *)tokens.data)[r * T + t] == 100 + r * (T + 1) + t;
+            ok &= ((int32_t *)targets.data)[r * T + t] == 100 + r * (T + 1) + t + 1;
+        }
+    tap_ok(ok, "ops_copy_rows: rows of T+1 tokens split into inputs and targets");
+    ops_tensor f = f32(ROWS * T), gpu = tokens;
+    gpu.device = OPS_CUDA;
+    int bad = copy_rows_fails(tokens, src, ROWS, T, T - 1, "the stride >= cols");
+    bad &= copy_rows_fails(tokens, ops_view(src, 2, src.n - 2), ROWS, T, T + 1,
+                           "src holds 13 elements but the shapes need 14");
+    bad &= copy_rows_fails(f, src, ROWS, T, T + 1, "dst is fp32 but src is int32");
+    bad &= copy_rows_fails(gpu, src, ROWS, T, T + 1, TRI_HAVE_CUDA
+                           ? "src is on cpu but dst is on cuda" : "built without CUDA");
+    tap_ok(bad, "ops_copy_rows: a short stride, a short source, mixed dtypes or devices: fatal");
+    ops_free(&tokens);
+    ops_free(&targets);
+    ops_free(&f);
+}
+
 static void sleep_s(double s)
 {
     struct timespec ts = {0, (long)(s * 1e9)};
@@ -512,7 +561,7 @@ static void test_timer(void)
 int main(int argc, char **argv)
 {
     tap_init(&argc, &argv);
-    tap_plan(31);
+    tap_plan(33);
     test_dtypes();
     test_bf16();
     test_f16();
@@ -523,6 +572,7 @@ int main(int argc, char **argv)
     test_xent_loss();
     test_gemm();
     test_errors();
+    test_copy_rows();
     test_timer();
     return tap_done();
 }

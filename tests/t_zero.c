@@ -145,8 +145,9 @@ int main(int argc, char **argv)
     tap_ok(zero_overlaps(1, 1, 2, 0, OPS_CPU) && zero_overlaps(1, 0, 2, 0, OPS_CPU) &&
            !zero_overlaps(0, 1, 2, 0, OPS_CPU) && !zero_overlaps(1, 2, 2, 0, OPS_CPU) &&
            !zero_overlaps(1, 1, 1, 0, OPS_CPU) && !zero_overlaps(1, 1, 2, 1, OPS_CPU) &&
-           !zero_overlaps(1, 1, 2, 0, OPS_CUDA),
-           "zero_overlaps: zero 0/1, dp > 1, one level, host buffers, when asked");
+           zero_overlaps(1, 1, 2, 0, OPS_CUDA) && zero_overlaps(1, 0, 2, 0, OPS_CUDA) &&
+           !zero_overlaps(1, 2, 2, 0, OPS_CUDA) && !zero_overlaps(1, 1, 2, 1, OPS_CUDA),
+           "zero_overlaps: zero 0/1, dp > 1, one level, when asked, on the CPU and GPUs alike");
     int ok = 1, cases = 0;
     for (int dp = 1; dp <= n; dp *= 2)
         if (n % dp == 0)

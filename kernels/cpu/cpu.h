@@ -44,6 +44,9 @@
 
 void zero_cpu(void *p, size_t bytes);
 void copy_cpu(void *dst, const void *src, size_t bytes);
+/* rows of row_bytes each, src_stride bytes apart in src, packed in dst. */
+void copy_rows_cpu(void *dst, const void *src, int64_t rows, size_t row_bytes,
+                   size_t src_stride);
 /* Seconds on the monotonic clock: a device timer's mark on the CPU. */
 double clock_cpu(void);
 /* dst(n) of dtype ddt = src(n) of dtype sdt; both among F32, BF16, F16. */

@@ -42,6 +42,14 @@ void copy_cpu(void *dst, const void *src, size_t bytes)
     }
 }
 
+void copy_rows_cpu(void *dst, const void *src, int64_t rows, size_t row_bytes,
+                   size_t src_stride)
+{
+    for (int64_t r = 0; r < rows; r++)
+        memcpy((char *)dst + (size_t)r * row_bytes, (const char *)src + (size_t)r * src_stride,
+               row_bytes);
+}
+
 /* Branch-free twins of elem.h's conversions, bit for bit the same (checked
  * over all 2^32 floats and 2^16 halves when they were written, and on a
  * sample by t_ops_precision): with selects instead of early returns the

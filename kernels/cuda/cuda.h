@@ -49,8 +49,8 @@ const char *cuda_device_count_error(void);
  * rather than a GPU that cannot be used. Pure; for the tests. */
 int cuda_count_means_no_gpu(int error, int driver_present);
 
-/* Selects this rank's GPU and creates the compute and communication
- * streams and the cuBLAS handle. One rank drives one GPU: device =
+/* Selects this rank's GPU and creates the compute stream and the cuBLAS
+ * handle. One rank drives one GPU: device =
  * local_rank when the node's ranks see at least local_size devices; when
  * each rank sees exactly one device (srun --gpus-per-task=1 or a
  * per-rank CUDA_VISIBLE_DEVICES), device 0. Returns non-zero with a
@@ -60,17 +60,22 @@ int cuda_count_means_no_gpu(int error, int driver_present);
  * no two ranks share a GPU. */
 int cuda_device_init(int local_rank, int local_size, char *err,
                      size_t err_size);
-/* Waits for both streams, then frees the streams, handles and workspace. */
+/* Waits for the compute stream, then frees it, the handles and the
+ * workspace. */
 void cuda_device_finalize(void);
 /* The selected device's index, -1 before cuda_device_init. */
 int cuda_device_index(void);
 /* The selected device's 16-byte UUID. */
 void cuda_device_uuid(unsigned char uuid[16]);
-/* cudaStream_t of the compute and communication streams. */
+/* cudaStream_t of the compute stream. Communication runs on streams of
+ * src/comm_nccl.c's, one per communicator. */
 void *cuda_compute_stream(void);
-void *cuda_comm_stream(void);
-/* Blocks the host until all work on both streams is done (through
- * cuda_set_wait's hook). */
+/* Blocks the host until all work on the compute stream is done (through
+ * cuda_set_wait's hook). That covers communication too: comm_nccl.c joins
+ * every operation into the compute stream (the compute stream waits for
+ * it) before anything reuses its buffers or reads its result, so the work
+ * queued on the compute stream is behind every operation whose buffers
+ * the host may free. */
 void cuda_synchronize(void);
 
 /* ---- host waits (device_cuda.cu) ----------------------------------------- */
@@ -111,6 +116,10 @@ void zero_cuda(void *p, size_t bytes);
  * returns once a host source may be reused and a host destination read. */
 void copy_cuda(void *dst, ops_device ddev, const void *src, ops_device sdev,
                size_t bytes);
+/* copy_rows_cpu's twin, both pointers on the device: one
+ * cudaMemcpy2DAsync on the compute stream. */
+void copy_rows_cuda(void *dst, const void *src, int64_t rows, size_t row_bytes,
+                    size_t src_stride);
 /* ops_copy_async and ops_copy_wait on a GPU: cudaMemcpyAsync on the copy
  * stream of the copy's direction, ordered after the compute stream's work
  * by an event, and an event per lane recorded after it. */

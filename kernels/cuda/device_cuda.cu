@@ -1,13 +1,14 @@
 /*
- * device_cuda.cu - one GPU per rank: choosing it, its two streams, the
+ * device_cuda.cu - one GPU per rank: choosing it, its compute stream, the
  * cuBLAS handle, the scratch buffers, and the checks every call goes
  * through.
  *
- * Two streams: every op runs on the compute stream, in program order, so
- * ops never need to wait for each other on the host; NCCL runs on the
- * communication stream (src/comm_nccl.c orders the two with events). The
- * streams are non-blocking: nothing of ours uses the legacy default
- * stream, and they must not serialise against a library that does.
+ * Every op runs on the compute stream, in program order, so ops never
+ * need to wait for each other on the host. NCCL runs on streams of its
+ * own, one per communicator, which src/comm_nccl.c makes and orders
+ * against this one with events. The stream is non-blocking: nothing of
+ * ours uses the legacy default stream, and it must not serialise against
+ * a library that does.
  */
 #include "cuda_common.h"
 
@@ -20,7 +21,7 @@ static struct {
     int ready;
     int device;
     cudaDeviceProp prop;
-    cudaStream_t compute, comm;
+    cudaStream_t compute;
     cublasHandle_t blas;
     void *scratch[SCRATCH_CUDA_SLOTS];   /* see scratch_cuda */
     size_t scratch_bytes[SCRATCH_CUDA_SLOTS];
@@ -238,7 +239,6 @@ int cuda_device_init(int local_rank, int local_size, char *err,
     }
     ctx.device = device;
     TRI_CHECK_CUDA(cudaStreamCreateWithFlags(&ctx.compute, cudaStreamNonBlocking));
-    TRI_CHECK_CUDA(cudaStreamCreateWithFlags(&ctx.comm, cudaStreamNonBlocking));
     TRI_CHECK_CUBLAS(cublasCreate(&ctx.blas));
     TRI_CHECK_CUBLAS(cublasSetStream(ctx.blas, ctx.compute));
     /* no atomics: the same bits on every run (cuBLAS's default, made explicit) */
@@ -261,7 +261,6 @@ void cuda_device_finalize(void)
     for (int i = 0; i < SCRATCH_CUDA_SLOTS; i++)
         if (ctx.scratch[i])
             TRI_CHECK_CUDA(cudaFree(ctx.scratch[i]));
-    TRI_CHECK_CUDA(cudaStreamDestroy(ctx.comm));
     TRI_CHECK_CUDA(cudaStreamDestroy(ctx.compute));
     memset(&ctx, 0, sizeof ctx);
 }
@@ -283,17 +282,10 @@ void *cuda_compute_stream(void)
     return (void *)ctx.compute;
 }
 
-void *cuda_comm_stream(void)
-{
-    require_ready();
-    return (void *)ctx.comm;
-}
-
 void cuda_synchronize(void)
 {
     require_ready();
     cuda_wait_stream(ctx.compute, "the compute stream's work");
-    cuda_wait_stream(ctx.comm, "the communication stream's work");
 }
 
 /* ---- host waits ----------------------------------------------------------- */

@@ -41,8 +41,9 @@ void free_cuda(void *p)
 {
     if (!p)
         return;
-    /* no op queued on either stream may still use p (cudaFree waits for
-     * the device anyway; this says so instead of relying on it) */
+    /* no op queued may still use p: the compute stream's work, and the
+     * communication joined into it (cuda_synchronize); cudaFree waits for
+     * the device anyway, this says so instead of relying on it */
     if (cuda_device_index() >= 0)
         cuda_synchronize();
     TRI_CHECK_CUDA(cudaFree(p));
@@ -91,6 +92,14 @@ void copy_cuda(void *dst, ops_device ddev, const void *src, ops_device sdev,
     TRI_CHECK_CUDA(cudaMemcpyAsync(dst, src, bytes, kind, s));
     if (kind != cudaMemcpyDeviceToDevice)
         cuda_wait_stream(s, "a copy between host and GPU");
+}
+
+void copy_rows_cuda(void *dst, const void *src, int64_t rows, size_t row_bytes,
+                    size_t src_stride)
+{
+    /* destination rows packed: its pitch is the row's width */
+    TRI_CHECK_CUDA(cudaMemcpy2DAsync(dst, row_bytes, src, src_stride, row_bytes,
+                                     (size_t)rows, cudaMemcpyDeviceToDevice, stream_cuda()));
 }
 
 /* The offload's copy streams (device to host, host to device) and events,
