@@ -28,16 +28,24 @@ static void flush_caches(void)
         junk[i] += 1.0f;
 }
 
+/* At most this many timed calls of one kernel. The flush before each
+ * costs milliseconds, so a kernel of 40 us (a test-sized layer) took 500
+ * calls and 4 s of flushing to fill 20 ms, and `plan --hw cpu` on
+ * t_plan's 4-layer model 79 s (4.6 s with the cap). The mean of 16 cold
+ * calls predicted that model's step as the mean of 500 did, within the
+ * spread of repeated runs (4.6 to 5.3 ms on a loaded 2-core machine). */
+#define TIME_MAX_CALLS 16
+
 /* result = mean seconds of `call` over about 20 ms of calls (at least
- * two, after a warm-up call), each from cold caches. The mean, not the
- * best: a training step pays for the typical call, and the best one
- * underpredicted small models' steps by 25 to 30%. */
+ * two, at most TIME_MAX_CALLS, after a warm-up call), each from cold
+ * caches. The mean, not the best: a training step pays for the typical
+ * call, and the best one underpredicted small models' steps by 25 to 30%. */
 #define TIME_MEAN(result, call)                                                \
     do {                                                                       \
         call;                                                                  \
         double spent_ = 0.0;                                                   \
         int calls_ = 0;                                                        \
-        for (; calls_ < 2 || spent_ < 0.02; calls_++) {                        \
+        for (; calls_ < 2 || (spent_ < 0.02 && calls_ < TIME_MAX_CALLS); calls_++) { \
             flush_caches();                                                    \
             double t0_ = timer_now();                                          \
             call;                                                              \

@@ -351,7 +351,9 @@ fi
 # fill.sh: the disk fills up while a save is being written. Every step
 # saves; when a temporary file holds all its tensors, the ranks are
 # stopped, the tmpfs is filled, and they go on. The run must end, exit 1,
-# with latest naming a complete checkpoint.
+# with latest naming a complete checkpoint. A run whose saves all slip
+# past the poll fills the tmpfs itself and ends: the poll ends with it
+# (it used to spin on for its 5000 tries, 10 to 30 s).
 cat > "$WORK/fill.sh" <<EOS
 mount -t tmpfs -o size=4m tmpfs "$WORK/mnt" && cp -r "$WORK/good"/. "$WORK/mnt/" || exit 97
 $MPIEXEC_RAW -n $np "$TRIDENT" train --config "$cfg" --set train.steps=100000 \\
@@ -360,7 +362,7 @@ mp=\$!
 size=\$(wc -c < "$good")
 n=0
 until [ "\$(stat -c %s "$WORK"/mnt/*.h5.tmp.* 2>/dev/null || echo 0)" -ge "\$size" ] \\
-      || [ \$n -gt 5000 ]; do n=\$((n + 1)); done
+      || [ \$n -gt 5000 ] || ! kill -0 \$mp 2>/dev/null; do n=\$((n + 1)); done
 r=\$(pgrep -P \$mp)
 kill -STOP \$r
 head -c 8M /dev/zero > "$WORK/mnt/filler" 2>/dev/null

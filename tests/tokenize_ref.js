@@ -36,9 +36,41 @@ if (kind === 'tiktoken-file') {
     process.exit(0);
 }
 
+// gpt-3-encoder's encode() matches its pattern over the text, encodes
+// each match alone and appends the ids with Array.concat, which copies
+// them all each time: 300 kB as one document took 63 s. Its output depends
+// on the matches alone, so a long text is encoded a run of whole matches
+// at a time, each run matched again to prove it splits as it did in the
+// text, with the pattern read from the package's own source. A run ends
+// after a match that ends in other than white space: how white space
+// splits depends on what follows it ("\r\nEven" is "\r", "\nEven").
+const GPT2_PAT = /'s|'t|'re|'ve|'m|'ll|'d| ?\p{L}+| ?\p{N}+| ?[^\s\p{L}\p{N}]+|\s+(?!\S)|\s+/gu;
+const GPT2_RUN = 1000; // matches encoded in one call
+function gpt2InRuns(encode) {
+    const src = fs.readFileSync(path.join(modules, 'node_modules/gpt-3-encoder/Encoder.js'), 'utf8');
+    if (!src.includes(`const pat = /${GPT2_PAT.source}/${GPT2_PAT.flags}`))
+        throw new Error('gpt-3-encoder\'s pattern is not the one tokenize_ref.js splits with');
+    const matchesOf = (text) => Array.from(text.matchAll(GPT2_PAT), (m) => m[0]);
+    return (text) => {
+        const matches = matchesOf(text), ids = [];
+        for (let i = 0, end; i < matches.length; i = end) {
+            end = Math.min(i + GPT2_RUN, matches.length);
+            while (end < matches.length && /\s$/u.test(matches[end - 1]))
+                end++;
+            const run = matches.slice(i, end), joined = run.join('');
+            const again = matchesOf(joined);
+            if (again.length !== run.length || again.some((m, k) => m !== run[k]))
+                throw new Error(`matches ${i} to ${end} split differently alone`);
+            for (const id of encode(joined))
+                ids.push(id);
+        }
+        return ids;
+    };
+}
+
 let encode, eod;
 if (kind === 'gpt2') {
-    encode = need('gpt-3-encoder').encode;
+    encode = gpt2InRuns(need('gpt-3-encoder').encode);
     eod = 50256;
 } else if (kind === 'cl100k') {
     const enc = need('tiktoken').get_encoding('cl100k_base');
