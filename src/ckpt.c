@@ -422,6 +422,10 @@ static int save_from(const CkptSource *src, double *seconds, int64_t *bytes, FIL
         write_root_attrs(&c, cfg, grid, st);
         write_tensors(&c, src, &all, stage);
         transfers_close(&c);
+        /* test fault (fault.h): the tensors are in the file, which is not
+         * yet complete, so a test can fill the disk in mid-save */
+        if (fault_at("save_pause", rank, (long)st->step))
+            raise(SIGSTOP);
         int failed = fail_agree(grid->world, c.f.rc);
         if (!failed && rank == 0)
             ckpt_files_flush_start(&flush, tmp);

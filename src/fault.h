@@ -4,7 +4,10 @@
  * (1-based; 0 = any step). Points: grad_inf (puts inf into one of the
  * rank's gradients), nan_loss (a weight turns NaN, so the loss does), die
  * (the rank exits abruptly mid-step), save_fail (the checkpoint write
- * fails, as on a full disk), save_slow (an asynchronous save reads its
+ * fails, as on a full disk), save_pause (the rank stops itself with
+ * SIGSTOP once its tensors of the step's checkpoint are in the temporary
+ * file, before the checksums and the close: a test fills the disk then,
+ * in mid-save), save_slow (an asynchronous save reads its
  * snapshot slowly, 20 ms per read, so it stays in flight), async_kill
  * (the rank kills itself with SIGKILL halfway through writing the tensors
  * of an asynchronous save), data_open (this rank alone cannot read the

@@ -349,24 +349,27 @@ if [ "$(id -u)" = 0 ] && unshare -m sh "$WORK/inmnt.sh" size=64k - - true 2>/dev
     can_mount=1
 fi
 # fill.sh: the disk fills up while a save is being written. Every step
-# saves; when a temporary file holds all its tensors, the ranks are
-# stopped, the tmpfs is filled, and they go on. The run must end, exit 1,
-# with latest naming a complete checkpoint. A run whose saves all slip
-# past the poll fills the tmpfs itself and ends: the poll ends with it
-# (it used to spin on for its 5000 tries, 10 to 30 s).
+# saves; in the first save every rank stops itself once its tensors are in
+# the temporary file (the save_pause fault), the tmpfs is filled, and the
+# ranks go on, into the checksums and the close. The run must end, exit 1,
+# with latest naming a complete checkpoint (a save that got through would
+# stop in the next one for good, and the case fail at its time limit).
+pause_all=""
+r=0
+while [ $r -lt "$np" ]; do
+    pause_all="$pause_all${pause_all:+,}save_pause:$r:0"
+    r=$((r + 1))
+done
 cat > "$WORK/fill.sh" <<EOS
 mount -t tmpfs -o size=4m tmpfs "$WORK/mnt" && cp -r "$WORK/good"/. "$WORK/mnt/" || exit 97
-$MPIEXEC_RAW -n $np "$TRIDENT" train --config "$cfg" --set train.steps=100000 \\
-    --set checkpoint.dir="$WORK/mnt" --set checkpoint.every=1 &
+TRIDENT_FAULT=$pause_all $MPIEXEC_RAW -n $np "$TRIDENT" train --config "$cfg" \\
+    --set train.steps=100000 --set checkpoint.dir="$WORK/mnt" --set checkpoint.every=1 &
 mp=\$!
-size=\$(wc -c < "$good")
-n=0
-until [ "\$(stat -c %s "$WORK"/mnt/*.h5.tmp.* 2>/dev/null || echo 0)" -ge "\$size" ] \\
-      || [ \$n -gt 5000 ] || ! kill -0 \$mp 2>/dev/null; do n=\$((n + 1)); done
-r=\$(pgrep -P \$mp)
-kill -STOP \$r
+# every rank stopped (state T) in the save, or the run over
+stopped() { ps -o stat= -p "\$(pgrep -d, -P \$mp)" 2>/dev/null | grep -c '^T'; }
+until [ "\$(stopped)" -ge $np ] || ! kill -0 \$mp 2>/dev/null; do sleep 0.05; done
 head -c 8M /dev/zero > "$WORK/mnt/filler" 2>/dev/null
-kill -CONT \$r
+kill -CONT \$(pgrep -P \$mp)
 wait \$mp
 rc=\$?
 rm -f "$WORK/mnt/filler"
