@@ -63,9 +63,11 @@ libraries_of() {
     done
 }
 
-# The Debian packages that installed the libraries LIBS. A library no
-# package names (a link that update-alternatives made in /etc, such as
-# libpsm_infinipath.so.1) is copied as it resolves, under its own name.
+# The Debian packages that installed the libraries LIBS, less glibc's
+# (libresolv and friends come with it: the GPU machine's own serve). A
+# library no package names (a link that update-alternatives made in /etc,
+# such as libpsm_infinipath.so.1) is copied as it resolves, under its own
+# name.
 owners() {
     for lib in "$@"; do
         # dpkg knows the path the package installed, before /lib's usrmerge link
@@ -76,7 +78,7 @@ owners() {
             mkdir -p "$work/pack/root$(dirname "$lib")"
             cp "$(readlink -f "$lib")" "$work/pack/root$lib"
         fi
-    done | sort -u
+    done | grep -vx libc6 | sort -u
 }
 
 # Copies a package's installed files, with their paths, under pack/root.
@@ -94,26 +96,25 @@ pack_package() {
     done
 }
 
-# The programs' libraries, Open MPI's launcher, and then, until nothing is
-# new, what the packed libraries and plug-ins load in turn (Open MPI's and
-# PMIx's components dlopen libraries of their own). glibc's package
-# (libresolv and friends come with it) stays the GPU machine's.
+# The programs' libraries and Open MPI's launcher; then, round by round
+# until a round finds no package not yet packed, what the packed
+# libraries and plug-ins load in turn (Open MPI's and PMIx's components
+# dlopen libraries of their own).
 packed=" "
 # shellcheck disable=SC2046,SC2086  # lists of paths
-todo="openmpi-bin openmpi-common libopenmpi3 libpmix2 $(owners $(cd "$work/pack/build" && libraries_of $programs))"
-while [ -n "$(echo "$todo" | tr -d ' ')" ]; do
-    for pkg in $todo; do
-        case "$packed" in *" $pkg "*) continue ;; esac
-        [ "$pkg" = libc6 ] && continue
+unpacked="openmpi-bin openmpi-common libopenmpi3 libpmix2 $(owners $(cd "$work/pack/build" && libraries_of $programs))"
+while [ -n "$unpacked" ]; do
+    for pkg in $unpacked; do
+        case "$packed" in *" $pkg "*) continue ;; esac   # named twice
         pack_package "$pkg"
         packed="$packed$pkg "
     done
     # shellcheck disable=SC2046  # a list of paths
-    new=$(libraries_of $(find "$work/pack/root" -type f \( -name '*.so*' -o -path '*/bin/*' \)))
-    todo=""
+    loaded=$(libraries_of $(find "$work/pack/root" -type f \( -name '*.so*' -o -path '*/bin/*' \)))
+    unpacked=""
     # shellcheck disable=SC2086  # a list of paths
-    for pkg in $(owners $new); do
-        case "$packed" in *" $pkg "*) ;; *) [ "$pkg" = libc6 ] || todo="$todo $pkg" ;; esac
+    for pkg in $(owners $loaded); do
+        case "$packed" in *" $pkg "*) ;; *) unpacked="$unpacked $pkg" ;; esac
     done
 done
 echo "== packed the Debian packages:$packed"

@@ -23,19 +23,20 @@
 
 static int on_device(ops_tensor t) { return t.device != OPS_CPU; }
 
-/* A device buffer in a collective: NCCL's job. */
+/* A device buffer, in a collective or a pipeline message: NCCL's job
+ * (call, then return). */
 #if TRI_HAVE_NCCL
-#define DEVICE_COLLECTIVE(buf, call) \
+#define DEVICE_TO_NCCL(buf, call) \
     do { if (on_device(buf)) { call; return; } } while (0)
 #else
-#define DEVICE_COLLECTIVE(buf, call) \
+#define DEVICE_TO_NCCL(buf, call) \
     do { if (on_device(buf)) fail_abort("device buffers need the NCCL build; reconfigure with --with-nccl", __FILE__, __LINE__); } while (0)
 #endif
 
 static double comm_time[COMM_KV + 1];
 static double blocked_time;   /* in any blocking call below, every group */
 
-static const char *group_name(CommGroup group)
+const char *comm_group_name(CommGroup group)
 {
     static const char *const names[] = {
         [COMM_WORLD] = "world", [COMM_TP] = "tp", [COMM_DP] = "dp", [COMM_PP] = "pp",
@@ -128,7 +129,7 @@ static ops_tensor widen_scratch(ops_device device, int64_t n)
 static void reduce_wide(const Grid *g, CommGroup group, ops_tensor wide, int64_t n,
                         CommOp op)
 {
-    DEVICE_COLLECTIVE(wide, comm_nccl_allreduce(g, group, wide, n, op));
+    DEVICE_TO_NCCL(wide, comm_nccl_allreduce(g, group, wide, n, op));
     double t0 = timer_now();
     TRI_CHECK_MPI(MPI_Allreduce(MPI_IN_PLACE, wide.data, (int)n, MPI_FLOAT,
                                 mpi_op(op), comm_mpi(g, group)));
@@ -142,7 +143,7 @@ static void run_allreduce(const Grid *g, CommGroup group, ops_tensor buf, int64_
         return;
     int narrow = buf.dtype == OPS_BF16 || buf.dtype == OPS_F16;
     if (!narrow && on_device(buf)) { /* fp32, int32, fp64: NCCL reduces them as they are */
-        DEVICE_COLLECTIVE(buf, comm_nccl_allreduce(g, group, buf, n, op));
+        DEVICE_TO_NCCL(buf, comm_nccl_allreduce(g, group, buf, n, op));
     }
     ops_tensor t = ops_view(buf, 0, n), wide = t;
     if (buf.dtype != OPS_F32) {
@@ -157,7 +158,7 @@ static void run_allreduce(const Grid *g, CommGroup group, ops_tensor buf, int64_
 void comm_allreduce(const Grid *g, CommGroup group, ops_tensor buf, int64_t n,
                     CommOp op)
 {
-    Blocking b = blocking_begin("comm_allreduce", group_name(group));
+    Blocking b = blocking_begin("comm_allreduce", comm_group_name(group));
     run_allreduce(g, group, buf, n, op);
     blocking_end(b);
 }
@@ -166,7 +167,7 @@ static void run_reduce_scatter(const Grid *g, CommGroup group, ops_tensor send,
                                ops_tensor recv, const int *counts)
 {
     if (send.dtype != OPS_BF16 && send.dtype != OPS_F16) {
-        DEVICE_COLLECTIVE(send, comm_nccl_reduce_scatter(g, group, send, recv, counts));
+        DEVICE_TO_NCCL(send, comm_nccl_reduce_scatter(g, group, send, recv, counts));
         double t0 = timer_now();
         TRI_CHECK_MPI(MPI_Reduce_scatter(send.data, recv.data, counts, MPI_FLOAT,
                                          MPI_SUM, comm_mpi(g, group)));
@@ -186,7 +187,7 @@ static void run_reduce_scatter(const Grid *g, CommGroup group, ops_tensor send,
     ops_tensor all = ops_view(wide, 0, total);
     ops_tensor out = ops_view(recv, 0, counts[rank]);
     ops_cast(all, ops_view(send, 0, total));
-    DEVICE_COLLECTIVE(send, {
+    DEVICE_TO_NCCL(send, {
         ops_tensor mine = ops_view(wide, total, counts[rank]);
         comm_nccl_reduce_scatter(g, group, all, mine, counts);
         ops_cast(out, mine);
@@ -201,7 +202,7 @@ static void run_reduce_scatter(const Grid *g, CommGroup group, ops_tensor send,
 void comm_reduce_scatter(const Grid *g, CommGroup group, ops_tensor send,
                          ops_tensor recv, const int *counts)
 {
-    Blocking b = blocking_begin("comm_reduce_scatter", group_name(group));
+    Blocking b = blocking_begin("comm_reduce_scatter", comm_group_name(group));
     run_reduce_scatter(g, group, send, recv, counts);
     blocking_end(b);
 }
@@ -209,7 +210,7 @@ void comm_reduce_scatter(const Grid *g, CommGroup group, ops_tensor send,
 static void run_allgather(const Grid *g, CommGroup group, ops_tensor send,
                           ops_tensor recv, const int *counts)
 {
-    DEVICE_COLLECTIVE(send, comm_nccl_allgather(g, group, send, recv, counts));
+    DEVICE_TO_NCCL(send, comm_nccl_allgather(g, group, send, recv, counts));
     int size = comm_size(g, group);
     int displs[size];
     int off = 0;
@@ -229,7 +230,7 @@ static void run_allgather(const Grid *g, CommGroup group, ops_tensor send,
 void comm_allgather(const Grid *g, CommGroup group, ops_tensor send,
                     ops_tensor recv, const int *counts)
 {
-    Blocking b = blocking_begin("comm_allgather", group_name(group));
+    Blocking b = blocking_begin("comm_allgather", comm_group_name(group));
     run_allgather(g, group, send, recv, counts);
     blocking_end(b);
 }
@@ -239,20 +240,13 @@ int comm_request_done(const CommRequest *req)
     return req->mpi == MPI_REQUEST_NULL && req->event < 0;
 }
 
-#if TRI_HAVE_NCCL
-#define DEVICE_REQUEST(buf, call) \
-    do { if (on_device(buf)) { call; return; } } while (0)
-#else
-#define DEVICE_REQUEST(buf, call) DEVICE_COLLECTIVE(buf, (void)0)
-#endif
-
 void comm_iallreduce(const Grid *g, CommGroup group, ops_tensor buf, int64_t n,
                      CommRequest *req)
 {
     *req = COMM_REQUEST_NULL;
     if (buf.dtype != OPS_F32)
         fail_abort("comm_iallreduce: fp32 buffers only", __FILE__, __LINE__);
-    DEVICE_REQUEST(buf, comm_nccl_iallreduce(g, group, buf, n, &req->event));
+    DEVICE_TO_NCCL(buf, comm_nccl_iallreduce(g, group, buf, n, &req->event));
     TRI_CHECK_MPI(MPI_Iallreduce(MPI_IN_PLACE, buf.data, (int)n, MPI_FLOAT, MPI_SUM,
                                  comm_mpi(g, group), &req->mpi));
 }
@@ -263,7 +257,7 @@ void comm_ireduce_scatter(const Grid *g, CommGroup group, ops_tensor send,
     *req = COMM_REQUEST_NULL;
     if (send.dtype != OPS_F32 || recv.dtype != OPS_F32)
         fail_abort("comm_ireduce_scatter: fp32 buffers only", __FILE__, __LINE__);
-    DEVICE_REQUEST(send, comm_nccl_ireduce_scatter(g, group, send, recv, counts,
+    DEVICE_TO_NCCL(send, comm_nccl_ireduce_scatter(g, group, send, recv, counts,
                                                    &req->event));
     TRI_CHECK_MPI(MPI_Ireduce_scatter(send.data, recv.data, counts, MPI_FLOAT, MPI_SUM,
                                       comm_mpi(g, group), &req->mpi));
@@ -283,7 +277,7 @@ int comm_test(CommRequest *req)
 
 void comm_barrier(const Grid *g, CommGroup group)
 {
-    Blocking b = blocking_begin("comm_barrier", group_name(group));
+    Blocking b = blocking_begin("comm_barrier", comm_group_name(group));
     TRI_CHECK_MPI(MPI_Barrier(comm_mpi(g, group)));
     blocking_end(b);
 }
@@ -330,7 +324,7 @@ static void run_allreduce_scalars(const Grid *g, CommGroup group, void *v, int n
 void comm_allreduce_scalars(const Grid *g, CommGroup group, void *v, int n,
                             CommScalar type, CommOp op)
 {
-    Blocking b = blocking_begin("comm_allreduce_scalars", group_name(group));
+    Blocking b = blocking_begin("comm_allreduce_scalars", comm_group_name(group));
     run_allreduce_scalars(g, group, v, n, type, op);
     blocking_end(b);
 }
@@ -345,7 +339,7 @@ static void run_bcast_bytes(const Grid *g, CommGroup group, void *buf, size_t by
 void comm_bcast_bytes(const Grid *g, CommGroup group, void *buf, size_t bytes,
                       int root)
 {
-    Blocking b = blocking_begin("comm_bcast_bytes", group_name(group));
+    Blocking b = blocking_begin("comm_bcast_bytes", comm_group_name(group));
     run_bcast_bytes(g, group, buf, bytes, root);
     blocking_end(b);
 }
@@ -361,7 +355,7 @@ static void run_gather_bytes(const Grid *g, CommGroup group, const void *send,
 void comm_gather_bytes(const Grid *g, CommGroup group, const void *send,
                        size_t bytes, void *recv, int root)
 {
-    Blocking b = blocking_begin("comm_gather_bytes", group_name(group));
+    Blocking b = blocking_begin("comm_gather_bytes", comm_group_name(group));
     run_gather_bytes(g, group, send, bytes, recv, root);
     blocking_end(b);
 }
@@ -372,7 +366,7 @@ void comm_link_send(const Grid *g, CommLink kind, ops_tensor buf, int64_t n, int
                     CommRequest *req)
 {
     *req = COMM_REQUEST_NULL;
-    DEVICE_REQUEST(buf, comm_nccl_link_send(g, kind, buf, n, peer, &req->event));
+    DEVICE_TO_NCCL(buf, comm_nccl_link_send(g, kind, buf, n, peer, &req->event));
     TRI_CHECK_MPI(MPI_Isend(buf.data, (int)n, mpi_type(buf.dtype), peer, (int)kind,
                             comm_mpi(g, COMM_PP), &req->mpi));
 }
@@ -381,7 +375,7 @@ void comm_link_recv(const Grid *g, CommLink kind, ops_tensor buf, int64_t n, int
                     CommRequest *req)
 {
     *req = COMM_REQUEST_NULL;
-    DEVICE_REQUEST(buf, comm_nccl_link_recv(g, kind, buf, n, peer, &req->event));
+    DEVICE_TO_NCCL(buf, comm_nccl_link_recv(g, kind, buf, n, peer, &req->event));
     TRI_CHECK_MPI(MPI_Irecv(buf.data, (int)n, mpi_type(buf.dtype), peer, (int)kind,
                             comm_mpi(g, COMM_PP), &req->mpi));
 }

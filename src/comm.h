@@ -42,6 +42,8 @@ typedef enum { COMM_INT, COMM_INT64, COMM_UINT64, COMM_DOUBLE } CommScalar;
  * its size (0 then). Not collective. */
 MPI_Comm comm_mpi(const Grid *g, CommGroup group);
 int comm_size(const Grid *g, CommGroup group);
+/* The group's name in messages ("tp", "dp", ...). Not collective. */
+const char *comm_group_name(CommGroup group);
 
 /* ---- tensors ------------------------------------------------------------ */
 

@@ -68,16 +68,15 @@ static struct {
 
 static const char *channel_name(int c)
 {
-    static const char *const names[N_CHANNELS] = {
-        [COMM_WORLD] = "world", [COMM_TP] = "tp", [COMM_DP] = "dp", [COMM_PP] = "pp",
-        [COMM_DP_NODE] = "dp_node", [COMM_DP_CROSS] = "dp_cross", [COMM_EMBED] = "embed",
-        [COMM_KV] = "kv",
-        [LINK_CHANNEL(LINK_ACT_OUT)] = "the link of activations to the next stage",
-        [LINK_CHANNEL(LINK_ACT_IN)] = "the link of activations from the previous stage",
-        [LINK_CHANNEL(LINK_GRAD_OUT)] = "the link of gradients to the previous stage",
-        [LINK_CHANNEL(LINK_GRAD_IN)] = "the link of gradients from the next stage",
+    static const char *const links[N_LINKS] = {
+        [LINK_ACT_OUT] = "the link of activations to the next stage",
+        [LINK_ACT_IN] = "the link of activations from the previous stage",
+        [LINK_GRAD_OUT] = "the link of gradients to the previous stage",
+        [LINK_GRAD_IN] = "the link of gradients from the next stage",
     };
-    return c >= 0 && c < N_CHANNELS ? names[c] : "unknown";
+    if (c >= 0 && c < N_GROUPS)
+        return comm_group_name((CommGroup)c);
+    return c >= N_GROUPS && c < N_CHANNELS ? links[c - N_GROUPS] : "unknown";
 }
 
 static int owns(int c) { return nc.ch[c].comm && nc.ch[c].owner == c; }

@@ -337,6 +337,7 @@ void model_destroy(Model *m)
     free(m->input_only);
     free(m->requests);
     free(m->slot_holder);
+    free(m->slot_forwarded);
     params_free(&m->ps);
     memset(m, 0, sizeof *m);
 }

@@ -109,6 +109,7 @@ struct Model {
                                      backward to model_backward_weights */
     CommRequest *requests;        /* the executor's, 4 x n_slots */
     int *slot_holder;             /* the executor's: each slot's (mb, chunk) */
+    char *slot_forwarded;         /* the executor's: whether its forward ran */
     ops_tensor batch;             /* the executor's, on a GPU: the step's
                                      batch, uploaded once (grown, never
                                      shrunk); unused on the CPU */

@@ -59,11 +59,9 @@ typedef struct {
     CommRequest *recv_fwd, *recv_bwd, *send_fwd, *send_bwd;  /* per slot */
     int *holder;                  /* per slot: mb * v + chunk, or -1 */
     int next_unslotted;           /* the first forward without a slot */
+    char *forwarded;              /* per slot: its holder's forward has run */
     int next_grad_recv;           /* the first backward whose gradient's
                                      receive is not posted */
-    int forwards_run;             /* forwards done so far in this step */
-    int *forward_ordinal;         /* per mb * v + chunk: its place among the
-                                     list's forwards */
     PipelineTimes *times;
 } Exec;
 
@@ -79,21 +77,29 @@ static void wait_for(Exec *e, CommRequest *req)
     ops_timer_stop(&e->times->wait);
 }
 
-static int slot_of(const Exec *e, Action a)
+/* The slot holding a's (mb, chunk), or -1 while it has none. */
+static int find_slot(const Exec *e, Action a)
 {
     for (int s = 0; s < e->m->n_slots; s++)
         if (e->holder[s] == key_of(e, a))
             return s;
-    fail_abort("pipeline: an action has no activation slot", __FILE__, __LINE__);
     return -1;
+}
+
+static int slot_of(const Exec *e, Action a)
+{
+    int s = find_slot(e, a);
+    if (s < 0)
+        fail_abort("pipeline: an action has no activation slot", __FILE__, __LINE__);
+    return s;
 }
 
 /* Where a chunk's input comes from and its output goes: the previous and
  * next stage in the ring, unless the chunk is the model's first or last. */
-static int has_input(const Exec *e, Action a) { return e->stage > 0 || a.chunk > 0; }
+static int has_input(const Exec *e, Action a) { return schedule_has_input(e->stage, a.chunk); }
 static int has_output(const Exec *e, Action a)
 {
-    return e->stage < e->pp - 1 || a.chunk < e->v - 1;
+    return schedule_has_output(e->pp, e->v, e->stage, a.chunk);
 }
 static int prev_stage(const Exec *e) { return (e->stage + e->pp - 1) % e->pp; }
 static int next_stage(const Exec *e) { return (e->stage + 1) % e->pp; }
@@ -124,9 +130,10 @@ static void post_grad_receives(Exec *e)
         Action a = e->actions[e->next_grad_recv];
         if (a.kind != ACTION_BACKWARD)
             continue;
-        if (e->forward_ordinal[key_of(e, a)] >= e->forwards_run)
+        int s = find_slot(e, a);
+        if (s < 0 || !e->forwarded[s])
             return;
-        post_recv_backward(e, a, slot_of(e, a));
+        post_recv_backward(e, a, s);
     }
 }
 
@@ -142,6 +149,7 @@ static void give_slot(Exec *e, int s)
         return;
     Action a = e->actions[e->next_unslotted++];
     e->holder[s] = key_of(e, a);
+    e->forwarded[s] = 0;
     post_recv_forward(e, a, s);
 }
 
@@ -202,7 +210,7 @@ static void run_forward(Exec *e, ops_tensor batch, Action a, int s, ForwardMode 
     if (has_output(e, a))
         comm_link_send(e->m->grid, LINK_ACTIVATION, model_stage_output(e->m, s), e->n,
                        next_stage(e), &e->send_fwd[s]);
-    e->forwards_run++;
+    e->forwarded[s] = 1;
 }
 
 static void run_backward(Exec *e, Action a, int s)
@@ -229,9 +237,9 @@ static void run_weights(Exec *e, Action a, int s)
     ops_timer_stop(&e->times->busy);
 }
 
-/* Four request arrays and the slot holders, n_slots each, kept in the
- * model so that steps do not allocate; every request is complete between
- * steps. */
+/* Four request arrays, the slot holders and their forwards' flags,
+ * n_slots each, kept in the model so that steps do not allocate; every
+ * request is complete between steps. */
 static void bind_state(Exec *e)
 {
     Model *m = e->m;
@@ -239,7 +247,8 @@ static void bind_state(Exec *e)
     if (!m->requests) {
         m->requests = malloc(sizeof *m->requests * (size_t)(4 * n));
         m->slot_holder = malloc(sizeof *m->slot_holder * (size_t)n);
-        if (!m->requests || !m->slot_holder)
+        m->slot_forwarded = malloc((size_t)n);
+        if (!m->requests || !m->slot_holder || !m->slot_forwarded)
             fail_abort("out of memory", __FILE__, __LINE__);
         for (int i = 0; i < 4 * n; i++)
             m->requests[i] = COMM_REQUEST_NULL;
@@ -249,6 +258,7 @@ static void bind_state(Exec *e)
     e->send_fwd = m->requests + 2 * n;
     e->send_bwd = m->requests + 3 * n;
     e->holder = m->slot_holder;
+    e->forwarded = m->slot_forwarded;
 }
 
 void pipeline_run(Model *m, const Action *actions, int n, const int32_t *batch,
@@ -264,12 +274,6 @@ void pipeline_run(Model *m, const Action *actions, int n, const int32_t *batch,
     for (int i = 0; i < n; i++)
         if (actions[i].kind == ACTION_FORWARD && actions[i].mb >= e.n_mb)
             e.n_mb = actions[i].mb + 1;
-    e.forward_ordinal = malloc(sizeof *e.forward_ordinal * (size_t)(e.n_mb * e.v + 1));
-    if (!e.forward_ordinal)
-        fail_abort("out of memory", __FILE__, __LINE__);
-    for (int i = 0, k = 0; i < n; i++)
-        if (actions[i].kind == ACTION_FORWARD)
-            e.forward_ordinal[key_of(&e, actions[i])] = k++;
     ops_tensor step_batch = batch_on_device(&e, batch);
     /* the first forwards' inputs can be received into free slots at once */
     for (int s = 0; s < slots; s++)
@@ -299,5 +303,4 @@ void pipeline_run(Model *m, const Action *actions, int n, const int32_t *batch,
         wait_for(&e, &e.send_fwd[s]);
         wait_for(&e, &e.send_bwd[s]);
     }
-    free(e.forward_ordinal);
 }

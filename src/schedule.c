@@ -166,10 +166,12 @@ int schedule_max_in_flight(const Action *a, int n)
 
 /* ---- message order --------------------------------------------------- */
 
-/* Whether chunk c of stage s takes its input from, and sends its output
- * to, another stage: all but the model's first and last chunk do. */
-static int chunk_has_input(int s, int c) { return s > 0 || c > 0; }
-static int chunk_has_output(int pp, int v, int s, int c) { return s < pp - 1 || c < v - 1; }
+int schedule_has_input(int stage, int chunk) { return stage > 0 || chunk > 0; }
+
+int schedule_has_output(int pp, int v, int stage, int chunk)
+{
+    return stage < pp - 1 || chunk < v - 1;
+}
 
 /* The messages of one kind on one link, in the order one end posts them,
  * as the receiver's keys mb * v + chunk: walks `list` for the actions of
@@ -186,8 +188,8 @@ static int link_keys(const Action *list, int len, ActionKind kind, int sending, 
         int forward = kind == ACTION_FORWARD;
         /* activations go out of the output and into the input; gradients
          * the other way */
-        int moves = forward == sending ? chunk_has_output(pp, v, s, a.chunk)
-                                       : chunk_has_input(s, a.chunk);
+        int moves = forward == sending ? schedule_has_output(pp, v, s, a.chunk)
+                                       : schedule_has_input(s, a.chunk);
         if (!moves)
             continue;
         int chunk = a.chunk;

@@ -82,6 +82,12 @@ int schedule_forwards(ScheduleKind kind, int pp, int v, int m, Action *out);
  * the output gradients B kept), else the backward. Not collective. */
 int schedule_max_in_flight(const Action *a, int n);
 
+/* Whether chunk `chunk` of stage `stage` takes its input from another
+ * stage, and sends its output to one: every chunk but the model's first
+ * (stage 0, chunk 0) and last (stage pp-1, chunk v-1). Not collective. */
+int schedule_has_input(int stage, int chunk);
+int schedule_has_output(int pp, int v, int stage, int chunk);
+
 /* 1 when on every link between stages the receiver can post its
  * receives in the order its sender sends, which pipeline messages need
  * (they match by order, as NCCL's do: comm.h): activations in the order
