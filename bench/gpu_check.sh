@@ -7,29 +7,42 @@
 #     env      the GPU (nvidia-smi), the libraries trident resolves, and
 #              an MPI hello over 1 rank from the bundle's Open MPI
 #     tests    the GPU tests: t_ops_cuda, t_gpu (20 steps against the CPU),
-#              t_offload, t_gpu_wait, each log under $OUT
+#              t_offload, t_gpu_wait, each log in logs.tgz
 #     gpt2     GPT-2 small (12 x 768, 12 heads, T 1024, vocabulary 50304,
 #              micro_batch 16) in bf16 and fp32: tokens/s, MFU against
 #              the datasheet peak and against trident's measured GEMM
 #              peak, and the GPU memory nvidia-smi saw at most
+#     profile  GPT-2 small in bf16 with [log] profile: where a step's time
+#              goes, per kind of op (the device waited for around each)
+#     more     a tiny Llama (grouped-query attention) on the GPU against the
+#              CPU, the same with full recomputation, and GPT-2 small at
+#              T 8192 to see attention's memory stay linear in T
 #     pytorch  the same model in PyTorch on the same GPU (bf16 autocast,
 #              eager and torch.compile; bench/pytorch_gpt2.py)
 #   (default: all of them, in that order)
 #
 # Run it from the checkout's root with the bundle at .gpu/bundle.tar.xz
-# (GPU_BUNDLE names another). Logs go to $OUT (default ./gpu-out); the
-# summary table is printed last. Env: GPU_STEPS (default 30).
+# (GPU_BUNDLE names another). Each step runs under a time limit, so one
+# hang costs that step only. The logs are kept in a work folder and packed
+# into $OUT/logs.tgz after every section (the device tool brings back at
+# most 8 files, and a call cut short keeps what was packed); the summary
+# is $OUT/summary.txt and is printed last. Env: GPU_STEPS (default 20).
 set -u
 root=$(cd "$(dirname "$0")/.." && pwd)
 cd "$root" || exit 1
 bundle=${GPU_BUNDLE:-$root/.gpu/bundle.tar.xz}
 OUT=${OUT:-$root/gpu-out}
-SECTIONS=${1:-"env tests gpt2 pytorch"}
-STEPS=${GPU_STEPS:-30}
-mkdir -p "$OUT"
+SECTIONS=${1:-"env tests gpt2 profile more pytorch"}
+STEPS=${GPU_STEPS:-20}
+LOGS=${TMPDIR:-/tmp}/trident-gpu-logs
+rm -rf "$LOGS"
+mkdir -p "$OUT" "$LOGS"
 summary="$OUT/summary.txt"
 : > "$summary"
 note() { echo "$*" | tee -a "$summary"; }
+# limited SECONDS CMD...: CMD, killed after SECONDS (exit 124 then)
+limited() { secs=$1; shift; timeout -k 10 "$secs" "$@"; }
+pack_logs() { tar -czf "$OUT/logs.tgz" -C "$LOGS" . 2>/dev/null; }
 
 # ---- the bundle: trident's build, Open MPI and the libraries, relocated --
 b=${TMPDIR:-/tmp}/trident-gpu
@@ -47,6 +60,9 @@ lib=$usr/lib/x86_64-linux-gnu
 export OPAL_PREFIX="$usr"
 export PMIX_PREFIX="$lib/pmix2" PMIX_MCA_mca_base_component_path="$lib/pmix2/lib/pmix"
 export HWLOC_PLUGINS_PATH="$lib/hwloc"
+# the machine's own PMIx (or none) lacks a symbol the bundled zlib
+# compressor wants; PMIx then warns once per launch and goes on without it
+export PMIX_MCA_pcompress_base_silence_warning=1
 export PATH="$usr/bin:$PATH"
 # CUDA's libraries: PyTorch's wheels (nvidia/*/lib), else the toolkit's
 cuda_dirs=$(python3 -c '
@@ -65,34 +81,34 @@ export OMPI_ALLOW_RUN_AS_ROOT=1 OMPI_ALLOW_RUN_AS_ROOT_CONFIRM=1
 note "bundle: commit $(cat "$b/build/commit"), $(wc -l < "$b/build/changes") uncommitted changes"
 
 section_env() {
-    nvidia-smi > "$OUT/nvidia-smi.txt" 2>&1
+    nvidia-smi > "$LOGS/nvidia-smi.txt" 2>&1
     note "gpu: $(nvidia-smi --query-gpu=name,memory.total,driver_version --format=csv,noheader 2>&1 | head -n 1)"
-    ldd ./trident > "$OUT/ldd.txt" 2>&1
-    if grep -q "not found" "$OUT/ldd.txt"; then
-        note "ldd: MISSING $(grep 'not found' "$OUT/ldd.txt" | awk '{print $1}' | tr '\n' ' ')"
+    ldd ./trident > "$LOGS/ldd.txt" 2>&1
+    if grep -q "not found" "$LOGS/ldd.txt"; then
+        note "ldd: MISSING $(grep 'not found' "$LOGS/ldd.txt" | awk '{print $1}' | tr '\n' ' ')"
     else
-        note "ldd: every library found ($(grep -c cuda "$OUT/ldd.txt") from CUDA's wheels or toolkit)"
+        note "ldd: every library found ($(grep -c cuda "$LOGS/ldd.txt") from CUDA's wheels or toolkit)"
     fi
-    ./trident --version > "$OUT/version.txt" 2>&1
-    mpirun -n 1 ./trident --version > "$OUT/mpirun.txt" 2>&1
-    note "mpirun -n 1 trident --version: exit $? ($(head -n 1 "$OUT/mpirun.txt"))"
+    ./trident --version > "$LOGS/version.txt" 2>&1
+    limited 60 mpirun -n 1 ./trident --version > "$LOGS/mpirun.txt" 2>&1
+    note "mpirun -n 1 trident --version: exit $? ($(head -n 1 "$LOGS/mpirun.txt"))"
 }
 
 section_tests() {
     for t in t_ops_cuda t_gpu t_offload t_gpu_wait; do
-        srcdir=. sh tests/mpitap.sh "tests/$t.np1.tap" > "$OUT/$t.log" 2>&1
+        limited 120 env srcdir=. sh tests/mpitap.sh "tests/$t.np1.tap" > "$LOGS/$t.log" 2>&1
         rc=$?
-        n_ok=$(grep -c '^ok' "$OUT/$t.log")
-        n_bad=$(grep -c '^not ok' "$OUT/$t.log")
-        note "$t: exit $rc, $n_ok ok, $n_bad not ok$(grep -m1 'SKIP' "$OUT/$t.log" | sed 's/^/, /')"
-        grep '^not ok' "$OUT/$t.log" | head -n 5 | sed 's/^/    /' | tee -a "$summary"
+        n_ok=$(grep -c '^ok' "$LOGS/$t.log")
+        n_bad=$(grep -c '^not ok' "$LOGS/$t.log")
+        note "$t: exit $rc, $n_ok ok, $n_bad not ok$(grep -m1 'SKIP' "$LOGS/$t.log" | sed 's/^/, /')"
+        grep '^not ok' "$LOGS/$t.log" | head -n 5 | sed 's/^/    /' | tee -a "$summary"
     done
 }
 
 # GPT-2 small on the bytes of the test corpus (the vocabulary is GPT-2's;
 # the speed does not depend on which ids the tokens are)
 gpt2_config() {
-    for _ in $(seq 400); do cat tests/data/small.txt; done > "$OUT/corpus.txt"
+    for _ in $(seq 400); do cat tests/data/small.txt; done > "$LOGS/corpus.txt"
     cat > "$1" <<EOF
 [model]
 n_layer = 12
@@ -108,10 +124,10 @@ steps = $STEPS
 warmup = 1
 precision = $2
 [data]
-train = $OUT/corpus.txt
+train = $LOGS/corpus.txt
 [log]
 every = 1
-metrics = $OUT/gpt2-$2.jsonl
+metrics = $LOGS/gpt2-$2.jsonl
 EOF
 }
 
@@ -123,36 +139,116 @@ mean_after_warmup() {
 
 section_gpt2() {
     for dtype in bf16 fp32; do
-        gpt2_config "$OUT/gpt2-$dtype.ini" "$dtype"
+        gpt2_config "$LOGS/gpt2-$dtype.ini" "$dtype"
         nvidia-smi --query-gpu=memory.used --format=csv,noheader,nounits -lms 200 \
-            > "$OUT/mem-$dtype.txt" 2>/dev/null &
+            > "$LOGS/mem-$dtype.txt" 2>/dev/null &
         smi=$!
-        mpirun -n 1 ./trident train --config "$OUT/gpt2-$dtype.ini" > "$OUT/gpt2-$dtype.out" 2>&1
+        limited 150 mpirun -n 1 ./trident train --config "$LOGS/gpt2-$dtype.ini" > "$LOGS/gpt2-$dtype.out" 2>&1
         rc=$?
         kill "$smi" 2>/dev/null
-        m="$OUT/gpt2-$dtype.jsonl"
-        mem=$(sort -n "$OUT/mem-$dtype.txt" | tail -n 1)
+        m="$LOGS/gpt2-$dtype.jsonl"
+        mem=$(sort -n "$LOGS/mem-$dtype.txt" | tail -n 1)
         note "trident gpt2 $dtype: exit $rc, $(mean_after_warmup "$m" tokens_per_s) tokens/s," \
              "mfu $(mean_after_warmup "$m" mfu), of GEMM peak $(mean_after_warmup "$m" of_gemm_peak)," \
              "step $(mean_after_warmup "$m" step_ms) ms, GPU memory ${mem:-?} MiB"
-        grep -E '^(hardware|gemm|device|attention):' "$OUT/gpt2-$dtype.out" | sed 's/^/    /' | tee -a "$summary"
-        [ "$rc" -eq 0 ] || tail -n 5 "$OUT/gpt2-$dtype.out" | sed 's/^/    /' | tee -a "$summary"
+        grep -E '^(hardware|gemm|device|attention):' "$LOGS/gpt2-$dtype.out" | sed 's/^/    /' | tee -a "$summary"
+        [ "$rc" -eq 0 ] || tail -n 5 "$LOGS/gpt2-$dtype.out" | sed 's/^/    /' | tee -a "$summary"
     done
+}
+
+section_profile() {
+    gpt2_config "$LOGS/profile.ini" bf16
+    limited 120 mpirun -n 1 ./trident train --config "$LOGS/profile.ini" --set log.profile=true \
+        --set train.steps=8 --set log.metrics="$LOGS/profile.jsonl" > "$LOGS/profile.out" 2>&1
+    note "gpt2 bf16 profiled: exit $?"
+    sed -n '/^time per step by op/,/^  other/p' "$LOGS/profile.out" | tee -a "$summary"
+}
+
+# tiny_llama_config FILE: a small Llama with grouped-query attention
+tiny_llama_config() {
+    cat > "$1" <<EOF
+[model]
+arch = llama
+n_layer = 4
+n_embd = 64
+n_head = 4
+n_kv_head = 2
+ffn_dim = 96
+seq_len = 64
+vocab_size = 256
+tie_embeddings = false
+[train]
+micro_batch = 4
+steps = 20
+lr = 3e-3
+warmup = 3
+[data]
+train = tests/data/small.txt
+[log]
+every = 1
+EOF
+}
+
+# tiny_run NAME KEY=VALUE...: the tiny Llama, 20 steps; losses to NAME.loss
+tiny_run() {
+    name=$1
+    shift
+    sets=""
+    for kv in "$@"; do sets="$sets --set $kv"; done
+    # shellcheck disable=SC2086
+    limited 120 mpirun -n 1 ./trident train --config "$LOGS/llama.ini" $sets \
+        --set log.metrics="$LOGS/$name.jsonl" > "$LOGS/$name.out" 2>&1
+    rc=$?
+    sed -n 's/.*"loss":\([^,}]*\).*/\1/p' "$LOGS/$name.jsonl" > "$LOGS/$name.loss" 2>/dev/null
+    [ "$rc" -eq 0 ] || { note "  $name: exit $rc"; tail -n 5 "$LOGS/$name.out" | sed 's/^/    /' | tee -a "$summary"; }
+}
+
+# worst_rel A B: the largest relative difference of two loss files' lines
+worst_rel() {
+    paste "$LOGS/$1.loss" "$LOGS/$2.loss" | awk '
+        NF == 2 { d = $1 - $2; if (d < 0) d = -d; r = d / ($1 < 0 ? -$1 : $1); if (r > w) w = r; n++ }
+        END { printf "%d steps, max rel %.2e", n, w }'
+}
+
+section_more() {
+    tiny_llama_config "$LOGS/llama.ini"
+    tiny_run llama-cpu parallel.device=cpu
+    tiny_run llama-gpu parallel.device=cuda
+    tiny_run llama-gpu-recompute parallel.device=cuda train.recompute=full
+    tiny_run llama-cpu-bf16 parallel.device=cpu train.precision=bf16
+    tiny_run llama-gpu-bf16 parallel.device=cuda train.precision=bf16
+    note "llama gqa fp32 GPU vs CPU: $(worst_rel llama-cpu llama-gpu)"
+    note "llama gqa fp32 GPU recompute vs CPU: $(worst_rel llama-cpu llama-gpu-recompute)"
+    note "llama gqa bf16 GPU vs CPU: $(worst_rel llama-cpu-bf16 llama-gpu-bf16)"
+    # attention's memory at long T: GPT-2 small, T 8192, two sequences
+    gpt2_config "$LOGS/long.ini" bf16
+    nvidia-smi --query-gpu=memory.used --format=csv,noheader,nounits -lms 200 \
+        > "$LOGS/mem-long.txt" 2>/dev/null &
+    smi=$!
+    limited 120 mpirun -n 1 ./trident train --config "$LOGS/long.ini" --set model.seq_len=8192 \
+        --set train.micro_batch=2 --set train.steps=8 --set log.metrics="$LOGS/long.jsonl" \
+        > "$LOGS/long.out" 2>&1
+    rc=$?
+    kill "$smi" 2>/dev/null
+    note "gpt2 bf16 T 8192 x 2: exit $rc, $(mean_after_warmup "$LOGS/long.jsonl" tokens_per_s) tokens/s," \
+         "GPU memory $(sort -n "$LOGS/mem-long.txt" | tail -n 1) MiB"
+    [ "$rc" -eq 0 ] || tail -n 5 "$LOGS/long.out" | sed 's/^/    /' | tee -a "$summary"
 }
 
 section_pytorch() {
     for mode in eager compile; do
         c=0
         [ "$mode" = compile ] && c=1
-        PYTHONUNBUFFERED=1 PT_DEVICE=cuda PT_DTYPE=bf16 PT_COMPILE=$c \
+        limited 150 env PYTHONUNBUFFERED=1 PT_DEVICE=cuda PT_DTYPE=bf16 PT_COMPILE=$c \
             python3 bench/pytorch_gpt2.py 12 768 12 1024 50304 16 "$STEPS" \
-            > "$OUT/pytorch-$mode.out" 2>&1
-        note "pytorch gpt2 bf16 $mode: exit $?, $(tail -n 1 "$OUT/pytorch-$mode.out")"
+            > "$LOGS/pytorch-$mode.out" 2>&1
+        note "pytorch gpt2 bf16 $mode: exit $?, $(tail -n 1 "$LOGS/pytorch-$mode.out")"
     done
 }
 
 for s in $SECTIONS; do
     "section_$s"
+    pack_logs
 done
 echo "== summary"
 cat "$summary"

@@ -4,6 +4,7 @@
 #include "prof.h"
 
 int prof_on;
+ops_device prof_device = OPS_CPU;
 double prof_seconds[PROF_KINDS];
 
 static const char *const prof_names[PROF_KINDS] = {

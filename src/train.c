@@ -753,6 +753,7 @@ static void profile_step(Trainer *t, double step_s, int first)
     if (t->step == first + 1) {
         prof_reset();
         prof_on = 1;
+        prof_device = t->grid.device;
         t->profiled_seconds = 0.0;
         return;
     }
