@@ -1,14 +1,14 @@
 /*
- * t_attention_emu.cpp - the fused CUDA attention's kernels
- * (kernels/cuda/attention_cuda.cu) run on the host under
+ * t_attention_emu.cpp - the fused CUDA attention's kernels, the CUDA-core
+ * ones (kernels/cuda/attention_cuda.cu) and the tensor-core ones
+ * (attention_mma_cuda.cu), run on the host under
  * tests/cuda_emu/cuda_common.h, against attention computed in double.
  *
- * No GPU has run those kernels yet (doc/gpu.md), so this is what checks
- * their indices, causal masks, ragged last tiles, online softmax and
- * barriers until one does: every CUDA thread is a host thread, so the
- * kernel code runs as written. t_attention_emu.sh builds it with the
- * kernel file's device code and runs it; tests/t_ops_cuda checks the same
- * kernels on a GPU.
+ * This checks their indices, causal masks, ragged last tiles, online
+ * softmax, mma fragment layouts and barriers on any machine: every CUDA
+ * thread is a host thread, so the kernel code runs as written.
+ * t_attention_emu.sh builds it with the kernel files' device code and
+ * runs it; tests/t_ops_cuda checks the same kernels on a GPU.
  *
  * Reference: per (batch, head), S = Q K^T / sqrt(hs) in double on the
  * inputs as stored (rounded to the dtype), the causal softmax, O = P V,
@@ -33,8 +33,10 @@ EmuDim blockDim = { 128 };
 std::barrier<> *emu_block_barrier;
 std::barrier<> *emu_warp_barrier[4];
 float emu_warp_slot[4][32];
+EmuMma emu_mma[4];
 
 #include "attention_kernels.inc"
+#include "attention_mma_kernels.inc"
 
 /* grid blocks of 128 threads, one block after another; kernel() is the
  * launch's body. */
@@ -72,9 +74,49 @@ static float uniform(void)
 
 static int n_tests;
 
-/* The three kernels on random inputs, against the double reference. */
+/* The CUDA-core kernels (fp32 in the trainer; any dtype here) */
 template <int HD>
-static int check(int B, int T, int NH, int hs, ops_dtype dt)
+static void run_cuda_core(void *out, float *lse, float *D, void *dqkv, const void *dout,
+                          const void *qkv, ops_dtype dt, int B, int T, int NH, int hs)
+{
+    float scale = 1.0f / sqrtf((float)hs);
+    int BH = B * NH;
+    unsigned fwd_grid = BH * ((T + 15) / 16), bwd_grid = BH * ((T + 7) / 8);
+    launch(fwd_grid, [&] {
+        attention_fwd_kernel<HD>(out, lse, qkv, dt, BH, NH, T, hs, scale);
+    });
+    launch(bwd_grid, [&] {
+        attention_dq_kernel<HD>(dqkv, D, dout, qkv, out, lse, dt, BH, NH, T, hs, scale,
+                                dt != OPS_F32);
+    });
+    launch(bwd_grid, [&] {
+        attention_dkdv_kernel<HD>(dqkv, D, dout, qkv, lse, dt, BH, NH, T, hs, scale);
+    });
+}
+
+/* The tensor-core kernels (bf16 and fp16) */
+template <int HD, bool BF16>
+static void run_mma(void *out, float *lse, float *D, void *dqkv, const void *dout,
+                    const void *qkv, int B, int T, int NH, int hs)
+{
+    float scale = 1.0f / sqrtf((float)hs);
+    int BH = B * NH;
+    unsigned grid = BH * ((T + MMA_BLOCK_ROWS - 1) / MMA_BLOCK_ROWS);
+    launch(grid, [&] {
+        attention_mma_fwd_kernel<HD, BF16>(out, lse, qkv, BH, NH, T, hs, scale);
+    });
+    launch(grid, [&] {
+        attention_mma_dq_kernel<HD, BF16>(dqkv, D, dout, qkv, lse, BH, NH, T, hs, scale);
+    });
+    launch(grid, [&] {
+        attention_mma_dkdv_kernel<HD, BF16>(dqkv, D, dout, qkv, lse, BH, NH, T, hs, scale);
+    });
+}
+
+/* The three kernels of one family (mma: the tensor-core ones) on random
+ * inputs, against the double reference. */
+template <int HD>
+static int check(int B, int T, int NH, int hs, ops_dtype dt, bool mma = false)
 {
     int64_t nqkv = (int64_t)B * T * NH * 3 * hs, no = (int64_t)B * T * NH * hs;
     size_t es = dt == OPS_F32 ? 4 : 2; /* no libkernels here */
@@ -84,20 +126,15 @@ static int check(int B, int T, int NH, int hs, ops_dtype dt)
         store_f32_cuda(qkv.data(), dt, i, uniform());
     for (int64_t i = 0; i < no; i++)
         store_f32_cuda(dout.data(), dt, i, uniform());
-    float scale = 1.0f / sqrtf((float)hs);
-    int BH = B * NH;
-    unsigned fwd_grid = BH * ((T + 15) / 16), bwd_grid = BH * ((T + 7) / 8);
-    launch(fwd_grid, [&] {
-        attention_fwd_kernel<HD>(out.data(), lse.data(), qkv.data(), dt, BH, NH, T, hs, scale);
-    });
-    launch(bwd_grid, [&] {
-        attention_dq_kernel<HD>(dqkv.data(), D.data(), dout.data(), qkv.data(), out.data(),
-                                lse.data(), dt, BH, NH, T, hs, scale, dt != OPS_F32);
-    });
-    launch(bwd_grid, [&] {
-        attention_dkdv_kernel<HD>(dqkv.data(), D.data(), dout.data(), qkv.data(), lse.data(), dt,
-                                  BH, NH, T, hs, scale);
-    });
+    if (!mma)
+        run_cuda_core<HD>(out.data(), lse.data(), D.data(), dqkv.data(), dout.data(), qkv.data(),
+                          dt, B, T, NH, hs);
+    else if (dt == OPS_BF16)
+        run_mma<HD, true>(out.data(), lse.data(), D.data(), dqkv.data(), dout.data(), qkv.data(),
+                          B, T, NH, hs);
+    else
+        run_mma<HD, false>(out.data(), lse.data(), D.data(), dqkv.data(), dout.data(), qkv.data(),
+                           B, T, NH, hs);
 
     auto x = [&](int b, int t, int h, int part, int d) {
         return (double)load_f32_cuda(qkv.data(), dt, (((int64_t)b * T + t) * NH + h) * 3 * hs
@@ -167,15 +204,16 @@ static int check(int B, int T, int NH, int hs, ops_dtype dt)
     double tol = dt == OPS_BF16 ? 2e-2 : dt == OPS_F16 ? 4e-3 : 1e-5;
     double eo = err_o / max_o, eg = err_g / max_g;
     int ok = eo <= tol && err_l <= 1e-5 && eg <= tol;
-    printf("%s %d - %s B=%d T=%d NH=%d hs=%d (HD %d): out %.1e, lse %.1e (tol 1e-05), "
-           "dqkv %.1e (tol %.0e)\n", ok ? "ok" : "not ok", ++n_tests, dt == OPS_F32 ? "fp32" : dt == OPS_BF16 ? "bf16" : "fp16", B, T,
-           NH, hs, HD, eo, err_l, eg, tol);
+    printf("%s %d - %s%s B=%d T=%d NH=%d hs=%d (HD %d): out %.1e, lse %.1e (tol 1e-05), "
+           "dqkv %.1e (tol %.0e)\n", ok ? "ok" : "not ok", ++n_tests, mma ? "tensor cores, " : "",
+           dt == OPS_F32 ? "fp32" : dt == OPS_BF16 ? "bf16" : "fp16", B, T, NH, hs, HD, eo,
+           err_l, eg, tol);
     return ok;
 }
 
 int main()
 {
-    printf("1..8\n");
+    printf("1..15\n");
     int ok = 1;
     ok &= check<32>(1, 1, 1, 8, OPS_F32);      /* one row, one key */
     ok &= check<32>(2, 37, 3, 16, OPS_F32);    /* ragged: 37 rows, 2 key tiles */
@@ -185,5 +223,14 @@ int main()
     ok &= check<32>(2, 37, 3, 16, OPS_BF16);   /* D from P * dP in a first sweep */
     ok &= check<64>(1, 33, 2, 64, OPS_F16);
     ok &= check<64>(1, 32, 1, 64, OPS_BF16);   /* T a multiple of every tile */
+    /* the tensor-core kernels: 64-row blocks, key and query tiles of 64
+     * (32 at HD 128), 16 rows a warp */
+    ok &= check<32>(1, 1, 1, 16, OPS_BF16, true);    /* one row, one key; hs < HD */
+    ok &= check<32>(2, 37, 3, 32, OPS_BF16, true);   /* ragged: rows past T in the block */
+    ok &= check<64>(1, 130, 2, 64, OPS_BF16, true);  /* 3 blocks, 3 tiles, the last ragged */
+    ok &= check<64>(1, 128, 1, 64, OPS_F16, true);   /* T a multiple of every tile */
+    ok &= check<64>(1, 70, 1, 40, OPS_F16, true);    /* hs inside the bucket: element loads */
+    ok &= check<128>(1, 100, 1, 128, OPS_BF16, true); /* Llama's head size: 32-row tiles */
+    ok &= check<128>(1, 45, 2, 80, OPS_BF16, true);
     return ok ? 0 : 1;
 }

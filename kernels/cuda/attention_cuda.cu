@@ -1,6 +1,10 @@
 /*
  * attention_cuda.cu - fused causal self-attention, forward and backward,
- * without a T x T buffer: FlashAttention-2's algorithm in plain CUDA.
+ * without a T x T buffer: FlashAttention-2's algorithm in plain CUDA, on
+ * the CUDA cores in fp32. The trainer runs it for fp32; attention_fwd_cuda
+ * and attention_bwd_cuda send bf16 and fp16 to the tensor-core kernels of
+ * attention_mma_cuda.cu (the kernels here take any dtype, and
+ * tests/t_attention_emu checks them in all three).
  *
  * The twin of cpu/attention_cpu.c; cuda/attention_exact_cuda.cu keeps the
  * GEMM kernel that forms the probabilities, as the reference t_ops_cuda
@@ -58,14 +62,14 @@
  * agree to fp32 reassociation, plus one ulp of a 16-bit output where that
  * tips a rounding.
  *
- * Speed: this is correctness first. The products run on CUDA cores in
- * fp32, one FMA per shared-memory or shuffle read at best; a faster kernel
- * would use tensor cores (mma.sync or wgmma on bf16/fp16 tiles, with
- * fp32 accumulators) or cuDNN's fused SDPA. NOT RUN: written without a GPU
- * and only compiled with warnings as errors (doc/gpu.md); t_ops_cuda
- * compares it with the exact GPU kernel and both CPU kernels.
+ * Speed: the products run on CUDA cores in fp32, one FMA per
+ * shared-memory or shuffle read at best: about 10 TFLOP/s on an H100
+ * (doc/gpu.md), where the 16-bit tensor-core kernels are many times
+ * faster. t_ops_cuda compares it with the exact GPU kernel and both CPU
+ * kernels; it passed on an H100.
  */
 #include "cuda_common.h"
+#include "attention_tile_cuda.h"
 
 #define ATT_KEYS 32     /* keys (query-side kernels) or queries (key side) per tile: one per lane */
 #define ATT_WARPS 4
@@ -145,36 +149,6 @@ static __device__ void store_row(void *dst, ops_dtype dt, int64_t base, int64_t 
         if (d < hs)
             store_f32_cuda(dst, dt, base + (int64_t)t * ld + d, acc[c] * mul);
     }
-}
-
-/* What a block computes: head bh (of B*NH) of the (batch, head) pairs,
- * its rows [t0, t0 + rows) (queries or keys), the element offsets of its
- * head (q's row 0 in qkv, ld apart; row 0 of its columns in out or dout,
- * ldo apart), and this warp's first row, row0, within the tile. The
- * block index runs through every head of one tile before the next tile,
- * heavy tiles first: reverse takes the last tile first. */
-struct Tile {
-    int bh, t0, end, lane, row0;
-    int64_t qkv, out, ld, ldo;
-};
-
-static __device__ Tile tile_of_block(int BH, int NH, int T, int hs, int rows,
-                                     int rows_per_warp, int reverse)
-{
-    Tile tl;
-    int tiles = (T + rows - 1) / rows;
-    int k = (int)(blockIdx.x / (unsigned)BH);
-    tl.bh = (int)(blockIdx.x % (unsigned)BH);
-    tl.t0 = (reverse ? tiles - 1 - k : k) * rows;
-    tl.end = min(T, tl.t0 + rows);
-    tl.lane = threadIdx.x % 32;
-    tl.row0 = threadIdx.x / 32 * rows_per_warp;
-    int b = tl.bh / NH, h = tl.bh % NH;
-    tl.ld = 3 * (int64_t)NH * hs;
-    tl.ldo = (int64_t)NH * hs;
-    tl.qkv = (int64_t)b * T * tl.ld + (int64_t)h * 3 * hs;
-    tl.out = (int64_t)b * T * tl.ldo + (int64_t)h * hs;
-    return tl;
 }
 
 /* ---- forward ------------------------------------------------------------- */
@@ -380,7 +354,7 @@ attention_dkdv_kernel(void *dqkv, const float *Dsum, const void *dout, const voi
 
 /* The 1-D grid of B*NH tiles of `rows` rows each; fatal past CUDA's limit
  * or for a head size the kernels have no bucket for. */
-static unsigned attention_grid(const char *fn, int B, int NH, int T, int hs, int rows)
+unsigned attention_grid_cuda(const char *fn, int B, int NH, int T, int hs, int rows)
 {
     if (hs > ATTENTION_MAX_HS_CUDA)
         ops_fatalf(__FILE__, __LINE__, "%s: head size %d: the CUDA attention supports "
@@ -392,8 +366,7 @@ static unsigned attention_grid(const char *fn, int B, int NH, int T, int hs, int
     return (unsigned)blocks;
 }
 
-/* The template bucket HD of a head size: 32, 64 or 128. */
-static int head_bucket(int hs)
+int attention_head_bucket_cuda(int hs)
 {
     return hs <= 32 ? 32 : hs <= 64 ? 64 : 128;
 }
@@ -402,7 +375,7 @@ template <int HD>
 static void fwd_launch(void *out, float *lse, const void *qkv, ops_dtype dt,
                        int B, int T, int NH, int hs)
 {
-    unsigned grid = attention_grid("attention_fwd_cuda", B, NH, T, hs,
+    unsigned grid = attention_grid_cuda("attention_fwd_cuda", B, NH, T, hs,
                                    ATT_WARPS * ATT_FWD_ROWS);
     attention_fwd_kernel<HD><<<grid, ATT_THREADS, 0, stream_cuda()>>>(
         out, lse, qkv, dt, B * NH, NH, T, hs, 1.0f / sqrtf((float)hs));
@@ -413,7 +386,7 @@ template <int HD>
 static void bwd_launch(void *dqkv, const void *dout, const void *qkv, const void *out,
                        const float *lse, ops_dtype dt, int B, int T, int NH, int hs)
 {
-    unsigned grid = attention_grid("attention_bwd_cuda", B, NH, T, hs,
+    unsigned grid = attention_grid_cuda("attention_bwd_cuda", B, NH, T, hs,
                                    ATT_WARPS * ATT_BWD_ROWS);
     float scale = 1.0f / sqrtf((float)hs);
     float *D = (float *)scratch_cuda(SCRATCH_CUDA_ATTENTION_D,
@@ -432,7 +405,11 @@ void attention_fwd_cuda(void *out, float *lse, const void *qkv, ops_dtype dt,
 {
     if (B <= 0 || T <= 0 || NH <= 0)
         return;
-    switch (head_bucket(hs)) {
+    if (dt != OPS_F32) {
+        attention_mma_fwd_cuda(out, lse, qkv, dt, B, T, NH, hs);
+        return;
+    }
+    switch (attention_head_bucket_cuda(hs)) {
     case 32: fwd_launch<32>(out, lse, qkv, dt, B, T, NH, hs); break;
     case 64: fwd_launch<64>(out, lse, qkv, dt, B, T, NH, hs); break;
     default: fwd_launch<128>(out, lse, qkv, dt, B, T, NH, hs); break;
@@ -445,7 +422,11 @@ void attention_bwd_cuda(void *dqkv, const void *dout, const void *qkv,
 {
     if (B <= 0 || T <= 0 || NH <= 0)
         return;
-    switch (head_bucket(hs)) {
+    if (dt != OPS_F32) {
+        attention_mma_bwd_cuda(dqkv, dout, qkv, lse, dt, B, T, NH, hs);
+        return;
+    }
+    switch (attention_head_bucket_cuda(hs)) {
     case 32: bwd_launch<32>(dqkv, dout, qkv, out, lse, dt, B, T, NH, hs); break;
     case 64: bwd_launch<64>(dqkv, dout, qkv, out, lse, dt, B, T, NH, hs); break;
     default: bwd_launch<128>(dqkv, dout, qkv, out, lse, dt, B, T, NH, hs); break;

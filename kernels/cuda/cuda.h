@@ -195,7 +195,7 @@ void gqa_expand_cuda(void *qkv, const void *q, const void *k, const void *v,
 void gqa_reduce_cuda(void *dq, void *dk, void *dv, const void *dqkv, ops_dtype dt,
                     int N, int NH, int NKV, int hs);
 
-/* ---- attention (attention_cuda.cu, attention_exact_cuda.cu) -------------- */
+/* ---- attention (attention_cuda.cu, attention_mma_cuda.cu, attention_exact_cuda.cu) */
 
 /* Fused, as ops.h's: lse (B,NH,T) fp32 is each row's log-sum-exp; no
  * T x T buffer. hs at most ATTENTION_MAX_HS_CUDA (fatal beyond). */
@@ -205,6 +205,17 @@ void attention_fwd_cuda(void *out, float *lse, const void *qkv, ops_dtype dt,
 void attention_bwd_cuda(void *dqkv, const void *dout, const void *qkv,
                         const void *out, const float *lse, ops_dtype dt,
                         int B, int T, int NH, int hs);
+/* The tensor-core kernels attention_fwd_cuda and attention_bwd_cuda run
+ * for bf16 and fp16 (attention_mma_cuda.cu), same arguments. */
+void attention_mma_fwd_cuda(void *out, float *lse, const void *qkv, ops_dtype dt,
+                            int B, int T, int NH, int hs);
+void attention_mma_bwd_cuda(void *dqkv, const void *dout, const void *qkv, const float *lse,
+                            ops_dtype dt, int B, int T, int NH, int hs);
+/* The 1-D grid of B*NH tiles of `rows` rows each, for fn's kernels; fatal
+ * past CUDA's grid limit or past ATTENTION_MAX_HS_CUDA. */
+unsigned attention_grid_cuda(const char *fn, int B, int NH, int T, int hs, int rows);
+/* The kernels' template bucket of a head size: 32, 64 or 128. */
+int attention_head_bucket_cuda(int hs);
 /* The reference by cuBLAS GEMMs, same arguments: one sequence's (NH,T,T)
  * probabilities in a device scratch. For tests, not the trainer. */
 void attention_exact_fwd_cuda(void *out, float *lse, const void *qkv, ops_dtype dt,

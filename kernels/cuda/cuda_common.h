@@ -17,10 +17,13 @@
 #ifndef TRI_KERNELS_CUDA_CUDA_COMMON_H
 #define TRI_KERNELS_CUDA_CUDA_COMMON_H
 
+#include <cuda_bf16.h>
+#include <cuda_fp16.h>
 #include <cuda_runtime.h>
 #include <cublas_v2.h>
 #include <math.h>
 #include <stdint.h>
+#include <string.h>
 
 #include "../elem.h"
 #include "../ops.h"
@@ -152,6 +155,57 @@ static __device__ __forceinline__ void store_f32_cuda(void *p, ops_dtype dt,
 static inline size_t esize_cuda(ops_dtype dt)
 {
     return dt == OPS_F32 ? 4 : 2;
+}
+
+/* ---- tensor cores -------------------------------------------------------------
+ * One warp's 16x8x16 product on the tensor cores (PTX mma.sync m16n8k16,
+ * sm_80 and later), 16-bit inputs, fp32 accumulators. The fragments, per
+ * lane (g = lane / 4, c = lane % 4; each 32-bit register holds two
+ * 16-bit elements, the lower column or row in the low half):
+ *   a (16x16, 4 registers): (g, 2c), (g+8, 2c), (g, 2c+8), (g+8, 2c+8),
+ *     each with the next column;
+ *   b (16x8, 2 registers): rows 2c and 2c+1, then 2c+8 and 2c+9, column g;
+ *   d (16x8 fp32, 4 values): (g, 2c), (g, 2c+1), (g+8, 2c), (g+8, 2c+1).
+ * tests/cuda_emu/cuda_common.h computes the same product on the host. */
+
+/* d += a b; BF16 picks bf16 inputs, else fp16. */
+template <bool BF16>
+static __device__ __forceinline__ void mma_16816(float d[4], const uint32_t a[4],
+                                                 const uint32_t b[2])
+{
+    if (BF16)
+        asm volatile("mma.sync.aligned.m16n8k16.row.col.f32.bf16.bf16.f32 "
+                     "{%0,%1,%2,%3}, {%4,%5,%6,%7}, {%8,%9}, {%0,%1,%2,%3};\n"
+                     : "+f"(d[0]), "+f"(d[1]), "+f"(d[2]), "+f"(d[3])
+                     : "r"(a[0]), "r"(a[1]), "r"(a[2]), "r"(a[3]), "r"(b[0]), "r"(b[1]));
+    else
+        asm volatile("mma.sync.aligned.m16n8k16.row.col.f32.f16.f16.f32 "
+                     "{%0,%1,%2,%3}, {%4,%5,%6,%7}, {%8,%9}, {%0,%1,%2,%3};\n"
+                     : "+f"(d[0]), "+f"(d[1]), "+f"(d[2]), "+f"(d[3])
+                     : "r"(a[0]), "r"(a[1]), "r"(a[2]), "r"(a[3]), "r"(b[0]), "r"(b[1]));
+}
+
+/* lo and hi rounded to the 16-bit dtype (to nearest even, as elem.h),
+ * packed as a fragment register: lo in the low half. */
+template <bool BF16>
+static __device__ __forceinline__ uint32_t pack_16x2(float lo, float hi)
+{
+    uint32_t r;
+    if (BF16) {
+        __nv_bfloat162 v = __floats2bfloat162_rn(lo, hi);
+        memcpy(&r, &v, sizeof r);
+    } else {
+        __half2 v = __floats2half2_rn(lo, hi);
+        memcpy(&r, &v, sizeof r);
+    }
+    return r;
+}
+
+/* Two consecutive 16-bit elements at p (4-byte aligned) as a fragment
+ * register. */
+static __device__ __forceinline__ uint32_t load_16x2(const uint16_t *p)
+{
+    return *(const uint32_t *)p;
 }
 
 /* ---- reductions ---------------------------------------------------------------- */

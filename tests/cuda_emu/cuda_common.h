@@ -1,6 +1,7 @@
 /*
  * cuda_emu/cuda_common.h - just enough of CUDA, on the host, to run
- * kernels/cuda/attention_cuda.cu's kernels as written (tests/t_attention_emu).
+ * kernels/cuda/attention_cuda.cu's and attention_mma_cuda.cu's kernels as
+ * written (tests/t_attention_emu).
  *
  * It stands in for kernels/cuda/cuda_common.h: the test compiles a copy of
  * the kernel file's device code (up to its launches) with this directory
@@ -8,10 +9,15 @@
  * __syncthreads is a barrier of the block's threads, __shfl_sync an
  * exchange through one slot per lane between two barriers of the warp's,
  * __shared__ a static (one block runs at a time). The loads, stores and
- * warp reductions are cuda_common.h's, on the host. So every index, mask,
- * tile bound and synchronisation of the kernels runs; what does not is
- * the hardware: a race that a barrier here hides, warp-synchronous
- * assumptions, nvcc's fused multiply-adds.
+ * warp reductions are cuda_common.h's, on the host. A tensor-core mma is
+ * an exchange too: every lane of the warp posts its fragments, and each
+ * computes its four results from the whole 16x16 and 16x8 operands it
+ * reads back by the PTX manual's fragment layouts (those cuda_common.h
+ * states), summing in fp32. So every index, mask, tile bound, fragment
+ * layout and synchronisation of the kernels runs; what does not is the
+ * hardware: a race that a barrier here hides, warp-synchronous
+ * assumptions, nvcc's fused multiply-adds, the tensor cores' own order of
+ * additions.
  */
 #ifndef TRI_TESTS_CUDA_EMU_CUDA_COMMON_H
 #define TRI_TESTS_CUDA_EMU_CUDA_COMMON_H
@@ -20,6 +26,7 @@
 #include <barrier>
 #include <cmath>
 #include <cstdint>
+#include <cstring>
 
 extern "C" {
 #include "kernels/elem.h"
@@ -32,7 +39,16 @@ extern "C" {
 #define __forceinline__ inline
 #define __launch_bounds__(threads)
 #define __shared__ static
+#define __align__(n) __attribute__((aligned(n)))
 using std::min;
+
+struct uint4 {
+    unsigned x, y, z, w;
+};
+static inline uint4 make_uint4(unsigned x, unsigned y, unsigned z, unsigned w)
+{
+    return uint4{ x, y, z, w };
+}
 
 struct EmuDim {
     unsigned x;
@@ -43,6 +59,11 @@ extern EmuDim blockDim;
 extern std::barrier<> *emu_block_barrier;
 extern std::barrier<> *emu_warp_barrier[4];
 extern float emu_warp_slot[4][32];
+/* each warp's posted mma fragments, per lane */
+struct EmuMma {
+    uint32_t a[32][4], b[32][2];
+};
+extern EmuMma emu_mma[4];
 
 inline void __syncthreads()
 {
@@ -79,6 +100,53 @@ static inline void store_f32_cuda(void *p, ops_dtype dt, int64_t i, float x)
     case OPS_BF16: ((uint16_t *)p)[i] = elem_f32_to_bf16(x); break;
     case OPS_F16: ((uint16_t *)p)[i] = elem_f32_to_f16(x); break;
     default: ((float *)p)[i] = x; break;
+    }
+}
+
+/* ---- tensor cores, as kernels/cuda/cuda_common.h's ---- */
+
+static inline uint32_t load_16x2(const uint16_t *p)
+{
+    uint32_t r;
+    memcpy(&r, p, sizeof r);
+    return r;
+}
+
+template <bool BF16> static inline uint32_t pack_16x2(float lo, float hi)
+{
+    uint16_t l = BF16 ? elem_f32_to_bf16(lo) : elem_f32_to_f16(lo);
+    uint16_t h = BF16 ? elem_f32_to_bf16(hi) : elem_f32_to_f16(hi);
+    return (uint32_t)l | (uint32_t)h << 16;
+}
+
+/* half `k % 2` of register r of lane `lane`'s posted fragment, widened */
+template <bool BF16> static inline float emu_frag(uint32_t reg, int k)
+{
+    uint16_t h = (uint16_t)(k % 2 ? reg >> 16 : reg & 0xffffu);
+    return BF16 ? elem_bf16_to_f32(h) : elem_f16_to_f32(h);
+}
+
+template <bool BF16>
+static inline void mma_16816(float d[4], const uint32_t a[4], const uint32_t b[2])
+{
+    int w = threadIdx.x / 32, lane = threadIdx.x % 32;
+    EmuMma &x = emu_mma[w];
+    emu_warp_barrier[w]->arrive_and_wait(); /* the previous exchange is read */
+    memcpy(x.a[lane], a, sizeof x.a[lane]);
+    memcpy(x.b[lane], b, sizeof x.b[lane]);
+    emu_warp_barrier[w]->arrive_and_wait();
+    for (int e = 0; e < 4; e++) {
+        int row = lane / 4 + 8 * (e / 2), col = 2 * (lane % 4) + e % 2;
+        float sum = 0.0f;
+        for (int k = 0; k < 16; k++) {
+            /* A (row, k): lane (row % 8) * 4 + (k % 8) / 2, register
+             * (row >= 8) + 2 (k >= 8); B (k, col): lane col * 4 + (k % 8) / 2,
+             * register k >= 8 */
+            float av = emu_frag<BF16>(x.a[row % 8 * 4 + k % 8 / 2][(row >= 8) + 2 * (k >= 8)], k);
+            float bv = emu_frag<BF16>(x.b[col * 4 + k % 8 / 2][k >= 8], k);
+            sum += av * bv;
+        }
+        d[e] += sum;
     }
 }
 

@@ -1,0 +1,507 @@
+/*
+ * attention_mma_cuda.cu - fused causal self-attention in bf16 and fp16 on
+ * the tensor cores: FlashAttention-2's algorithm, its products as warp
+ * mma.sync instructions (cuda_common.h's mma_16816).
+ *
+ * attention_cuda.cu sends 16-bit dtypes here and keeps fp32 on its CUDA
+ * core kernels. The arguments, the (B,T,NH,3,hs) qkv layout read in place,
+ * the outputs, the lse and the D scratch are attention_cuda.cu's, and so
+ * is the algorithm: an online softmax over key tiles forward; backward, a
+ * query-side kernel (D, then dQ) and a key-side kernel (dK, dV), each
+ * output summed by one thread in one order: no atomics, the same bits
+ * every run.
+ *
+ * Tiles. A block is 4 warps; a warp owns 16 rows (an mma's M): 16 query
+ * rows forward and in the dQ kernel, 16 keys in the dK/dV kernel, so a
+ * block owns 64. The other side streams through shared memory in tiles of
+ * 64 rows (32 when hs > 64, to bound the registers), stored as the dtype's
+ * 16-bit words, HD + 8 to a row (16-byte aligned rows whose fragment loads
+ * hit 32 different banks), zero past hs and past T. A warp keeps its own
+ * 16 rows (Q and dO, or K and V) as A fragments in registers, and its
+ * accumulators (O, dQ, dK, dV: 16 x HD in fp32) there too.
+ *
+ * Per tile a warp computes S = Q K^T (or S^T = K Q^T) and, backward,
+ * dP = dO V^T (dP^T = V dO^T) as 16 x 64 fp32 accumulators; the mask,
+ * the softmax and dS = P (dP - D) scale are elementwise in fp32 on those
+ * registers (a row's max and sum across the 4 lanes that hold it); then P
+ * or dS, rounded to the dtype, is already laid out as the A fragment of
+ * the next product (O += P V, dQ += dS K, dV += P^T dO, dK += dS^T Q).
+ *
+ * Precision: products of 16-bit inputs summed in fp32; the softmax, its
+ * statistics (m, l, lse, D) and the elementwise steps in fp32 with
+ * elem_expf, as the CPU. P and dS are rounded to the dtype before their
+ * second product, as FlashAttention does and as the exact GPU kernel
+ * (attention_exact_cuda.cu) does for its GEMMs: the size of the output's
+ * own rounding, within the 16-bit tolerances t_ops_cuda and t_gpu hold
+ * every kernel to. D = rowsum(P * dP) from a first sweep of the dQ kernel
+ * (the rounded O would make dP - D cancel badly), as attention_cuda.cu.
+ *
+ * tests/t_attention_emu runs these kernels on the host (each CUDA thread a
+ * host thread, the mma computed from the fragments as the PTX manual lays
+ * them out) against a double reference; tests/t_ops_cuda checks them on a
+ * GPU against the CPU's and the exact GPU kernel.
+ */
+#include "cuda_common.h"
+#include "attention_tile_cuda.h"
+
+#define MMA_WARPS 4
+#define MMA_THREADS (MMA_WARPS * 32)
+#define MMA_BLOCK_ROWS (MMA_WARPS * 16) /* a warp's 16 rows, 4 warps */
+#define MMA_FULL 0xffffffffu
+
+/* Rows of the streamed tiles: 64, or 32 at HD = 128 (registers). */
+#define MMA_TILE(HD) ((HD) > 64 ? 32 : 64)
+
+/* Rows [t0, t0 + n) of a (T, hs) matrix of 16-bit elements whose row t
+ * starts at element base + t*ld of src, into shared s (row stride
+ * HD + 8), HD columns, zero past hs and past T. Every thread of the block
+ * calls it. In 16-byte pieces when hs fills the bucket and the rows are
+ * 16-byte aligned (every real model's), else element by element. */
+template <int HD>
+static __device__ void load_tile16(uint16_t *s, int n, const uint16_t *src, int64_t base,
+                                   int64_t ld, int t0, int T, int hs)
+{
+    constexpr int LD = HD + 8;
+    bool whole = hs == HD && ld % 8 == 0 && (uintptr_t)(src + base) % 16 == 0;
+    if (whole) {
+        for (int e = threadIdx.x; e < n * HD / 8; e += blockDim.x) {
+            int i = e / (HD / 8), d = e % (HD / 8) * 8, t = t0 + i;
+            uint4 v = make_uint4(0, 0, 0, 0);
+            if (t < T)
+                v = *(const uint4 *)(src + base + (int64_t)t * ld + d);
+            *(uint4 *)(s + i * LD + d) = v;
+        }
+        return;
+    }
+    for (int e = threadIdx.x; e < n * HD; e += blockDim.x) {
+        int i = e / HD, d = e % HD, t = t0 + i;
+        s[i * LD + d] = t < T && d < hs ? src[base + (int64_t)t * ld + d] : (uint16_t)0;
+    }
+}
+
+/* ---- fragments (layouts: cuda_common.h's mma_16816) ---------------------- */
+
+/* a := rows m0..m0+15, columns k0..k0+15 of the tile s (stride LD). */
+template <int LD>
+static __device__ __forceinline__ void frag_a(uint32_t a[4], const uint16_t *s, int m0,
+                                              int k0, int lane)
+{
+    const uint16_t *p = s + (m0 + lane / 4) * LD + k0 + 2 * (lane % 4);
+    a[0] = load_16x2(p);
+    a[1] = load_16x2(p + 8 * LD);
+    a[2] = load_16x2(p + 8);
+    a[3] = load_16x2(p + 8 * LD + 8);
+}
+
+/* b[k][n] := s[n0 + n][k0 + k]: the tile's rows are b's columns (K in
+ * Q K^T, Q in K Q^T, V in dO V^T). */
+template <int LD>
+static __device__ __forceinline__ void frag_b_rows(uint32_t b[2], const uint16_t *s, int n0,
+                                                   int k0, int lane)
+{
+    const uint16_t *p = s + (n0 + lane / 4) * LD + k0 + 2 * (lane % 4);
+    b[0] = load_16x2(p);
+    b[1] = load_16x2(p + 8);
+}
+
+/* b[k][n] := s[k0 + k][n0 + n]: the tile as stored (V in P V, K in dS K,
+ * dO in P^T dO, Q in dS^T Q). */
+template <int LD>
+static __device__ __forceinline__ void frag_b_cols(uint32_t b[2], const uint16_t *s, int k0,
+                                                   int n0, int lane)
+{
+    const uint16_t *p = s + (k0 + 2 * (lane % 4)) * LD + n0 + lane / 4;
+    b[0] = (uint32_t)p[0] | (uint32_t)p[LD] << 16;
+    b[1] = (uint32_t)p[8 * LD] | (uint32_t)p[9 * LD] << 16;
+}
+
+/* The A fragment of a 16 x 16 block of accumulators, lo its columns 0-7
+ * and hi 8-15, rounded to the dtype: an accumulator's layout is half of
+ * an A fragment's. */
+template <bool BF16>
+static __device__ __forceinline__ void frag_a_of(uint32_t a[4], const float lo[4],
+                                                 const float hi[4])
+{
+    a[0] = pack_16x2<BF16>(lo[0], lo[1]);
+    a[1] = pack_16x2<BF16>(lo[2], lo[3]);
+    a[2] = pack_16x2<BF16>(hi[0], hi[1]);
+    a[3] = pack_16x2<BF16>(hi[2], hi[3]);
+}
+
+/* acc[n] += a_k b for the n-th 8 columns of a tile s (stride LD) as
+ * stored, over the 16-row block k0: the second products. */
+template <int LD, int NO, bool BF16>
+static __device__ __forceinline__ void add_product(float (*acc)[4], const uint32_t a[4],
+                                                   const uint16_t *s, int k0, int lane)
+{
+#pragma unroll
+    for (int n = 0; n < NO; n++) {
+        uint32_t b[2];
+        frag_b_cols<LD>(b, s, k0, n * 8, lane);
+        mma_16816<BF16>(acc[n], a, b);
+    }
+}
+
+/* out[n] := a (16 x HD, NK fragments) times the tile s's rows as
+ * columns (NS of 8): S = Q K^T and its kin. */
+template <int LD, int NS, int NK, bool BF16>
+static __device__ __forceinline__ void scores(float (*out)[4], const uint32_t (*a)[4],
+                                              const uint16_t *s, int lane)
+{
+#pragma unroll
+    for (int n = 0; n < NS; n++) {
+        out[n][0] = out[n][1] = out[n][2] = out[n][3] = 0.0f;
+#pragma unroll
+        for (int k = 0; k < NK; k++) {
+            uint32_t b[2];
+            frag_b_rows<LD>(b, s, n * 8, k * 16, lane);
+            mma_16816<BF16>(out[n], a[k], b);
+        }
+    }
+}
+
+/* op over the 4 lanes that hold one accumulator row. */
+template <typename Op>
+static __device__ __forceinline__ float quad_allreduce(float v, Op op)
+{
+    v = op(v, __shfl_xor_sync(MMA_FULL, v, 1));
+    return op(v, __shfl_xor_sync(MMA_FULL, v, 2));
+}
+
+/* Rows row0..row0+15 of a (T, hs) tile of dst (element base + t*ld + d)
+ * from a warp's accumulators acc (NO blocks of 8 columns) times mul[0]
+ * (row g) and mul[1] (row g + 8), rounded once to dt; rows past T and
+ * columns past hs are not stored. */
+template <int NO>
+static __device__ void store_rows16(void *dst, ops_dtype dt, int64_t base, int64_t ld,
+                                    int row0, int T, int hs, const float (*acc)[4],
+                                    const float mul[2], int lane)
+{
+#pragma unroll
+    for (int half = 0; half < 2; half++) {
+        int t = row0 + lane / 4 + 8 * half;
+        if (t >= T)
+            continue;
+#pragma unroll
+        for (int n = 0; n < NO; n++) {
+#pragma unroll
+            for (int e = 0; e < 2; e++) {
+                int d = n * 8 + 2 * (lane % 4) + e;
+                if (d < hs)
+                    store_f32_cuda(dst, dt, base + (int64_t)t * ld + d,
+                                   acc[n][2 * half + e] * mul[half]);
+            }
+        }
+    }
+}
+
+/* ---- forward ------------------------------------------------------------- */
+
+template <int HD, bool BF16>
+static __global__ void __launch_bounds__(MMA_THREADS)
+attention_mma_fwd_kernel(void *out, float *lse, const void *qkv, int BH, int NH, int T, int hs,
+                         float scale)
+{
+    constexpr int LD = HD + 8, KT = MMA_TILE(HD), NS = KT / 8, NO = HD / 8, NK = HD / 16;
+    __shared__ __align__(16) uint16_t qs[MMA_BLOCK_ROWS * LD];
+    __shared__ __align__(16) uint16_t ks[KT * LD], vs[KT * LD];
+    const ops_dtype dt = BF16 ? OPS_BF16 : OPS_F16;
+    const uint16_t *src = (const uint16_t *)qkv;
+    const Tile tl = tile_of_block(BH, NH, T, hs, MMA_BLOCK_ROWS, 16, 1);
+    const int lane = tl.lane, r0 = tl.t0 + tl.row0;
+    /* this lane's rows, g and g + 8; one past T computes as row T - 1 (its
+     * numbers stay finite) and is not stored */
+    const int row[2] = { min(r0 + lane / 4, T - 1), min(r0 + lane / 4 + 8, T - 1) };
+    const int last = min(r0 + 15, T - 1); /* the warp's last row */
+    load_tile16<HD>(qs, MMA_BLOCK_ROWS, src, tl.qkv, tl.ld, tl.t0, T, hs);
+    __syncthreads();
+    uint32_t qa[NK][4];
+#pragma unroll
+    for (int k = 0; k < NK; k++)
+        frag_a<LD>(qa[k], qs, tl.row0, k * 16, lane);
+    float m[2] = { -INFINITY, -INFINITY }, l[2] = { 0.0f, 0.0f }, o[NO][4];
+#pragma unroll
+    for (int n = 0; n < NO; n++)
+        o[n][0] = o[n][1] = o[n][2] = o[n][3] = 0.0f;
+    for (int c0 = 0; c0 < tl.end; c0 += KT) {
+        __syncthreads(); /* the previous tile is read */
+        load_tile16<HD>(ks, KT, src, tl.qkv + hs, tl.ld, c0, T, hs);
+        load_tile16<HD>(vs, KT, src, tl.qkv + 2 * hs, tl.ld, c0, T, hs);
+        __syncthreads();
+        if (c0 > last)
+            continue; /* every key after every row of the warp */
+        float s[NS][4];
+        scores<LD, NS, NK, BF16>(s, qa, ks, lane);
+        /* mask and scale; the tile's max of each row. Key 0 is in the
+         * first tile, so m is finite from there on (alpha = 0 then). */
+        float mt[2] = { -INFINITY, -INFINITY };
+#pragma unroll
+        for (int n = 0; n < NS; n++)
+#pragma unroll
+            for (int e = 0; e < 4; e++) {
+                int j = c0 + n * 8 + 2 * (lane % 4) + (e & 1);
+                s[n][e] = j <= row[e / 2] ? s[n][e] * scale : -INFINITY;
+                mt[e / 2] = s[n][e] > mt[e / 2] ? s[n][e] : mt[e / 2];
+            }
+        float alpha[2];
+#pragma unroll
+        for (int i = 0; i < 2; i++) {
+            float mnew = quad_allreduce(mt[i], MaxOp());
+            mnew = mnew > m[i] ? mnew : m[i];
+            alpha[i] = m[i] == -INFINITY ? 0.0f : elem_expf(m[i] - mnew);
+            m[i] = mnew;
+            l[i] *= alpha[i];
+        }
+#pragma unroll
+        for (int n = 0; n < NS; n++)
+#pragma unroll
+            for (int e = 0; e < 4; e++) {
+                float p = s[n][e] == -INFINITY ? 0.0f : elem_expf(s[n][e] - m[e / 2]);
+                s[n][e] = p;
+                l[e / 2] += p;
+            }
+#pragma unroll
+        for (int n = 0; n < NO; n++)
+#pragma unroll
+            for (int e = 0; e < 4; e++)
+                o[n][e] *= alpha[e / 2];
+#pragma unroll
+        for (int k = 0; k < KT / 16; k++) {
+            uint32_t pa[4];
+            frag_a_of<BF16>(pa, s[2 * k], s[2 * k + 1]);
+            add_product<LD, NO, BF16>(o, pa, vs, k * 16, lane);
+        }
+    }
+    float inv[2];
+#pragma unroll
+    for (int i = 0; i < 2; i++) {
+        l[i] = quad_allreduce(l[i], SumOp());
+        inv[i] = 1.0f / l[i];
+        int t = r0 + lane / 4 + 8 * i;
+        if (t < T && lane % 4 == 0)
+            lse[(int64_t)tl.bh * T + t] = m[i] + logf(l[i]);
+    }
+    store_rows16<NO>(out, dt, tl.out, tl.ldo, r0, T, hs, o, inv, lane);
+}
+
+/* ---- backward ------------------------------------------------------------ */
+
+/* D (a first sweep over the key tiles: rowsum(P * dP)), then dQ = dS K,
+ * for a block's 64 query rows. */
+template <int HD, bool BF16>
+static __global__ void __launch_bounds__(MMA_THREADS)
+attention_mma_dq_kernel(void *dqkv, float *Dsum, const void *dout, const void *qkv,
+                        const float *lse, int BH, int NH, int T, int hs, float scale)
+{
+    constexpr int LD = HD + 8, KT = MMA_TILE(HD), NS = KT / 8, NO = HD / 8, NK = HD / 16;
+    __shared__ __align__(16) uint16_t stage[MMA_BLOCK_ROWS * LD]; /* Q, then dO */
+    __shared__ __align__(16) uint16_t ks[KT * LD], vs[KT * LD];
+    const ops_dtype dt = BF16 ? OPS_BF16 : OPS_F16;
+    const uint16_t *src = (const uint16_t *)qkv;
+    const Tile tl = tile_of_block(BH, NH, T, hs, MMA_BLOCK_ROWS, 16, 1);
+    const int lane = tl.lane, r0 = tl.t0 + tl.row0;
+    const int row[2] = { min(r0 + lane / 4, T - 1), min(r0 + lane / 4 + 8, T - 1) };
+    const int last = min(r0 + 15, T - 1);
+    uint32_t qa[NK][4], ga[NK][4];
+    load_tile16<HD>(stage, MMA_BLOCK_ROWS, src, tl.qkv, tl.ld, tl.t0, T, hs);
+    __syncthreads();
+#pragma unroll
+    for (int k = 0; k < NK; k++)
+        frag_a<LD>(qa[k], stage, tl.row0, k * 16, lane);
+    __syncthreads();
+    load_tile16<HD>(stage, MMA_BLOCK_ROWS, (const uint16_t *)dout, tl.out, tl.ldo, tl.t0, T, hs);
+    __syncthreads();
+#pragma unroll
+    for (int k = 0; k < NK; k++)
+        frag_a<LD>(ga[k], stage, tl.row0, k * 16, lane);
+    const float li[2] = { lse[(int64_t)tl.bh * T + row[0]], lse[(int64_t)tl.bh * T + row[1]] };
+    float D[2] = { 0.0f, 0.0f }, dq[NO][4];
+#pragma unroll
+    for (int n = 0; n < NO; n++)
+        dq[n][0] = dq[n][1] = dq[n][2] = dq[n][3] = 0.0f;
+    for (int sweep = 0; sweep < 2; sweep++) {
+        for (int c0 = 0; c0 < tl.end; c0 += KT) {
+            __syncthreads(); /* the previous tile (or the stage) is read */
+            load_tile16<HD>(ks, KT, src, tl.qkv + hs, tl.ld, c0, T, hs);
+            load_tile16<HD>(vs, KT, src, tl.qkv + 2 * hs, tl.ld, c0, T, hs);
+            __syncthreads();
+            if (c0 > last)
+                continue;
+            float s[NS][4], dp[NS][4];
+            scores<LD, NS, NK, BF16>(s, qa, ks, lane);
+            scores<LD, NS, NK, BF16>(dp, ga, vs, lane);
+#pragma unroll
+            for (int n = 0; n < NS; n++)
+#pragma unroll
+                for (int e = 0; e < 4; e++) {
+                    int i = e / 2, j = c0 + n * 8 + 2 * (lane % 4) + (e & 1);
+                    float p = j <= row[i] ? elem_expf(s[n][e] * scale - li[i]) : 0.0f;
+                    if (sweep == 0)
+                        D[i] += p * dp[n][e]; /* this lane's share */
+                    else
+                        s[n][e] = p * (dp[n][e] - D[i]) * scale; /* dS */
+                }
+            if (sweep == 0)
+                continue;
+#pragma unroll
+            for (int k = 0; k < KT / 16; k++) {
+                uint32_t da[4];
+                frag_a_of<BF16>(da, s[2 * k], s[2 * k + 1]);
+                add_product<LD, NO, BF16>(dq, da, ks, k * 16, lane);
+            }
+        }
+        if (sweep == 0) {
+            D[0] = quad_allreduce(D[0], SumOp());
+            D[1] = quad_allreduce(D[1], SumOp());
+        }
+    }
+    const float one[2] = { 1.0f, 1.0f };
+    store_rows16<NO>(dqkv, dt, tl.qkv, tl.ld, r0, T, hs, dq, one, lane);
+#pragma unroll
+    for (int i = 0; i < 2; i++) {
+        int t = r0 + lane / 4 + 8 * i;
+        if (t < T && lane % 4 == 0)
+            Dsum[(int64_t)tl.bh * T + t] = D[i];
+    }
+}
+
+/* dK = dS^T Q and dV = P^T dO for a block's 64 keys, from the query tiles
+ * at and below the diagonal; D from attention_mma_dq_kernel. */
+template <int HD, bool BF16>
+static __global__ void __launch_bounds__(MMA_THREADS)
+attention_mma_dkdv_kernel(void *dqkv, const float *Dsum, const void *dout, const void *qkv,
+                          const float *lse, int BH, int NH, int T, int hs, float scale)
+{
+    constexpr int LD = HD + 8, QT = MMA_TILE(HD), NS = QT / 8, NO = HD / 8, NK = HD / 16;
+    __shared__ __align__(16) uint16_t stage[MMA_BLOCK_ROWS * LD]; /* K, then V */
+    __shared__ __align__(16) uint16_t qs[QT * LD], gs[QT * LD];    /* Q and dO of QT queries */
+    __shared__ float ls[QT], Ds[QT];
+    const ops_dtype dt = BF16 ? OPS_BF16 : OPS_F16;
+    const uint16_t *src = (const uint16_t *)qkv, *g16 = (const uint16_t *)dout;
+    const Tile tl = tile_of_block(BH, NH, T, hs, MMA_BLOCK_ROWS, 16, 0);
+    const int lane = tl.lane, k0 = tl.t0 + tl.row0; /* the warp's first key */
+    const int key[2] = { k0 + lane / 4, k0 + lane / 4 + 8 };
+    uint32_t ka[NK][4], va[NK][4];
+    load_tile16<HD>(stage, MMA_BLOCK_ROWS, src, tl.qkv + hs, tl.ld, tl.t0, T, hs);
+    __syncthreads();
+#pragma unroll
+    for (int k = 0; k < NK; k++)
+        frag_a<LD>(ka[k], stage, tl.row0, k * 16, lane);
+    __syncthreads();
+    load_tile16<HD>(stage, MMA_BLOCK_ROWS, src, tl.qkv + 2 * hs, tl.ld, tl.t0, T, hs);
+    __syncthreads();
+#pragma unroll
+    for (int k = 0; k < NK; k++)
+        frag_a<LD>(va[k], stage, tl.row0, k * 16, lane);
+    float dk[NO][4], dv[NO][4];
+#pragma unroll
+    for (int n = 0; n < NO; n++)
+#pragma unroll
+        for (int e = 0; e < 4; e++)
+            dk[n][e] = dv[n][e] = 0.0f;
+    /* from the query tile holding the block's first key: earlier queries
+     * see none of its keys */
+    for (int i0 = tl.t0 / QT * QT; i0 < T; i0 += QT) {
+        __syncthreads(); /* the previous tile (or the stage) is read */
+        load_tile16<HD>(qs, QT, src, tl.qkv, tl.ld, i0, T, hs);
+        load_tile16<HD>(gs, QT, g16, tl.out, tl.ldo, i0, T, hs);
+        if (threadIdx.x < QT) {
+            int i = i0 + threadIdx.x;
+            ls[threadIdx.x] = i < T ? lse[(int64_t)tl.bh * T + i] : 0.0f;
+            Ds[threadIdx.x] = i < T ? Dsum[(int64_t)tl.bh * T + i] : 0.0f;
+        }
+        __syncthreads();
+        if (i0 + QT - 1 < k0)
+            continue; /* every query before every key of the warp */
+        float st[NS][4], dpt[NS][4]; /* S^T and dP^T: keys x queries */
+        scores<LD, NS, NK, BF16>(st, ka, qs, lane);
+        scores<LD, NS, NK, BF16>(dpt, va, gs, lane);
+#pragma unroll
+        for (int n = 0; n < NS; n++)
+#pragma unroll
+            for (int e = 0; e < 4; e++) {
+                int c = n * 8 + 2 * (lane % 4) + (e & 1), q = i0 + c;
+                float p = q < T && q >= key[e / 2] ? elem_expf(st[n][e] * scale - ls[c]) : 0.0f;
+                st[n][e] = p;
+                dpt[n][e] = p * (dpt[n][e] - Ds[c]) * scale; /* dS^T */
+            }
+#pragma unroll
+        for (int k = 0; k < QT / 16; k++) {
+            uint32_t a[4];
+            frag_a_of<BF16>(a, st[2 * k], st[2 * k + 1]);
+            add_product<LD, NO, BF16>(dv, a, gs, k * 16, lane);
+            frag_a_of<BF16>(a, dpt[2 * k], dpt[2 * k + 1]);
+            add_product<LD, NO, BF16>(dk, a, qs, k * 16, lane);
+        }
+    }
+    const float one[2] = { 1.0f, 1.0f };
+    store_rows16<NO>(dqkv, dt, tl.qkv + hs, tl.ld, k0, T, hs, dk, one, lane);
+    store_rows16<NO>(dqkv, dt, tl.qkv + 2 * hs, tl.ld, k0, T, hs, dv, one, lane);
+}
+
+/* ---- launches ------------------------------------------------------------ */
+
+template <int HD, bool BF16>
+static void mma_fwd(void *out, float *lse, const void *qkv, int B, int T, int NH, int hs)
+{
+    unsigned grid = attention_grid_cuda("attention_fwd_cuda", B, NH, T, hs, MMA_BLOCK_ROWS);
+    attention_mma_fwd_kernel<HD, BF16><<<grid, MMA_THREADS, 0, stream_cuda()>>>(
+        out, lse, qkv, B * NH, NH, T, hs, 1.0f / sqrtf((float)hs));
+    TRI_CHECK_LAUNCH(attention_mma_fwd_kernel);
+}
+
+template <int HD, bool BF16>
+static void mma_bwd(void *dqkv, const void *dout, const void *qkv, const float *lse,
+                    int B, int T, int NH, int hs)
+{
+    unsigned grid = attention_grid_cuda("attention_bwd_cuda", B, NH, T, hs, MMA_BLOCK_ROWS);
+    float scale = 1.0f / sqrtf((float)hs);
+    float *D = (float *)scratch_cuda(SCRATCH_CUDA_ATTENTION_D,
+                                     (size_t)B * NH * T * sizeof(float));
+    cudaStream_t s = stream_cuda();
+    attention_mma_dq_kernel<HD, BF16><<<grid, MMA_THREADS, 0, s>>>(
+        dqkv, D, dout, qkv, lse, B * NH, NH, T, hs, scale);
+    TRI_CHECK_LAUNCH(attention_mma_dq_kernel);
+    attention_mma_dkdv_kernel<HD, BF16><<<grid, MMA_THREADS, 0, s>>>(
+        dqkv, D, dout, qkv, lse, B * NH, NH, T, hs, scale);
+    TRI_CHECK_LAUNCH(attention_mma_dkdv_kernel);
+}
+
+template <bool BF16>
+static void mma_fwd_dtype(void *out, float *lse, const void *qkv, int B, int T, int NH, int hs)
+{
+    switch (attention_head_bucket_cuda(hs)) {
+    case 32: mma_fwd<32, BF16>(out, lse, qkv, B, T, NH, hs); break;
+    case 64: mma_fwd<64, BF16>(out, lse, qkv, B, T, NH, hs); break;
+    default: mma_fwd<128, BF16>(out, lse, qkv, B, T, NH, hs); break;
+    }
+}
+
+template <bool BF16>
+static void mma_bwd_dtype(void *dqkv, const void *dout, const void *qkv, const float *lse,
+                          int B, int T, int NH, int hs)
+{
+    switch (attention_head_bucket_cuda(hs)) {
+    case 32: mma_bwd<32, BF16>(dqkv, dout, qkv, lse, B, T, NH, hs); break;
+    case 64: mma_bwd<64, BF16>(dqkv, dout, qkv, lse, B, T, NH, hs); break;
+    default: mma_bwd<128, BF16>(dqkv, dout, qkv, lse, B, T, NH, hs); break;
+    }
+}
+
+void attention_mma_fwd_cuda(void *out, float *lse, const void *qkv, ops_dtype dt,
+                            int B, int T, int NH, int hs)
+{
+    if (dt == OPS_BF16)
+        mma_fwd_dtype<true>(out, lse, qkv, B, T, NH, hs);
+    else
+        mma_fwd_dtype<false>(out, lse, qkv, B, T, NH, hs);
+}
+
+void attention_mma_bwd_cuda(void *dqkv, const void *dout, const void *qkv, const float *lse,
+                            ops_dtype dt, int B, int T, int NH, int hs)
+{
+    if (dt == OPS_BF16)
+        mma_bwd_dtype<true>(dqkv, dout, qkv, lse, B, T, NH, hs);
+    else
+        mma_bwd_dtype<false>(dqkv, dout, qkv, lse, B, T, NH, hs);
+}
