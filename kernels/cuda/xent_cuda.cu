@@ -9,7 +9,8 @@
  * sees only its columns [v0, v0+Vl) of the logits, so the row max and the
  * sum of exponentials are per shard, combined by the caller (MAX, then
  * SUM) between the phases. One block per row: a row is up to 128k wide,
- * its 16-byte packs (cuda_common.h) stride over the block's threads, and
+ * its 16-byte packs (cuda_common.h) stride over the block's 512 threads
+ * (for_row_packs, which keeps 4 loads per thread in flight), and
  * the block reduction combines the threads in a fixed order. The sum of
  * exponentials is kept in fp64 as on the CPU, so a wide row loses no
  * precision; the stored statistics are fp32.
@@ -21,9 +22,11 @@
  * first pass keeps a running max and a sum of exponentials rescaled
  * whenever the max grows (the online softmax), so the max needs no pass
  * of its own; its second pass writes the gradient. A block's second pass
- * follows its first at once, so part of it is served by the L2. Both
- * paths load 16 bytes per instruction where the rows are aligned
- * (packs_fit; otherwise one element at a time, the same code).
+ * follows its first at once, and the model's chunk of rows (67 MB for
+ * GPT-2) was just written by the LM head's GEMM, so some of the reads may
+ * come from the 50 MB L2. Both paths load 16 bytes per instruction where
+ * the rows are aligned (packs_fit; otherwise one element at a time, the
+ * same code), 4 packs in flight per thread (for_row_packs).
  *
  * The fused sum is therefore not the phases' bits: each thread's terms
  * were taken against its own running max and rescaled to the row's once
@@ -50,6 +53,41 @@ static __device__ __forceinline__ float pack_max(float m, const float (&x)[VEC])
     return m;
 }
 
+/* Threads per row (one block), and the packs a thread loads before it
+ * uses the first. The model's head takes its rows in chunks of 16M
+ * logits (333 rows of GPT-2's 50304, 130 of Llama 3's 128256), so a
+ * launch has only that many blocks, 2.5 per SM of an H100. With 256
+ * threads and one 16-byte load in flight each, that is about 10 KB per
+ * SM on the way, too little to cover the memory latency: the first H100
+ * run of the packed kernels took 11.8 ms a step for GPT-2 small's 9.9 GB
+ * (under 1 TB/s). 512 threads with 4 loads in flight each put 8 times
+ * as many bytes on the way, and the 333 blocks stay resident at once
+ * (fp32 packs take 40 registers a thread: 3 blocks an SM). */
+#define XENT_THREADS 512
+#define XENT_UNROLL 4
+
+/* f(k, x) for each of this thread's packs k of a row (threadIdx.x,
+ * + blockDim.x, ...: the order of the sums), x the pack's elements; a
+ * row's packs are [k0, k0 + packs) of p. The loads of XENT_UNROLL packs
+ * are issued before f sees the first. f may overwrite pack k0 + k of p:
+ * no other thread reads it. */
+template <ops_dtype DT, int VEC, typename F>
+static __device__ __forceinline__ void for_row_packs(const void *p, int64_t k0, int packs, F f)
+{
+    int step = (int)blockDim.x;
+    for (int k = threadIdx.x; k < packs; k += XENT_UNROLL * step) {
+        float x[XENT_UNROLL][VEC];
+#pragma unroll
+        for (int u = 0; u < XENT_UNROLL; u++)
+            if (k + u * step < packs)
+                load_pack<DT, VEC>(x[u], p, k0 + k + u * step);
+#pragma unroll
+        for (int u = 0; u < XENT_UNROLL; u++)
+            if (k + u * step < packs)
+                f(k + u * step, x[u]);
+    }
+}
+
 /* Row i's packs are [i*packs, (i+1)*packs) of the tensor: Vl is a whole
  * number of packs (packs_fit) when VEC > 1. */
 template <ops_dtype DT, int VEC>
@@ -59,11 +97,9 @@ static __global__ void xent_max_kernel(float *rowmax, const void *logits, int Vl
     int packs = Vl / VEC;
     int64_t k0 = (int64_t)blockIdx.x * packs;
     float m = -INFINITY;
-    for (int k = threadIdx.x; k < packs; k += blockDim.x) {
-        float x[VEC];
-        load_pack<DT, VEC>(x, logits, k0 + k);
+    for_row_packs<DT, VEC>(logits, k0, packs, [&](int, const float (&x)[VEC]) {
         m = pack_max(m, x);
-    }
+    });
     m = block_allreduce(m, MaxOp(), -INFINITY);
     if (threadIdx.x == 0)
         rowmax[blockIdx.x] = m;
@@ -76,7 +112,7 @@ void xent_max_cuda(float *rowmax, const void *logits, ops_dtype dt, int N,
     if (N <= 0)
         return;
 #define XENT_MAX(DT, VEC)                                                     \
-    xent_max_kernel<DT, VEC><<<N, TRI_THREADS, 0, stream_cuda()>>>(rowmax, logits, Vl)
+    xent_max_kernel<DT, VEC><<<N, XENT_THREADS, 0, stream_cuda()>>>(rowmax, logits, Vl)
     DISPATCH_PACKED(dt, packs_fit(dt, Vl, logits), XENT_MAX);
 #undef XENT_MAX
     TRI_CHECK_LAUNCH(xent_max_kernel);
@@ -103,13 +139,11 @@ static __global__ void xent_sumexp_kernel(float *sumexp, float *target_logit,
     int64_t k0 = (int64_t)i * packs;
     float m = rowmax[i];
     double s = 0.0;
-    for (int k = threadIdx.x; k < packs; k += blockDim.x) {
-        float x[VEC];
-        load_pack<DT, VEC>(x, logits, k0 + k);
+    for_row_packs<DT, VEC>(logits, k0, packs, [&](int, const float (&x)[VEC]) {
 #pragma unroll
         for (int e = 0; e < VEC; e++)
             s += expf(x[e] - m);
-    }
+    });
     s = block_allreduce(s, SumOp(), 0.0);
     if (threadIdx.x == 0) {
         sumexp[i] = (float)s;
@@ -125,7 +159,7 @@ void xent_sumexp_cuda(float *sumexp, float *target_logit, const void *logits,
     if (N <= 0)
         return;
 #define XENT_SUMEXP(DT, VEC)                                                  \
-    xent_sumexp_kernel<DT, VEC><<<N, TRI_THREADS, 0, stream_cuda()>>>(        \
+    xent_sumexp_kernel<DT, VEC><<<N, XENT_THREADS, 0, stream_cuda()>>>(        \
         sumexp, target_logit, logits, rowmax, targets, v0, Vl)
     DISPATCH_PACKED(dt, packs_fit(dt, Vl, logits), XENT_SUMEXP);
 #undef XENT_SUMEXP
@@ -141,17 +175,16 @@ static __device__ void row_dlogits(void *dlogits, const void *logits, int64_t k0
                                    int packs, float m, float inv, int64_t t,
                                    float grad_scale)
 {
-    for (int k = threadIdx.x; k < packs; k += blockDim.x) {
-        float x[VEC];
-        load_pack<DT, VEC>(x, logits, k0 + k);
+    for_row_packs<DT, VEC>(logits, k0, packs, [&](int k, const float (&x)[VEC]) {
+        float g[VEC];
 #pragma unroll
         for (int e = 0; e < VEC; e++) {
             float p = expf(x[e] - m) * inv;
             int64_t j = (int64_t)k * VEC + e;
-            x[e] = (p - (j == t ? 1.0f : 0.0f)) * grad_scale;
+            g[e] = (p - (j == t ? 1.0f : 0.0f)) * grad_scale;
         }
-        store_pack<DT, VEC>(dlogits, k0 + k, x);
-    }
+        store_pack<DT, VEC>(dlogits, k0 + k, g);
+    });
 }
 
 template <ops_dtype DT, int VEC>
@@ -181,7 +214,7 @@ void xent_finish_cuda(float *losses, void *dlogits, const void *logits,
     if (N <= 0)
         return;
 #define XENT_FINISH(DT, VEC)                                                  \
-    xent_finish_kernel<DT, VEC><<<N, TRI_THREADS, 0, stream_cuda()>>>(        \
+    xent_finish_kernel<DT, VEC><<<N, XENT_THREADS, 0, stream_cuda()>>>(        \
         losses, dlogits, logits, rowmax, sumexp, target_logit, targets, v0,  \
         Vl, grad_scale)
     DISPATCH_PACKED(dt, packs_fit(dt, Vl, logits, dlogits), XENT_FINISH);
@@ -230,11 +263,9 @@ static __global__ void xent_fused_kernel(float *losses, void *dlogits,
 
     float m = -INFINITY;
     double s = 0.0;
-    for (int k = threadIdx.x; k < packs; k += blockDim.x) {
-        float x[VEC];
-        load_pack<DT, VEC>(x, logits, k0 + k);
+    for_row_packs<DT, VEC>(logits, k0, packs, [&](int, const float (&x)[VEC]) {
         online_add(m, s, x);
-    }
+    });
     float M = block_allreduce(m, MaxOp(), -INFINITY);
     s = s == 0.0 ? 0.0 : s * (double)expf(m - M);
     float S = (float)block_allreduce(s, SumOp(), 0.0);
@@ -257,7 +288,7 @@ void xent_fused_cuda(float *losses, void *dlogits, const void *logits,
     if (N <= 0)
         return;
 #define XENT_FUSED(DT, VEC)                                                   \
-    xent_fused_kernel<DT, VEC><<<N, TRI_THREADS, 0, stream_cuda()>>>(         \
+    xent_fused_kernel<DT, VEC><<<N, XENT_THREADS, 0, stream_cuda()>>>(         \
         losses, dlogits, logits, rowmax, sumexp, target_logit, targets, V,   \
         grad_scale)
     DISPATCH_PACKED(dt, packs_fit(dt, V, logits, dlogits), XENT_FUSED);
