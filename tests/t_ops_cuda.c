@@ -31,6 +31,13 @@
  * keeps every probability), as is the CPU's fused one; there the GPU's
  * fused kernel is also checked against its exact one.
  *
+ * The bandwidth-bound kernels (cross-entropy, the elementwise maps,
+ * LayerNorm) move 16-byte packs where pointers and rows are aligned and
+ * one element at a time where not; both paths are checked (rows of 1001
+ * and 1003, buffers one element off alignment, rows narrower than a
+ * block, a tail shorter than a pack), and so is the one-shard fused
+ * cross-entropy (xent_fused_cuda) against xent_fused_cpu.
+ *
  * Without a GPU (or a driver) it checks what needs none and prints that
  * the GPU tests did not run. The plan is printed at the end (valid TAP),
  * since the number of checks follows the loops below. On an H100 host

@@ -10,8 +10,8 @@
  * no atomics, the same bits every run. The formulas are the CPU's,
  * including the two-pass variance.
  *
- * NOT RUN on a GPU yet (the 16-byte packs; the scalar kernels they
- * replace passed t_ops_cuda on an H100).
+ * Run on an NVIDIA H100 on 2026-11-27 (bench/gpu_check.sh, the code of
+ * commit ac94e32): t_ops_cuda 644 ok, t_gpu 5 ok.
  *
  * Why the warp-per-row kernels are fast: a lane moves 16-byte packs (8
  * bf16 channels, cuda_common.h) where the row, w and b are aligned, so a
