@@ -1003,14 +1003,9 @@ void ops_xent_fused(ops_tensor losses, ops_tensor dlogits, ops_tensor logits,
         xent_fused_cpu(losses.data, dlogits.data, logits.data, dt, rowmax.data, sumexp.data,
                        target_logit.data, targets.data, N, V, grad_scale);
     } else {
-        /* the GPU's kernels keep rows in registers and shared memory
-         * already; the phases in sequence give the same numbers */
-        ON_CUDA(xent_max_cuda(rowmax.data, logits.data, dt, N, V));
-        ON_CUDA(xent_sumexp_cuda(sumexp.data, target_logit.data, logits.data, dt, rowmax.data,
-                                 targets.data, 0, N, V));
-        ON_CUDA(xent_finish_cuda(losses.data, dlogits.data, logits.data, dt, rowmax.data,
-                                 sumexp.data, target_logit.data, targets.data, 0, N, V,
-                                 grad_scale));
+        ON_CUDA(xent_fused_cuda(losses.data, dlogits.data, logits.data, dt, rowmax.data,
+                                sumexp.data, target_logit.data, targets.data, N, V,
+                                grad_scale));
     }
 }
 

@@ -334,8 +334,11 @@ void ops_xent_finish(ops_tensor losses, ops_tensor dlogits, ops_tensor logits,
 /* The three phases fused, for a single shard (the whole vocabulary, v0 =
  * 0): each row's max, sum of exponentials, loss and gradient are done
  * while the row is still in cache, instead of three sweeps over a
- * 50k-wide chunk. Same results as the phases in sequence; rowmax, sumexp
- * and target_logit are filled as they would. */
+ * 50k-wide chunk; rowmax, sumexp and target_logit are filled as the
+ * phases fill them. On the CPU the same bits as the phases in sequence;
+ * on a GPU two passes over the logits instead of four (the max and the
+ * sum of exponentials in one, rescaled as the max grows), equal to the
+ * phases to fp32 rounding. */
 void ops_xent_fused(ops_tensor losses, ops_tensor dlogits, ops_tensor logits,
                     ops_tensor rowmax, ops_tensor sumexp, ops_tensor target_logit,
                     ops_tensor targets, int N, int V, float grad_scale);

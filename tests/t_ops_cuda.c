@@ -31,6 +31,13 @@
  * keeps every probability), as is the CPU's fused one; there the GPU's
  * fused kernel is also checked against its exact one.
  *
+ * The bandwidth-bound kernels (cross-entropy, the elementwise maps,
+ * LayerNorm) move 16-byte packs where pointers and rows are aligned and
+ * one element at a time where not; both paths are checked (rows of 1001
+ * and 1003, buffers one element off alignment, rows narrower than a
+ * block, a tail shorter than a pack), and so is the one-shard fused
+ * cross-entropy (xent_fused_cuda) against xent_fused_cpu.
+ *
  * Without a GPU (or a driver) it checks what needs none and prints that
  * the GPU tests did not run. The plan is printed at the end (valid TAP),
  * since the number of checks follows the loops below. On an H100 host
@@ -144,6 +151,16 @@ static void buf_free(Buf *b)
     free(b->h);
     free_cuda(b->d);
     b->h = b->d = NULL;
+}
+
+/* The elements of b from `by` on, a view sharing b's memory (free b, not
+ * the view). by = 1 moves a tensor off the 16-byte alignment that the
+ * packed kernels need, to check their element-at-a-time path. */
+static Buf buf_from(const Buf *b, int64_t by)
+{
+    size_t es = ops_dtype_size(b->dt);
+    Buf v = { b->dt, b->n - by, (char *)b->h + by * es, (char *)b->d + by * es };
+    return v;
 }
 
 /* The device copy, downloaded raw. */
@@ -344,10 +361,14 @@ static void test_matmul(ops_dtype dt, int big)
 
 /* ---- elementwise ----------------------------------------------------------- */
 
-static void test_elementwise(ops_dtype dt, int64_t n)
+/* n elements from element `shift` of their buffers: 0 takes 16-byte packs
+ * and the n % 8 (or % 4) left one at a time, 1 one at a time throughout. */
+static void test_elementwise(ops_dtype dt, int64_t n, int shift)
 {
-    Buf x = buf_rand(dt, n, -4.0f, 4.0f), y = buf_rand(dt, n, -1.0f, 1.0f);
-    Buf out = buf_zero(dt, n);
+    tap_diag("elementwise %s: n %lld from element %d", ops_dtype_name(dt), (long long)n, shift);
+    Buf x0 = buf_rand(dt, n + shift, -4.0f, 4.0f), y0 = buf_rand(dt, n + shift, -1.0f, 1.0f);
+    Buf out0 = buf_zero(dt, n + shift);
+    Buf x = buf_from(&x0, shift), y = buf_from(&y0, shift), out = buf_from(&out0, shift);
     gelu_fwd_cpu(out.h, x.h, dt, n);
     gelu_fwd_cuda(out.d, x.d, dt, n);
     expect("gelu_fwd", dt, "out", &out);
@@ -394,7 +415,7 @@ static void test_elementwise(ops_dtype dt, int64_t n)
                ops_dtype_name(dt), gpu[0], cpu, rel);
     }
     /* a non-finite element makes the sum of squares non-finite */
-    store_f32_cpu(x.h, dt, 777, INFINITY);
+    store_f32_cpu(x.h, dt, n / 2, INFINITY);
     upload(&x);
     double *acc = alloc_cuda(sizeof(double)), got = 0.0;
     sumsq_accumulate_cuda(acc, x.d, dt, n);
@@ -402,27 +423,34 @@ static void test_elementwise(ops_dtype dt, int64_t n)
     free_cuda(acc);
     CHECK(!isfinite(got), "sumsq_accumulate %s: an inf element gives %g",
            ops_dtype_name(dt), got);
-    buf_free(&x);
-    buf_free(&y);
-    buf_free(&out);
+    buf_free(&x0);
+    buf_free(&y0);
+    buf_free(&out0);
 }
 
 /* ---- LayerNorm ------------------------------------------------------------- */
 
-static void test_layernorm(ops_dtype dt, int N, int C)
+/* The rows of inp, out, dout and dinp from element `shift` of their
+ * buffers: 0 with C a multiple of 8 (4 in fp32) takes 16-byte packs, 1
+ * or another C a channel at a time. */
+static void test_layernorm(ops_dtype dt, int N, int C, int shift)
 {
-    Buf inp = buf_rand(dt, (int64_t)N * C, -2.0f, 3.0f);
+    tap_diag("layernorm %s: N %d, C %d, from element %d", ops_dtype_name(dt), N, C, shift);
+    int64_t n = (int64_t)N * C;
+    Buf inp0 = buf_rand(dt, n + shift, -2.0f, 3.0f);
     Buf w = buf_rand(dt, C, 0.5f, 1.5f), b = buf_rand(dt, C, -0.5f, 0.5f);
-    Buf out = buf_zero(dt, (int64_t)N * C);
+    Buf out0 = buf_zero(dt, n + shift);
     Buf mean = buf_zero(OPS_F32, N), rstd = buf_zero(OPS_F32, N);
+    Buf inp = buf_from(&inp0, shift), out = buf_from(&out0, shift);
     layernorm_fwd_cpu(out.h, mean.h, rstd.h, inp.h, w.h, b.h, dt, N, C);
     layernorm_fwd_cuda(out.d, mean.d, rstd.d, inp.d, w.d, b.d, dt, N, C);
     expect("layernorm_fwd", dt, "out", &out);
     expect("layernorm_fwd", dt, "mean", &mean);
     expect("layernorm_fwd", dt, "rstd", &rstd);
     /* each side's backward pass reads its own statistics */
-    Buf dout = buf_rand(dt, (int64_t)N * C, -1.0f, 1.0f);
-    Buf dinp = buf_rand(dt, (int64_t)N * C, -1.0f, 1.0f); /* += */
+    Buf dout0 = buf_rand(dt, n + shift, -1.0f, 1.0f);
+    Buf dinp0 = buf_rand(dt, n + shift, -1.0f, 1.0f); /* += */
+    Buf dout = buf_from(&dout0, shift), dinp = buf_from(&dinp0, shift);
     Buf dw = buf_rand(OPS_F32, C, -1.0f, 1.0f), db = buf_rand(OPS_F32, C, -1.0f, 1.0f);
     layernorm_bwd_cpu(dinp.h, dw.h, db.h, dout.h, inp.h, w.h, mean.h, rstd.h,
                       dt, N, C);
@@ -431,7 +459,7 @@ static void test_layernorm(ops_dtype dt, int N, int C)
     expect("layernorm_bwd", dt, "dinp (+=)", &dinp);
     expect("layernorm_bwd", dt, "dw (+=)", &dw);
     expect("layernorm_bwd", dt, "db (+=)", &db);
-    Buf *all[] = { &inp, &w, &b, &out, &mean, &rstd, &dout, &dinp, &dw, &db };
+    Buf *all[] = { &inp0, &w, &b, &out0, &mean, &rstd, &dout0, &dinp0, &dw, &db };
     for (size_t i = 0; i < sizeof all / sizeof all[0]; i++)
         buf_free(all[i]);
 }
@@ -683,14 +711,36 @@ static void test_embedding(ops_dtype dt, int B, int T, int C, int v0, int Vl, in
 /* ---- cross-entropy ----------------------------------------------------------- */
 
 /* N rows over this shard's [v0, v0 + Vl) of a vocabulary of V; targets
- * drawn from all of it, so some fall on other shards when Vl < V. */
-static void test_xent(ops_dtype dt, int N, int Vl, int v0, int V)
+ * drawn from all of it, so some fall on other shards when Vl < V. The
+ * logits from element `shift` of their buffer: 0 with Vl a multiple of 8
+ * (4 in fp32) takes 16-byte packs, 1 or another Vl one element at a
+ * time. With one shard (v0 = 0, Vl = V) the fused path is checked too. */
+static void test_xent(ops_dtype dt, int N, int Vl, int v0, int V, int shift)
 {
+    tap_diag("xent %s: N %d, Vl %d, v0 %d, V %d, logits from element %d",
+             ops_dtype_name(dt), N, Vl, v0, V, shift);
     const float grad_scale = 1.0f / (float)N;
     Buf tgt = buf_tokens(N, 0, V);
-    Buf logits = buf_rand(dt, (int64_t)N * Vl, -6.0f, 6.0f);
+    Buf logits0 = buf_rand(dt, (int64_t)N * Vl + shift, -6.0f, 6.0f);
+    Buf logits = buf_from(&logits0, shift);
     Buf rowmax = buf_zero(OPS_F32, N), sumexp = buf_zero(OPS_F32, N);
     Buf tl = buf_zero(OPS_F32, N), losses = buf_zero(OPS_F32, N);
+    if (Vl == V) { /* before the phases overwrite the logits */
+        Buf copy0 = buf_zero(dt, logits0.n);
+        memcpy(copy0.h, logits0.h, bytes_of(&logits0));
+        upload(&copy0);
+        Buf copy = buf_from(&copy0, shift);
+        xent_fused_cpu(losses.h, copy.h, copy.h, dt, rowmax.h, sumexp.h, tl.h, tgt.h, N, V,
+                       grad_scale);
+        xent_fused_cuda(losses.d, copy.d, copy.d, dt, rowmax.d, sumexp.d, tl.d, tgt.d, N, V,
+                        grad_scale);
+        expect("xent_fused", dt, "rowmax", &rowmax);
+        expect("xent_fused", dt, "sumexp", &sumexp);
+        expect("xent_fused", dt, "target_logit", &tl);
+        expect("xent_fused", dt, "losses", &losses);
+        expect("xent_fused (in place)", dt, "dlogits", &copy);
+        buf_free(&copy0);
+    }
     xent_max_cpu(rowmax.h, logits.h, dt, N, Vl);
     xent_max_cuda(rowmax.d, logits.d, dt, N, Vl);
     expect("xent_max", dt, "rowmax", &rowmax);
@@ -701,14 +751,20 @@ static void test_xent(ops_dtype dt, int N, int Vl, int v0, int V)
     expect("xent_sumexp", dt, "target_logit", &tl);
     upload(&sumexp);
     upload(&tl);
-    /* dlogits in place over the logits, as the model calls it */
+    /* the loss alone (evaluation), then dlogits in place over the logits,
+     * as the model calls it */
+    xent_finish_cpu(losses.h, NULL, logits.h, dt, rowmax.h, sumexp.h, tl.h,
+                    tgt.h, v0, N, Vl, grad_scale);
+    xent_finish_cuda(losses.d, NULL, logits.d, dt, rowmax.d, sumexp.d, tl.d,
+                     tgt.d, v0, N, Vl, grad_scale);
+    expect("xent_finish (no dlogits)", dt, "losses", &losses);
     xent_finish_cpu(losses.h, logits.h, logits.h, dt, rowmax.h, sumexp.h, tl.h,
                     tgt.h, v0, N, Vl, grad_scale);
     xent_finish_cuda(losses.d, logits.d, logits.d, dt, rowmax.d, sumexp.d, tl.d,
                      tgt.d, v0, N, Vl, grad_scale);
     expect("xent_finish", dt, "losses", &losses);
     expect("xent_finish (in place)", dt, "dlogits", &logits);
-    Buf *all[] = { &tgt, &logits, &rowmax, &sumexp, &tl, &losses };
+    Buf *all[] = { &tgt, &logits0, &rowmax, &sumexp, &tl, &losses };
     for (size_t i = 0; i < sizeof all / sizeof all[0]; i++)
         buf_free(all[i]);
 }
@@ -826,24 +882,34 @@ int main(int argc, char **argv)
         ops_dtype dt = dtypes[k];
         int big = dt != OPS_F16; /* real models' shapes: fp32 and bf16 */
         test_matmul(dt, big);
-        test_elementwise(dt, 100003);
-        test_layernorm(dt, 37, 100);
-        test_layernorm(dt, 5, 1000);
+        test_elementwise(dt, 100003, 0);
+        test_elementwise(dt, 100003, 1);
+        test_elementwise(dt, 5, 0); /* the tail alone */
+        test_layernorm(dt, 37, 100, 0);
+        test_layernorm(dt, 5, 1000, 0);
+        test_layernorm(dt, 37, 96, 1);
+        test_layernorm(dt, 9, 24, 0); /* fewer packs than lanes */
         test_llama(dt, 37, 128, 16);
         test_attention(dt, 2, 37, 3, 16);
         test_attention(dt, 1, 64, 2, 32);
         test_attention(dt, 3, 100, 2, 80);
         /* tokens in [0, 60), this shard [10, 50): some on other shards */
         test_embedding(dt, 3, 100, 70, 10, 40, 60);
-        test_xent(dt, 9, 1000, 500, 2000);
+        test_xent(dt, 9, 1000, 500, 2000, 0);
+        /* one shard (the fused path too): aligned and narrower than the
+         * block; a row not a whole number of packs; rows off alignment */
+        test_xent(dt, 7, 40, 0, 40, 0);
+        test_xent(dt, 5, 1001, 0, 1001, 0);
+        test_xent(dt, 6, 1000, 0, 1000, 1);
+        test_xent(dt, 9, 1003, 600, 2000, 0);
         test_adamw(dt);
         if (!big)
             continue;
-        test_elementwise(dt, ((int64_t)1 << 21) + 5);
+        test_elementwise(dt, ((int64_t)1 << 21) + 5, 0);
         /* 8209 rows of GPT-2 small's width: 6.3M elements, dw and db
          * summed over 8209 rows in 249 chunks; Llama's RMSNorm, rotary
          * heads of 128 (4.2M elements, dw over 1031 rows) and of 64 */
-        test_layernorm(dt, 8209, 768);
+        test_layernorm(dt, 8209, 768, 0);
         test_llama(dt, 1031, 4096, 128);
         test_llama(dt, 1031, 1024, 64);
         test_attention(dt, 1, 1024, 4, 64);
@@ -852,8 +918,8 @@ int main(int argc, char **argv)
         test_attention_exact(dt, 4096, 128);
         test_embedding(dt, 2, 2048, 768, 0, 50304, 50304);
         /* GPT-2's vocabulary whole; Llama 3's split in two, this shard the upper half */
-        test_xent(dt, 16, 50304, 0, 50304);
-        test_xent(dt, 8, 64128, 64128, 128256);
+        test_xent(dt, 16, 50304, 0, 50304, 0);
+        test_xent(dt, 8, 64128, 64128, 128256, 0);
     }
     test_gemm_info();
     cuda_device_finalize();

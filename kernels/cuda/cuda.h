@@ -242,6 +242,14 @@ void xent_max_cuda(float *rowmax, const void *logits, ops_dtype dt, int N,
 void xent_sumexp_cuda(float *sumexp, float *target_logit, const void *logits,
                       ops_dtype dt, const float *rowmax,
                       const int32_t *targets, int v0, int N, int Vl);
+/* The three phases with v0 = 0 in two passes over the logits (an online
+ * max and sum, then the gradient); rowmax, sumexp and target_logit are
+ * filled as the phases fill them, to fp32 rounding. dlogits (dtype dt,
+ * or NULL) may alias logits. */
+void xent_fused_cuda(float *losses, void *dlogits, const void *logits,
+                     ops_dtype dt, float *rowmax, float *sumexp,
+                     float *target_logit, const int32_t *targets, int N, int V,
+                     float grad_scale);
 /* dlogits (dtype dt) may alias logits. */
 void xent_finish_cuda(float *losses, void *dlogits, const void *logits,
                       ops_dtype dt, const float *rowmax, const float *sumexp,

@@ -208,6 +208,105 @@ static __device__ __forceinline__ uint32_t load_16x2(const uint16_t *p)
     return *(const uint32_t *)p;
 }
 
+/* ---- 16-byte packs -------------------------------------------------------------
+ * The bandwidth-bound kernels (cross-entropy, GELU and the other
+ * elementwise ops, LayerNorm) move 16 bytes per load or store, 4 fp32 or
+ * 8 bf16/fp16 elements, instead of one element through load_f32_cuda's
+ * dtype switch: an eighth of the memory instructions for a 16-bit tensor,
+ * so the memory system, not the instruction issue, sets the pace. Such a
+ * kernel is a template on <DT, VEC>: the dtype is a constant (no switch
+ * per element), and VEC is PACK_ELEMS(DT) where packs_fit says the
+ * pointers allow, else 1, the scalar fallback, the same code one element
+ * at a time. */
+
+/* The storage type of a float-family dtype, widened to fp32 and rounded
+ * back as load_f32_cuda and store_f32_cuda do (the same bits). */
+template <ops_dtype DT> struct Storage {
+    typedef float T;
+    static __device__ __forceinline__ float load(T x) { return x; }
+    static __device__ __forceinline__ T store(float x) { return x; }
+};
+template <> struct Storage<OPS_BF16> {
+    typedef uint16_t T;
+    static __device__ __forceinline__ float load(T x) { return elem_bf16_to_f32(x); }
+    static __device__ __forceinline__ T store(float x) { return elem_f32_to_bf16(x); }
+};
+template <> struct Storage<OPS_F16> {
+    typedef uint16_t T;
+    static __device__ __forceinline__ float load(T x) { return elem_f16_to_f32(x); }
+    static __device__ __forceinline__ T store(float x) { return elem_f32_to_f16(x); }
+};
+
+/* VEC elements that one instruction loads or stores: aligned to their
+ * size, so a 16-byte pack is one ld.global.v4 / st.global.v4. */
+template <ops_dtype DT, int VEC>
+struct alignas(VEC * sizeof(typename Storage<DT>::T)) Pack {
+    typename Storage<DT>::T e[VEC];
+};
+
+/* x = elements [k*VEC, k*VEC + VEC) of p, widened to fp32. */
+template <ops_dtype DT, int VEC>
+static __device__ __forceinline__ void load_pack(float (&x)[VEC], const void *p, int64_t k)
+{
+    Pack<DT, VEC> v = ((const Pack<DT, VEC> *)p)[k];
+#pragma unroll
+    for (int e = 0; e < VEC; e++)
+        x[e] = Storage<DT>::load(v.e[e]);
+}
+
+/* Elements [k*VEC, k*VEC + VEC) of p = x, rounded to DT. */
+template <ops_dtype DT, int VEC>
+static __device__ __forceinline__ void store_pack(void *p, int64_t k, const float (&x)[VEC])
+{
+    Pack<DT, VEC> v;
+#pragma unroll
+    for (int e = 0; e < VEC; e++)
+        v.e[e] = Storage<DT>::store(x[e]);
+    ((Pack<DT, VEC> *)p)[k] = v;
+}
+
+/* Elements of dtype dt in 16 bytes, on the host. */
+static inline int pack_elems(ops_dtype dt)
+{
+    return (int)(16 / esize_cuda(dt));
+}
+
+/* Whether every pointer given is 16-byte aligned (NULL passes), on the host. */
+static inline int aligned16(const void *a, const void *b = NULL,
+                            const void *c = NULL, const void *d = NULL)
+{
+    uintptr_t bits = (uintptr_t)a | (uintptr_t)b | (uintptr_t)c | (uintptr_t)d;
+    return (bits & 15) == 0;
+}
+
+/* Whether rows of `row` elements of dtype dt, laid end to end from each
+ * pointer, can all be read in 16-byte packs: the pointers aligned and a
+ * row a whole number of packs, so every row starts aligned too. */
+static inline int packs_fit(ops_dtype dt, int64_t row, const void *a,
+                            const void *b = NULL, const void *c = NULL,
+                            const void *d = NULL)
+{
+    return aligned16(a, b, c, d) && row % pack_elems(dt) == 0;
+}
+
+/* Runs LAUNCH(DT, VEC), a launch macro of the caller's, with the dtype dt
+ * as a template constant, and VEC 16 bytes of elements when `packed`,
+ * else 1. */
+#define DISPATCH_PACKED(dt, packed, LAUNCH)                                   \
+    do {                                                                      \
+        switch (dt) {                                                         \
+        case OPS_BF16:                                                        \
+            if (packed) { LAUNCH(OPS_BF16, 8); } else { LAUNCH(OPS_BF16, 1); } \
+            break;                                                            \
+        case OPS_F16:                                                         \
+            if (packed) { LAUNCH(OPS_F16, 8); } else { LAUNCH(OPS_F16, 1); }  \
+            break;                                                            \
+        default:                                                              \
+            if (packed) { LAUNCH(OPS_F32, 4); } else { LAUNCH(OPS_F32, 1); }  \
+            break;                                                            \
+        }                                                                     \
+    } while (0)
+
 /* ---- reductions ---------------------------------------------------------------- */
 
 struct SumOp {
