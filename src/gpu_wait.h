@@ -5,10 +5,14 @@
  * collective never returns when a peer of that collective has died or
  * stopped: NCCL's kernels spin for ever. So the host polls instead: is
  * the work done, has NCCL reported an asynchronous error (a peer or the
- * network failed), has the wait outlasted its timeout? Between polls it
- * sleeps, backing off from GPU_WAIT_FIRST_PAUSE_NS to GPU_WAIT_MAX_PAUSE_NS,
- * so a short wait costs microseconds and a long one a thousandth of a
- * core. The decision is a pure function, and the loop takes its probes
+ * network failed), has the wait outlasted its timeout? The first
+ * GPU_WAIT_SPIN_POLLS polls follow each other at once (on a GPU, a few
+ * hundred microseconds of event and NCCL queries), so a wait for one
+ * kernel ends when the kernel does; then it sleeps between polls, backing
+ * off from GPU_WAIT_FIRST_PAUSE_NS to GPU_WAIT_MAX_PAUSE_NS, so a long
+ * wait costs a thousandth of a core. (Sleeping from the first poll made
+ * `[log] profile`, which waits around every op, read short ops late by up
+ * to the last pause: Linux also adds 50 us of timer slack to each.) The decision is a pure function, and the loop takes its probes
  * as callbacks, so both are tested on the CPU (tests/t_gpu_wait.c);
  * src/comm_nccl.c supplies the CUDA event and NCCL probes.
  */
@@ -22,6 +26,7 @@ typedef enum {
     GPU_WAIT_TIMED_OUT     /* waited timeout_s without either */
 } GpuWaitVerdict;
 
+#define GPU_WAIT_SPIN_POLLS 100            /* polls before the first pause */
 #define GPU_WAIT_FIRST_PAUSE_NS 10000L     /* 10 us */
 #define GPU_WAIT_MAX_PAUSE_NS 1000000L     /* 1 ms */
 

@@ -74,6 +74,12 @@ static void loop(void)
     tap_ok(v == GPU_WAIT_DONE && f.polls == 5 && waited >= 0 && waited < 1.0,
            "work done at poll 5: DONE after %d polls, %.2g s", f.polls, waited);
 
+    f = (Fake){.done_at = GPU_WAIT_SPIN_POLLS};
+    v = gpu_wait_poll(&probe, 10.0, &waited);
+    tap_ok(v == GPU_WAIT_DONE && f.polls == GPU_WAIT_SPIN_POLLS && waited < 0.01,
+           "work done at poll %d: DONE without sleeping (%.2g s; the pauses would take 0.09 s)",
+           GPU_WAIT_SPIN_POLLS, waited);
+
     f = (Fake){.done_at = 1};
     v = gpu_wait_poll(&probe, 0.0, &waited);
     tap_ok(v == GPU_WAIT_DONE && f.polls == 1 && waited < 0.1,
@@ -94,14 +100,15 @@ static void loop(void)
     tap_ok(v == GPU_WAIT_TIMED_OUT && waited >= 0.05 && waited < 1.0,
            "work that never completes: TIMED_OUT after %.3f s of a 0.05 s timeout (%d polls)",
            waited, f.polls);
-    /* 0.05 s of pauses growing to 1 ms: about 60 polls, not a busy spin */
+    /* 100 polls, then 0.05 s of pauses growing to 1 ms: about 160 polls,
+     * not a busy spin */
     tap_ok(f.polls > 3 && f.polls < 2000, "polled %d times in 0.05 s: backing off", f.polls);
 }
 
 int main(int argc, char **argv)
 {
     tap_init(&argc, &argv);
-    tap_plan(15);
+    tap_plan(16);
     decisions();
     backoff();
     loop();
