@@ -236,7 +236,7 @@ section_more() {
 }
 
 section_pytorch() {
-    for mode in eager compile; do
+    for mode in ${GPU_PT_MODES:-eager compile}; do
         c=0
         [ "$mode" = compile ] && c=1
         limited 150 env PYTHONUNBUFFERED=1 PT_DEVICE=cuda PT_DTYPE=bf16 PT_COMPILE=$c \
