@@ -26,7 +26,8 @@
 # hang costs that step only. The logs are kept in a work folder and packed
 # into $OUT/logs.tgz after every section (the device tool brings back at
 # most 8 files, and a call cut short keeps what was packed); the summary
-# is $OUT/summary.txt and is printed last. Env: GPU_STEPS (default 20).
+# is $OUT/summary.txt and is printed last. Env: GPU_STEPS (default 20),
+# GPU_PT_MODES (PyTorch's modes, default "eager compile").
 set -u
 root=$(cd "$(dirname "$0")/.." && pwd)
 cd "$root" || exit 1
