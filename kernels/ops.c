@@ -1122,16 +1122,6 @@ void ops_device_finalize(ops_device dev)
 #endif
 }
 
-void ops_device_synchronize(ops_device dev)
-{
-#if TRI_HAVE_CUDA
-    if (dev == OPS_CUDA)
-        cuda_synchronize();
-#else
-    (void)dev;
-#endif
-}
-
 const char *ops_gemm_info_on(ops_device dev, const char **warning)
 {
 #if TRI_HAVE_CUDA

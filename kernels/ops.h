@@ -164,10 +164,6 @@ int ops_device_uuid(ops_device dev, unsigned char uuid[16]);
 int ops_device_init(ops_device dev, int local_rank, int local_size, char *err,
                     size_t err_size);
 void ops_device_finalize(ops_device dev);
-/* Returns once every op queued so far on dev has finished (the CPU's ops
- * finish before they return). For timing a GPU's ops from the host
- * ([log] profile); it stalls the device's queue. Not collective. */
-void ops_device_synchronize(ops_device dev);
 
 /* ---- device timers ------------------------------------------------------
  * The device's own time between marks, for the step's metrics (the

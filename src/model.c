@@ -517,7 +517,7 @@ static void head_chunk(Model *m, int slot, int64_t r0, int nr, ForwardMode mode)
     ops_tensor targets = ops_view(m->targets[slot], r0, nr);
     ops_tensor losses = head_of(s->losses, nr);
 
-    PROF(PROF_MATMUL, ops_matmul_fwd(logits, lnf, W(m, m->p_lm), OPS_NONE, nr, Vl, C));
+    PROF(PROF_HEAD_MATMUL, ops_matmul_fwd(logits, lnf, W(m, m->p_lm), OPS_NONE, nr, Vl, C));
     if (m->grid->tp == 1)
         PROF(PROF_XENT, ops_xent_fused(losses, grad ? logits : OPS_NONE, logits,
                                        head_of(s->rowmax, nr), head_of(s->stats, nr),
@@ -528,9 +528,9 @@ static void head_chunk(Model *m, int slot, int64_t r0, int nr, ForwardMode mode)
     PROF(PROF_XENT, ops_sum_accumulate(m->loss_acc, losses, nr));
     m->loss_count += nr;
     if (grad)
-        PROF(PROF_MATMUL, ops_matmul_bwd(ops_view(s->d_lnf, r0 * C, (int64_t)nr * C),
-                                         G(m, m->p_lm), OPS_NONE, logits, lnf, W(m, m->p_lm),
-                                         nr, Vl, C));
+        PROF(PROF_HEAD_MATMUL,
+             ops_matmul_bwd(ops_view(s->d_lnf, r0 * C, (int64_t)nr * C), G(m, m->p_lm),
+                            OPS_NONE, logits, lnf, W(m, m->p_lm), nr, Vl, C));
 }
 
 /* The final norm of N rows of x into out: LayerNorm (gpt2) or RMSNorm. */

@@ -4,19 +4,35 @@
 #include "prof.h"
 
 int prof_on;
-ops_device prof_device = OPS_CPU;
-double prof_seconds[PROF_KINDS];
+ops_timer prof_timers[PROF_KINDS];
+static double prof_seconds[PROF_KINDS];
 
 static const char *const prof_names[PROF_KINDS] = {
-    "matmul (GEMM + bias)", "attention", "layernorm", "gelu", "residual adds",
+    "matmul (GEMM + bias)", "LM head matmul", "attention", "layernorm", "gelu", "residual adds",
     "embeddings", "softmax cross-entropy", "tensor-parallel all-reduce",
     "data-parallel reduce/gather", "optimizer (norm, clip, AdamW)",
 };
 
-void prof_reset(void)
+void prof_start(ops_device device)
+{
+    for (int k = 0; k < PROF_KINDS; k++) {
+        prof_timers[k] = ops_timer_on(device);
+        prof_seconds[k] = 0.0;
+    }
+    prof_on = 1;
+}
+
+void prof_collect(void)
 {
     for (int k = 0; k < PROF_KINDS; k++)
-        prof_seconds[k] = 0.0;
+        prof_seconds[k] += ops_timer_read(&prof_timers[k]);
+}
+
+void prof_stop(void)
+{
+    for (int k = 0; k < PROF_KINDS; k++)
+        ops_timer_free(&prof_timers[k]);
+    prof_on = 0;
 }
 
 void prof_print(FILE *out, int steps, double step_seconds)

@@ -430,6 +430,8 @@ static void teardown(Trainer *t)
     ops_timer_free(&t->times.busy);
     ops_timer_free(&t->times.wait);
     ops_timer_free(&t->dp_timer);
+    if (prof_on)
+        prof_stop(); /* a run that ended before its last step: the timers' events */
     if (t->device_ready)
         device_teardown(&t->grid);
     grid_destroy(&t->grid);
@@ -751,15 +753,17 @@ static void profile_step(Trainer *t, double step_s, int first)
     if (!t->cfg->log.profile)
         return;
     if (t->step == first + 1) {
-        prof_reset();
-        prof_on = 1;
-        prof_device = t->grid.device;
+        prof_start(t->grid.device);
         t->profiled_seconds = 0.0;
         return;
     }
+    prof_collect(); /* the step's host wait is over: its marks are read at once */
     t->profiled_seconds += step_s;
-    if (t->step == t->cfg->train.steps && is_root(t))
-        prof_print(stdout, t->step - first - 1, t->profiled_seconds);
+    if (t->step == t->cfg->train.steps) {
+        if (is_root(t))
+            prof_print(stdout, t->step - first - 1, t->profiled_seconds);
+        prof_stop();
+    }
 }
 
 static RunEnd run_steps(Trainer *t)
