@@ -103,6 +103,9 @@ section_tests() {
         n_bad=$(grep -c '^not ok' "$LOGS/$t.log")
         note "$t: exit $rc, $n_ok ok, $n_bad not ok$(grep -m1 'SKIP' "$LOGS/$t.log" | sed 's/^/, /')"
         grep '^not ok' "$LOGS/$t.log" | head -n 5 | sed 's/^/    /' | tee -a "$summary"
+        # a test that passes its CPU checks but could not see the GPU
+        grep -i '^# .*no CUDA device' "$LOGS/$t.log" | head -n 2 | sed 's/^/    GPU CHECKS NOT RUN: /' \
+            | tee -a "$summary"
     done
 }
 

@@ -45,10 +45,11 @@ export OMPI_MCA_pml="${OMPI_MCA_pml:-ob1}"
 export OMPI_MCA_odls_base_sigkill_timeout="${OMPI_MCA_odls_base_sigkill_timeout:-0}"
 # The CPU suite runs on the CPU on a GPU node too: with `device = auto` it
 # would otherwise train on the GPUs (and 8 ranks would want 8 of them).
-# No GPU is visible to it; the GPU tests (t_ops_cuda, t_gpu, t_gpu_comm)
-# see them all.
+# No GPU is visible to it; the tests with GPU checks (t_ops_cuda, t_gpu,
+# t_gpu_comm, and t_offload for its CUDA AdamW behind real copies) see
+# them all.
 case "$name" in
-    t_ops_cuda | t_gpu | t_gpu_comm) ;;
+    t_ops_cuda | t_gpu | t_gpu_comm | t_offload) ;;
     *) export CUDA_VISIBLE_DEVICES="" ;;
 esac
 export TRI_BUILDDIR="${TRI_BUILDDIR:-$(pwd)}"
