@@ -90,24 +90,35 @@ worst=$(loss_lines "$WORK/tp.jsonl" | sed 's/.*"loss":\([^,]*\).*/\1/' > "$WORK/
 awk -v w="$worst" 'BEGIN { exit !(w != "missing" && w + 0 <= 1e-5) }'
 ok $? "a dp=2 checkpoint resumes on tp=2 zero=3, same global batch (loss max rel $worst)"
 
-# 4. signals: checkpoint at the next step boundary, then exit 75
+# 4. signals: checkpoint at the next step boundary, then exit 75. Each
+# run has its own output file, created empty before the launch: the
+# background job opens it only once it runs, so a shared file could still
+# show the previous run's step lines, and the signal would then go to
+# ranks not yet started (none), leaving 100000 steps to run. A run still
+# going a minute after its signal is killed and fails its check.
 for sig in USR1 TERM; do
+    out="$WORK/sig$sig.out"
+    : > "$out"
     # shellcheck disable=SC2086
     $TRI_MPIEXEC -n "$np" "$TRIDENT" train --config "$cfg" --set train.steps=100000 \
-        --set checkpoint.dir="$WORK/sig$sig" > "$WORK/sig.out" 2>&1 &
+        --set checkpoint.dir="$WORK/sig$sig" > "$out" 2>&1 &
     pid=$!
     i=0
-    until grep -q "^step  *[0-9]" "$WORK/sig.out" || [ $i -gt 100 ]; do sleep 0.1; i=$((i + 1)); done
+    until grep -q "^step  *[0-9]" "$out" || [ $i -gt 300 ]; do sleep 0.1; i=$((i + 1)); done
     # the ranks only (mpiexec's children): SIGTERM to mpiexec itself ends
     # the job (doc/errors.md, M71), which is not what this tests
     # shellcheck disable=SC2046
     kill -"$sig" $(pgrep -P "$pid") 2>/dev/null
+    i=0
+    while kill -0 "$pid" 2>/dev/null && [ $i -lt 600 ]; do sleep 0.1; i=$((i + 1)); done
+    # shellcheck disable=SC2046
+    kill -0 "$pid" 2>/dev/null && kill -9 $(pgrep -P "$pid") "$pid" 2>/dev/null
     wait $pid
     code=$?
-    grep -q "stopping at step" "$WORK/sig.out" && [ -f "$WORK/sig$sig/latest" ]
+    grep -q "stopping at step" "$out" && [ -f "$WORK/sig$sig/latest" ]
     ok $? "SIG$sig to every rank: a checkpoint, then 'stopping' (mpiexec exit $code)"
 done
-code=$(grep -c "exit 75" "$WORK/sig.out")
+code=$(grep -c "exit 75" "$WORK/sigTERM.out")
 [ "$code" -ge 1 ]
 ok $? "the stop message names the requeue exit code 75"
 
