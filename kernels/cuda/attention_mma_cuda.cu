@@ -195,6 +195,39 @@ static __device__ void store_rows16(void *dst, ops_dtype dt, int64_t base, int64
     }
 }
 
+/* The block's own 64 rows of a (T, hs) matrix (element base + t*ld of
+ * src) as this warp's A fragments of its 16 rows, through the shared
+ * stage: Q or dO (query side), K or V (key side). Every thread of the
+ * block calls it; the stage is free again when it returns. */
+template <int HD>
+static __device__ void own_rows_fragments(uint32_t (*a)[4], uint16_t *stage, const uint16_t *src,
+                                          int64_t base, int64_t ld, const Tile &tl, int T, int hs)
+{
+    load_tile16<HD>(stage, MMA_BLOCK_ROWS, src, base, ld, tl.t0, T, hs);
+    __syncthreads();
+#pragma unroll
+    for (int k = 0; k < HD / 16; k++)
+        frag_a<HD + 8>(a[k], stage, tl.row0, k * 16, tl.lane);
+    __syncthreads(); /* every warp has its fragments: the stage is free */
+}
+
+/* This lane's two accumulator rows of a query-side warp, g and g + 8 (one
+ * past T computes as row T - 1, so its numbers stay finite, and is not
+ * stored), and the warp's last row. */
+struct WarpRows {
+    int row[2], last;
+};
+
+static __device__ WarpRows warp_rows(const Tile &tl, int T)
+{
+    int r0 = tl.t0 + tl.row0;
+    WarpRows w;
+    w.row[0] = min(r0 + tl.lane / 4, T - 1);
+    w.row[1] = min(r0 + tl.lane / 4 + 8, T - 1);
+    w.last = min(r0 + 15, T - 1);
+    return w;
+}
+
 /* ---- forward ------------------------------------------------------------- */
 
 template <int HD, bool BF16>
@@ -209,16 +242,11 @@ attention_mma_fwd_kernel(void *out, float *lse, const void *qkv, int BH, int NH,
     const uint16_t *src = (const uint16_t *)qkv;
     const Tile tl = tile_of_block(BH, NH, T, hs, MMA_BLOCK_ROWS, 16, 1);
     const int lane = tl.lane, r0 = tl.t0 + tl.row0;
-    /* this lane's rows, g and g + 8; one past T computes as row T - 1 (its
-     * numbers stay finite) and is not stored */
-    const int row[2] = { min(r0 + lane / 4, T - 1), min(r0 + lane / 4 + 8, T - 1) };
-    const int last = min(r0 + 15, T - 1); /* the warp's last row */
-    load_tile16<HD>(qs, MMA_BLOCK_ROWS, src, tl.qkv, tl.ld, tl.t0, T, hs);
-    __syncthreads();
+    const WarpRows w = warp_rows(tl, T);
+    const int *row = w.row;
+    const int last = w.last;
     uint32_t qa[NK][4];
-#pragma unroll
-    for (int k = 0; k < NK; k++)
-        frag_a<LD>(qa[k], qs, tl.row0, k * 16, lane);
+    own_rows_fragments<HD>(qa, qs, src, tl.qkv, tl.ld, tl, T, hs);
     float m[2] = { -INFINITY, -INFINITY }, l[2] = { 0.0f, 0.0f }, o[NO][4];
 #pragma unroll
     for (int n = 0; n < NO; n++)
@@ -300,20 +328,12 @@ attention_mma_dq_kernel(void *dqkv, float *Dsum, const void *dout, const void *q
     const uint16_t *src = (const uint16_t *)qkv;
     const Tile tl = tile_of_block(BH, NH, T, hs, MMA_BLOCK_ROWS, 16, 1);
     const int lane = tl.lane, r0 = tl.t0 + tl.row0;
-    const int row[2] = { min(r0 + lane / 4, T - 1), min(r0 + lane / 4 + 8, T - 1) };
-    const int last = min(r0 + 15, T - 1);
+    const WarpRows w = warp_rows(tl, T);
+    const int *row = w.row;
+    const int last = w.last;
     uint32_t qa[NK][4], ga[NK][4];
-    load_tile16<HD>(stage, MMA_BLOCK_ROWS, src, tl.qkv, tl.ld, tl.t0, T, hs);
-    __syncthreads();
-#pragma unroll
-    for (int k = 0; k < NK; k++)
-        frag_a<LD>(qa[k], stage, tl.row0, k * 16, lane);
-    __syncthreads();
-    load_tile16<HD>(stage, MMA_BLOCK_ROWS, (const uint16_t *)dout, tl.out, tl.ldo, tl.t0, T, hs);
-    __syncthreads();
-#pragma unroll
-    for (int k = 0; k < NK; k++)
-        frag_a<LD>(ga[k], stage, tl.row0, k * 16, lane);
+    own_rows_fragments<HD>(qa, stage, src, tl.qkv, tl.ld, tl, T, hs);
+    own_rows_fragments<HD>(ga, stage, (const uint16_t *)dout, tl.out, tl.ldo, tl, T, hs);
     const float li[2] = { lse[(int64_t)tl.bh * T + row[0]], lse[(int64_t)tl.bh * T + row[1]] };
     float D[2] = { 0.0f, 0.0f }, dq[NO][4];
 #pragma unroll
@@ -321,7 +341,7 @@ attention_mma_dq_kernel(void *dqkv, float *Dsum, const void *dout, const void *q
         dq[n][0] = dq[n][1] = dq[n][2] = dq[n][3] = 0.0f;
     for (int sweep = 0; sweep < 2; sweep++) {
         for (int c0 = 0; c0 < tl.end; c0 += KT) {
-            __syncthreads(); /* the previous tile (or the stage) is read */
+            __syncthreads(); /* the previous tile is read */
             load_tile16<HD>(ks, KT, src, tl.qkv + hs, tl.ld, c0, T, hs);
             load_tile16<HD>(vs, KT, src, tl.qkv + 2 * hs, tl.ld, c0, T, hs);
             __syncthreads();
@@ -382,17 +402,8 @@ attention_mma_dkdv_kernel(void *dqkv, const float *Dsum, const void *dout, const
     const int lane = tl.lane, k0 = tl.t0 + tl.row0; /* the warp's first key */
     const int key[2] = { k0 + lane / 4, k0 + lane / 4 + 8 };
     uint32_t ka[NK][4], va[NK][4];
-    load_tile16<HD>(stage, MMA_BLOCK_ROWS, src, tl.qkv + hs, tl.ld, tl.t0, T, hs);
-    __syncthreads();
-#pragma unroll
-    for (int k = 0; k < NK; k++)
-        frag_a<LD>(ka[k], stage, tl.row0, k * 16, lane);
-    __syncthreads();
-    load_tile16<HD>(stage, MMA_BLOCK_ROWS, src, tl.qkv + 2 * hs, tl.ld, tl.t0, T, hs);
-    __syncthreads();
-#pragma unroll
-    for (int k = 0; k < NK; k++)
-        frag_a<LD>(va[k], stage, tl.row0, k * 16, lane);
+    own_rows_fragments<HD>(ka, stage, src, tl.qkv + hs, tl.ld, tl, T, hs);
+    own_rows_fragments<HD>(va, stage, src, tl.qkv + 2 * hs, tl.ld, tl, T, hs);
     float dk[NO][4], dv[NO][4];
 #pragma unroll
     for (int n = 0; n < NO; n++)
@@ -402,7 +413,7 @@ attention_mma_dkdv_kernel(void *dqkv, const float *Dsum, const void *dout, const
     /* from the query tile holding the block's first key: earlier queries
      * see none of its keys */
     for (int i0 = tl.t0 / QT * QT; i0 < T; i0 += QT) {
-        __syncthreads(); /* the previous tile (or the stage) is read */
+        __syncthreads(); /* the previous tile is read */
         load_tile16<HD>(qs, QT, src, tl.qkv, tl.ld, i0, T, hs);
         load_tile16<HD>(gs, QT, g16, tl.out, tl.ldo, i0, T, hs);
         if (threadIdx.x < QT) {
