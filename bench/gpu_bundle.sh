@@ -24,15 +24,17 @@ here=$(cd "$(dirname "$0")" && pwd)
 root=$(cd "$here/.." && pwd)
 out=${1:-$root/.gpu}
 arch=${GPU_ARCH:-90}
-work=$(mktemp -d "${TMPDIR:-/tmp}/trident-gpu.XXXXXX")
-trap 'rm -rf "$work"' EXIT
-mkdir -p "$out" "$work/src" "$work/pack/build/tests" "$work/pack/root"
+# the build and the tree being packed, removed on exit: src/ (the checkout's
+# tracked files, built there) and pack/ (what the bundle holds)
+staging=$(mktemp -d "${TMPDIR:-/tmp}/trident-gpu.XXXXXX")
+trap 'rm -rf "$staging"' EXIT
+mkdir -p "$out" "$staging/src" "$staging/pack/build/tests" "$staging/pack/root"
 
-echo "== building for sm_$arch in $work/src"
-(cd "$root" && git ls-files -z | xargs -0 tar -cf -) | tar -xf - -C "$work/src"
+echo "== building for sm_$arch in $staging/src"
+(cd "$root" && git ls-files -z | xargs -0 tar -cf -) | tar -xf - -C "$staging/src"
 programs="trident tests/t_ops_cuda tests/t_offload tests/t_gpu_wait"
 (
-    cd "$work/src"
+    cd "$staging/src"
     autoreconf -fi >/dev/null 2>&1
     ./configure --enable-werror --with-cuda-arch="$arch" > configure.out 2>&1 \
         || { tail -n 20 configure.out; exit 1; }
@@ -42,7 +44,7 @@ programs="trident tests/t_ops_cuda tests/t_offload tests/t_gpu_wait"
     make -j"$(nproc)" $programs > make.out 2>&1 || { tail -n 30 make.out; exit 1; }
 )
 for p in $programs; do
-    cp "$work/src/$p" "$work/pack/build/$p"
+    cp "$staging/src/$p" "$staging/pack/build/$p"
 done
 
 # The shared libraries the programs load, less glibc's own (every Linux
@@ -75,8 +77,8 @@ owners() {
         if [ -n "$pkg" ]; then
             echo "${pkg%%:*}"
         else
-            mkdir -p "$work/pack/root$(dirname "$lib")"
-            cp "$(readlink -f "$lib")" "$work/pack/root$lib"
+            mkdir -p "$staging/pack/root$(dirname "$lib")"
+            cp "$(readlink -f "$lib")" "$staging/pack/root$lib"
         fi
     done | grep -vx libc6 | sort -u
 }
@@ -90,8 +92,8 @@ pack_package() {
         # files and links to files (a link to a directory, like /lib on a
         # usrmerged system, would alias the tree)
         if [ -f "$f" ] || { [ -L "$f" ] && [ ! -d "$f" ]; }; then
-            mkdir -p "$work/pack/root$(dirname "$f")"
-            cp -P "$f" "$work/pack/root$f"
+            mkdir -p "$staging/pack/root$(dirname "$f")"
+            cp -P "$f" "$staging/pack/root$f"
         fi
     done
 }
@@ -102,7 +104,7 @@ pack_package() {
 # dlopen libraries of their own).
 packed=" "
 # shellcheck disable=SC2046,SC2086  # lists of paths
-unpacked="openmpi-bin openmpi-common libopenmpi3 libpmix2 $(owners $(cd "$work/pack/build" && libraries_of $programs))"
+unpacked="openmpi-bin openmpi-common libopenmpi3 libpmix2 $(owners $(cd "$staging/pack/build" && libraries_of $programs))"
 while [ -n "$unpacked" ]; do
     for pkg in $unpacked; do
         case "$packed" in *" $pkg "*) continue ;; esac   # named twice
@@ -110,7 +112,7 @@ while [ -n "$unpacked" ]; do
         packed="$packed$pkg "
     done
     # shellcheck disable=SC2046  # a list of paths
-    loaded=$(libraries_of $(find "$work/pack/root" -type f \( -name '*.so*' -o -path '*/bin/*' \)))
+    loaded=$(libraries_of $(find "$staging/pack/root" -type f \( -name '*.so*' -o -path '*/bin/*' \)))
     unpacked=""
     # shellcheck disable=SC2086  # a list of paths
     for pkg in $(owners $loaded); do
@@ -120,19 +122,19 @@ done
 echo "== packed the Debian packages:$packed"
 # Debian moved /lib into /usr (usrmerge): a package may name /lib/x/y,
 # which the GPU machine's loader will be told to look for under root/usr
-if [ -d "$work/pack/root/lib" ]; then
-    mkdir -p "$work/pack/root/usr/lib"
-    cp -RP "$work/pack/root/lib/." "$work/pack/root/usr/lib/"
-    rm -rf "$work/pack/root/lib"
+if [ -d "$staging/pack/root/lib" ]; then
+    mkdir -p "$staging/pack/root/usr/lib"
+    cp -RP "$staging/pack/root/lib/." "$staging/pack/root/usr/lib/"
+    rm -rf "$staging/pack/root/lib"
 fi
 # Debian names mpirun and mpiexec through update-alternatives (links in
 # /etc), which do not travel: name them here
-ln -sf orterun "$work/pack/root/usr/bin/mpirun"
-ln -sf orterun "$work/pack/root/usr/bin/mpiexec"
-git -C "$root" rev-parse HEAD > "$work/pack/build/commit"
-(cd "$root" && git status --short) > "$work/pack/build/changes"
+ln -sf orterun "$staging/pack/root/usr/bin/mpirun"
+ln -sf orterun "$staging/pack/root/usr/bin/mpiexec"
+git -C "$root" rev-parse HEAD > "$staging/pack/build/commit"
+(cd "$root" && git status --short) > "$staging/pack/build/changes"
 
-tar -C "$work/pack" -cJf "$out/bundle.tar.xz" build root
+tar -C "$staging/pack" -cJf "$out/bundle.tar.xz" build root
 size=$(wc -c < "$out/bundle.tar.xz")
 echo "== $out/bundle.tar.xz: $((size / 1048576)) MiB (the device tool carries 64 MiB in all)"
 [ "$size" -lt $((60 * 1048576)) ] || { echo "gpu_bundle.sh: bundle too large" >&2; exit 1; }

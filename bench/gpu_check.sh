@@ -6,17 +6,16 @@
 #   bench/gpu_check.sh [SECTIONS]     SECTIONS: any of
 #     env      the GPU (nvidia-smi), the libraries trident resolves, and
 #              an MPI hello over 1 rank from the bundle's Open MPI
-#     tests    the GPU tests: t_ops_cuda, t_gpu (20 steps against the CPU),
-#              t_offload, t_gpu_wait, each log in logs.tgz
+#     tests    the GPU tests: t_ops_cuda, t_gpu (GPT-2 and Llama, 20 steps
+#              against the CPU), t_offload, t_gpu_wait, each log in logs.tgz
 #     gpt2     GPT-2 small (12 x 768, 12 heads, T 1024, vocabulary 50304,
 #              micro_batch 16) in bf16 and fp32: tokens/s, MFU against
 #              the datasheet peak and against trident's measured GEMM
 #              peak, and the GPU memory nvidia-smi saw at most
 #     profile  GPT-2 small in bf16 with [log] profile: where a step's time
 #              goes, per kind of op (the device waited for around each)
-#     more     a tiny Llama (grouped-query attention) on the GPU against the
-#              CPU, the same with full recomputation, and GPT-2 small at
-#              T 8192 to see attention's memory stay linear in T
+#     long     GPT-2 small at T 8192, two sequences: attention's memory
+#              stays linear in T
 #     pytorch  the same model in PyTorch on the same GPU (bf16 autocast,
 #              eager and torch.compile; bench/pytorch_gpt2.py)
 #   (default: all of them, in that order)
@@ -33,7 +32,7 @@ root=$(cd "$(dirname "$0")/.." && pwd)
 cd "$root" || exit 1
 bundle=${GPU_BUNDLE:-$root/.gpu/bundle.tar.xz}
 OUT=${OUT:-$root/gpu-out}
-SECTIONS=${1:-"env tests gpt2 profile more pytorch"}
+SECTIONS=${1:-"env tests gpt2 profile long pytorch"}
 STEPS=${GPU_STEPS:-20}
 LOGS=${TMPDIR:-/tmp}/trident-gpu-logs
 rm -rf "$LOGS"
@@ -141,17 +140,26 @@ mean_after_warmup() {
         | awk '{ s += $1; n++ } END { if (n) printf "%.4g", s / n; else print "nan" }'
 }
 
+# train_watched NAME ARGS...: trident train ARGS on one rank (150 s at
+# most), output in NAME.out, while nvidia-smi samples the GPU's memory;
+# sets rc and mem (the most it saw, MiB)
+train_watched() {
+    name=$1
+    shift
+    nvidia-smi --query-gpu=memory.used --format=csv,noheader,nounits -lms 200 \
+        > "$LOGS/mem-$name.txt" 2>/dev/null &
+    smi=$!
+    limited 150 mpirun -n 1 ./trident train "$@" > "$LOGS/$name.out" 2>&1
+    rc=$?
+    kill "$smi" 2>/dev/null
+    mem=$(sort -n "$LOGS/mem-$name.txt" | tail -n 1)
+}
+
 section_gpt2() {
     for dtype in bf16 fp32; do
         gpt2_config "$LOGS/gpt2-$dtype.ini" "$dtype"
-        nvidia-smi --query-gpu=memory.used --format=csv,noheader,nounits -lms 200 \
-            > "$LOGS/mem-$dtype.txt" 2>/dev/null &
-        smi=$!
-        limited 150 mpirun -n 1 ./trident train --config "$LOGS/gpt2-$dtype.ini" > "$LOGS/gpt2-$dtype.out" 2>&1
-        rc=$?
-        kill "$smi" 2>/dev/null
+        train_watched "gpt2-$dtype" --config "$LOGS/gpt2-$dtype.ini"
         m="$LOGS/gpt2-$dtype.jsonl"
-        mem=$(sort -n "$LOGS/mem-$dtype.txt" | tail -n 1)
         note "trident gpt2 $dtype: exit $rc, $(mean_after_warmup "$m" tokens_per_s) tokens/s," \
              "mfu $(mean_after_warmup "$m" mfu), of GEMM peak $(mean_after_warmup "$m" of_gemm_peak)," \
              "step $(mean_after_warmup "$m" step_ms) ms, GPU memory ${mem:-?} MiB"
@@ -168,74 +176,13 @@ section_profile() {
     sed -n '/^time per step by op/,/^  other/p' "$LOGS/profile.out" | tee -a "$summary"
 }
 
-# tiny_llama_config FILE: a small Llama with grouped-query attention
-tiny_llama_config() {
-    cat > "$1" <<EOF
-[model]
-arch = llama
-n_layer = 4
-n_embd = 64
-n_head = 4
-n_kv_head = 2
-ffn_dim = 96
-seq_len = 64
-vocab_size = 256
-tie_embeddings = false
-[train]
-micro_batch = 4
-steps = 20
-lr = 3e-3
-warmup = 3
-[data]
-train = tests/data/small.txt
-[log]
-every = 1
-EOF
-}
-
-# tiny_run NAME KEY=VALUE...: the tiny Llama, 20 steps; losses to NAME.loss
-tiny_run() {
-    name=$1
-    shift
-    sets=""
-    for kv in "$@"; do sets="$sets --set $kv"; done
-    # shellcheck disable=SC2086
-    limited 120 mpirun -n 1 ./trident train --config "$LOGS/llama.ini" $sets \
-        --set log.metrics="$LOGS/$name.jsonl" > "$LOGS/$name.out" 2>&1
-    rc=$?
-    sed -n 's/.*"loss":\([^,}]*\).*/\1/p' "$LOGS/$name.jsonl" > "$LOGS/$name.loss" 2>/dev/null
-    [ "$rc" -eq 0 ] || { note "  $name: exit $rc"; tail -n 5 "$LOGS/$name.out" | sed 's/^/    /' | tee -a "$summary"; }
-}
-
-# worst_rel A B: the largest relative difference of two loss files' lines
-worst_rel() {
-    paste "$LOGS/$1.loss" "$LOGS/$2.loss" | awk '
-        NF == 2 { d = $1 - $2; if (d < 0) d = -d; r = d / ($1 < 0 ? -$1 : $1); if (r > w) w = r; n++ }
-        END { printf "%d steps, max rel %.2e", n, w }'
-}
-
-section_more() {
-    tiny_llama_config "$LOGS/llama.ini"
-    tiny_run llama-cpu parallel.device=cpu
-    tiny_run llama-gpu parallel.device=cuda
-    tiny_run llama-gpu-recompute parallel.device=cuda train.recompute=full
-    tiny_run llama-cpu-bf16 parallel.device=cpu train.precision=bf16
-    tiny_run llama-gpu-bf16 parallel.device=cuda train.precision=bf16
-    note "llama gqa fp32 GPU vs CPU: $(worst_rel llama-cpu llama-gpu)"
-    note "llama gqa fp32 GPU recompute vs CPU: $(worst_rel llama-cpu llama-gpu-recompute)"
-    note "llama gqa bf16 GPU vs CPU: $(worst_rel llama-cpu-bf16 llama-gpu-bf16)"
+section_long() {
     # attention's memory at long T: GPT-2 small, T 8192, two sequences
     gpt2_config "$LOGS/long.ini" bf16
-    nvidia-smi --query-gpu=memory.used --format=csv,noheader,nounits -lms 200 \
-        > "$LOGS/mem-long.txt" 2>/dev/null &
-    smi=$!
-    limited 120 mpirun -n 1 ./trident train --config "$LOGS/long.ini" --set model.seq_len=8192 \
-        --set train.micro_batch=2 --set train.steps=8 --set log.metrics="$LOGS/long.jsonl" \
-        > "$LOGS/long.out" 2>&1
-    rc=$?
-    kill "$smi" 2>/dev/null
+    train_watched long --config "$LOGS/long.ini" --set model.seq_len=8192 \
+        --set train.micro_batch=2 --set train.steps=8 --set log.metrics="$LOGS/long.jsonl"
     note "gpt2 bf16 T 8192 x 2: exit $rc, $(mean_after_warmup "$LOGS/long.jsonl" tokens_per_s) tokens/s," \
-         "GPU memory $(sort -n "$LOGS/mem-long.txt" | tail -n 1) MiB"
+         "GPU memory ${mem:-?} MiB"
     [ "$rc" -eq 0 ] || tail -n 5 "$LOGS/long.out" | sed 's/^/    /' | tee -a "$summary"
 }
 
