@@ -137,7 +137,7 @@ sanitizers() {
     local tests="tests/t_ops_grad.np1.tap tests/t_ops_misc.np1.tap tests/t_ops_precision.np1.tap"
     tests="$tests tests/t_config.np1.tap tests/t_data.np1.tap tests/t_schedule.np1.tap"
     tests="$tests tests/t_grid.np1.tap tests/t_optim.np1.tap tests/t_model_grad.np1.tap"
-    tests="$tests tests/t_grads.np2.tap tests/fuzz/t_replay.np1.tap"
+    tests="$tests tests/t_grads.np2.tap tests/t_gemm_bf16.np1.tap tests/fuzz/t_replay.np1.tap"
     step "unit tests, t_grads on 2 ranks and the fuzz corpora under ASan + UBSan"
     (cd "$dir" && make -j"$(nproc)" check TESTS="$tests" > check.log 2>&1) || rc=1
     grep -E "^# (TOTAL|PASS|FAIL|ERROR)" "$dir/check.log"

@@ -5,6 +5,10 @@
 #   bench/bench.sh [TRIDENT] [SECTIONS]      SECTIONS: any of
 #     machine  the CPU (vendor, model, ISA, cores) and its fp32 and bf16
 #              ceilings, measured as trident's MFU measures them
+#     gemm     the GEMMs of a GPT-2 small step (bench/gemm_bench) on each
+#              path a bf16 GEMM can take on this CPU
+#              (TRIDENT_CPU_BF16_GEMM: auto, widened, trident, library),
+#              beside fp32, as a share of the hardware's bf16 peak
 #     single   tokens/s of trident (fp32, bf16) and PyTorch (its best
 #              setting found on this machine) on the tiny, mid and
 #              GPT-2-small configs, with achieved FLOP/s as a share of the
@@ -44,7 +48,7 @@
 # Env: BENCH_STEPS (default 6), BENCH_THREADS (default: all cores).
 set -eu
 TRIDENT=${1:-./trident}
-SECTIONS=${2:-"machine single threads recipes layouts schedules scaling overlap ckpt async startup tokenize"}
+SECTIONS=${2:-"machine gemm single threads recipes layouts schedules scaling overlap ckpt async startup tokenize"}
 here=$(cd "$(dirname "$0")" && pwd)
 root=$(cd "$here/.." && pwd)
 WORK=$(mktemp -d "${TMPDIR:-/tmp}/trident-bench.XXXXXX")
@@ -190,6 +194,34 @@ section_machine() {
         "$TRIDENT" plan --config "$WORK/peak.ini" --world 1 --hw cpu --set train.precision=$dtype \
             2>/dev/null | sed -n 's/^hardware: /   /p' | head -n 1
     done
+}
+
+# Each bf16 GEMM path on GPT-2 small's GEMMs (one step's, as
+# bench/gemm_bench weighs them), with the fp32 sgemm beside: which path
+# `auto` takes here, and whether another would be faster.
+section_gemm() {
+    gb="$(dirname "$TRIDENT")/bench/gemm_bench"
+    echo "== GEMMs of a GPT-2 small step, $THREADS threads (bench/gemm_bench; GFLOP/s over the step's GEMMs)"
+    if [ ! -x "$gb" ]; then
+        echo "   $gb is not built (make bench builds it)"
+        return
+    fi
+    config tiny "$WORK/peak.ini"
+    bf16_peak=$("$TRIDENT" plan --config "$WORK/peak.ini" --world 1 --hw cpu \
+        --set train.precision=bf16 2>/dev/null | sed -n 's/.* bf16 peak \([0-9.]*\) GFLOP.*/\1/p' | head -n 1)
+    printf "   %-8s %-52s %8s %8s %9s %10s\n" path kernel fp32 bf16 bf16/fp32 "of peak"
+    for path in auto widened trident library; do
+        if ! TRIDENT_CPU_BF16_GEMM=$path OMP_NUM_THREADS=$THREADS "$gb" 0.1 > "$WORK/gemm.out" 2>&1; then
+            printf "   %-8s not on this CPU or build: %s\n" "$path" "$(tail -n 1 "$WORK/gemm.out" | cut -c1-100)"
+            continue
+        fi
+        kernel=$(sed -n 's/^bf16 kernel: //p' "$WORK/gemm.out" | cut -c1-52)
+        # shellcheck disable=SC2046  # the step line's fields
+        set -- $(grep '^step ' "$WORK/gemm.out")
+        printf "   %-8s %-52s %8s %8s %9s %9s%%\n" "$path" "$kernel" "$2" "$3" "$5" \
+            "$(awk -v b="$3" -v p="${bf16_peak:-0}" 'BEGIN { if (p > 0) printf "%.1f", 100 * b / p; else print "-" }')"
+    done
+    echo "   of peak: bf16 GFLOP/s against the hardware's bf16 peak (${bf16_peak:-unknown} GFLOP/s, as MFU measures it)"
 }
 
 flops_per_token() {  # 3 x forward FLOPs per token, as trident counts them

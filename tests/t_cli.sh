@@ -3,7 +3,7 @@
 # fails fast, on every rank, with a message naming what is wrong.
 . "${TRI_SRCDIR:-.}/tests/lib.sh"
 np=${1:-1}
-plan 15
+plan 17
 cfg="$WORK/c.ini"
 write_config "$cfg"
 
@@ -24,4 +24,14 @@ run "$np" train --config "$cfg" --set train.precision=fp8; expect 1 "precision" 
 run "$np" train --config "$cfg" --set parallel.device=cuda
 expect 1 "device = cuda: .*\(reconfigure with --with-cuda\|no CUDA device\|GPUs\)" "asking for a GPU without one (or without CUDA)"
 run "$np" train --config "$cfg" --set train.steps=2; expect 0 "done: 2 steps" "a good config trains"
+# the bf16 GEMM path (kernels/cpu/gemm_bf16.h): a bad choice is refused by
+# name; trident's own kernel trains and says so (AVX2 or AVX512_BF16)
+TRIDENT_CPU_BF16_GEMM=fastest run "$np" train --config "$cfg" --set train.precision=bf16
+expect 1 "TRIDENT_CPU_BF16_GEMM = 'fastest': expected auto, library, trident or widened" "an unknown bf16 GEMM path"
+if grep -q -w -E 'avx2|avx512_bf16' /proc/cpuinfo; then
+    TRIDENT_CPU_BF16_GEMM=trident run "$np" train --config "$cfg" --set train.steps=2 --set train.precision=bf16
+    expect 0 "bf16 on trident's bf16 GEMM" "bf16 trains on trident's own GEMM when asked"
+else
+    ok 0 "# SKIP trident's bf16 GEMM needs AVX2 or AVX512_BF16"
+fi
 done_testing

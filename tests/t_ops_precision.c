@@ -589,17 +589,23 @@ static void test_cast_bits(void)
 
 static void test_bf16_kernel(void)
 {
-    /* oneDNN's bf16 matmul only where it beats sgemm: with AMX */
+    /* the path gemm_bf16_cpu.c chooses: oneDNN's bf16 matmul only with
+     * AMX, trident's vdpbf16ps kernel with AVX512_BF16, sgemm over fp32
+     * copies otherwise; trident's kernel whenever TRIDENT_CPU_BF16_GEMM
+     * asks for it (t_ops_precision_trident.sh) */
     const char *k = gemm_kernel_name_cpu(OPS_BF16, 0, 1, 1024, 768, 768,
                                          OPS_BF16, 0);
     const char *info = ops_gemm_info(NULL);
+    const char *env = getenv("TRIDENT_CPU_BF16_GEMM");
+    int asked = env && strcmp(env, "trident") == 0;
     int amx = strstr(info, "oneDNN") && strstr(info, "avx512_core_amx");
+    __builtin_cpu_init();
+    int dpbf16 = __builtin_cpu_supports("avx512bf16");
     tap_diag("bf16 GEMM kernel: %s (%s)", k, info);
-    tap_ok(amx ? strstr(k, "oneDNN matmul") && strstr(k, "amx")
-               : strstr(k, "fp32 copies") != NULL,
-           "bf16 GEMMs run on %s", amx ? "oneDNN's AMX matmul primitive"
-                                       : "sgemm over fp32 copies (CBLAS, or "
-                                         "no AMX)");
+    const char *want = asked ? "trident's" : amx ? "oneDNN matmul"
+                       : dpbf16 ? "vdpbf16ps" : "fp32 copies";
+    tap_ok(strstr(k, want) && (!amx || asked || strstr(k, "amx")),
+           "bf16 GEMMs run on %s (wanted: %s)", k, want);
 
     /* 70 shapes, twice round: more than the 64 cached primitives, so
      * entries are evicted and rebuilt; every result must stay right */

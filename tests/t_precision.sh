@@ -1,13 +1,13 @@
 #!/bin/sh
 # t_precision.sh - mixed precision on 2 ranks: bf16 and fp16 runs track
 # fp32's losses over 50 steps (bf16 within 1e-2 relative, fp16 within
-# 2e-3), and fp16's dynamic loss scale reacts to an overflow injected on
+# 2e-3; bf16 also with its GEMMs on trident's own kernel), and fp16's dynamic loss scale reacts to an overflow injected on
 # one rank (TRIDENT_FAULT=grad_inf): every rank skips that step, the scale
 # halves after `hysteresis` overflows, grows back after `window` clean
 # steps, and a scale below loss_scale_min stops the run with a message.
 . "${TRI_SRCDIR:-.}/tests/lib.sh"
 np=${1:-2}
-plan 7
+plan 8
 cfg="$WORK/c.ini"
 write_config "$cfg"
 field() { sed "s/.*\"$1\":\([^,}]*\).*/\1/" "$2"; }
@@ -16,7 +16,13 @@ for p in fp32 bf16 fp16; do
     run "$np" train --config "$cfg" --set train.precision=$p --set train.steps=50 \
         --set log.metrics="$WORK/$p.jsonl"
 done
-for p in bf16:1e-2 fp16:2e-3; do
+# bf16 on trident's own GEMM (vdpbf16ps, or AVX2 FMAs here) whatever path
+# this CPU takes by default; a CPU with neither runs the default again
+own=trident
+grep -q -w -E 'avx2|avx512_bf16' /proc/cpuinfo || own=auto
+TRIDENT_CPU_BF16_GEMM=$own run "$np" train --config "$cfg" --set train.precision=bf16 \
+    --set train.steps=50 --set log.metrics="$WORK/bf16own.jsonl"
+for p in bf16:1e-2 bf16own:1e-2 fp16:2e-3; do
     name=${p%:*} tol=${p#*:}
     worst=$(paste "$WORK/fp32.jsonl" "$WORK/$name.jsonl" | sed 's/{"step":[0-9]*,"loss":\([^,]*\),[^\t]*\t{"step":[0-9]*,"loss":\([^,]*\),.*/\1 \2/' \
         | awk '{ d = ($1 - $2) / $1; if (d < 0) d = -d; if (d > w) w = d; n++ }

@@ -10,6 +10,7 @@
  * Not collective.
  */
 #include "cpu.h"
+#include "gemm_bf16.h"
 #include "gemm_lib.h"
 
 #include <cblas.h>
@@ -74,14 +75,25 @@ int gemm_serial_begin_cpu(void)
     return saved;
 }
 
+int gemm_native_lib_available(ops_dtype dt, int *preferred)
+{
+    (void)dt;
+    *preferred = 0;
+    return 0;
+}
+
 const char *gemm_kernel_name_cpu(ops_dtype dt, int trans_a, int trans_b,
                                  int M, int N, int K, ops_dtype cdt,
                                  int accumulate)
 {
-    (void)trans_a; (void)trans_b; (void)M; (void)N; (void)K; (void)cdt;
+    (void)trans_a; (void)trans_b; (void)M; (void)N; (void)K;
     (void)accumulate;
-    return dt == OPS_F32 && cdt == OPS_F32 ? "cblas_sgemm"
-                                           : "cblas_sgemm on fp32 copies";
+    if (dt == OPS_F32 && cdt == OPS_F32)
+        return "cblas_sgemm";
+    if (dt == OPS_BF16 && (cdt == OPS_F32 || cdt == OPS_BF16) &&
+        gemm_bf16_path_cpu() != GEMM_BF16_WIDENED)
+        return gemm_bf16_path_name(gemm_bf16_path_cpu());
+    return "cblas_sgemm on fp32 copies";
 }
 
 void gemm_serial_end_cpu(int saved)
@@ -115,7 +127,8 @@ const char *ops_gemm_info(const char **warning)
     if (warning)
         *warning = NULL;
     if (!ob.corename || !ob.config) {
-        snprintf(info, sizeof info, "CBLAS cblas_sgemm (not OpenBLAS)");
+        snprintf(info, sizeof info, "CBLAS cblas_sgemm (not OpenBLAS); bf16 on %s",
+                 gemm_kernel_name_cpu(OPS_BF16, 0, 1, 1024, 768, 768, OPS_BF16, 0));
         return info;
     }
     const char *core = ob.corename();
@@ -123,8 +136,9 @@ const char *ops_gemm_info(const char **warning)
     /* the config string starts "OpenBLAS 0.3.21 DYNAMIC_ARCH ..." */
     if (sscanf(ob.config(), "OpenBLAS %40s", version) != 1)
         strcpy(version, "(unknown version)");
-    snprintf(info, sizeof info, "OpenBLAS %s cblas_sgemm, core %s", version,
-             core);
+    snprintf(info, sizeof info, "OpenBLAS %s cblas_sgemm, core %s; bf16 on %s",
+             version, core,
+             gemm_kernel_name_cpu(OPS_BF16, 0, 1, 1024, 768, 768, OPS_BF16, 0));
     int tier = cpu_isa_tier();
     if (warning && openblas_core_tier(core) < 2 && tier >= 2) {
         snprintf(warn, sizeof warn,

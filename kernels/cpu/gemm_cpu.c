@@ -4,14 +4,16 @@
  * configure picks the library (m4/tri_gemm.m4), oneDNN's dnnl_sgemm when
  * present, else any CBLAS, and the build compiles its file beside this
  * one (gemm_lib.h). Both take row-major operands directly, so no op
- * transposes anything by hand. Here: the empty cases, bf16 and fp16
- * operands widened to fp32 in bounded panels for the library's sgemm
- * (where it has no kernel of its own for them), and the peak probes.
+ * transposes anything by hand. Here: the empty cases, the dispatch of
+ * bf16 GEMMs to the path gemm_bf16.h chose (trident's own kernels write
+ * fp32 blocks, finished here), bf16 and fp16 operands widened to fp32 in
+ * bounded panels for the library's sgemm, and the peak probes.
  * doc/performance.md ("CPU GEMMs") says why each path is what it is.
  *
  * Not collective.
  */
 #include "cpu.h"
+#include "gemm_bf16.h"
 #include "gemm_lib.h"
 
 #include <math.h>
@@ -150,6 +152,36 @@ static void gemm_widened(ops_dtype dt, int ta, int tb, int M, int N, int K,
     }
 }
 
+/* gemm_cpu's bf16 case on one of trident's kernels (fn), which computes
+ * fp32 blocks of C: in C itself when C is fp32, else in scratch blocks of
+ * columns that take the old C, the bias, and are rounded to cdt once. */
+static void gemm_own_bf16(gemm_bf16_fn fn, int ta, int tb, int M, int N,
+                          int K, const void *A, int lda, const void *B,
+                          int ldb, const void *bias, int accumulate, void *C,
+                          ops_dtype cdt, int ldc)
+{
+    if (cdt == OPS_F32) {
+        fn(ta, tb, M, N, K, A, lda, B, ldb, C, ldc, accumulate);
+        if (bias)
+            add_bias(C, ldc, bias, OPS_BF16, 0, M, N);
+        return;
+    }
+    int nb = panel_len(N, M);
+    size_t cs = ops_dtype_size(cdt);
+    for (int n0 = 0; n0 < N; n0 += nb) {
+        int nn = N - n0 < nb ? N - n0 : nb;
+        char *cblk = (char *)C + (size_t)n0 * cs;
+        float *c = scratch_cpu(SCRATCH_GEMM_C, (size_t)M * nn * sizeof(float));
+        if (accumulate)
+            cast_2d_cpu(c, OPS_F32, nn, cblk, cdt, ldc, M, nn);
+        const uint16_t *b = (const uint16_t *)B + (tb ? (size_t)n0 * ldb : (size_t)n0);
+        fn(ta, tb, M, nn, K, A, lda, b, ldb, c, nn, accumulate);
+        if (bias)
+            add_bias(c, nn, bias, OPS_BF16, n0, M, nn);
+        cast_2d_cpu(cblk, cdt, ldc, c, OPS_F32, nn, M, nn);
+    }
+}
+
 /* K == 0: C = bias [+ C], which libraries disagree about. */
 static void gemm_empty_k(int M, int N, ops_dtype dt, const void *bias,
                          int accumulate, void *C, ops_dtype cdt, int ldc)
@@ -180,9 +212,22 @@ void gemm_cpu(ops_dtype dt, int trans_a, int trans_b, int M, int N, int K,
             add_bias(C, ldc, bias, dt, 0, M, N);
         return;
     }
-    if (gemm_native_lib(dt, trans_a, trans_b, M, N, K, A, lda, B, ldb, bias,
-                        accumulate, C, cdt, ldc))
+    if (dt == OPS_BF16 && (cdt == OPS_F32 || cdt == OPS_BF16)) {
+        gemm_bf16_path path = gemm_bf16_path_cpu();
+        gemm_bf16_fn fn = gemm_bf16_kernel_cpu(path);
+        if (fn) {
+            gemm_own_bf16(fn, trans_a, trans_b, M, N, K, A, lda, B, ldb, bias,
+                          accumulate, C, cdt, ldc);
+            return;
+        }
+        if (path == GEMM_BF16_LIBRARY &&
+            gemm_native_lib(dt, trans_a, trans_b, M, N, K, A, lda, B, ldb,
+                            bias, accumulate, C, cdt, ldc))
+            return;
+    } else if (gemm_native_lib(dt, trans_a, trans_b, M, N, K, A, lda, B, ldb,
+                               bias, accumulate, C, cdt, ldc)) {
         return;
+    }
     gemm_widened(dt, trans_a, trans_b, M, N, K, A, lda, B, ldb, bias,
                  accumulate, C, cdt, ldc);
 }

@@ -11,6 +11,7 @@
  * Not collective.
  */
 #include "cpu.h"
+#include "gemm_bf16.h"
 #include "gemm_lib.h"
 
 #include <oneapi/dnnl/dnnl.h>
@@ -219,10 +220,10 @@ static mm_key mm_make_key(int ta, int tb, int M, int N, int K, int lda,
     return k;
 }
 
-/* Whether bf16 GEMMs go to oneDNN at all: only with AMX-BF16, the one
- * ISA where its bf16 kernel beats sgemm on widened copies
- * (doc/performance.md, "CPU GEMMs"). Decided on first use from the ISA oneDNN will run, which
- * ONEDNN_MAX_CPU_ISA can lower. */
+/* Whether oneDNN's bf16 kernel is the first choice: only with AMX-BF16,
+ * the one ISA where it beats sgemm on widened copies and trident's own
+ * kernels (doc/performance.md, "CPU GEMMs"). Decided on first use from the
+ * ISA oneDNN will run, which ONEDNN_MAX_CPU_ISA can lower. */
 static int bf16_dnnl_wanted(void)
 {
     static int wanted = -1;
@@ -234,16 +235,14 @@ static int bf16_dnnl_wanted(void)
     return wanted;
 }
 
-/* Runs the bf16 GEMM through a cached matmul primitive; returns 0 (and
- * does nothing) where oneDNN is not wanted or has no implementation for
- * it. */
+/* Runs the bf16 GEMM through a cached matmul primitive (gemm_cpu calls
+ * it where gemm_bf16_path_cpu chose the library); returns 0 (and does
+ * nothing) where oneDNN has no implementation for it. */
 static int gemm_bf16_dnnl(int ta, int tb, int M, int N, int K,
                           const void *A, int lda, const void *B, int ldb,
                           const void *bias, int accumulate, void *C,
                           ops_dtype cdt, int ldc)
 {
-    if (!bf16_dnnl_wanted())
-        return 0;
     mm_key key = mm_make_key(ta, tb, M, N, K, lda, ldb, ldc, bias != NULL,
                              accumulate, cdt);
     mm_entry *e = mm_lookup(&key);
@@ -280,6 +279,12 @@ int gemm_native_lib(ops_dtype dt, int trans_a, int trans_b, int M, int N,
                           accumulate, C, cdt, ldc);
 }
 
+int gemm_native_lib_available(ops_dtype dt, int *preferred)
+{
+    *preferred = dt == OPS_BF16 && bf16_dnnl_wanted();
+    return dt == OPS_BF16;
+}
+
 const char *gemm_kernel_name_cpu(ops_dtype dt, int trans_a, int trans_b,
                                  int M, int N, int K, ops_dtype cdt,
                                  int accumulate)
@@ -287,8 +292,11 @@ const char *gemm_kernel_name_cpu(ops_dtype dt, int trans_a, int trans_b,
     static char name[96];
     if (dt == OPS_F32 && cdt == OPS_F32)
         return "dnnl_sgemm";
-    if (dt == OPS_BF16 && (cdt == OPS_F32 || cdt == OPS_BF16) && M > 0 &&
-        N > 0 && K > 0 && bf16_dnnl_wanted()) {
+    int bf16 = dt == OPS_BF16 && (cdt == OPS_F32 || cdt == OPS_BF16);
+    gemm_bf16_path path = bf16 ? gemm_bf16_path_cpu() : GEMM_BF16_WIDENED;
+    if (bf16 && path != GEMM_BF16_LIBRARY)
+        return gemm_bf16_path_name(path);
+    if (bf16 && M > 0 && N > 0 && K > 0) {
         int lda = trans_a ? M : K, ldb = trans_b ? K : N;
         mm_key key = mm_make_key(trans_a, trans_b, M, N, K, lda, ldb, N, 0,
                                  accumulate, cdt);
@@ -323,8 +331,9 @@ const char *ops_gemm_info(const char **warning)
 {
     const dnnl_version_t *ver = dnnl_version();
     dnnl_cpu_isa_t isa = dnnl_get_effective_cpu_isa();
-    snprintf(info, sizeof info, "oneDNN %d.%d.%d dnnl_sgemm, ISA %s",
-             ver->major, ver->minor, ver->patch, isa_name(isa));
+    snprintf(info, sizeof info, "oneDNN %d.%d.%d dnnl_sgemm, ISA %s; bf16 "
+             "on %s", ver->major, ver->minor, ver->patch, isa_name(isa),
+             gemm_kernel_name_cpu(OPS_BF16, 0, 1, 1024, 768, 768, OPS_BF16, 0));
     /* the ISA values are nested bit sets: avx2 and above include its bits */
     int below_avx2 = ((unsigned)isa & (unsigned)dnnl_cpu_isa_avx2)
                      != (unsigned)dnnl_cpu_isa_avx2;

@@ -30,6 +30,12 @@ int gemm_native_lib(ops_dtype dt, int trans_a, int trans_b, int M, int N,
                     const void *bias, int accumulate, void *C, ops_dtype cdt,
                     int ldc);
 
+/* Whether the library has a kernel of its own for dt (1) or not (0), and
+ * in *preferred whether that kernel beats sgemm on widened copies on this
+ * CPU (oneDNN's bf16 matmul: only on AMX). gemm_bf16_cpu.c chooses from
+ * it. */
+int gemm_native_lib_available(ops_dtype dt, int *preferred);
+
 /* What this CPU's vector units can do: 0 = SSE only, 1 = AVX, 2 =
  * AVX2/FMA, 3 = AVX-512 (other architectures: 0, so nothing is warned
  * about there), and its name for ops_gemm_info's warning. */

@@ -1,0 +1,62 @@
+/*
+ * gemm_bf16.h - which kernel runs a bf16 GEMM on this CPU, and trident's
+ * own kernels for it (gemm_bf16_pairs.h, compiled once per ISA).
+ *
+ * Four paths can run gemm_cpu's bf16 case:
+ *   library   the GEMM library's bf16 kernel (oneDNN's matmul primitive;
+ *             the first choice only where it runs on AMX);
+ *   avx512    trident's kernel on AVX512_BF16's vdpbf16ps;
+ *   avx2      trident's kernel on AVX2 FMAs, each pair widened in
+ *             registers;
+ *   widened   the library's sgemm on panels widened to fp32.
+ * gemm_bf16_path_cpu chooses once per process, from the CPU and the
+ * TRIDENT_CPU_BF16_GEMM environment variable (auto, library, trident,
+ * widened), and a trident kernel is used only after it has agreed with a
+ * plain loop on this CPU. doc/performance.md ("CPU GEMMs") has the
+ * measurements behind the choice.
+ *
+ * Not collective.
+ */
+#ifndef TRI_KERNELS_CPU_GEMM_BF16_H
+#define TRI_KERNELS_CPU_GEMM_BF16_H
+
+#include <stdint.h>
+
+/* trident's kernels are x86 (GCC and clang compile them for their ISA
+ * whatever the build's flags); elsewhere bf16 GEMMs take the other paths */
+#if defined(__GNUC__) && (defined(__x86_64__) || defined(__i386__))
+#define TRI_GEMM_BF16_X86 1
+#else
+#define TRI_GEMM_BF16_X86 0
+#endif
+
+typedef enum {
+    GEMM_BF16_LIBRARY,
+    GEMM_BF16_AVX512,
+    GEMM_BF16_AVX2,
+    GEMM_BF16_WIDENED
+} gemm_bf16_path;
+
+/* C (fp32, M x N, row stride ldc) = [C +] op(A) . op(B), A and B bf16,
+ * for M, N, K > 0; the CPU must have the function's ISA. */
+typedef void (*gemm_bf16_fn)(int ta, int tb, int M, int N, int K,
+                             const uint16_t *A, int lda, const uint16_t *B,
+                             int ldb, float *C, int ldc, int accumulate);
+void gemm_bf16_avx512(int ta, int tb, int M, int N, int K, const uint16_t *A,
+                      int lda, const uint16_t *B, int ldb, float *C, int ldc,
+                      int accumulate);
+void gemm_bf16_avx2(int ta, int tb, int M, int N, int K, const uint16_t *A,
+                    int lda, const uint16_t *B, int ldb, float *C, int ldc,
+                    int accumulate);
+
+/* The path this process runs bf16 GEMMs on, chosen on the first call
+ * (which must be outside parallel regions, as gemm_cpu's are). Exits with
+ * a message naming TRIDENT_CPU_BF16_GEMM when it asks for a path this
+ * build or CPU cannot run. */
+gemm_bf16_path gemm_bf16_path_cpu(void);
+/* The kernel of an own path (AVX512, AVX2), NULL for the others. */
+gemm_bf16_fn gemm_bf16_kernel_cpu(gemm_bf16_path path);
+/* A path's name for logs: "trident vdpbf16ps (AVX512_BF16)", ... */
+const char *gemm_bf16_path_name(gemm_bf16_path path);
+
+#endif

@@ -1,0 +1,72 @@
+/*
+ * gemm_bf16_avx512.c - trident's bf16 GEMM (gemm_bf16_pairs.h) on
+ * AVX512_BF16: each vdpbf16ps adds two bf16 products into each of 16 fp32
+ * lanes, twice the multiply-adds of an fp32 FMA of the same width.
+ *
+ * The micro-tile is 6 rows x 4 vectors (64 columns): 24 accumulators, 4
+ * slivers of B and one broadcast pair of A in the 32 zmm registers, 10
+ * loads for 24 vdpbf16ps. Its block sizes are reasoned, not tuned: no
+ * CPU with AVX512_BF16 has run it yet. Compiled for AVX512_BF16 whatever the build's
+ * flags; gemm_bf16_cpu.c calls it only where the CPU has the instructions.
+ *
+ * This ISA layer is the one part of the kernel the host here could not run
+ * (no AVX-512 on the machines it was written on): t_gemm_bf16 runs the
+ * same loops with an emulation of this layer (tests/simd_emu/bf16_isa_emu.h,
+ * the same vector width and tile) and with the AVX2 layer, and runs this
+ * one too, against the plain loop, on a CPU that has AVX512_BF16.
+ *
+ * Not collective.
+ */
+#include "gemm_bf16.h"
+
+#if TRI_GEMM_BF16_X86
+
+#include <immintrin.h>
+
+/* everything below, the included loops too, compiled for this ISA */
+#if defined(__clang__)
+#pragma clang attribute push(__attribute__((target("avx512f,avx512bw,avx512vl,avx512bf16"))), apply_to = function)
+#else
+#pragma GCC target("avx512f,avx512bw,avx512vl,avx512bf16")
+#endif
+
+#define BF16_VW 16
+#define BF16_MR 6
+#define BF16_NV 4
+
+typedef __m512 bf16_acc;
+typedef __m512bh bf16_bvec;
+typedef __m512bh bf16_apair;
+
+static inline bf16_acc acc_zero(void) { return _mm512_setzero_ps(); }
+static inline bf16_acc acc_load(const float *c) { return _mm512_loadu_ps(c); }
+static inline void acc_store(float *c, bf16_acc v) { _mm512_storeu_ps(c, v); }
+static inline bf16_acc acc_add(bf16_acc a, bf16_acc b) { return _mm512_add_ps(a, b); }
+
+static inline bf16_bvec bvec_load(const uint32_t *b)
+{
+    return (bf16_bvec)_mm512_loadu_si512(b);
+}
+
+static inline bf16_apair apair_bcast(const uint32_t *a)
+{
+    return (bf16_apair)_mm512_set1_epi32((int)*a);
+}
+
+/* lane i: c += a.hi * b[i].hi + a.lo * b[i].lo (vdpbf16ps) */
+static inline bf16_acc acc_dot(bf16_acc c, bf16_apair a, bf16_bvec b)
+{
+    return _mm512_dpbf16_ps(c, a, b);
+}
+
+/* 96 pairs a panel: a sliver of B (96 x 64 words, 24 KiB) stays in a
+ * 32 KiB L1 while the slivers of A stream past it (the default 128 pairs
+ * would fill it) */
+#define BF16_KC 192
+#define BF16_GEMM_FN gemm_bf16_avx512
+#include "gemm_bf16_pairs.h"
+
+#if defined(__clang__)
+#pragma clang attribute pop
+#endif
+#endif

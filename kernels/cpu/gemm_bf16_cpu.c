@@ -1,0 +1,219 @@
+/*
+ * gemm_bf16_cpu.c - the choice of the kernel that runs bf16 GEMMs on this
+ * CPU (gemm_bf16.h lists the four paths).
+ *
+ * The choice is made once per process, so that a run takes one path
+ * throughout and stays bitwise reproducible, and it follows the CPU, not a
+ * timing, so that two runs on one machine (a run and its resume) take the
+ * same path. What `make bench` measured on each kind of CPU
+ * (doc/performance.md, "CPU GEMMs"):
+ *   AMX           oneDNN's matmul primitive (1,400 GFLOP/s on 2 cores);
+ *   AVX512_BF16   trident's vdpbf16ps kernel: oneDNN 2.6's bf16 kernel
+ *                 reaches 0.6x sgemm there, the widened path 0.9x;
+ *   otherwise     sgemm on widened panels, which the AVX2 kernel does not
+ *                 beat on the machines measured.
+ * TRIDENT_CPU_BF16_GEMM overrides it (auto, library, trident, widened),
+ * for measurements and comparisons.
+ *
+ * A trident kernel is used only after it has computed a few ragged
+ * products, in every transpose, as a plain loop does: a fault in a kernel
+ * this machine has never run becomes a warning and the widened path, not a
+ * wrong model.
+ *
+ * Not collective.
+ */
+#include "gemm_bf16.h"
+
+#include <math.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+
+#include "cpu.h"
+#include "gemm_lib.h"
+
+#define ENV_NAME "TRIDENT_CPU_BF16_GEMM"
+
+static int cpu_has(const char *feature)
+{
+#if TRI_GEMM_BF16_X86
+    __builtin_cpu_init();
+    if (strcmp(feature, "avx512bf16") == 0)
+        return __builtin_cpu_supports("avx512bf16") &&
+               __builtin_cpu_supports("avx512bw") &&
+               __builtin_cpu_supports("avx512vl");
+    if (strcmp(feature, "avx2") == 0)
+        return __builtin_cpu_supports("avx2") && __builtin_cpu_supports("fma");
+#else
+    (void)feature;
+#endif
+    return 0;
+}
+
+gemm_bf16_fn gemm_bf16_kernel_cpu(gemm_bf16_path path)
+{
+#if TRI_GEMM_BF16_X86
+    if (path == GEMM_BF16_AVX512)
+        return gemm_bf16_avx512;
+    if (path == GEMM_BF16_AVX2)
+        return gemm_bf16_avx2;
+#else
+    (void)path;
+#endif
+    return NULL;
+}
+
+const char *gemm_bf16_path_name(gemm_bf16_path path)
+{
+    switch (path) {
+    case GEMM_BF16_LIBRARY: return "the GEMM library's bf16 kernel";
+    case GEMM_BF16_AVX512: return "trident's bf16 GEMM on vdpbf16ps (AVX512_BF16)";
+    case GEMM_BF16_AVX2: return "trident's bf16 GEMM on AVX2 FMAs";
+    case GEMM_BF16_WIDENED: break;
+    }
+    return "sgemm on fp32 copies";
+}
+
+/* ---- the check a trident kernel passes before it is used --------------- */
+
+/* c(M,N) = op(a) . op(b) in k order, each pair's high product first, one
+ * fp32 rounding per product added: the kernels' sum, but for their adding
+ * a panel's sum to C every KC elements (within the check's tolerance). */
+static void plain_product(int ta, int tb, int M, int N, int K,
+                          const uint16_t *a, int lda, const uint16_t *b,
+                          int ldb, float *c)
+{
+    for (int i = 0; i < M; i++)
+        for (int j = 0; j < N; j++) {
+            float acc = 0.0f;
+            for (int k = 0; k < K; k += 2) {
+                float alo = elem_bf16_to_f32(ta ? a[(int64_t)k * lda + i] : a[(int64_t)i * lda + k]);
+                float blo = elem_bf16_to_f32(tb ? b[(int64_t)j * ldb + k] : b[(int64_t)k * ldb + j]);
+                float ahi = 0.0f, bhi = 0.0f;
+                if (k + 1 < K) {
+                    ahi = elem_bf16_to_f32(ta ? a[(int64_t)(k + 1) * lda + i] : a[(int64_t)i * lda + k + 1]);
+                    bhi = elem_bf16_to_f32(tb ? b[(int64_t)j * ldb + k + 1] : b[(int64_t)(k + 1) * ldb + j]);
+                }
+                acc = fmaf(ahi, bhi, acc);
+                acc = fmaf(alo, blo, acc);
+            }
+            c[(int64_t)i * N + j] = acc;
+        }
+}
+
+/* Whether fn computes, on this CPU, what plain_product does on a few
+ * ragged shapes in all four transposes, up to fp32 round-off (hardware
+ * bf16 units may flush denormals or round once per pair). On a fault,
+ * *worst is the largest error found. */
+static int kernel_agrees(gemm_bf16_fn fn, double *worst)
+{
+    static const int shapes[][3] = { { 1, 1, 1 }, { 7, 70, 3 },
+                                     { 13, 129, 517 }, { 33, 17, 64 } };
+    enum { MAX_ELEMS = 33 * 517 + 129 * 517 };
+    uint16_t *ab = malloc(MAX_ELEMS * sizeof(uint16_t));
+    float *got = malloc(33 * 129 * sizeof(float));
+    float *want = malloc(33 * 129 * sizeof(float));
+    if (!ab || !got || !want)
+        ops_fatal("gemm_bf16: out of memory for the kernel's check", __FILE__,
+                  __LINE__);
+    uint32_t seed = 12345u;
+    for (int i = 0; i < MAX_ELEMS; i++) {
+        seed = seed * 1664525u + 1013904223u;
+        ab[i] = elem_f32_to_bf16((float)(seed >> 8) / 8388608.0f - 1.0f);
+    }
+    *worst = 0.0;
+    for (size_t s = 0; s < sizeof shapes / sizeof shapes[0]; s++)
+        for (int t = 0; t < 4; t++) {
+            int M = shapes[s][0], N = shapes[s][1], K = shapes[s][2];
+            int ta = t & 1, tb = t >> 1;
+            const uint16_t *a = ab, *b = ab + 33 * 517;
+            int lda = ta ? M : K, ldb = tb ? K : N;
+            plain_product(ta, tb, M, N, K, a, lda, b, ldb, want);
+            fn(ta, tb, M, N, K, a, lda, b, ldb, got, N, 0);
+            for (int i = 0; i < M * N; i++) {
+                /* |terms| < 1 each: K * 2^-22 bounds fp32's reassociation */
+                double e = fabs((double)got[i] - want[i]);
+                if (!(e <= K * 0x1p-22))
+                    *worst = isnan(e) ? INFINITY : fmax(*worst, e);
+            }
+        }
+    free(ab);
+    free(got);
+    free(want);
+    return *worst == 0.0;
+}
+
+/* ---- the choice ---------------------------------------------------------- */
+
+/* The fastest own kernel this CPU can run, or WIDENED. */
+static gemm_bf16_path own_path(void)
+{
+    if (cpu_has("avx512bf16"))
+        return GEMM_BF16_AVX512;
+    if (cpu_has("avx2"))
+        return GEMM_BF16_AVX2;
+    return GEMM_BF16_WIDENED;
+}
+
+/* path, or WIDENED with a warning when it is a trident kernel that fails
+ * its check here (fatal when the user asked for it by name). */
+static gemm_bf16_path checked(gemm_bf16_path path, int asked)
+{
+    gemm_bf16_fn fn = gemm_bf16_kernel_cpu(path);
+    double worst;
+    if (!fn || kernel_agrees(fn, &worst))
+        return path;
+    char msg[320];
+    snprintf(msg, sizeof msg, "%s disagrees with a plain loop on this CPU "
+             "(error %.3g), so bf16 GEMMs run on %s", gemm_bf16_path_name(path),
+             worst, gemm_bf16_path_name(GEMM_BF16_WIDENED));
+    if (asked)
+        ops_fatal(msg, __FILE__, __LINE__);
+    fprintf(stderr, "trident: warning: %s; please report it\n", msg);
+    return GEMM_BF16_WIDENED;
+}
+
+static gemm_bf16_path choose(void)
+{
+    const char *env = getenv(ENV_NAME);
+    int preferred = 0;
+    int library = gemm_native_lib_available(OPS_BF16, &preferred);
+    if (!env || !*env || strcmp(env, "auto") == 0) {
+        if (library && preferred)
+            return GEMM_BF16_LIBRARY;
+        if (own_path() == GEMM_BF16_AVX512)
+            return checked(GEMM_BF16_AVX512, 0);
+        return GEMM_BF16_WIDENED;
+    }
+    if (strcmp(env, "widened") == 0)
+        return GEMM_BF16_WIDENED;
+    char msg[256];
+    if (strcmp(env, "library") == 0) {
+        if (library)
+            return GEMM_BF16_LIBRARY;
+        snprintf(msg, sizeof msg, "%s=library: this build's GEMM library has "
+                 "no bf16 kernel (configure --with-gemm=dnnl for oneDNN's)",
+                 ENV_NAME);
+        ops_fatal(msg, __FILE__, __LINE__);
+    }
+    if (strcmp(env, "trident") == 0) {
+        if (own_path() != GEMM_BF16_WIDENED)
+            return checked(own_path(), 1);
+        snprintf(msg, sizeof msg, "%s=trident: trident's bf16 GEMMs need "
+                 "AVX512_BF16 or AVX2 with FMA, which this CPU or compiler "
+                 "lacks", ENV_NAME);
+        ops_fatal(msg, __FILE__, __LINE__);
+    }
+    snprintf(msg, sizeof msg, "%s = '%.40s': expected auto, library, trident "
+             "or widened", ENV_NAME, env);
+    ops_fatal(msg, __FILE__, __LINE__);
+    return GEMM_BF16_WIDENED;
+}
+
+gemm_bf16_path gemm_bf16_path_cpu(void)
+{
+    static int chosen = -1;
+    if (chosen < 0)
+        chosen = (int)choose();
+    return (gemm_bf16_path)chosen;
+}
