@@ -25,6 +25,7 @@
 
 #include "../elem.h"
 #include "../ops.h"
+#include "cast_vec.h"
 
 /* Hot loops get AVX2 and AVX-512 variants beside the baseline x86-64 one,
  * and the loader picks the one this CPU runs (GCC/clang function
@@ -78,13 +79,15 @@ typedef enum {
 void *scratch_cpu(scratch_slot slot, size_t bytes);
 
 /* Element i of a float-family buffer as fp32, and the reverse (rounding to
- * nearest even through elem.h). Inline because the AdamW and cast loops
- * call them per element. */
+ * nearest even): elem.h's bits, through cast_vec.h's branch-free forms, so
+ * that the kernels' loops over bf16 and fp16 rows vectorize as their fp32
+ * twins do. Inline because those loops call them per element, with dt a
+ * constant at each call site. */
 static inline float load_f32_cpu(const void *p, ops_dtype dt, int64_t i)
 {
     switch (dt) {
     case OPS_BF16: return elem_bf16_to_f32(((const uint16_t *)p)[i]);
-    case OPS_F16: return elem_f16_to_f32(((const uint16_t *)p)[i]);
+    case OPS_F16: return f16_to_f32_vec(((const uint16_t *)p)[i]);
     default: return ((const float *)p)[i];
     }
 }
@@ -92,8 +95,8 @@ static inline float load_f32_cpu(const void *p, ops_dtype dt, int64_t i)
 static inline void store_f32_cpu(void *p, ops_dtype dt, int64_t i, float x)
 {
     switch (dt) {
-    case OPS_BF16: ((uint16_t *)p)[i] = elem_f32_to_bf16(x); break;
-    case OPS_F16: ((uint16_t *)p)[i] = elem_f32_to_f16(x); break;
+    case OPS_BF16: ((uint16_t *)p)[i] = f32_to_bf16_vec(x); break;
+    case OPS_F16: ((uint16_t *)p)[i] = f32_to_f16_vec(x); break;
     default: ((float *)p)[i] = x; break;
     }
 }

@@ -11,8 +11,9 @@
  * bf16 and fp16 (out, inp, w, b, dout, dinp): every element is widened as
  * it is read and the math is the fp32 code's, operation for operation, so
  * a result is the fp32 result on the widened inputs, rounded once when it
- * is stored. mean, rstd, dw and db are fp32 in every case. The fp32 loops
- * are kept apart so that they still vectorize.
+ * is stored. mean, rstd, dw and db are fp32 in every case. The fp32 and
+ * bf16 loops are each compiled with their dtype a constant, so that they
+ * vectorize.
  */
 #include "cpu.h"
 
@@ -58,6 +59,10 @@ void layernorm_fwd_cpu(void *out, float *mean, float *rstd, const void *inp,
         #pragma omp parallel for schedule(static)
         for (int i = 0; i < N; i++)
             layernorm_fwd_row(out, mean, rstd, inp, w, b, OPS_F32, i, C);
+    } else if (dt == OPS_BF16) {
+        #pragma omp parallel for schedule(static)
+        for (int i = 0; i < N; i++)
+            layernorm_fwd_row(out, mean, rstd, inp, w, b, OPS_BF16, i, C);
     } else {
         #pragma omp parallel for schedule(static)
         for (int i = 0; i < N; i++)
@@ -138,6 +143,9 @@ void layernorm_bwd_cpu(void *dinp, float *dw, float *db, const void *dout,
 {
     if (dt == OPS_F32)
         layernorm_bwd_all(dinp, dw, db, dout, inp, w, mean, rstd, OPS_F32, N,
+                          C);
+    else if (dt == OPS_BF16)
+        layernorm_bwd_all(dinp, dw, db, dout, inp, w, mean, rstd, OPS_BF16, N,
                           C);
     else
         layernorm_bwd_all(dinp, dw, db, dout, inp, w, mean, rstd, dt, N, C);

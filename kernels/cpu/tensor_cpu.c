@@ -10,6 +10,7 @@
  * widening casts: gemm_cpu widens whole bf16 and fp16 panels through them.
  */
 #include "cpu.h"
+#include "cast_vec.h"
 
 #include <omp.h>
 #include <stdio.h>
@@ -48,53 +49,6 @@ void copy_rows_cpu(void *dst, const void *src, int64_t rows, size_t row_bytes,
     for (int64_t r = 0; r < rows; r++)
         memcpy((char *)dst + (size_t)r * row_bytes, (const char *)src + (size_t)r * src_stride,
                row_bytes);
-}
-
-/* Branch-free twins of elem.h's conversions, bit for bit the same (checked
- * over all 2^32 floats and 2^16 halves when they were written, and on a
- * sample by t_ops_precision): with selects instead of early returns the
- * compiler vectorizes the loops below, 5-10x faster than calling elem.h
- * per element. */
-static inline uint16_t f32_to_bf16_vec(float f)
-{
-    uint32_t u = elem_f32_bits(f);
-    uint32_t rounded = (u + 0x7fffu + ((u >> 16) & 1u)) >> 16;
-    uint32_t quiet = (u >> 16) | 0x40u;
-    return (uint16_t)((u & 0x7fffffffu) > 0x7f800000u ? quiet : rounded);
-}
-
-static inline float f16_to_f32_vec(uint16_t h)
-{
-    uint32_t sign = (uint32_t)(h & 0x8000u) << 16;
-    uint32_t exp = ((uint32_t)h >> 10) & 0x1fu, mant = h & 0x3ffu;
-    uint32_t normal = sign | ((exp + 112u) << 23) | (mant << 13);
-    uint32_t special = sign | 0x7f800000u | (mant << 13);
-    /* zero or subnormal: mant * 2^-24, exact */
-    uint32_t sub = sign | elem_f32_bits((float)(int32_t)mant *
-                                        5.9604644775390625e-8f);
-    /* all-ones masks rather than ?: chains, which GCC keeps as branches */
-    uint32_t is_special = 0u - (uint32_t)(exp == 0x1fu);
-    uint32_t is_sub = 0u - (uint32_t)(exp == 0);
-    return elem_bits_f32((special & is_special) | (sub & is_sub) |
-                         (normal & ~(is_special | is_sub)));
-}
-
-static inline uint16_t f32_to_f16_vec(float f)
-{
-    uint32_t u = elem_f32_bits(f);
-    uint32_t sign = (u >> 16) & 0x8000u, a = u & 0x7fffffffu;
-    /* normal: round the mantissa to 10 bits, to nearest even, and rebias */
-    uint32_t normal = (a + 0xfffu + ((a >> 13) & 1u) - 0x38000000u) >> 13;
-    /* subnormal: adding 0.5, whose ulp is fp16's subnormal unit 2^-24,
-     * makes the FPU round to a multiple of it, to nearest even */
-    uint32_t sub = elem_f32_bits(elem_bits_f32(a) + 0.5f) - 0x3f000000u;
-    uint32_t is_nan = 0u - (uint32_t)(a > 0x7f800000u);
-    uint32_t is_inf = (0u - (uint32_t)(a >= 0x477ff000u)) & ~is_nan;
-    uint32_t is_sub = 0u - (uint32_t)(a < 0x38800000u);
-    uint32_t is_normal = ~(is_nan | is_inf | is_sub);
-    uint32_t o = (0x7e00u & is_nan) | (0x7c00u & is_inf) | (sub & is_sub) |
-                 (normal & is_normal);
-    return (uint16_t)(sign | o);
 }
 
 /* x86-64's baseline is SSE2, whose 4-lane integer compares and selects
@@ -198,20 +152,25 @@ void *scratch_cpu(scratch_slot slot, size_t bytes)
     return scratch[slot].p;
 }
 
+/* Row by row through cast_span_cpu, whose loops are vectorized (and
+ * cloned for AVX2): dt varies at run time here, and a per-element switch
+ * on it kept these copies scalar. */
 void widen_rows_cpu(float *dst, int ldd, const void *src, ops_dtype dt, int64_t lds, int rows,
                     int cols)
 {
+    size_t es = ops_dtype_size(dt);
     for (int r = 0; r < rows; r++)
-        for (int c = 0; c < cols; c++)
-            dst[(int64_t)r * ldd + c] = load_f32_cpu(src, dt, r * lds + c);
+        cast_span_cpu(dst + (int64_t)r * ldd, OPS_F32, (const char *)src + (size_t)(r * lds) * es,
+                      dt, cols);
 }
 
 void narrow_rows_cpu(void *dst, ops_dtype dt, int64_t ldd, const float *src, int lds, int rows,
                      int cols)
 {
+    size_t es = ops_dtype_size(dt);
     for (int r = 0; r < rows; r++)
-        for (int c = 0; c < cols; c++)
-            store_f32_cpu(dst, dt, r * ldd + c, src[(int64_t)r * lds + c]);
+        cast_span_cpu((char *)dst + (size_t)(r * ldd) * es, dt, src + (int64_t)r * lds, OPS_F32,
+                      cols);
 }
 
 float *thread_share_cpu(float *buf, int64_t floats)
