@@ -14,7 +14,9 @@
  * The real AVX512_BF16 layer runs where the CPU has it, and is held to
  * fp32 round-off instead (its unit may flush denormals or round a pair
  * once). A check that the comparison can fail: the emulated layer with the
- * halves of A's pairs swapped must disagree.
+ * halves of A's pairs swapped must disagree, and the check each run makes
+ * before it uses a trident kernel (gemm_bf16_kernel_agrees) must refuse
+ * it.
  *
  * Then gemm_cpu's bf16 case on the path TRIDENT_CPU_BF16_GEMM=trident
  * picks (bias, bf16 or fp32 C, accumulation, column blocks) against a
@@ -165,6 +167,14 @@ static void test_emulated(void)
     emu_swap_halves = 0;
     tap_ok(e > 1e-3, "the same with the halves of A's pairs swapped differs "
            "(max |diff| %g): the comparison sees a lane fault", e);
+    /* the check every run makes before it uses a trident kernel */
+    double good, bad;
+    int passes = gemm_bf16_kernel_agrees(gemm_bf16_emu, &good);
+    emu_swap_halves = 1;
+    int fails = !gemm_bf16_kernel_agrees(gemm_bf16_emu, &bad);
+    emu_swap_halves = 0;
+    tap_ok(passes && fails, "the start-up check passes the emulated layer "
+           "(error %g) and refuses it with the lane fault (error %g)", good, bad);
 }
 
 static void test_avx2(void)
@@ -267,7 +277,7 @@ int main(int argc, char **argv)
     /* before the first bf16 GEMM: the path is chosen once */
     setenv("TRIDENT_CPU_BF16_GEMM", "trident", 1);
     tap_init(&argc, &argv);
-    tap_plan(2 + 2 + 1 + 3);
+    tap_plan(3 + 2 + 1 + 3);
     test_emulated();
     test_avx2();
     test_avx512();

@@ -56,6 +56,12 @@ void gemm_bf16_avx2(int ta, int tb, int M, int N, int K, const uint16_t *A,
 gemm_bf16_path gemm_bf16_path_cpu(void);
 /* The kernel of an own path (AVX512, AVX2), NULL for the others. */
 gemm_bf16_fn gemm_bf16_kernel_cpu(gemm_bf16_path path);
+/* Whether fn computes, on this CPU, what a plain loop does on a few ragged
+ * shapes in all four transposes, up to fp32 round-off (hardware bf16
+ * units may flush denormals or round once per pair): the check a trident
+ * kernel passes before gemm_bf16_path_cpu uses it. On a fault, *worst is
+ * the largest error found (0 otherwise). */
+int gemm_bf16_kernel_agrees(gemm_bf16_fn fn, double *worst);
 /* A path's name for logs: "trident vdpbf16ps (AVX512_BF16)", ... */
 const char *gemm_bf16_path_name(gemm_bf16_path path);
 

@@ -101,11 +101,7 @@ static void plain_product(int ta, int tb, int M, int N, int K,
         }
 }
 
-/* Whether fn computes, on this CPU, what plain_product does on a few
- * ragged shapes in all four transposes, up to fp32 round-off (hardware
- * bf16 units may flush denormals or round once per pair). On a fault,
- * *worst is the largest error found. */
-static int kernel_agrees(gemm_bf16_fn fn, double *worst)
+int gemm_bf16_kernel_agrees(gemm_bf16_fn fn, double *worst)
 {
     static const int shapes[][3] = { { 1, 1, 1 }, { 7, 70, 3 },
                                      { 13, 129, 517 }, { 33, 17, 64 } };
@@ -161,7 +157,7 @@ static gemm_bf16_path checked(gemm_bf16_path path, int asked)
 {
     gemm_bf16_fn fn = gemm_bf16_kernel_cpu(path);
     double worst;
-    if (!fn || kernel_agrees(fn, &worst))
+    if (!fn || gemm_bf16_kernel_agrees(fn, &worst))
         return path;
     char msg[320];
     snprintf(msg, sizeof msg, "%s disagrees with a plain loop on this CPU "
