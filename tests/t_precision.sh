@@ -23,12 +23,13 @@ grep -q -w -E 'avx2|avx512_bf16' /proc/cpuinfo || own=auto
 TRIDENT_CPU_BF16_GEMM=$own run "$np" train --config "$cfg" --set train.precision=bf16 \
     --set train.steps=50 --set log.metrics="$WORK/bf16own.jsonl"
 for p in bf16:1e-2 bf16own:1e-2 fp16:2e-3; do
-    name=${p%:*} tol=${p#*:}
+    name=${p%:*} tol=${p#*:} label=${p%:*}
+    [ "$name" != bf16own ] || label="bf16 on TRIDENT_CPU_BF16_GEMM=$own"
     worst=$(paste "$WORK/fp32.jsonl" "$WORK/$name.jsonl" | sed 's/{"step":[0-9]*,"loss":\([^,]*\),[^\t]*\t{"step":[0-9]*,"loss":\([^,]*\),.*/\1 \2/' \
         | awk '{ d = ($1 - $2) / $1; if (d < 0) d = -d; if (d > w) w = d; n++ }
                END { if (n != 50) print "missing"; else printf "%.1e", w }')
     awk -v w="$worst" -v t="$tol" 'BEGIN { exit !(w != "missing" && w + 0 <= t + 0) }'
-    ok $? "$name tracks fp32 over 50 steps: max relative loss difference $worst (tol $tol)"
+    ok $? "$label tracks fp32 over 50 steps: max relative loss difference $worst (tol $tol)"
 done
 
 fp16="--set train.precision=fp16 --set train.steps=12 --set log.metrics=$WORK/s.jsonl"

@@ -216,13 +216,16 @@ static void block_product(int kp, const uint32_t *apack, const uint32_t *bpack,
     }
 }
 
-/* Rows of op(A) per thread's block: MC, or fewer so that every thread of
- * the team gets one (a multiple of MR). */
+/* Rows of op(A) per block: at most MC, a multiple of MR, and as even as
+ * that allows over a number of blocks the team shares out in whole rounds
+ * (M = 1024 on 2 threads: 8 blocks of 132 or 128 rows, not 7 of 144 and
+ * one of 16, which left one thread idle for an eighth of the product). */
 static int block_rows(int M, int threads)
 {
-    int share = (M + threads - 1) / threads;
-    share = (share + BF16_MR - 1) / BF16_MR * BF16_MR;
-    return share < BF16_MC ? share : BF16_MC;
+    int blocks = (M + BF16_MC - 1) / BF16_MC;
+    blocks = (blocks + threads - 1) / threads * threads;
+    int rows = (M + blocks - 1) / blocks;
+    return (rows + BF16_MR - 1) / BF16_MR * BF16_MR;
 }
 
 /* C (fp32, M x N, row stride ldc) = [C +] op(A) . op(B), for M, N, K > 0. */
