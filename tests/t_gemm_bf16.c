@@ -5,16 +5,18 @@
  * The kernel accumulates every element of C in k order, each k-pair's high
  * product before its low one, one fp32 rounding per product: the plain
  * loop below. So the portable layers must give the same bits:
- *   - the emulated AVX-512 layer (tests/simd_emu/bf16_isa_emu.h: 16 lanes,
- *     the 6 x 4 vector tile), compiled into this test with block sizes
- *     shrunk so that small shapes cross every loop (several panels of K,
- *     of N, blocks of M, ragged tiles, odd K);
+ *   - kernels/cpu/gemm_bf16_avx512.c, the AVX512_BF16 kernel as the
+ *     library builds it but for its target pragma, compiled into this test
+ *     against tests/simd_emu/immintrin.h (its seven intrinsics in plain C,
+ *     from Intel's definitions) with block sizes shrunk so that small
+ *     shapes cross every loop (several panels of K, of N, blocks of M,
+ *     ragged tiles, odd K);
  *   - the AVX2 layer as the library builds it (default blocks), on a CPU
  *     with AVX2.
- * The real AVX512_BF16 layer runs where the CPU has it, and is held to
- * fp32 round-off instead (its unit may flush denormals or round a pair
- * once). A check that the comparison can fail: the emulated layer with the
- * halves of A's pairs swapped must disagree, and the check each run makes
+ * The real AVX512_BF16 instructions run where the CPU has them, held to
+ * fp32 round-off instead (a unit may flush denormals or round a pair
+ * once). A check that the comparison can fail: the emulated instruction
+ * with the halves of A's pairs swapped must disagree, and the check each run makes
  * before it uses a trident kernel (gemm_bf16_kernel_agrees) must refuse
  * it.
  *
@@ -34,11 +36,11 @@
 #include "kernels/cpu/gemm_bf16.h"
 #include "tests/tap.h"
 
-/* the emulated AVX-512 layer, with small blocks: 3 pairs of K a panel,
- * 12 rows a block, 128 columns a panel (two slivers of 64) */
-static int emu_swap_halves; /* the fault the test must catch */
-#define BF16_EMU_FAULT emu_swap_halves
-#include "tests/simd_emu/bf16_isa_emu.h"
+/* gemm_bf16_avx512.c itself, on the emulated intrinsics of
+ * tests/simd_emu/immintrin.h (first on this test's include path), with
+ * small blocks: 3 pairs of K a panel, 12 rows a block, 128 columns a panel
+ * (two slivers of 64) */
+#define TRI_SIMD_EMU 1
 #define BF16_KC 6
 #define BF16_MC 12
 #define BF16_NC 128
@@ -46,7 +48,7 @@ static int emu_swap_halves; /* the fault the test must catch */
 void gemm_bf16_emu(int ta, int tb, int M, int N, int K, const uint16_t *A,
                    int lda, const uint16_t *B, int ldb, float *C, int ldc,
                    int accumulate);
-#include "kernels/cpu/gemm_bf16_pairs.h"
+#include "kernels/cpu/gemm_bf16_avx512.c"
 
 static uint32_t rng = 2463534242u;
 
@@ -159,22 +161,22 @@ static const Shape large[] = {
 static void test_emulated(void)
 {
     double e = sweep(gemm_bf16_emu, BF16_KC, small, COUNT(small));
-    tap_ok(e == 0.0, "emulated AVX-512 layer (16 lanes, 6 x 64 tiles, shrunk "
-           "blocks): the plain loop's bits on %d shapes x 4 transposes x "
+    tap_ok(e == 0.0, "gemm_bf16_avx512.c on emulated intrinsics (16 lanes, 6 x 64 "
+           "tiles, shrunk blocks): the plain loop's bits on %d shapes x 4 transposes x "
            "[+]= (max |diff| %g)", COUNT(small), e);
-    emu_swap_halves = 1;
+    tri_simd_emu_fault = 1;
     e = sweep(gemm_bf16_emu, BF16_KC, small + 4, 1);
-    emu_swap_halves = 0;
+    tri_simd_emu_fault = 0;
     tap_ok(e > 1e-3, "the same with the halves of A's pairs swapped differs "
            "(max |diff| %g): the comparison sees a lane fault", e);
     /* the check every run makes before it uses a trident kernel */
     double good, bad;
     int passes = gemm_bf16_kernel_agrees(gemm_bf16_emu, &good);
-    emu_swap_halves = 1;
+    tri_simd_emu_fault = 1;
     int fails = !gemm_bf16_kernel_agrees(gemm_bf16_emu, &bad);
-    emu_swap_halves = 0;
-    tap_ok(passes && fails, "the start-up check passes the emulated layer "
-           "(error %g) and refuses it with the lane fault (error %g)", good, bad);
+    tri_simd_emu_fault = 0;
+    tap_ok(passes && fails, "the start-up check passes the emulated AVX-512 "
+           "kernel (error %g) and refuses it with the lane fault (error %g)", good, bad);
 }
 
 static void test_avx2(void)

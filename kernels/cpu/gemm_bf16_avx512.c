@@ -9,11 +9,12 @@
  * CPU with AVX512_BF16 has run it yet. Compiled for AVX512_BF16 whatever the build's
  * flags; gemm_bf16_cpu.c calls it only where the CPU has the instructions.
  *
- * This ISA layer is the one part of the kernel the host here could not run
- * (no AVX-512 on the machines it was written on): t_gemm_bf16 runs the
- * same loops with an emulation of this layer (tests/simd_emu/bf16_isa_emu.h,
- * the same vector width and tile) and with the AVX2 layer, and runs this
- * one too, against the plain loop, on a CPU that has AVX512_BF16.
+ * No machine this was written on has AVX-512, so t_gemm_bf16 also
+ * compiles this very file against tests/simd_emu/immintrin.h, the seven
+ * intrinsics it uses written in plain C from Intel's definitions
+ * (TRI_SIMD_EMU: no target pragma, smaller blocks), and runs it on the
+ * host against the plain loop; on a CPU with AVX512_BF16 it runs the real
+ * instructions too.
  *
  * Not collective.
  */
@@ -23,10 +24,11 @@
 
 #include <immintrin.h>
 
-/* everything below, the included loops too, compiled for this ISA */
-#if defined(__clang__)
+/* everything below, the included loops too, compiled for this ISA (but
+ * for the host's own when t_gemm_bf16 emulates the intrinsics) */
+#if defined(__clang__) && !defined(TRI_SIMD_EMU)
 #pragma clang attribute push(__attribute__((target("avx512f,avx512bw,avx512vl,avx512bf16"))), apply_to = function)
-#else
+#elif !defined(TRI_SIMD_EMU)
 #pragma GCC target("avx512f,avx512bw,avx512vl,avx512bf16")
 #endif
 
@@ -62,11 +64,15 @@ static inline bf16_acc acc_dot(bf16_acc c, bf16_apair a, bf16_bvec b)
 /* 96 pairs a panel: a sliver of B (96 x 64 words, 24 KiB) stays in a
  * 32 KiB L1 while the slivers of A stream past it (the default 128 pairs
  * would fill it) */
+#ifndef BF16_KC
 #define BF16_KC 192
+#endif
+#ifndef BF16_GEMM_FN
 #define BF16_GEMM_FN gemm_bf16_avx512
+#endif
 #include "gemm_bf16_pairs.h"
 
-#if defined(__clang__)
+#if defined(__clang__) && !defined(TRI_SIMD_EMU)
 #pragma clang attribute pop
 #endif
 #endif

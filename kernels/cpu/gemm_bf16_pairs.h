@@ -25,8 +25,8 @@
  * (t_gemm_bf16).
  *
  * The including file first defines the ISA's layer (gemm_bf16_avx512.c,
- * gemm_bf16_avx2.c, and tests/simd_emu/bf16_isa_emu.h, which emulates the
- * AVX-512 shape in plain C so that the host runs its lane logic):
+ * which t_gemm_bf16 also compiles on plain-C intrinsics, and
+ * gemm_bf16_avx2.c):
  *   BF16_VW            fp32 lanes in a vector
  *   BF16_MR, BF16_NV   the micro-tile: MR rows, NV vectors across
  *   bf16_acc           VW fp32 accumulators
