@@ -5,13 +5,16 @@
  * The choice is made once per process, so that a run takes one path
  * throughout and stays bitwise reproducible, and it follows the CPU, not a
  * timing, so that two runs on one machine (a run and its resume) take the
- * same path. What `make bench` measured on each kind of CPU
- * (doc/performance.md, "CPU GEMMs"):
- *   AMX           oneDNN's matmul primitive (1,400 GFLOP/s on 2 cores);
- *   AVX512_BF16   trident's vdpbf16ps kernel: oneDNN 2.6's bf16 kernel
- *                 reaches 0.6x sgemm there, the widened path 0.9x;
+ * same path (doc/performance.md, "CPU GEMMs", has the figures):
+ *   AMX           oneDNN's matmul primitive (measured: 1,400 GFLOP/s on 2
+ *                 cores, 4x sgemm);
+ *   AVX512_BF16   trident's vdpbf16ps kernel. Not yet timed on such a CPU:
+ *                 chosen because the alternatives measured there run under
+ *                 the fp32 rate (oneDNN 2.6's bf16 kernel 0.6x sgemm, the
+ *                 widened path 0.9x) and its inner loop issues at the
+ *                 unit's rate;
  *   otherwise     sgemm on widened panels, which the AVX2 kernel does not
- *                 beat on the machines measured.
+ *                 beat on the machines measured (0.72 to 0.77x sgemm).
  * TRIDENT_CPU_BF16_GEMM overrides it (auto, library, trident, widened),
  * for measurements and comparisons.
  *
