@@ -185,14 +185,20 @@ pytorch_best() {
     echo "   best: $pt_best_name"
 }
 
+# hardware_line DTYPE: trident's start-up statement of the hardware's peak
+# in DTYPE on this machine (what MFU is against), from `trident plan`
+hardware_line() {
+    config tiny "$WORK/peak.ini"
+    "$TRIDENT" plan --config "$WORK/peak.ini" --world 1 --hw cpu --set train.precision="$1" \
+        2>/dev/null | sed -n 's/^hardware: //p' | head -n 1
+}
+
 section_machine() {
     echo "== this machine"
     echo "   $(grep -m1 vendor_id /proc/cpuinfo | sed 's/.*: //'), $(grep -m1 'model name' /proc/cpuinfo | sed 's/.*: //') (family $(grep -m1 'cpu family' /proc/cpuinfo | sed 's/.*: //'), model $(grep -m1 '^model' /proc/cpuinfo | sed 's/.*: //')), $(nproc) cores"
     echo "   ISA: $(grep -m1 '^flags' /proc/cpuinfo | tr ' ' '\n' | grep -x -E 'avx2|fma|avx512f|avx512_bf16|avx512_fp16|amx_tile|amx_bf16' | tr '\n' ' ')"
-    config tiny "$WORK/peak.ini"
     for dtype in fp32 bf16; do
-        "$TRIDENT" plan --config "$WORK/peak.ini" --world 1 --hw cpu --set train.precision=$dtype \
-            2>/dev/null | sed -n 's/^hardware: /   /p' | head -n 1
+        echo "   $(hardware_line $dtype)"
     done
 }
 
@@ -206,9 +212,7 @@ section_gemm() {
         echo "   $gb is not built (make bench builds it)"
         return
     fi
-    config tiny "$WORK/peak.ini"
-    bf16_peak=$("$TRIDENT" plan --config "$WORK/peak.ini" --world 1 --hw cpu \
-        --set train.precision=bf16 2>/dev/null | sed -n 's/.* bf16 peak \([0-9.]*\) GFLOP.*/\1/p' | head -n 1)
+    bf16_peak=$(hardware_line bf16 | sed -n 's/.* bf16 peak \([0-9.]*\) GFLOP.*/\1/p')
     printf "   %-8s %-52s %8s %8s %9s %10s\n" path kernel fp32 bf16 bf16/fp32 "of peak"
     for path in auto widened trident library; do
         if ! TRIDENT_CPU_BF16_GEMM=$path OMP_NUM_THREADS=$THREADS "$gb" 0.1 > "$WORK/gemm.out" 2>&1; then

@@ -9,6 +9,9 @@ WORK=$(mktemp -d "${TMPDIR:-/tmp}/trident-test.XXXXXX")
 trap 'rm -rf "$WORK"' EXIT
 
 plan() { echo "1..$1"; }
+# Whether this CPU runs trident's own bf16 GEMM (TRIDENT_CPU_BF16_GEMM=
+# trident): it needs AVX2 (with FMA) or AVX512_BF16.
+cpu_has_trident_bf16_gemm() { grep -q -w -E 'avx2|avx512_bf16' /proc/cpuinfo 2>/dev/null; }
 ok() {   # ok CONDITION-EXIT-STATUS DESCRIPTION
     tap_n=$((tap_n + 1))
     if [ "$1" -eq 0 ]; then

@@ -19,7 +19,7 @@ done
 # bf16 on trident's own GEMM (vdpbf16ps, or AVX2 FMAs here) whatever path
 # this CPU takes by default; a CPU with neither runs the default again
 own=trident
-grep -q -w -E 'avx2|avx512_bf16' /proc/cpuinfo || own=auto
+cpu_has_trident_bf16_gemm || own=auto
 TRIDENT_CPU_BF16_GEMM=$own run "$np" train --config "$cfg" --set train.precision=bf16 \
     --set train.steps=50 --set log.metrics="$WORK/bf16own.jsonl"
 for p in bf16:1e-2 bf16own:1e-2 fp16:2e-3; do

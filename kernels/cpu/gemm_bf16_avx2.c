@@ -34,31 +34,31 @@
 
 typedef __m256 bf16_acc;
 typedef struct { __m256 lo, hi; } bf16_bvec;
-typedef struct { __m256 lo, hi; } bf16_apair;
+typedef bf16_bvec bf16_apair;
 
 static inline bf16_acc acc_zero(void) { return _mm256_setzero_ps(); }
 static inline bf16_acc acc_load(const float *c) { return _mm256_loadu_ps(c); }
 static inline void acc_store(float *c, bf16_acc v) { _mm256_storeu_ps(c, v); }
 static inline bf16_acc acc_add(bf16_acc a, bf16_acc b) { return _mm256_add_ps(a, b); }
 
-static inline bf16_bvec bvec_load(const uint32_t *b)
+/* 8 pair words as the fp32 of their low and of their high halves */
+static inline bf16_bvec widen_pairs(__m256i v)
 {
-    __m256i v = _mm256_loadu_si256((const __m256i *)b);
     bf16_bvec w;
     w.lo = _mm256_castsi256_ps(_mm256_slli_epi32(v, 16));
     w.hi = _mm256_castsi256_ps(_mm256_and_si256(v, _mm256_set1_epi32((int)0xffff0000u)));
     return w;
 }
 
-/* the pair broadcast straight from memory (a load, no integer moves),
- * then widened as B's are */
+static inline bf16_bvec bvec_load(const uint32_t *b)
+{
+    return widen_pairs(_mm256_loadu_si256((const __m256i *)b));
+}
+
+/* the pair broadcast straight from memory (a load, no integer moves) */
 static inline bf16_apair apair_bcast(const uint32_t *a)
 {
-    __m256i v = _mm256_castps_si256(_mm256_broadcast_ss((const float *)a));
-    bf16_apair w;
-    w.lo = _mm256_castsi256_ps(_mm256_slli_epi32(v, 16));
-    w.hi = _mm256_castsi256_ps(_mm256_and_si256(v, _mm256_set1_epi32((int)0xffff0000u)));
-    return w;
+    return widen_pairs(_mm256_castps_si256(_mm256_broadcast_ss((const float *)a)));
 }
 
 static inline bf16_acc acc_dot(bf16_acc c, bf16_apair a, bf16_bvec b)

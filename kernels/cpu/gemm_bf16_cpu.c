@@ -79,6 +79,12 @@ const char *gemm_bf16_path_name(gemm_bf16_path path)
 
 /* ---- the check a trident kernel passes before it is used --------------- */
 
+/* Element (r, c) of op(X), X bf16 with row stride ld, as fp32. */
+static float op_at(const uint16_t *x, int ld, int trans, int r, int c)
+{
+    return elem_bf16_to_f32(trans ? x[(int64_t)c * ld + r] : x[(int64_t)r * ld + c]);
+}
+
 /* c(M,N) = op(a) . op(b) in k order, each pair's high product first, one
  * fp32 rounding per product added: the kernels' sum, but for their adding
  * a panel's sum to C every KC elements (within the check's tolerance). */
@@ -90,15 +96,10 @@ static void plain_product(int ta, int tb, int M, int N, int K,
         for (int j = 0; j < N; j++) {
             float acc = 0.0f;
             for (int k = 0; k < K; k += 2) {
-                float alo = elem_bf16_to_f32(ta ? a[(int64_t)k * lda + i] : a[(int64_t)i * lda + k]);
-                float blo = elem_bf16_to_f32(tb ? b[(int64_t)j * ldb + k] : b[(int64_t)k * ldb + j]);
-                float ahi = 0.0f, bhi = 0.0f;
-                if (k + 1 < K) {
-                    ahi = elem_bf16_to_f32(ta ? a[(int64_t)(k + 1) * lda + i] : a[(int64_t)i * lda + k + 1]);
-                    bhi = elem_bf16_to_f32(tb ? b[(int64_t)j * ldb + k + 1] : b[(int64_t)(k + 1) * ldb + j]);
-                }
-                acc = fmaf(ahi, bhi, acc);
-                acc = fmaf(alo, blo, acc);
+                int odd = k + 1 < K;
+                acc = fmaf(odd ? op_at(a, lda, ta, i, k + 1) : 0.0f,
+                           odd ? op_at(b, ldb, tb, k + 1, j) : 0.0f, acc);
+                acc = fmaf(op_at(a, lda, ta, i, k), op_at(b, ldb, tb, k, j), acc);
             }
             c[(int64_t)i * N + j] = acc;
         }

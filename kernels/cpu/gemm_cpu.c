@@ -102,6 +102,35 @@ static void add_bias(float *c, int ldc, const void *bias, ops_dtype dt,
     }
 }
 
+/* A block of C (rows x cols at cblk, row stride ldc, dtype cdt) as the
+ * fp32 the GEMMs accumulate in: C itself when it is fp32, else a scratch
+ * copy, holding the old C when accumulating. *ld receives its stride. */
+static float *c_block_open(char *cblk, ops_dtype cdt, int ldc, int rows,
+                           int cols, int accumulate, int *ld)
+{
+    if (cdt == OPS_F32) {
+        *ld = ldc;
+        return (float *)cblk;
+    }
+    float *c = scratch_cpu(SCRATCH_GEMM_C, (size_t)rows * cols * sizeof(float));
+    *ld = cols;
+    if (accumulate)
+        cast_2d_cpu(c, OPS_F32, cols, cblk, cdt, ldc, rows, cols);
+    return c;
+}
+
+/* The block's columns [n0, n0+cols) take bias (dtype dt) and, from a
+ * scratch copy, go back to C rounded to cdt once. */
+static void c_block_close(char *cblk, ops_dtype cdt, int ldc, float *c, int ld,
+                          int rows, int cols, const void *bias, ops_dtype dt,
+                          int n0)
+{
+    if (bias)
+        add_bias(c, ld, bias, dt, n0, rows, cols);
+    if (cdt != OPS_F32)
+        cast_2d_cpu(cblk, cdt, ldc, c, OPS_F32, ld, rows, cols);
+}
+
 /* gemm_cpu on widened fp32 panels: blocks of C (at most PANEL_MAX square)
  * accumulate over blocks of K in fp32, then take the bias and are rounded
  * to cdt once. The A panel of a row block is widened once for all column
@@ -121,17 +150,8 @@ static void gemm_widened(ops_dtype dt, int ta, int tb, int M, int N, int K,
         for (int n0 = 0; n0 < N; n0 += nb) {
             int nn = N - n0 < nb ? N - n0 : nb;
             char *cblk = (char *)C + ((size_t)m0 * ldc + n0) * cs;
-            float *c;
             int ldc32;
-            if (cdt == OPS_F32) {
-                c = (float *)cblk;
-                ldc32 = ldc;
-            } else {
-                c = scratch_cpu(SCRATCH_GEMM_C, (size_t)mm * nn * sizeof(float));
-                ldc32 = nn;
-                if (accumulate)
-                    cast_2d_cpu(c, OPS_F32, nn, cblk, cdt, ldc, mm, nn);
-            }
+            float *c = c_block_open(cblk, cdt, ldc, mm, nn, accumulate, &ldc32);
             for (int k0 = 0; k0 < K; k0 += kb) {
                 int kk = K - k0 < kb ? K - k0 : kb;
                 if (kb < K || n0 == 0)
@@ -144,41 +164,30 @@ static void gemm_widened(ops_dtype dt, int ta, int tb, int M, int N, int K,
                 gemm_f32_cpu(ta, tb, mm, nn, kk, 1.0f, a, lda32, b, ldb32,
                              beta, c, ldc32);
             }
-            if (bias)
-                add_bias(c, ldc32, bias, dt, n0, mm, nn);
-            if (cdt != OPS_F32)
-                cast_2d_cpu(cblk, cdt, ldc, c, OPS_F32, ldc32, mm, nn);
+            c_block_close(cblk, cdt, ldc, c, ldc32, mm, nn, bias, dt, n0);
         }
     }
 }
 
 /* gemm_cpu's bf16 case on one of trident's kernels (fn), which computes
- * fp32 blocks of C: in C itself when C is fp32, else in scratch blocks of
- * columns that take the old C, the bias, and are rounded to cdt once. */
+ * fp32: into C itself when C is fp32 (one call, so op(A) is packed once
+ * per panel of K), else into scratch blocks of columns that take the old
+ * C, the bias, and are rounded to cdt once. */
 static void gemm_own_bf16(gemm_bf16_fn fn, int ta, int tb, int M, int N,
                           int K, const void *A, int lda, const void *B,
                           int ldb, const void *bias, int accumulate, void *C,
                           ops_dtype cdt, int ldc)
 {
-    if (cdt == OPS_F32) {
-        fn(ta, tb, M, N, K, A, lda, B, ldb, C, ldc, accumulate);
-        if (bias)
-            add_bias(C, ldc, bias, OPS_BF16, 0, M, N);
-        return;
-    }
-    int nb = panel_len(N, M);
+    int nb = cdt == OPS_F32 ? N : panel_len(N, M);
     size_t cs = ops_dtype_size(cdt);
     for (int n0 = 0; n0 < N; n0 += nb) {
         int nn = N - n0 < nb ? N - n0 : nb;
         char *cblk = (char *)C + (size_t)n0 * cs;
-        float *c = scratch_cpu(SCRATCH_GEMM_C, (size_t)M * nn * sizeof(float));
-        if (accumulate)
-            cast_2d_cpu(c, OPS_F32, nn, cblk, cdt, ldc, M, nn);
+        int ld;
+        float *c = c_block_open(cblk, cdt, ldc, M, nn, accumulate, &ld);
         const uint16_t *b = (const uint16_t *)B + (tb ? (size_t)n0 * ldb : (size_t)n0);
-        fn(ta, tb, M, nn, K, A, lda, b, ldb, c, nn, accumulate);
-        if (bias)
-            add_bias(c, nn, bias, OPS_BF16, n0, M, nn);
-        cast_2d_cpu(cblk, cdt, ldc, c, OPS_F32, nn, M, nn);
+        fn(ta, tb, M, nn, K, A, lda, b, ldb, c, ld, accumulate);
+        c_block_close(cblk, cdt, ldc, c, ld, M, nn, bias, OPS_BF16, n0);
     }
 }
 

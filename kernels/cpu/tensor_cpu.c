@@ -10,7 +10,6 @@
  * widening casts: gemm_cpu widens whole bf16 and fp16 panels through them.
  */
 #include "cpu.h"
-#include "cast_vec.h"
 
 #include <omp.h>
 #include <stdio.h>
