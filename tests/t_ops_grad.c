@@ -754,6 +754,70 @@ static void test_add(void)
     ops_free(&c.out); ops_free(&c.a); ops_free(&c.b); ops_free(&c.r);
 }
 
+/* ---- the order of the row sums -------------------------------------------- */
+
+/* x[0..n) summed as vec.h does: 16 lanes, each in order, folded lane 0
+ * first, then the n % 16 left over. Plain scalar C, so it is the same on
+ * every CPU; an op that gives these bits gives them on every CPU. */
+static float sum16(const float *x, int n, float centre, int squares)
+{
+    float lane[16] = { 0 };
+    int n16 = n & ~15;
+    for (int j = 0; j < n16; j++) {
+        float d = x[j] - centre;
+        lane[j % 16] += squares ? d * d : x[j];
+    }
+    float s = 0.0f;
+    for (int k = 0; k < 16; k++)
+        s += lane[k];
+    for (int j = n16; j < n; j++) {
+        float d = x[j] - centre;
+        s += squares ? d * d : x[j];
+    }
+    return s;
+}
+
+/* LayerNorm's mean and rstd, RMSNorm's rstd and dbias (chunks of 32 rows,
+ * each in row order, then the chunks in order) are the bits of their
+ * documented order of operations, with a row length that leaves a tail. */
+static void test_reduction_order(void)
+{
+    enum { N = 300, C = 200, ROWS = 32 };
+    rng_state = 11;
+    ops_tensor inp = f32(N * C), w = f32(C), out = f32(N * C);
+    ops_tensor mean = f32(N), rstd = f32(N), rms = f32(N), dbias = f32(C);
+    fill(inp, -1, 1);
+    fill(w, -1, 1);
+    ops_layernorm_fwd(out, mean, rstd, inp, w, w, N, C);
+    ops_rmsnorm_fwd(out, rms, inp, w, N, C, 1e-5f);
+    ops_matmul_bwd(OPS_NONE, OPS_NONE, dbias, inp, OPS_NONE, OPS_NONE, N, C,
+                   C);
+    int ok = 1;
+    for (int i = 0; i < N; i++) {
+        const float *x = fp(inp) + (int64_t)i * C;
+        float m = sum16(x, C, 0.0f, 0) / (float)C;
+        float var = sum16(x, C, m, 1) / (float)C;
+        float r = 1.0f / sqrtf(var + TRI_LN_EPS);
+        float rr = elem_rms_rstd(sum16(x, C, 0.0f, 1), C, 1e-5f);
+        ok = ok && fp(mean)[i] == m && fp(rstd)[i] == r && fp(rms)[i] == rr;
+    }
+    for (int j = 0; j < C; j++) {
+        float total = 0.0f;
+        for (int r0 = 0; r0 < N; r0 += ROWS) {
+            float part = 0.0f;
+            for (int i = r0; i < N && i < r0 + ROWS; i++)
+                part += fp(inp)[(int64_t)i * C + j];
+            total = r0 == 0 ? part : total + part;
+        }
+        ok = ok && fp(dbias)[j] == 0.0f + total;
+    }
+    tap_ok(ok, "layernorm mean/rstd, rmsnorm rstd and dbias are the bits of "
+           "their fixed order of sums (16 lanes; chunks of %d rows), on "
+           "any CPU", ROWS);
+    ops_free(&inp); ops_free(&w); ops_free(&out); ops_free(&mean);
+    ops_free(&rstd); ops_free(&rms); ops_free(&dbias);
+}
+
 /* ---- determinism ------------------------------------------------------------ */
 
 /* The reductions over rows (dbias, layernorm dw/db, dwte, dwpe) must give
@@ -985,7 +1049,7 @@ static void test_gqa(void)
 int main(int argc, char **argv)
 {
     tap_init(&argc, &argv);
-    tap_plan(62);
+    tap_plan(63);
     test_matmul();
     test_gelu();
     test_layernorm();
@@ -1000,6 +1064,7 @@ int main(int argc, char **argv)
     test_xent();
     test_add();
     test_determinism();
+    test_reduction_order();
     test_rmsnorm();
     test_rope();
     test_swiglu();

@@ -65,10 +65,8 @@ static inline float row_dot(const float *x, const float *y, int n)
     vec16 acc = vec16_set(0.0f);
     int j = 0;
     for (; j + 16 <= n; j += 16)
-        acc += vec16_load(x + j) * vec16_load(y + j);
-    float s = 0.0f;
-    for (int k = 0; k < 16; k++)
-        s += acc[k];
+        acc = vec16_add(acc, vec16_mul(vec16_load(x + j), vec16_load(y + j)));
+    float s = vec16_sum_lanes(acc);
     for (; j < n; j++)
         s += x[j] * y[j];
     return s;

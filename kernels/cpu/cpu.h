@@ -13,7 +13,9 @@
  * result is rounded once, when it is stored, through elem.h, so an fp16
  * result overflows to inf and underflows to zero exactly as the format
  * does. The fp32 paths keep their loops and their order of operations, so
- * fp32 results are bit for bit what they were before bf16 and fp16 came.
+ * fp32 results are bit for bit what they were before bf16 and fp16 came
+ * (since then, the norms' row sums run in vec.h's 16 lanes and dbias
+ * sums chunks of rows: fixed orders, the same on every CPU).
  *
  * Not collective.
  */
@@ -37,6 +39,23 @@
 #else
 #define TRI_CLONES
 #endif
+
+/* Runs stmt with `dt_` a compile-time constant where dt is fp32 or bf16,
+ * so that an always-inline loop body stmt calls is compiled for each of
+ * them alone and vectorizes; other dtypes share one generic copy. */
+#define TRI_WITH_CONST_DTYPE(dt, stmt)                                        \
+    do {                                                                      \
+        if ((dt) == OPS_F32) {                                                \
+            const ops_dtype dt_ = OPS_F32;                                    \
+            stmt;                                                             \
+        } else if ((dt) == OPS_BF16) {                                        \
+            const ops_dtype dt_ = OPS_BF16;                                   \
+            stmt;                                                             \
+        } else {                                                              \
+            const ops_dtype dt_ = (dt);                                       \
+            stmt;                                                             \
+        }                                                                     \
+    } while (0)
 
 /* Elements a thread handles per call of a cloned span. */
 #define TRI_SPAN 16384
@@ -72,6 +91,7 @@ typedef enum {
     SCRATCH_DNNL,        /* oneDNN's scratchpad */
     SCRATCH_MATMUL_DOUT, /* matmul_bwd: an fp32 dout block rounded to D */
     SCRATCH_MATMUL_ACC,  /* matmul_bwd: dinp accumulating in fp32 */
+    SCRATCH_MATMUL_BIAS, /* matmul_bwd: dbias's partial sums over row chunks */
     SCRATCH_ATTENTION,   /* per-thread score tiles and fp32 copies of one head */
     SCRATCH_ROPE,        /* rope: the cos and sin of each (position, pair) */
     SCRATCH_SLOTS

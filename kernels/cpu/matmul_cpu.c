@@ -4,8 +4,8 @@
  * All the FLOPs are in three GEMMs (gemm_cpu, in the layer's compute dtype
  * with fp32 accumulation); the weight stays (out, in) as in GPT-2, and the
  * GEMM reads it transposed in place. Only the bias gradient is ours: it
- * sums dout's columns in a fixed order (row 0, 1, ...) per column, so dbias
- * does not depend on the thread count.
+ * sums dout's rows in a fixed order (chunks of rows fixed by M, then the
+ * chunks in order), so dbias does not depend on the thread count.
  *
  * The LM head is the one mixed case: its dout is dlogits, fp32 because the
  * loss is computed in fp32, while inp and w are the compute dtype D. The
@@ -18,9 +18,12 @@
  * over it in memory.
  */
 #include "cpu.h"
+#include "vec.h"
 
-/* columns per task of the dbias reduction: 64 floats = 4 cache lines */
-#define BIAS_BLOCK 64
+/* dbias's row chunks: at least BIAS_MIN_ROWS rows, at most BIAS_CHUNKS
+ * chunks (their partial sums are BIAS_CHUNKS x N floats at most) */
+#define BIAS_MIN_ROWS 32
+#define BIAS_CHUNKS 64
 /* elements of dout per rounded block in the mixed backward pass */
 #define BLOCK_ELEMS ((int64_t)1 << 20)
 
@@ -31,30 +34,59 @@ void matmul_fwd_cpu(void *out, ops_dtype odt, const void *inp, const void *w,
     gemm_cpu(dt, 0, 1, M, N, K, inp, K, w, K, bias, 0, out, odt, N);
 }
 
-/* dbias(N) += sum over the M rows of dout(M,N) (dtype dt, row stride ld).
- * Parallel over column blocks: each thread walks all rows but touches only
- * its own columns. */
+/* part(N) = the sum of rows [r0, r0+nr) of dout (dtype dt, row stride
+ * ld), row by row: whole rows, so the loads stream. */
+TRI_CLONES static void bias_rows(float *part, const void *dout, ops_dtype dt,
+                                 int64_t ld, int r0, int nr, int N)
+{
+    int n16 = dt == OPS_BF16 ? N & ~15 : 0;
+    for (int j = 0; j < N; j++)
+        part[j] = 0.0f;
+    for (int i = r0; i < r0 + nr; i++) {
+        if (dt == OPS_F32) {
+            const float *row = (const float *)dout + i * ld;
+            for (int j = 0; j < N; j++)
+                part[j] += row[j];
+            continue;
+        }
+        const void *row = (const char *)dout + i * ld * ops_dtype_size(dt);
+        for (int j = 0; j < n16; j += 16)  // bf16: widened 16 at a time
+            vec16_store(part + j, vec16_add(vec16_load(part + j),
+                        vec16_load_bf16((const uint16_t *)row + j)));
+        for (int j = n16; j < N; j++)
+            part[j] += load_f32_cpu(row, dt, j);
+    }
+}
+
+/* dbias(N) += the sum of dout's M rows (dtype dt, row stride ld). Rows go
+ * in chunks whose size depends on M alone; each chunk is summed in row
+ * order, then the chunks' sums are added in chunk order, so dbias does
+ * not depend on the number of threads. (Summing each column down all M
+ * rows instead read dout a few cache lines per row: 3 GB/s in fp32 and
+ * 1 GB/s in bf16 on GPT-2 small's 1024 x 3072 dout.) */
 static void bias_bwd(float *dbias, const void *dout, ops_dtype dt, int64_t ld,
                      int M, int N)
 {
-    int blocks = (N + BIAS_BLOCK - 1) / BIAS_BLOCK;
-    #pragma omp parallel for schedule(static)
-    for (int blk = 0; blk < blocks; blk++) {
-        int j0 = blk * BIAS_BLOCK;
-        int nj = N - j0 < BIAS_BLOCK ? N - j0 : BIAS_BLOCK;
-        float sum[BIAS_BLOCK] = { 0 };
-        for (int i = 0; i < M; i++) {
-            if (dt == OPS_F32) {
-                const float *row = (const float *)dout + i * ld + j0;
-                for (int j = 0; j < nj; j++)
-                    sum[j] += row[j];
-            } else {
-                for (int j = 0; j < nj; j++)
-                    sum[j] += load_f32_cpu(dout, dt, i * ld + j0 + j);
-            }
+    int rows = (M + BIAS_CHUNKS - 1) / BIAS_CHUNKS;
+    rows = rows < BIAS_MIN_ROWS ? BIAS_MIN_ROWS : rows;
+    int chunks = (M + rows - 1) / rows;
+    float *part = scratch_cpu(SCRATCH_MATMUL_BIAS,
+                              (size_t)chunks * N * sizeof(float));
+    #pragma omp parallel
+    {
+        #pragma omp for schedule(static)
+        for (int c = 0; c < chunks; c++) {
+            int r0 = c * rows;
+            bias_rows(part + (int64_t)c * N, dout, dt, ld, r0,
+                      M - r0 < rows ? M - r0 : rows, N);
         }
-        for (int j = 0; j < nj; j++)
-            dbias[j0 + j] += sum[j];
+        #pragma omp for schedule(static)
+        for (int j = 0; j < N; j++) {
+            float sum = part[j];
+            for (int c = 1; c < chunks; c++)
+                sum += part[(int64_t)c * N + j];
+            dbias[j] += sum;
+        }
     }
 }
 
