@@ -8,8 +8,11 @@
  * does not depend on the thread count (doc/design.md, invariant 5).
  *
  * bf16 and fp16: each element is widened, the math is fp32 (fp64 for the
- * sums), and the result is rounded once as it is stored. The fp32 loops
- * stay separate so they keep vectorizing.
+ * sums), and the result is rounded once as it is stored. The hot loops
+ * run in spans cloned per ISA (TRI_CLONES), with fp32 and bf16 each
+ * compiled apart (fp32 spans, or TRI_WITH_CONST_DTYPE), so they vectorize
+ * at the CPU's width; an OpenMP loop's own body is compiled for the
+ * baseline ISA only.
  */
 #include "cpu.h"
 
@@ -79,47 +82,28 @@ void gelu_bwd_cpu(void *dinp, const void *inp, const void *dout,
     }
 }
 
-/* out = a + b (accumulate: y += x, out = a = y, b = x) in a 16-bit dtype,
- * each element widened, added in fp32 and rounded once. Called with dt a
- * constant, so the loop keeps no switch and vectorizes. */
-static inline __attribute__((always_inline)) void add_lowp(void *out, const void *a,
-                                                           const void *b, ops_dtype dt,
-                                                           int64_t n)
+/* out = a + b over n elements of a span (accumulate: y += x, out = a =
+ * y, b = x), each widened, added in fp32 and rounded once: compiled for
+ * fp32 and bf16 with the dtype a constant and cloned per ISA. */
+TRI_CLONES static void add_span(void *out, const void *a, const void *b,
+                                ops_dtype dt, int64_t i0, int64_t n)
 {
-    #pragma omp parallel for schedule(static)
-    for (int64_t i = 0; i < n; i++)
-        store_f32_cpu(out, dt, i, load_f32_cpu(a, dt, i) + load_f32_cpu(b, dt, i));
+    TRI_WITH_CONST_DTYPE(dt, for (int64_t i = i0; i < i0 + n; i++)
+                                 store_f32_cpu(out, dt_, i, load_f32_cpu(a, dt_, i) +
+                                                            load_f32_cpu(b, dt_, i)));
 }
 
 void add_cpu(void *out, const void *a, const void *b, ops_dtype dt,
              int64_t n)
 {
-    if (dt == OPS_F32) {
-        float *o = out;
-        const float *x = a, *y = b;
-        #pragma omp parallel for schedule(static)
-        for (int64_t i = 0; i < n; i++)
-            o[i] = x[i] + y[i];
-    } else if (dt == OPS_BF16) {
-        add_lowp(out, a, b, OPS_BF16, n);
-    } else {
-        add_lowp(out, a, b, dt, n);
-    }
+    #pragma omp parallel for schedule(static)
+    for (int64_t i = 0; i < n; i += TRI_SPAN)
+        add_span(out, a, b, dt, i, n - i < TRI_SPAN ? n - i : TRI_SPAN);
 }
 
 void accumulate_cpu(void *y, const void *x, ops_dtype dt, int64_t n)
 {
-    if (dt == OPS_F32) {
-        float *yy = y;
-        const float *xx = x;
-        #pragma omp parallel for schedule(static)
-        for (int64_t i = 0; i < n; i++)
-            yy[i] += xx[i];
-    } else if (dt == OPS_BF16) {
-        add_lowp(y, y, x, OPS_BF16, n);
-    } else {
-        add_lowp(y, y, x, dt, n);
-    }
+    add_cpu(y, y, x, dt, n);
 }
 
 void scale_cpu(void *x, float s, ops_dtype dt, int64_t n)
@@ -157,26 +141,11 @@ void clip_value_cpu(void *x, float c, ops_dtype dt, int64_t n)
 }
 
 /* Eight independent lanes in a fixed pattern: the compiler can vectorize
- * them without reassociating, and the add latency chain is 8x shorter. */
-static double block_sum(const float *x, int64_t n, int square)
-{
-    double lane[8] = { 0 };
-    int64_t i = 0;
-    for (; i + 8 <= n; i += 8)
-        for (int j = 0; j < 8; j++)
-            lane[j] += square ? (double)x[i + j] * (double)x[i + j] : (double)x[i + j];
-    double s = 0.0;
-    for (int j = 0; j < 8; j++)
-        s += lane[j];
-    for (; i < n; i++)
-        s += square ? (double)x[i] * (double)x[i] : (double)x[i];
-    return s;
-}
-
-/* The same for bf16 or fp16 elements, widened as they are read: the same
- * lanes in the same order, so an fp32 copy of x gives the same bits. */
-static double block_sum_lowp(const void *p, ops_dtype dt, int64_t i0,
-                             int64_t n, int square)
+ * them without reassociating, and the add latency chain is 8x shorter.
+ * bf16 and fp16 elements are widened as they are read: the same lanes in
+ * the same order, so an fp32 copy of x gives the same bits. */
+static inline __attribute__((always_inline)) double block_sum_of(const void *p, ops_dtype dt,
+                                                                 int64_t i0, int64_t n, int square)
 {
     double lane[8] = { 0 };
     int64_t i = 0;
@@ -195,6 +164,20 @@ static double block_sum_lowp(const void *p, ops_dtype dt, int64_t i0,
     return s;
 }
 
+/* One block, compiled for fp32 and bf16 with the dtype a constant and
+ * cloned per ISA: the OpenMP loop's own body would run in SSE2, which
+ * made the gradient norm compute-bound (10 GB/s in fp32, 2 in bf16). */
+TRI_CLONES static double block_sum(const void *p, ops_dtype dt, int64_t i0,
+                                   int64_t n, int square)
+{
+    double s;
+    if (square)
+        TRI_WITH_CONST_DTYPE(dt, s = block_sum_of(p, dt_, i0, n, 1));
+    else
+        TRI_WITH_CONST_DTYPE(dt, s = block_sum_of(p, dt_, i0, n, 0));
+    return s;
+}
+
 /* Fixed blocks summed in order: the same bits whatever the thread count. */
 static void reduce_into(double *acc, const void *x, ops_dtype dt, int64_t n,
                         int square)
@@ -208,9 +191,7 @@ static void reduce_into(double *acc, const void *x, ops_dtype dt, int64_t n,
         for (int b = 0; b < ng; b++) {
             int64_t i0 = (g0 + b) * SUMSQ_BLOCK;
             int64_t len = n - i0 < SUMSQ_BLOCK ? n - i0 : SUMSQ_BLOCK;
-            part[b] = dt == OPS_F32
-                ? block_sum((const float *)x + i0, len, square)
-                : block_sum_lowp(x, dt, i0, len, square);
+            part[b] = block_sum(x, dt, i0, len, square);
         }
         for (int b = 0; b < ng; b++)
             total += part[b];
