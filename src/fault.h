@@ -17,7 +17,9 @@
  * itself with SIGSTOP, as a hung node would: the watchdog's case),
  * offload_cpu (with [train] offload = optimizer, the rank takes the GPU's
  * offload path on the CPU: host arenas, a separate master, the chunked
- * executor with memcpy copies; arm it on every rank, at step 0). Unset
+ * executor with memcpy copies; arm it on every rank, at step 0),
+ * low_peak (the start-up probe of the CPU's peak reads 100x low, as on a
+ * busy machine; at step 0). Unset
  * in normal runs: a getenv at start-up is the whole cost.
  */
 #ifndef TRI_SRC_FAULT_H

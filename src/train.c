@@ -71,6 +71,7 @@ typedef struct {
     int step;                 /* steps done (st.step as an int) */
     double peak_flops;        /* GEMM FLOP/s of the whole world */
     HardwarePeak hw_peak;     /* the hardware's: MFU's denominator */
+    double hw_probed;         /* the highest the hardware probe has read */
     CkptAsync *async;         /* [checkpoint] async: the background writer */
     int64_t *index;           /* sample indices of one step, this DP rank */
     CkptLock ckpt_lock;       /* rank 0: the checkpoint directory is this run's */
@@ -367,6 +368,9 @@ static int setup(Trainer *t)
     /* before the data loader's and checkpoint writer's threads exist: on a
      * CPU they would take the probe's cores (GPT-2 small's read half) */
     hw_peak_measure(&t->grid, model_dtype(cfg->train.precision), &t->hw_peak);
+    if (fault_at("low_peak", t->grid.rank, 0)) /* as a busy machine reads */
+        t->hw_peak.flops /= 100.0;
+    t->hw_probed = t->hw_peak.flops;
     measure_peak(t);
     t->rows = cfg->train.micro_batch;
     t->ga = cfg->train.grad_accum;
@@ -652,6 +656,32 @@ static void report(Trainer *t, const StepResult *r, double step_s, double mean_s
     metrics_write(&t->metrics, &s);
 }
 
+/* A CPU's peak is measured again after steps 2 and 8 of a run, and the
+ * highest reading kept: a start-up probe taken while other processes ran
+ * (the previous job still exiting, another tenant of a shared node) reads
+ * low, and MFU against it reads high, up to the 100% at which report()
+ * stops it. Every rank reaches those steps together, so the probe, which
+ * is collective, stays in step; it takes 0.1 s, outside the steps' time,
+ * twice a run. */
+static void remeasure_peak(Trainer *t, int first)
+{
+    int s = t->step - first;
+    if (t->grid.device != OPS_CPU || t->hw_probed <= 0.0 || (s != 2 && s != 8)
+        || t->step >= t->cfg->train.steps)
+        return;
+    HardwarePeak again;
+    hw_peak_measure(&t->grid, model_dtype(t->cfg->train.precision), &again);
+    if (again.flops <= 1.05 * t->hw_probed)
+        return;
+    if (is_root(t))
+        printf("hardware: measured again after step %d: %s peak %.1f GFLOP/s (%.1f before; "
+               "MFU is against the higher)\n", t->step, ops_dtype_name(model_dtype(t->cfg->train.precision)),
+               again.flops / 1e9, t->hw_probed / 1e9);
+    t->hw_probed = again.flops;
+    if (again.flops > t->hw_peak.flops)
+        t->hw_peak.flops = again.flops;
+}
+
 static void generate(Trainer *t)
 {
     const Config *c = t->cfg;
@@ -815,6 +845,7 @@ static RunEnd run_steps(Trainer *t)
                 report(t, &r, step_s, (timer_now() - start) / (t->step - first), val, comm_s,
                        &spread);
         }
+        remeasure_peak(t, first);
         int early = !isnan(val) && out_of_patience(t, val);
         int signalled = fail_agree(t->grid.world, stop_signal_received() != 0);
         CkptAsyncResult saved;

@@ -1,10 +1,11 @@
 #!/bin/sh
 # t_train.sh - a short real run on the test corpus: the loss falls, the
 # metrics file has every documented field, runs are bitwise repeatable,
-# and the run ends with a generated sample.
+# and the run ends with a generated sample; a start-up probe of the CPU's
+# peak that read low is measured again.
 . "${TRI_SRCDIR:-.}/tests/lib.sh"
 np=${1:-1}
-plan 8
+plan 9
 cfg="$WORK/c.ini"
 write_config "$cfg"
 cat >> "$cfg" <<EOC
@@ -44,10 +45,16 @@ ok $? "validation loss is reported where evaluated"
 grep -q "^sample (40 tokens):" "$WORK/out"
 ok $? "the run ends with a generated sample"
 cp "$WORK/m.jsonl" "$WORK/first.jsonl"
+# the second run's start-up probe reads 100x low, as on a busy machine:
+# the peak is measured again after step 2, and nothing else changes
 # shellcheck disable=SC2086
-run "$np" train --config "$cfg" $sets
+TRIDENT_FAULT=low_peak:0:0 run "$np" train --config "$cfg" $sets
 sed 's/"tokens_per_s".*//' "$WORK/first.jsonl" > "$WORK/a"
 sed 's/"tokens_per_s".*//' "$WORK/m.jsonl" > "$WORK/b"
 cmp -s "$WORK/a" "$WORK/b"
 ok $? "a second run gives bitwise the same losses and norms"
+again=$(sed -n 's/^hardware: measured again after step 2: .* peak \([0-9.]*\) GFLOP\/s (\([0-9.]*\) before.*/\1 \2/p' "$WORK/out")
+diag "re-measured peak, before: ${again:-none}"
+echo "$again" | awk 'NF == 2 && $1 + 0 >= 10 * $2 { ok = 1 } END { exit !ok }'
+ok $? "a start-up peak that read low is measured again after step 2"
 done_testing
