@@ -669,14 +669,15 @@ static void remeasure_peak(Trainer *t, int first)
     if (t->grid.device != OPS_CPU || t->hw_probed <= 0.0 || (s != 2 && s != 8)
         || t->step >= t->cfg->train.steps)
         return;
+    ops_dtype dt = model_dtype(t->cfg->train.precision);
     HardwarePeak again;
-    hw_peak_measure(&t->grid, model_dtype(t->cfg->train.precision), &again);
+    hw_peak_measure(&t->grid, dt, &again);
     if (again.flops <= 1.05 * t->hw_probed)
         return;
     if (is_root(t))
         printf("hardware: measured again after step %d: %s peak %.1f GFLOP/s (%.1f before; "
-               "MFU is against the higher)\n", t->step, ops_dtype_name(model_dtype(t->cfg->train.precision)),
-               again.flops / 1e9, t->hw_probed / 1e9);
+               "MFU is against the higher)\n", t->step, ops_dtype_name(dt), again.flops / 1e9,
+               t->hw_probed / 1e9);
     t->hw_probed = again.flops;
     if (again.flops > t->hw_peak.flops)
         t->hw_peak.flops = again.flops;

@@ -34,27 +34,29 @@ void matmul_fwd_cpu(void *out, ops_dtype odt, const void *inp, const void *w,
     gemm_cpu(dt, 0, 1, M, N, K, inp, K, w, K, bias, 0, out, odt, N);
 }
 
+/* part(N) += one row of dout, widened 16 elements at a time */
+static inline __attribute__((always_inline)) void add_row(float *part, const void *row,
+                                                          ops_dtype dt, int N)
+{
+    int n16 = N & ~15;
+    for (int j = 0; j < n16; j += 16)
+        vec16_store(part + j, vec16_add(vec16_load(part + j),
+                                        load16_f32_cpu(row, dt, j)));
+    for (int j = n16; j < N; j++)
+        part[j] += load_f32_cpu(row, dt, j);
+}
+
 /* part(N) = the sum of rows [r0, r0+nr) of dout (dtype dt, row stride
  * ld), row by row: whole rows, so the loads stream. */
 TRI_CLONES static void bias_rows(float *part, const void *dout, ops_dtype dt,
                                  int64_t ld, int r0, int nr, int N)
 {
-    int n16 = dt == OPS_BF16 ? N & ~15 : 0;
+    size_t row_bytes = (size_t)ld * ops_dtype_size(dt);
     for (int j = 0; j < N; j++)
         part[j] = 0.0f;
     for (int i = r0; i < r0 + nr; i++) {
-        if (dt == OPS_F32) {
-            const float *row = (const float *)dout + i * ld;
-            for (int j = 0; j < N; j++)
-                part[j] += row[j];
-            continue;
-        }
-        const void *row = (const char *)dout + i * ld * ops_dtype_size(dt);
-        for (int j = 0; j < n16; j += 16)  // bf16: widened 16 at a time
-            vec16_store(part + j, vec16_add(vec16_load(part + j),
-                        vec16_load_bf16((const uint16_t *)row + j)));
-        for (int j = n16; j < N; j++)
-            part[j] += load_f32_cpu(row, dt, j);
+        const void *row = (const char *)dout + i * row_bytes;
+        TRI_WITH_CONST_DTYPE(dt, add_row(part, row, dt_, N));
     }
 }
 
