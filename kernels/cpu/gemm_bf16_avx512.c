@@ -5,7 +5,10 @@
  *
  * The micro-tile is 6 rows x 4 vectors (64 columns): 24 accumulators, 4
  * slivers of B and one broadcast pair of A in the 32 zmm registers, 10
- * loads for 24 vdpbf16ps. Its block sizes are reasoned, not tuned: no
+ * loads for 24 vdpbf16ps (GCC 12 -O2 compiles the k loop to exactly
+ * that, 4 vmovdqu64, 6 vpbroadcastd, 24 vdpbf16ps and the loop's add,
+ * compare and branch, with nothing spilled: objdump -d of the object
+ * shows it). Its block sizes are reasoned, not tuned: no
  * CPU with AVX512_BF16 has run it yet. Compiled for AVX512_BF16 whatever the build's
  * flags; gemm_bf16_cpu.c calls it only where the CPU has the instructions.
  *
