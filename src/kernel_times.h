@@ -7,6 +7,9 @@
  * attention's T x T softmax. The CPU profile can do better because it
  * runs on the machine it predicts: it times one layer's kernels and the
  * LM head at the run's shapes and sums them.
+ *
+ * Not collective: each process times its own kernels (plan runs on one
+ * process; its caller divides the machine among the ranks).
  */
 #ifndef TRI_SRC_KERNEL_TIMES_H
 #define TRI_SRC_KERNEL_TIMES_H
