@@ -31,9 +31,9 @@ typedef struct {
  * chunks of logit rows, with its fused loss). Cached by shape. */
 void kernel_times_measure(const KernelShape *shape, KernelTimes *layer, KernelTimes *head);
 
-/* Seconds per parameter of the optimizer step: AdamW on fp32 master, m
- * and v with gradients in dtype (and the compute copy when not fp32),
- * plus the clipping norm's pass over the gradient. */
+/* Seconds per parameter of the optimizer step: the clipping norm's pass
+ * over the fp32 gradient, then AdamW on fp32 master, m and v from that
+ * gradient, writing the compute copy in dtype when it is not fp32. */
 double kernel_times_adamw(ops_dtype dtype);
 
 #endif
