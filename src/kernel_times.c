@@ -69,22 +69,27 @@ static ops_tensor filled(ops_dtype dtype, int64_t n)
     return t;
 }
 
-/* One linear layer, forward then backward (input gradient, weight and
- * bias gradients). */
-static void time_linear(ops_dtype d, int M, int N, int K, KernelTimes *t)
+/* count linear layers of one shape and compute dtype d (timed once),
+ * forward then backward (input gradient, weight gradient, and the bias's
+ * when they have one); their outputs and output gradients in dtype yd: d
+ * in the blocks, fp32 for the LM head, whose logits and their gradient
+ * the trainer keeps in fp32. */
+static void time_linears(ops_dtype d, ops_dtype yd, int biased, int count, int M, int N,
+                         int K, KernelTimes *t)
 {
     ops_tensor x = filled(d, (int64_t)M * K), w = filled(d, (int64_t)N * K);
-    ops_tensor b = filled(d, N), y = filled(d, (int64_t)M * N), dy = filled(d, (int64_t)M * N);
+    ops_tensor b = biased ? filled(d, N) : OPS_NONE, db = biased ? filled(OPS_F32, N) : OPS_NONE;
+    ops_tensor y = filled(yd, (int64_t)M * N), dy = filled(yd, (int64_t)M * N);
     ops_tensor dx = filled(d, (int64_t)M * K), dw = filled(OPS_F32, (int64_t)N * K);
-    ops_tensor db = filled(OPS_F32, N);
     double fwd, bwd;
     TIME_MEAN(fwd, ops_matmul_fwd(y, x, w, b, M, N, K));
     TIME_MEAN(bwd, ops_matmul_bwd(dx, dw, db, dy, x, w, M, N, K));
-    t->gemm_fwd += fwd;
-    t->gemm_bwd += bwd;
+    t->gemm_fwd += count * fwd;
+    t->gemm_bwd += count * bwd;
     ops_tensor all[] = {x, w, b, y, dy, dx, dw, db};
     for (size_t i = 0; i < sizeof all / sizeof all[0]; i++)
-        ops_free(&all[i]);
+        if (all[i].data)
+            ops_free(&all[i]);
 }
 
 /* The layer's non-GEMM work: two LayerNorms, attention over the NH local
@@ -122,10 +127,49 @@ static void time_layer_elementwise(ops_dtype d, int B, int T, int C, int NH_tota
         ops_free(&all[i]);
 }
 
+/* A Llama layer's non-GEMM work, forward and backward: two RMSNorms,
+ * rotary embeddings on the NH query and NKV key heads, the key/value
+ * heads expanded for attention (and their gradients summed back),
+ * attention, SwiGLU on F columns, and the residual adds, with the three
+ * input gradients (up, k, v) the backward adds into the norm's. */
+static void time_llama_elementwise(ops_dtype d, int B, int T, int C, int NH_total, int NH,
+                                   int NKV, int F, KernelTimes *t)
+{
+    int64_t N = (int64_t)B * T;
+    int hs = C / NH_total;
+    ops_tensor x = filled(d, N * C), ln = filled(d, N * C), dx = filled(d, N * C);
+    ops_tensor w = filled(d, C), dw = filled(OPS_F32, C), rstd = filled(OPS_F32, N);
+    double norm_f, norm_b, add;
+    TIME_MEAN(norm_f, ops_rmsnorm_fwd(ln, rstd, x, w, (int)N, C, 1e-5f));
+    TIME_MEAN(norm_b, ops_rmsnorm_bwd(dx, dw, ln, x, w, rstd, (int)N, C));
+    TIME_MEAN(add, ops_add(dx, x, ln, N * C));
+    ops_tensor q = filled(d, N * NH * hs), k = filled(d, N * NKV * hs), v = filled(d, k.n);
+    ops_tensor qkv = filled(d, N * 3 * NH * hs), out = filled(d, N * NH * hs);
+    ops_tensor lse = filled(OPS_F32, (int64_t)B * NH * T), dqkv = filled(d, qkv.n);
+    double rope_f, rope_b, expand, reduce, att_f, att_b;
+    TIME_MEAN(rope_f, (ops_rope_fwd(q, B, T, NH, hs, 1e4), ops_rope_fwd(k, B, T, NKV, hs, 1e4)));
+    TIME_MEAN(expand, ops_gqa_expand(qkv, q, k, v, (int)N, NH, NKV, hs));
+    TIME_MEAN(att_f, ops_attention_fwd(out, lse, qkv, B, T, NH, hs));
+    TIME_MEAN(att_b, ops_attention_bwd(dqkv, out, qkv, out, lse, B, T, NH, hs));
+    TIME_MEAN(reduce, ops_gqa_reduce(q, k, v, dqkv, (int)N, NH, NKV, hs));
+    TIME_MEAN(rope_b, (ops_rope_bwd(q, B, T, NH, hs, 1e4), ops_rope_bwd(k, B, T, NKV, hs, 1e4)));
+    ops_tensor gate = filled(d, N * F), up = filled(d, N * F), h = filled(d, N * F);
+    ops_tensor dgate = filled(d, N * F), dup = filled(d, N * F);
+    double swiglu_f, swiglu_b;
+    TIME_MEAN(swiglu_f, ops_swiglu_fwd(h, gate, up, N * F));
+    TIME_MEAN(swiglu_b, ops_swiglu_bwd(dgate, dup, h, gate, up, N * F));
+    t->elem_fwd += 2 * norm_f + rope_f + expand + att_f + swiglu_f + 2 * add;
+    t->elem_bwd += 2 * norm_b + reduce + rope_b + att_b + swiglu_b + (2 + 3) * add;
+    ops_tensor all[] = {x, ln, dx, w, dw, rstd, q, k, v, qkv, out, lse, dqkv,
+                        gate, up, h, dgate, dup};
+    for (size_t i = 0; i < sizeof all / sizeof all[0]; i++)
+        ops_free(&all[i]);
+}
+
 /* The LM head on one chunk of rows: its GEMM pair and the fused loss. */
 static void time_head_chunk(ops_dtype d, int rows, int Vl, int C, KernelTimes *t)
 {
-    time_linear(d, rows, Vl, C, t); /* the head has no bias; a bias sum is noise here */
+    time_linears(d, OPS_F32, 0, 1, rows, Vl, C, t);
     ops_tensor logits = filled(OPS_F32, (int64_t)rows * Vl), targets = ops_alloc(OPS_I32, OPS_CPU, rows);
     ops_tensor losses = filled(OPS_F32, rows), rowmax = filled(OPS_F32, rows);
     ops_tensor sumexp = filled(OPS_F32, rows), target = filled(OPS_F32, rows);
@@ -146,7 +190,8 @@ typedef struct {
 static int same_shape(const KernelShape *a, const KernelShape *b)
 {
     return a->dtype == b->dtype && a->B == b->B && a->T == b->T && a->C == b->C
-        && a->NH == b->NH && a->tp == b->tp && a->V == b->V;
+        && a->NH == b->NH && a->tp == b->tp && a->V == b->V && a->llama == b->llama
+        && (!a->llama || (a->NKVl == b->NKVl && a->Fl == b->Fl));
 }
 
 void kernel_times_measure(const KernelShape *s, KernelTimes *layer, KernelTimes *head)
@@ -163,11 +208,23 @@ void kernel_times_measure(const KernelShape *s, KernelTimes *layer, KernelTimes 
     int M = s->B * s->T, C = s->C, Cl = s->C / s->tp, Vl = s->V / s->tp;
     memset(layer, 0, sizeof *layer);
     memset(head, 0, sizeof *head);
-    time_linear(s->dtype, M, 3 * Cl, C, layer);
-    time_linear(s->dtype, M, C, Cl, layer);
-    time_linear(s->dtype, M, 4 * Cl, C, layer);
-    time_linear(s->dtype, M, C, 4 * Cl, layer);
-    time_layer_elementwise(s->dtype, s->B, s->T, C, s->NH, s->NH / s->tp, layer);
+    ops_dtype d = s->dtype;
+    if (s->llama) {
+        /* q, k and v, the output projection, gate and up, down */
+        int KVl = s->NKVl * (C / s->NH);
+        time_linears(d, d, 0, 1, M, Cl, C, layer);
+        time_linears(d, d, 0, 2, M, KVl, C, layer);
+        time_linears(d, d, 0, 1, M, C, Cl, layer);
+        time_linears(d, d, 0, 2, M, s->Fl, C, layer);
+        time_linears(d, d, 0, 1, M, C, s->Fl, layer);
+        time_llama_elementwise(d, s->B, s->T, C, s->NH, s->NH / s->tp, s->NKVl, s->Fl, layer);
+    } else {
+        time_linears(d, d, 1, 1, M, 3 * Cl, C, layer);
+        time_linears(d, d, 1, 1, M, C, Cl, layer);
+        time_linears(d, d, 1, 1, M, 4 * Cl, C, layer);
+        time_linears(d, d, 1, 1, M, C, 4 * Cl, layer);
+        time_layer_elementwise(d, s->B, s->T, C, s->NH, s->NH / s->tp, layer);
+    }
     /* model.c runs the head in chunks of at most 16 Mi logits */
     int chunk = (int)((16LL << 20) / Vl);
     chunk = chunk < 1 ? 1 : chunk > M ? M : chunk;

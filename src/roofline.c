@@ -145,8 +145,10 @@ static int recomputes_twice(const Config *cfg)
 static void timed_stage(const Config *cfg, int layers, int re, int with_head, StageWork *w)
 {
     const ModelConfig *m = &cfg->model;
+    int tp = cfg->parallel.tp;
     KernelShape shape = {model_dtype(cfg->train.precision), cfg->train.micro_batch, m->seq_len,
-                         m->n_embd, m->n_head, m->vocab_size, cfg->parallel.tp};
+                         m->n_embd, m->n_head, m->vocab_size, tp, m->arch == ARCH_LLAMA,
+                         arch_kv_heads_local(m, tp), arch_ffn_dim(m) / tp};
     KernelTimes layer, head;
     kernel_times_measure(&shape, &layer, &head);
     int re_runs = re * (1 + recomputes_twice(cfg));

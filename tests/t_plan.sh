@@ -8,8 +8,8 @@
 # each schedule's bubble and memory and recommends one; plan handles a 175B
 # model on 1024 ranks, with the layouts that fit 80 GiB; and plan moves
 # the optimizer state to a host column with [train] offload, and
-# recommends it where nothing else fits; plan --hw cpu times this machine,
-# the optimizer in bf16 about as fp32.
+# recommends it where nothing else fits; plan --hw cpu times this machine:
+# the optimizer in bf16 about as fp32, and Llama's own layer.
 . "${TRI_SRCDIR:-.}/tests/lib.sh"
 np=${1:-4}
 cfg="$WORK/c.ini"
@@ -34,7 +34,7 @@ sp-tp2-zero3:--set+parallel.tp=2+--set+parallel.zero=3+--set+parallel.sequence_p
 sp-pp2-tp2-every2:--set+parallel.tp=2+--set+parallel.pp=2+--set+train.recompute=every:2+--set+parallel.sequence_parallel=1+--set+train.grad_accum=4
 sp-tp4-llama-kv1:--set+model.arch=llama+--set+model.n_head=4+--set+model.n_kv_head=1+--set+model.ffn_dim=48+--set+parallel.tp=4+--set+model.tie_embeddings=0+--set+parallel.sequence_parallel=1
 sp-pp2-tp2-zb1:--set+parallel.tp=2+--set+parallel.pp=2+--set+parallel.schedule=zb1+--set+parallel.sequence_parallel=1+--set+train.grad_accum=4"
-plan $(($(echo "$CASES" | wc -l) + 15))
+plan $(($(echo "$CASES" | wc -l) + 16))
 table() { sed -n '/^memory per rank/,/^[^ m]/p' "$1" | grep '^  rank'; }
 for c in $CASES; do
     name=${c%%:*}
@@ -144,6 +144,21 @@ f32=$(optimizer_ms)
 b16=$(optimizer_ms)
 awk -v a="$f32" -v b="$b16" 'BEGIN { exit !(a > 0 && b > 0 && b / a > 0.3 && b / a < 3.5) }'
 ok $? "plan --hw cpu: the optimizer step in bf16 ($b16 ms) is about fp32's ($f32 ms)"
+# A Llama layer is timed as model_llama.c runs it: its SwiGLU MLP's width
+# is ffn_dim, not GPT-2's 4C (plan once timed GPT-2's layer for every
+# arch). ffn_dim 2048 against 256 at C = 256 is 4.5x the layer's GEMM
+# FLOPs; the GEMM term must at least double.
+gemm_ms() { sed -n 's/^  GEMMs (timed)  *\([0-9.]*\) ms.*/\1/p' "$WORK/out" | head -n 1; }
+llama="--set model.arch=llama --set model.n_embd=256 --set model.n_head=4 --set model.n_kv_head=2
+       --set model.seq_len=64 --set train.micro_batch=2"
+# shellcheck disable=SC2086  # $llama: the options, split on purpose
+"$TRIDENT" plan --config "$cfg" --world 1 --hw cpu $llama --set model.ffn_dim=256 > "$WORK/out" 2>&1
+narrow=$(gemm_ms)
+# shellcheck disable=SC2086
+"$TRIDENT" plan --config "$cfg" --world 1 --hw cpu $llama --set model.ffn_dim=2048 > "$WORK/out" 2>&1
+wide=$(gemm_ms)
+awk -v a="$narrow" -v b="$wide" 'BEGIN { exit !(a > 0 && b / a > 2) }'
+ok $? "plan --hw cpu times Llama's layer: GEMMs $narrow ms with ffn_dim 256, $wide ms with 2048"
 "$TRIDENT" plan --config "$cfg" --world 1 --hw tpu > "$WORK/out" 2>&1
 rc=$?
 expect 1 "unknown hardware" "an unknown hardware profile is refused"
