@@ -63,7 +63,8 @@ typedef struct {
 /* Bytes of weights, gradients and optimizer state that the rank with
  * parameter table ps holds under l: full or owned weights in the compute
  * dtype, fp32 gradients (full, owned, and the unit-sized pack, receive and
- * work buffers), fp32 master rows and Adam moments; with offload the
+ * work buffers, or with zero 1 overlapping each flight's unit-sized pack
+ * and share-sized receive), fp32 master rows and Adam moments; with offload the
  * master rows and moments, and the staging slots, count as host memory.
  * Not collective. */
 ZeroBytes zero_state_bytes(const ParamSet *ps, const ZeroLayout *l);
