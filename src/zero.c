@@ -175,10 +175,11 @@ static int flights_on(const ZeroLayout *l)
     return l->overlap && l->stage == 1;
 }
 
-/* Unit-sized fp32 buffers: pack and receive, or with flights each
- * flight's pack, which the gather of the updated weights borrows as its
- * pack and receive once the flights are done (zero 1 overlapping uses
- * pack and receive for nothing else); the node-level share of a
+/* Unit-sized fp32 buffers: pack and receive (zero 1 to 3: reduce-scatters
+ * and all-gathers; zero 0 all-reduces in place and needs neither), or with
+ * flights each flight's pack, which the gather of the updated weights
+ * borrows as its pack and receive once the flights are done (zero 1
+ * overlapping uses pack and receive for nothing else); the node-level share of a
  * two-level reduction; the unit's transient gradients (zero 2/3). A
  * flight's receive buffer holds only this rank's share of a unit
  * (owned_unit). The largest unit is often the tied embedding, so each
@@ -186,7 +187,8 @@ static int flights_on(const ZeroLayout *l)
  * 2.1 GB for Llama 3 8B at tp 1. */
 static int unit_buffers(const ZeroLayout *l)
 {
-    return (flights_on(l) ? FLIGHTS : 2) + (l->hierarchical ? 1 : 0) + (l->stage >= 2 ? 1 : 0);
+    int pack_recv = l->stage == 0 ? 0 : flights_on(l) ? FLIGHTS : 2;
+    return pack_recv + (l->hierarchical ? 1 : 0) + (l->stage >= 2 ? 1 : 0);
 }
 
 ZeroBytes zero_state_bytes(const ParamSet *ps, const ZeroLayout *l)
@@ -317,7 +319,9 @@ static void allocate_state(Zero *z)
         z->flight[k].pack = arena(z, OPS_F32, n.unit, &z->bytes.grads);
         z->flight[k].recv = arena(z, OPS_F32, n.owned_unit, &z->bytes.grads);
     }
-    if (flights_on(&l)) {
+    if (z->stage == 0) {
+        z->pack = z->recv = OPS_NONE;
+    } else if (flights_on(&l)) {
         /* only zero_gather_weights uses these then, after the flights */
         z->pack = z->flight[0].pack;
         z->recv = z->flight[1].pack;
