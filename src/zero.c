@@ -43,6 +43,8 @@ typedef struct {
 } Bucket;
 
 #define FLIGHTS 2
+/* zero 1 overlapping lends two flights' pack buffers to the all-gather */
+_Static_assert(FLIGHTS >= 2, "zero_gather_weights borrows flights 0 and 1");
 
 /* A bucket's reduction in flight. */
 typedef struct {
@@ -175,13 +177,15 @@ static int flights_on(const ZeroLayout *l)
     return l->overlap && l->stage == 1;
 }
 
-/* Unit-sized fp32 buffers: pack and receive (zero 1 to 3: reduce-scatters
- * and all-gathers; zero 0 all-reduces in place and needs neither), or with
- * flights each flight's pack, which the gather of the updated weights
- * borrows as its pack and receive once the flights are done (zero 1
- * overlapping uses pack and receive for nothing else); the node-level share of a
- * two-level reduction; the unit's transient gradients (zero 2/3). A
- * flight's receive buffer holds only this rank's share of a unit
+/* Unit-sized fp32 buffers:
+ *  - pack and receive, for zero 1 to 3's reduce-scatters and all-gathers
+ *    (zero 0 all-reduces in place and needs neither); with flights, each
+ *    flight's pack instead, which the all-gather of the updated weights
+ *    borrows as its pack and receive once the flights are done (zero 1
+ *    overlapping uses pack and receive for nothing else);
+ *  - the node-level share of a two-level reduction;
+ *  - the unit's transient gradients (zero 2/3).
+ * A flight's receive buffer holds only this rank's share of a unit
  * (owned_unit). The largest unit is often the tied embedding, so each
  * buffer saved is an embedding's gradients: 154 MB for GPT-2 small,
  * 2.1 GB for Llama 3 8B at tp 1. */
