@@ -3,10 +3,11 @@
 # (the bytes it allocated, printed at start-up): with zero = 1 and dp = 4
 # each rank holds about a quarter of dp = 1's optimizer state; with
 # zero = 3 it also holds a quarter of the weights, plus the buffer that
-# one unit (the largest layer) is gathered into.
+# one unit (the largest layer) is gathered into; zero = 0 holds no buffers
+# beside its gradients, and overlap adds little to zero = 1's.
 . "${TRI_SRCDIR:-.}/tests/lib.sh"
 np=${1:-4}
-plan 4
+plan 6
 cfg="$WORK/c.ini"
 write_config "$cfg"
 sed -i 's/^n_layer = 2/n_layer = 8/; s/^n_embd = 32/n_embd = 64/; s/^micro_batch = 4/micro_batch = 1/' "$cfg"
@@ -35,4 +36,17 @@ g1=$(mem "$np" 2 --set parallel.zero=1)
 g2=$(mem "$np" 2 --set parallel.zero=2)
 awk -v a="$g2" -v b="$g1" 'BEGIN { exit !(a < 0.6 * b) }'
 ok $? "zero 2 drops the full gradients: $g2 MiB per rank against zero 1's $g1 MiB"
+# zero 0 all-reduces in place: its gradient memory is the gradients alone
+# (fp32, as large as the fp32 weights), with no pack or receive buffers
+g0=$(mem "$np" 2 --set parallel.zero=0)
+awk -v g="$g0" -v w="$w0" 'BEGIN { exit !(g == w) }'
+ok $? "zero 0: gradients $g0 MiB per rank = the weights' $w0 MiB, no buffers beside them"
+# zero 1 overlapping adds only its flights' receive buffers, each a
+# rank's share of one unit, to what zero 1 holds without overlap (each
+# flight's pack doubles as the all-gather's buffers); it once added four
+# whole units, a third more gradient memory here
+g1n=$(mem "$np" 2 --set parallel.zero=1 --set parallel.overlap=false)
+extra=$(awk -v a="$g1" -v b="$g1n" 'BEGIN { printf "%.3f", (a - b) / b }')
+awk -v r="$extra" 'BEGIN { exit !(r >= 0 && r < 0.1) }'
+ok $? "zero 1: overlap adds $extra x to the gradient memory ($g1n -> $g1 MiB per rank)"
 done_testing
