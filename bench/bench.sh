@@ -305,7 +305,7 @@ section_threads() {
     [ "$n" -le 1 ] || modes="$modes $n"
     # REPS rounds, the settings taking turns (the first run of a session
     # is often the slowest, and which setting ran first used to decide
-    # the ratio); each setting keeps its best median
+    # the ratio): every run is a line, and each setting keeps its best
     : > "$WORK/threads"
     rep=1
     while [ "$rep" -le "$REPS" ]; do
@@ -315,23 +315,21 @@ section_threads() {
             "$@" mpirun --oversubscribe -n 4 "$TRIDENT" train --config "$WORK/t.ini" > "$WORK/run.out" 2>&1
             ms=$(sed -n '3,$p' "$WORK/m.jsonl" | sed 's/.*"step_ms":\([^,}]*\).*/\1/' | sort -n \
                  | awk '{ a[NR] = $1 } END { if (NR) print a[int((NR + 1) / 2)]; else print "nan" }')
-            best=$(awk -v m="$mode" '$1 == m { print $2 }' "$WORK/threads")
-            if [ -z "$best" ]; then
-                echo "$mode $ms $(grep -a -m1 '^threads:' "$WORK/run.out")" >> "$WORK/threads"
-            elif awk -v a="$ms" -v b="$best" 'BEGIN { exit !(a + 0 > 0 && a + 0 < b + 0) }'; then
-                awk -v m="$mode" -v ms="$ms" '$1 == m { $2 = ms } { print }' "$WORK/threads" > "$WORK/threads.new"
-                mv "$WORK/threads.new" "$WORK/threads"
-            fi
+            echo "$mode $ms $(grep -a -m1 '^threads:' "$WORK/run.out")" >> "$WORK/threads"
         done
         rep=$((rep + 1))
     done
-    # the ratio is against the best OMP_NUM_THREADS a user could have set
-    awk '$1 != "unset" && $2 + 0 > 0 && (best == "" || $2 + 0 < best) { best = $2 + 0 }
-         { line[NR] = $0 }
-         END { printf "   %-16s %10s %8s  %s\n", "OMP_NUM_THREADS", "step_ms", "ratio", "trident'"'"'s line"
-               for (i = 1; i <= NR; i++) { split(line[i], f, " "); rest = line[i]
-                   sub(/^[^ ]* [^ ]* /, "", rest)
-                   printf "   %-16s %10.1f %7.2fx  %s\n", f[1], f[2], f[2] / best, rest } }' "$WORK/threads"
+    # each setting's best run, in the order tried; the ratio is against the
+    # best OMP_NUM_THREADS a user could have set
+    awk '!($1 in ms) { order[++n] = $1 }
+         $2 + 0 > 0 && (!($1 in ms) || ms[$1] == "nan" || $2 + 0 < ms[$1]) { ms[$1] = $2 + 0; rest[$1] = $0 }
+         !($1 in ms) { ms[$1] = "nan"; rest[$1] = $0 }
+         END { for (i = 1; i <= n; i++) { m = order[i]
+                   if (m != "unset" && ms[m] != "nan" && (best == "" || ms[m] < best)) best = ms[m] }
+               printf "   %-16s %10s %8s  %s\n", "OMP_NUM_THREADS", "step_ms", "ratio", "trident'"'"'s line"
+               for (i = 1; i <= n; i++) { m = order[i]; r = rest[m]
+                   sub(/^[^ ]* [^ ]* /, "", r)
+                   printf "   %-16s %10.1f %7.2fx  %s\n", m, ms[m], ms[m] / best, r } }' "$WORK/threads"
     echo "   ratio: step time against the best OMP_NUM_THREADS tried; each step_ms: the best median of $REPS rounds taken in turn (BENCH_REPS)"
 }
 

@@ -69,6 +69,31 @@ static ops_tensor filled(ops_dtype dtype, int64_t n)
     return t;
 }
 
+/* Frees the tensors of a list that were allocated (OPS_NONE are skipped). */
+static void free_all(ops_tensor *all, size_t n)
+{
+    for (size_t i = 0; i < n; i++)
+        if (all[i].data)
+            ops_free(&all[i]);
+}
+#define FREE_ALL(...)                                                          \
+    do {                                                                       \
+        ops_tensor all_[] = {__VA_ARGS__};                                     \
+        free_all(all_, sizeof all_ / sizeof all_[0]);                          \
+    } while (0)
+
+/* Attention over NH local heads, forward and backward (the qkv, output
+ * and lse layouts of ops.h), into *fwd and *bwd. */
+static void time_attention(ops_dtype d, int B, int T, int NH, int hs, double *fwd, double *bwd)
+{
+    int64_t N = (int64_t)B * T;
+    ops_tensor qkv = filled(d, N * 3 * NH * hs), out = filled(d, N * NH * hs);
+    ops_tensor lse = filled(OPS_F32, (int64_t)B * NH * T), dqkv = filled(d, qkv.n);
+    TIME_MEAN(*fwd, ops_attention_fwd(out, lse, qkv, B, T, NH, hs));
+    TIME_MEAN(*bwd, ops_attention_bwd(dqkv, out, qkv, out, lse, B, T, NH, hs));
+    FREE_ALL(qkv, out, lse, dqkv);
+}
+
 /* count linear layers of one shape and compute dtype d (timed once),
  * forward then backward (input gradient, weight gradient, and the bias's
  * when they have one); their outputs and output gradients in dtype yd: d
@@ -86,10 +111,7 @@ static void time_linears(ops_dtype d, ops_dtype yd, int biased, int count, int M
     TIME_MEAN(bwd, ops_matmul_bwd(dx, dw, db, dy, x, w, M, N, K));
     t->gemm_fwd += count * fwd;
     t->gemm_bwd += count * bwd;
-    ops_tensor all[] = {x, w, b, y, dy, dx, dw, db};
-    for (size_t i = 0; i < sizeof all / sizeof all[0]; i++)
-        if (all[i].data)
-            ops_free(&all[i]);
+    FREE_ALL(x, w, b, y, dy, dx, dw, db);
 }
 
 /* The layer's non-GEMM work: two LayerNorms, attention over the NH local
@@ -108,13 +130,8 @@ static void time_layer_elementwise(ops_dtype d, int B, int T, int C, int NH_tota
     TIME_MEAN(ln_b, ops_layernorm_bwd(dx, dlw, dlb, ln, x, lw, mean, rstd, (int)N, C));
     double add;
     TIME_MEAN(add, ops_add(dx, x, ln, N * C));
-    ops_tensor qkv = filled(d, N * 3 * NH * hs), out = filled(d, N * NH * hs);
-    ops_tensor lse = filled(OPS_F32, (int64_t)B * NH * T);
-    ops_tensor dqkv = filled(d, qkv.n);
-    double att_f;
-    TIME_MEAN(att_f, ops_attention_fwd(out, lse, qkv, B, T, NH, hs));
-    double att_b;
-    TIME_MEAN(att_b, ops_attention_bwd(dqkv, out, qkv, out, lse, B, T, NH, hs));
+    double att_f, att_b;
+    time_attention(d, B, T, NH, hs, &att_f, &att_b);
     ops_tensor fc = filled(d, N * 4 * NH * hs), fcg = filled(d, fc.n);
     double gelu_f;
     TIME_MEAN(gelu_f, ops_gelu_fwd(fcg, fc, fc.n));
@@ -122,9 +139,7 @@ static void time_layer_elementwise(ops_dtype d, int B, int T, int C, int NH_tota
     TIME_MEAN(gelu_b, ops_gelu_bwd(fcg, fc, fcg, fc.n));
     t->elem_fwd += 2 * ln_f + att_f + gelu_f + 2 * add;
     t->elem_bwd += 2 * ln_b + att_b + gelu_b + 2 * add; /* the residual gradients add up */
-    ops_tensor all[] = {x, ln, dx, lw, lb, dlw, dlb, mean, rstd, qkv, out, lse, dqkv, fc, fcg};
-    for (size_t i = 0; i < sizeof all / sizeof all[0]; i++)
-        ops_free(&all[i]);
+    FREE_ALL(x, ln, dx, lw, lb, dlw, dlb, mean, rstd, fc, fcg);
 }
 
 /* A Llama layer's non-GEMM work, forward and backward: two RMSNorms,
@@ -144,14 +159,12 @@ static void time_llama_elementwise(ops_dtype d, int B, int T, int C, int NH_tota
     TIME_MEAN(norm_b, ops_rmsnorm_bwd(dx, dw, ln, x, w, rstd, (int)N, C));
     TIME_MEAN(add, ops_add(dx, x, ln, N * C));
     ops_tensor q = filled(d, N * NH * hs), k = filled(d, N * NKV * hs), v = filled(d, k.n);
-    ops_tensor qkv = filled(d, N * 3 * NH * hs), out = filled(d, N * NH * hs);
-    ops_tensor lse = filled(OPS_F32, (int64_t)B * NH * T), dqkv = filled(d, qkv.n);
+    ops_tensor qkv = filled(d, N * 3 * NH * hs);
     double rope_f, rope_b, expand, reduce, att_f, att_b;
     TIME_MEAN(rope_f, (ops_rope_fwd(q, B, T, NH, hs, 1e4), ops_rope_fwd(k, B, T, NKV, hs, 1e4)));
     TIME_MEAN(expand, ops_gqa_expand(qkv, q, k, v, (int)N, NH, NKV, hs));
-    TIME_MEAN(att_f, ops_attention_fwd(out, lse, qkv, B, T, NH, hs));
-    TIME_MEAN(att_b, ops_attention_bwd(dqkv, out, qkv, out, lse, B, T, NH, hs));
-    TIME_MEAN(reduce, ops_gqa_reduce(q, k, v, dqkv, (int)N, NH, NKV, hs));
+    time_attention(d, B, T, NH, hs, &att_f, &att_b);
+    TIME_MEAN(reduce, ops_gqa_reduce(q, k, v, qkv, (int)N, NH, NKV, hs));
     TIME_MEAN(rope_b, (ops_rope_bwd(q, B, T, NH, hs, 1e4), ops_rope_bwd(k, B, T, NKV, hs, 1e4)));
     ops_tensor gate = filled(d, N * F), up = filled(d, N * F), h = filled(d, N * F);
     ops_tensor dgate = filled(d, N * F), dup = filled(d, N * F);
@@ -160,10 +173,7 @@ static void time_llama_elementwise(ops_dtype d, int B, int T, int C, int NH_tota
     TIME_MEAN(swiglu_b, ops_swiglu_bwd(dgate, dup, h, gate, up, N * F));
     t->elem_fwd += 2 * norm_f + rope_f + expand + att_f + swiglu_f + 2 * add;
     t->elem_bwd += 2 * norm_b + reduce + rope_b + att_b + swiglu_b + (2 + 3) * add;
-    ops_tensor all[] = {x, ln, dx, w, dw, rstd, q, k, v, qkv, out, lse, dqkv,
-                        gate, up, h, dgate, dup};
-    for (size_t i = 0; i < sizeof all / sizeof all[0]; i++)
-        ops_free(&all[i]);
+    FREE_ALL(x, ln, dx, w, dw, rstd, q, k, v, qkv, gate, up, h, dgate, dup);
 }
 
 /* The LM head on one chunk of rows: its GEMM pair and the fused loss. */
@@ -177,9 +187,7 @@ static void time_head_chunk(ops_dtype d, int rows, int Vl, int C, KernelTimes *t
     TIME_MEAN(xent, ops_xent_fused(losses, logits, logits, rowmax, sumexp, target, targets, rows,
                                    Vl, 1.0f));
     t->elem_fwd += xent;
-    ops_tensor all[] = {logits, targets, losses, rowmax, sumexp, target};
-    for (size_t i = 0; i < sizeof all / sizeof all[0]; i++)
-        ops_free(&all[i]);
+    FREE_ALL(logits, targets, losses, rowmax, sumexp, target);
 }
 
 typedef struct {
@@ -254,10 +262,7 @@ double kernel_times_adamw(ops_dtype dtype)
     TIME_MEAN(norm, ops_sumsq_accumulate(acc, grad, n));
     TIME_MEAN(s, ops_adamw(master, grad, m, v, copy, n, &a));
     s += norm;
-    ops_tensor all[] = {master, grad, m, v, copy, acc};
-    for (size_t i = 0; i < sizeof all / sizeof all[0]; i++)
-        if (all[i].data)
-            ops_free(&all[i]);
+    FREE_ALL(master, grad, m, v, copy, acc);
     per_element[dtype] = s / (double)n;
     return per_element[dtype];
 }
