@@ -220,8 +220,12 @@ static void run_allgather(const Grid *g, CommGroup group, ops_tensor send,
     }
     int rank;
     MPI_Comm_rank(comm_mpi(g, group), &rank);
+    /* send may be this rank's own block of recv: MPI wants that said */
+    const void *sendbuf = send.data;
+    if ((char *)send.data == (char *)recv.data + (size_t)displs[rank] * ops_dtype_size(recv.dtype))
+        sendbuf = MPI_IN_PLACE;
     double t0 = timer_now();
-    TRI_CHECK_MPI(MPI_Allgatherv(send.data, counts[rank], mpi_type(send.dtype),
+    TRI_CHECK_MPI(MPI_Allgatherv(sendbuf, counts[rank], mpi_type(send.dtype),
                                  recv.data, counts, displs, mpi_type(recv.dtype),
                                  comm_mpi(g, group)));
     comm_time[group] += timer_now() - t0;

@@ -57,7 +57,8 @@ void comm_allreduce(const Grid *g, CommGroup group, ops_tensor buf, int64_t n,
 void comm_reduce_scatter(const Grid *g, CommGroup group, ops_tensor send,
                          ops_tensor recv, const int *counts);
 /* Gathers every rank's counts[r] elements of send into recv, rank-major.
- * Collective on group. */
+ * send may be this rank's own block of recv (in place: ZeRO's weights
+ * gathered where they live). Collective on group. */
 void comm_allgather(const Grid *g, CommGroup group, ops_tensor send,
                     ops_tensor recv, const int *counts);
 

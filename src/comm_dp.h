@@ -49,7 +49,8 @@ const int *comm_dp_order(const CommDp *d);
 void comm_dp_reduce_scatter(CommDp *d, ops_tensor send, ops_tensor recv,
                             const int *counts, ops_tensor scratch);
 /* recv = every DP rank's block (counts[r] elements of send's dtype for DP
- * rank r), in comm_dp_order; send is this rank's. Collective on dp. */
+ * rank r), in comm_dp_order; send is this rank's, and may be its block of
+ * recv (in place). Collective on dp. */
 void comm_dp_allgather(CommDp *d, ops_tensor send, ops_tensor recv,
                        const int *counts, ops_tensor scratch);
 /* buf (fp32) summed over DP, in place. Collective on dp. */

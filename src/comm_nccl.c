@@ -663,10 +663,14 @@ void comm_nccl_allgather(const Grid *g, CommGroup group, ops_tensor send,
     if (send.dtype != recv.dtype)
         FAILF("%s: send and recv differ in dtype", fn);
     if (!ch->comm) {
-        copy_cuda(recv.data, OPS_CUDA, send.data, OPS_CUDA,
-                  (size_t)counts[0] * ops_dtype_size(send.dtype));
+        if (send.data != recv.data) /* else in place already */
+            copy_cuda(recv.data, OPS_CUDA, send.data, OPS_CUDA,
+                      (size_t)counts[0] * ops_dtype_size(send.dtype));
         return;
     }
+    /* in place (send is this rank's block of recv) needs nothing more:
+     * ncclAllGather takes it at recv + rank * count, ncclBroadcast's
+     * root may send from its own receive buffer */
     ncclDataType_t type = nccl_type(send.dtype);
     cudaStream_t s = begin(ch, "all-gather on %s", channel_name(group));
     if (equal) {

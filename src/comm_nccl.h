@@ -102,9 +102,10 @@ void comm_nccl_allreduce(const Grid *g, CommGroup group, ops_tensor buf,
  * Collective on group. */
 void comm_nccl_reduce_scatter(const Grid *g, CommGroup group, ops_tensor send,
                               ops_tensor recv, const int *counts);
-/* recv (sum(counts), rank-major) = every rank's counts[r] elements of send.
- * Equal counts run as one ncclAllGather, unequal ones as a group of
- * ncclBroadcast. Collective on group. */
+/* recv (sum(counts), rank-major) = every rank's counts[r] elements of send,
+ * which may be this rank's block of recv (in place). Equal counts run as
+ * one ncclAllGather, unequal ones as a group of ncclBroadcast. Collective
+ * on group. */
 void comm_nccl_allgather(const Grid *g, CommGroup group, ops_tensor send,
                          ops_tensor recv, const int *counts);
 

@@ -1,31 +1,44 @@
 /*
  * zero.c - ZeRO stages 0 to 3 over the DP group; see zero.h.
  *
- * A bucket is a list of parameters reduced by one collective. Its send
- * buffer holds every DP rank's owned rows of every tensor in the bucket,
- * rank by rank in the order comm_dp asks for, so one reduce-scatter over
- * DP leaves each rank exactly its owned rows, summed, in parameter order.
- * Whether that runs flat or in two levels (node, then across nodes) is
- * comm_dp's business.
+ * A bucket is a list of parameters whose gradients are final together
+ * (a unit). Over two DP levels (node, then across nodes: comm_dp's
+ * business) one collective reduces it: its send buffer holds every DP
+ * rank's owned rows of every tensor in the bucket, rank by rank in the
+ * order comm_dp asks for, so one reduce-scatter leaves each rank exactly
+ * its owned rows, summed, in parameter order.
+ *
+ * In place (one DP level): a tensor's rows are already rank-major in DP
+ * rank order, which is the flat reduction's packing order, so each
+ * parameter is reduce-scattered straight from its gradients (zero 2/3:
+ * the unit's transient ones) into its owned rows (zero 2/3: into a
+ * buffer of one parameter's share, then added), and all-gathered where
+ * its weights live (zero 3: the unit's gather buffer). No pack buffer,
+ * no unit-sized receive buffer, and no copy into or out of them: those
+ * were two of the largest unit's gradients per rank (the tied embedding:
+ * 2 x 154 MB for GPT-2 small, 2 x 2.1 GB for Llama 3 8B at tp 1). Two
+ * levels list the blocks in another order (comm_dp.h), so there a
+ * bucket's blocks are packed rank-major, one collective per bucket.
  *
  * Overlap (zero 0 and 1, one level, host or GPU): a bucket's reduction
  * starts, nonblocking, as soon as the last microbatch's backward has made
  * all its gradients final, so it runs while earlier layers still compute
- * their backward; two buckets fly at once (their own pack and receive
- * buffers), and each unit's hook gives MPI a chance to progress them (on
- * a GPU it only asks whether the reduction's event has passed). On a GPU
- * the reduction runs on the DP communicator's stream (comm_nccl.h) and
- * nothing here blocks the host: completing a flight makes the compute
- * stream wait for it. The buffers stay safe because every reuse is queued
- * on the compute stream behind that wait: a flight's pack buffer is packed
- * again, and its receive buffer stored into the owned rows, only after
- * flight_complete; the optimizer reads the gradients, and the next step
- * zeroes them, only after zero_reduce_grads has completed every flight.
- * So the seconds the backward waited (`exposed`) are measured on the
- * compute stream (ops_timer): a host clock would read nothing there.
+ * their backward; two buckets fly at once, and each unit's hook gives MPI
+ * a chance to progress them (on a GPU it only asks whether the reduction's
+ * event has passed). On a GPU the reduction runs on the DP communicator's
+ * stream (comm_nccl.h) and nothing here blocks the host: completing a
+ * flight makes the compute stream wait for it. The buffers stay safe
+ * because the gradients a flight reads are final, and the owned rows it
+ * writes are read by the optimizer, and the gradients zeroed by the next
+ * step, only after zero_reduce_grads has completed every flight (on a
+ * GPU, queued on the compute stream behind that wait). So the seconds
+ * the backward waited (`exposed`) are measured on the compute stream
+ * (ops_timer): a host clock would read nothing there.
  */
 #include "zero.h"
 
+#include <limits.h>
+#include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
 
@@ -43,15 +56,12 @@ typedef struct {
 } Bucket;
 
 #define FLIGHTS 2
-/* zero 1 overlapping lends two flights' pack buffers to the all-gather */
-_Static_assert(FLIGHTS >= 2, "zero_gather_weights borrows flights 0 and 1");
 
-/* A bucket's reduction in flight. */
+/* A bucket's reduction in flight: a request per parameter. */
 typedef struct {
     int bucket;               /* -1: free */
     CommRequest req[PARAMS_MAX_UNIT];
     int n_req;
-    ops_tensor pack, recv;    /* zero 1: its own buffers */
     double started;
 } Flight;
 
@@ -65,9 +75,14 @@ struct Zero {
     int n_buckets;
     Bucket *units;            /* zero 2/3: units as the model uses them */
     int *counts;              /* per DP rank, scratch for collectives */
+    int *param_counts;        /* per parameter, per DP rank: its owned rows'
+                                 elements (an in-place collective's counts,
+                                 which MPI reads until the request completes) */
+    int in_place;             /* one DP level: see the top of this file */
     CommDp *reduction;        /* how DP reduces: flat or two levels */
     const int *order;         /* DP ranks in packing order (comm_dp's) */
-    ops_tensor pack, recv;    /* largest bucket, packed / owned part */
+    ops_tensor pack, recv;    /* packing: the largest unit, packed / owned part;
+                                 zero 2/3 in place: recv, a parameter's share */
     ops_tensor mid;           /* two levels: comm_dp's scratch */
     ops_tensor work_w;        /* zero 3: the gathered unit's weights */
     ops_tensor work_g;        /* zero 2/3: the unit's transient gradients */
@@ -131,8 +146,8 @@ typedef struct {
     int64_t owned;    /* its owned rows of them */
     int64_t update;   /* rows its optimizer updates: all under zero 0, else the owned */
     int64_t unit;     /* the largest unit, as the model uses it: each scratch buffer */
-    int64_t owned_unit; /* the most of one unit's elements this rank owns: what a
-                           reduce-scatter in flight receives (at least 1) */
+    int64_t share;    /* the most of one parameter's elements this rank owns
+                         (at least 1): zero 2/3's receive buffer in place */
 } StateCounts;
 
 static StateCounts state_counts(const ParamSet *ps, int stage, int dp, int dp_rank)
@@ -144,20 +159,15 @@ static StateCounts state_counts(const ParamSet *ps, int stage, int dp, int dp_ra
         zero_partition(p->lrows, dp, dp_rank, &row0, &rows);
         c.full += params_local_numel(p);
         c.owned += rows * p->lcols;
+        c.share = rows * p->lcols > c.share ? rows * p->lcols : c.share;
     }
+    c.share = c.share > 1 ? c.share : 1;
     c.update = stage == 0 ? c.full : c.owned;
-    c.owned_unit = 1;
     for (int u = 0; u < ps->n_units; u++) {
-        int64_t n = 0, mine = 0;
-        for (int i = 0; i < ps->units[u].n; i++) {
-            const Param *p = &ps->p[ps->units[u].idx[i]];
-            int64_t row0, rows;
-            zero_partition(p->lrows, dp, dp_rank, &row0, &rows);
-            n += params_local_numel(p);
-            mine += rows * p->lcols;
-        }
+        int64_t n = 0;
+        for (int i = 0; i < ps->units[u].n; i++)
+            n += params_local_numel(&ps->p[ps->units[u].idx[i]]);
         c.unit = n > c.unit ? n : c.unit;
-        c.owned_unit = mine > c.owned_unit ? mine : c.owned_unit;
     }
     return c;
 }
@@ -170,29 +180,31 @@ static int separate_master(const ZeroLayout *l)
     return l->dtype != OPS_F32 || l->stage == 3 || l->offload;
 }
 
-/* Whether reduce-scatters run in flights of their own buffers during the
- * backward (zero 1 overlapping; zero 0 all-reduces in place). */
-static int flights_on(const ZeroLayout *l)
+/* Whether DP collectives pack into buffers of their own: over two levels
+ * (blocks in comm_dp_order), every stage but 0, which all-reduces in
+ * place. Over one level every stage runs in place (the top of this file). */
+static int packs(const ZeroLayout *l)
 {
-    return l->overlap && l->stage == 1;
+    return l->stage >= 1 && l->hierarchical;
 }
 
 /* Unit-sized fp32 buffers:
- *  - pack and receive, for zero 1 to 3's reduce-scatters and all-gathers
- *    (zero 0 all-reduces in place and needs neither); with flights, each
- *    flight's pack instead, which the all-gather of the updated weights
- *    borrows as its pack and receive once the flights are done (zero 1
- *    overlapping uses pack and receive for nothing else);
+ *  - pack and receive, when packing;
  *  - the node-level share of a two-level reduction;
  *  - the unit's transient gradients (zero 2/3).
- * A flight's receive buffer holds only this rank's share of a unit
- * (owned_unit). The largest unit is often the tied embedding, so each
- * buffer saved is an embedding's gradients: 154 MB for GPT-2 small,
- * 2.1 GB for Llama 3 8B at tp 1. */
+ * The largest unit is often the tied embedding, so each buffer is an
+ * embedding's gradients: 154 MB for GPT-2 small, 2.1 GB for Llama 3 8B at
+ * tp 1. */
 static int unit_buffers(const ZeroLayout *l)
 {
-    int pack_recv = l->stage == 0 ? 0 : flights_on(l) ? FLIGHTS : 2;
-    return pack_recv + (l->hierarchical ? 1 : 0) + (l->stage >= 2 ? 1 : 0);
+    return (packs(l) ? 2 : 0) + (l->hierarchical ? 1 : 0) + (l->stage >= 2 ? 1 : 0);
+}
+
+/* zero 2/3 in place receive each parameter's owned gradients before adding
+ * them into the owned rows: one buffer of the largest such share. */
+static int share_buffer(const ZeroLayout *l)
+{
+    return l->stage >= 2 && !packs(l);
 }
 
 ZeroBytes zero_state_bytes(const ParamSet *ps, const ZeroLayout *l)
@@ -206,7 +218,7 @@ ZeroBytes zero_state_bytes(const ParamSet *ps, const ZeroLayout *l)
     b.weights = l->stage < 3 || l->offload ? 0 : master;
     b.weights += l->stage < 3 ? n.full * w : n.unit * w;
     b.grads = (l->stage < 2 ? n.full * f32 : 0) + (l->stage > 0 ? n.owned * f32 : 0)
-            + unit_buffers(l) * n.unit * f32 + (flights_on(l) ? FLIGHTS * n.owned_unit * f32 : 0);
+            + unit_buffers(l) * n.unit * f32 + (share_buffer(l) ? n.share * f32 : 0);
     int64_t optimizer = (l->stage < 3 || l->offload ? master : 0) + 2 * n.update * f32;
     if (l->offload)
         b.host = optimizer + offload_staging_bytes(l->dtype, OFFLOAD_CHUNK);
@@ -319,19 +331,11 @@ static void allocate_state(Zero *z)
         off_upd += upd;
         off_own += p->zrows * p->lcols;
     }
-    for (int k = 0; k < FLIGHTS && flights_on(&l); k++) {
-        z->flight[k].pack = arena(z, OPS_F32, n.unit, &z->bytes.grads);
-        z->flight[k].recv = arena(z, OPS_F32, n.owned_unit, &z->bytes.grads);
-    }
-    if (z->stage == 0) {
-        z->pack = z->recv = OPS_NONE;
-    } else if (flights_on(&l)) {
-        /* only zero_gather_weights uses these then, after the flights */
-        z->pack = z->flight[0].pack;
-        z->recv = z->flight[1].pack;
-    } else {
+    if (packs(&l)) {
         z->pack = arena(z, OPS_F32, n.unit, &z->bytes.grads);
         z->recv = arena(z, OPS_F32, n.unit, &z->bytes.grads);
+    } else if (share_buffer(&l)) {
+        z->recv = arena(z, OPS_F32, n.share, &z->bytes.grads);
     }
     if (comm_dp_two_level(z->reduction))
         z->mid = arena(z, OPS_F32, n.unit, &z->bytes.grads);
@@ -344,6 +348,70 @@ static void allocate_state(Zero *z)
         || z->bytes.optimizer != stated.optimizer || z->bytes.host != stated.host)
         fail_abort("zero.c allocated other sizes than zero_state_bytes states",
                    __FILE__, __LINE__);
+}
+
+/* Each parameter's elements per DP rank, its owned rows': the counts of
+ * its in-place collectives. MPI counts are ints. */
+static void count_owned_rows(Zero *z)
+{
+    ParamSet *ps = &z->m->ps;
+    z->param_counts = calloc((size_t)ps->n * (size_t)z->dp + 1, sizeof *z->param_counts);
+    if (!z->param_counts)
+        fail_abort("out of memory", __FILE__, __LINE__);
+    for (int i = 0; i < ps->n; i++) {
+        const Param *p = &ps->p[i];
+        for (int r = 0; r < z->dp; r++) {
+            int64_t row0, n;
+            zero_partition(p->lrows, z->dp, r, &row0, &n);
+            if (n * p->lcols > INT_MAX) {
+                char what[160];
+                snprintf(what, sizeof what, "parameter %s: a DP rank's %lld elements "
+                         "exceed an MPI count; raise dp or tp", p->name,
+                         (long long)(n * p->lcols));
+                fail_abort(what, __FILE__, __LINE__);
+            }
+            z->param_counts[(size_t)i * (size_t)z->dp + (size_t)r] = (int)(n * p->lcols);
+        }
+    }
+}
+
+static const int *owned_counts(const Zero *z, int param)
+{
+    return z->param_counts + (size_t)param * (size_t)z->dp;
+}
+
+/* ---- in place (one DP level) ------------------------------------------- */
+
+/* Parameter idx's gradients, summed over DP, into its owned rows. */
+static void reduce_scatter_param(Zero *z, int idx)
+{
+    Param *p = &z->m->ps.p[idx];
+    PROF(PROF_DP_COMM, comm_dp_reduce_scatter(z->reduction, p->g, p->og,
+                                              owned_counts(z, idx), z->mid));
+}
+
+/* zero 2/3: parameter idx's gradients (a unit's transient ones), summed
+ * over DP, added into its owned rows. */
+static void reduce_add_param(Zero *z, int idx)
+{
+    Param *p = &z->m->ps.p[idx];
+    ops_tensor part = ops_view(z->recv, 0, p->og.n);
+    PROF(PROF_DP_COMM, comm_dp_reduce_scatter(z->reduction, p->g, part,
+                                              owned_counts(z, idx), z->mid));
+    ops_accumulate(p->og, part, p->og.n);
+}
+
+/* Every rank's owned rows of parameter idx's weights gathered where they
+ * live, this rank's first cast from its master rows when those are
+ * separate. */
+static void gather_param(Zero *z, int idx, int from_master)
+{
+    Param *p = &z->m->ps.p[idx];
+    ops_tensor mine = ops_view(p->w, p->zrow0 * p->lcols, p->zrows * p->lcols);
+    if (from_master)
+        ops_cast(mine, p->master);
+    PROF(PROF_DP_COMM, comm_dp_allgather(z->reduction, mine, p->w, owned_counts(z, idx),
+                                         z->mid));
 }
 
 /* ---- packing ----------------------------------------------------------- */
@@ -459,8 +527,6 @@ static void flight_complete(Zero *z, Flight *f)
         comm_wait(&f->req[i]);
     ops_timer_stop(&z->exposed);
     z->span += timer_now() - f->started;
-    if (z->stage == 1)
-        store_owned(z, &z->buckets[f->bucket], f->recv, 0);
     f->bucket = -1;
     f->n_req = 0;
 }
@@ -476,14 +542,16 @@ static void flight_start(Zero *z, int b)
     f->bucket = b;
     f->n_req = 0;
     f->started = timer_now();
-    if (z->stage == 0) {
-        for (int i = 0; i < bk->n; i++) {
-            Param *p = &z->m->ps.p[bk->idx[i]];
+    /* zero 0 all-reduces in place; zero 1 overlaps over one level only,
+     * so it reduce-scatters in place (the top of this file); one request
+     * per parameter */
+    for (int i = 0; i < bk->n; i++) {
+        Param *p = &z->m->ps.p[bk->idx[i]];
+        if (z->stage == 0)
             comm_iallreduce(z->g, COMM_DP, p->g, p->g.n, &f->req[f->n_req++]);
-        }
-    } else {
-        pack_grads(z, bk, f->pack);
-        comm_ireduce_scatter(z->g, COMM_DP, f->pack, f->recv, z->counts, &f->req[f->n_req++]);
+        else
+            comm_ireduce_scatter(z->g, COMM_DP, p->g, p->og, owned_counts(z, bk->idx[i]),
+                                 &f->req[f->n_req++]);
     }
     z->bucket_started[b] = 1;
 }
@@ -546,8 +614,13 @@ static void gather_unit(Zero *z, int unit)
         return;
     const Bucket *u = &z->units[unit];
     ops_tensor into = ops_view(z->work_w, 0, u->numel);
-    gather_bucket(z, u, 1, into);
     point_unit(z, u, into, 1);
+    if (z->in_place) {
+        for (int i = 0; i < u->n; i++)
+            gather_param(z, u->idx[i], 1);
+    } else {
+        gather_bucket(z, u, 1, into);
+    }
     z->gathered_unit = unit;
 }
 
@@ -581,8 +654,13 @@ static void unit_hook(void *ctx, int unit, UnitEvent ev)
         point_unit(z, u, ops_view(z->work_g, 0, u->numel), 0);
         break;
     case UNIT_AFTER_BACKWARD:
-        reduce_scatter_bucket(z, u);
-        store_owned(z, u, z->recv, 1);
+        if (z->in_place) {
+            for (int i = 0; i < u->n; i++)
+                reduce_add_param(z, u->idx[i]);
+        } else {
+            reduce_scatter_bucket(z, u);
+            store_owned(z, u, z->recv, 1);
+        }
         point_unit(z, u, OPS_NONE, 0);
         if (z->stage == 3)
             release_unit(z, unit);
@@ -610,7 +688,9 @@ Zero *zero_create(Model *m, const Config *cfg, const Grid *g)
         fail_abort("out of memory", __FILE__, __LINE__);
     z->reduction = comm_dp_create(g);
     z->order = comm_dp_order(z->reduction);
+    z->in_place = !comm_dp_two_level(z->reduction);
     build_buckets(z);
+    count_owned_rows(z);
     z->overlap = zero_overlaps(cfg->parallel.overlap, z->stage, g->dp,
                                comm_dp_two_level(z->reduction), g->device);
     z->units_of = calloc((size_t)m->ps.n + 1, sizeof *z->units_of);
@@ -652,6 +732,7 @@ void zero_destroy(Zero *z)
     free(z->buckets);
     free(z->units);
     free(z->counts);
+    free(z->param_counts);
     comm_dp_destroy(z->reduction);
     free(z->units_of);
     free(z->units_left);
@@ -767,8 +848,14 @@ void zero_reduce_grads(Zero *z)
         }
     } else if (z->stage == 1) {
         for (int b = 0; b < z->n_buckets; b++) {
-            reduce_scatter_bucket(z, &z->buckets[b]);
-            store_owned(z, &z->buckets[b], z->recv, 0);
+            const Bucket *bk = &z->buckets[b];
+            if (!z->in_place) {
+                reduce_scatter_bucket(z, bk);
+                store_owned(z, bk, z->recv, 0);
+                continue;
+            }
+            for (int i = 0; i < bk->n; i++)
+                reduce_scatter_param(z, bk->idx[i]);
         }
     }
     sum_tied_copies(z);
@@ -780,17 +867,17 @@ void zero_gather_weights(Zero *z)
     if (z->stage == 0 || z->stage == 3)
         return;
     ParamSet *ps = &z->m->ps;
-    /* with flights, pack and recv are two flights' buffers (zero_create) */
-    for (int k = 0; k < FLIGHTS && z->overlap; k++)
-        if (z->flight[k].bucket >= 0)
-            fail_abort("zero_gather_weights while a gradient reduction is in flight",
-                       __FILE__, __LINE__);
     /* offload uploaded the new compute copy's rows already */
     int separate_master = z->m->act_dtype != OPS_F32 && !z->offload;
     for (int b = 0; b < z->n_buckets; b++) {
+        const Bucket *bk = &z->buckets[b];
+        if (z->in_place) {
+            for (int i = 0; i < bk->n; i++)
+                gather_param(z, bk->idx[i], separate_master);
+            continue;
+        }
         /* a bucket's blocks are consecutive in the weight arena (see
          * build_buckets), so its first block's start is the whole bucket's */
-        const Bucket *bk = &z->buckets[b];
         ops_tensor whole = typed(ps->p[bk->idx[0]].w, z->m->act_dtype, 0, bk->numel);
         gather_bucket(z, bk, separate_master, whole);
     }

@@ -6,9 +6,10 @@
  *   zero 0: every rank keeps full weights, gradients and optimizer state;
  *           gradients are all-reduced (the baseline);
  *   zero 1: fp32 master weights and Adam moments exist only for owned rows;
- *           gradients are reduce-scattered, bucket by bucket, packed
- *           rank-major, straight into that layout; the updated rows are
- *           all-gathered into the full weights;
+ *           gradients are reduce-scattered straight into that layout (over
+ *           one DP level tensor by tensor, in place; over two, bucket by
+ *           bucket, packed); the updated rows are all-gathered into the
+ *           full weights;
  *   zero 2: as 1, but a unit's full gradients live only while its backward
  *           runs: they are reduce-scattered right after it, every
  *           microbatch, and added into the owned rows;
@@ -63,8 +64,8 @@ typedef struct {
 /* Bytes of weights, gradients and optimizer state that the rank with
  * parameter table ps holds under l: full or owned weights in the compute
  * dtype, fp32 gradients (full, owned, and the unit-sized pack, receive and
- * work buffers, or with zero 1 overlapping each flight's unit-sized pack
- * and share-sized receive), fp32 master rows and Adam moments; with offload the
+ * work buffers of the stages and levels that pack), fp32 master rows and
+ * Adam moments; with offload the
  * master rows and moments, and the staging slots, count as host memory.
  * Not collective. */
 ZeroBytes zero_state_bytes(const ParamSet *ps, const ZeroLayout *l);

@@ -163,11 +163,36 @@ static int bf16_scatter_gather(const Grid *g)
     return ok;
 }
 
+/* ZeRO's all-gather of a tensor where it lives: each rank's block of
+ * uneven length (rank r has r + 1 elements, rank 0 none when there are
+ * several) is already in place in recv, and the rest arrives around it. */
+static int allgather_in_place(const Grid *g, ops_dtype dtype)
+{
+    int n = g->size, r = g->rank, total = 0, ok = 1;
+    int counts[n], start[n];
+    for (int k = 0; k < n; k++) {
+        counts[k] = n > 1 && k == 0 ? 0 : k + 1;
+        start[k] = total;
+        total += counts[k];
+    }
+    float f[total > 0 ? total : 1];
+    for (int i = 0; i < total; i++)
+        f[i] = i >= start[r] && i < start[r] + counts[r] ? (float)(i + 1) : -1.0f;
+    ops_tensor all = ops_alloc(dtype, OPS_CPU, total);
+    ops_cast(all, host(f, total));
+    comm_allgather(g, COMM_WORLD, ops_view(all, start[r], counts[r]), all, counts);
+    ops_cast(host(f, total), all);
+    for (int i = 0; i < total; i++)
+        ok &= f[i] == (float)(i + 1);
+    ops_free(&all);
+    return ok;
+}
+
 int main(int argc, char **argv)
 {
     tap_init(&argc, &argv);
     int n = tap_size();
-    tap_plan(7);
+    tap_plan(8);
     Grid w;
     grid_world_only(&w, MPI_COMM_WORLD);
     tap_ok(w.size == n && w.rank == tap_rank() && comm_size(&w, COMM_WORLD) == n
@@ -183,6 +208,8 @@ int main(int argc, char **argv)
     tap_ok(n == 1 || (x[0] == 0.0f && x[1] == -(float)(n - 1)), "a tensor all-reduce with MIN");
     tap_ok(bf16_scatter_gather(&g), "bf16 blocks reduce-scattered and all-gathered over %d ranks",
            n);
+    tap_ok(allgather_in_place(&g, OPS_F32) && allgather_in_place(&g, OPS_BF16),
+           "fp32 and bf16 blocks of uneven length all-gathered in place over %d ranks", n);
     grid_destroy(&g);
     int two = 0;
     tap_ok(dp_on_nodes(0, &two), "dp %d on this machine: %s, blocks summed and gathered", n,

@@ -4,7 +4,7 @@
 # losses of the same layout on the CPU, within 1e-4 relative (fp32; as
 # t_gpu.sh, reassociation compounded over the Adam steps), with
 #  - dp 2 and the DP reduction overlapped with the backward (zero 0: an
-#    all-reduce per tensor; zero 1: reduce-scatters from packed buckets),
+#    all-reduce per tensor; zero 1: a reduce-scatter per tensor, in place),
 #    each bucket on the DP stream while the backward computes;
 #  - pp 2 under each schedule (1f1b, gpipe, zb1, interleaved with two
 #    chunks, whose ring closes), the messages device to device over the

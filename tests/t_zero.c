@@ -155,8 +155,9 @@ int main(int argc, char **argv)
     tap_ok(ok, "zero_bytes of a real Zero is zero_state_bytes: %d layouts on DP groups up to %d",
            cases, n);
     tap_ok(n < 2 || shards_add_up(), "zero 1: the ranks' optimizer state adds up to zero 0's");
-    /* two pretended nodes of two DP ranks: the two-level reduction's extra
-     * buffer, and no overlap */
+    /* two pretended nodes of two DP ranks: the two-level reduction packs
+     * (pack, receive and node-share buffers, where one level reduces in
+     * place), and no overlap */
     int two_level = 1;
     if (n == 4) {
         Config c;
@@ -169,7 +170,7 @@ int main(int argc, char **argv)
         two_level &= hier.grads > flat.grads && hier.weights == flat.weights &&
                      hier.optimizer == flat.optimizer;
     }
-    tap_ok(two_level, "node_size 2 on 4 ranks: two levels, one more unit buffer, no overlap");
+    tap_ok(two_level, "node_size 2 on 4 ranks: two levels, packing buffers beside one level's none, no overlap");
     tap_ok(offload_moves_optimizer(),
            "offload: master and moments to the host, with the staging; the device keeps none");
     return tap_done();
