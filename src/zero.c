@@ -23,8 +23,9 @@
  * Overlap (zero 0 and 1, one level, host or GPU): a bucket's reduction
  * starts, nonblocking, as soon as the last microbatch's backward has made
  * all its gradients final, so it runs while earlier layers still compute
- * their backward; two buckets fly at once, and each unit's hook gives MPI
- * a chance to progress them (on a GPU it only asks whether the reduction's
+ * their backward; every bucket may fly at once (a flight holds no buffer:
+ * the collectives run in place), and each unit's hook gives MPI a chance
+ * to progress them (on a GPU it only asks whether the reduction's
  * event has passed). On a GPU the reduction runs on the DP communicator's
  * stream (comm_nccl.h) and nothing here blocks the host: completing a
  * flight makes the compute stream wait for it. The buffers stay safe
@@ -55,11 +56,8 @@ typedef struct {
     int64_t numel;            /* elements of the full local blocks */
 } Bucket;
 
-#define FLIGHTS 2
-
 /* A bucket's reduction in flight: a request per parameter. */
 typedef struct {
-    int bucket;               /* -1: free */
     CommRequest req[PARAMS_MAX_UNIT];
     int n_req;
     double started;
@@ -94,9 +92,9 @@ struct Zero {
     int *units_of;            /* per parameter: units that use it */
     int *units_left;          /* ... that have not run their final backward */
     char *bucket_started;     /* per bucket */
-    Flight flight[FLIGHTS];
+    Flight *flights;          /* per bucket, in the order they started */
+    int n_flights;            /* started this step */
     Offload *offload;         /* [train] offload on a GPU (or fault offload_cpu), else NULL */
-    int next_flight;          /* the oldest, completed first */
     double span;              /* host seconds from starting flights to completing them */
     ops_timer exposed;        /* the compute stream waiting for them */
 };
@@ -527,19 +525,16 @@ static void flight_complete(Zero *z, Flight *f)
         comm_wait(&f->req[i]);
     ops_timer_stop(&z->exposed);
     z->span += timer_now() - f->started;
-    f->bucket = -1;
     f->n_req = 0;
 }
 
-/* Starts bucket b's reduction, in the oldest slot (waiting for it first). */
+/* Starts bucket b's reduction. Every bucket may fly at once: a flight
+ * holds no buffer of its own (the collectives run in place), so nothing
+ * waits for an older one to land until zero_reduce_grads. */
 static void flight_start(Zero *z, int b)
 {
-    Flight *f = &z->flight[z->next_flight];
-    z->next_flight = (z->next_flight + 1) % FLIGHTS;
-    if (f->bucket >= 0)
-        flight_complete(z, f);
+    Flight *f = &z->flights[z->n_flights++];
     const Bucket *bk = &z->buckets[b];
-    f->bucket = b;
     f->n_req = 0;
     f->started = timer_now();
     /* zero 0 all-reduces in place; zero 1 overlaps over one level only,
@@ -559,9 +554,9 @@ static void flight_start(Zero *z, int b)
 /* MPI moves nonblocking collectives along only inside its calls. */
 static void flights_progress(Zero *z)
 {
-    for (int k = 0; k < FLIGHTS; k++)
-        for (int i = 0; i < z->flight[k].n_req; i++)
-            comm_test(&z->flight[k].req[i]);
+    for (int k = 0; k < z->n_flights; k++)
+        for (int i = 0; i < z->flights[k].n_req; i++)
+            comm_test(&z->flights[k].req[i]);
 }
 
 /* A unit's backward of the last microbatch is done. A parameter's
@@ -701,8 +696,9 @@ Zero *zero_create(Model *m, const Config *cfg, const Grid *g)
     for (int u = 0; u < m->ps.n_units; u++)
         for (int i = 0; i < m->ps.units[u].n; i++)
             z->units_of[m->ps.units[u].idx[i]]++;
-    for (int k = 0; k < FLIGHTS; k++)
-        z->flight[k].bucket = -1;
+    z->flights = calloc((size_t)z->n_buckets + 1, sizeof *z->flights);
+    if (!z->flights)
+        fail_abort("out of memory", __FILE__, __LINE__);
     /* fault offload_cpu: the GPU's offload path run on the CPU, so the
      * tests can train through it (fault.h) */
     if (offload_active(cfg->train.offload, g->device)
@@ -737,6 +733,7 @@ void zero_destroy(Zero *z)
     free(z->units_of);
     free(z->units_left);
     free(z->bucket_started);
+    free(z->flights);
     free(z);
 }
 
@@ -833,11 +830,9 @@ void zero_reduce_grads(Zero *z)
         for (int b = 0; b < z->n_buckets; b++)
             if (!z->bucket_started[b])
                 flight_start(z, b);
-        for (int k = 0; k < FLIGHTS; k++) {
-            Flight *f = &z->flight[(z->next_flight + k) % FLIGHTS];
-            if (f->bucket >= 0)
-                flight_complete(z, f);
-        }
+        for (int k = 0; k < z->n_flights; k++)
+            flight_complete(z, &z->flights[k]);
+        z->n_flights = 0;
     } else if (z->stage == 0) {
         for (int b = 0; b < z->n_buckets; b++) {
             const Bucket *bk = &z->buckets[b];
