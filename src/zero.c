@@ -1,24 +1,20 @@
 /*
  * zero.c - ZeRO stages 0 to 3 over the DP group; see zero.h.
  *
- * A bucket is a list of parameters whose gradients are final together
- * (a unit). Over two DP levels (node, then across nodes: comm_dp's
- * business) one collective reduces it: its send buffer holds every DP
- * rank's owned rows of every tensor in the bucket, rank by rank in the
- * order comm_dp asks for, so one reduce-scatter leaves each rank exactly
- * its owned rows, summed, in parameter order.
- *
- * In place (one DP level): a tensor's rows are already rank-major in DP
- * rank order, which is the flat reduction's packing order, so each
- * parameter is reduce-scattered straight from its gradients (zero 2/3:
- * the unit's transient ones) into its owned rows (zero 2/3: into a
- * buffer of one parameter's share, then added), and all-gathered where
- * its weights live (zero 3: the unit's gather buffer). No pack buffer,
- * no unit-sized receive buffer, and no copy into or out of them: those
- * were two of the largest unit's gradients per rank (the tied embedding:
- * 2 x 154 MB for GPT-2 small, 2 x 2.1 GB for Llama 3 8B at tp 1). Two
- * levels list the blocks in another order (comm_dp.h), so there a
- * bucket's blocks are packed rank-major, one collective per bucket.
+ * Every collective runs in place, one parameter at a time. Rank r owns
+ * block k of every tensor's rows, where k is r's place in the order the
+ * DP reduction lists blocks in (comm_dp_order: DP rank order over one
+ * level; over two, grouped by place in the node, then by node). So a
+ * tensor's gradients are already every rank's block in that order: each
+ * is reduce-scattered straight from its gradients (zero 2/3: the unit's
+ * transient ones) into its owned rows (zero 2/3: into a buffer of one
+ * parameter's share, then added), and all-gathered where its weights live
+ * (zero 3: the unit's gather buffer). Nothing is packed, and no buffer the
+ * size of a unit sits between: a pack and a receive buffer were two of
+ * the largest unit's gradients per rank (the tied embedding: 2 x 154 MB
+ * for GPT-2 small, 2 x 2.1 GB for Llama 3 8B at tp 1). Checkpoints and
+ * the optimizer find a rank's rows through zrow0, whatever block it is.
+ * A bucket is the parameters whose gradients are final together (a unit).
  *
  * Overlap (zero 0 and 1, one level, host or GPU): a bucket's reduction
  * starts, nonblocking, as soon as the last microbatch's backward has made
@@ -69,18 +65,16 @@ struct Zero {
     const Grid *g;
     int stage;
     int dp, dp_rank;
+    int block;                /* the block of rows this rank owns: its place in
+                                 comm_dp_order (its DP rank over one level) */
     Bucket *buckets;          /* zero 0/1: units, each parameter once */
     int n_buckets;
     Bucket *units;            /* zero 2/3: units as the model uses them */
-    int *counts;              /* per DP rank, scratch for collectives */
     int *param_counts;        /* per parameter, per DP rank: its owned rows'
-                                 elements (an in-place collective's counts,
-                                 which MPI reads until the request completes) */
-    int in_place;             /* one DP level: see the top of this file */
+                                 elements (the collectives' counts, which MPI
+                                 reads until a request completes) */
     CommDp *reduction;        /* how DP reduces: flat or two levels */
-    const int *order;         /* DP ranks in packing order (comm_dp's) */
-    ops_tensor pack, recv;    /* packing: the largest unit, packed / owned part;
-                                 zero 2/3 in place: recv, a parameter's share */
+    ops_tensor recv;          /* zero 2/3: one parameter's share, received */
     ops_tensor mid;           /* two levels: comm_dp's scratch */
     ops_tensor work_w;        /* zero 3: the gathered unit's weights */
     ops_tensor work_g;        /* zero 2/3: the unit's transient gradients */
@@ -99,13 +93,13 @@ struct Zero {
     ops_timer exposed;        /* the compute stream waiting for them */
 };
 
-void zero_partition(int64_t rows, int dp, int rank, int64_t *row0, int64_t *n)
+void zero_partition(int64_t rows, int dp, int block, int64_t *row0, int64_t *n)
 {
-    int64_t block = (rows + dp - 1) / dp;
-    int64_t start = block * rank;
+    int64_t each = (rows + dp - 1) / dp;
+    int64_t start = each * block;
     if (start > rows)
         start = rows;
-    int64_t end = start + block;
+    int64_t end = start + each;
     if (end > rows)
         end = rows;
     *row0 = start;
@@ -143,29 +137,35 @@ typedef struct {
     int64_t full;     /* its local blocks */
     int64_t owned;    /* its owned rows of them */
     int64_t update;   /* rows its optimizer updates: all under zero 0, else the owned */
-    int64_t unit;     /* the largest unit, as the model uses it: each scratch buffer */
+    int64_t unit;     /* the largest unit, as the model uses it (zero 2/3's
+                         transient gradients, zero 3's gathered weights) */
+    int64_t param;    /* the largest parameter (two levels' scratch) */
     int64_t share;    /* the most of one parameter's elements this rank owns
-                         (at least 1): zero 2/3's receive buffer in place */
+                         (at least 1): zero 2/3's receive buffer */
 } StateCounts;
 
-static StateCounts state_counts(const ParamSet *ps, int stage, int dp, int dp_rank)
+static int64_t larger(int64_t a, int64_t b) { return a > b ? a : b; }
+
+/* block: the rank's block of rows (ZeroLayout.dp_rank) */
+static StateCounts state_counts(const ParamSet *ps, int stage, int dp, int block)
 {
     StateCounts c = {0};
     for (int i = 0; i < ps->n; i++) {
         const Param *p = &ps->p[i];
         int64_t row0, rows;
-        zero_partition(p->lrows, dp, dp_rank, &row0, &rows);
+        zero_partition(p->lrows, dp, block, &row0, &rows);
         c.full += params_local_numel(p);
+        c.param = larger(c.param, params_local_numel(p));
         c.owned += rows * p->lcols;
-        c.share = rows * p->lcols > c.share ? rows * p->lcols : c.share;
+        c.share = larger(c.share, rows * p->lcols);
     }
-    c.share = c.share > 1 ? c.share : 1;
+    c.share = larger(c.share, 1);
     c.update = stage == 0 ? c.full : c.owned;
     for (int u = 0; u < ps->n_units; u++) {
         int64_t n = 0;
         for (int i = 0; i < ps->units[u].n; i++)
             n += params_local_numel(&ps->p[ps->units[u].idx[i]]);
-        c.unit = n > c.unit ? n : c.unit;
+        c.unit = larger(c.unit, n);
     }
     return c;
 }
@@ -178,31 +178,14 @@ static int separate_master(const ZeroLayout *l)
     return l->dtype != OPS_F32 || l->stage == 3 || l->offload;
 }
 
-/* Whether DP collectives pack into buffers of their own: over two levels
- * (blocks in comm_dp_order), every stage but 0, which all-reduces in
- * place. Over one level every stage runs in place (the top of this file). */
-static int packs(const ZeroLayout *l)
+/* fp32 buffers beside the gradients and owned rows:
+ *  - zero 2/3: the unit's transient gradients (unit-sized), and one
+ *    parameter's share to receive its reduction into before adding it;
+ *  - two levels: comm_dp's scratch for a node-level share (at most one
+ *    parameter: the collectives go parameter by parameter). */
+static int64_t buffer_elements(const StateCounts *n, const ZeroLayout *l)
 {
-    return l->stage >= 1 && l->hierarchical;
-}
-
-/* Unit-sized fp32 buffers:
- *  - pack and receive, when packing;
- *  - the node-level share of a two-level reduction;
- *  - the unit's transient gradients (zero 2/3).
- * The largest unit is often the tied embedding, so each buffer is an
- * embedding's gradients: 154 MB for GPT-2 small, 2.1 GB for Llama 3 8B at
- * tp 1. */
-static int unit_buffers(const ZeroLayout *l)
-{
-    return (packs(l) ? 2 : 0) + (l->hierarchical ? 1 : 0) + (l->stage >= 2 ? 1 : 0);
-}
-
-/* zero 2/3 in place receive each parameter's owned gradients before adding
- * them into the owned rows: one buffer of the largest such share. */
-static int share_buffer(const ZeroLayout *l)
-{
-    return l->stage >= 2 && !packs(l);
+    return (l->stage >= 2 ? n->unit + n->share : 0) + (l->hierarchical ? n->param : 0);
 }
 
 ZeroBytes zero_state_bytes(const ParamSet *ps, const ZeroLayout *l)
@@ -215,8 +198,8 @@ ZeroBytes zero_state_bytes(const ParamSet *ps, const ZeroLayout *l)
      * unit is gathered into */
     b.weights = l->stage < 3 || l->offload ? 0 : master;
     b.weights += l->stage < 3 ? n.full * w : n.unit * w;
-    b.grads = (l->stage < 2 ? n.full * f32 : 0) + (l->stage > 0 ? n.owned * f32 : 0)
-            + unit_buffers(l) * n.unit * f32 + (share_buffer(l) ? n.share * f32 : 0);
+    b.grads = ((l->stage < 2 ? n.full : 0) + (l->stage > 0 ? n.owned : 0)
+               + buffer_elements(&n, l)) * f32;
     int64_t optimizer = (l->stage < 3 || l->offload ? master : 0) + 2 * n.update * f32;
     if (l->offload)
         b.host = optimizer + offload_staging_bytes(l->dtype, OFFLOAD_CHUNK);
@@ -227,7 +210,7 @@ ZeroBytes zero_state_bytes(const ParamSet *ps, const ZeroLayout *l)
 
 static ZeroLayout layout_of(const Zero *z)
 {
-    ZeroLayout l = {z->stage, z->dp, z->dp_rank, z->m->act_dtype,
+    ZeroLayout l = {z->stage, z->dp, z->block, z->m->act_dtype,
                     comm_dp_two_level(z->reduction), z->overlap, z->offload != NULL};
     return l;
 }
@@ -274,10 +257,6 @@ static void build_buckets(Zero *z)
                 b->numel += numel;
             }
         }
-        for (int i = 1; i < b->n; i++)
-            if (b->idx[i] != b->idx[i - 1] + 1)
-                fail_abort("a bucket's parameters must be consecutive in the table",
-                           __FILE__, __LINE__);
         if (b->n)
             z->n_buckets++;
     }
@@ -292,10 +271,10 @@ static void allocate_state(Zero *z)
     ParamSet *ps = &z->m->ps;
     ops_dtype wdt = z->m->act_dtype;
     ZeroLayout l = layout_of(z);
-    StateCounts n = state_counts(ps, z->stage, z->dp, z->dp_rank);
+    StateCounts n = state_counts(ps, z->stage, z->dp, z->block);
     for (int i = 0; i < ps->n; i++) {
         Param *p = &ps->p[i];
-        zero_partition(p->lrows, z->dp, z->dp_rank, &p->zrow0, &p->zrows);
+        zero_partition(p->lrows, z->dp, z->block, &p->zrow0, &p->zrows);
     }
     int keep_full_weights = z->stage < 3, keep_full_grads = z->stage < 2;
     int own_master = separate_master(&l);
@@ -329,16 +308,12 @@ static void allocate_state(Zero *z)
         off_upd += upd;
         off_own += p->zrows * p->lcols;
     }
-    if (packs(&l)) {
-        z->pack = arena(z, OPS_F32, n.unit, &z->bytes.grads);
-        z->recv = arena(z, OPS_F32, n.unit, &z->bytes.grads);
-    } else if (share_buffer(&l)) {
+    if (l.hierarchical)
+        z->mid = arena(z, OPS_F32, n.param, &z->bytes.grads);
+    if (z->stage >= 2) {
+        z->work_g = arena(z, OPS_F32, n.unit, &z->bytes.grads);
         z->recv = arena(z, OPS_F32, n.share, &z->bytes.grads);
     }
-    if (comm_dp_two_level(z->reduction))
-        z->mid = arena(z, OPS_F32, n.unit, &z->bytes.grads);
-    if (z->stage >= 2)
-        z->work_g = arena(z, OPS_F32, n.unit, &z->bytes.grads);
     if (z->stage == 3)
         z->work_w = arena(z, wdt, n.unit, &z->bytes.weights);
     ZeroBytes stated = zero_state_bytes(ps, &l);
@@ -348,19 +323,32 @@ static void allocate_state(Zero *z)
                    __FILE__, __LINE__);
 }
 
-/* Each parameter's elements per DP rank, its owned rows': the counts of
- * its in-place collectives. MPI counts are ints. */
+/* The block of rows DP rank `rank` owns: its place in comm_dp_order. */
+static int block_of(const CommDp *d, int dp, int rank)
+{
+    const int *order = comm_dp_order(d);
+    for (int k = 0; k < dp; k++)
+        if (order[k] == rank)
+            return k;
+    fail_abort("a DP rank missing from comm_dp_order", __FILE__, __LINE__);
+}
+
+/* Each parameter's elements per DP rank, its owned rows' (rank
+ * order[k] owns block k): the counts of its collectives. MPI counts are
+ * ints. */
 static void count_owned_rows(Zero *z)
 {
     ParamSet *ps = &z->m->ps;
+    const int *order = comm_dp_order(z->reduction);
     z->param_counts = calloc((size_t)ps->n * (size_t)z->dp + 1, sizeof *z->param_counts);
     if (!z->param_counts)
         fail_abort("out of memory", __FILE__, __LINE__);
     for (int i = 0; i < ps->n; i++) {
         const Param *p = &ps->p[i];
-        for (int r = 0; r < z->dp; r++) {
+        for (int k = 0; k < z->dp; k++) {
+            int r = order[k];
             int64_t row0, n;
-            zero_partition(p->lrows, z->dp, r, &row0, &n);
+            zero_partition(p->lrows, z->dp, k, &row0, &n);
             if (n * p->lcols > INT_MAX) {
                 char what[160];
                 snprintf(what, sizeof what, "parameter %s: a DP rank's %lld elements "
@@ -378,7 +366,7 @@ static const int *owned_counts(const Zero *z, int param)
     return z->param_counts + (size_t)param * (size_t)z->dp;
 }
 
-/* ---- in place (one DP level) ------------------------------------------- */
+/* ---- the collectives, parameter by parameter ---------------------------- */
 
 /* Parameter idx's gradients, summed over DP, into its owned rows. */
 static void reduce_scatter_param(Zero *z, int idx)
@@ -410,110 +398,6 @@ static void gather_param(Zero *z, int idx, int from_master)
         ops_cast(mine, p->master);
     PROF(PROF_DP_COMM, comm_dp_allgather(z->reduction, mine, p->w, owned_counts(z, idx),
                                          z->mid));
-}
-
-/* ---- packing ----------------------------------------------------------- */
-
-/* n elements of dtype at element offset off of a buffer (a scratch arena
- * reused for another dtype: the pack and receive buffers hold fp32
- * gradients or compute-dtype weights). */
-static ops_tensor typed(ops_tensor base, ops_dtype dtype, int64_t off, int64_t n)
-{
-    ops_tensor t = {(char *)base.data + off * ops_dtype_size(dtype), n, dtype, base.device};
-    return t;
-}
-
-/* Copies every rank's owned rows of b's gradients into z->pack in packing
- * order, filling z->counts (indexed by DP rank). */
-static void pack_grads(Zero *z, const Bucket *b, ops_tensor pack)
-{
-    ParamSet *ps = &z->m->ps;
-    int64_t off = 0;
-    for (int k = 0; k < z->dp; k++) {
-        int r = z->order[k];
-        int64_t start = off;
-        for (int i = 0; i < b->n; i++) {
-            Param *p = &ps->p[b->idx[i]];
-            int64_t row0, n;
-            zero_partition(p->lrows, z->dp, r, &row0, &n);
-            ops_copy(ops_view(pack, off, n * p->lcols),
-                     ops_view(p->g, row0 * p->lcols, n * p->lcols));
-            off += n * p->lcols;
-        }
-        z->counts[r] = (int)(off - start);
-    }
-}
-
-/* Reduce-scatters b's gradients: this rank's owned rows, summed over DP,
- * land in z->recv in parameter order. */
-static void reduce_scatter_bucket(Zero *z, const Bucket *b)
-{
-    pack_grads(z, b, z->pack);
-    PROF(PROF_DP_COMM,
-         comm_dp_reduce_scatter(z->reduction, z->pack, z->recv, z->counts, z->mid));
-}
-
-/* owned grads (og) of b's parameters = (accumulate ? og + : ) recv */
-static void store_owned(Zero *z, const Bucket *b, ops_tensor recv, int accumulate)
-{
-    ParamSet *ps = &z->m->ps;
-    int64_t off = 0;
-    for (int i = 0; i < b->n; i++) {
-        Param *p = &ps->p[b->idx[i]];
-        int64_t n = p->zrows * p->lcols;
-        ops_tensor part = ops_view(recv, off, n);
-        if (accumulate)
-            ops_accumulate(p->og, part, n);
-        else
-            ops_copy(p->og, part);
-        off += n;
-    }
-}
-
-/* Every rank's owned rows of `src(p)` gathered into `dst(p)` for all p in b. */
-static void gather_bucket(Zero *z, const Bucket *b, int from_master, ops_tensor into)
-{
-    ParamSet *ps = &z->m->ps;
-    ops_dtype wdt = z->m->act_dtype;
-    int64_t n_mine = 0;
-    for (int i = 0; i < b->n; i++) {
-        Param *p = &ps->p[b->idx[i]];
-        int64_t n = p->zrows * p->lcols;
-        ops_tensor dst = typed(z->pack, wdt, n_mine, n);
-        if (from_master)
-            ops_cast(dst, p->master);
-        else
-            ops_copy(dst, ops_view(p->w, p->zrow0 * p->lcols, n));
-        n_mine += n;
-    }
-    for (int r = 0; r < z->dp; r++) {
-        int64_t cnt = 0;
-        for (int i = 0; i < b->n; i++) {
-            Param *p = &ps->p[b->idx[i]];
-            int64_t row0, n;
-            zero_partition(p->lrows, z->dp, r, &row0, &n);
-            cnt += n * p->lcols;
-        }
-        z->counts[r] = (int)cnt;
-    }
-    ops_tensor send = typed(z->pack, wdt, 0, n_mine);
-    ops_tensor recv = typed(z->recv, wdt, 0, b->numel);
-    PROF(PROF_DP_COMM, comm_dp_allgather(z->reduction, send, recv, z->counts, z->mid));
-    /* unpack in packing order into each block, which `into` lays out in order */
-    int64_t src = 0;
-    for (int k = 0; k < z->dp; k++) {
-        int r = z->order[k];
-        int64_t off_into = 0;
-        for (int i = 0; i < b->n; i++) {
-            Param *p = &ps->p[b->idx[i]];
-            int64_t row0, n;
-            zero_partition(p->lrows, z->dp, r, &row0, &n);
-            ops_copy(ops_view(into, off_into + row0 * p->lcols, n * p->lcols),
-                     ops_view(recv, src, n * p->lcols));
-            src += n * p->lcols;
-            off_into += params_local_numel(p);
-        }
-    }
 }
 
 /* ---- overlapping the reduction with the backward pass ------------------- */
@@ -610,12 +494,8 @@ static void gather_unit(Zero *z, int unit)
     const Bucket *u = &z->units[unit];
     ops_tensor into = ops_view(z->work_w, 0, u->numel);
     point_unit(z, u, into, 1);
-    if (z->in_place) {
-        for (int i = 0; i < u->n; i++)
-            gather_param(z, u->idx[i], 1);
-    } else {
-        gather_bucket(z, u, 1, into);
-    }
+    for (int i = 0; i < u->n; i++)
+        gather_param(z, u->idx[i], 1);
     z->gathered_unit = unit;
 }
 
@@ -649,13 +529,8 @@ static void unit_hook(void *ctx, int unit, UnitEvent ev)
         point_unit(z, u, ops_view(z->work_g, 0, u->numel), 0);
         break;
     case UNIT_AFTER_BACKWARD:
-        if (z->in_place) {
-            for (int i = 0; i < u->n; i++)
-                reduce_add_param(z, u->idx[i]);
-        } else {
-            reduce_scatter_bucket(z, u);
-            store_owned(z, u, z->recv, 1);
-        }
+        for (int i = 0; i < u->n; i++)
+            reduce_add_param(z, u->idx[i]);
         point_unit(z, u, OPS_NONE, 0);
         if (z->stage == 3)
             release_unit(z, unit);
@@ -678,12 +553,8 @@ Zero *zero_create(Model *m, const Config *cfg, const Grid *g)
     z->dp_rank = g->dp_rank;
     z->gathered_unit = -1;
     z->exposed = ops_timer_on(g->device);
-    z->counts = calloc((size_t)g->dp, sizeof *z->counts);
-    if (!z->counts)
-        fail_abort("out of memory", __FILE__, __LINE__);
     z->reduction = comm_dp_create(g);
-    z->order = comm_dp_order(z->reduction);
-    z->in_place = !comm_dp_two_level(z->reduction);
+    z->block = block_of(z->reduction, g->dp, g->dp_rank);
     build_buckets(z);
     count_owned_rows(z);
     z->overlap = zero_overlaps(cfg->parallel.overlap, z->stage, g->dp,
@@ -727,7 +598,6 @@ void zero_destroy(Zero *z)
     free(z->arenas);
     free(z->buckets);
     free(z->units);
-    free(z->counts);
     free(z->param_counts);
     comm_dp_destroy(z->reduction);
     free(z->units_of);
@@ -844,11 +714,6 @@ void zero_reduce_grads(Zero *z)
     } else if (z->stage == 1) {
         for (int b = 0; b < z->n_buckets; b++) {
             const Bucket *bk = &z->buckets[b];
-            if (!z->in_place) {
-                reduce_scatter_bucket(z, bk);
-                store_owned(z, bk, z->recv, 0);
-                continue;
-            }
             for (int i = 0; i < bk->n; i++)
                 reduce_scatter_param(z, bk->idx[i]);
         }
@@ -861,20 +726,12 @@ void zero_gather_weights(Zero *z)
 {
     if (z->stage == 0 || z->stage == 3)
         return;
-    ParamSet *ps = &z->m->ps;
     /* offload uploaded the new compute copy's rows already */
     int separate_master = z->m->act_dtype != OPS_F32 && !z->offload;
     for (int b = 0; b < z->n_buckets; b++) {
         const Bucket *bk = &z->buckets[b];
-        if (z->in_place) {
-            for (int i = 0; i < bk->n; i++)
-                gather_param(z, bk->idx[i], separate_master);
-            continue;
-        }
-        /* a bucket's blocks are consecutive in the weight arena (see
-         * build_buckets), so its first block's start is the whole bucket's */
-        ops_tensor whole = typed(ps->p[bk->idx[0]].w, z->m->act_dtype, 0, bk->numel);
-        gather_bucket(z, bk, separate_master, whole);
+        for (int i = 0; i < bk->n; i++)
+            gather_param(z, bk->idx[i], separate_master);
     }
 }
 

@@ -2,13 +2,15 @@
  * zero.h - where parameter state lives, and how DP ranks share it (ZeRO).
  *
  * One rule for all state (doc/design.md, the sharding rule): each DP rank owns a contiguous block
- * of dim-0 rows of every local tensor; the last block may be short. Then:
+ * of dim-0 rows of every local tensor; the last block may be short. Block
+ * k goes to the k-th rank in the DP reduction's order (comm_dp_order: DP
+ * rank order over one level), so every collective runs in place on the
+ * tensor itself. Then:
  *   zero 0: every rank keeps full weights, gradients and optimizer state;
  *           gradients are all-reduced (the baseline);
  *   zero 1: fp32 master weights and Adam moments exist only for owned rows;
- *           gradients are reduce-scattered straight into that layout (over
- *           one DP level tensor by tensor, in place; over two, bucket by
- *           bucket, packed); the updated rows are all-gathered into the
+ *           gradients are reduce-scattered, tensor by tensor, straight
+ *           into that layout; the updated rows are all-gathered into the
  *           full weights;
  *   zero 2: as 1, but a unit's full gradients live only while its backward
  *           runs: they are reduce-scattered right after it, every
@@ -16,7 +18,9 @@
  *   zero 3: as 2, and only owned weights are kept: a unit's weights are
  *           all-gathered just before its forward and again before its
  *           backward.
- * The buckets are the model's units (embeddings, each block, the head).
+ * The buckets (the parameters whose gradients are final together, which
+ * an overlapped reduction starts at once) are the model's units
+ * (embeddings, each block, the head).
  * With one DP rank every stage behaves as stage 0 (zero_stage): there is
  * nothing to shard, and no reason to copy gradients into an "owned" buffer.
  *
@@ -54,7 +58,9 @@ int zero_overlaps(int overlap, int stage, int dp, int hierarchical, ops_device d
 /* What sizes a rank's ZeRO state, besides its parameter table. */
 typedef struct {
     int stage;          /* zero_stage's */
-    int dp, dp_rank;
+    int dp;
+    int dp_rank;        /* the rank's block: its place in comm_dp_order, which
+                           is its DP rank over one level */
     ops_dtype dtype;    /* the weights' compute dtype */
     int hierarchical;   /* the DP reduction runs in two levels */
     int overlap;        /* zero_overlaps's */
@@ -63,9 +69,9 @@ typedef struct {
 
 /* Bytes of weights, gradients and optimizer state that the rank with
  * parameter table ps holds under l: full or owned weights in the compute
- * dtype, fp32 gradients (full, owned, and the unit-sized pack, receive and
- * work buffers of the stages and levels that pack), fp32 master rows and
- * Adam moments; with offload the
+ * dtype, fp32 gradients (full, owned, zero 2/3's unit-sized work buffer
+ * and one parameter's share to receive into, and two levels' scratch of
+ * one parameter), fp32 master rows and Adam moments; with offload the
  * master rows and moments, and the staging slots, count as host memory.
  * Not collective. */
 ZeroBytes zero_state_bytes(const ParamSet *ps, const ZeroLayout *l);
@@ -105,9 +111,9 @@ void zero_gather_weights(Zero *z);
  * Not collective. */
 void zero_update_rows(const Zero *z, const Param *p, int64_t *row0, int64_t *rows);
 
-/* The owned-row partition of a block of `rows` rows among dp ranks.
- * Not collective. */
-void zero_partition(int64_t rows, int dp, int rank, int64_t *row0, int64_t *n);
+/* Block `block` of `rows` rows cut into dp blocks of ceil(rows / dp), the
+ * last short or empty. Not collective. */
+void zero_partition(int64_t rows, int dp, int block, int64_t *row0, int64_t *n);
 
 /* What this rank allocated: zero_state_bytes of its table and layout.
  * Not collective. */
