@@ -125,7 +125,9 @@ trident_run() {
     comm=$(mean_field comm_share)
     of_gemm=$(mean_field of_gemm_peak)
     peak=$(sed -n 's/.*measured [a-z0-9]* peak \([0-9.]*\) GFLOP.*/\1/p' "$WORK/run.out")
-    hw_peak=$(sed -n 's/^hardware: .* peak \([0-9.]*\) GFLOP.*/\1/p' "$WORK/run.out")
+    # the last statement: trident measures the peak again after a warm-up
+    # step ("hardware: measured again after step N"), and MFU is against it
+    hw_peak=$(sed -n 's/^hardware: .* peak \([0-9.]*\) GFLOP.*/\1/p' "$WORK/run.out" | tail -n 1)
 }
 
 # pytorch NAME ENV...: tokens/s of the PyTorch peer, or "missing"
