@@ -91,6 +91,9 @@ const int *comm_dp_order(const CommDp *d) { return d->order; }
  * in fp32 elements and holds fp32 or compute-dtype data. */
 static ops_tensor scratch_as(ops_tensor scratch, ops_dtype dtype, int64_t n)
 {
+    if (n * (int64_t)ops_dtype_size(dtype) > scratch.n * (int64_t)ops_dtype_size(scratch.dtype))
+        fail_abort("comm_dp: a node-level share larger than the caller's scratch",
+                   __FILE__, __LINE__);
     ops_tensor t = {scratch.data, n, dtype, scratch.device};
     return t;
 }

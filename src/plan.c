@@ -41,8 +41,8 @@ static Grid plan_grid(const Config *cfg, int world, int stage, int dp_rank, int 
 
 /* ---- memory ------------------------------------------------------------ */
 
-/* Whether the DP group of (stage, tp rank) reduces in two levels, by the
- * trainer's rule (grid_dp_two_level: every node holds the same number of the
+/* The DP ranks each node holds when the DP group of (stage, tp rank)
+ * reduces in two levels, else 0, by the trainer's rule (grid_dp_two_level: every node holds the same number of the
  * group's ranks, more than one and fewer than all) over the nodes
  * [parallel] node_size makes. (Real node boundaries are not known before the
  * run; plan assumes one node unless node_size says.)
@@ -52,7 +52,7 @@ static Grid plan_grid(const Config *cfg, int world, int stage, int dp_rank, int 
  * the group fills a first node partly, then whole nodes of q, then a last
  * partial one. A list of dp entries would cost gigabytes and minutes at the
  * worlds plan accepts (up to INT_MAX ranks). */
-static int dp_hierarchical(const Config *cfg, const Grid *g)
+static int dp_node_places(const Config *cfg, const Grid *g)
 {
     int ns = cfg->parallel.node_size;
     if (ns <= 0 || g->dp < 4) /* two nodes of two at least */
@@ -63,7 +63,7 @@ static int dp_hierarchical(const Config *cfg, const Grid *g)
         return 0; /* one node holds the whole group */
     int64_t rest = dp - first, whole = rest / q, last = rest % q;
     int same = (whole == 0 || q == first) && (last == 0 || last == first);
-    return same && first > 1;
+    return same && first > 1 ? (int)first : 0;
 }
 
 /* The trainer's choice of device, where plan can know it: auto takes a
@@ -99,8 +99,8 @@ static void parameter_memory(const ParamSet *ps, const Config *cfg, const Grid *
     l.dp = g->dp;
     l.dp_rank = g->dp_rank;
     l.dtype = model_dtype(cfg->train.precision);
-    l.hierarchical = dp_hierarchical(cfg, g);
-    l.overlap = zero_overlaps(cfg->parallel.overlap, l.stage, g->dp, l.hierarchical, OPS_CPU);
+    l.places = dp_node_places(cfg, g);
+    l.overlap = zero_overlaps(cfg->parallel.overlap, l.stage, g->dp, l.places, OPS_CPU);
     l.offload = plan_offloads(cfg);
     ZeroBytes b = zero_state_bytes(ps, &l);
     mem->weights = b.weights;

@@ -139,28 +139,49 @@ typedef struct {
     int64_t update;   /* rows its optimizer updates: all under zero 0, else the owned */
     int64_t unit;     /* the largest unit, as the model uses it (zero 2/3's
                          transient gradients, zero 3's gathered weights) */
-    int64_t param;    /* the largest parameter (two levels' scratch) */
+    int64_t scratch;  /* two levels: the largest node-level share of one
+                         parameter (comm_dp's scratch; at least 1) */
     int64_t share;    /* the most of one parameter's elements this rank owns
                          (at least 1): zero 2/3's receive buffer */
 } StateCounts;
 
 static int64_t larger(int64_t a, int64_t b) { return a > b ? a : b; }
 
-/* block: the rank's block of rows (ZeroLayout.dp_rank) */
-static StateCounts state_counts(const ParamSet *ps, int stage, int dp, int block)
+/* The elements of p that comm_dp's scratch holds over two levels for the
+ * rank owning `block`: its place's share inside the node. Block k is the
+ * DP rank at place k / nodes of node k % nodes (comm_dp_order), so a
+ * place's share of a reduce-scatter or all-gather is its nodes' run of
+ * blocks; of zero 0's all-reduce, its part of the elements (comm_dp.c). */
+static int64_t node_share(const Param *p, const ZeroLayout *l)
+{
+    int nodes = l->dp / l->places, place = l->dp_rank / nodes;
+    if (l->stage == 0) {
+        int64_t numel = params_local_numel(p), each = (numel + l->places - 1) / l->places;
+        int64_t start = each * place < numel ? each * place : numel;
+        return (start + each < numel ? start + each : numel) - start;
+    }
+    int64_t first, n, last, m;
+    zero_partition(p->lrows, l->dp, place * nodes, &first, &n);
+    zero_partition(p->lrows, l->dp, place * nodes + nodes - 1, &last, &m);
+    return (last + m - first) * p->lcols;
+}
+
+static StateCounts state_counts(const ParamSet *ps, const ZeroLayout *l)
 {
     StateCounts c = {0};
     for (int i = 0; i < ps->n; i++) {
         const Param *p = &ps->p[i];
         int64_t row0, rows;
-        zero_partition(p->lrows, dp, block, &row0, &rows);
+        zero_partition(p->lrows, l->dp, l->dp_rank, &row0, &rows);
         c.full += params_local_numel(p);
-        c.param = larger(c.param, params_local_numel(p));
         c.owned += rows * p->lcols;
         c.share = larger(c.share, rows * p->lcols);
+        if (l->places)
+            c.scratch = larger(c.scratch, node_share(p, l));
     }
     c.share = larger(c.share, 1);
-    c.update = stage == 0 ? c.full : c.owned;
+    c.scratch = larger(c.scratch, 1);
+    c.update = l->stage == 0 ? c.full : c.owned;
     for (int u = 0; u < ps->n_units; u++) {
         int64_t n = 0;
         for (int i = 0; i < ps->units[u].n; i++)
@@ -181,16 +202,16 @@ static int separate_master(const ZeroLayout *l)
 /* fp32 buffers beside the gradients and owned rows:
  *  - zero 2/3: the unit's transient gradients (unit-sized), and one
  *    parameter's share to receive its reduction into before adding it;
- *  - two levels: comm_dp's scratch for a node-level share (at most one
- *    parameter: the collectives go parameter by parameter). */
+ *  - two levels: comm_dp's scratch for a node-level share of one
+ *    parameter (the collectives go parameter by parameter). */
 static int64_t buffer_elements(const StateCounts *n, const ZeroLayout *l)
 {
-    return (l->stage >= 2 ? n->unit + n->share : 0) + (l->hierarchical ? n->param : 0);
+    return (l->stage >= 2 ? n->unit + n->share : 0) + (l->places ? n->scratch : 0);
 }
 
 ZeroBytes zero_state_bytes(const ParamSet *ps, const ZeroLayout *l)
 {
-    StateCounts n = state_counts(ps, l->stage, l->dp, l->dp_rank);
+    StateCounts n = state_counts(ps, l);
     int64_t w = (int64_t)ops_dtype_size(l->dtype), f32 = (int64_t)sizeof(float);
     int64_t master = separate_master(l) ? n.update * f32 : 0;
     ZeroBytes b = {0};
@@ -210,8 +231,9 @@ ZeroBytes zero_state_bytes(const ParamSet *ps, const ZeroLayout *l)
 
 static ZeroLayout layout_of(const Zero *z)
 {
-    ZeroLayout l = {z->stage, z->dp, z->block, z->m->act_dtype,
-                    comm_dp_two_level(z->reduction), z->overlap, z->offload != NULL};
+    int places = comm_dp_two_level(z->reduction) ? z->g->dp_node_size : 0;
+    ZeroLayout l = {z->stage, z->dp, z->block, z->m->act_dtype, places, z->overlap,
+                    z->offload != NULL};
     return l;
 }
 
@@ -271,7 +293,7 @@ static void allocate_state(Zero *z)
     ParamSet *ps = &z->m->ps;
     ops_dtype wdt = z->m->act_dtype;
     ZeroLayout l = layout_of(z);
-    StateCounts n = state_counts(ps, z->stage, z->dp, z->block);
+    StateCounts n = state_counts(ps, &l);
     for (int i = 0; i < ps->n; i++) {
         Param *p = &ps->p[i];
         zero_partition(p->lrows, z->dp, z->block, &p->zrow0, &p->zrows);
@@ -308,8 +330,8 @@ static void allocate_state(Zero *z)
         off_upd += upd;
         off_own += p->zrows * p->lcols;
     }
-    if (l.hierarchical)
-        z->mid = arena(z, OPS_F32, n.param, &z->bytes.grads);
+    if (l.places)
+        z->mid = arena(z, OPS_F32, n.scratch, &z->bytes.grads);
     if (z->stage >= 2) {
         z->work_g = arena(z, OPS_F32, n.unit, &z->bytes.grads);
         z->recv = arena(z, OPS_F32, n.share, &z->bytes.grads);

@@ -62,7 +62,8 @@ typedef struct {
     int dp_rank;        /* the rank's block: its place in comm_dp_order, which
                            is its DP rank over one level */
     ops_dtype dtype;    /* the weights' compute dtype */
-    int hierarchical;   /* the DP reduction runs in two levels */
+    int places;         /* two DP levels: the DP ranks each node holds;
+                           0: one level */
     int overlap;        /* zero_overlaps's */
     int offload;        /* offload_active's: master and moments in host memory */
 } ZeroLayout;
@@ -70,8 +71,9 @@ typedef struct {
 /* Bytes of weights, gradients and optimizer state that the rank with
  * parameter table ps holds under l: full or owned weights in the compute
  * dtype, fp32 gradients (full, owned, zero 2/3's unit-sized work buffer
- * and one parameter's share to receive into, and two levels' scratch of
- * one parameter), fp32 master rows and Adam moments; with offload the
+ * and one parameter's share to receive into, and two levels' scratch for
+ * one parameter's node-level share), fp32 master rows and Adam moments;
+ * with offload the
  * master rows and moments, and the staging slots, count as host memory.
  * Not collective. */
 ZeroBytes zero_state_bytes(const ParamSet *ps, const ZeroLayout *l);

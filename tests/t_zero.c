@@ -52,9 +52,9 @@ static int block_of_rank(const Grid *g)
 }
 
 /* A Zero on comm (dp = its size): zero_bytes against zero_state_bytes of
- * the layout the rules give, the test's own statement of hierarchical,
- * and the rank's block. *mine receives the bytes. */
-static int real_equals_pure(MPI_Comm comm, const Config *c, int hierarchical, ZeroBytes *mine)
+ * the layout the rules give, the test's own statement of the places per
+ * node (0: one level), and the rank's block. *mine receives the bytes. */
+static int real_equals_pure(MPI_Comm comm, const Config *c, int places, ZeroBytes *mine)
 {
     Grid g;
     Model m;
@@ -62,8 +62,8 @@ static int real_equals_pure(MPI_Comm comm, const Config *c, int hierarchical, Ze
     model_create(&m, c, &g, 1);
     Zero *z = zero_create(&m, c, &g);
     ZeroLayout l = {zero_stage(c->parallel.zero, g.dp), g.dp, block_of_rank(&g),
-                    model_dtype(c->train.precision), hierarchical, 0, 0};
-    l.overlap = zero_overlaps(c->parallel.overlap, l.stage, g.dp, hierarchical, g.device);
+                    model_dtype(c->train.precision), places, 0, 0};
+    l.overlap = zero_overlaps(c->parallel.overlap, l.stage, g.dp, places, g.device);
     *mine = zero_bytes(z);
     int ok = same(*mine, zero_state_bytes(&m.ps, &l));
     if (!ok)
@@ -172,20 +172,20 @@ int main(int argc, char **argv)
     /* two pretended nodes of two DP ranks: DP ranks 1 and 2 own blocks 2
      * and 1 (place in node first), which a vocabulary of 5 rows cuts into
      * 2, 2, 1 and 0 rows, so the sizes tell whose block is whose; the
-     * two-level reduction adds only a scratch of the largest parameter,
-     * and does not overlap */
+     * two-level reduction adds only a scratch for one parameter's share in
+     * the node (of the largest, the MLP's 4C x C: its place's two blocks,
+     * half), and does not overlap */
     int two_level = 1;
     if (n == 4) {
         Config c;
         ZeroBytes hier, flat;
         small_config(&c, 1, PRECISION_FP32, 1, 2);
         c.model.vocab_size = 5;
-        two_level &= real_equals_pure(MPI_COMM_WORLD, &c, 1, &hier);
+        two_level &= real_equals_pure(MPI_COMM_WORLD, &c, 2, &hier);
         c.parallel.node_size = 0;
         c.parallel.overlap = 0;
         two_level &= real_equals_pure(MPI_COMM_WORLD, &c, 0, &flat);
-        /* the largest parameter: the MLP's 4C x C blocks */
-        int64_t scratch = 4 * 32 * 32 * (int64_t)sizeof(float);
+        int64_t scratch = 4 * 32 * 32 / 2 * (int64_t)sizeof(float);
         int64_t wte_rows[4] = {2, 2, 1, 0}, flat_rows[4] = {2, 2, 1, 0};
         int r = tap_rank(), block = r == 1 ? 2 : r == 2 ? 1 : r;
         int64_t wte_diff = (wte_rows[block] - flat_rows[r]) * 32 * (int64_t)sizeof(float);
@@ -196,7 +196,8 @@ int main(int argc, char **argv)
                      (long long)hier.grads, (long long)flat.grads);
     }
     tap_ok(two_level, "node_size 2 on 4 ranks: each rank owns the block at its place in the "
-           "reduction's order, and two levels add one parameter's scratch, no overlap");
+           "reduction's order, and two levels add a scratch for one parameter's share in "
+           "the node, no overlap");
     tap_ok(offload_moves_optimizer(),
            "offload: master and moments to the host, with the staging; the device keeps none");
     return tap_done();
