@@ -97,9 +97,13 @@ static void parameter_memory(const ParamSet *ps, const Config *cfg, const Grid *
     ZeroLayout l;
     l.stage = zero_stage(cfg->parallel.zero, g->dp);
     l.dp = g->dp;
-    l.dp_rank = g->dp_rank;
     l.dtype = model_dtype(cfg->train.precision);
     l.places = dp_node_places(cfg, g);
+    /* the rank's block, as zero.c assigns it: over two levels the DP rank
+     * at place d % places of node d / places owns block place x nodes +
+     * node (comm_dp_order) */
+    l.dp_rank = l.places ? (g->dp_rank % l.places) * (g->dp / l.places) + g->dp_rank / l.places
+                         : g->dp_rank;
     l.overlap = zero_overlaps(cfg->parallel.overlap, l.stage, g->dp, l.places, OPS_CPU);
     l.offload = plan_offloads(cfg);
     ZeroBytes b = zero_state_bytes(ps, &l);
