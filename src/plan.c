@@ -42,9 +42,9 @@ static Grid plan_grid(const Config *cfg, int world, int stage, int dp_rank, int 
 /* ---- memory ------------------------------------------------------------ */
 
 /* The DP ranks each node holds when the DP group of (stage, tp rank)
- * reduces in two levels, else 0, by the trainer's rule (grid_dp_two_level: every node holds the same number of the
- * group's ranks, more than one and fewer than all) over the nodes
- * [parallel] node_size makes. (Real node boundaries are not known before the
+ * reduces in two levels, else 0, by the trainer's rule (grid_dp_two_level:
+ * every node holds the same number of the group's ranks, more than one and
+ * fewer than all) over the nodes [parallel] node_size makes. (Real node boundaries are not known before the
  * run; plan assumes one node unless node_size says.)
  * Counted, not listed: the group's DP rank d is world rank
  * (stage dp + d) tp + tp_rank, and node_size is a multiple of tp

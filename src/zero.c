@@ -64,7 +64,7 @@ struct Zero {
     const Config *cfg;
     const Grid *g;
     int stage;
-    int dp, dp_rank;
+    int dp;
     int block;                /* the block of rows this rank owns: its place in
                                  comm_dp_order (its DP rank over one level) */
     Bucket *buckets;          /* zero 0/1: units, each parameter once */
@@ -572,7 +572,6 @@ Zero *zero_create(Model *m, const Config *cfg, const Grid *g)
     z->g = g;
     z->stage = zero_stage(cfg->parallel.zero, g->dp);
     z->dp = g->dp;
-    z->dp_rank = g->dp_rank;
     z->gathered_unit = -1;
     z->exposed = ops_timer_on(g->device);
     z->reduction = comm_dp_create(g);
