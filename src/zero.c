@@ -49,7 +49,7 @@
 typedef struct {
     int n;
     int idx[PARAMS_MAX_UNIT];
-    int64_t numel;            /* elements of the full local blocks */
+    int64_t numel;            /* units: elements of the full local blocks */
 } Bucket;
 
 /* A bucket's reduction in flight: a request per parameter. */
@@ -155,12 +155,11 @@ static int64_t larger(int64_t a, int64_t b) { return a > b ? a : b; }
 static int64_t node_share(const Param *p, const ZeroLayout *l)
 {
     int nodes = l->dp / l->places, place = l->dp_rank / nodes;
-    if (l->stage == 0) {
-        int64_t numel = params_local_numel(p), each = (numel + l->places - 1) / l->places;
-        int64_t start = each * place < numel ? each * place : numel;
-        return (start + each < numel ? start + each : numel) - start;
-    }
     int64_t first, n, last, m;
+    if (l->stage == 0) { /* the elements cut as rows are (comm_dp.c's part_count) */
+        zero_partition(params_local_numel(p), l->places, place, &first, &n);
+        return n;
+    }
     zero_partition(p->lrows, l->dp, place * nodes, &first, &n);
     zero_partition(p->lrows, l->dp, place * nodes + nodes - 1, &last, &m);
     return (last + m - first) * p->lcols;
@@ -270,13 +269,11 @@ static void build_buckets(Zero *z)
         Bucket *b = &z->buckets[z->n_buckets], *unit = &z->units[u];
         for (int i = 0; i < ps->units[u].n; i++) {
             int idx = ps->units[u].idx[i];
-            int64_t numel = params_local_numel(&ps->p[idx]);
             unit->idx[unit->n++] = idx;
-            unit->numel += numel;
+            unit->numel += params_local_numel(&ps->p[idx]);
             if (!seen[idx]) {
                 seen[idx] = 1;
                 b->idx[b->n++] = idx;
-                b->numel += numel;
             }
         }
         if (b->n)
@@ -390,11 +387,12 @@ static const int *owned_counts(const Zero *z, int param)
 
 /* ---- the collectives, parameter by parameter ---------------------------- */
 
-/* Parameter idx's gradients, summed over DP, into its owned rows. */
-static void reduce_scatter_param(Zero *z, int idx)
+/* Parameter idx's gradients, summed over DP: this rank's owned rows of
+ * the sum into `into` (its owned rows, or zero 2/3's receive buffer). */
+static void reduce_scatter_param(Zero *z, int idx, ops_tensor into)
 {
     Param *p = &z->m->ps.p[idx];
-    PROF(PROF_DP_COMM, comm_dp_reduce_scatter(z->reduction, p->g, p->og,
+    PROF(PROF_DP_COMM, comm_dp_reduce_scatter(z->reduction, p->g, into,
                                               owned_counts(z, idx), z->mid));
 }
 
@@ -404,8 +402,7 @@ static void reduce_add_param(Zero *z, int idx)
 {
     Param *p = &z->m->ps.p[idx];
     ops_tensor part = ops_view(z->recv, 0, p->og.n);
-    PROF(PROF_DP_COMM, comm_dp_reduce_scatter(z->reduction, p->g, part,
-                                              owned_counts(z, idx), z->mid));
+    reduce_scatter_param(z, idx, part);
     ops_accumulate(p->og, part, p->og.n);
 }
 
@@ -736,7 +733,7 @@ void zero_reduce_grads(Zero *z)
         for (int b = 0; b < z->n_buckets; b++) {
             const Bucket *bk = &z->buckets[b];
             for (int i = 0; i < bk->n; i++)
-                reduce_scatter_param(z, bk->idx[i]);
+                reduce_scatter_param(z, bk->idx[i], z->m->ps.p[bk->idx[i]].og);
         }
     }
     sum_tied_copies(z);
