@@ -232,9 +232,9 @@ static void measure_peak(Trainer *t)
     if (warning)
         printf("warning: %s\n", warning);
     if (dev == OPS_CPU && dt == OPS_BF16 && !ops_cpu_native_bf16())
-        printf("warning: this CPU has no native bf16 arithmetic (AMX or AVX512_BF16): bf16 "
-               "runs on its fp32 units, converting every operand, and is slower than "
-               "precision = fp32 here\n");
+        printf("warning: this CPU has no bf16 arithmetic faster than its fp32 units (AMX, "
+               "or AVX512_BF16 outpacing the FMA): bf16 runs on its fp32 units, converting "
+               "every operand, and is slower than precision = fp32 here\n");
 }
 
 static void print_plan(Trainer *t)

@@ -20,6 +20,11 @@
  * before it uses a trident kernel (gemm_bf16_kernel_agrees) must refuse
  * it.
  *
+ * What auto picks (in a child process) follows the CPU: the library's AMX
+ * kernel, else the vdpbf16ps kernel where that instruction outruns the FMA
+ * (cpu_bf16_dot_speedup), else the widened path; bf16's hardware peak is
+ * measured on the same unit.
+ *
  * Then gemm_cpu's bf16 case on the path TRIDENT_CPU_BF16_GEMM=trident
  * picks (bias, bf16 or fp32 C, accumulation, column blocks) against a
  * double reference; t_ops_precision runs every bf16 op on that path too
@@ -28,12 +33,16 @@
 #include "kernels/ops.h"
 
 #include <math.h>
+#include <omp.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <sys/wait.h>
+#include <unistd.h>
 
 #include "kernels/cpu/cpu.h"
 #include "kernels/cpu/gemm_bf16.h"
+#include "kernels/cpu/gemm_lib.h"
 #include "tests/tap.h"
 
 /* gemm_bf16_avx512.c itself, on the emulated intrinsics of
@@ -274,12 +283,75 @@ static void test_gemm_cpu(void)
            "[+]=: max |err| / size %.1e (tol 2^-8)", bf16);
 }
 
+/* The path TRIDENT_CPU_BF16_GEMM=auto takes, chosen in a child process
+ * (this one's choice is fixed to trident's kernel), or -1. Call before any
+ * OpenMP region: the child of a process with a thread pool may not use
+ * one. */
+static int auto_path_in_child(void)
+{
+    pid_t pid = fork();
+    if (pid == 0) {
+        setenv("TRIDENT_CPU_BF16_GEMM", "auto", 1);
+        _exit((int)gemm_bf16_path_cpu());
+    }
+    int status;
+    if (pid < 0 || waitpid(pid, &status, 0) != pid || !WIFEXITED(status))
+        return -1;
+    return WEXITSTATUS(status);
+}
+
+/* vdpbf16ps against the FMA (cpu_bf16_dot_speedup): what auto picks and
+ * what MFU's bf16 peak measures follow it. */
+static void test_dot_speedup(int auto_path)
+{
+    __builtin_cpu_init();
+    int has = TRI_GEMM_BF16_X86 && __builtin_cpu_supports("avx512bf16");
+    double s = cpu_bf16_dot_speedup(), dot, fma;
+    cpu_bf16_dot_rates(&dot, &fma);
+    if (has) {
+        /* the FMA's rate against the peak probe's on one thread: a timing
+         * loop the compiler emptied reads thousands of times too fast */
+        int threads = omp_get_max_threads();
+        omp_set_num_threads(1);
+        double one = cpu_peak_flops(OPS_F32, 0.02, NULL, 0);
+        omp_set_num_threads(threads);
+        tap_ok(fma > 0.5 * one && fma < 2.0 * one && dot < 4.0 * fma &&
+               s == cpu_bf16_dot_speedup(),
+               "vdpbf16ps runs at %.2fx the AVX-512 FMA's FLOP/s on one core "
+               "(%.1f against %.1f GFLOP/s; the peak probe's FMA %.1f), "
+               "measured once per process", s, dot / 1e9, fma / 1e9, one / 1e9);
+    } else {
+        tap_ok(s == 0.0 && dot == 0.0, "no AVX512_BF16: cpu_bf16_dot_speedup "
+               "is 0 (%g)", s);
+    }
+
+    int preferred = 0;
+    int library = gemm_native_lib_available(OPS_BF16, &preferred);
+    gemm_bf16_path want = library && preferred ? GEMM_BF16_LIBRARY
+                        : has && cpu_bf16_dot_outpaces_fma() ? GEMM_BF16_AVX512
+                        : GEMM_BF16_WIDENED;
+    tap_ok(auto_path == (int)want, "auto runs bf16 GEMMs on %s (%s; vdpbf16ps "
+           "%.2fx the FMA, threshold %.2f): got %s", gemm_bf16_path_name(want),
+           library && preferred ? "the library's AMX kernel" : "no AMX", s,
+           BF16_DOT_OUTPACES,
+           auto_path >= 0 ? gemm_bf16_path_name((gemm_bf16_path)auto_path) : "no child");
+
+    char how[160];
+    cpu_peak_flops(OPS_BF16, 0.01, how, sizeof how);
+    int on_dot = strstr(how, "vdpbf16ps") != NULL;
+    int on_amx = strstr(how, "AMX") != NULL;
+    tap_ok(on_amx || on_dot == (has && cpu_bf16_dot_outpaces_fma()),
+           "bf16's hardware peak is measured on the faster unit: %s", how);
+}
+
 int main(int argc, char **argv)
 {
+    int auto_path = auto_path_in_child();
     /* before the first bf16 GEMM: the path is chosen once */
     setenv("TRIDENT_CPU_BF16_GEMM", "trident", 1);
     tap_init(&argc, &argv);
-    tap_plan(3 + 2 + 1 + 3);
+    tap_plan(3 + 2 + 1 + 3 + 3);
+    test_dot_speedup(auto_path);
     test_emulated();
     test_avx2();
     test_avx512();

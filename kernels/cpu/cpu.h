@@ -182,8 +182,21 @@ void gemm_serial_end_cpu(int saved);
 double cpu_peak_flops(ops_dtype dtype, double seconds, char *how, size_t how_size);
 /* The CPUID brand string. */
 const char *cpu_model_name(void);
-/* AMX (permitted by the kernel) or AVX512_BF16. */
+/* AMX (permitted by the kernel), or AVX512_BF16 where it outpaces the
+ * fp32 FMA (cpu_bf16_dot_outpaces_fma): a bf16 unit faster than fp32's. */
 int cpu_has_native_bf16(void);
+/* vdpbf16ps's FLOP/s over the AVX-512 FMA's on one core, measured once
+ * per process (about 25 ms on the calling thread; the result is cached):
+ * about 2 on AMD Zen 4, 0.5 on Intel Sapphire Rapids, 0 without
+ * AVX512_BF16. Call outside parallel regions. */
+double cpu_bf16_dot_speedup(void);
+/* The two rates behind it, FLOP/s on one core (0 without AVX512_BF16). */
+void cpu_bf16_dot_rates(double *dot, double *fma);
+/* The speedup above which vdpbf16ps counts as the faster unit: far from
+ * both measured cases, so noise cannot flip the choice between a run and
+ * its resume on one machine. */
+#define BF16_DOT_OUTPACES 1.25
+int cpu_bf16_dot_outpaces_fma(void);
 
 /* ---- the ops ----------------------------------------------------------
  * `dt` is the call's compute dtype D (F32, BF16 or F16): every argument

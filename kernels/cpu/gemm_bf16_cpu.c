@@ -4,17 +4,22 @@
  *
  * The choice is made once per process, so that a run takes one path
  * throughout and stays bitwise reproducible, and it follows the CPU, not a
- * timing, so that two runs on one machine (a run and its resume) take the
- * same path (doc/performance.md, "CPU GEMMs", has the figures):
- *   AMX           oneDNN's matmul primitive (measured: 1,400 GFLOP/s on 2
- *                 cores, 4x sgemm);
- *   AVX512_BF16   trident's vdpbf16ps kernel. Not yet timed on such a CPU:
- *                 chosen because the alternatives measured there run under
- *                 the fp32 rate (oneDNN 2.6's bf16 kernel 0.6x sgemm, the
- *                 widened path 0.9x) and its inner loop issues at the
- *                 unit's rate;
- *   otherwise     sgemm on widened panels, which the AVX2 kernel does not
- *                 beat on the machines measured (0.72 to 0.77x sgemm).
+ * GEMM's timing, so that two runs on one machine (a run and its resume)
+ * take the same path (doc/performance.md, "CPU GEMMs", has the figures):
+ *   AMX           oneDNN's matmul primitive (measured: 1,300 to 1,400
+ *                 GFLOP/s on 2 cores, about 4x sgemm);
+ *   AVX512_BF16   trident's vdpbf16ps kernel, where vdpbf16ps outruns the
+ *   faster than   fp32 FMA (AMD Zen 4: twice its multiply-adds), which
+ *   the FMA       cpu_bf16_dot_outpaces_fma times once; the kernel runs
+ *                 at 80% of the instruction's rate (Sapphire Rapids), and
+ *                 the alternatives measured there run under the fp32 rate
+ *                 (oneDNN 2.6's bf16 kernel 0.6x sgemm, the widened path
+ *                 0.9x). The two measured cases are 4x apart, so the
+ *                 timing cannot flip between a run and its resume;
+ *   otherwise     sgemm on widened panels: the AVX2 kernel does not beat
+ *                 it on the machines measured (0.72 to 0.77x sgemm), nor
+ *                 the vdpbf16ps kernel where that instruction runs at half
+ *                 the FMA's rate (Sapphire Rapids without AMX: 0.55x).
  * TRIDENT_CPU_BF16_GEMM overrides it (auto, library, trident, widened),
  * for measurements and comparisons.
  *
@@ -181,7 +186,7 @@ static gemm_bf16_path choose(void)
     if (!env || !*env || strcmp(env, "auto") == 0) {
         if (library && preferred)
             return GEMM_BF16_LIBRARY;
-        if (own_path() == GEMM_BF16_AVX512)
+        if (own_path() == GEMM_BF16_AVX512 && cpu_bf16_dot_outpaces_fma())
             return checked(GEMM_BF16_AVX512, 0);
         return GEMM_BF16_WIDENED;
     }
