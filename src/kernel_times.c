@@ -13,6 +13,7 @@
 #include <math.h>
 #include <string.h>
 
+#include "model.h"
 #include "timer.h"
 
 /* Evicts the caches, as the rest of a training step does between two
@@ -233,9 +234,8 @@ void kernel_times_measure(const KernelShape *s, KernelTimes *layer, KernelTimes 
         time_linears(d, d, 1, 1, M, C, 4 * Cl, layer);
         time_layer_elementwise(d, s->B, s->T, C, s->NH, s->NH / s->tp, layer);
     }
-    /* model.c runs the head in chunks of at most 16 Mi logits */
-    int chunk = (int)((16LL << 20) / Vl);
-    chunk = chunk < 1 ? 1 : chunk > M ? M : chunk;
+    /* model.c runs the head in even chunks of at most 16 Mi logits */
+    int chunk = model_head_chunk_rows(M, (int)Vl);
     time_head_chunk(s->dtype, chunk, Vl, C, head);
     double chunks = (double)M / chunk;
     head->gemm_fwd *= chunks;

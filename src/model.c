@@ -84,14 +84,19 @@ static void acts_free(BlockActs *a, int keep_input_only)
         ops_free(all[i]);
 }
 
-/* Logit rows held at once: about 16M floats, so the 50k-word head never
- * holds a full (N, V) matrix. */
-static int head_chunk_rows(int64_t N, int Vl)
+/* Logit rows held at once: at most about 16M floats, so the 50k-word head
+ * never holds a full (N, V) matrix, and the N rows cut into chunks of even
+ * size: 1,024 rows of GPT-2's head are 4 chunks of 256, not 3 of 333 and
+ * one of 25, whose GEMMs ran at a fraction of the others' rate. */
+int model_head_chunk_rows(int64_t N, int Vl)
 {
-    int64_t rows = (16LL << 20) / (Vl > 0 ? Vl : 1);
-    if (rows < 1)
-        rows = 1;
-    return (int)(rows < N ? rows : N);
+    int64_t most = (16LL << 20) / (Vl > 0 ? Vl : 1);
+    if (most < 1)
+        most = 1;
+    if (N <= most)
+        return (int)(N > 0 ? N : 1);
+    int64_t chunks = (N + most - 1) / most;
+    return (int)((N + chunks - 1) / chunks);
 }
 
 static void scratch_alloc(Model *m, int any_recompute)
@@ -120,7 +125,7 @@ static void scratch_alloc(Model *m, int any_recompute)
         s->lnf_mean = m->llama ? OPS_NONE : f32(m, n);
         s->lnf_rstd = f32(m, n);
         s->d_lnf = act(m, N * C);
-        s->chunk = head_chunk_rows(N, m->Vl);
+        s->chunk = model_head_chunk_rows(N, m->Vl);
         s->logits = f32(m, (int64_t)s->chunk * m->Vl);
         s->rowmax = f32(m, s->chunk);
         s->stats = f32(m, 2 * (int64_t)s->chunk);

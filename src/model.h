@@ -194,6 +194,10 @@ int model_recomputed_layers(const TrainConfig *t, int first, int count);
  * model_backward_weights (zb1): the output gradients of its linear layers,
  * this TP rank's shard. Not collective. */
 int64_t model_kept_grad_width(const ModelConfig *mc, int tp);
+/* Rows of logits the head holds at once for N rows over a Vl-word local
+ * vocabulary: at most about 16M floats, the N rows cut into even chunks.
+ * plan.c sizes the same buffer with it. Not collective. */
+int model_head_chunk_rows(int64_t N, int Vl);
 /* The global index of local block l (chunk l / chunk_len). Not
  * collective. */
 int model_block_layer(const Model *m, int l);

@@ -168,8 +168,7 @@ static int64_t activation_memory(const Config *cfg, const Grid *g)
     if (mc->arch == ARCH_LLAMA)
         scratch += a * N * d_fc + extra;
     if (last) {
-        int64_t chunk = (16LL << 20) / (Vl > 0 ? Vl : 1);
-        chunk = chunk < 1 ? 1 : chunk > N ? N : chunk;
+        int64_t chunk = model_head_chunk_rows(N, (int)Vl);
         scratch += 2 * a * N * C + stats * n + 4 * chunk * Vl + 16 * chunk;
     }
     return slots * per_slot + scratch;
