@@ -228,16 +228,16 @@ static volatile double probe_sink;
 static volatile float probe_seed = 1.0f;
 
 /* FLOP/s of unit u (flops per instruction) on the calling thread over a
- * window of about `seconds`. */
-static double thread_rate(Unit u, double flops, double seconds)
+ * window of about `seconds`; the blocks' results are added to *sink, so
+ * that they are computed. */
+static double thread_rate(Unit u, double flops, double seconds, double *sink)
 {
-    double done = 0.0, sink = 0.0, t0 = omp_get_wtime(), dt;
+    double done = 0.0, t0 = omp_get_wtime(), dt;
     do {
-        sink += run_block(u, probe_seed);
+        *sink += run_block(u, probe_seed);
         done += block_instructions(u);
         dt = omp_get_wtime() - t0;
     } while (dt < seconds);
-    probe_sink = sink;
     return done * flops / dt;
 }
 
@@ -252,14 +252,16 @@ void cpu_bf16_dot_rates(double *dot, double *fma)
         if (__builtin_cpu_supports("avx512bf16") && __builtin_cpu_supports("avx512f")) {
             /* warm up, then five rounds of 2 ms windows taking turns, so a
              * slow spell (another rank on this core) falls on both */
-            thread_rate(UNIT_DPBF16, 64.0, 2e-3);
-            thread_rate(UNIT_FMA_AVX512, 32.0, 2e-3);
+            double sink = 0.0;
+            thread_rate(UNIT_DPBF16, 64.0, 2e-3, &sink);
+            thread_rate(UNIT_FMA_AVX512, 32.0, 2e-3, &sink);
             for (int round = 0; round < 5; round++) {
-                double d = thread_rate(UNIT_DPBF16, 64.0, 2e-3);
-                double f = thread_rate(UNIT_FMA_AVX512, 32.0, 2e-3);
+                double d = thread_rate(UNIT_DPBF16, 64.0, 2e-3, &sink);
+                double f = thread_rate(UNIT_FMA_AVX512, 32.0, 2e-3, &sink);
                 rates[0] = d > rates[0] ? d : rates[0];
                 rates[1] = f > rates[1] ? f : rates[1];
             }
+            probe_sink = sink;
         }
 #endif
     }
@@ -295,13 +297,7 @@ double cpu_peak_flops(ops_dtype dtype, double seconds, char *how, size_t how_siz
         {
             /* warm up (AVX-512 units power up, pages of code fault in) */
             sink += run_block(p.unit, (float)omp_get_thread_num());
-            double done = 0.0, t0 = omp_get_wtime(), dt;
-            do {
-                sink += run_block(p.unit, probe_seed);
-                done += block_instructions(p.unit);
-                dt = omp_get_wtime() - t0;
-            } while (dt < seconds);
-            total += done * p.flops / dt;
+            total += thread_rate(p.unit, p.flops, seconds, &sink);
         }
     }
     probe_sink = sink; /* the chains' results are used, so they are computed */
