@@ -18,6 +18,7 @@
 #include <stdio.h>
 #include <stdlib.h>
 
+#include "src/arch.h"
 #include "src/kernel_times.h"
 #include "src/schedule.h"
 
@@ -42,8 +43,9 @@ int main(int argc, char **argv)
         fprintf(stderr, "schedule_bench: PP must divide N_LAYER, and M >= 1\n");
         return 2;
     }
-    KernelShape shape = {.dtype = OPS_F32, .B = a[5], .T = a[3], .C = a[1], .NH = a[2],
-                         .V = a[4], .tp = 1};
+    ModelConfig mc = {.arch = ARCH_GPT2, .n_layer = n_layer, .n_embd = a[1], .n_head = a[2],
+                      .seq_len = a[3], .vocab_size = a[4]};
+    KernelShape shape = arch_kernel_shape(&mc, OPS_F32, a[5], 1);
     KernelTimes layer, head;
     kernel_times_measure(&shape, &layer, &head);
     int layers = n_layer / pp;

@@ -1,51 +1,43 @@
 /*
- * arch.c - sizes that follow from the architecture (arch.h).
+ * arch.c - the table of architectures (arch.h): one entry per descriptor,
+ * indexed by [model] arch.
  */
 #include "arch.h"
 
 #include <stdio.h>
 
-int arch_kv_heads(const ModelConfig *m)
+#include "fail.h"
+
+/* In ModelArch's order (config.h). */
+static const Arch *const ARCHS[] = {
+    [ARCH_GPT2] = &arch_gpt2,
+    [ARCH_LLAMA] = &arch_llama,
+};
+
+const Arch *arch_of(const ModelConfig *m)
 {
-    if (m->arch != ARCH_LLAMA || m->n_kv_head == 0)
-        return m->n_head;
-    return m->n_kv_head;
+    /* the config's words and a checkpoint's range check admit no other */
+    if ((unsigned)m->arch >= sizeof ARCHS / sizeof ARCHS[0])
+        fail_abort("arch_of: an architecture outside the table", __FILE__, __LINE__);
+    return ARCHS[m->arch];
 }
 
-int arch_ffn_dim(const ModelConfig *m)
+KernelShape arch_kernel_shape(const ModelConfig *m, ops_dtype d, int B, int tp)
 {
-    if (m->arch != ARCH_LLAMA || m->ffn_dim == 0)
-        return 4 * m->n_embd;
-    return m->ffn_dim;
-}
-
-int arch_kv_replicas(const ModelConfig *m, int tp)
-{
-    int kv = arch_kv_heads(m);
-    return kv < tp ? tp / kv : 1;
-}
-
-int arch_kv_heads_local(const ModelConfig *m, int tp)
-{
-    int kv = arch_kv_heads(m);
-    return kv < tp ? 1 : kv / tp;
-}
-
-void arch_copy_keys(ModelConfig *dst, const ModelConfig *src)
-{
-    dst->arch = src->arch;
-    dst->n_kv_head = src->n_kv_head;
-    dst->ffn_dim = src->ffn_dim;
-    dst->norm_eps = src->norm_eps;
-    dst->rope_theta = src->rope_theta;
+    const Arch *arch = arch_of(m);
+    KernelShape s = {.dtype = d, .B = B, .T = m->seq_len, .C = m->n_embd, .NH = m->n_head,
+                     .V = m->vocab_size, .tp = tp, .layer_norm = arch->norm_bias,
+                     .rotary = arch->rotary, .gated_mlp = arch->gated_mlp,
+                     .NKVl = arch_kv_heads_local(m, tp), .Fl = arch_ffn_dim(m) / tp};
+    s.n_linears = arch->linears(m, tp, s.linears);
+    return s;
 }
 
 int arch_differs(const ModelConfig *ckpt, const ModelConfig *cfg, char *why, size_t n)
 {
-    static const char *const names[] = { "gpt2", "llama" };
     if (ckpt->arch != cfg->arch)
         return snprintf(why, n, "[model] arch is %s in the checkpoint but %s in the config",
-                        names[ckpt->arch == ARCH_LLAMA], names[cfg->arch == ARCH_LLAMA]) > 0;
+                        arch_of(ckpt)->name, arch_of(cfg)->name) > 0;
     if (arch_kv_heads(ckpt) != arch_kv_heads(cfg))
         return snprintf(why, n, "[model] n_kv_head is %d in the checkpoint but %d in the config",
                         arch_kv_heads(ckpt), arch_kv_heads(cfg)) > 0;

@@ -1,34 +1,117 @@
 /*
- * arch.h - the model architectures, gpt2 and llama, and the sizes that
- * follow from [model]'s keys: key/value heads, MLP width, and how tensor
- * parallelism splits or replicates the key/value heads.
+ * arch.h - a model architecture as one descriptor: a struct of tables and
+ * functions, each architecture in a file of its own (arch_gpt2.c,
+ * arch_llama.c), listed once in arch.c's table.
  *
  * gpt2: LayerNorm with bias, learned positions, GELU MLP of width 4C,
- * one key/value head per query head, biases everywhere. llama: RMSNorm,
- * rotary positions, SwiGLU MLP of width ffn_dim, grouped-query attention
- * (n_kv_head key/value heads, each shared by n_head / n_kv_head query
- * heads), no biases. Not collective, every function.
+ * biases everywhere. llama: RMSNorm, rotary positions, SwiGLU MLP of
+ * width ffn_dim, grouped-query attention, no biases.
+ *
+ * Everything that differs between architectures is here, so the rest of
+ * the program asks the descriptor (arch_of) instead of branching on
+ * [model] arch: the stage machinery (model.c) runs its blocks; the
+ * parameter table (params_stage.c) builds its block's tensors; plan,
+ * the roofline and the CPU profile read its FLOPs, bytes, activation
+ * widths and GEMM shapes; export and init_from its HuggingFace names,
+ * config.json and checks; the config its key checks. Adding an
+ * architecture is a file that defines one `Arch`, a line in arch.c's
+ * table and a word in config.h's ModelArch (doc/design.md lists what a
+ * descriptor holds).
+ *
+ * The descriptors call down (model_tp.c's collectives, params.c's table,
+ * arch_sizes.c) and nothing they call calls back up into arch.c, so no
+ * file-level call circle passes through the table. Not collective, every
+ * function but the blocks' passes, whose comment says.
  */
 #ifndef TRI_SRC_ARCH_H
 #define TRI_SRC_ARCH_H
 
+#include <jansson.h>
+#include <stddef.h>
+#include <stdint.h>
+
+#include "arch_sizes.h"
 #include "config.h"
+#include "grid.h"
+#include "hf_map.h"
+#include "kernel_times.h"
+#include "model.h"
+#include "params.h"
 
-/* Key/value heads: n_kv_head for llama (0: n_head), n_head for gpt2. */
-int arch_kv_heads(const ModelConfig *m);
-/* The MLP's hidden width: ffn_dim for llama (0: 4 n_embd), 4 n_embd for gpt2. */
-int arch_ffn_dim(const ModelConfig *m);
-/* How many TP ranks hold each key/value head: 1 when tp divides the
- * key/value heads (each rank holds kv_heads / tp of them), tp / kv_heads
- * when there are fewer heads than ranks (each rank holds one, the way
- * Megatron-LM replicates them). */
-int arch_kv_replicas(const ModelConfig *m, int tp);
-/* Key/value heads one TP rank holds. */
-int arch_kv_heads_local(const ModelConfig *m, int tp);
+/* A block's pass over one microbatch of `rows` rows: forward (io is where
+ * the output goes), backward (io: the gradient at the block output on
+ * entry, at its input on exit; parameter gradients accumulate) or zb1's
+ * weight pass (io unused). Collective on tp (and, for llama's backward,
+ * on the key/value replica group when heads are replicated). */
+typedef void ArchBlockPass(Model *m, const BlockParams *p, BlockActs *a, ops_tensor io,
+                           int rows);
 
-/* Copies arch and the llama keys from src to dst: a checkpoint's root
- * attributes carry gpt2's shape keys, its stored config the rest. */
-void arch_copy_keys(ModelConfig *dst, const ModelConfig *src);
+/* Widths per token of a block's activations and of the stage's scratch
+ * where they depend on the architecture (the rest, x, ln1, qkv, atty,
+ * xmid, ln2 and the attention statistics, are alike). model.c allocates
+ * by them and plan counts by them. */
+typedef struct {
+    int64_t fc;        /* the MLP before its activation: 4Cl, or gate|up 2Fl */
+    int64_t fcg;       /* after it: 4Cl, or Fl */
+    int64_t d_fc;      /* scratch for their gradients: 4Cl, or 3Fl */
+    int64_t qkv_raw;   /* scratch: q|k|v before the grouped-query
+                          expansion, (NHl + 2 NKVl) hs; 0 when none */
+} ArchWidths;
+
+typedef struct Arch {
+    const char *name;          /* [model] arch */
+    int positions;             /* a learned position table, wpe */
+    int norm_bias;             /* LayerNorm (gain and bias; the mean kept
+                                  for the backward), else RMSNorm (gain) */
+    int rotary;                /* q and k rotated; grouped-query expansion */
+    int gated_mlp;             /* SwiGLU (gate, up, down), else GELU */
+
+    /* The parameter table: a block's tensors, in order, added to ps as
+     * unit "h.L" (params_stage.c builds the rest of a stage around it),
+     * and where each lands in BlockParams (indices into the unit). */
+    void (*build_block)(ParamSet *ps, int layer, const ModelConfig *m, const Grid *g);
+    void (*block_roles)(const int *unit_idx, BlockParams *p);
+    /* Elements of one block's logical tensors. */
+    int64_t (*block_numel)(const ModelConfig *m);
+
+    /* The block's compute (model.c runs them inside the unit hooks). */
+    ArchBlockPass *forward, *backward, *weights;
+    void (*widths)(const ModelConfig *m, int tp, ArchWidths *w);
+    /* Elements per token a layer keeps from the backward until zb1's
+     * weight pass: its linear layers' output gradients, this TP shard. */
+    int64_t (*kept_grad_width)(const ModelConfig *m, int tp);
+
+    /* Costs per token of one block's forward, for the whole model (not a
+     * shard): FLOPs, 2 per multiply-add; and the bytes its elementwise
+     * work streams with a-byte activations, tp ranks and the norms on
+     * 1/sp of the tokens (the roofline). */
+    double (*layer_flops)(const ModelConfig *m);
+    double (*layer_bytes)(const ModelConfig *m, double a, double tp, double sp);
+    /* The block's GEMMs on one TP shard, for the CPU profile; returns how
+     * many are in out (at most KERNEL_MAX_LINEARS). */
+    int (*linears)(const ModelConfig *m, int tp, KernelLinear *out);
+
+    /* HuggingFace: the names table, config.json, and the check of a
+     * directory's config.json against [model] (init_from); an llm.c .bin's
+     * table where llm.c writes this architecture, else NULL. */
+    const HfName *hf_names;
+    size_t n_hf_names;
+    const HfName *llmc_names;
+    size_t n_llmc_names;
+    json_t *(*hf_config)(const Config *cfg, const char *torch_dtype);
+    int (*hf_check)(json_t *root, const char *path, const Config *cfg, char *why, size_t n);
+} Arch;
+
+/* The descriptors, each defined in its own file (arch_NAME.c). */
+extern const Arch arch_gpt2, arch_llama;
+
+/* The descriptor of m's architecture. */
+const Arch *arch_of(const ModelConfig *m);
+
+/* The shape of one of m's layers for the CPU profile (kernel_times.h):
+ * microbatches of B rows in dtype d, on one of tp ranks. */
+KernelShape arch_kernel_shape(const ModelConfig *m, ops_dtype d, int B, int tp);
+
 /* 0 when a and b build the same tensors and math; else writes which key
  * differs, "[model] KEY is A in the checkpoint but B in the config", with
  * a the checkpoint's. */

@@ -14,12 +14,13 @@
 #include <string.h>
 #include <sys/stat.h>
 
-#include "arch.h"
+#include "arch_sizes.h"
 #include "ckpt.h"
 #include "config.h"
 #include "config_ini.h"
 #include "file_check.h"
 #include "grid.h"
+#include "params_stage.h"
 #include "rng.h"
 
 /* HDF5 1.12 renamed a few calls; keep building against 1.10 (Debian 12)

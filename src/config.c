@@ -21,7 +21,7 @@
 #include <stdlib.h>
 #include <string.h>
 
-#include "arch.h"
+#include "arch_sizes.h"
 #include "config_ini.h"
 #include "config_keys.h"
 

@@ -6,7 +6,7 @@
 #include <stdlib.h>
 #include <string.h>
 
-#include "arch.h"
+#include "arch_sizes.h"
 #include "fail.h"
 
 int grid_resolve_dp(const ParallelConfig *p, int world)
@@ -138,7 +138,7 @@ void grid_create(Grid *g, const Config *cfg, MPI_Comm world)
     g->embed_comm = split(world, ends ? g->dp_rank * g->tp + g->tp_rank : MPI_UNDEFINED,
                           g->pp_stage);
 
-    /* Replicas of a key/value head are consecutive TP ranks (arch.h). */
+    /* Replicas of a key/value head are consecutive TP ranks (arch_sizes.h). */
     int kv_replicas = arch_kv_replicas(&cfg->model, g->tp);
     g->kv_comm = kv_replicas > 1 ? split(g->tp_comm, g->tp_rank / kv_replicas, g->tp_rank)
                                  : MPI_COMM_NULL;

@@ -9,9 +9,8 @@
  * (in, out), trident (out, in)), and whether the rows are vocabulary rows,
  * of which HF keeps only the tokenizer's (trident's vocab_size may pad
  * them). So the element at trident (r, c) is at HF (perm(r), c), or at
- * (c, perm(r)) when transposed. Adding an architecture (llama: the rotary
- * q/k permutation, no transpose, an untied head, no biases) is a table and
- * a permutation more.
+ * (c, perm(r)) when transposed. Each architecture's descriptor (arch.h)
+ * holds its tables and its config.json; this file applies them.
  *
  * Nothing here is collective.
  */
@@ -29,7 +28,7 @@ typedef enum {
     HF_PERM_QKV       /* rows [head][q,k,v][hs] -> [q,k,v][head][hs] */
 } HfPerm;
 
-typedef struct {
+typedef struct HfName {
     const char *trident;   /* "h.%d.attn.qkv.w" */
     const char *hf;        /* "transformer.h.%d.attn.c_attn.weight" */
     HfPerm perm;
@@ -61,8 +60,12 @@ int hf_map_tensor(const Config *cfg, HfNames names, const Param *lp, HfTensor *o
 int64_t hf_map_row(const HfTensor *t, int64_t r);
 
 /* The rows trident's vocabulary tensors keep in HF: [model] vocab_used,
- * or vocab_size when that is 0. */
-int hf_map_vocab(const Config *cfg);
+ * or vocab_size when that is 0. Inline, so that the descriptors' tables
+ * (arch.h), which hf_map.c reads, need nothing of hf_map.c. */
+static inline int hf_map_vocab(const Config *cfg)
+{
+    return cfg->model.vocab_used ? cfg->model.vocab_used : cfg->model.vocab_size;
+}
 
 /* Converts a whole trident tensor (t->rows x t->cols, row-major: the
  * padding rows already left out) to HF's element order in out. */

@@ -13,7 +13,6 @@
 
 #include <fcntl.h>
 #include <jansson.h>
-#include <stdarg.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
@@ -27,6 +26,7 @@
 #include "fail.h"
 #include "file_check.h"
 #include "hf_map.h"
+#include "reason.h"
 #include "safetensors.h"
 
 #define LLMC_MAGIC 20240326
@@ -38,16 +38,6 @@ typedef struct {
     HfNames names;
     StModel m;
 } Source;
-
-static int say(char *why, size_t n, const char *fmt, ...) __attribute__((format(printf, 3, 4)));
-static int say(char *why, size_t n, const char *fmt, ...)
-{
-    va_list ap;
-    va_start(ap, fmt);
-    vsnprintf(why, n, fmt, ap);
-    va_end(ap);
-    return 1;
-}
 
 /* ---- llm.c's .bin ----------------------------------------------------- */
 
@@ -88,9 +78,9 @@ static int llmc_check_header(const int32_t *h, const Config *cfg, char *why, siz
 {
     const ModelConfig *m = &cfg->model;
     if (h[0] != LLMC_MAGIC)
-        return say(why, n, "magic %d, an llm.c model file starts with %d", h[0], LLMC_MAGIC);
+        return reason_set(why, n, "magic %d, an llm.c model file starts with %d", h[0], LLMC_MAGIC);
     if (h[1] != 3 && h[1] != 5)
-        return say(why, n, "version %d, trident reads llm.c's 3 (fp32) and 5 (bf16)", h[1]);
+        return reason_set(why, n, "version %d, trident reads llm.c's 3 (fp32) and 5 (bf16)", h[1]);
     static const struct { int index; const char *what, *key; } same[] = {
         {4, "num_layers", "n_layer"}, {5, "num_heads", "n_head"}, {6, "channels", "n_embd"},
         {7, "padded_vocab_size", "vocab_size"},
@@ -98,45 +88,45 @@ static int llmc_check_header(const int32_t *h, const Config *cfg, char *why, siz
     const int want[] = {m->n_layer, m->n_head, m->n_embd, m->vocab_size};
     for (int i = 0; i < 4; i++)
         if (h[same[i].index] != want[i])
-            return say(why, n, "%s = %d, [model] %s = %d", same[i].what, h[same[i].index],
-                       same[i].key, want[i]);
+            return reason_set(why, n, "%s = %d, [model] %s = %d", same[i].what, h[same[i].index],
+                              same[i].key, want[i]);
     if (h[2] < m->seq_len)
-        return say(why, n, "max_seq_len = %d, shorter than [model] seq_len = %d", h[2],
-                   m->seq_len);
+        return reason_set(why, n, "max_seq_len = %d, shorter than [model] seq_len = %d", h[2],
+                          m->seq_len);
     if (h[3] < 1 || h[3] > h[7] || (m->vocab_used && h[3] != m->vocab_used))
-        return say(why, n, "vocab_size = %d: [model] vocab_used must be it (it is %d)", h[3],
-                   m->vocab_used);
+        return reason_set(why, n, "vocab_size = %d: [model] vocab_used must be it (it is %d)", h[3],
+                          m->vocab_used);
     return 0;
 }
 
 static int llmc_open(StModel *sm, const char *path, const Config *cfg, char *why, size_t n)
 {
     memset(sm, 0, sizeof *sm);
-    if (cfg->model.arch != ARCH_GPT2)
-        return say(why, n, "%s: not a directory: only a HuggingFace directory holds a llama "
-                   "model (an llm.c file holds GPT-2)", path);
+    if (!arch_of(&cfg->model)->llmc_names)
+        return reason_set(why, n, "%s: not a directory: only a HuggingFace directory holds a %s "
+                          "model (an llm.c file holds GPT-2)", path, arch_of(&cfg->model)->name);
     sm->files = calloc(1, sizeof *sm->files);
     if (!sm->files || !(sm->dir = strdup(path)))
-        return say(why, n, "%s: out of memory", path);
+        return reason_set(why, n, "%s: out of memory", path);
     StFile *f = sm->files;
     f->fd = -1;
     sm->n_files = 1;
     if (!(f->path = strdup(path)))
-        return say(why, n, "%s: out of memory", path);
+        return reason_set(why, n, "%s: out of memory", path);
     char reason[256];
     f->fd = file_open_regular(path, O_RDONLY, reason, sizeof reason);
     if (f->fd < 0)
-        return say(why, n, "%s: %s", path, reason);
+        return reason_set(why, n, "%s: %s", path, reason);
     int32_t h[LLMC_HEADER_INTS];
     struct stat sb;
     if (fstat(f->fd, &sb) || pread(f->fd, h, sizeof h, 0) != (ssize_t)sizeof h)
-        return say(why, n, "%s: shorter than llm.c's %zu-byte header", path, sizeof h);
+        return reason_set(why, n, "%s: shorter than llm.c's %zu-byte header", path, sizeof h);
     if (llmc_check_header(h, cfg, reason, sizeof reason))
-        return say(why, n, "%s: llm.c header: %s", path, reason);
+        return reason_set(why, n, "%s: llm.c header: %s", path, reason);
     int L = h[4], count = 4 + 12 * L;
     int es = h[1] == 5 ? 2 : 4;
     if (!(f->t = calloc((size_t)count, sizeof *f->t)))
-        return say(why, n, "%s: out of memory", path);
+        return reason_set(why, n, "%s: out of memory", path);
     uint64_t at = 0;
     for (size_t a = 0; a < sizeof LLMC_ARRAYS / sizeof LLMC_ARRAYS[0]; a++) {
         const LlmcArray *arr = &LLMC_ARRAYS[a];
@@ -157,72 +147,21 @@ static int llmc_open(StModel *sm, const char *path, const Config *cfg, char *why
             at += (uint64_t)(t->shape[0] * t->shape[1]) * (uint64_t)es;
             t->end = at;
             if (!t->name)
-                return say(why, n, "%s: out of memory", path);
+                return reason_set(why, n, "%s: out of memory", path);
         }
     }
     f->data_start = sizeof h;
     uint64_t want = sizeof h + at;
     if ((uint64_t)sb.st_size != want)
-        return say(why, n, "%s: %llu bytes, its llm.c header describes %llu (%s)", path,
-                   (unsigned long long)sb.st_size, (unsigned long long)want,
-                   (uint64_t)sb.st_size < want ? "truncated" : "extra bytes at the end");
+        return reason_set(why, n, "%s: %llu bytes, its llm.c header describes %llu (%s)", path,
+                          (unsigned long long)sb.st_size, (unsigned long long)want,
+                          (uint64_t)sb.st_size < want ? "truncated" : "extra bytes at the end");
     return 0;
 }
 
 /* ---- HuggingFace's config.json ---------------------------------------- */
 
-/* An integer config.json key against [model]'s value. */
-static int same_int(json_t *root, const char *path, const char *json, const char *key,
-                    int want, char *why, size_t n)
-{
-    json_t *v = json_object_get(root, json);
-    if (json_is_integer(v) && json_integer_value(v) == want)
-        return 0;
-    return say(why, n, "%s: %s = %lld, [model] %s = %d", path, json,
-               json_is_integer(v) ? (long long)json_integer_value(v) : -1LL, key, want);
-}
-
-/* LlamaForCausalLM's config.json against [model] (arch = llama). */
-static int llama_check_config(json_t *root, const char *path, const Config *cfg, char *why,
-                              size_t n)
-{
-    const ModelConfig *m = &cfg->model;
-    const char *type = json_string_value(json_object_get(root, "model_type"));
-    if (!type || strcmp(type, "llama"))
-        return say(why, n, "%s: model_type is %s, [model] arch is llama", path,
-                   type ? type : "missing");
-    /* HF's default for num_key_value_heads is num_attention_heads */
-    json_t *kv = json_object_get(root, "num_key_value_heads");
-    TRI_TRY(same_int(root, path, "hidden_size", "n_embd", m->n_embd, why, n));
-    TRI_TRY(same_int(root, path, "num_hidden_layers", "n_layer", m->n_layer, why, n));
-    TRI_TRY(same_int(root, path, "num_attention_heads", "n_head", m->n_head, why, n));
-    if (kv && !json_is_null(kv))
-        TRI_TRY(same_int(root, path, "num_key_value_heads", "n_kv_head", arch_kv_heads(m), why,
-                         n));
-    else if (arch_kv_heads(m) != m->n_head)
-        return say(why, n, "%s: no num_key_value_heads (so %d), [model] n_kv_head = %d", path,
-                   m->n_head, arch_kv_heads(m));
-    TRI_TRY(same_int(root, path, "intermediate_size", "ffn_dim", arch_ffn_dim(m), why, n));
-    TRI_TRY(same_int(root, path, "vocab_size", "vocab_used (or vocab_size)", hf_map_vocab(cfg),
-                     why, n));
-    json_t *pos = json_object_get(root, "max_position_embeddings");
-    if (!json_is_integer(pos) || json_integer_value(pos) < m->seq_len)
-        return say(why, n, "%s: max_position_embeddings = %lld, shorter than [model] seq_len = "
-                   "%d", path, json_is_integer(pos) ? (long long)json_integer_value(pos) : -1LL,
-                   m->seq_len);
-    json_t *eps = json_object_get(root, "rms_norm_eps"), *theta = json_object_get(root, "rope_theta");
-    if (!json_is_number(eps) || json_number_value(eps) != m->norm_eps)
-        return say(why, n, "%s: rms_norm_eps = %g, [model] norm_eps = %g", path,
-                   json_number_value(eps), m->norm_eps);
-    if (!json_is_number(theta) || json_number_value(theta) != m->rope_theta)
-        return say(why, n, "%s: rope_theta = %g, [model] rope_theta = %g", path,
-                   json_number_value(theta), m->rope_theta);
-    const char *act = json_string_value(json_object_get(root, "hidden_act"));
-    if (act && strcmp(act, "silu"))
-        return say(why, n, "%s: hidden_act is %s, trident's SwiGLU uses silu", path, act);
-    return 0;
-}
-
+/* dir's config.json against [model], by the architecture's own check. */
 static int hf_check_config(const char *dir, const Config *cfg, char *why, size_t n)
 {
     char path[CONFIG_PATH_MAX + 16];
@@ -230,39 +169,8 @@ static int hf_check_config(const char *dir, const Config *cfg, char *why, size_t
     json_error_t err;
     json_t *root = json_load_file(path, JSON_REJECT_DUPLICATES, &err);
     if (!root)
-        return say(why, n, "%s: %s", path, err.text);
-    if (cfg->model.arch == ARCH_LLAMA) {
-        int rc = llama_check_config(root, path, cfg, why, n);
-        json_decref(root);
-        return rc;
-    }
-    const ModelConfig *m = &cfg->model;
-    const char *type = json_string_value(json_object_get(root, "model_type"));
-    int rc = 0;
-    if (!type || strcmp(type, "gpt2"))
-        rc = say(why, n, "%s: model_type is %s, [model] is GPT-2 (\"gpt2\")", path,
-                 type ? type : "missing");
-    static const struct { const char *json, *key; } same[] = {
-        {"n_layer", "n_layer"}, {"n_head", "n_head"}, {"n_embd", "n_embd"},
-        {"vocab_size", "vocab_used (or vocab_size)"},
-    };
-    const int want[] = {m->n_layer, m->n_head, m->n_embd, hf_map_vocab(cfg)};
-    for (int i = 0; i < 4 && !rc; i++) {
-        json_t *v = json_object_get(root, same[i].json);
-        if (!json_is_integer(v) || json_integer_value(v) != want[i])
-            rc = say(why, n, "%s: %s = %lld, [model] %s = %d", path, same[i].json,
-                     json_is_integer(v) ? (long long)json_integer_value(v) : -1LL,
-                     same[i].key, want[i]);
-    }
-    json_t *pos = json_object_get(root, "n_positions");
-    if (!rc && (!json_is_integer(pos) || json_integer_value(pos) < m->seq_len))
-        rc = say(why, n, "%s: n_positions = %lld, shorter than [model] seq_len = %d", path,
-                 json_is_integer(pos) ? (long long)json_integer_value(pos) : -1LL,
-                 m->seq_len);
-    json_t *inner = json_object_get(root, "n_inner");
-    if (!rc && inner && !json_is_null(inner)
-        && (!json_is_integer(inner) || json_integer_value(inner) != 4 * m->n_embd))
-        rc = say(why, n, "%s: n_inner is not 4 x n_embd, trident's MLP width", path);
+        return reason_set(why, n, "%s: %s", path, err.text);
+    int rc = arch_of(&cfg->model)->hf_check(root, path, cfg, why, n);
     json_decref(root);
     return rc;
 }
@@ -312,23 +220,23 @@ static int source_tensor(const Source *s, const Config *cfg, const Param *lp, Hf
         *t = mapped ? find(s, map->hf, f) : NULL;
     }
     if (!mapped)
-        return say(why, n, "%s: trident's tensor %s has no name in this format", s->path,
-                   lp->name);
+        return reason_set(why, n, "%s: trident's tensor %s has no name in this format", s->path,
+                          lp->name);
     if (!*t)
-        return say(why, n, "%s: tensor %s is missing (trident's %s)", s->path, map->hf,
-                   lp->name);
+        return reason_set(why, n, "%s: tensor %s is missing (trident's %s)", s->path, map->hf,
+                          lp->name);
     int64_t r = (*t)->ndim >= 1 ? (*t)->shape[0] : 0, c = (*t)->ndim == 2 ? (*t)->shape[1] : 1;
     int ok = (*t)->ndim == map->ndim && c == map->hf_shape[1]
              && (r == map->hf_shape[0] || (map->how->longer_ok && r > map->hf_shape[0]));
     if (!ok)
-        return say(why, n, "%s: tensor %s has shape [%lld, %lld] (%d-D), [model] needs "
-                   "[%lld, %lld]%s (trident's %s)", (*f)->path, map->hf, (long long)r,
-                   (long long)c, (*t)->ndim, (long long)map->hf_shape[0],
-                   (long long)map->hf_shape[1], map->how->longer_ok ? " or more rows" : "",
-                   lp->name);
+        return reason_set(why, n, "%s: tensor %s has shape [%lld, %lld] (%d-D), [model] needs "
+                          "[%lld, %lld]%s (trident's %s)", (*f)->path, map->hf, (long long)r,
+                          (long long)c, (*t)->ndim, (long long)map->hf_shape[0],
+                          (long long)map->hf_shape[1], map->how->longer_ok ? " or more rows" : "",
+                          lp->name);
     if (strcmp((*t)->dtype, "F32") && strcmp((*t)->dtype, "F16") && strcmp((*t)->dtype, "BF16"))
-        return say(why, n, "%s: tensor %s has dtype %s, trident reads F32, F16 or BF16",
-                   (*f)->path, map->hf, (*t)->dtype);
+        return reason_set(why, n, "%s: tensor %s has dtype %s, trident reads F32, F16 or BF16",
+                          (*f)->path, map->hf, (*t)->dtype);
     return 0;
 }
 

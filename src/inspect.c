@@ -13,8 +13,10 @@
 #include <string.h>
 #include <sys/stat.h>
 
+#include "arch.h"
 #include "ckpt_format.h"
 #include "params.h"
+#include "params_stage.h"
 
 /* HDF5 1.12 renamed H5Ovisit; keep building against 1.10 (Debian 12) and
  * newer releases (cluster modules). */
@@ -143,9 +145,9 @@ static int print_root(const CkptRoot *r, FILE *out)
 static int model_fits(const ModelConfig *m, int64_t file_bytes)
 {
     double f = (double)file_bytes, C = m->n_embd;
-    /* llama has no position table: seq_len sizes no tensor */
+    /* without a position table (llama), seq_len sizes no tensor */
     if (12.0 * m->n_layer * C * C > f || 12.0 * m->vocab_size * C > f
-        || (m->arch != ARCH_LLAMA && 12.0 * m->seq_len * C > f))
+        || (arch_of(m)->positions && 12.0 * m->seq_len * C > f))
         return 0;
     return 12.0 * (double)params_logical_count(m) <= f;
 }
@@ -191,9 +193,11 @@ static int check_complete(hid_t file, const char *path, const CkptRoot *r, int64
     }
     params_free(&all);
     if (!wrong) {
-        fprintf(out, "complete: all %d datasets of the model (%s%d layers, %d wide, vocab %d) are "
-                "present with their shapes\n", needed, m->arch == ARCH_LLAMA ? "llama, " : "",
-                m->n_layer, m->n_embd, m->vocab_size);
+        /* the default architecture goes without saying */
+        int named = m->arch != ARCH_GPT2;
+        fprintf(out, "complete: all %d datasets of the model (%s%s%d layers, %d wide, vocab %d) "
+                "are present with their shapes\n", needed, named ? arch_of(m)->name : "",
+                named ? ", " : "", m->n_layer, m->n_embd, m->vocab_size);
         return 0;
     }
     fprintf(out, "complete: NO: %d of the %d datasets the model needs are missing or wrong\n",

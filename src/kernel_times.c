@@ -115,66 +115,87 @@ static void time_linears(ops_dtype d, ops_dtype yd, int biased, int count, int M
     FREE_ALL(x, w, b, y, dy, dx, dw, db);
 }
 
-/* The layer's non-GEMM work: two LayerNorms, attention over the NH local
- * heads (of NH_total), GELU, two residual adds, forward and backward. */
-static void time_layer_elementwise(ops_dtype d, int B, int T, int C, int NH_total, int NH,
-                                   KernelTimes *t)
+/* Two norms of N rows of C, forward and backward: LayerNorm (gain, bias,
+ * mean and rstd) or RMSNorm (gain, rstd). The residual add rides along. */
+static void time_norms(const KernelShape *s, int64_t N, double *add, KernelTimes *t)
 {
-    int64_t N = (int64_t)B * T;
-    int hs = C / NH_total;
+    ops_dtype d = s->dtype;
+    int C = s->C;
     ops_tensor x = filled(d, N * C), ln = filled(d, N * C), dx = filled(d, N * C);
-    ops_tensor lw = filled(d, C), lb = filled(d, C), dlw = filled(OPS_F32, C), dlb = filled(OPS_F32, C);
+    ops_tensor w = filled(d, C), b = filled(d, C), dw = filled(OPS_F32, C), db = filled(OPS_F32, C);
     ops_tensor mean = filled(OPS_F32, N), rstd = filled(OPS_F32, N);
-    double ln_f;
-    TIME_MEAN(ln_f, ops_layernorm_fwd(ln, mean, rstd, x, lw, lb, (int)N, C));
-    double ln_b;
-    TIME_MEAN(ln_b, ops_layernorm_bwd(dx, dlw, dlb, ln, x, lw, mean, rstd, (int)N, C));
-    double add;
-    TIME_MEAN(add, ops_add(dx, x, ln, N * C));
-    double att_f, att_b;
-    time_attention(d, B, T, NH, hs, &att_f, &att_b);
-    ops_tensor fc = filled(d, N * 4 * NH * hs), fcg = filled(d, fc.n);
-    double gelu_f;
-    TIME_MEAN(gelu_f, ops_gelu_fwd(fcg, fc, fc.n));
-    double gelu_b;
-    TIME_MEAN(gelu_b, ops_gelu_bwd(fcg, fc, fcg, fc.n));
-    t->elem_fwd += 2 * ln_f + att_f + gelu_f + 2 * add;
-    t->elem_bwd += 2 * ln_b + att_b + gelu_b + 2 * add; /* the residual gradients add up */
-    FREE_ALL(x, ln, dx, lw, lb, dlw, dlb, mean, rstd, fc, fcg);
+    double f, bw;
+    if (s->layer_norm) {
+        TIME_MEAN(f, ops_layernorm_fwd(ln, mean, rstd, x, w, b, (int)N, C));
+        TIME_MEAN(bw, ops_layernorm_bwd(dx, dw, db, ln, x, w, mean, rstd, (int)N, C));
+    } else {
+        TIME_MEAN(f, ops_rmsnorm_fwd(ln, rstd, x, w, (int)N, C, 1e-5f));
+        TIME_MEAN(bw, ops_rmsnorm_bwd(dx, dw, ln, x, w, rstd, (int)N, C));
+    }
+    TIME_MEAN(*add, ops_add(dx, x, ln, N * C));
+    t->elem_fwd += 2 * f;
+    t->elem_bwd += 2 * bw;
+    FREE_ALL(x, ln, dx, w, b, dw, db, mean, rstd);
 }
 
-/* A Llama layer's non-GEMM work, forward and backward: two RMSNorms,
- * rotary embeddings on the NH query and NKV key heads, the key/value
- * heads expanded for attention (and their gradients summed back),
- * attention, SwiGLU on F columns, and the residual adds, with the three
- * input gradients (up, k, v) the backward adds into the norm's. */
-static void time_llama_elementwise(ops_dtype d, int B, int T, int C, int NH_total, int NH,
-                                   int NKV, int F, KernelTimes *t)
+/* Rotary embeddings on the NH local query and NKV key heads, and the
+ * key/value heads expanded for attention (their gradients summed back). */
+static void time_rotary(const KernelShape *s, int NH, int hs, KernelTimes *t)
 {
+    ops_dtype d = s->dtype;
+    int B = s->B, T = s->T, NKV = s->NKVl;
     int64_t N = (int64_t)B * T;
-    int hs = C / NH_total;
-    ops_tensor x = filled(d, N * C), ln = filled(d, N * C), dx = filled(d, N * C);
-    ops_tensor w = filled(d, C), dw = filled(OPS_F32, C), rstd = filled(OPS_F32, N);
-    double norm_f, norm_b, add;
-    TIME_MEAN(norm_f, ops_rmsnorm_fwd(ln, rstd, x, w, (int)N, C, 1e-5f));
-    TIME_MEAN(norm_b, ops_rmsnorm_bwd(dx, dw, ln, x, w, rstd, (int)N, C));
-    TIME_MEAN(add, ops_add(dx, x, ln, N * C));
     ops_tensor q = filled(d, N * NH * hs), k = filled(d, N * NKV * hs), v = filled(d, k.n);
     ops_tensor qkv = filled(d, N * 3 * NH * hs);
-    double rope_f, rope_b, expand, reduce, att_f, att_b;
+    double rope_f, rope_b, expand, reduce;
     TIME_MEAN(rope_f, (ops_rope_fwd(q, B, T, NH, hs, 1e4), ops_rope_fwd(k, B, T, NKV, hs, 1e4)));
     TIME_MEAN(expand, ops_gqa_expand(qkv, q, k, v, (int)N, NH, NKV, hs));
-    time_attention(d, B, T, NH, hs, &att_f, &att_b);
     TIME_MEAN(reduce, ops_gqa_reduce(q, k, v, qkv, (int)N, NH, NKV, hs));
     TIME_MEAN(rope_b, (ops_rope_bwd(q, B, T, NH, hs, 1e4), ops_rope_bwd(k, B, T, NKV, hs, 1e4)));
-    ops_tensor gate = filled(d, N * F), up = filled(d, N * F), h = filled(d, N * F);
-    ops_tensor dgate = filled(d, N * F), dup = filled(d, N * F);
-    double swiglu_f, swiglu_b;
-    TIME_MEAN(swiglu_f, ops_swiglu_fwd(h, gate, up, N * F));
-    TIME_MEAN(swiglu_b, ops_swiglu_bwd(dgate, dup, h, gate, up, N * F));
-    t->elem_fwd += 2 * norm_f + rope_f + expand + att_f + swiglu_f + 2 * add;
-    t->elem_bwd += 2 * norm_b + reduce + rope_b + att_b + swiglu_b + (2 + 3) * add;
-    FREE_ALL(x, ln, dx, w, dw, rstd, q, k, v, qkv, gate, up, h, dgate, dup);
+    t->elem_fwd += rope_f + expand;
+    t->elem_bwd += reduce + rope_b;
+    FREE_ALL(q, k, v, qkv);
+}
+
+/* The MLP's activation on Fl columns: SwiGLU of gate and up, or GELU. */
+static void time_activation(const KernelShape *s, int64_t N, KernelTimes *t)
+{
+    ops_dtype d = s->dtype;
+    int64_t n = N * s->Fl;
+    ops_tensor a = filled(d, n), b = filled(d, n), h = filled(d, n), da = filled(d, n);
+    ops_tensor db = filled(d, n);
+    double f, bw;
+    if (s->gated_mlp) {
+        TIME_MEAN(f, ops_swiglu_fwd(h, a, b, n));
+        TIME_MEAN(bw, ops_swiglu_bwd(da, db, h, a, b, n));
+    } else {
+        TIME_MEAN(f, ops_gelu_fwd(h, a, n));
+        TIME_MEAN(bw, ops_gelu_bwd(h, a, h, n));
+    }
+    t->elem_fwd += f;
+    t->elem_bwd += bw;
+    FREE_ALL(a, b, h, da, db);
+}
+
+/* A layer's non-GEMM work, forward and backward, as its features make it:
+ * two norms, attention over the NH/tp local heads (rotary q and k and the
+ * key/value expansion where the architecture has them), the MLP's
+ * activation, the two residual adds, and in the backward one add more for
+ * each extra input gradient summed into a norm's (the gated MLP's up; the
+ * separate k and v of rotary attention). */
+static void time_elementwise(const KernelShape *s, KernelTimes *t)
+{
+    int64_t N = (int64_t)s->B * s->T;
+    int NH = s->NH / s->tp, hs = s->C / s->NH;
+    double add, att_f, att_b;
+    time_norms(s, N, &add, t);
+    if (s->rotary)
+        time_rotary(s, NH, hs, t);
+    time_attention(s->dtype, s->B, s->T, NH, hs, &att_f, &att_b);
+    time_activation(s, N, t);
+    int extra = (s->gated_mlp ? 1 : 0) + (s->rotary ? 2 : 0);
+    t->elem_fwd += att_f + 2 * add;
+    t->elem_bwd += att_b + (2 + extra) * add; /* the residual gradients add up */
 }
 
 /* The LM head on one chunk of rows: its GEMM pair and the fused loss. */
@@ -198,9 +219,17 @@ typedef struct {
 
 static int same_shape(const KernelShape *a, const KernelShape *b)
 {
-    return a->dtype == b->dtype && a->B == b->B && a->T == b->T && a->C == b->C
-        && a->NH == b->NH && a->tp == b->tp && a->V == b->V && a->llama == b->llama
-        && (!a->llama || (a->NKVl == b->NKVl && a->Fl == b->Fl));
+    if (a->dtype != b->dtype || a->B != b->B || a->T != b->T || a->C != b->C || a->NH != b->NH
+        || a->tp != b->tp || a->V != b->V || a->n_linears != b->n_linears
+        || a->layer_norm != b->layer_norm || a->rotary != b->rotary
+        || a->gated_mlp != b->gated_mlp || a->NKVl != b->NKVl || a->Fl != b->Fl)
+        return 0;
+    for (int i = 0; i < a->n_linears; i++) {
+        const KernelLinear *x = &a->linears[i], *y = &b->linears[i];
+        if (x->out != y->out || x->in != y->in || x->count != y->count || x->bias != y->bias)
+            return 0;
+    }
+    return 1;
 }
 
 void kernel_times_measure(const KernelShape *s, KernelTimes *layer, KernelTimes *head)
@@ -214,26 +243,14 @@ void kernel_times_measure(const KernelShape *s, KernelTimes *layer, KernelTimes 
             return;
         }
     }
-    int M = s->B * s->T, C = s->C, Cl = s->C / s->tp, Vl = s->V / s->tp;
+    int M = s->B * s->T, C = s->C, Vl = s->V / s->tp;
     memset(layer, 0, sizeof *layer);
     memset(head, 0, sizeof *head);
-    ops_dtype d = s->dtype;
-    if (s->llama) {
-        /* q, k and v, the output projection, gate and up, down */
-        int KVl = s->NKVl * (C / s->NH);
-        time_linears(d, d, 0, 1, M, Cl, C, layer);
-        time_linears(d, d, 0, 2, M, KVl, C, layer);
-        time_linears(d, d, 0, 1, M, C, Cl, layer);
-        time_linears(d, d, 0, 2, M, s->Fl, C, layer);
-        time_linears(d, d, 0, 1, M, C, s->Fl, layer);
-        time_llama_elementwise(d, s->B, s->T, C, s->NH, s->NH / s->tp, s->NKVl, s->Fl, layer);
-    } else {
-        time_linears(d, d, 1, 1, M, 3 * Cl, C, layer);
-        time_linears(d, d, 1, 1, M, C, Cl, layer);
-        time_linears(d, d, 1, 1, M, 4 * Cl, C, layer);
-        time_linears(d, d, 1, 1, M, C, 4 * Cl, layer);
-        time_layer_elementwise(d, s->B, s->T, C, s->NH, s->NH / s->tp, layer);
+    for (int i = 0; i < s->n_linears; i++) {
+        const KernelLinear *l = &s->linears[i];
+        time_linears(s->dtype, s->dtype, l->bias, l->count, M, l->out, l->in, layer);
     }
+    time_elementwise(s, layer);
     /* model.c runs the head in even chunks of at most 16 Mi logits */
     int chunk = model_head_chunk_rows(M, (int)Vl);
     time_head_chunk(s->dtype, chunk, Vl, C, head);

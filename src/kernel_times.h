@@ -16,14 +16,25 @@
 
 #include "kernels/ops.h"
 
+/* `count` linear layers of (out, in) on one TP rank, with a bias or not. */
+typedef struct {
+    int out, in, count, bias;
+} KernelLinear;
+
+#define KERNEL_MAX_LINEARS 8
+
+/* A layer's shape, as its architecture's descriptor gives it (arch.h):
+ * its GEMMs, and the features that decide its elementwise work. */
 typedef struct {
     ops_dtype dtype;
     int B, T, C, NH, V;   /* microbatch rows, sequence, width, heads, vocabulary */
     int tp;               /* the layer's share: C/tp columns, NH/tp heads, V/tp words */
-    int llama;            /* 0: GPT-2's block (LayerNorm, fused QKV and 4C GELU MLP,
-                             biases); 1: Llama's (RMSNorm, rotary q and k,
-                             grouped-query K and V, SwiGLU MLP, no biases) */
-    int NKVl, Fl;         /* llama: key/value heads and MLP width on one TP rank */
+    int n_linears;
+    KernelLinear linears[KERNEL_MAX_LINEARS];
+    int layer_norm;       /* LayerNorm (else RMSNorm) */
+    int rotary;           /* q and k rotated, NKVl key/value heads expanded */
+    int gated_mlp;        /* SwiGLU (else GELU), Fl wide */
+    int NKVl, Fl;         /* key/value heads and MLP width on one TP rank */
 } KernelShape;
 
 typedef struct {
@@ -31,9 +42,9 @@ typedef struct {
     double elem_fwd, elem_bwd;
 } KernelTimes;
 
-/* One transformer layer's and the LM head's kernels, as model.c (GPT-2)
- * or model_llama.c runs them (the head in model.c's chunks of logit rows,
- * with its fused loss). Cached by shape. */
+/* One transformer layer's and the LM head's kernels, as the
+ * architecture's block runs them (the head in model.c's chunks of logit
+ * rows, with its fused loss). Cached by shape. */
 void kernel_times_measure(const KernelShape *shape, KernelTimes *layer, KernelTimes *head);
 
 /* Seconds per parameter of the optimizer step: the clipping norm's pass

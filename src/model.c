@@ -1,27 +1,25 @@
 /*
- * model.c - GPT-2 forward and backward on one stage and one TP shard.
+ * model.c - the stage machinery, the same for every architecture: the
+ * activation slots and scratch, the embedding, the chunk's blocks run
+ * through the architecture's descriptor (arch.h: arch_gpt2.c,
+ * arch_llama.c) inside the unit hooks, the head and the loss in chunks of
+ * logit rows, the split backward, which layers recompute, and the model's
+ * FLOPs.
  *
- * The block follows GPT-2 (pre-LayerNorm, tanh GELU, MLP width 4C) split
- * the Megatron way: QKV and MLP-up are column-parallel (each TP rank has
- * whole heads and a slice of the hidden width), attention-out and MLP-down
- * are row-parallel (each rank multiplies its slice and an all-reduce sums
- * them). So a block costs two all-reduces forward and two backward, and
- * the residual stream is replicated across the TP group.
+ * Nothing here names an architecture: where they differ it asks the
+ * descriptor, for a block's passes and parameter roles, the widths of
+ * what a block keeps, and two features, whether the norms are LayerNorms
+ * (a bias and a kept mean) and whether there is a position table.
  *
  * Sequence parallelism ([parallel] sequence_parallel, Megatron's) slices
- * that replicated work instead: the residual stream, the norms and the
- * residual adds run on this rank's 1/tp of the B*T tokens. Each
- * all-reduce becomes a reduce-scatter (onto the slices) and the norm's
- * output is all-gathered before the next column-parallel GEMM; backward
- * mirrors it. The helpers below (model_row_parallel, model_column_input,
- * model_row_parallel_grad, model_norm_output_grad) hide which, so the
- * blocks of both architectures read the same either way.
+ * the replicated work: the residual stream, the norms and the residual
+ * adds run on this rank's 1/tp of the B*T tokens; model_tp.c's helpers
+ * carry the difference, so the blocks read the same either way.
  *
  * Shapes: B rows of T tokens, N = B*T, C channels; Cl = C/tp, NHl = NH/tp.
  */
 #include "model.h"
 #include "model_impl.h"
-#include "model_llama.h"
 
 #include <stdio.h>
 #include <stdlib.h>
@@ -30,6 +28,7 @@
 #include "arch.h"
 #include "comm.h"
 #include "fail.h"
+#include "params_stage.h"
 #include "prof.h"
 
 static void hook(Model *m, int unit, UnitEvent ev)
@@ -40,16 +39,85 @@ static void hook(Model *m, int unit, UnitEvent ev)
 
 /* ---- set-up ------------------------------------------------------------ */
 
-static ops_tensor act(Model *m, int64_t n) { return ops_alloc(m->act_dtype, m->grid->device, n); }
-static ops_tensor f32(const Model *m, int64_t n) { return ops_alloc(OPS_F32, m->grid->device, n); }
+/* Elements of every buffer a stage allocates, from the config and the
+ * rank's place alone: the one statement of the sizes, which the
+ * allocators below take and model_planned_activation_bytes sums for plan.
+ * 0 means the buffer does not exist here. */
+typedef struct {
+    /* one block's activations; x, ln1, xmid and ln2 are `rows` x C each */
+    int64_t rows;          /* local rows: N, or N/tp under sequence parallelism */
+    int64_t mean, rstd;    /* fp32 norm statistics (mean: LayerNorm only) */
+    int64_t qkv, lse, atty, fc, fcg;   /* lse in fp32 */
+    int64_t kept;          /* zb1's kept output gradients */
+    /* the stage's scratch */
+    int64_t tmp, gathered, slice, d_ln, d_fc, qkv_raw, d_atty, d_qkv;
+    int64_t lnf, lnf_mean, lnf_rstd, d_lnf;      /* the head: last stage */
+    int64_t chunk, logits;                       /* fp32 */
+    /* per slot: the stage's input ids and targets (int32) */
+    int64_t tokens, targets;
+} ModelSizes;
 
-/* Allocates a block's activations; with keep_input_only, all but x point
- * at the shared recompute buffers. */
+static void model_sizes(const Config *cfg, int tp, int stage, ModelSizes *z)
+{
+    const ModelConfig *mc = &cfg->model;
+    const Arch *arch = arch_of(mc);
+    int64_t N = (int64_t)cfg->train.micro_batch * mc->seq_len, C = mc->n_embd, Cl = C / tp;
+    int sp = cfg->parallel.sequence_parallel && tp > 1;
+    int first = stage == 0, last = stage == cfg->parallel.pp - 1;
+    int64_t n = sp ? N / tp : N;
+    ArchWidths w;
+    arch->widths(mc, tp, &w);
+    memset(z, 0, sizeof *z);
+    z->rows = n;
+    z->mean = arch->norm_bias ? n : 0;
+    z->rstd = n;
+    z->qkv = N * 3 * Cl;
+    z->lse = N * (mc->n_head / tp);
+    z->atty = N * Cl;
+    z->fc = N * w.fc;
+    z->fcg = N * w.fcg;
+    z->kept = cfg->parallel.schedule == SCHED_ZB1 ? N * model_kept_grad_width(mc, tp) : 0;
+    z->tmp = z->d_ln = N * C;
+    z->gathered = sp ? N * C : 0;
+    z->slice = sp ? n * C : 0;
+    z->d_fc = N * w.d_fc;
+    z->qkv_raw = N * w.qkv_raw;
+    z->d_atty = N * Cl;
+    z->d_qkv = N * 3 * Cl;
+    if (last) {
+        z->lnf = z->d_lnf = N * C; /* gathered: the head reads every token */
+        z->lnf_mean = z->mean;
+        z->lnf_rstd = n;
+        z->chunk = model_head_chunk_rows(N, mc->vocab_size / tp);
+        z->logits = z->chunk * (mc->vocab_size / tp);
+    }
+    z->tokens = first ? N : 0;
+    z->targets = last ? N : 0;
+}
+
+/* A buffer of n elements of dtype on the rank's device, or none for 0. */
+static ops_tensor buffer(const Model *m, ops_dtype dtype, int64_t n)
+{
+    return n ? ops_alloc(dtype, m->grid->device, n) : OPS_NONE;
+}
+
+static ops_tensor act(Model *m, int64_t n) { return buffer(m, m->act_dtype, n); }
+static ops_tensor f32(const Model *m, int64_t n) { return buffer(m, OPS_F32, n); }
+
+static void sizes_of(const Model *m, ModelSizes *z)
+{
+    model_sizes(m->cfg, m->grid->tp, m->grid->pp_stage, z);
+}
+
+/* Allocates a block's activations (not the kept gradients: model_create
+ * adds those to the slots' blocks); with keep_input_only, all but x
+ * point at the shared recompute buffers. */
 static void acts_alloc(Model *m, BlockActs *a, int keep_input_only)
 {
-    int64_t N = (int64_t)m->B * m->T, C = m->C, Cl = C / m->grid->tp;
-    int64_t n = model_local_rows(m, N);
-    a->x = act(m, n * C);
+    ModelSizes z;
+    sizes_of(m, &z);
+    int64_t rc = z.rows * m->C;
+    a->x = act(m, rc);
     if (keep_input_only) {
         BlockActs *r = &m->scratch->recomputed;
         ops_tensor x = a->x;
@@ -57,18 +125,18 @@ static void acts_alloc(Model *m, BlockActs *a, int keep_input_only)
         a->x = x;
         return;
     }
-    a->ln1 = act(m, n * C);
-    a->ln1_mean = m->llama ? OPS_NONE : f32(m, n);
-    a->ln1_rstd = f32(m, n);
-    a->qkv = act(m, N * 3 * Cl);
-    a->lse = f32(m, N * m->NHl);
-    a->atty = act(m, N * Cl);
-    a->xmid = act(m, n * C);
-    a->ln2 = act(m, n * C);
-    a->ln2_mean = m->llama ? OPS_NONE : f32(m, n);
-    a->ln2_rstd = f32(m, n);
-    a->fc = act(m, N * (m->llama ? 2 : 1) * m->Fl);
-    a->fcg = act(m, N * m->Fl);
+    a->ln1 = act(m, rc);
+    a->ln1_mean = f32(m, z.mean);
+    a->ln1_rstd = f32(m, z.rstd);
+    a->qkv = act(m, z.qkv);
+    a->lse = f32(m, z.lse);
+    a->atty = act(m, z.atty);
+    a->xmid = act(m, rc);
+    a->ln2 = act(m, rc);
+    a->ln2_mean = f32(m, z.mean);
+    a->ln2_rstd = f32(m, z.rstd);
+    a->fc = act(m, z.fc);
+    a->fcg = act(m, z.fcg);
 }
 
 static void acts_free(BlockActs *a, int keep_input_only)
@@ -105,32 +173,29 @@ static void scratch_alloc(Model *m, int any_recompute)
     if (!s)
         fail_abort("out of memory for model scratch", __FILE__, __LINE__);
     m->scratch = s;
-    int64_t N = (int64_t)m->B * m->T, C = m->C, Cl = C / m->grid->tp;
-    int64_t n = model_local_rows(m, N);
+    ModelSizes z;
+    sizes_of(m, &z);
     if (any_recompute) {
         acts_alloc(m, &s->recomputed, 0);
         ops_free(&s->recomputed.x); /* a recomputed block reads its kept x */
     }
-    s->tmp = act(m, N * C);
-    s->gathered = m->sp ? act(m, N * C) : OPS_NONE;
-    s->slice = m->sp ? act(m, n * C) : OPS_NONE;
-    s->d_ln = act(m, N * C);
-    s->d_fc = act(m, N * (m->llama ? 3 : 1) * m->Fl);
-    if (m->llama)
-        s->qkv_raw = act(m, N * (m->NHl + 2 * m->NKVl) * m->hs);
-    s->d_atty = act(m, N * Cl);
-    s->d_qkv = act(m, N * 3 * Cl);
-    if (m->is_last) {
-        s->lnf = act(m, N * C); /* gathered: the head reads every token */
-        s->lnf_mean = m->llama ? OPS_NONE : f32(m, n);
-        s->lnf_rstd = f32(m, n);
-        s->d_lnf = act(m, N * C);
-        s->chunk = model_head_chunk_rows(N, m->Vl);
-        s->logits = f32(m, (int64_t)s->chunk * m->Vl);
-        s->rowmax = f32(m, s->chunk);
-        s->stats = f32(m, 2 * (int64_t)s->chunk);
-        s->losses = f32(m, s->chunk);
-    }
+    s->tmp = act(m, z.tmp);
+    s->gathered = act(m, z.gathered);
+    s->slice = act(m, z.slice);
+    s->d_ln = act(m, z.d_ln);
+    s->d_fc = act(m, z.d_fc);
+    s->qkv_raw = act(m, z.qkv_raw);
+    s->d_atty = act(m, z.d_atty);
+    s->d_qkv = act(m, z.d_qkv);
+    s->lnf = act(m, z.lnf);
+    s->lnf_mean = f32(m, z.lnf_mean);
+    s->lnf_rstd = f32(m, z.lnf_rstd);
+    s->d_lnf = act(m, z.d_lnf);
+    s->chunk = (int)z.chunk;
+    s->logits = f32(m, z.logits);
+    s->rowmax = f32(m, z.chunk);
+    s->stats = f32(m, 2 * z.chunk);
+    s->losses = f32(m, z.chunk);
     m->loss_acc = ops_alloc(OPS_F64, m->grid->device, 1);
 }
 
@@ -158,19 +223,8 @@ static void find_params(Model *m)
     m->blocks = calloc((size_t)m->n_local, sizeof *m->blocks);
     if (!m->blocks && m->n_local)
         fail_abort("out of memory", __FILE__, __LINE__);
-    for (int l = 0; l < m->n_local; l++) {
-        const int *u = m->ps.units[m->unit_block0 + l].idx;
-        BlockParams *b = &m->blocks[l];
-        /* params_build adds a block's tensors in these orders */
-        if (m->llama)
-            *b = (BlockParams){.ln1w = u[0], .ln1b = -1, .qkvw = u[1], .qkvb = -1,
-                               .kw = u[2], .vw = u[3], .projw = u[4], .projb = -1,
-                               .ln2w = u[5], .ln2b = -1, .fcw = u[6], .fcb = -1,
-                               .upw = u[7], .mprojw = u[8], .mprojb = -1};
-        else
-            *b = (BlockParams){u[0], u[1], u[2], u[3], u[4], u[5],
-                               u[6], u[7], u[8], u[9], u[10], u[11], -1, -1, -1};
-    }
+    for (int l = 0; l < m->n_local; l++)
+        m->arch->block_roles(m->ps.units[m->unit_block0 + l].idx, &m->blocks[l]);
 }
 
 ops_dtype model_dtype(Precision precision)
@@ -266,7 +320,7 @@ void model_create(Model *m, const Config *cfg, const Grid *g, int n_slots)
     m->V = cfg->model.vocab_size;
     m->hs = m->C / m->NH;
     m->NHl = m->NH / g->tp;
-    m->llama = cfg->model.arch == ARCH_LLAMA;
+    m->arch = arch_of(&cfg->model);
     m->NKVl = arch_kv_heads_local(&cfg->model, g->tp);
     m->Fl = arch_ffn_dim(&cfg->model) / g->tp;
     m->kv_replicas = arch_kv_replicas(&cfg->model, g->tp);
@@ -286,7 +340,8 @@ void model_create(Model *m, const Config *cfg, const Grid *g, int n_slots)
     int any = choose_recompute(m, cfg);
     scratch_alloc(m, any);
 
-    int64_t N = (int64_t)m->B * m->T, n = model_local_rows(m, N);
+    ModelSizes z;
+    sizes_of(m, &z);
     m->n_slots = n_slots;
     m->acts = calloc((size_t)(n_slots * m->chunk_len), sizeof *m->acts);
     m->out = calloc((size_t)n_slots, sizeof *m->out);
@@ -299,14 +354,18 @@ void model_create(Model *m, const Config *cfg, const Grid *g, int n_slots)
         for (int j = 0; j < m->chunk_len; j++) {
             BlockActs *a = &m->acts[s * m->chunk_len + j];
             acts_alloc(m, a, m->input_only[j]);
-            if (m->defer_weights) /* recomputed layers too: B's output is not recomputable */
-                a->kept = act(m, N * model_kept_grad_width(&cfg->model, g->tp));
+            a->kept = act(m, z.kept); /* recomputed layers too: B's output is not recomputable */
         }
-        m->out[s] = act(m, n * m->C);
-        m->grad[s] = act(m, n * m->C);
-        m->tokens[s] = m->is_first ? ops_alloc(OPS_I32, g->device, N) : OPS_NONE;
-        m->targets[s] = m->is_last ? ops_alloc(OPS_I32, g->device, N) : OPS_NONE;
+        m->out[s] = act(m, z.rows * m->C);
+        m->grad[s] = act(m, z.rows * m->C);
+        m->tokens[s] = buffer(m, OPS_I32, z.tokens);
+        m->targets[s] = buffer(m, OPS_I32, z.targets);
     }
+    /* what plan predicts is what was allocated, buffer for buffer */
+    if (model_activation_bytes(m) != model_planned_activation_bytes(cfg, g->tp, g->pp_stage,
+                                                                    n_slots))
+        fail_abort("model_create: the activations allocated differ from "
+                   "model_planned_activation_bytes", __FILE__, __LINE__);
 }
 
 void model_destroy(Model *m)
@@ -349,44 +408,6 @@ void model_destroy(Model *m)
 
 /* ---- forward ----------------------------------------------------------- */
 
-void model_tp_allreduce(Model *m, ops_tensor t, int64_t n)
-{
-    comm_allreduce(m->grid, COMM_TP, t, n, COMM_SUM);
-}
-
-/* The equal per-rank counts of N rows of C split over TP. */
-static void slice_counts(const Model *m, int64_t N, int *counts)
-{
-    for (int r = 0; r < m->grid->tp; r++)
-        counts[r] = (int)(N / m->grid->tp * m->C);
-}
-
-/* dst (N rows) = every TP rank's slice src (N/tp rows), in rank order. */
-static void gather_rows(Model *m, ops_tensor dst, ops_tensor src, int64_t N)
-{
-    int counts[m->grid->tp];
-    slice_counts(m, N, counts);
-    PROF(PROF_TP_COMM, comm_allgather(m->grid, COMM_TP, head_of(src, counts[0]),
-                                      head_of(dst, N * m->C), counts));
-}
-
-/* full (N rows of partial sums) summed over TP: in place, or this rank's
- * slice of the sum in s->slice under sequence parallelism. Returns the
- * local rows. */
-static ops_tensor sum_rows(Model *m, ops_tensor full, int64_t N)
-{
-    if (!m->sp) {
-        PROF(PROF_TP_COMM, model_tp_allreduce(m, full, N * m->C));
-        return head_of(full, N * m->C);
-    }
-    int counts[m->grid->tp];
-    slice_counts(m, N, counts);
-    ops_tensor mine = head_of(m->scratch->slice, counts[0]);
-    PROF(PROF_TP_COMM, comm_reduce_scatter(m->grid, COMM_TP, head_of(full, N * m->C), mine,
-                                           counts));
-    return mine;
-}
-
 /* x = wte[tokens] + wpe: each TP rank looks up the words of its
  * vocabulary shard (zeros elsewhere), and the sum over TP assembles them.
  * Under sequence parallelism the positions, which every rank would add
@@ -403,92 +424,12 @@ static void embed_forward(Model *m, int slot, int rows)
     if (m->sp && positions && m->grid->tp_rank == 0)
         PROF(PROF_EMBEDDING, ops_position_fwd(e, W(m, m->p_wpe), rows, m->T, (int)C));
     if (m->sp) {
-        ops_copy(x, sum_rows(m, e, N));
+        ops_copy(x, model_sum_rows(m, e, N));
         return;
     }
     PROF(PROF_TP_COMM, model_tp_allreduce(m, x, N * C));
     if (positions)
         PROF(PROF_EMBEDDING, ops_position_fwd(x, W(m, m->p_wpe), rows, m->T, (int)C));
-}
-
-/* TP rank 0 adds the bias before the sum, so it counts once. */
-ops_tensor model_row_parallel(Model *m, ops_tensor x, int w, int b, int64_t N,
-                              int64_t in_local)
-{
-    ops_tensor y = head_of(m->scratch->tmp, N * m->C);
-    ops_tensor bias = b >= 0 && m->grid->tp_rank == 0 ? W(m, b) : OPS_NONE;
-    PROF(PROF_MATMUL, ops_matmul_fwd(y, head_of(x, N * in_local), W(m, w), bias,
-                   (int)N, m->C, (int)in_local));
-    return sum_rows(m, y, N);
-}
-
-void model_linear_bwd(Model *m, ops_tensor dinp, int w, int b, ops_tensor dout, ops_tensor inp,
-                      ops_tensor kept, int64_t N, int64_t out, int64_t in)
-{
-    if (kept.data) {
-        ops_copy(kept, head_of(dout, N * out));
-        PROF(PROF_MATMUL, ops_matmul_bwd(dinp, OPS_NONE, OPS_NONE, dout, OPS_NONE, W(m, w),
-                                         (int)N, (int)out, (int)in));
-        return;
-    }
-    PROF(PROF_MATMUL, ops_matmul_bwd(dinp, G(m, w), b >= 0 ? G(m, b) : OPS_NONE, dout, inp,
-                                     W(m, w), (int)N, (int)out, (int)in));
-}
-
-void model_linear_weights(Model *m, int w, int b, ops_tensor kept, ops_tensor inp, int64_t N,
-                          int64_t out, int64_t in)
-{
-    PROF(PROF_MATMUL, ops_matmul_bwd(OPS_NONE, G(m, w), b >= 0 ? G(m, b) : OPS_NONE, kept, inp,
-                                     OPS_NONE, (int)N, (int)out, (int)in));
-}
-
-/* All N rows of a tensor this rank holds the local rows of: itself, or
- * under sequence parallelism gathered into `into`. */
-static ops_tensor all_rows(Model *m, ops_tensor local, ops_tensor into, int64_t N)
-{
-    if (!m->sp)
-        return head_of(local, N * m->C);
-    gather_rows(m, into, local, N);
-    return head_of(into, N * m->C);
-}
-
-ops_tensor model_column_input(Model *m, ops_tensor ln, int64_t N)
-{
-    return all_rows(m, ln, m->scratch->gathered, N);
-}
-
-ops_tensor model_row_parallel_grad(Model *m, ops_tensor dres, int64_t N)
-{
-    return all_rows(m, dres, m->scratch->tmp, N);
-}
-
-ops_tensor model_norm_output_grad(Model *m, int64_t N)
-{
-    return sum_rows(m, m->scratch->d_ln, N);
-}
-
-/* N tokens through the GEMMs and attention; n (model_local_rows) through
- * the norms and residual adds. */
-static void block_forward(Model *m, const BlockParams *p, BlockActs *a,
-                          ops_tensor out, int rows)
-{
-    int64_t N = (int64_t)rows * m->T, C = m->C, Cl = C / m->grid->tp;
-    int64_t n = model_local_rows(m, N);
-    PROF(PROF_LAYERNORM, ops_layernorm_fwd(head_of(a->ln1, n * C), a->ln1_mean, a->ln1_rstd,
-                      head_of(a->x, n * C), W(m, p->ln1w), W(m, p->ln1b), (int)n, (int)C));
-    PROF(PROF_MATMUL, ops_matmul_fwd(head_of(a->qkv, N * 3 * Cl), model_column_input(m, a->ln1, N),
-                   W(m, p->qkvw), W(m, p->qkvb), (int)N, (int)(3 * Cl), (int)C));
-    PROF(PROF_ATTENTION, ops_attention_fwd(head_of(a->atty, N * Cl), a->lse, head_of(a->qkv, N * 3 * Cl),
-                      rows, m->T, m->NHl, m->hs));
-    ops_tensor y = model_row_parallel(m, a->atty, p->projw, p->projb, N, Cl);
-    PROF(PROF_RESIDUAL, ops_add(head_of(a->xmid, n * C), head_of(a->x, n * C), y, n * C));
-    PROF(PROF_LAYERNORM, ops_layernorm_fwd(head_of(a->ln2, n * C), a->ln2_mean, a->ln2_rstd,
-                      head_of(a->xmid, n * C), W(m, p->ln2w), W(m, p->ln2b), (int)n, (int)C));
-    PROF(PROF_MATMUL, ops_matmul_fwd(head_of(a->fc, N * 4 * Cl), model_column_input(m, a->ln2, N),
-                   W(m, p->fcw), W(m, p->fcb), (int)N, (int)(4 * Cl), (int)C));
-    PROF(PROF_GELU, ops_gelu_fwd(head_of(a->fcg, N * 4 * Cl), head_of(a->fc, N * 4 * Cl), N * 4 * Cl));
-    y = model_row_parallel(m, a->fcg, p->mprojw, p->mprojb, N, 4 * Cl);
-    PROF(PROF_RESIDUAL, ops_add(head_of(out, n * C), head_of(a->xmid, n * C), y, n * C));
 }
 
 /* Vocab-parallel: each phase's row statistics are combined over the TP
@@ -538,11 +479,12 @@ static void head_chunk(Model *m, int slot, int64_t r0, int nr, ForwardMode mode)
                             OPS_NONE, logits, lnf, W(m, m->p_lm), nr, Vl, C));
 }
 
-/* The final norm of N rows of x into out: LayerNorm (gpt2) or RMSNorm. */
+/* The final norm of N rows of x into out: LayerNorm or RMSNorm, as the
+ * architecture's blocks. */
 static void final_norm_fwd(Model *m, ops_tensor out, ops_tensor x, int64_t N)
 {
     ModelScratch *s = m->scratch;
-    if (m->llama)
+    if (!m->arch->norm_bias)
         PROF(PROF_LAYERNORM, ops_rmsnorm_fwd(out, head_of(s->lnf_rstd, N), x, W(m, m->p_lnfw),
                                              (int)N, m->C, (float)m->cfg->model.norm_eps));
     else
@@ -560,7 +502,7 @@ static void head_forward(Model *m, int slot, int rows, ForwardMode mode)
     ops_tensor x = head_of(m->out[slot], n * C);
     final_norm_fwd(m, head_of(m->sp ? s->slice : s->lnf, n * C), x, n);
     if (m->sp)
-        gather_rows(m, s->lnf, s->slice, N);
+        model_gather_rows(m, s->lnf, s->slice, N);
     for (int64_t r0 = 0; r0 < N; r0 += s->chunk) {
         int nr = (int)(N - r0 < s->chunk ? N - r0 : s->chunk);
         head_chunk(m, slot, r0, nr, mode);
@@ -568,10 +510,10 @@ static void head_forward(Model *m, int slot, int rows, ForwardMode mode)
     if (mode != FORWARD_TRAIN)
         return;
     /* each TP rank's d_lnf holds its vocabulary shard's share */
-    ops_tensor d_lnf = sum_rows(m, s->d_lnf, N);
+    ops_tensor d_lnf = model_sum_rows(m, s->d_lnf, N);
     ops_tensor dx = head_of(m->grad[slot], n * C);
     ops_zero(dx);
-    if (m->llama)
+    if (!m->arch->norm_bias)
         PROF(PROF_LAYERNORM, ops_rmsnorm_bwd(dx, G(m, m->p_lnfw), d_lnf, x,
                                              W(m, m->p_lnfw), s->lnf_rstd, (int)n, (int)C));
     else
@@ -601,8 +543,8 @@ void model_forward(Model *m, int chunk, int slot, int rows, ForwardMode mode)
     for (int j = 0; j < m->chunk_len; j++) {
         int l = chunk * m->chunk_len + j, unit = m->unit_block0 + l;
         hook(m, unit, UNIT_BEFORE_FORWARD);
-        (m->llama ? llama_block_forward : block_forward)(
-            m, &m->blocks[l], &m->acts[slot * m->chunk_len + j], block_output(m, slot, j), rows);
+        m->arch->forward(m, &m->blocks[l], &m->acts[slot * m->chunk_len + j],
+                         block_output(m, slot, j), rows);
         hook(m, unit, UNIT_AFTER_FORWARD);
     }
     if (m->is_last && chunk == m->n_chunks - 1 && mode != FORWARD_ONLY) {
@@ -616,73 +558,6 @@ void model_forward(Model *m, int chunk, int slot, int rows, ForwardMode mode)
 
 /* ---- backward ---------------------------------------------------------- */
 
-/* The gradient at a LayerNorm's output arrives as partial sums from the
- * column-parallel layer after it: sum over TP, then LayerNorm's backward
- * adds into the residual gradient dres. */
-static void ln_backward(Model *m, ops_tensor dres, ops_tensor inp, int w, int b,
-                        ops_tensor mean, ops_tensor rstd, int64_t N)
-{
-    int64_t n = model_local_rows(m, N);
-    ops_tensor d_ln = model_norm_output_grad(m, N);
-    PROF(PROF_LAYERNORM, ops_layernorm_bwd(dres, G(m, w), G(m, b), d_ln, head_of(inp, n * m->C),
-                                           W(m, w), mean, rstd, (int)n, m->C));
-}
-
-/* dres (the local rows, C): gradient at the block output on entry, at its
- * input on exit. Under sequence parallelism the norms' outputs are
- * gathered again for the weight gradients rather than kept whole. Under
- * zb1 the weight halves wait in a->kept for block_weights (which gathers
- * the norms' outputs itself). */
-static void block_backward(Model *m, const BlockParams *p, BlockActs *a,
-                           ops_tensor dres, int rows)
-{
-    ModelScratch *s = m->scratch;
-    int64_t N = (int64_t)rows * m->T, C = m->C, Cl = C / m->grid->tp, at = 0;
-    ops_tensor d_fc = head_of(s->d_fc, N * 4 * Cl);
-    ops_tensor d_ln = head_of(s->d_ln, N * C);
-
-    /* MLP: out = xmid + fcg . Wp^T; fcg = gelu(fc); fc = ln2 . Wf^T */
-    ops_tensor dout = model_row_parallel_grad(m, dres, N);
-    model_linear_bwd(m, d_fc, p->mprojw, p->mprojb, dout, head_of(a->fcg, N * 4 * Cl),
-                     kept_next(a, &at, N * C), N, C, 4 * Cl);
-    PROF(PROF_GELU, ops_gelu_bwd(d_fc, head_of(a->fc, N * 4 * Cl), d_fc, N * 4 * Cl));
-    ops_tensor ln2 = a->kept.data ? OPS_NONE : model_column_input(m, a->ln2, N);
-    model_linear_bwd(m, d_ln, p->fcw, p->fcb, d_fc, ln2, kept_next(a, &at, N * 4 * Cl), N,
-                     4 * Cl, C);
-    ln_backward(m, dres, a->xmid, p->ln2w, p->ln2b, a->ln2_mean, a->ln2_rstd, N);
-
-    /* attention: xmid = x + atty . Wo^T; atty = attn(qkv); qkv = ln1 . Wq^T */
-    ops_tensor d_atty = head_of(s->d_atty, N * Cl), d_qkv = head_of(s->d_qkv, N * 3 * Cl);
-    dout = model_row_parallel_grad(m, dres, N);
-    model_linear_bwd(m, d_atty, p->projw, p->projb, dout, head_of(a->atty, N * Cl),
-                     kept_next(a, &at, N * C), N, C, Cl);
-    PROF(PROF_ATTENTION, ops_attention_bwd(d_qkv, d_atty, head_of(a->qkv, N * 3 * Cl),
-                      head_of(a->atty, N * Cl), a->lse, rows, m->T, m->NHl, m->hs));
-    ops_tensor ln1 = a->kept.data ? OPS_NONE : model_column_input(m, a->ln1, N);
-    model_linear_bwd(m, d_ln, p->qkvw, p->qkvb, d_qkv, ln1, kept_next(a, &at, N * 3 * Cl), N,
-                     3 * Cl, C);
-    ln_backward(m, dres, a->x, p->ln1w, p->ln1b, a->ln1_mean, a->ln1_rstd, N);
-}
-
-/* zb1's weight pass over the block: the four GEMMs' weight halves, in
- * block_backward's order (so a->kept's views line up). dres is unused.
- * Under sequence parallelism the norms' outputs are gathered again:
- * collective on tp, as every TP rank runs the same weight passes. */
-static void block_weights(Model *m, const BlockParams *p, BlockActs *a, ops_tensor dres,
-                          int rows)
-{
-    (void)dres;
-    int64_t N = (int64_t)rows * m->T, C = m->C, Cl = C / m->grid->tp, at = 0;
-    model_linear_weights(m, p->mprojw, p->mprojb, kept_next(a, &at, N * C),
-                         head_of(a->fcg, N * 4 * Cl), N, C, 4 * Cl);
-    model_linear_weights(m, p->fcw, p->fcb, kept_next(a, &at, N * 4 * Cl),
-                         model_column_input(m, a->ln2, N), N, 4 * Cl, C);
-    model_linear_weights(m, p->projw, p->projb, kept_next(a, &at, N * C),
-                         head_of(a->atty, N * Cl), N, C, Cl);
-    model_linear_weights(m, p->qkvw, p->qkvb, kept_next(a, &at, N * 3 * Cl),
-                         model_column_input(m, a->ln1, N), N, 3 * Cl, C);
-}
-
 /* Under sequence parallelism the gradient is gathered first: each TP rank
  * updates its vocabulary shard's rows for every token. */
 static void embed_backward(Model *m, int slot, int rows)
@@ -695,12 +570,11 @@ static void embed_backward(Model *m, int slot, int rows)
         PROF(PROF_EMBEDDING, ops_position_bwd(G(m, m->p_wpe), dx, rows, m->T, (int)C));
 }
 
-typedef void BlockPass(Model *m, const BlockParams *p, BlockActs *a, ops_tensor dres, int rows);
-
 /* One backward pass over the chunk's blocks, last to first, each inside
  * its unit's hooks; then, with `embed` on chunk 0 of stage 0, the
  * embedding's backward. */
-static void backward_pass(Model *m, int chunk, int slot, int rows, BlockPass *block, int embed)
+static void backward_pass(Model *m, int chunk, int slot, int rows, ArchBlockPass *block,
+                          int embed)
 {
     int64_t N = (int64_t)rows * m->T;
     ops_tensor dres = head_of(m->grad[slot], model_local_rows(m, N) * m->C);
@@ -709,8 +583,7 @@ static void backward_pass(Model *m, int chunk, int slot, int rows, BlockPass *bl
         BlockActs *a = &m->acts[slot * m->chunk_len + j];
         hook(m, unit, UNIT_BEFORE_BACKWARD);
         if (m->recompute[l]) /* rebuild what forward threw away; output unused */
-            (m->llama ? llama_block_forward : block_forward)(m, &m->blocks[l], a,
-                                                             m->scratch->tmp, rows);
+            m->arch->forward(m, &m->blocks[l], a, m->scratch->tmp, rows);
         block(m, &m->blocks[l], a, dres, rows);
         hook(m, unit, UNIT_AFTER_BACKWARD);
     }
@@ -723,8 +596,7 @@ static void backward_pass(Model *m, int chunk, int slot, int rows, BlockPass *bl
 
 void model_backward(Model *m, int chunk, int slot, int rows)
 {
-    backward_pass(m, chunk, slot, rows, m->llama ? llama_block_backward : block_backward,
-                  !m->defer_weights);
+    backward_pass(m, chunk, slot, rows, m->arch->backward, !m->defer_weights);
 }
 
 /* The embedding's backward reads only the gradient at the stage input,
@@ -733,7 +605,7 @@ void model_backward_weights(Model *m, int chunk, int slot, int rows)
 {
     if (!m->defer_weights)
         fail_abort("model_backward_weights without a split backward", __FILE__, __LINE__);
-    backward_pass(m, chunk, slot, rows, m->llama ? llama_block_weights : block_weights, 1);
+    backward_pass(m, chunk, slot, rows, m->arch->weights, 1);
 }
 
 void model_reset_loss(Model *m)
@@ -771,7 +643,7 @@ void model_logits_at(Model *m, int slot, int row, int t, float *logits)
     int C = m->C;
     int64_t at = ((int64_t)row * m->T + t) * C;
     /* under sequence parallelism the stage output holds a slice */
-    ops_tensor out = all_rows(m, m->out[slot], s->tmp, (int64_t)m->rows * m->T);
+    ops_tensor out = model_all_rows(m, m->out[slot], s->tmp, (int64_t)m->rows * m->T);
     hook(m, m->unit_head, UNIT_BEFORE_FORWARD);
     ops_tensor ln = head_of(s->lnf, C);
     final_norm_fwd(m, ln, ops_view(out, at, C), 1);
@@ -799,6 +671,27 @@ static int64_t acts_bytes(const BlockActs *a, int keep_input_only)
     return b;
 }
 
+int64_t model_planned_activation_bytes(const Config *cfg, int tp, int stage, int n_slots)
+{
+    ModelSizes z;
+    model_sizes(cfg, tp, stage, &z);
+    int64_t a = (int64_t)ops_dtype_size(model_dtype(cfg->train.precision)), C = cfg->model.n_embd;
+    int64_t x = a * z.rows * C;
+    int64_t block = 4 * x + a * (z.qkv + z.atty + z.fc + z.fcg)
+                  + 4 * (2 * z.mean + 2 * z.rstd + z.lse);
+    const ParallelConfig *p = &cfg->parallel;
+    int first, chunk_len;
+    grid_chunk_layers(cfg->model.n_layer, p->pp, p->virtual_stages, stage, 0, &first, &chunk_len);
+    int64_t per_slot = 2 * x + 4 * (z.tokens + z.targets);
+    for (int j = 0; j < chunk_len; j++)
+        per_slot += (model_slot_input_only(cfg, stage, j) ? x : block) + a * z.kept;
+    int64_t scratch = model_stage_recomputes(cfg, stage, NULL) > 0 ? block - x : 0;
+    scratch += a * (z.tmp + z.gathered + z.slice + z.d_ln + z.d_fc + z.qkv_raw + z.d_atty
+                    + z.d_qkv + z.lnf + z.d_lnf);
+    scratch += 4 * (z.lnf_mean + z.lnf_rstd + z.logits + 4 * z.chunk);
+    return n_slots * per_slot + scratch;
+}
+
 int64_t model_activation_bytes(const Model *m)
 {
     int64_t b = 0;
@@ -820,42 +713,19 @@ int64_t model_activation_bytes(const Model *m)
     return b;
 }
 
-/* The views block_backward and llama_block_backward take with kept_next:
- * the output gradients of gpt2's MLP-down (C), MLP-up (4C/tp),
- * attention-out (C) and QKV (3C/tp); of llama's down (C), gate and up
- * (ffn/tp each), o (C), q (C/tp), k and v (kv width/tp each). */
 int64_t model_kept_grad_width(const ModelConfig *mc, int tp)
 {
-    int64_t C = mc->n_embd;
-    int64_t hs = C / mc->n_head, Cl = (int64_t)(mc->n_head / tp) * hs;
-    if (mc->arch != ARCH_LLAMA)
-        return 2 * C + 7 * Cl;
-    int64_t KVl = (int64_t)arch_kv_heads_local(mc, tp) * hs;
-    return 2 * C + 2 * (int64_t)(arch_ffn_dim(mc) / tp) + Cl + 2 * KVl;
-}
-
-/* One block's forward FLOPs per token, 2 per multiply-add. */
-static double layer_flops_per_token(const ModelConfig *mc)
-{
-    double C = mc->n_embd, T = mc->seq_len;
-    /* QKV 3C^2, out C^2, MLP 8C^2 multiply-adds; attention scores and
-     * values T*C each (all T x T, as computed) */
-    if (mc->arch != ARCH_LLAMA)
-        return 24.0 * C * C + 4.0 * T * C;
-    /* q and o C^2 each, k and v C*KV each (grouped-query), gate, up and
-     * down C*F each (SwiGLU); attention as GPT-2's */
-    double KV = (double)arch_kv_heads(mc) * (C / mc->n_head), F = arch_ffn_dim(mc);
-    return 2.0 * (2.0 * C * C + 2.0 * C * KV + 3.0 * C * F) + 4.0 * T * C;
+    return arch_of(mc)->kept_grad_width(mc, tp);
 }
 
 double model_layer_flops(const ModelConfig *mc, double tokens)
 {
-    return tokens * layer_flops_per_token(mc);
+    return tokens * arch_of(mc)->layer_flops(mc);
 }
 
 double model_forward_flops(const ModelConfig *mc, double tokens)
 {
     double C = mc->n_embd, V = mc->vocab_size;
     /* the blocks, and the head's C*V multiply-adds per token */
-    return tokens * (mc->n_layer * layer_flops_per_token(mc) + 2.0 * C * V);
+    return tokens * (mc->n_layer * arch_of(mc)->layer_flops(mc) + 2.0 * C * V);
 }

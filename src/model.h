@@ -1,6 +1,7 @@
 /*
- * model.h - the model (GPT-2 or Llama, [model] arch) on one pipeline stage
- * and one TP shard.
+ * model.h - the model on one pipeline stage and one TP shard, whatever its
+ * architecture ([model] arch; arch.h holds what the architectures do
+ * differently).
  *
  * A stage runs its part of the network for one microbatch at a time:
  * stage 0 embeds tokens, every stage runs its transformer blocks, and the
@@ -50,8 +51,9 @@ typedef struct BlockActs BlockActs;
 typedef struct Model Model;
 
 /* A block's parameters, as indices into the ParamSet; -1 when the
- * architecture has none (llama: biases). llama's q, o, gate and down sit
- * in qkvw, projw, fcw and mprojw; kw, vw and upw are llama's alone. */
+ * architecture has none (llama: biases). The descriptor's block_roles
+ * fills it: llama's q, o, gate and down sit in qkvw, projw, fcw and
+ * mprojw; kw, vw and upw are llama's alone. */
 typedef struct {
     int ln1w, ln1b, qkvw, qkvb, projw, projb, ln2w, ln2b, fcw, fcb, mprojw, mprojb;
     int kw, vw, upw;
@@ -62,7 +64,7 @@ struct Model {
     const Grid *grid;
     int B, T, C, NH, V, hs;       /* B: microbatch rows */
     int NHl, Vl, v0;              /* local heads, local vocab rows and start */
-    int llama;                    /* arch = llama (model_llama.c's blocks) */
+    const struct Arch *arch;      /* [model] arch's descriptor (arch.h) */
     int NKVl;                     /* local key/value heads (llama) */
     int Fl;                       /* local MLP width: 4C/tp (gpt2), ffn_dim/tp */
     int kv_replicas;              /* TP ranks sharing each key/value head */
@@ -202,8 +204,13 @@ int model_head_chunk_rows(int64_t N, int Vl);
  * collective. */
 int model_block_layer(const Model *m, int l);
 
-/* Bytes of activations this rank allocated. */
+/* Bytes of activations this rank allocated. Not collective. */
 int64_t model_activation_bytes(const Model *m);
+/* Bytes of activations that stage `stage` of cfg's layout, on one of tp
+ * ranks with n_slots activation slots, allocates: a pure function of the
+ * sizes model_create allocates by, which model_create checks its
+ * allocation against and plan calls. Not collective. */
+int64_t model_planned_activation_bytes(const Config *cfg, int tp, int stage, int n_slots);
 /* Model FLOPs of one forward over `tokens` tokens, for the whole model
  * (not this shard): GEMMs and attention, 2 per multiply-add. */
 double model_forward_flops(const ModelConfig *mc, double tokens);

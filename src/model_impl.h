@@ -1,7 +1,8 @@
 /*
- * model_impl.h - what model.c and model_llama.c share: a block's
- * activations, the stage's scratch, and the helpers both architectures'
- * blocks call. Only those two files include it; everything else goes
+ * model_impl.h - what the stage machinery (model.c) shares with the
+ * architectures' blocks (arch_gpt2.c, arch_llama.c): a block's
+ * activations, the stage's scratch, and the helpers every block calls
+ * (model_tp.c). Only those files include it; everything else goes
  * through model.h.
  *
  * llama reuses gpt2's activation slots where the meaning carries over:
@@ -88,6 +89,16 @@ static inline int64_t model_local_rows(const Model *m, int64_t N)
 
 /* Sum over the TP group. Collective on tp. */
 void model_tp_allreduce(Model *m, ops_tensor t, int64_t n);
+/* dst (N rows of C) = every TP rank's slice src (N/tp rows), in rank
+ * order. Collective on tp. */
+void model_gather_rows(Model *m, ops_tensor dst, ops_tensor src, int64_t N);
+/* full (N rows of partial sums) summed over TP: in place, or this rank's
+ * slice of the sum in the scratch's slice under sequence parallelism.
+ * Returns the local rows. Collective on tp. */
+ops_tensor model_sum_rows(Model *m, ops_tensor full, int64_t N);
+/* All N rows of a tensor this rank holds the local rows of: local itself,
+ * or under sequence parallelism gathered into `into`. Collective on tp. */
+ops_tensor model_all_rows(Model *m, ops_tensor local, ops_tensor into, int64_t N);
 /* The row-parallel output: x . W^T summed over TP ranks, plus the bias
  * (b >= 0) once, for this rank's model_local_rows of the N rows (an
  * all-reduce, or a reduce-scatter under sequence parallelism). Returns a

@@ -73,9 +73,16 @@ typedef struct {
     int n_units;
 } ParamSet;
 
-/* Builds the table for this rank's stage and TP shard (no memory yet).
+/* Starts a unit named name; the parameters added next belong to it.
  * Not collective. */
-void params_build(ParamSet *ps, const Config *cfg, const Grid *g);
+void params_unit_begin(ParamSet *ps, const char *name);
+/* Adds parameter idx to the current unit. Not collective. */
+void params_unit_add(ParamSet *ps, int idx);
+/* Adds a logical tensor of (rows, cols), split over TP as `split` says,
+ * this rank's block of it as g places it, to the table and to the current
+ * unit. Not collective. */
+Param *params_unit_param(ParamSet *ps, const char *name, int64_t rows, int64_t cols, int ndim,
+                         TpSplit split, ParamRole role, const Grid *g);
 void params_free(ParamSet *ps);
 Param *params_find(ParamSet *ps, const char *name);
 int64_t params_local_numel(const Param *p);
@@ -88,13 +95,5 @@ void params_init(Param *p, const Config *cfg, float *block);
 /* The std (normal schemes) or bound (uniform schemes) of p's distribution
  * under cfg, and whether it is uniform; for tests and docs. */
 double params_init_scale(const Param *p, const Config *cfg, int *uniform);
-
-/* Elements of the blocks the rank at (pp_stage, tp_rank) of cfg's layout
- * holds, before ZeRO shards them: what its DP reduction carries and, over
- * dp, what its optimizer updates. Not collective. */
-int64_t params_local_count(const Config *cfg, int pp_stage, int tp_rank);
-
-/* Total elements of the logical model (each tensor once). Not collective. */
-int64_t params_logical_count(const ModelConfig *m);
 
 #endif

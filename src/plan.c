@@ -18,6 +18,7 @@
 #include "grid.h"
 #include "model.h"
 #include "params.h"
+#include "params_stage.h"
 #include "schedule.h"
 #include "zero.h"
 #include "kernels/ops.h"
@@ -113,67 +114,6 @@ static void parameter_memory(const ParamSet *ps, const Config *cfg, const Grid *
     mem->host = b.host;
 }
 
-/* The activation slots stage's schedule needs (schedule_max_in_flight). */
-static int stage_slots(const Config *cfg, int stage)
-{
-    ScheduleKind kind = cfg->parallel.schedule;
-    int v = cfg->parallel.virtual_stages, ga = cfg->train.grad_accum;
-    Action *acts = malloc(sizeof(Action) * (size_t)schedule_length(kind, v, ga));
-    if (!acts)
-        fail_abort("out of memory", __FILE__, __LINE__);
-    int slots = schedule_max_in_flight(acts, schedule_build(kind, cfg->parallel.pp, v, stage,
-                                                            ga, acts));
-    free(acts);
-    return slots;
-}
-
-/* model.c's buffers for one stage: slots of one chunk's layers each. */
-static int64_t activation_memory(const Config *cfg, const Grid *g)
-{
-    const ModelConfig *mc = &cfg->model;
-    int64_t a = (int64_t)ops_dtype_size(model_dtype(cfg->train.precision));
-    int64_t B = cfg->train.micro_batch, T = mc->seq_len, C = mc->n_embd, N = B * T;
-    int64_t Cl = C / g->tp, NHl = mc->n_head / g->tp, Vl = mc->vocab_size / g->tp;
-    /* sequence parallelism: x, ln1, xmid, ln2, the norms' statistics and
-     * the stage buffers hold n of the N tokens */
-    int sp = cfg->parallel.sequence_parallel && g->tp > 1;
-    int64_t n = sp ? N / g->tp : N;
-    int64_t lse = 4 * B * NHl * T; /* attention keeps no T x T matrix */
-    int64_t block = a * (4 * n * C + 3 * N * Cl + N * Cl + 8 * N * Cl) + 4 * 4 * n + lse;
-    /* gpt2: fc, fcg (4Cl each) and their gradient d_fc; LayerNorm keeps mean
-     * and rstd, llama's RMSNorm rstd only */
-    int64_t d_fc = 4 * Cl, stats = 8, extra = 0;
-    if (mc->arch == ARCH_LLAMA) {
-        int64_t Fl = arch_ffn_dim(mc) / g->tp;
-        int64_t KVl = (int64_t)arch_kv_heads_local(mc, g->tp) * (C / mc->n_head);
-        block = a * (4 * n * C + 3 * N * Cl + N * Cl + 3 * N * Fl) + 2 * 4 * n + lse;
-        d_fc = 3 * Fl - 4 * Cl; /* d(fcg), dgate, dup in place of d_fc's 4Cl */
-        stats = 4;
-        extra = a * N * (Cl + 2 * KVl); /* q|k|v before the expansion */
-    }
-    int first = g->pp_stage == 0, last = g->pp_stage == g->pp - 1;
-    int slots = stage_slots(cfg, g->pp_stage);
-    int v = cfg->parallel.virtual_stages, layer0, chunk_len;
-    grid_chunk_layers(mc->n_layer, g->pp, v, g->pp_stage, 0, &layer0, &chunk_len);
-    int64_t per_slot = 2 * a * n * C + (first ? 4 * N : 0) + (last ? 4 * N : 0);
-    /* zb1: each layer's output gradients, kept from B until W */
-    int64_t kept = cfg->parallel.schedule == SCHED_ZB1
-                   ? a * N * model_kept_grad_width(mc, g->tp) : 0;
-    for (int j = 0; j < chunk_len; j++)
-        per_slot += (model_slot_input_only(cfg, g->pp_stage, j) ? a * n * C : block) + kept;
-    int any = model_stage_recomputes(cfg, g->pp_stage, NULL) > 0;
-    int64_t scratch = (any ? block - a * n * C : 0) + 2 * a * N * C + a * N * 8 * Cl;
-    if (sp) /* the gathered norm output and the reduce-scatter's slice */
-        scratch += a * N * C + a * n * C;
-    if (mc->arch == ARCH_LLAMA)
-        scratch += a * N * d_fc + extra;
-    if (last) {
-        int64_t chunk = model_head_chunk_rows(N, (int)Vl);
-        scratch += 2 * a * N * C + stats * n + 4 * chunk * Vl + 16 * chunk;
-    }
-    return slots * per_slot + scratch;
-}
-
 PlanMemory plan_rank_memory(const Config *cfg, int world, int stage, int dp_rank, int tp_rank)
 {
     Grid g = plan_grid(cfg, world, stage, dp_rank, tp_rank);
@@ -181,7 +121,9 @@ PlanMemory plan_rank_memory(const Config *cfg, int world, int stage, int dp_rank
     params_build(&ps, cfg, &g);
     PlanMemory mem = {0};
     parameter_memory(&ps, cfg, &g, &mem);
-    mem.activations = activation_memory(cfg, &g);
+    int slots = schedule_stage_slots(cfg->parallel.schedule, cfg->parallel.pp,
+                                     cfg->parallel.virtual_stages, stage, cfg->train.grad_accum);
+    mem.activations = model_planned_activation_bytes(cfg, g.tp, stage, slots);
     params_free(&ps);
     return mem;
 }
@@ -238,9 +180,9 @@ PlanComm plan_communication(const Config *cfg, int world)
     double per_mb = ((sp ? 5.0 : 4.0) * layers + 2.0 * recomputed + 2.0) * act;
     c.tp = ga * ring_allreduce(per_mb, tp);
     if (sp) /* the norms' gradients, once a step (zero.c) */
-        c.tp += ring_allreduce(4.0 * layers * (mc->arch == ARCH_LLAMA ? 2 : 4) * mc->n_embd, tp);
+        c.tp += ring_allreduce(4.0 * layers * (arch_of(mc)->norm_bias ? 4 : 2) * mc->n_embd, tp);
     /* replicated key/value heads: dk and dv summed over the replicas in
-     * every block's backward (model_llama.c) */
+     * every block's backward (arch_llama.c) */
     int replicas = arch_kv_replicas(mc, tp);
     if (replicas > 1) {
         double kv = (double)t->micro_batch * mc->seq_len * (mc->n_embd / mc->n_head) * a;

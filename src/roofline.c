@@ -21,6 +21,7 @@
 #include "hw_peak.h"
 #include "kernel_times.h"
 #include "model.h"
+#include "params_stage.h"
 #include "plan.h"
 #include "schedule.h"
 #include "params.h"
@@ -146,9 +147,8 @@ static void timed_stage(const Config *cfg, int layers, int re, int with_head, St
 {
     const ModelConfig *m = &cfg->model;
     int tp = cfg->parallel.tp;
-    KernelShape shape = {model_dtype(cfg->train.precision), cfg->train.micro_batch, m->seq_len,
-                         m->n_embd, m->n_head, m->vocab_size, tp, m->arch == ARCH_LLAMA,
-                         arch_kv_heads_local(m, tp), arch_ffn_dim(m) / tp};
+    KernelShape shape = arch_kernel_shape(m, model_dtype(cfg->train.precision),
+                                          cfg->train.micro_batch, tp);
     KernelTimes layer, head;
     kernel_times_measure(&shape, &layer, &head);
     int re_runs = re * (1 + recomputes_twice(cfg));
@@ -174,31 +174,16 @@ static StageWork stage_work(const Config *cfg, const Hardware *hw)
     const ModelConfig *m = &cfg->model;
     double a = (double)ops_dtype_size(model_dtype(cfg->train.precision));
     double tp = cfg->parallel.tp;
-    double C = m->n_embd, T = m->seq_len, V = m->vocab_size, NH = m->n_head;
+    double C = m->n_embd, T = m->seq_len, V = m->vocab_size;
     double tokens = (double)cfg->train.micro_batch * T;
     int layers, re; /* stage 0 has the most blocks: the first stages take the spare ones */
     stage_layers(cfg, 0, &layers, &re);
     double layer_flops = model_layer_flops(m, tokens) / tp;
-    /* per token per layer, forward: two LayerNorms, GELU in and out, two
-     * residual adds, the attention probabilities (fp32) read and written
-     * (a term from when the CUDA attention formed them in a scratch: its
-     * fused kernel keeps its tiles on chip but runs its products on CUDA
-     * cores in fp32, which the GEMM term's tensor-core rate does not see;
-     * neither cost has been measured on a GPU. The CPU's fused kernel
-     * keeps its tiles in cache, and a CPU plan times the kernels instead,
-     * timed_stage); backward streams about twice that. Sequence
-     * parallelism runs the norms and residual adds on 1/tp of the tokens. */
+    /* the elementwise work per token per layer is the architecture's; a CPU
+     * plan times the kernels instead (timed_stage). Sequence parallelism
+     * runs the norms and residual adds on 1/tp of the tokens. */
     double sp = cfg->parallel.sequence_parallel ? tp : 1.0;
-    double layer_bytes = tokens * (a * C * ((4.0 + 6.0) / sp + 8.0 / tp) + 8.0 * NH / tp * T / 2.0);
-    if (m->arch == ARCH_LLAMA) {
-        /* SwiGLU reads gate and up and writes its product (3F), rotary
-         * embeddings rewrite q and k, the key/value expansion writes
-         * q|k|v (3C) from q, k, v: all split over TP */
-        double KV = (double)arch_kv_heads(m) * (C / NH), F = arch_ffn_dim(m);
-        layer_bytes = tokens * (a * (C * 10.0 / sp
-                                     + (3.0 * F + 2.0 * (C + KV) + 4.0 * C + 2.0 * KV) / tp)
-                                + 8.0 * NH / tp * T / 2.0);
-    }
+    double layer_bytes = tokens * arch_of(m)->layer_bytes(m, a, tp, sp);
     StageWork w;
     int twice = recomputes_twice(cfg);
     w.gemm_flops = (3.0 * layers + re * (1 + twice)) * layer_flops;

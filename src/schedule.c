@@ -330,3 +330,13 @@ double schedule_simulate(ScheduleKind kind, int pp, int v, int m, StageCost cost
     free(clock);
     return 1.0 - busy / (pp * end);
 }
+
+int schedule_stage_slots(ScheduleKind kind, int pp, int v, int stage, int m)
+{
+    Action *acts = malloc(sizeof(Action) * (size_t)schedule_length(kind, v, m));
+    if (!acts)
+        fail_abort("out of memory for a schedule", __FILE__, __LINE__);
+    int slots = schedule_max_in_flight(acts, schedule_build(kind, pp, v, stage, m, acts));
+    free(acts);
+    return slots;
+}

@@ -81,6 +81,10 @@ int schedule_forwards(ScheduleKind kind, int pp, int v, int m, Action *out);
  * the weight pass where the list has them (W reads the layer inputs and
  * the output gradients B kept), else the backward. Not collective. */
 int schedule_max_in_flight(const Action *a, int n);
+/* The slots stage needs under `kind` with m microbatches: the
+ * schedule_max_in_flight of its list, built here (plan asks this; the
+ * executor reads the list it runs). Not collective. */
+int schedule_stage_slots(ScheduleKind kind, int pp, int v, int stage, int m);
 
 /* Whether chunk `chunk` of stage `stage` takes its input from another
  * stage, and sends its output to one: every chunk but the model's first

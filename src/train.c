@@ -36,6 +36,7 @@
 #include "metrics.h"
 #include "model.h"
 #include "optim.h"
+#include "params_stage.h"
 #include "pipeline.h"
 #include "plan.h"
 #include "prof.h"

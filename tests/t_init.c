@@ -13,6 +13,7 @@
 #include "config.h"
 #include "grid.h"
 #include "params.h"
+#include "params_stage.h"
 #include "tap.h"
 
 static Grid fake_grid(int tp, int tp_rank)

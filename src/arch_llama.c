@@ -1,0 +1,407 @@
+/*
+ * arch_llama.c - the Llama architecture's descriptor (arch.h): its block's
+ * parameters, forward and backward, sizes and costs, and its HuggingFace
+ * (LlamaForCausalLM) names.
+ *
+ * Split the Megatron way, as arch_gpt2.c splits GPT-2: q, k, v, gate and up
+ * are column-parallel (each TP rank has whole query heads, whole or
+ * replicated key/value heads, and a slice of the MLP width), o and down
+ * are row-parallel (an all-reduce sums the shards). So the block costs the
+ * same two all-reduces forward and two backward as GPT-2's.
+ *
+ * Attention runs through GPT-2's kernels: q and k are rotated in a q|k|v
+ * scratch, then ops_gqa_expand lays them out with each key/value head
+ * repeated for its query heads. The backward reduces the repeated heads'
+ * gradients back (ops_gqa_reduce) and rotates them back.
+ *
+ * Key/value heads replicated on R = tp / n_kv_head ranks (arch.h): each
+ * replica's dk, dv hold only its own query heads' share. Their share of
+ * d_ln is summed over TP with everything else, so that part is already
+ * right; the weight gradient needs the whole dk, dv, so they are summed
+ * over the replica group first (model_kv_allreduce), which leaves every
+ * replica with the same k and v gradients, kept in step like any
+ * replicated parameter.
+ *
+ * Under sequence parallelism the norms and residual adds run on this
+ * rank's slice of the tokens (model_local_rows); model_tp.c's helpers
+ * gather and scatter around the GEMMs, as for GPT-2.
+ */
+#include "arch.h"
+
+#include <stdio.h>
+#include <string.h>
+
+#include "comm.h"
+#include "fail.h"
+#include "hf_config.h"
+#include "model_impl.h"
+#include "prof.h"
+
+/* ---- parameters --------------------------------------------------------- */
+
+/* Key/value projections: rows split over TP like any column-parallel
+ * weight when tp divides the heads; with fewer heads than ranks, each
+ * rank holds its head's rows whole and only the first of the head's
+ * replicas counts them in norms and writes them (arch.h). */
+static void kv_rows(Param *p, const ModelConfig *m, const Grid *g)
+{
+    int replicas = arch_kv_replicas(m, g->tp);
+    int64_t hs = m->n_embd / m->n_head;
+    p->lrows = arch_kv_heads_local(m, g->tp) * hs;
+    p->row0 = p->lrows * (g->tp_rank / replicas);
+    if (g->tp_rank % replicas) {
+        p->counts_in_norm = 0;
+        p->writes_ckpt = 0;
+    }
+}
+
+/* A Llama block: RMSNorm gains, q, k, v, o, gate, up, down; no biases.
+ * block_roles reads them in this order. */
+static void build_block(ParamSet *ps, int l, const ModelConfig *m, const Grid *g)
+{
+    char name[48], unit[16];
+    int64_t C = m->n_embd, F = arch_ffn_dim(m);
+    int64_t KV = (int64_t)arch_kv_heads(m) * (C / m->n_head);
+    snprintf(unit, sizeof unit, "h.%d", l);
+    params_unit_begin(ps, unit);
+#define P(suffix, r, c, nd, split, role)                                    \
+    (snprintf(name, sizeof name, "h.%d.%s", l, suffix),                    \
+     params_unit_param(ps, name, r, c, nd, split, role, g))
+    P("ln1.w", C, 1, 1, SPLIT_NONE, ROLE_NORM_GAIN);
+    P("attn.q.w", C, C, 2, SPLIT_ROWS, ROLE_WEIGHT);
+    kv_rows(P("attn.k.w", KV, C, 2, SPLIT_ROWS, ROLE_WEIGHT), m, g);
+    kv_rows(P("attn.v.w", KV, C, 2, SPLIT_ROWS, ROLE_WEIGHT), m, g);
+    P("attn.o.w", C, C, 2, SPLIT_COLS, ROLE_RESIDUAL);
+    P("ln2.w", C, 1, 1, SPLIT_NONE, ROLE_NORM_GAIN);
+    P("mlp.gate.w", F, C, 2, SPLIT_ROWS, ROLE_WEIGHT);
+    P("mlp.up.w", F, C, 2, SPLIT_ROWS, ROLE_WEIGHT);
+    P("mlp.down.w", C, F, 2, SPLIT_COLS, ROLE_RESIDUAL);
+#undef P
+}
+
+/* The order build_block adds them in; llama's q, o, gate and down sit in
+ * BlockParams' qkvw, projw, fcw and mprojw. */
+static void block_roles(const int *u, BlockParams *b)
+{
+    *b = (BlockParams){.ln1w = u[0], .ln1b = -1, .qkvw = u[1], .qkvb = -1,
+                       .kw = u[2], .vw = u[3], .projw = u[4], .projb = -1,
+                       .ln2w = u[5], .ln2b = -1, .fcw = u[6], .fcb = -1,
+                       .upw = u[7], .mprojw = u[8], .mprojb = -1};
+}
+
+static int64_t block_numel(const ModelConfig *m)
+{
+    int64_t C = m->n_embd, F = arch_ffn_dim(m);
+    int64_t KV = (int64_t)arch_kv_heads(m) * (C / m->n_head);
+    return 2 * C + 2 * C * C + 2 * KV * C + 3 * F * C;
+}
+
+/* ---- the block ---------------------------------------------------------- */
+
+static float norm_eps(const Model *m) { return (float)m->cfg->model.norm_eps; }
+
+static void rmsnorm(Model *m, ops_tensor out, ops_tensor rstd, ops_tensor x, int w, int64_t N)
+{
+    PROF(PROF_LAYERNORM, ops_rmsnorm_fwd(head_of(out, N * m->C), head_of(rstd, N),
+                                         head_of(x, N * m->C), W(m, w), (int)N, m->C,
+                                         norm_eps(m)));
+}
+
+/* q, k, v of N rows in the raw scratch: (N, NHl hs), (N, NKVl hs) twice. */
+static void qkv_views(Model *m, int64_t N, ops_tensor *q, ops_tensor *k, ops_tensor *v)
+{
+    int64_t nq = N * m->NHl * m->hs, nkv = N * m->NKVl * m->hs;
+    ops_tensor raw = m->scratch->qkv_raw;
+    *q = ops_view(raw, 0, nq);
+    *k = ops_view(raw, nq, nkv);
+    *v = ops_view(raw, nq + nkv, nkv);
+}
+
+static void block_forward(Model *m, const BlockParams *p, BlockActs *a, ops_tensor out,
+                         int rows)
+{
+    int64_t N = (int64_t)rows * m->T, C = m->C, Cl = (int64_t)m->NHl * m->hs;
+    int64_t Fl = m->Fl, KVl = (int64_t)m->NKVl * m->hs;
+    int64_t n = model_local_rows(m, N);
+    double theta = m->cfg->model.rope_theta;
+    ops_tensor q, k, v;
+    qkv_views(m, N, &q, &k, &v);
+
+    rmsnorm(m, a->ln1, a->ln1_rstd, a->x, p->ln1w, n);
+    ops_tensor ln1 = model_column_input(m, a->ln1, N);
+    PROF(PROF_MATMUL, ops_matmul_fwd(q, ln1, W(m, p->qkvw), OPS_NONE, (int)N, (int)Cl, (int)C));
+    PROF(PROF_MATMUL, ops_matmul_fwd(k, ln1, W(m, p->kw), OPS_NONE, (int)N, (int)KVl, (int)C));
+    PROF(PROF_MATMUL, ops_matmul_fwd(v, ln1, W(m, p->vw), OPS_NONE, (int)N, (int)KVl, (int)C));
+    PROF(PROF_ATTENTION, ops_rope_fwd(q, rows, m->T, m->NHl, m->hs, theta));
+    PROF(PROF_ATTENTION, ops_rope_fwd(k, rows, m->T, m->NKVl, m->hs, theta));
+    PROF(PROF_ATTENTION, ops_gqa_expand(head_of(a->qkv, N * 3 * Cl), q, k, v, (int)N, m->NHl,
+                                        m->NKVl, m->hs));
+    PROF(PROF_ATTENTION, ops_attention_fwd(head_of(a->atty, N * Cl), a->lse,
+                                           head_of(a->qkv, N * 3 * Cl), rows, m->T, m->NHl,
+                                           m->hs));
+    ops_tensor y = model_row_parallel(m, a->atty, p->projw, -1, N, Cl);
+    PROF(PROF_RESIDUAL, ops_add(head_of(a->xmid, n * C), head_of(a->x, n * C), y, n * C));
+
+    rmsnorm(m, a->ln2, a->ln2_rstd, a->xmid, p->ln2w, n);
+    ops_tensor ln2 = model_column_input(m, a->ln2, N);
+    ops_tensor gate = ops_view(a->fc, 0, N * Fl), up = ops_view(a->fc, N * Fl, N * Fl);
+    PROF(PROF_MATMUL, ops_matmul_fwd(gate, ln2, W(m, p->fcw), OPS_NONE, (int)N, (int)Fl, (int)C));
+    PROF(PROF_MATMUL, ops_matmul_fwd(up, ln2, W(m, p->upw), OPS_NONE, (int)N, (int)Fl, (int)C));
+    PROF(PROF_GELU, ops_swiglu_fwd(head_of(a->fcg, N * Fl), gate, up, N * Fl));
+    y = model_row_parallel(m, a->fcg, p->mprojw, -1, N, Fl);
+    PROF(PROF_RESIDUAL, ops_add(head_of(out, n * C), head_of(a->xmid, n * C), y, n * C));
+}
+
+/* d_ln (N,C) = the sum over TP of every column-parallel input gradient;
+ * then RMSNorm's backward adds into dres (the local rows). */
+static void rms_backward(Model *m, ops_tensor dres, ops_tensor inp, int w, ops_tensor rstd,
+                         int64_t N)
+{
+    int64_t n = model_local_rows(m, N);
+    ops_tensor d_ln = model_norm_output_grad(m, N);
+    PROF(PROF_LAYERNORM, ops_rmsnorm_bwd(dres, G(m, w), d_ln, head_of(inp, n * m->C), W(m, w),
+                                         head_of(rstd, n), (int)n, m->C));
+}
+
+/* d_ln += dout . W (through tmp, since matmul_bwd overwrites dinp). */
+static void add_input_grad(Model *m, ops_tensor dout, int w, int64_t N, int64_t out_local)
+{
+    ModelScratch *s = m->scratch;
+    ops_tensor tmp = head_of(s->tmp, N * m->C);
+    PROF(PROF_MATMUL, ops_matmul_bwd(tmp, OPS_NONE, OPS_NONE, dout, OPS_NONE, W(m, w), (int)N,
+                                     (int)out_local, m->C));
+    PROF(PROF_RESIDUAL, ops_accumulate(head_of(s->d_ln, N * m->C), tmp, N * m->C));
+}
+
+/* The weight half now, or (zb1) dout copied into kept for later. */
+static void weight_grad_or_keep(Model *m, ops_tensor dout, ops_tensor inp, int w, int64_t N,
+                                int64_t out_local, ops_tensor kept)
+{
+    if (kept.data)
+        ops_copy(kept, dout);
+    else
+        model_linear_weights(m, w, -1, dout, inp, N, out_local, m->C);
+}
+
+static void block_backward(Model *m, const BlockParams *p, BlockActs *a, ops_tensor dres,
+                          int rows)
+{
+    ModelScratch *s = m->scratch;
+    int64_t N = (int64_t)rows * m->T, C = m->C, Cl = (int64_t)m->NHl * m->hs, at = 0;
+    int64_t Fl = m->Fl, KVl = (int64_t)m->NKVl * m->hs;
+    double theta = m->cfg->model.rope_theta;
+    ops_tensor d_ln = head_of(s->d_ln, N * C);
+
+    /* MLP: out = xmid + swiglu(gate, up) . Wd^T; gate, up = ln2 . Wg^T, ln2 . Wu^T */
+    ops_tensor dh = ops_view(s->d_fc, 0, N * Fl);
+    ops_tensor dgate = ops_view(s->d_fc, N * Fl, N * Fl), dup = ops_view(s->d_fc, 2 * N * Fl, N * Fl);
+    ops_tensor gate = ops_view(a->fc, 0, N * Fl), up = ops_view(a->fc, N * Fl, N * Fl);
+    ops_tensor dout = model_row_parallel_grad(m, dres, N);
+    model_linear_bwd(m, dh, p->mprojw, -1, dout, head_of(a->fcg, N * Fl),
+                     kept_next(a, &at, N * C), N, C, Fl);
+    PROF(PROF_GELU, ops_swiglu_bwd(dgate, dup, dh, gate, up, N * Fl));
+    /* under zb1 the weight pass gathers the norm's output itself */
+    ops_tensor ln2 = a->kept.data ? OPS_NONE : model_column_input(m, a->ln2, N);
+    model_linear_bwd(m, d_ln, p->fcw, -1, dgate, ln2, kept_next(a, &at, N * Fl), N, Fl, C);
+    add_input_grad(m, dup, p->upw, N, Fl);
+    weight_grad_or_keep(m, dup, ln2, p->upw, N, Fl, kept_next(a, &at, N * Fl));
+    rms_backward(m, dres, a->xmid, p->ln2w, a->ln2_rstd, N);
+
+    /* attention: xmid = x + atty . Wo^T; atty = attn(expand(rope(q), rope(k), v)) */
+    ops_tensor d_atty = head_of(s->d_atty, N * Cl), d_qkv = head_of(s->d_qkv, N * 3 * Cl);
+    ops_tensor dq, dk, dv;
+    qkv_views(m, N, &dq, &dk, &dv);
+    dout = model_row_parallel_grad(m, dres, N);
+    model_linear_bwd(m, d_atty, p->projw, -1, dout, head_of(a->atty, N * Cl),
+                     kept_next(a, &at, N * C), N, C, Cl);
+    PROF(PROF_ATTENTION, ops_attention_bwd(d_qkv, d_atty, head_of(a->qkv, N * 3 * Cl),
+                                           head_of(a->atty, N * Cl), a->lse, rows, m->T,
+                                           m->NHl, m->hs));
+    PROF(PROF_ATTENTION, ops_gqa_reduce(dq, dk, dv, d_qkv, (int)N, m->NHl, m->NKVl, m->hs));
+    PROF(PROF_ATTENTION, ops_rope_bwd(dq, rows, m->T, m->NHl, m->hs, theta));
+    PROF(PROF_ATTENTION, ops_rope_bwd(dk, rows, m->T, m->NKVl, m->hs, theta));
+    ops_tensor ln1 = a->kept.data ? OPS_NONE : model_column_input(m, a->ln1, N);
+    model_linear_bwd(m, d_ln, p->qkvw, -1, dq, ln1, kept_next(a, &at, N * Cl), N, Cl, C);
+    add_input_grad(m, dk, p->kw, N, KVl);
+    add_input_grad(m, dv, p->vw, N, KVl);
+    if (m->kv_replicas > 1) {
+        PROF(PROF_TP_COMM, comm_allreduce(m->grid, COMM_KV, dk, N * KVl, COMM_SUM));
+        PROF(PROF_TP_COMM, comm_allreduce(m->grid, COMM_KV, dv, N * KVl, COMM_SUM));
+    }
+    weight_grad_or_keep(m, dk, ln1, p->kw, N, KVl, kept_next(a, &at, N * KVl));
+    weight_grad_or_keep(m, dv, ln1, p->vw, N, KVl, kept_next(a, &at, N * KVl));
+    rms_backward(m, dres, a->x, p->ln1w, a->ln1_rstd, N);
+}
+
+static void block_weights(Model *m, const BlockParams *p, BlockActs *a, ops_tensor dres,
+                         int rows)
+{
+    (void)dres;
+    int64_t N = (int64_t)rows * m->T, C = m->C, Cl = (int64_t)m->NHl * m->hs, at = 0;
+    int64_t Fl = m->Fl, KVl = (int64_t)m->NKVl * m->hs;
+    model_linear_weights(m, p->mprojw, -1, kept_next(a, &at, N * C), head_of(a->fcg, N * Fl),
+                         N, C, Fl);
+    /* the norms' outputs, gathered again under sequence parallelism (one
+     * buffer: ln2's uses end before ln1's gather) */
+    ops_tensor ln2 = model_column_input(m, a->ln2, N);
+    model_linear_weights(m, p->fcw, -1, kept_next(a, &at, N * Fl), ln2, N, Fl, C);
+    model_linear_weights(m, p->upw, -1, kept_next(a, &at, N * Fl), ln2, N, Fl, C);
+    model_linear_weights(m, p->projw, -1, kept_next(a, &at, N * C), head_of(a->atty, N * Cl),
+                         N, C, Cl);
+    ops_tensor ln1 = model_column_input(m, a->ln1, N);
+    model_linear_weights(m, p->qkvw, -1, kept_next(a, &at, N * Cl), ln1, N, Cl, C);
+    model_linear_weights(m, p->kw, -1, kept_next(a, &at, N * KVl), ln1, N, KVl, C);
+    model_linear_weights(m, p->vw, -1, kept_next(a, &at, N * KVl), ln1, N, KVl, C);
+}
+
+/* ---- sizes and costs ---------------------------------------------------- */
+
+/* fc holds gate|up, fcg SwiGLU's product; d_fc d(fcg)|dgate|dup; q, k
+ * and v wait in qkv_raw before the expansion into qkv. */
+static void widths(const ModelConfig *m, int tp, ArchWidths *w)
+{
+    int64_t Fl = arch_ffn_dim(m) / tp, hs = m->n_embd / m->n_head;
+    int64_t NHl = m->n_head / tp, NKVl = arch_kv_heads_local(m, tp);
+    *w = (ArchWidths){.fc = 2 * Fl, .fcg = Fl, .d_fc = 3 * Fl, .qkv_raw = (NHl + 2 * NKVl) * hs};
+}
+
+/* The views block_backward takes with kept_next: the output gradients of
+ * down (C), gate and up (ffn/tp each), o (C), q (C/tp), k and v (kv
+ * width/tp each). */
+static int64_t kept_grad_width(const ModelConfig *m, int tp)
+{
+    int64_t C = m->n_embd;
+    int64_t hs = C / m->n_head, Cl = (int64_t)(m->n_head / tp) * hs;
+    int64_t KVl = (int64_t)arch_kv_heads_local(m, tp) * hs;
+    return 2 * C + 2 * (int64_t)(arch_ffn_dim(m) / tp) + Cl + 2 * KVl;
+}
+
+/* q and o C^2 each, k and v C*KV each (grouped-query), gate, up and down
+ * C*F each (SwiGLU); attention as GPT-2's. */
+static double layer_flops(const ModelConfig *m)
+{
+    double C = m->n_embd, T = m->seq_len;
+    double KV = (double)arch_kv_heads(m) * (C / m->n_head), F = arch_ffn_dim(m);
+    return 2.0 * (2.0 * C * C + 2.0 * C * KV + 3.0 * C * F) + 4.0 * T * C;
+}
+
+/* As GPT-2's, and: SwiGLU reads gate and up and writes its product (3F),
+ * rotary embeddings rewrite q and k, the key/value expansion writes
+ * q|k|v (3C) from q, k, v: all split over TP. */
+static double layer_bytes(const ModelConfig *m, double a, double tp, double sp)
+{
+    double C = m->n_embd, T = m->seq_len, NH = m->n_head;
+    double KV = (double)arch_kv_heads(m) * (C / NH), F = arch_ffn_dim(m);
+    return a * (C * 10.0 / sp + (3.0 * F + 2.0 * (C + KV) + 4.0 * C + 2.0 * KV) / tp)
+           + 8.0 * NH / tp * T / 2.0;
+}
+
+/* q, k and v, the output projection, gate and up, down. */
+static int linears(const ModelConfig *m, int tp, KernelLinear *out)
+{
+    int C = m->n_embd, Cl = C / tp, Fl = arch_ffn_dim(m) / tp;
+    int KVl = arch_kv_heads_local(m, tp) * (C / m->n_head);
+    out[0] = (KernelLinear){Cl, C, 1, 0};
+    out[1] = (KernelLinear){KVl, C, 2, 0};
+    out[2] = (KernelLinear){C, Cl, 1, 0};
+    out[3] = (KernelLinear){Fl, C, 2, 0};
+    out[4] = (KernelLinear){C, Fl, 1, 0};
+    return 5;
+}
+
+/* ---- HuggingFace -------------------------------------------------------- */
+
+/* transformers' LlamaForCausalLM (modeling_llama.py): every Linear is
+ * (out, in) like trident's, and trident keeps q and k rows in HF's rotary
+ * layout (rotate_half) already (checkpoint-format.md), so nothing moves
+ * but the vocabulary's padding; k and v have n_kv_head heads; no biases. */
+static const HfName LLAMA_NAMES[] = {
+    {"wte", "model.embed_tokens.weight", HF_PERM_NONE, 0, 1, 0},
+    {"h.%d.ln1.w", "model.layers.%d.input_layernorm.weight", HF_PERM_NONE, 0, 0, 0},
+    {"h.%d.attn.q.w", "model.layers.%d.self_attn.q_proj.weight", HF_PERM_NONE, 0, 0, 0},
+    {"h.%d.attn.k.w", "model.layers.%d.self_attn.k_proj.weight", HF_PERM_NONE, 0, 0, 0},
+    {"h.%d.attn.v.w", "model.layers.%d.self_attn.v_proj.weight", HF_PERM_NONE, 0, 0, 0},
+    {"h.%d.attn.o.w", "model.layers.%d.self_attn.o_proj.weight", HF_PERM_NONE, 0, 0, 0},
+    {"h.%d.ln2.w", "model.layers.%d.post_attention_layernorm.weight", HF_PERM_NONE, 0, 0, 0},
+    {"h.%d.mlp.gate.w", "model.layers.%d.mlp.gate_proj.weight", HF_PERM_NONE, 0, 0, 0},
+    {"h.%d.mlp.up.w", "model.layers.%d.mlp.up_proj.weight", HF_PERM_NONE, 0, 0, 0},
+    {"h.%d.mlp.down.w", "model.layers.%d.mlp.down_proj.weight", HF_PERM_NONE, 0, 0, 0},
+    {"lnf.w", "model.norm.weight", HF_PERM_NONE, 0, 0, 0},
+    {"lm_head", "lm_head.weight", HF_PERM_NONE, 0, 1, 0},
+};
+
+static json_t *hf_config(const Config *cfg, const char *torch_dtype)
+{
+    const ModelConfig *m = &cfg->model;
+    return json_pack("{s:[s], s:s, s:i, s:i, s:i, s:i, s:i, s:i, s:i, s:i, s:f, s:f, s:s, "
+                     "s:b, s:b, s:f, s:b, s:f, s:n, s:s}",
+                     "architectures", "LlamaForCausalLM",
+                     "model_type", "llama",
+                     "vocab_size", hf_map_vocab(cfg),
+                     "hidden_size", m->n_embd,
+                     "intermediate_size", arch_ffn_dim(m),
+                     "num_hidden_layers", m->n_layer,
+                     "num_attention_heads", m->n_head,
+                     "num_key_value_heads", arch_kv_heads(m),
+                     "head_dim", m->n_embd / m->n_head,
+                     "max_position_embeddings", m->seq_len,
+                     "rms_norm_eps", m->norm_eps,
+                     "rope_theta", m->rope_theta,
+                     "hidden_act", "silu",
+                     "attention_bias", 0,
+                     "mlp_bias", 0,
+                     "attention_dropout", 0.0,
+                     "tie_word_embeddings", m->tie_embeddings,
+                     "initializer_range", m->init_std,
+                     "rope_scaling",
+                     "torch_dtype", torch_dtype);
+}
+
+/* LlamaForCausalLM's config.json against [model] (arch = llama). */
+static int hf_check(json_t *root, const char *path, const Config *cfg, char *why, size_t n)
+{
+    const ModelConfig *m = &cfg->model;
+    const char *type = json_string_value(json_object_get(root, "model_type"));
+    if (!type || strcmp(type, "llama"))
+        return reason_set(why, n, "%s: model_type is %s, [model] arch is llama", path,
+                          type ? type : "missing");
+    /* HF's default for num_key_value_heads is num_attention_heads */
+    json_t *kv = json_object_get(root, "num_key_value_heads");
+    TRI_TRY(hf_config_int(root, path, "hidden_size", "n_embd", m->n_embd, why, n));
+    TRI_TRY(hf_config_int(root, path, "num_hidden_layers", "n_layer", m->n_layer, why, n));
+    TRI_TRY(hf_config_int(root, path, "num_attention_heads", "n_head", m->n_head, why, n));
+    if (kv && !json_is_null(kv))
+        TRI_TRY(hf_config_int(root, path, "num_key_value_heads", "n_kv_head", arch_kv_heads(m),
+                              why, n));
+    else if (arch_kv_heads(m) != m->n_head)
+        return reason_set(why, n, "%s: no num_key_value_heads (so %d), [model] n_kv_head = %d",
+                          path, m->n_head, arch_kv_heads(m));
+    TRI_TRY(hf_config_int(root, path, "intermediate_size", "ffn_dim", arch_ffn_dim(m), why, n));
+    TRI_TRY(hf_config_int(root, path, "vocab_size", "vocab_used (or vocab_size)",
+                          hf_map_vocab(cfg), why, n));
+    TRI_TRY(hf_config_context(root, path, "max_position_embeddings", m->seq_len, why, n));
+    json_t *eps = json_object_get(root, "rms_norm_eps");
+    json_t *theta = json_object_get(root, "rope_theta");
+    if (!json_is_number(eps) || json_number_value(eps) != m->norm_eps)
+        return reason_set(why, n, "%s: rms_norm_eps = %g, [model] norm_eps = %g", path,
+                          json_number_value(eps), m->norm_eps);
+    if (!json_is_number(theta) || json_number_value(theta) != m->rope_theta)
+        return reason_set(why, n, "%s: rope_theta = %g, [model] rope_theta = %g", path,
+                          json_number_value(theta), m->rope_theta);
+    const char *act = json_string_value(json_object_get(root, "hidden_act"));
+    if (act && strcmp(act, "silu"))
+        return reason_set(why, n, "%s: hidden_act is %s, trident's SwiGLU uses silu", path, act);
+    return 0;
+}
+
+const Arch arch_llama = {
+    .name = "llama",
+    .positions = 0, .norm_bias = 0, .rotary = 1, .gated_mlp = 1,
+    .build_block = build_block, .block_roles = block_roles, .block_numel = block_numel,
+    .forward = block_forward, .backward = block_backward, .weights = block_weights,
+    .widths = widths, .kept_grad_width = kept_grad_width,
+    .layer_flops = layer_flops, .layer_bytes = layer_bytes, .linears = linears,
+    .hf_names = LLAMA_NAMES, .n_hf_names = sizeof LLAMA_NAMES / sizeof LLAMA_NAMES[0],
+    .llmc_names = NULL, .n_llmc_names = 0, /* llm.c writes GPT-2 only */
+    .hf_config = hf_config, .hf_check = hf_check,
+};

@@ -1,0 +1,85 @@
+/*
+ * params_stage.c - the parameters of a rank's stage (params_stage.h): the
+ * embeddings on the first stage, each of the stage's layers as its
+ * architecture builds a block, the final norm and the head on the last.
+ */
+#include "params_stage.h"
+
+#include <string.h>
+
+#include "arch.h"
+
+void params_build(ParamSet *ps, const Config *cfg, const Grid *g)
+{
+    const ModelConfig *m = &cfg->model;
+    int64_t C = m->n_embd, V = m->vocab_size;
+    int v = cfg->parallel.virtual_stages;
+    memset(ps, 0, sizeof *ps);
+    int is_first = g->pp_stage == 0, is_last = g->pp_stage == g->pp - 1;
+    int wte_index = -1;
+    const Arch *arch = arch_of(m);
+    if (is_first) {
+        params_unit_begin(ps, "embed");
+        params_unit_param(ps, "wte", V, C, 2, SPLIT_ROWS, ROLE_EMBEDDING, g);
+        wte_index = ps->n - 1;
+        if (arch->positions) /* else q and k are rotated */
+            params_unit_param(ps, "wpe", m->seq_len, C, 2, SPLIT_NONE, ROLE_EMBEDDING, g);
+    }
+    /* the stage's chunks in order, each a run of consecutive layers */
+    for (int chunk = 0; chunk < v; chunk++) {
+        int first, count;
+        grid_chunk_layers(m->n_layer, g->pp, v, g->pp_stage, chunk, &first, &count);
+        for (int l = first; l < first + count; l++) {
+            arch->build_block(ps, l, m, g);
+        }
+    }
+    if (is_last) {
+        params_unit_begin(ps, "head");
+        params_unit_param(ps, "lnf.w", C, 1, 1, SPLIT_NONE, ROLE_NORM_GAIN, g);
+        if (arch->norm_bias)
+            params_unit_param(ps, "lnf.b", C, 1, 1, SPLIT_NONE, ROLE_NORM_BIAS, g);
+        if (!m->tie_embeddings) {
+            params_unit_param(ps, "lm_head", V, C, 2, SPLIT_ROWS, ROLE_EMBEDDING, g);
+        } else if (wte_index >= 0) {
+            params_unit_add(ps, wte_index); /* one stage: the head reads wte itself */
+        } else {
+            /* Megatron's answer to tied embeddings across stages: the last
+             * stage keeps its own copy, initialised alike, and the two
+             * copies' gradients are summed before every update. */
+            Param *p = params_unit_param(ps, "wte", V, C, 2, SPLIT_ROWS, ROLE_EMBEDDING, g);
+            p->is_copy = 1;
+            p->counts_in_norm = 0;
+            p->writes_ckpt = 0;
+        }
+    }
+}
+
+int64_t params_local_count(const Config *cfg, int pp_stage, int tp_rank)
+{
+    Grid g; /* params_build reads only the layout and the place in it */
+    memset(&g, 0, sizeof g);
+    g.pp = cfg->parallel.pp;
+    g.tp = cfg->parallel.tp;
+    g.pp_stage = pp_stage;
+    g.tp_rank = tp_rank;
+    ParamSet ps;
+    params_build(&ps, cfg, &g);
+    int64_t n = 0;
+    for (int i = 0; i < ps.n; i++)
+        n += params_local_numel(&ps.p[i]);
+    params_free(&ps);
+    return n;
+}
+
+int64_t params_logical_count(const ModelConfig *m)
+{
+    int64_t C = m->n_embd, V = m->vocab_size, T = m->seq_len;
+    const Arch *arch = arch_of(m);
+    /* wte, wpe where there is one, the blocks, the final norm's gain and
+     * bias where it has one */
+    int64_t n = V * C + (arch->positions ? T * C : 0) + m->n_layer * arch->block_numel(m)
+              + (arch->norm_bias ? 2 : 1) * C;
+    if (!m->tie_embeddings)
+        n += V * C;
+    return n;
+}

@@ -1,0 +1,29 @@
+/*
+ * params_stage.h - which parameters a rank holds: its stage's embeddings,
+ * blocks and head, in the same order on every rank of a stage, so
+ * "parameter i" means the same tensor on every DP and TP peer (ZeRO and
+ * checkpoints rely on that). A block's tensors are its architecture's
+ * (arch.h); the table they go in is params.h's.
+ */
+#ifndef TRI_SRC_PARAMS_STAGE_H
+#define TRI_SRC_PARAMS_STAGE_H
+
+#include <stdint.h>
+
+#include "config.h"
+#include "grid.h"
+#include "params.h"
+
+/* Builds the table for this rank's stage and TP shard (no memory yet).
+ * Not collective. */
+void params_build(ParamSet *ps, const Config *cfg, const Grid *g);
+
+/* Elements of the blocks the rank at (pp_stage, tp_rank) of cfg's layout
+ * holds, before ZeRO shards them: what its DP reduction carries and, over
+ * dp, what its optimizer updates. Not collective. */
+int64_t params_local_count(const Config *cfg, int pp_stage, int tp_rank);
+
+/* Total elements of the logical model (each tensor once). Not collective. */
+int64_t params_logical_count(const ModelConfig *m);
+
+#endif
