@@ -34,7 +34,7 @@
 static void hook(Model *m, int unit, UnitEvent ev)
 {
     if (m->hook && unit >= 0)
-        m->hook(m->hook_ctx, unit, ev);
+        m->hook(m->hook_ctx, unit, ev, m->pass.final);
 }
 
 /* ---- set-up ------------------------------------------------------------ */
@@ -387,7 +387,7 @@ void model_destroy(Model *m)
     ops_tensor *all[] = {&s->tmp, &s->gathered, &s->slice, &s->d_ln, &s->d_fc, &s->d_atty,
                          &s->d_qkv, &s->qkv_raw, &s->lnf, &s->lnf_mean, &s->lnf_rstd,
                          &s->d_lnf, &s->logits, &s->rowmax, &s->stats, &s->losses,
-                         &m->loss_acc, &m->batch};
+                         &m->loss_acc};
     for (size_t i = 0; i < sizeof all / sizeof all[0]; i++)
         ops_free(all[i]);
     free(s);
@@ -399,9 +399,6 @@ void model_destroy(Model *m)
     free(m->blocks);
     free(m->recompute);
     free(m->input_only);
-    free(m->requests);
-    free(m->slot_holder);
-    free(m->slot_forwarded);
     params_free(&m->ps);
     memset(m, 0, sizeof *m);
 }
@@ -447,7 +444,7 @@ static void xent_phases(Model *m, ops_tensor logits, ops_tensor targets, ops_ten
     PROF(PROF_TP_COMM, comm_allreduce(m->grid, COMM_TP, head_of(s->stats, 2 * (int64_t)nr),
                                       2 * (int64_t)nr, COMM_SUM));
     PROF(PROF_XENT, ops_xent_finish(losses, grad ? logits : OPS_NONE, logits, rowmax, sumexp,
-                                    target, targets, m->v0, nr, Vl, m->grad_scale));
+                                    target, targets, m->v0, nr, Vl, m->pass.grad_scale));
 }
 
 /* Softmax cross-entropy over rows [r0, r0+nr). With grad, the logits turn
@@ -468,7 +465,7 @@ static void head_chunk(Model *m, int slot, int64_t r0, int nr, ForwardMode mode)
         PROF(PROF_XENT, ops_xent_fused(losses, grad ? logits : OPS_NONE, logits,
                                        head_of(s->rowmax, nr), head_of(s->stats, nr),
                                        ops_view(s->stats, nr, nr), targets, nr, Vl,
-                                       m->grad_scale));
+                                       m->pass.grad_scale));
     else
         xent_phases(m, logits, targets, losses, nr, grad);
     PROF(PROF_XENT, ops_sum_accumulate(m->loss_acc, losses, nr));
@@ -529,8 +526,9 @@ static ops_tensor block_output(Model *m, int slot, int j)
     return j + 1 < m->chunk_len ? m->acts[slot * m->chunk_len + j + 1].x : m->out[slot];
 }
 
-void model_forward(Model *m, int chunk, int slot, int rows, ForwardMode mode)
+void model_forward(Model *m, int chunk, int slot, int rows, ForwardMode mode, ModelPass pass)
 {
+    m->pass = pass;
     if (m->sp && (int64_t)rows * m->T % m->grid->tp)
         fail_abort("model_forward: sequence parallelism needs rows * T divisible by tp "
                    "(config_validate checks it)", __FILE__, __LINE__);
@@ -594,18 +592,42 @@ static void backward_pass(Model *m, int chunk, int slot, int rows, ArchBlockPass
     }
 }
 
-void model_backward(Model *m, int chunk, int slot, int rows)
+void model_backward(Model *m, int chunk, int slot, int rows, ModelPass pass)
 {
+    m->pass = pass;
     backward_pass(m, chunk, slot, rows, m->arch->backward, !m->defer_weights);
 }
 
 /* The embedding's backward reads only the gradient at the stage input,
  * which stays in m->grad[slot] until the slot's next forward. */
-void model_backward_weights(Model *m, int chunk, int slot, int rows)
+void model_backward_weights(Model *m, int chunk, int slot, int rows, ModelPass pass)
 {
+    m->pass = pass;
     if (!m->defer_weights)
         fail_abort("model_backward_weights without a split backward", __FILE__, __LINE__);
     backward_pass(m, chunk, slot, rows, m->arch->weights, 1);
+}
+
+void model_set_unit_hook(Model *m, UnitHook fn, void *ctx)
+{
+    m->hook = fn;
+    m->hook_ctx = ctx;
+}
+
+void model_sum_split_grads(Model *m)
+{
+    const Grid *g = m->grid;
+    if (g->pp > 1 && m->cfg->model.tie_embeddings && (m->is_first || m->is_last)) {
+        Param *p = params_find(&m->ps, "wte");
+        comm_allreduce(g, COMM_EMBED, p->og, p->og.n, COMM_SUM);
+    }
+    if (!m->sp)
+        return;
+    for (int i = 0; i < m->ps.n; i++) {
+        Param *p = &m->ps.p[i];
+        if (p->role == ROLE_NORM_GAIN || p->role == ROLE_NORM_BIAS)
+            PROF(PROF_TP_COMM, comm_allreduce(g, COMM_TP, p->og, p->og.n, COMM_SUM));
+    }
 }
 
 void model_reset_loss(Model *m)

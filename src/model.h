@@ -44,8 +44,21 @@ typedef enum {
 } UnitEvent;
 
 /* Called around each unit's compute; ZeRO-3 gathers weights there and
- * ZeRO-2/3 reduce gradients. */
-typedef void (*UnitHook)(void *ctx, int unit, UnitEvent event);
+ * ZeRO-2/3 reduce gradients. `final` is the pass's ModelPass.final: the
+ * unit's gradients are final after this pass. */
+typedef void (*UnitHook)(void *ctx, int unit, UnitEvent event, int final);
+
+/* What the executor tells each pass, as an argument: nothing of a step
+ * lives in the model between passes. */
+typedef struct {
+    int final;          /* the step's last microbatch's last pass over the
+                           gradients (its W under zb1, else B; the head's
+                           forward, where its backward runs): the units'
+                           gradients become final, so the overlapped DP
+                           reduction may start */
+    float grad_scale;   /* d loss_sum multiplier of a training forward:
+                           the loss scale / the step's tokens */
+} ModelPass;
 
 typedef struct BlockActs BlockActs;
 typedef struct Model Model;
@@ -99,22 +112,13 @@ struct Model {
     ops_tensor loss_acc;          /* fp64 sum of token losses since the last
                                      model_reset_loss, on the device */
     int64_t loss_count;
-    float grad_scale;             /* d loss_sum multiplier: scale / tokens */
 
-    UnitHook hook;
+    UnitHook hook;                /* model_set_unit_hook's */
     void *hook_ctx;
-    int final_microbatch;         /* the executor is running the step's last
-                                     microbatch's last pass over the
-                                     gradients: they become final */
+    ModelPass pass;               /* the running pass's, from its arguments */
     int defer_weights;            /* schedule = zb1: model_backward leaves
                                      the weight GEMMs and the embedding's
                                      backward to model_backward_weights */
-    CommRequest *requests;        /* the executor's, 4 x n_slots */
-    int *slot_holder;             /* the executor's: each slot's (mb, chunk) */
-    char *slot_forwarded;         /* the executor's: whether its forward ran */
-    ops_tensor batch;             /* the executor's, on a GPU: the step's
-                                     batch, uploaded once (grown, never
-                                     shrunk); unused on the CPU */
 };
 
 /* Builds the parameter table and allocates activations for n_slots
@@ -122,6 +126,8 @@ struct Model {
  * state) is zero.c's. Not collective. */
 void model_create(Model *m, const Config *cfg, const Grid *g, int n_slots);
 void model_destroy(Model *m);
+/* The hook called around every unit's passes (ZeRO's). Not collective. */
+void model_set_unit_hook(Model *m, UnitHook fn, void *ctx);
 
 typedef enum {
     FORWARD_TRAIN,   /* loss, and the loss backward on the last stage */
@@ -136,7 +142,7 @@ typedef enum {
  * m->targets[slot] to loss_sum and, in FORWARD_TRAIN, also runs the loss
  * backward, leaving the gradient in m->grad[slot]. rows <= B lets
  * generation run one sequence. Collective on tp. */
-void model_forward(Model *m, int chunk, int slot, int rows, ForwardMode mode);
+void model_forward(Model *m, int chunk, int slot, int rows, ForwardMode mode, ModelPass pass);
 /* Backward of one microbatch through chunk `chunk`, whose forward used
  * `slot`: from m->grad[slot] (gradient at the chunk's output) down to the
  * gradient at its input, left in m->grad[slot] (stage 0's chunk 0 instead
@@ -146,13 +152,23 @@ void model_forward(Model *m, int chunk, int slot, int rows, ForwardMode mode);
  * backward yields both at once); each linear layer keeps its output
  * gradient in the slot for model_backward_weights instead of its weight
  * GEMM, and stage 0 leaves the embedding. Collective on tp. */
-void model_backward(Model *m, int chunk, int slot, int rows);
+void model_backward(Model *m, int chunk, int slot, int rows, ModelPass pass);
 /* The deferred half of the slot's backward (m->defer_weights): every
  * linear layer's weight and bias gradients from the kept output gradients
  * and the layer inputs, and stage 0's embedding backward. Recomputed
  * layers run their forward again first. Unit hooks fire around each unit
  * as in the backward. Collective on tp (recomputed layers' forward). */
-void model_backward_weights(Model *m, int chunk, int slot, int rows);
+void model_backward_weights(Model *m, int chunk, int slot, int rows, ModelPass pass);
+
+/* After the DP reduction, the sums the model's own sharding calls for over
+ * the owned gradients (Param.og): the last stage's copy of a tied wte
+ * with stage 0's (over embed), and under sequence parallelism the norms'
+ * gains and biases, each TP rank's of its slice of the tokens (over tp,
+ * as Megatron sums its sequence-parallel parameters; TP ranks own the
+ * same rows of these replicated tensors, so the owned gradients line
+ * up). Llama's replicated key/value heads are summed in the backward
+ * already. Collective on embed (first and last stage) and on tp. */
+void model_sum_split_grads(Model *m);
 
 /* The summed token loss (last stage) since model_reset_loss; reading it
  * is the step's one wait for the device. Not collective. */

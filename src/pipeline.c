@@ -49,17 +49,19 @@
 #include "fail.h"
 
 typedef struct {
+    Pipeline *p;
     Model *m;
     const Action *actions;
     int n_actions;
     int stage, pp, v, rows;
     int n_mb;                     /* microbatches in this step */
+    float grad_scale;
     int64_t n;                    /* elements of one message: the stage's
                                      rows*T*C, or its slice of them */
-    CommRequest *recv_fwd, *recv_bwd, *send_fwd, *send_bwd;  /* per slot */
-    int *holder;                  /* per slot: mb * v + chunk, or -1 */
+    CommRequest *recv_fwd, *recv_bwd, *send_fwd, *send_bwd;  /* the Pipeline's */
+    int *holder;                  /* the Pipeline's */
     int next_unslotted;           /* the first forward without a slot */
-    char *forwarded;              /* per slot: its holder's forward has run */
+    char *forwarded;              /* the Pipeline's */
     int next_grad_recv;           /* the first backward whose gradient's
                                      receive is not posted */
     PipelineTimes *times;
@@ -187,25 +189,33 @@ static ops_tensor batch_on_device(Exec *e, const int32_t *batch)
     ops_tensor host = {(void *)batch, n, OPS_I32, OPS_CPU};
     if (m->grid->device == OPS_CPU)
         return host;
-    if (m->batch.n < n) {
-        ops_free(&m->batch);
-        m->batch = ops_alloc(OPS_I32, m->grid->device, n);
+    Pipeline *p = e->p;
+    if (p->batch.n < n) {
+        ops_free(&p->batch);
+        p->batch = ops_alloc(OPS_I32, m->grid->device, n);
     }
-    ops_tensor dev = ops_view(m->batch, 0, n);
+    ops_tensor dev = ops_view(p->batch, 0, n);
     ops_copy(dev, host);
     return dev;
 }
 
+/* The flags of a pass over microbatch mb: whether it is the step's last
+ * (with `final_pass`: this is the last pass over its gradients). */
+static ModelPass pass_of(const Exec *e, int mb, int final_pass)
+{
+    return (ModelPass){.final = mb == e->n_mb - 1 && final_pass, .grad_scale = e->grad_scale};
+}
+
 static void run_forward(Exec *e, ops_tensor batch, Action a, int s, ForwardMode mode)
 {
-    e->m->final_microbatch = a.mb == e->n_mb - 1; /* the last stage's head */
     wait_for(e, &e->recv_fwd[s]);
     /* buffers this forward overwrites may still be going out */
     wait_for(e, &e->send_fwd[s]);
     wait_for(e, &e->send_bwd[s]);
     load_microbatch(e, batch, a, s);
     ops_timer_start(&e->times->busy);
-    model_forward(e->m, a.chunk, s, e->rows, mode);
+    /* the last stage's head runs its backward in the forward */
+    model_forward(e->m, a.chunk, s, e->rows, mode, pass_of(e, a.mb, 1));
     ops_timer_stop(&e->times->busy);
     if (has_output(e, a))
         comm_link_send(e->m->grid, LINK_ACTIVATION, model_stage_output(e->m, s), e->n,
@@ -215,12 +225,11 @@ static void run_forward(Exec *e, ops_tensor batch, Action a, int s, ForwardMode 
 
 static void run_backward(Exec *e, Action a, int s)
 {
-    /* the chunk's last microbatch: its units' gradients become final,
-     * unless a split backward leaves them for the weight pass to finish */
-    e->m->final_microbatch = a.mb == e->n_mb - 1 && !e->m->defer_weights;
     wait_for(e, &e->recv_bwd[s]);
     ops_timer_start(&e->times->busy);
-    model_backward(e->m, a.chunk, s, e->rows);
+    /* the chunk's last microbatch: its units' gradients become final,
+     * unless a split backward leaves them for the weight pass to finish */
+    model_backward(e->m, a.chunk, s, e->rows, pass_of(e, a.mb, !e->m->defer_weights));
     ops_timer_stop(&e->times->busy);
     if (has_input(e, a))
         comm_link_send(e->m->grid, LINK_GRADIENT, model_stage_grad(e->m, s), e->n,
@@ -231,46 +240,46 @@ static void run_backward(Exec *e, Action a, int s)
  * gradients its backward kept, and (stage 0) the gradient at the input. */
 static void run_weights(Exec *e, Action a, int s)
 {
-    e->m->final_microbatch = a.mb == e->n_mb - 1;
     ops_timer_start(&e->times->busy);
-    model_backward_weights(e->m, a.chunk, s, e->rows);
+    model_backward_weights(e->m, a.chunk, s, e->rows, pass_of(e, a.mb, 1));
     ops_timer_stop(&e->times->busy);
 }
 
-/* Four request arrays, the slot holders and their forwards' flags,
- * n_slots each, kept in the model so that steps do not allocate; every
- * request is complete between steps. */
-static void bind_state(Exec *e)
+void pipeline_create(Pipeline *p, Model *m)
 {
-    Model *m = e->m;
     int n = m->n_slots;
-    if (!m->requests) {
-        m->requests = malloc(sizeof *m->requests * (size_t)(4 * n));
-        m->slot_holder = malloc(sizeof *m->slot_holder * (size_t)n);
-        m->slot_forwarded = malloc((size_t)n);
-        if (!m->requests || !m->slot_holder || !m->slot_forwarded)
-            fail_abort("out of memory", __FILE__, __LINE__);
-        for (int i = 0; i < 4 * n; i++)
-            m->requests[i] = COMM_REQUEST_NULL;
-    }
-    e->recv_fwd = m->requests;
-    e->recv_bwd = m->requests + n;
-    e->send_fwd = m->requests + 2 * n;
-    e->send_bwd = m->requests + 3 * n;
-    e->holder = m->slot_holder;
-    e->forwarded = m->slot_forwarded;
+    *p = (Pipeline){.m = m, .batch = OPS_NONE};
+    p->requests = malloc(sizeof *p->requests * (size_t)(4 * n));
+    p->holder = malloc(sizeof *p->holder * (size_t)n);
+    p->forwarded = malloc((size_t)n);
+    if (!p->requests || !p->holder || !p->forwarded)
+        fail_abort("out of memory for the pipeline's slots", __FILE__, __LINE__);
+    for (int i = 0; i < 4 * n; i++)
+        p->requests[i] = COMM_REQUEST_NULL;
 }
 
-void pipeline_run(Model *m, const Action *actions, int n, const int32_t *batch,
-                  int rows, ForwardMode mode, PipelineTimes *times)
+void pipeline_destroy(Pipeline *p)
 {
+    free(p->requests);
+    free(p->holder);
+    free(p->forwarded);
+    ops_free(&p->batch);
+    memset(p, 0, sizeof *p);
+}
+
+void pipeline_run(Pipeline *p, const Action *actions, int n, const int32_t *batch, int rows,
+                  ForwardMode mode, float grad_scale, PipelineTimes *times)
+{
+    Model *m = p->m;
     int slots = m->n_slots;
     Exec e = {
-        .m = m, .actions = actions, .n_actions = n, .stage = m->grid->pp_stage,
-        .pp = m->grid->pp, .v = m->n_chunks, .rows = rows,
+        .p = p, .m = m, .actions = actions, .n_actions = n, .stage = m->grid->pp_stage,
+        .pp = m->grid->pp, .v = m->n_chunks, .rows = rows, .grad_scale = grad_scale,
         .n = model_stage_elems(m, rows), .times = times,
+        .recv_fwd = p->requests, .recv_bwd = p->requests + slots,
+        .send_fwd = p->requests + 2 * slots, .send_bwd = p->requests + 3 * slots,
+        .holder = p->holder, .forwarded = p->forwarded,
     };
-    bind_state(&e);
     for (int i = 0; i < n; i++)
         if (actions[i].kind == ACTION_FORWARD && actions[i].mb >= e.n_mb)
             e.n_mb = actions[i].mb + 1;

@@ -19,12 +19,32 @@ typedef struct {
     ops_timer wait;  /* waiting for a neighbour's message */
 } PipelineTimes;
 
+/* The executor of one stage's model: what it keeps between steps so that
+ * a step allocates nothing. Each of the model's activation slots has four
+ * requests (the receive and send of an activation and of a gradient), a
+ * holder (the (microbatch, chunk) it serves) and whether that forward has
+ * run; on a GPU the step's batch is uploaded into one buffer, grown and
+ * never shrunk. Every request is complete between steps. */
+typedef struct {
+    Model *m;
+    CommRequest *requests;   /* 4 x n_slots */
+    int *holder;             /* per slot: mb * v + chunk, or -1 */
+    char *forwarded;         /* per slot: its holder's forward has run */
+    ops_tensor batch;        /* GPU: the step's batch; unused on the CPU */
+} Pipeline;
+
+/* The executor of m (already created), which it must not outlive.
+ * Not collective. */
+void pipeline_create(Pipeline *p, Model *m);
+void pipeline_destroy(Pipeline *p);
+
 /* Runs actions[0..n) on this stage. batch holds the DP rank's microbatches
  * back to back: microbatch i is rows [i*rows, (i+1)*rows) of (T+1)
  * tokens each (inputs are tokens 0..T-1, targets 1..T); only the first and
- * last stages read it. Collective on pp (and tp inside the model); every
- * stage must run the schedule built for it with the same m. */
-void pipeline_run(Model *m, const Action *actions, int n, const int32_t *batch,
-                  int rows, ForwardMode mode, PipelineTimes *times);
+ * last stages read it. grad_scale multiplies d loss_sum in a training
+ * step (the loss scale over the step's tokens). Collective on pp (and tp
+ * inside the model); every stage must run the schedule built for it. */
+void pipeline_run(Pipeline *p, const Action *actions, int n, const int32_t *batch, int rows,
+                  ForwardMode mode, float grad_scale, PipelineTimes *times);
 
 #endif

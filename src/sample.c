@@ -69,9 +69,10 @@ static int next_token(Model *m, int t, float *local, float *full, double tempera
     return token;
 }
 
-void sample_generate(Model *m, const int32_t *prompt, int prompt_len,
+void sample_generate(Pipeline *p, const int32_t *prompt, int prompt_len,
                      int n_tokens, double temperature, uint64_t seed, const Bpe *bpe, FILE *out)
 {
+    Model *m = p->m;
     /* Only the last T tokens are ever looked at: keep those, not the
      * whole text, so any --tokens count runs in fixed memory. */
     int T = m->T;
@@ -94,7 +95,7 @@ void sample_generate(Model *m, const int32_t *prompt, int prompt_len,
     for (int64_t len = prompt_len; len < total; len++) {
         memset(window, 0, (size_t)(T + 1) * sizeof *window);
         memcpy(window, recent, (size_t)have * sizeof *window);
-        pipeline_run(m, forwards, n_forwards, window, 1, FORWARD_ONLY, &times);
+        pipeline_run(p, forwards, n_forwards, window, 1, FORWARD_ONLY, 1.0f, &times);
         int32_t token = next_token(m, have - 1, local, full, temperature,
                                    rng_uniform(key, (uint64_t)len));
         if (have == T)
@@ -250,6 +251,8 @@ int sample_main(const char *ckpt, const char *prompt, int n_tokens, const char *
     }
     Model m;
     model_create(&m, &cfg, &g, 1);
+    Pipeline pipe;
+    pipeline_create(&pipe, &m);
     Zero *z = zero_create(&m, &cfg, &g);
     TrainState st;
     rc = ckpt_load(&m, z, &cfg, ckpt, 0, &st, fail_stream(rank == 0));
@@ -259,11 +262,12 @@ int sample_main(const char *ckpt, const char *prompt, int n_tokens, const char *
             if (cfg.model.vocab_size == 256 || bpe)
                 fwrite(prompt ? prompt : "", 1, prompt ? strlen(prompt) : 0, stdout);
         }
-        sample_generate(&m, tokens, n_prompt, n_tokens, 0.8, cfg.train.seed, bpe, stdout);
+        sample_generate(&pipe, tokens, n_prompt, n_tokens, 0.8, cfg.train.seed, bpe, stdout);
         if (rank == 0)
             printf("\n");
     }
     zero_destroy(z);
+    pipeline_destroy(&pipe);
     model_destroy(&m);
     device_teardown(&g);
     grid_destroy(&g);

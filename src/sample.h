@@ -16,12 +16,14 @@
 
 #include "bpe.h"
 #include "model.h"
+#include "pipeline.h"
 
 /* Generates n_tokens after the prompt (prompt_len tokens; at least one)
  * with temperature sampling seeded by seed, writing each token to out as it
  * comes (its bytes when bpe is given and has it, bytes when vocab_size is
- * 256, else "<id>"), on world rank 0. Collective on world. */
-void sample_generate(Model *m, const int32_t *prompt, int prompt_len,
+ * 256, else "<id>"), on world rank 0, running the model through its
+ * executor p. Collective on world. */
+void sample_generate(Pipeline *p, const int32_t *prompt, int prompt_len,
                      int n_tokens, double temperature, uint64_t seed, const Bpe *bpe, FILE *out);
 
 /* `trident sample`: loads the model of a checkpoint (its stored config,

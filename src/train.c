@@ -55,6 +55,7 @@ typedef struct {
     Config *cfg;
     Grid grid;
     Model model;
+    Pipeline pipe;            /* the executor of model */
     Zero *zero;
     int init_from;            /* weights from [checkpoint] init_from */
     Dataset *data;            /* first and last stages only */
@@ -394,6 +395,7 @@ static int setup(Trainer *t)
     TRI_TRY(check_memory_fits(t));
     TRI_TRY(init_from_check(cfg, &t->grid, &t->init_from));
     model_create(&t->model, cfg, &t->grid, slots);
+    pipeline_create(&t->pipe, &t->model);
     print_plan(t);
     TRI_TRY(open_data(t));
     TRI_TRY(ckpt_resume_claim(&t->grid, cfg, &t->ckpt_lock));
@@ -422,8 +424,10 @@ static void teardown(Trainer *t)
     if (t->data)
         data_close(t->data);
     zero_destroy(t->zero);
-    if (t->model.cfg)
+    if (t->model.cfg) {
+        pipeline_destroy(&t->pipe);
         model_destroy(&t->model);
+    }
     metrics_close(&t->metrics);
     ckpt_files_unlock(&t->ckpt_lock);
     free(t->actions);
@@ -480,8 +484,8 @@ static double evaluate_part(Trainer *t, int j)
                                          t->eval_batch + (int64_t)k * (T + 1), &why))
                     fail_input_abort(why.msg);
         }
-        pipeline_run(&t->model, t->eval_actions, t->n_eval_actions, t->eval_batch, t->rows,
-                     FORWARD_EVAL, &times);
+        pipeline_run(&t->pipe, t->eval_actions, t->n_eval_actions, t->eval_batch, t->rows,
+                     FORWARD_EVAL, 1.0f, &times);
     }
     double tokens = (double)c->eval.batches * t->global_batch * T;
     return global_loss_sum(t) / tokens;
@@ -591,10 +595,12 @@ static StepResult train_step(Trainer *t)
     inject_before(t);
     zero_begin_step(t->zero);
     model_reset_loss(m);
-    m->grad_scale = (float)(t->scaler.scale / (double)tokens);
-    pipeline_run(m, t->actions, t->n_actions, batch, t->rows, FORWARD_TRAIN, &t->times);
+    float grad_scale = (float)(t->scaler.scale / (double)tokens);
+    pipeline_run(&t->pipe, t->actions, t->n_actions, batch, t->rows, FORWARD_TRAIN, grad_scale,
+                 &t->times);
     ops_timer_start(&t->dp_timer);
     zero_reduce_grads(t->zero);
+    model_sum_split_grads(m);
     ops_timer_stop(&t->dp_timer);
     inject_after(t);
     apply_update(t, &r);
@@ -692,7 +698,7 @@ static void generate(Trainer *t)
     int32_t prompt = c->model.vocab_size == 256 ? '\n' : 50256 % c->model.vocab_size;
     if (is_root(t))
         printf("\nsample (%d tokens):\n", c->log.sample_tokens);
-    sample_generate(&t->model, &prompt, 1, c->log.sample_tokens, 0.8, c->train.seed, NULL, stdout);
+    sample_generate(&t->pipe, &prompt, 1, c->log.sample_tokens, 0.8, c->train.seed, NULL, stdout);
     if (is_root(t))
         printf("\n");
 }

@@ -481,9 +481,9 @@ static void unit_final(Zero *z, int unit)
     }
 }
 
-static void overlap_hook(Zero *z, int unit, UnitEvent ev)
+static void overlap_hook(Zero *z, int unit, UnitEvent ev, int final)
 {
-    if (ev == UNIT_AFTER_BACKWARD && z->m->final_microbatch)
+    if (ev == UNIT_AFTER_BACKWARD && final)
         unit_final(z, unit);
     flights_progress(z);
 }
@@ -524,12 +524,12 @@ static void release_unit(Zero *z, int unit)
     z->gathered_unit = -1;
 }
 
-static void unit_hook(void *ctx, int unit, UnitEvent ev)
+static void unit_hook(void *ctx, int unit, UnitEvent ev, int final)
 {
     Zero *z = ctx;
     const Bucket *u = &z->units[unit];
     if (z->overlap) {
-        overlap_hook(z, unit, ev);
+        overlap_hook(z, unit, ev, final);
         return;
     }
     switch (ev) {
@@ -594,10 +594,8 @@ Zero *zero_create(Model *m, const Config *cfg, const Grid *g)
         || (cfg->train.offload == OFFLOAD_OPTIMIZER && fault_at("offload_cpu", g->rank, 0)))
         z->offload = offload_create(g->device, m->act_dtype, OFFLOAD_CHUNK);
     allocate_state(z);
-    if (z->stage >= 2 || z->overlap) {
-        m->hook = unit_hook;
-        m->hook_ctx = z;
-    }
+    if (z->stage >= 2 || z->overlap)
+        model_set_unit_hook(m, unit_hook, z);
     return z;
 }
 
@@ -683,33 +681,6 @@ void zero_begin_step(Zero *z)
     }
 }
 
-static void sum_tied_copies(Zero *z)
-{
-    if (z->g->pp == 1 || !z->cfg->model.tie_embeddings)
-        return;
-    if (!(z->m->is_first || z->m->is_last))
-        return;
-    Param *p = params_find(&z->m->ps, "wte");
-    comm_allreduce(z->g, COMM_EMBED, p->og, p->og.n, COMM_SUM);
-}
-
-/* Under sequence parallelism each TP rank's norm gains and biases saw
- * only its slice of the tokens (model.c), so their gradients are partial
- * sums over TP: sum them, as Megatron does its sequence-parallel
- * parameters. TP ranks hold these replicated tensors alike and own the
- * same rows of them, so the owned gradients line up. */
-static void sum_sequence_parallel(Zero *z)
-{
-    if (!z->m->sp)
-        return;
-    ParamSet *ps = &z->m->ps;
-    for (int i = 0; i < ps->n; i++) {
-        Param *p = &ps->p[i];
-        if (p->role == ROLE_NORM_GAIN || p->role == ROLE_NORM_BIAS)
-            PROF(PROF_TP_COMM, comm_allreduce(z->g, COMM_TP, p->og, p->og.n, COMM_SUM));
-    }
-}
-
 void zero_reduce_grads(Zero *z)
 {
     if (z->overlap) {
@@ -736,8 +707,6 @@ void zero_reduce_grads(Zero *z)
                 reduce_scatter_param(z, bk->idx[i], z->m->ps.p[bk->idx[i]].og);
         }
     }
-    sum_tied_copies(z);
-    sum_sequence_parallel(z);
 }
 
 void zero_gather_weights(Zero *z)

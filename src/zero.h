@@ -99,10 +99,9 @@ int zero_fill_weights(Zero *z, ZeroFill fill, void *ctx);
 /* Zeroes gradients before a step's first microbatch. Not collective. */
 void zero_begin_step(Zero *z);
 /* After the last microbatch: reduces gradients over DP into the owned rows
- * (zero 0: all-reduce; 1: reduce-scatter; 2/3: already done per unit),
- * sums the tied embedding's two copies and, under sequence parallelism,
- * the norms' gradients over TP. Collective on dp and embed, and on tp
- * under sequence parallelism. */
+ * (zero 0: all-reduce; 1: reduce-scatter; 2/3: already done per unit).
+ * The sums the model's own sharding needs come after, from the model
+ * (model_sum_split_grads). Collective on dp. */
 void zero_reduce_grads(Zero *z);
 /* After the optimizer: all-gathers updated owned rows into the full
  * weights (zero 1/2; nothing for 0 and 3). Collective on dp. */

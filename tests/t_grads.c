@@ -31,6 +31,7 @@ typedef struct {
     Config cfg;
     Grid grid;
     Model model;
+    Pipeline pipe;
     Zero *zero;
     double loss;
 } Run;
@@ -77,15 +78,17 @@ static void run_step(Run *r, MPI_Comm comm, const int32_t *batch)
     int n = schedule_build(c->parallel.schedule, r->grid.pp, c->parallel.virtual_stages,
                            r->grid.pp_stage, ga, acts);
     model_create(&r->model, c, &r->grid, schedule_max_in_flight(acts, n));
+    pipeline_create(&r->pipe, &r->model);
     r->zero = zero_create(&r->model, c, &r->grid);
     zero_init_weights(r->zero);
-    r->model.grad_scale = 1.0f / (float)(GB * c->model.seq_len);
     zero_begin_step(r->zero);
     model_reset_loss(&r->model);
     PipelineTimes times = {0};
     const int32_t *mine = batch + (int64_t)r->grid.dp_rank * ga * mb * (c->model.seq_len + 1);
-    pipeline_run(&r->model, acts, n, mine, mb, FORWARD_TRAIN, &times);
+    pipeline_run(&r->pipe, acts, n, mine, mb, FORWARD_TRAIN, 1.0f / (float)(GB * c->model.seq_len),
+                 &times);
     zero_reduce_grads(r->zero);
+    model_sum_split_grads(&r->model);
     double l = r->model.is_last && r->grid.tp_rank == 0 ? model_loss_sum(&r->model) : 0.0;
     MPI_Allreduce(&l, &r->loss, 1, MPI_DOUBLE, MPI_SUM, comm);
 }
@@ -93,6 +96,7 @@ static void run_step(Run *r, MPI_Comm comm, const int32_t *batch)
 static void run_free(Run *r)
 {
     zero_destroy(r->zero);
+    pipeline_destroy(&r->pipe);
     model_destroy(&r->model);
     grid_destroy(&r->grid);
 }

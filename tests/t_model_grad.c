@@ -23,6 +23,7 @@ typedef struct {
     Config cfg;
     Grid grid;
     Model model;
+    Pipeline pipe;
     Zero *zero;
     Action acts[16];
     int n_acts;
@@ -60,6 +61,7 @@ static void rig_create(Rig *r, RecomputeKind recompute, int tie, int llama, Sche
     grid_create(&r->grid, c, MPI_COMM_SELF);
     r->n_acts = schedule_build(sched, 1, 1, 0, c->train.grad_accum, r->acts);
     model_create(&r->model, c, &r->grid, schedule_max_in_flight(r->acts, r->n_acts));
+    pipeline_create(&r->pipe, &r->model);
     r->zero = zero_create(&r->model, c, &r->grid);
     zero_init_weights(r->zero);
     int n = c->train.grad_accum * c->train.micro_batch * (c->model.seq_len + 1);
@@ -67,12 +69,12 @@ static void rig_create(Rig *r, RecomputeKind recompute, int tie, int llama, Sche
     uint64_t key = rng_key(7, "tokens");
     for (int i = 0; i < n; i++)
         r->batch[i] = (int32_t)(rng_u64(key, (uint64_t)i) % (uint64_t)c->model.vocab_size);
-    r->model.grad_scale = 1.0f; /* gradients of the summed loss */
 }
 
 static void rig_destroy(Rig *r)
 {
     zero_destroy(r->zero);
+    pipeline_destroy(&r->pipe);
     model_destroy(&r->model);
     grid_destroy(&r->grid);
     free(r->batch);
@@ -86,14 +88,17 @@ static double loss(Rig *r, int with_grads)
     model_reset_loss(m);
     if (with_grads) {
         zero_begin_step(r->zero);
-        pipeline_run(m, r->acts, r->n_acts, r->batch, r->cfg.train.micro_batch, FORWARD_TRAIN, &times);
+        /* grad_scale 1: gradients of the summed loss */
+        pipeline_run(&r->pipe, r->acts, r->n_acts, r->batch, r->cfg.train.micro_batch,
+                     FORWARD_TRAIN, 1.0f, &times);
         zero_reduce_grads(r->zero);
+        model_sum_split_grads(m);
     } else {
         Action fwd[8];
         for (int i = 0; i < r->cfg.train.grad_accum; i++)
             fwd[i] = (Action){ACTION_FORWARD, i, 0};
-        pipeline_run(m, fwd, r->cfg.train.grad_accum, r->batch, r->cfg.train.micro_batch,
-                     FORWARD_EVAL, &times);
+        pipeline_run(&r->pipe, fwd, r->cfg.train.grad_accum, r->batch,
+                     r->cfg.train.micro_batch, FORWARD_EVAL, 1.0f, &times);
     }
     return model_loss_sum(m);
 }
@@ -201,7 +206,7 @@ static void check_backward_defers(int llama)
     PipelineTimes times = {0};
     Action fb[2] = {{ACTION_FORWARD, 0, 0}, {ACTION_BACKWARD, 0, 0}};
     zero_begin_step(r.zero);
-    pipeline_run(m, fb, 2, r.batch, r.cfg.train.micro_batch, FORWARD_TRAIN, &times);
+    pipeline_run(&r.pipe, fb, 2, r.batch, r.cfg.train.micro_batch, FORWARD_TRAIN, 1.0f, &times);
     const Param *qkv = &m->ps.p[m->blocks[0].qkvw], *ln = &m->ps.p[m->blocks[0].ln1w];
     int64_t nq = params_local_numel(qkv), nl = params_local_numel(ln);
     double q_before = 0.0, ln_before = 0.0, q_after = 0.0;
@@ -211,8 +216,8 @@ static void check_backward_defers(int llama)
         ln_before += fabsf(((const float *)ln->g.data)[i]);
     /* the weight pass on the slot the forward took (the executor gives
      * slot 0 first), as the executor runs it: gradients become final */
-    m->final_microbatch = 1;
-    model_backward_weights(m, 0, 0, r.cfg.train.micro_batch);
+    model_backward_weights(m, 0, 0, r.cfg.train.micro_batch,
+                           (ModelPass){.final = 1, .grad_scale = 1.0f});
     for (int64_t i = 0; i < nq; i++)
         q_after += fabsf(((const float *)qkv->g.data)[i]);
     tap_ok(q_before == 0.0 && ln_before > 0.0 && q_after > 0.0,
