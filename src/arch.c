@@ -22,17 +22,6 @@ const Arch *arch_of(const ModelConfig *m)
     return ARCHS[m->arch];
 }
 
-KernelShape arch_kernel_shape(const ModelConfig *m, ops_dtype d, int B, int tp)
-{
-    const Arch *arch = arch_of(m);
-    KernelShape s = {.dtype = d, .B = B, .T = m->seq_len, .C = m->n_embd, .NH = m->n_head,
-                     .V = m->vocab_size, .tp = tp, .layer_norm = arch->norm_bias,
-                     .rotary = arch->rotary, .gated_mlp = arch->gated_mlp,
-                     .NKVl = arch_kv_heads_local(m, tp), .Fl = arch_ffn_dim(m) / tp};
-    s.n_linears = arch->linears(m, tp, s.linears);
-    return s;
-}
-
 int arch_differs(const ModelConfig *ckpt, const ModelConfig *cfg, char *why, size_t n)
 {
     if (ckpt->arch != cfg->arch)

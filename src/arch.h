@@ -26,25 +26,31 @@
 #ifndef TRI_SRC_ARCH_H
 #define TRI_SRC_ARCH_H
 
-#include <jansson.h>
 #include <stddef.h>
 #include <stdint.h>
 
 #include "arch_sizes.h"
 #include "config.h"
 #include "grid.h"
-#include "hf_map.h"
-#include "kernel_times.h"
-#include "model.h"
 #include "params.h"
+#include "kernels/ops.h"
+
+/* The model's and the HuggingFace map's types, by name only: model.c and
+ * hf_map.c include this header, so it includes neither of theirs (no
+ * include circle; tests/t_deps.sh). */
+struct Model;
+struct BlockActs;
+struct BlockParams;
+struct HfName;
+struct json_t;
 
 /* A block's pass over one microbatch of `rows` rows: forward (io is where
  * the output goes), backward (io: the gradient at the block output on
  * entry, at its input on exit; parameter gradients accumulate) or zb1's
  * weight pass (io unused). Collective on tp (and, for llama's backward,
  * on the key/value replica group when heads are replicated). */
-typedef void ArchBlockPass(Model *m, const BlockParams *p, BlockActs *a, ops_tensor io,
-                           int rows);
+typedef void ArchBlockPass(struct Model *m, const struct BlockParams *p, struct BlockActs *a,
+                           ops_tensor io, int rows);
 
 /* Widths per token of a block's activations and of the stage's scratch
  * where they depend on the architecture (the rest, x, ln1, qkv, atty,
@@ -58,6 +64,14 @@ typedef struct {
                           expansion, (NHl + 2 NKVl) hs; 0 when none */
 } ArchWidths;
 
+/* One of a block's GEMM shapes, for the CPU profile (kernel_times.c):
+ * `count` linear layers of (out, in) on one TP rank, with a bias or not. */
+typedef struct {
+    int out, in, count, bias;
+} ArchLinear;
+
+#define ARCH_MAX_LINEARS 8
+
 typedef struct Arch {
     const char *name;          /* [model] arch */
     int positions;             /* a learned position table, wpe */
@@ -70,7 +84,7 @@ typedef struct Arch {
      * unit "h.L" (params_stage.c builds the rest of a stage around it),
      * and where each lands in BlockParams (indices into the unit). */
     void (*build_block)(ParamSet *ps, int layer, const ModelConfig *m, const Grid *g);
-    void (*block_roles)(const int *unit_idx, BlockParams *p);
+    void (*block_roles)(const int *unit_idx, struct BlockParams *p);
     /* Elements of one block's logical tensors. */
     int64_t (*block_numel)(const ModelConfig *m);
 
@@ -88,18 +102,19 @@ typedef struct Arch {
     double (*layer_flops)(const ModelConfig *m);
     double (*layer_bytes)(const ModelConfig *m, double a, double tp, double sp);
     /* The block's GEMMs on one TP shard, for the CPU profile; returns how
-     * many are in out (at most KERNEL_MAX_LINEARS). */
-    int (*linears)(const ModelConfig *m, int tp, KernelLinear *out);
+     * many are in out (at most ARCH_MAX_LINEARS). */
+    int (*linears)(const ModelConfig *m, int tp, ArchLinear *out);
 
     /* HuggingFace: the names table, config.json, and the check of a
      * directory's config.json against [model] (init_from); an llm.c .bin's
      * table where llm.c writes this architecture, else NULL. */
-    const HfName *hf_names;
+    const struct HfName *hf_names;
     size_t n_hf_names;
-    const HfName *llmc_names;
+    const struct HfName *llmc_names;
     size_t n_llmc_names;
-    json_t *(*hf_config)(const Config *cfg, const char *torch_dtype);
-    int (*hf_check)(json_t *root, const char *path, const Config *cfg, char *why, size_t n);
+    struct json_t *(*hf_config)(const Config *cfg, const char *torch_dtype);
+    int (*hf_check)(struct json_t *root, const char *path, const Config *cfg, char *why,
+                    size_t n);
 } Arch;
 
 /* The descriptors, each defined in its own file (arch_NAME.c). */
@@ -107,10 +122,6 @@ extern const Arch arch_gpt2, arch_llama;
 
 /* The descriptor of m's architecture. */
 const Arch *arch_of(const ModelConfig *m);
-
-/* The shape of one of m's layers for the CPU profile (kernel_times.h):
- * microbatches of B rows in dtype d, on one of tp ranks. */
-KernelShape arch_kernel_shape(const ModelConfig *m, ops_dtype d, int B, int tp);
 
 /* 0 when a and b build the same tensors and math; else writes which key
  * differs, "[model] KEY is A in the checkpoint but B in the config", with

@@ -20,6 +20,7 @@
 
 #include "fail.h"
 #include "hf_config.h"
+#include "hf_map.h"
 #include "model_impl.h"
 #include "prof.h"
 
@@ -193,13 +194,13 @@ static double layer_bytes(const ModelConfig *m, double a, double tp, double sp)
     return a * C * ((4.0 + 6.0) / sp + 8.0 / tp) + 8.0 * NH / tp * T / 2.0;
 }
 
-static int linears(const ModelConfig *m, int tp, KernelLinear *out)
+static int linears(const ModelConfig *m, int tp, ArchLinear *out)
 {
     int C = m->n_embd, Cl = C / tp;
-    out[0] = (KernelLinear){3 * Cl, C, 1, 1};
-    out[1] = (KernelLinear){C, Cl, 1, 1};
-    out[2] = (KernelLinear){4 * Cl, C, 1, 1};
-    out[3] = (KernelLinear){C, 4 * Cl, 1, 1};
+    out[0] = (ArchLinear){3 * Cl, C, 1, 1};
+    out[1] = (ArchLinear){C, Cl, 1, 1};
+    out[2] = (ArchLinear){4 * Cl, C, 1, 1};
+    out[3] = (ArchLinear){C, 4 * Cl, 1, 1};
     return 4;
 }
 

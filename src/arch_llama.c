@@ -34,6 +34,7 @@
 #include "comm.h"
 #include "fail.h"
 #include "hf_config.h"
+#include "hf_map.h"
 #include "model_impl.h"
 #include "prof.h"
 
@@ -297,15 +298,15 @@ static double layer_bytes(const ModelConfig *m, double a, double tp, double sp)
 }
 
 /* q, k and v, the output projection, gate and up, down. */
-static int linears(const ModelConfig *m, int tp, KernelLinear *out)
+static int linears(const ModelConfig *m, int tp, ArchLinear *out)
 {
     int C = m->n_embd, Cl = C / tp, Fl = arch_ffn_dim(m) / tp;
     int KVl = arch_kv_heads_local(m, tp) * (C / m->n_head);
-    out[0] = (KernelLinear){Cl, C, 1, 0};
-    out[1] = (KernelLinear){KVl, C, 2, 0};
-    out[2] = (KernelLinear){C, Cl, 1, 0};
-    out[3] = (KernelLinear){Fl, C, 2, 0};
-    out[4] = (KernelLinear){C, Fl, 1, 0};
+    out[0] = (ArchLinear){Cl, C, 1, 0};
+    out[1] = (ArchLinear){KVl, C, 2, 0};
+    out[2] = (ArchLinear){C, Cl, 1, 0};
+    out[3] = (ArchLinear){Fl, C, 2, 0};
+    out[4] = (ArchLinear){C, Fl, 1, 0};
     return 5;
 }
 

@@ -225,7 +225,7 @@ static int same_shape(const KernelShape *a, const KernelShape *b)
         || a->gated_mlp != b->gated_mlp || a->NKVl != b->NKVl || a->Fl != b->Fl)
         return 0;
     for (int i = 0; i < a->n_linears; i++) {
-        const KernelLinear *x = &a->linears[i], *y = &b->linears[i];
+        const ArchLinear *x = &a->linears[i], *y = &b->linears[i];
         if (x->out != y->out || x->in != y->in || x->count != y->count || x->bias != y->bias)
             return 0;
     }
@@ -247,7 +247,7 @@ void kernel_times_measure(const KernelShape *s, KernelTimes *layer, KernelTimes 
     memset(layer, 0, sizeof *layer);
     memset(head, 0, sizeof *head);
     for (int i = 0; i < s->n_linears; i++) {
-        const KernelLinear *l = &s->linears[i];
+        const ArchLinear *l = &s->linears[i];
         time_linears(s->dtype, s->dtype, l->bias, l->count, M, l->out, l->in, layer);
     }
     time_elementwise(s, layer);
@@ -260,6 +260,17 @@ void kernel_times_measure(const KernelShape *s, KernelTimes *layer, KernelTimes 
     head->elem_fwd *= chunks;
     if (cached < (int)(sizeof cache / sizeof cache[0]))
         cache[cached++] = (CachedTimes){*s, *layer, *head};
+}
+
+KernelShape kernel_times_shape(const ModelConfig *m, ops_dtype d, int B, int tp)
+{
+    const Arch *arch = arch_of(m);
+    KernelShape s = {.dtype = d, .B = B, .T = m->seq_len, .C = m->n_embd, .NH = m->n_head,
+                     .V = m->vocab_size, .tp = tp, .layer_norm = arch->norm_bias,
+                     .rotary = arch->rotary, .gated_mlp = arch->gated_mlp,
+                     .NKVl = arch_kv_heads_local(m, tp), .Fl = arch_ffn_dim(m) / tp};
+    s.n_linears = arch->linears(m, tp, s.linears);
+    return s;
 }
 
 double kernel_times_adamw(ops_dtype dtype)

@@ -14,14 +14,9 @@
 #ifndef TRI_SRC_KERNEL_TIMES_H
 #define TRI_SRC_KERNEL_TIMES_H
 
+#include "arch.h"
+#include "config.h"
 #include "kernels/ops.h"
-
-/* `count` linear layers of (out, in) on one TP rank, with a bias or not. */
-typedef struct {
-    int out, in, count, bias;
-} KernelLinear;
-
-#define KERNEL_MAX_LINEARS 8
 
 /* A layer's shape, as its architecture's descriptor gives it (arch.h):
  * its GEMMs, and the features that decide its elementwise work. */
@@ -30,7 +25,7 @@ typedef struct {
     int B, T, C, NH, V;   /* microbatch rows, sequence, width, heads, vocabulary */
     int tp;               /* the layer's share: C/tp columns, NH/tp heads, V/tp words */
     int n_linears;
-    KernelLinear linears[KERNEL_MAX_LINEARS];
+    ArchLinear linears[ARCH_MAX_LINEARS];
     int layer_norm;       /* LayerNorm (else RMSNorm) */
     int rotary;           /* q and k rotated, NKVl key/value heads expanded */
     int gated_mlp;        /* SwiGLU (else GELU), Fl wide */
@@ -46,6 +41,10 @@ typedef struct {
  * architecture's block runs them (the head in model.c's chunks of logit
  * rows, with its fused loss). Cached by shape. */
 void kernel_times_measure(const KernelShape *shape, KernelTimes *layer, KernelTimes *head);
+
+/* The shape of one of m's layers, as its architecture's descriptor gives
+ * it: microbatches of B rows in dtype d, on one of tp ranks. */
+KernelShape kernel_times_shape(const ModelConfig *m, ops_dtype d, int B, int tp);
 
 /* Seconds per parameter of the optimizer step: the clipping norm's pass
  * over the fp32 gradient, then AdamW on fp32 master, m and v from that

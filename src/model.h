@@ -67,7 +67,7 @@ typedef struct Model Model;
  * architecture has none (llama: biases). The descriptor's block_roles
  * fills it: llama's q, o, gate and down sit in qkvw, projw, fcw and
  * mprojw; kw, vw and upw are llama's alone. */
-typedef struct {
+typedef struct BlockParams {
     int ln1w, ln1b, qkvw, qkvb, projw, projb, ln2w, ln2b, fcw, fcb, mprojw, mprojb;
     int kw, vw, upw;
 } BlockParams;

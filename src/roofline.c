@@ -147,7 +147,7 @@ static void timed_stage(const Config *cfg, int layers, int re, int with_head, St
 {
     const ModelConfig *m = &cfg->model;
     int tp = cfg->parallel.tp;
-    KernelShape shape = arch_kernel_shape(m, model_dtype(cfg->train.precision),
+    KernelShape shape = kernel_times_shape(m, model_dtype(cfg->train.precision),
                                           cfg->train.micro_batch, tp);
     KernelTimes layer, head;
     kernel_times_measure(&shape, &layer, &head);
