@@ -28,8 +28,6 @@ call config.c config_ini.c
 include ckpt ckpt_format
 include model model_llama
 call model.c model_llama.c
-include comm comm_link comm_nccl
-call comm.c comm_nccl.c
 include fail watchdog
 call fail.c watchdog.c"
 
