@@ -7,6 +7,10 @@
  * tag, so that both paths match messages the same way, in posting order
  * per kind and pair of stages (comm.h), and the CPU runs the very posting
  * order the GPU relies on.
+ *
+ * The calls go one way: comm.c routes device buffers down to comm_nccl.c,
+ * which never calls back here (what both name, the groups and their
+ * names, is comm_group.c's, below both).
  */
 #include "comm.h"
 
@@ -35,16 +39,6 @@ static int on_device(ops_tensor t) { return t.device != OPS_CPU; }
 
 static double comm_time[COMM_KV + 1];
 static double blocked_time;   /* in any blocking call below, every group */
-
-const char *comm_group_name(CommGroup group)
-{
-    static const char *const names[] = {
-        [COMM_WORLD] = "world", [COMM_TP] = "tp", [COMM_DP] = "dp", [COMM_PP] = "pp",
-        [COMM_DP_NODE] = "dp_node", [COMM_DP_CROSS] = "dp_cross", [COMM_EMBED] = "embed",
-        [COMM_KV] = "kv",
-    };
-    return names[group];
-}
 
 /* Every blocking call is a named phase for the watchdog (a rank that
  * waits in it for a stopped peer says where), and its time counts as

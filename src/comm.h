@@ -10,6 +10,10 @@
  * HDF5's collective I/O; the reduction over DP, flat or in two levels, is
  * comm_dp.h's.
  *
+ * The groups, the reductions and the kinds of pipeline message are
+ * comm_group.h's, which this header includes: comm_nccl.h takes them from
+ * there too, so comm_nccl.c needs nothing of this file.
+ *
  * Every blocking call names itself to the watchdog (watchdog.h) while it
  * runs, so a rank left waiting for a stopped peer says where it waits.
  *
@@ -24,16 +28,9 @@
 #include <stddef.h>
 #include <stdint.h>
 
+#include "comm_group.h"
 #include "grid.h"
 #include "kernels/ops.h"
-
-typedef enum {
-    COMM_WORLD, COMM_TP, COMM_DP, COMM_PP, COMM_DP_NODE, COMM_DP_CROSS,
-    COMM_EMBED,
-    COMM_KV      /* TP ranks that hold the same key/value heads (llama, arch.h) */
-} CommGroup;
-
-typedef enum { COMM_SUM, COMM_MAX, COMM_MIN } CommOp;
 
 /* The C type of the host values comm_allreduce_scalars reduces. */
 typedef enum { COMM_INT, COMM_INT64, COMM_UINT64, COMM_DOUBLE } CommScalar;
@@ -42,8 +39,6 @@ typedef enum { COMM_INT, COMM_INT64, COMM_UINT64, COMM_DOUBLE } CommScalar;
  * its size (0 then). Not collective. */
 MPI_Comm comm_mpi(const Grid *g, CommGroup group);
 int comm_size(const Grid *g, CommGroup group);
-/* The group's name in messages ("tp", "dp", ...). Not collective. */
-const char *comm_group_name(CommGroup group);
 
 /* ---- tensors ------------------------------------------------------------ */
 
@@ -115,10 +110,6 @@ void comm_gather_bytes(const Grid *g, CommGroup group, const void *send,
                        size_t bytes, void *recv, int root);
 
 /* ---- pipeline links ------------------------------------------------------ */
-
-/* What a pipeline message carries. Activations go from a stage to the
- * next in the ring, gradients to the previous one. */
-typedef enum { LINK_ACTIVATION, LINK_GRADIENT } CommLink;
 
 /* Nonblocking point-to-point between pipeline stages: n elements of buf
  * to or from pp rank peer. Messages of one kind from one stage to another

@@ -14,7 +14,7 @@
 #ifndef TRI_SRC_COMM_LINK_H
 #define TRI_SRC_COMM_LINK_H
 
-#include "comm.h"
+#include "comm_group.h"
 
 typedef enum {
     LINK_ACT_OUT,   /* activations to the next stage in the ring */

@@ -11,6 +11,10 @@
  * Compiled only in NCCL builds. The only file of src/ that names CUDA or
  * NCCL types, and the only one that includes a kernels/ header besides
  * ops.h: kernels/cuda/cuda.h, for the compute stream the kernels run on.
+ *
+ * Below comm.c, which routes device buffers here: nothing here calls
+ * comm.c (the groups' names come from comm_group.c), so the two make no
+ * circle (tests/t_deps.sh).
  */
 #include "comm_nccl.h"
 

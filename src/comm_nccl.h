@@ -74,7 +74,7 @@
 #include <stddef.h>
 #include <stdint.h>
 
-#include "comm.h"
+#include "comm_group.h"
 #include "grid.h"
 #include "kernels/ops.h"
 

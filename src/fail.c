@@ -1,6 +1,10 @@
 /*
  * fail.c - fatal errors and agreement on failure; see fail.h.
  * This is the one file that calls MPI_Abort.
+ *
+ * Above watchdog.c: fail_agree and fail_report are named phases of its
+ * record, and fail_init hands it the rank and host its last line names;
+ * the watchdog calls nothing here.
  */
 #include "fail.h"
 
@@ -32,6 +36,7 @@ void fail_init(void)
     if (gethostname(fail_hostname, sizeof fail_hostname) != 0)
         strcpy(fail_hostname, "?");
     fail_hostname[sizeof fail_hostname - 1] = '\0';
+    watchdog_set_rank(fail_world_rank, fail_hostname);
     ops_set_fatal_handler(fail_kernel_handler);
     /* One failing HDF5 call would otherwise print a stack on every rank;
      * ckpt.c says what failed in a message of its own instead. */

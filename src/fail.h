@@ -8,6 +8,12 @@
  * 2. A library failing mid-run (MPI, HDF5, CUDA, NCCL, out of memory): the
  *    peers are already inside collectives, so we print the call, file:line,
  *    rank and host, and MPI_Abort.
+ *
+ * fail.c is above watchdog.c: its agreements are named phases of the
+ * watchdog's record, and fail_init tells the watchdog the rank and host
+ * its last line names (as it gives the kernels their fatal hook), so
+ * watchdog.c needs nothing of this file and the two make no circle
+ * (tests/t_deps.sh).
  */
 #ifndef TRI_SRC_FAIL_H
 #define TRI_SRC_FAIL_H
@@ -15,16 +21,7 @@
 #include <mpi.h>
 #include <stdio.h>
 
-/* Exit codes, documented in doc/guide.md and trident(1). */
-enum {
-    TRI_EXIT_OK = 0,
-    TRI_EXIT_ERROR = 1,      /* bad input or a failed run */
-    TRI_EXIT_USAGE = 2,      /* bad command line */
-    TRI_EXIT_REQUEUE = 75,   /* stopped by SIGTERM/SIGUSR1 after a checkpoint
-                                (EX_TEMPFAIL): batch scripts requeue on it */
-    TRI_EXIT_WATCHDOG = 76   /* no progress for [fault] timeout seconds: a
-                                rank stopped (watchdog.h); not a requeue */
-};
+#include "exit_codes.h"   /* TRI_EXIT_*, which fail.h's callers use */
 
 #define TRI_TRY(expr)                                                      \
     do {                                                                   \
@@ -35,9 +32,10 @@ enum {
 
 #define TRI_CHECK_MPI(call) fail_mpi_((call), #call, __FILE__, __LINE__)
 
-/* Remembers the world rank and host for messages, installs the kernels'
- * fatal handler, and sets MPI_ERRORS_RETURN on MPI_COMM_WORLD so that
- * TRI_CHECK_MPI can name the failing call. Not collective. */
+/* Remembers the world rank and host for messages (and hands them to the
+ * watchdog, watchdog_set_rank), installs the kernels' fatal handler, and
+ * sets MPI_ERRORS_RETURN on MPI_COMM_WORLD so that TRI_CHECK_MPI can name
+ * the failing call. Not collective. */
 void fail_init(void);
 
 /* Collective on comm: returns the largest rc of any rank (0 if all ok). */

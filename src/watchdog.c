@@ -9,6 +9,10 @@
  * its wake-ups. Once the counter has stood still for the timeout, the
  * writer last stored the phase more than that long ago, so the thread's
  * acquire load of the counter makes the phase it reads the one in force.
+ *
+ * A leaf of src/: it includes only exit_codes.h, and the rank and host
+ * its default expiry names come from fail_init (watchdog_set_rank), so
+ * fail.c, whose agreements are phases of this record, is above it.
  */
 #include "watchdog.h"
 
@@ -19,7 +23,7 @@
 #include <time.h>
 #include <unistd.h>
 
-#include "fail.h"
+#include "exit_codes.h"
 
 static _Atomic(const char *) phase_operation = "start-up";
 static _Atomic(const char *) phase_detail;
@@ -27,6 +31,10 @@ static _Atomic(const char *) phase_within;
 static atomic_long phase_step;
 static atomic_ulong progress;
 static atomic_int warmed_up;
+
+/* Who this rank is, for the default expiry's line (watchdog_set_rank). */
+static int origin_rank = -1;
+static const char *origin_host = "?";
 
 static struct {
     pthread_t thread;
@@ -91,6 +99,12 @@ void watchdog_progress(void)
         made_progress();
 }
 
+void watchdog_set_rank(int rank, const char *host)
+{
+    origin_rank = rank;
+    origin_host = host;
+}
+
 void watchdog_warmed_up(void) { atomic_store(&warmed_up, 1); }
 
 /* The limit now: the timeout, or its start-up multiple. */
@@ -115,7 +129,7 @@ static void default_expiry(const char *message, void *user)
 {
     (void)user;
     char line[1024];
-    int n = snprintf(line, sizeof line, "[rank %d %s] %s", fail_rank(), fail_host(), message);
+    int n = snprintf(line, sizeof line, "[rank %d %s] %s", origin_rank, origin_host, message);
     if (n > (int)sizeof line - 1)
         n = (int)sizeof line - 1;
     /* write(2), not stdio: the main thread may hold stderr's lock where it

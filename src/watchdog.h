@@ -25,6 +25,13 @@
  * then fires again only after progress and a new stall. */
 typedef void (*WatchdogExpiry)(const char *message, void *user);
 
+/* The rank and host the default expiry's line names. fail_init passes
+ * its own: fail.c is above this file (its agreements are phases of the
+ * record below), and the watchdog calls nothing of it. Until then rank -1
+ * and host "?", as fail.c has them before it knows. host must outlive the
+ * watchdog; call before watchdog_start. Not collective. */
+void watchdog_set_rank(int rank, const char *host);
+
 /* The phase a rank is in: an operation, an optional detail (the group of
  * a collective) and the operation it was entered from (the message says
  * "comm_allreduce on dp (in train_step, ...)"): string literals, never
