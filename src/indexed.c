@@ -3,7 +3,7 @@
  * indexed.h).
  *
  * Why this shape: the index of a large corpus lists hundreds of millions of
- * sequences, so it is streamed through a fixed buffer with pread (as data.c
+ * sequences, so it is streamed through a fixed buffer with pread (as data_format.c
  * reads tokens) rather than loaded or mapped; what training needs from it is
  * small (the token size and the token count), because the sequences lie back
  * to back and a sample may cross their boundaries. Every count is checked

@@ -308,7 +308,7 @@ static void print_schedules(const Config *cfg, int world, double mem_gib, FILE *
 
 /* ---- printing ----------------------------------------------------------- */
 
-/* One row of the memory table, as the trainer prints it (train.c). */
+/* One row of the memory table, as the trainer prints it (train_setup.c). */
 static void print_memory_row(PlanMemory m, int host, FILE *out)
 {
     fprintf(out, "%10.3f / %10.3f / %10.3f / %10.3f", m.weights / MIB, m.grads / MIB,

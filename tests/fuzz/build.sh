@@ -4,7 +4,7 @@
 #
 # BUILDDIR is a configured and built trident tree (any configure options
 # but --enable-sanitizers, whose gcc runtime cannot mix with clang's). The
-# code under test (src/config*.c, src/grid.c, src/data.c, src/blend.c,
+# code under test (src/config*.c, src/grid.c, src/data*.c, src/blend.c,
 # src/indexed.c, src/ckpt*.c, src/inspect.c, src/safetensors.c, src/bpe.c,
 # src/tokenizer_load.c) and the targets are compiled here with
 # -fsanitize=fuzzer-no-link,address,undefined; the rest of trident comes,
@@ -48,7 +48,7 @@ cc() {  # cc OUT.o SOURCE: instrumented for coverage and the sanitizers
 }
 obj="$out/obj"
 mkdir -p "$obj"
-for f in config config_ini data blend indexed ckpt ckpt_format ckpt_files inspect grid safetensors bpe tokenizer_load; do
+for f in config config_ini data data_format data_sampler data_loader blend indexed ckpt ckpt_format ckpt_files inspect grid safetensors bpe tokenizer_load; do
     cc "$obj/$f.o" "$top/src/$f.c"
 done
 for f in fuzz_util fuzz_config fuzz_data fuzz_ckpt fuzz_safetensors fuzz_indexed fuzz_tokenizer; do cc "$obj/$f.o" "$here/$f.c"; done
@@ -62,15 +62,16 @@ link() {  # link TARGET OBJECTS...: libFuzzer's main, then BUILDDIR's libraries
         $hdf5_libs $inih_libs $jansson_libs $pcre2_libs $mpi_libs -lgomp -lm -pthread
 }
 config="$obj/config.o $obj/config_ini.o"
+data="$obj/data.o $obj/data_format.o $obj/data_sampler.o $obj/data_loader.o"
 ckpt="$obj/ckpt.o $obj/ckpt_format.o $obj/ckpt_files.o $obj/inspect.o"
 # shellcheck disable=SC2086
 link fuzz_config "$obj/fuzz_config.o" $config "$obj/grid.o"
 # shellcheck disable=SC2086
-link fuzz_data "$obj/fuzz_data.o" "$obj/data.o" "$obj/blend.o" "$obj/indexed.o" $config
+link fuzz_data "$obj/fuzz_data.o" $data "$obj/blend.o" "$obj/indexed.o" $config
 # shellcheck disable=SC2086
 link fuzz_indexed "$obj/fuzz_indexed.o" "$obj/indexed.o"
 # shellcheck disable=SC2086
-link fuzz_ckpt "$obj/fuzz_ckpt.o" $ckpt $config "$obj/data.o" "$obj/blend.o" "$obj/indexed.o"
+link fuzz_ckpt "$obj/fuzz_ckpt.o" $ckpt $config $data "$obj/blend.o" "$obj/indexed.o"
 # shellcheck disable=SC2086
 link fuzz_safetensors "$obj/fuzz_safetensors.o" "$obj/safetensors.o"
 # shellcheck disable=SC2086
