@@ -26,14 +26,10 @@
 #include <stdio.h>
 
 #include "config.h"
+#include "data_error.h"
 
 typedef struct Dataset Dataset;
 
-/* Why a sample could not be read during the run: one line (no newline),
- * "trident: [data] train = FILE: ...", naming the file and the offset. */
-typedef struct {
-    char msg[CONFIG_PATH_MAX + 512];
-} DataError;
 
 /* Opens cfg->train (and cfg->val, or holds out the last
  * cfg->val_fraction of train when val is empty) and keeps them open for the

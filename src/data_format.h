@@ -13,7 +13,7 @@
 #include <stdio.h>
 
 #include "config.h"
-#include "data.h"
+#include "data_error.h"
 
 typedef struct {
     int fd;             /* -1 when not open */
