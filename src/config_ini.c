@@ -1,7 +1,8 @@
 /*
  * config_ini.c - the INI reader: a config's text, from a file or from
  * memory, through libinih onto a Config; see config_ini.h. What each key
- * means and accepts is config.c's (config_keys.h); this file knows lines.
+ * means and accepts is the key table's (config_keys.c, config_value.c);
+ * this file knows lines.
  *
  * libinih as Debian ships it (r55) is built without INI_HANDLER_LINENO and
  * with a 200-byte line buffer: a longer line is silently cut, its tail parsed
@@ -29,6 +30,8 @@
 #include <unistd.h>
 
 #include "config_keys.h"
+#include "config_message.h"
+#include "config_value.h"
 #include "file_check.h"
 
 #define CONFIG_FILE_MAX (1 << 20)     /* anything bigger is not a config */
