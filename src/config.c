@@ -8,7 +8,7 @@
  *   config_value.c    one value as text, both ways; setting a key by name
  *   config_message.c  how errors read, and the suggestions for a typo
  *   config_rules.c    the rules between keys
- *   config_ini.c      the INI reader (libinih) onto a Config
+ *   config_ini.c      INI text applied to a Config (lines: ini_read.c)
  *
  * Calls among them run one way, from this file down to the key table, so
  * that each can be read, and changed, without the ones above it.
