@@ -1,7 +1,8 @@
 /*
- * config_ini.h - reading a config's INI text through libinih: from a file
- * (config_load's) or from memory (the text a checkpoint stores), every
- * error naming its line.
+ * config_ini.h - a config's INI text applied to a Config (config_ini.c):
+ * from a file (config_load's) or from memory (the text a checkpoint
+ * stores), every error naming its line. The lines themselves are read by
+ * ini_read.h.
  */
 #ifndef TRI_SRC_CONFIG_INI_H
 #define TRI_SRC_CONFIG_INI_H

@@ -1,44 +1,53 @@
 /*
- * config_keys.h - what the INI reader (config_ini.c) needs of the key
- * table in config.c: which keys and sections exist, setting a key with the
- * error kept for the reader to place, and the wording of errors. No other
- * file includes it: everything else goes through config.h.
+ * config_keys.h - the key table (config_keys.c): every key's section,
+ * name, type, place in Config, default, and its range or words. Private to
+ * the config files (config.c, config_value.c, config_message.c,
+ * config_rules.c, config_ini.c); everything else goes through config.h.
+ * The table depends on nothing: the files above it read it, and it calls
+ * none of them. Not collective.
  */
 #ifndef TRI_SRC_CONFIG_KEYS_H
 #define TRI_SRC_CONFIG_KEYS_H
 
 #include <stddef.h>
-#include <stdio.h>
 
 #include "config.h"
 
-#define CONFIG_MSG_MAX 1024   /* one error line */
+typedef enum { K_INT, K_SEED, K_REAL, K_BOOL, K_ENUM, K_PATH, K_RECOMPUTE } KeyType;
 
-/* The number of keys, and a key's index below it (-1: no such key).
- * Not collective. */
+/* LLAMA_KEY: arch and the keys only llama reads; config_to_ini leaves
+ * them out of a gpt2 config (where they must hold their defaults), so a
+ * gpt2 run's stored config is what it was before llama came. */
+/* AUTO_BOOL: a boolean that also takes "auto" (TIE_AUTO), which
+ * config_load resolves by arch. */
+/* OMIT_UNSET: config_to_ini leaves the key out while it holds its
+ * default, so the stored config (and its checksum) of a run that does not
+ * use it is what it was before the key came (vocab_used, init_from,
+ * tokenizer). */
+enum { OPEN_MIN = 1, OPEN_MAX = 2, NONEMPTY = 4, LLAMA_KEY = 8, AUTO_BOOL = 16, OMIT_UNSET = 32 };
+
+typedef struct {
+    const char *section, *name;
+    KeyType type;
+    size_t offset, size;        /* of the field in Config */
+    const char *def;            /* default, as text: config_defaults parses it */
+    double min, max;            /* K_INT, K_REAL: the allowed range */
+    unsigned flags;             /* OPEN_*: bound excluded; NONEMPTY: path required */
+    const char *const *words;   /* K_ENUM: value i is words[i] */
+} KeyDef;
+
+/* Every key, in the order of jobs/configs/tiny.ini; config_key_count()
+ * rows. */
+extern const KeyDef config_keys[];
+
+/* The number of keys, and a key's index below it (-1: no such key). */
 int config_key_count(void);
 int config_key_index(const char *section, const char *key);
 
-/* 0 for a known section; else writes why to msg and returns 1.
- * Not collective. */
-int config_section_unknown(const char *section, char *msg, size_t n);
+/* The row of [section] name, or NULL. */
+const KeyDef *config_key_find(const char *section, const char *name);
 
-/* config_set, but on failure the message (without "trident: origin: ") goes
- * to msg. Not collective. */
-int config_set_key(Config *cfg, const char *section, const char *key, const char *value,
-                   char *msg, size_t n);
-
-/* "[section] key = value: why", or "[section] key: why" for an empty value.
- * Not collective. */
-void config_describe(char *msg, size_t n, const char *section, const char *key,
-                     const char *value, const char *why);
-
-/* The message for a line that is not INI: 'syntax error in "LINE" (...)'.
- * Not collective. */
-void config_describe_syntax(char *msg, size_t n, const char *line);
-
-/* Prints "trident: <message>" as one line on err (if any); returns 1 so
- * callers can `return config_report(...)`. Not collective. */
-int config_report(FILE *err, const char *fmt, ...) __attribute__((format(printf, 2, 3)));
+/* Whether any key lives in this section. */
+int config_section_known(const char *section);
 
 #endif
