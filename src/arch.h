@@ -13,7 +13,7 @@
  * parameter table (params_stage.c) builds its block's tensors; plan,
  * the roofline and the CPU profile read its FLOPs, bytes, activation
  * widths and GEMM shapes; export and init_from its HuggingFace names,
- * config.json and checks; the config its key checks. Adding an
+ * config.json and checks; the config its key rules and defaults. Adding an
  * architecture is a file that defines one `Arch`, a line in arch.c's
  * table and a word in config.h's ModelArch (doc/design.md lists what a
  * descriptor holds).
@@ -72,6 +72,21 @@ typedef struct {
 
 #define ARCH_MAX_LINEARS 8
 
+/* A key an architecture refuses (its check_keys): which, and why; the
+ * config words it ("trident: FILE: [model] KEY = VALUE: WHY"). */
+typedef struct {
+    const char *section, *key;
+    char why[256];
+} ArchKeyProblem;
+
+/* Names the key of a refusal whose reason is already in p->why; returns 1. */
+static inline int arch_refuse(ArchKeyProblem *p, const char *section, const char *key)
+{
+    p->section = section;
+    p->key = key;
+    return 1;
+}
+
 typedef struct Arch {
     const char *name;          /* [model] arch */
     int positions;             /* a learned position table, wpe */
@@ -79,6 +94,14 @@ typedef struct Arch {
                                   for the backward), else RMSNorm (gain) */
     int rotary;                /* q and k rotated; grouped-query expansion */
     int gated_mlp;             /* SwiGLU (gate, up, down), else GELU */
+
+    /* The config: tie_embeddings = auto's answer; whether a stored config
+     * carries [model] arch and the architecture keys (config_keys.h's
+     * ARCH_KEY: gpt2's does not, so it reads as before llama came); the
+     * rules the keys must keep, 0 or 1 with the refused key in p. */
+    int tied_head;
+    int writes_arch_keys;
+    int (*check_keys)(const Config *c, ArchKeyProblem *p);
 
     /* The parameter table: a block's tensors, in order, added to ps as
      * unit "h.L" (params_stage.c builds the rest of a stage around it),

@@ -24,6 +24,29 @@
 #include "model_impl.h"
 #include "prof.h"
 
+/* ---- the config --------------------------------------------------------- */
+
+/* The architecture keys mean nothing to GPT-2: a gpt2 config that sets
+ * one is refused rather than silently trained without it (defaults are
+ * what config_to_ini writes back, so they pass). */
+static int check_keys(const Config *c, ArchKeyProblem *p)
+{
+    const ModelConfig *m = &c->model;
+    const char *key = NULL;
+    if (m->n_kv_head != 0 && m->n_kv_head != m->n_head)
+        key = "n_kv_head";
+    else if (m->ffn_dim != 0 && m->ffn_dim != 4 * m->n_embd)
+        key = "ffn_dim";
+    else if (m->norm_eps != 1e-5)
+        key = "norm_eps";
+    else if (m->rope_theta != 10000.0)
+        key = "rope_theta";
+    if (!key)
+        return 0;
+    reason_set(p->why, sizeof p->why, "applies to arch = llama only (this config's arch is gpt2)");
+    return arch_refuse(p, "model", key);
+}
+
 /* ---- parameters --------------------------------------------------------- */
 
 static void build_block(ParamSet *ps, int l, const ModelConfig *m, const Grid *g)
@@ -303,6 +326,7 @@ static int hf_check(json_t *root, const char *path, const Config *cfg, char *why
 const Arch arch_gpt2 = {
     .name = "gpt2",
     .positions = 1, .norm_bias = 1, .rotary = 0, .gated_mlp = 0,
+    .tied_head = 1, .writes_arch_keys = 0, .check_keys = check_keys,
     .build_block = build_block, .block_roles = block_roles, .block_numel = block_numel,
     .forward = block_forward, .backward = block_backward, .weights = block_weights,
     .widths = widths, .kept_grad_width = kept_grad_width,

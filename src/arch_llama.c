@@ -38,6 +38,38 @@
 #include "model_impl.h"
 #include "prof.h"
 
+/* ---- the config --------------------------------------------------------- */
+
+/* Grouped-query attention and rotary embeddings constrain the heads; TP
+ * splits key/value heads or replicates them (arch_sizes.h). */
+static int check_keys(const Config *c, ArchKeyProblem *p)
+{
+    const ModelConfig *m = &c->model;
+    int kv = arch_kv_heads(m), tp = c->parallel.tp;
+    if (m->n_head % kv) {
+        reason_set(p->why, sizeof p->why, "must divide n_head (%d): each key/value head serves "
+                   "n_head / n_kv_head query heads", m->n_head);
+        return arch_refuse(p, "model", "n_kv_head");
+    }
+    if ((m->n_embd / m->n_head) % 2) {
+        reason_set(p->why, sizeof p->why, "the head size n_embd / n_head = %d is odd: rotary "
+                   "embeddings rotate pairs of channels", m->n_embd / m->n_head);
+        return arch_refuse(p, "model", "n_head");
+    }
+    if (kv % tp && tp % kv) {
+        reason_set(p->why, sizeof p->why, "neither divides nor is divided by n_kv_head (%d): "
+                   "key/value heads are split over TP ranks, or each replicated on "
+                   "tp / n_kv_head ranks", kv);
+        return arch_refuse(p, "parallel", "tp");
+    }
+    if (arch_ffn_dim(m) % tp) {
+        reason_set(p->why, sizeof p->why, "%d is not divisible by tp (%d): the MLP is split "
+                   "across TP ranks", arch_ffn_dim(m), tp);
+        return arch_refuse(p, "model", "ffn_dim");
+    }
+    return 0;
+}
+
 /* ---- parameters --------------------------------------------------------- */
 
 /* Key/value projections: rows split over TP like any column-parallel
@@ -398,6 +430,7 @@ static int hf_check(json_t *root, const char *path, const Config *cfg, char *why
 const Arch arch_llama = {
     .name = "llama",
     .positions = 0, .norm_bias = 0, .rotary = 1, .gated_mlp = 1,
+    .tied_head = 0, .writes_arch_keys = 1, .check_keys = check_keys,
     .build_block = build_block, .block_roles = block_roles, .block_numel = block_numel,
     .forward = block_forward, .backward = block_backward, .weights = block_weights,
     .widths = widths, .kept_grad_width = kept_grad_width,

@@ -32,6 +32,7 @@
 #include "ckpt_io.h"
 #include "comm.h"
 #include "config_ini.h"
+#include "config_load.h"
 #include "fail.h"
 #include "fault.h"
 #include "grid.h"

@@ -31,20 +31,9 @@
 #include "grid.h"
 #include "model.h"
 #include "params.h"
+#include "train_state.h"
 #include "zero.h"
 
-/* What a run needs besides tensors to continue exactly. */
-typedef struct {
-    int64_t step;             /* steps completed */
-    int64_t tokens;           /* tokens trained on */
-    int64_t cursor;           /* global sample index of the next step */
-    int64_t updates;          /* optimizer steps applied (skipped ones not) */
-    double loss_scale;
-    int64_t scale_good_steps; /* clean steps since the scale last changed */
-    int32_t scale_overflows;  /* overflows since the last backoff */
-    double best_val;          /* early stopping: best validation loss */
-    int32_t evals_bad;        /* evaluations without improvement */
-} TrainState;
 
 /* Where a save takes the state it writes from: the live model, or a
  * snapshot of it that a background writer saves while training goes on

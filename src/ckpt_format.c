@@ -15,9 +15,9 @@
 #include <sys/stat.h>
 
 #include "arch_sizes.h"
-#include "ckpt.h"
 #include "config.h"
 #include "config_ini.h"
+#include "config_load.h"
 #include "file_check.h"
 #include "grid.h"
 #include "params_stage.h"

@@ -16,9 +16,9 @@
 #include <stddef.h>
 #include <stdint.h>
 
-#include "ckpt.h"
 #include "config.h"
 #include "params.h"
+#include "train_state.h"
 
 /* Version 2 added attrs_checksum. Version 1 files still load: their root
  * attributes are range-checked but have no checksum to verify. */

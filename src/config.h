@@ -1,12 +1,12 @@
 /*
- * config.h - the run's configuration: INI file (libinih) plus --set overrides.
+ * config.h - the run's configuration, as types: every section and key
+ * that jobs/configs/tiny.ini documents, and their enums.
  *
- * A run is defined by its config (doc/design.md, invariant 1). Every
- * section and key that jobs/configs/tiny.ini documents is here;
- * config_load fills defaults, reads the file, applies overrides, then
- * validates every value and cross-key rule, so a bad input is reported
- * before any work starts, naming file, key, value and reason. The INI
- * reader itself is config_ini.h.
+ * A run is defined by its config (doc/design.md, invariant 1). Loading,
+ * setting, validating and printing one are config_load.h's: this header
+ * holds only what everyone reads, so that the files the loader calls
+ * (the architectures' key checks among them) may include it without an
+ * include circle. Nothing here is a function.
  */
 #ifndef TRI_SRC_CONFIG_H
 #define TRI_SRC_CONFIG_H
@@ -125,34 +125,5 @@ typedef struct {
     FaultConfig fault;
     char source[CONFIG_PATH_MAX];   /* file name, or "(built-in tiny.ini)" */
 } Config;
-
-/* Fills every key with its default (tie_embeddings = auto resolved for
- * the default arch, gpt2: true). Not collective. */
-void config_defaults(Config *cfg);
-
-/* Loads `path` (NULL: the built-in jobs/configs/tiny.ini), then applies the
- * "section.key=value" overrides in order, then validates. On failure writes
- * one line naming file, key, value and reason to err and returns non-zero.
- * Not collective: rank 0 calls it and broadcasts the result. */
-int config_load(Config *cfg, const char *path, const char *const *overrides,
-                int n_overrides, FILE *err);
-
-/* Sets one key from text; returns non-zero (with a message on err) when the
- * section or key is unknown, the value has the wrong type or is out of
- * range. origin names where the value came from ("tiny.ini:12", "--set"). */
-int config_set(Config *cfg, const char *section, const char *key,
-               const char *value, const char *origin, FILE *err);
-
-/* Cross-key checks (n_embd % n_head, checkpoint.every needs a dir, ...). Checks that
- * need the data files are data_open's, and those that need the world size
- * are grid_check's. Returns non-zero on failure. */
-int config_validate(const Config *cfg, FILE *err);
-
-/* Writes the effective config as INI text, every key, to buf; returns the
- * length (as snprintf). Loading that text gives the same Config. */
-int config_to_ini(const Config *cfg, char *buf, size_t size);
-
-/* The built-in default config text (jobs/configs/tiny.ini at build time). */
-extern const char config_builtin_tiny[];
 
 #endif

@@ -4,7 +4,7 @@
  * line numbers); this file is the visitor it hands each section and key
  * to, which sets the key through the key table (config_value.c) and
  * turns the first error into the one line "trident: ORIGIN:LINE: ...".
- * config_load (config.c) calls this file, and this file calls the key
+ * config_load (config_load.c) calls this file, and this file calls the key
  * table and the reader, never the loader, so the config files' calls run
  * one way.
  *

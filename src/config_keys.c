@@ -1,7 +1,7 @@
 /*
  * config_keys.c - the key table: one row per key, naming its section, its
  * name, its type, where it lives in Config, its default, its range or its
- * words. Defaults (config.c), parsing and checking (config_value.c),
+ * words. Defaults (config_load.c), parsing and checking (config_value.c),
  * messages (config_message.c) and printing (config_to_ini) all walk this
  * table, so a key is added in one row and can never be parsed but left
  * out of the config text a checkpoint stores. The table is data and
@@ -62,13 +62,13 @@ const KeyDef config_keys[] = {
     REAL_KEY("model", "init_std", model.init_std, "0.02", 0, INFINITY, OPEN_MIN),
     ENUM_KEY("model", "init_fan", model.init_fan, "fan_in", FAN_WORDS),
     { KEY("model", "tie_embeddings", K_BOOL, model.tie_embeddings, "auto"), .flags = AUTO_BOOL },
-    { KEY("model", "arch", K_ENUM, model.arch, "gpt2"), .words = ARCH_WORDS, .flags = LLAMA_KEY },
+    { KEY("model", "arch", K_ENUM, model.arch, "gpt2"), .words = ARCH_WORDS, .flags = ARCH_KEY },
     { KEY("model", "n_kv_head", K_INT, model.n_kv_head, "0"), .min = 0, .max = INT_MAX,
-      .flags = LLAMA_KEY },
+      .flags = ARCH_KEY },
     { KEY("model", "ffn_dim", K_INT, model.ffn_dim, "0"), .min = 0, .max = INT_MAX,
-      .flags = LLAMA_KEY },
-    REAL_KEY("model", "norm_eps", model.norm_eps, "1e-5", 0, 1, OPEN_MIN | LLAMA_KEY),
-    REAL_KEY("model", "rope_theta", model.rope_theta, "10000", 1, INFINITY, OPEN_MIN | LLAMA_KEY),
+      .flags = ARCH_KEY },
+    REAL_KEY("model", "norm_eps", model.norm_eps, "1e-5", 0, 1, OPEN_MIN | ARCH_KEY),
+    REAL_KEY("model", "rope_theta", model.rope_theta, "10000", 1, INFINITY, OPEN_MIN | ARCH_KEY),
 
     INT_KEY("parallel", "dp", parallel.dp, "0", 0, INT_MAX),
     INT_KEY("parallel", "pp", parallel.pp, "1", 1, INT_MAX),

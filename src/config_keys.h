@@ -1,7 +1,7 @@
 /*
  * config_keys.h - the key table (config_keys.c): every key's section,
  * name, type, place in Config, default, and its range or words. Private to
- * the config files (config.c, config_value.c, config_message.c,
+ * the config files (config_load.c, config_value.c, config_message.c,
  * config_rules.c, config_ini.c); everything else goes through config.h.
  * The table depends on nothing: the files above it read it, and it calls
  * none of them. Not collective.
@@ -15,16 +15,17 @@
 
 typedef enum { K_INT, K_SEED, K_REAL, K_BOOL, K_ENUM, K_PATH, K_RECOMPUTE } KeyType;
 
-/* LLAMA_KEY: arch and the keys only llama reads; config_to_ini leaves
- * them out of a gpt2 config (where they must hold their defaults), so a
- * gpt2 run's stored config is what it was before llama came. */
+/* ARCH_KEY: arch and the keys only some architectures read (llama's);
+ * config_to_ini leaves them out where the architecture's descriptor says
+ * (arch.h: writes_arch_keys; gpt2, where they must hold their defaults),
+ * so a gpt2 run's stored config is what it was before llama came. */
 /* AUTO_BOOL: a boolean that also takes "auto" (TIE_AUTO), which
  * config_load resolves by arch. */
 /* OMIT_UNSET: config_to_ini leaves the key out while it holds its
  * default, so the stored config (and its checksum) of a run that does not
  * use it is what it was before the key came (vocab_used, init_from,
  * tokenizer). */
-enum { OPEN_MIN = 1, OPEN_MAX = 2, NONEMPTY = 4, LLAMA_KEY = 8, AUTO_BOOL = 16, OMIT_UNSET = 32 };
+enum { OPEN_MIN = 1, OPEN_MAX = 2, NONEMPTY = 4, ARCH_KEY = 8, AUTO_BOOL = 16, OMIT_UNSET = 32 };
 
 typedef struct {
     const char *section, *name;

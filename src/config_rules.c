@@ -1,13 +1,12 @@
 /*
  * config_rules.c - the rules between keys: what no single row of the key
  * table can check. Checks that need the data files are data_open's, and
- * those that need the world size are grid_check's. Each failed rule names
+ * those that need the world size are layout_check's. Each failed rule names
  * the key the user should change, with its value (fail_key).
  *
  * The rules about the model architecture (which keys gpt2 refuses, what
- * llama's grouped-query attention and rotary embeddings need) are one
- * function, check_arch_keys, so that they can move into an architecture
- * descriptor (arch.h) as a whole.
+ * llama's grouped-query attention and rotary embeddings need) are the
+ * architecture's descriptor's (arch.h: check_keys); this file words them.
  */
 #include "config_rules.h"
 
@@ -37,46 +36,14 @@ static int fail_key(const Config *cfg, char *msg, size_t n, const char *section,
     return 1;
 }
 
-/* The rules of each architecture. gpt2: the llama keys mean nothing to
- * it, so a gpt2 config that sets one is refused rather than silently
- * trained without it (defaults are the values that config_to_ini writes
- * back, so they pass). llama: grouped-query attention and rotary
- * embeddings constrain the heads; TP splits key/value heads or replicates
- * them (arch.h). */
+/* The architecture's own rules (its descriptor's check_keys: which keys
+ * it refuses, what its attention needs of the heads and of tp). */
 static int check_arch_keys(const Config *c, char *msg, size_t n)
 {
-    const ModelConfig *m = &c->model;
-    if (m->arch == ARCH_GPT2) {
-        const char *why = "applies to arch = llama only (this config's arch is gpt2)";
-        if (m->n_kv_head != 0 && m->n_kv_head != m->n_head)
-            return fail_key(c, msg, n, "model", "n_kv_head", "%s", why);
-        if (m->ffn_dim != 0 && m->ffn_dim != 4 * m->n_embd)
-            return fail_key(c, msg, n, "model", "ffn_dim", "%s", why);
-        if (m->norm_eps != 1e-5)
-            return fail_key(c, msg, n, "model", "norm_eps", "%s", why);
-        if (m->rope_theta != 10000.0)
-            return fail_key(c, msg, n, "model", "rope_theta", "%s", why);
+    ArchKeyProblem p;
+    if (!arch_of(&c->model)->check_keys(c, &p))
         return 0;
-    }
-    int kv = arch_kv_heads(m), tp = c->parallel.tp;
-    if (m->n_head % kv)
-        return fail_key(c, msg, n, "model", "n_kv_head",
-                        "must divide n_head (%d): each key/value head serves n_head / "
-                        "n_kv_head query heads", m->n_head);
-    if ((m->n_embd / m->n_head) % 2)
-        return fail_key(c, msg, n, "model", "n_head",
-                        "the head size n_embd / n_head = %d is odd: rotary embeddings "
-                        "rotate pairs of channels", m->n_embd / m->n_head);
-    if (kv % tp && tp % kv)
-        return fail_key(c, msg, n, "parallel", "tp",
-                        "neither divides nor is divided by n_kv_head (%d): key/value heads "
-                        "are split over TP ranks, or each replicated on tp / n_kv_head "
-                        "ranks", kv);
-    if (arch_ffn_dim(m) % tp)
-        return fail_key(c, msg, n, "model", "ffn_dim",
-                        "%d is not divisible by tp (%d): the MLP is split across TP ranks",
-                        arch_ffn_dim(m), tp);
-    return 0;
+    return fail_key(c, msg, n, p.section, p.key, "%s", p.why);
 }
 
 /* The interleaved schedule's rules (Megatron's): each stage holds

@@ -5,7 +5,7 @@
  * the same bits (config_to_ini's round trip). Each works on one row of the
  * key table and one field of Config; which keys exist is config_keys.c's,
  * how errors read is config_message.c's. Setting a key by its name, the
- * one entry that both --set (config.c) and the INI loader (config_ini.c)
+ * one entry that both --set (config_load.c) and the INI loader (config_ini.c)
  * use, is here too: a name lookup, then a parse.
  */
 #include "config_value.h"

@@ -11,6 +11,7 @@
 #include "ckpt_io.h"
 #include "cli.h"
 #include "config.h"
+#include "config_load.h"
 #include "export.h"
 #include "fail.h"
 #include "inspect.h"

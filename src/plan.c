@@ -14,6 +14,7 @@
 #include <string.h>
 
 #include "arch.h"
+#include "config_load.h"
 #include "fail.h"
 #include "grid.h"
 #include "model.h"
@@ -213,7 +214,7 @@ static Config with_schedule(const Config *cfg, ScheduleKind kind, int v)
     return c;
 }
 
-/* Whether a candidate passes config.c's cross-key rules, the one statement
+/* Whether a candidate passes config_rules.c's cross-key rules, the one statement
  * of them (the interleaved schedule's divisibility, sequence parallelism's
  * equal slices), so plan never offers what the trainer refuses. */
 static int allowed(const Config *c)
@@ -361,7 +362,7 @@ static void print_costs(const Config *cfg, int world, FILE *out)
             c.tp, c.dp, cfg->parallel.zero, c.pp, pp > 1 ? 2 * t->grad_accum : 0, c.embed);
 }
 
-/* Whether sequence parallelism slices anything on cfg's tp, and config.c
+/* Whether sequence parallelism slices anything on cfg's tp, and config_rules.c
  * allows it there. */
 static int sequence_parallel_fits(const Config *cfg)
 {

@@ -11,6 +11,7 @@
 #include "comm.h"
 #include "comm_dp.h"
 #include "config.h"
+#include "config_load.h"
 #include "grid.h"
 #include "tap.h"
 

@@ -20,6 +20,7 @@
 #include <string.h>
 #include <unistd.h>
 
+#include "src/config_load.h"
 #include "tap.h"
 
 /* the smallest valid file */

@@ -8,6 +8,7 @@
 #include <string.h>
 
 #include "config.h"
+#include "config_load.h"
 #include "device.h"
 #include "grid.h"
 #include "tap.h"

@@ -11,6 +11,7 @@
 #include <string.h>
 
 #include "config.h"
+#include "config_load.h"
 #include "grid.h"
 #include "params.h"
 #include "params_stage.h"

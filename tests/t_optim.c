@@ -6,6 +6,7 @@
 #include <stdio.h>
 
 #include "config.h"
+#include "config_load.h"
 #include "optim.h"
 #include "tap.h"
 

@@ -11,6 +11,7 @@
 
 #include "comm_dp.h"
 #include "config.h"
+#include "config_load.h"
 #include "grid.h"
 #include "model.h"
 #include "tap.h"

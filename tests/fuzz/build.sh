@@ -48,7 +48,7 @@ cc() {  # cc OUT.o SOURCE: instrumented for coverage and the sanitizers
 }
 obj="$out/obj"
 mkdir -p "$obj"
-for f in config config_keys config_value config_message config_rules config_ini ini_read data data_format data_sampler data_loader blend indexed ckpt ckpt_format ckpt_files inspect grid safetensors bpe tokenizer_load; do
+for f in config_load config_keys config_value config_message config_rules config_ini ini_read data data_format data_sampler data_loader blend indexed ckpt ckpt_format ckpt_files inspect grid safetensors bpe tokenizer_load; do
     cc "$obj/$f.o" "$top/src/$f.c"
 done
 for f in fuzz_util fuzz_config fuzz_data fuzz_ckpt fuzz_safetensors fuzz_indexed fuzz_tokenizer; do cc "$obj/$f.o" "$here/$f.c"; done
@@ -61,7 +61,7 @@ link() {  # link TARGET OBJECTS...: libFuzzer's main, then BUILDDIR's libraries
         "$build/src/libtrident.a" "$build/kernels/libkernels.a" $gemm $cuda $nccl \
         $hdf5_libs $inih_libs $jansson_libs $pcre2_libs $mpi_libs -lgomp -lm -pthread
 }
-config="$obj/config.o $obj/config_keys.o $obj/config_value.o $obj/config_message.o $obj/config_rules.o
+config="$obj/config_load.o $obj/config_keys.o $obj/config_value.o $obj/config_message.o $obj/config_rules.o
     $obj/config_ini.o $obj/ini_read.o"
 data="$obj/data.o $obj/data_format.o $obj/data_sampler.o $obj/data_loader.o"
 ckpt="$obj/ckpt.o $obj/ckpt_format.o $obj/ckpt_files.o $obj/inspect.o"

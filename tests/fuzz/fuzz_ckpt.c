@@ -16,6 +16,7 @@
 #include <string.h>
 
 #include "ckpt.h"
+#include "config_load.h"
 #include "fail.h"
 #include "fuzz.h"
 #include "grid.h"

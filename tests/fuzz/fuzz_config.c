@@ -14,6 +14,7 @@
 #include <string.h>
 
 #include "config.h"
+#include "config_load.h"
 #include "fuzz.h"
 #include "grid.h"
 

@@ -1,5 +1,5 @@
 /*
- * config.c - the run's configuration as a whole (config.h): defaults,
+ * config_load.c - the run's configuration as a whole (config_load.h): defaults,
  * config_load (the INI text, then the --set overrides, then validation),
  * config_set, config_validate and config_to_ini. The parts are each a
  * file of their own, and this one puts them together:
@@ -13,12 +13,13 @@
  * Calls among them run one way, from this file down to the key table, so
  * that each can be read, and changed, without the ones above it.
  */
-#include "config.h"
+#include "config_load.h"
 
 #include <stddef.h>
 #include <stdlib.h>
 #include <string.h>
 
+#include "arch.h"
 #include "config_ini.h"
 #include "config_keys.h"
 #include "config_message.h"
@@ -43,11 +44,12 @@ static void defaults_unresolved(Config *cfg)
     }
 }
 
-/* tie_embeddings = auto: Llama unties its head, GPT-2 ties it. */
+/* tie_embeddings = auto: the architecture's answer (GPT-2 ties its head,
+ * Llama unties it). */
 static void resolve_auto(Config *cfg)
 {
     if (cfg->model.tie_embeddings == TIE_AUTO)
-        cfg->model.tie_embeddings = cfg->model.arch != ARCH_LLAMA;
+        cfg->model.tie_embeddings = arch_of(&cfg->model)->tied_head;
 }
 
 void config_defaults(Config *cfg)
@@ -91,7 +93,7 @@ int config_to_ini(const Config *cfg, char *buf, size_t size)
         buf[0] = '\0';
     for (int i = 0; i < config_key_count(); i++) {
         const KeyDef *k = &config_keys[i];
-        if ((k->flags & LLAMA_KEY) && cfg->model.arch == ARCH_GPT2)
+        if ((k->flags & ARCH_KEY) && !arch_of(&cfg->model)->writes_arch_keys)
             continue;
         if (!section || strcmp(section, k->section)) {
             config_put(&t, "%s[%s]\n", section ? "\n" : "", k->section);
