@@ -1,6 +1,8 @@
 /*
- * cli.h - the command line: `trident COMMAND [options]`, parsed with
- * getopt_long.
+ * cli.h - the command line: `trident COMMAND [options]`. The command
+ * word, then each command's options through its table (cli_options.h):
+ * train, plan, inspect and sample here, export and tokenize in their own
+ * files.
  *
  *   trident train   [--config FILE] [--set section.key=value ...]
  *   trident plan    --config FILE --world N [--mem GIB] [--hw NAME] [--set ...]

@@ -16,7 +16,6 @@
 #include <dirent.h>
 #include <errno.h>
 #include <fcntl.h>
-#include <getopt.h>
 #include <hdf5.h>
 #include <jansson.h>
 #include <stdlib.h>
@@ -25,6 +24,7 @@
 #include <unistd.h>
 
 #include "ckpt_format.h"
+#include "cli_options.h"
 #include "fail.h"
 #include "hf_map.h"
 #include "safetensors.h"
@@ -33,16 +33,9 @@
 #define INDEX_NAME "model.safetensors.index.json"
 #define CONFIG_NAME "config.json"
 
-static int usage(FILE *err, const char *fmt, const char *arg)
-{
-    fputs("trident: export: ", err);
-    fprintf(err, fmt, arg);
-    fputs("\n(trident --help shows the usage)\n", err);
-    return TRI_EXIT_USAGE;
-}
-
-/* "5GB" = 5e9 and "5GiB" = 5 x 2^30 bytes, as transformers reads them. */
-static int parse_size(const char *s, uint64_t *out)
+/* "5GB" = 5e9 and "5GiB" = 5 x 2^30 bytes, as transformers reads them;
+ * out is a uint64_t. */
+static int parse_size(const char *s, void *out)
 {
     static const struct { const char *suffix; uint64_t scale; } units[] = {
         {"", 1}, {"B", 1}, {"KB", 1000}, {"MB", 1000000}, {"GB", 1000000000},
@@ -57,7 +50,7 @@ static int parse_size(const char *s, uint64_t *out)
         if (!strcmp(end, units[i].suffix)) {
             if (v > UINT64_MAX / units[i].scale)
                 return -1;
-            *out = v * units[i].scale;
+            *(uint64_t *)out = v * units[i].scale;
             return 0;
         }
     return -1;
@@ -65,45 +58,26 @@ static int parse_size(const char *s, uint64_t *out)
 
 int export_parse(ExportArgs *a, int argc, char **argv, FILE *err)
 {
-    static const struct option longopts[] = {
-        {"format", required_argument, NULL, 'f'}, {"dtype", required_argument, NULL, 'd'},
-        {"max-shard-size", required_argument, NULL, 'm'}, {"force", no_argument, NULL, 'F'},
-        {NULL, 0, NULL, 0},
-    };
     memset(a, 0, sizeof *a);
     a->max_shard = EXPORT_DEFAULT_SHARD;
-    const char *format = NULL;
-    optind = 1;
-    opterr = 0;
-    int opt;
-    while ((opt = getopt_long(argc, argv, ":", longopts, NULL)) != -1) {
-        switch (opt) {
-        case 'f': format = optarg; break;
-        case 'd':
-            if (strcmp(optarg, "fp32") && strcmp(optarg, "bf16"))
-                return usage(err, "--dtype %s: expected fp32 or bf16", optarg);
-            a->bf16 = !strcmp(optarg, "bf16");
-            break;
-        case 'm':
-            if (parse_size(optarg, &a->max_shard))
-                return usage(err, "--max-shard-size %s: expected a positive size in bytes, "
-                             "optionally with KB, MB, GB, KiB, MiB or GiB", optarg);
-            break;
-        case 'F': a->force = 1; break;
-        case ':': return usage(err, "option '%s' needs a value", argv[optind - 1]);
-        default: return usage(err, "unknown option '%s'", argv[optind - 1]);
-        }
-    }
-    if (optind + 2 != argc)
-        return usage(err, "expected CKPT.h5 and DIR (export CKPT.h5 --format hf DIR)%s", "");
-    a->ckpt = argv[optind];
-    a->dir = argv[optind + 1];
-    if (!format)
-        return usage(err, "needs --format hf%s", "");
-    if (strcmp(format, "hf"))
-        return usage(err, "--format %s: the one format is hf (HuggingFace safetensors)",
-                     format);
-    return 0;
+    int format;
+    CliOption options[] = {
+        {.name = "format", .takes = CLI_ONE, .check = CLI_CHOICE, .choices = "hf", .to = &format,
+         .invalid = "--format %s: the one format is hf (HuggingFace safetensors)", .needed = "hf"},
+        {.name = "dtype", .takes = CLI_ONE, .check = CLI_CHOICE, .choices = "fp32|bf16",
+         .to = &a->bf16, .invalid = "--dtype %s: expected fp32 or bf16"},
+        {.name = "max-shard-size", .takes = CLI_ONE, .check = CLI_CUSTOM, .parse = parse_size,
+         .to = &a->max_shard, .invalid = "--max-shard-size %s: expected a positive size in bytes, "
+                                         "optionally with KB, MB, GB, KiB, MiB or GiB"},
+        {.name = "force", .takes = CLI_FLAG, .to = &a->force},
+    };
+    CliSpec spec = {
+        .command = "export", .options = options,
+        .n_options = (int)(sizeof options / sizeof options[0]),
+        .positional = {&a->ckpt, &a->dir}, .n_positional = 2,
+        .missing = "expected CKPT.h5 and DIR (export CKPT.h5 --format hf DIR)",
+    };
+    return cli_options_parse(&spec, argc, argv, err);
 }
 
 /* ---- the output directory --------------------------------------------- */

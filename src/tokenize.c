@@ -23,7 +23,6 @@
 
 #include <errno.h>
 #include <fcntl.h>
-#include <getopt.h>
 #include <jansson.h>
 #include <stdint.h>
 #include <stdio.h>
@@ -33,6 +32,7 @@
 #include <unistd.h>
 
 #include "bpe.h"
+#include "cli_options.h"
 #include "comm.h"
 #include "fail.h"
 #include "file_check.h"
@@ -83,16 +83,6 @@ typedef struct {
 
 /* ---- options ---- */
 
-static int usage(int speak, const char *fmt, const char *arg)
-{
-    if (speak) {
-        fputs("trident: ", stderr);
-        fprintf(stderr, fmt, arg);
-        fputs("\n(trident --help shows the usage)\n", stderr);
-    }
-    return TRI_EXIT_USAGE;
-}
-
 /* --delimiter takes C's escapes, since a shell makes "\n\n" awkward. */
 static int unescape(const char *s, char *out, size_t cap, size_t *len)
 {
@@ -132,62 +122,40 @@ static int ends_with(const char *s, const char *tail)
     return n >= t && strcmp(s + n - t, tail) == 0;
 }
 
+static int parse_delimiter(const char *value, void *args)
+{
+    Args *a = args;
+    return unescape(value, a->delim, sizeof a->delim, &a->delim_len);
+}
+
 static int parse_args(Args *a, int argc, char **argv, int speak)
 {
-    static const struct option longopts[] = {
-        {"tokenizer", required_argument, NULL, 't'}, {"input", required_argument, NULL, 'i'},
-        {"output", required_argument, NULL, 'o'},    {"jsonl-key", required_argument, NULL, 'k'},
-        {"delimiter", required_argument, NULL, 'd'}, {"eod", required_argument, NULL, 'e'},
-        {"skip-bad", no_argument, NULL, 'S'},        {"force", no_argument, NULL, 'f'},
-        {"progress", required_argument, NULL, 'P'},  {NULL, 0, NULL, 0},
-    };
     memset(a, 0, sizeof *a);
-    a->key = "text";
     a->progress = 5.0;
     a->inputs = calloc((size_t)argc + 1, sizeof *a->inputs);
-    optind = 1;
-    opterr = 0;
-    int opt;
-    while ((opt = getopt_long(argc, argv, ":", longopts, NULL)) != -1) {
-        switch (opt) {
-        case 't': a->tokenizer = optarg; break;
-        case 'i':
-            a->inputs[a->n_inputs++] = optarg;
-            /* --input a b c: the words after it up to the next option */
-            while (optind < argc && argv[optind][0] != '-')
-                a->inputs[a->n_inputs++] = argv[optind++];
-            break;
-        case 'o': a->output = optarg; break;
-        case 'k': a->key = optarg, a->jsonl_forced = 1; break;
-        case 'd':
-            if (unescape(optarg, a->delim, sizeof a->delim, &a->delim_len))
-                return usage(speak, "--delimiter '%s': expected 1 to 255 bytes (escapes \\n \\t \\r \\\\ \\xHH)", optarg);
-            break;
-        case 'e': a->eod = optarg; break;
-        case 'S': a->skip_bad = 1; break;
-        case 'f': a->force = 1; break;
-        case 'P': {
-            char *end;
-            a->progress = strtod(optarg, &end);
-            if (*end || end == optarg || !(a->progress > 0) || a->progress > 1e9)
-                return usage(speak, "--progress %s: expected seconds between progress lines (> 0)", optarg);
-            break;
-        }
-        case ':': return usage(speak, "option '%s' needs a value", argv[optind - 1]);
-        default: return usage(speak, "unknown option '%s' for tokenize", argv[optind - 1]);
-        }
-    }
-    if (optind < argc)
-        return usage(speak, "unexpected argument '%s'", argv[optind]);
-    if (!a->tokenizer)
-        return usage(speak, "tokenize needs --tokenizer FILE%s", "");
-    if (!a->n_inputs)
-        return usage(speak, "tokenize needs --input FILE...%s", "");
-    if (!a->output)
-        return usage(speak, "tokenize needs --output PREFIX%s", "");
-    if (a->n_inputs > MAX_INPUTS)
-        return usage(speak, "too many --input files (at most %s)", "65536");
-    return 0;
+    CliOption options[] = {
+        {.name = "tokenizer", .takes = CLI_ONE, .to = &a->tokenizer, .needed = "FILE"},
+        {.name = "input", .takes = CLI_WORDS, .to = a->inputs, .count = &a->n_inputs,
+         .max = MAX_INPUTS, .invalid = "too many --input files (at most 65536)",
+         .needed = "FILE..."},
+        {.name = "output", .takes = CLI_ONE, .to = &a->output, .needed = "PREFIX"},
+        {.name = "jsonl-key", .takes = CLI_ONE, .to = &a->key},
+        {.name = "delimiter", .takes = CLI_ONE, .check = CLI_CUSTOM, .parse = parse_delimiter,
+         .to = a, .invalid = "--delimiter '%s': expected 1 to 255 bytes (escapes \\n \\t \\r \\\\ \\xHH)"},
+        {.name = "eod", .takes = CLI_ONE, .to = &a->eod},
+        {.name = "skip-bad", .takes = CLI_FLAG, .to = &a->skip_bad},
+        {.name = "force", .takes = CLI_FLAG, .to = &a->force},
+        {.name = "progress", .takes = CLI_ONE, .check = CLI_REAL, .most = 1e9, .to = &a->progress,
+         .invalid = "--progress %s: expected seconds between progress lines (> 0)"},
+    };
+    CliSpec spec = {.command = "tokenize", .options = options,
+                    .n_options = (int)(sizeof options / sizeof options[0])};
+    int rc = cli_options_parse(&spec, argc, argv, fail_stream(speak));
+    /* --jsonl-key reads every input as JSON Lines */
+    a->jsonl_forced = a->key != NULL;
+    if (!a->key)
+        a->key = "text";
+    return rc;
 }
 
 /* ---- inputs and anchors ---- */

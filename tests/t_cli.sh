@@ -3,7 +3,7 @@
 # fails fast, on every rank, with a message naming what is wrong.
 . "${TRI_SRCDIR:-.}/tests/lib.sh"
 np=${1:-1}
-plan 17
+plan 22
 cfg="$WORK/c.ini"
 write_config "$cfg"
 
@@ -12,6 +12,13 @@ run "$np" --help;                    expect 0 "usage: trident train" "--help pri
 run "$np" frobnicate;                expect 2 "unknown command 'frobnicate'" "unknown command"
 run "$np" train --bogus;             expect 2 "unknown option '--bogus'" "unknown option"
 run "$np" train --config;            expect 2 "needs a value" "option without its value"
+# one parser for every command (cli_options.h): the same messages, the
+# word as the user wrote it, getopt's unique prefixes
+run "$np" train --conf;              expect 2 "^trident: option '--conf' needs a value" "an abbreviated option without its value"
+run "$np" sample --ckpt x --tokens 0; expect 2 "^trident: --tokens 0: expected a positive integer" "a value the option's check refuses"
+run "$np" export a.h5 --dtype fp16 d --format hf; expect 2 "^trident: --dtype fp16: expected fp32 or bf16" "export: a value not in the option's choices"
+run "$np" export a.h5 d e --format hf; expect 2 "^trident: unexpected argument 'e'" "export: a third positional argument"
+run "$np" tokenize --tokenizer t --bogus; expect 2 "^trident: unknown option '--bogus'$" "tokenize: unknown option, as for every command"
 run "$np" train --config "$WORK/none.ini"; expect 1 "none.ini" "missing config file"
 run "$np" train --config "$cfg" --set model.n_layers=3; expect 1 "n_layers" "unknown key through --set"
 run "$np" train --config "$cfg" --set model.n_head=3; expect 1 "divisible" "n_embd not divisible by n_head"
