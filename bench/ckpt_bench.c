@@ -37,6 +37,7 @@
 #include "src/ckpt.h"
 #include "src/ckpt_files.h"
 #include "src/config.h"
+#include "src/config_load.h"
 #include "src/fail.h"
 #include "src/grid.h"
 #include "src/model.h"

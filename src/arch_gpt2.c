@@ -93,7 +93,7 @@ static int64_t block_numel(const ModelConfig *m)
 static void block_forward(Model *m, const BlockParams *p, BlockActs *a,
                           ops_tensor out, int rows)
 {
-    int64_t N = (int64_t)rows * m->T, C = m->C, Cl = C / m->grid->tp;
+    int64_t N = (int64_t)rows * m->T, C = m->C, Cl = C / m->grid->layout.tp;
     int64_t n = model_local_rows(m, N);
     PROF(PROF_LAYERNORM, ops_layernorm_fwd(head_of(a->ln1, n * C), a->ln1_mean, a->ln1_rstd,
                       head_of(a->x, n * C), W(m, p->ln1w), W(m, p->ln1b), (int)n, (int)C));
@@ -133,7 +133,7 @@ static void block_backward(Model *m, const BlockParams *p, BlockActs *a,
                            ops_tensor dres, int rows)
 {
     ModelScratch *s = m->scratch;
-    int64_t N = (int64_t)rows * m->T, C = m->C, Cl = C / m->grid->tp, at = 0;
+    int64_t N = (int64_t)rows * m->T, C = m->C, Cl = C / m->grid->layout.tp, at = 0;
     ops_tensor d_fc = head_of(s->d_fc, N * 4 * Cl);
     ops_tensor d_ln = head_of(s->d_ln, N * C);
 
@@ -168,7 +168,7 @@ static void block_weights(Model *m, const BlockParams *p, BlockActs *a, ops_tens
                           int rows)
 {
     (void)dres;
-    int64_t N = (int64_t)rows * m->T, C = m->C, Cl = C / m->grid->tp, at = 0;
+    int64_t N = (int64_t)rows * m->T, C = m->C, Cl = C / m->grid->layout.tp, at = 0;
     model_linear_weights(m, p->mprojw, p->mprojb, kept_next(a, &at, N * C),
                          head_of(a->fcg, N * 4 * Cl), N, C, 4 * Cl);
     model_linear_weights(m, p->fcw, p->fcb, kept_next(a, &at, N * 4 * Cl),

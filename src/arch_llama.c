@@ -78,11 +78,11 @@ static int check_keys(const Config *c, ArchKeyProblem *p)
  * replicas counts them in norms and writes them (arch.h). */
 static void kv_rows(Param *p, const ModelConfig *m, const Grid *g)
 {
-    int replicas = arch_kv_replicas(m, g->tp);
+    int replicas = arch_kv_replicas(m, g->layout.tp);
     int64_t hs = m->n_embd / m->n_head;
-    p->lrows = arch_kv_heads_local(m, g->tp) * hs;
-    p->row0 = p->lrows * (g->tp_rank / replicas);
-    if (g->tp_rank % replicas) {
+    p->lrows = arch_kv_heads_local(m, g->layout.tp) * hs;
+    p->row0 = p->lrows * (g->layout.tp_rank / replicas);
+    if (g->layout.tp_rank % replicas) {
         p->counts_in_norm = 0;
         p->writes_ckpt = 0;
     }

@@ -55,7 +55,7 @@ static int agree(H5Ctx *c, FILE *err)
         return 0;
     int root_rc = c->f.rc;
     comm_bcast_bytes(c->g, COMM_WORLD, &root_rc, sizeof root_rc, 0);
-    if (c->f.rc && (c->g->rank == 0 || !root_rc))
+    if (c->f.rc && (c->g->layout.rank == 0 || !root_rc))
         fputs(c->f.msg, err);
     return all;
 }
@@ -142,8 +142,8 @@ static void write_root_attrs(H5Ctx *c, const Config *cfg, const Grid *g, const T
     CkptRoot root;
     char layout[160];
     snprintf(layout, sizeof layout,
-             "world=%d dp=%d pp=%d tp=%d zero=%d schedule=%s virtual_stages=%d", g->size, g->dp,
-             g->pp, g->tp, cfg->parallel.zero, schedule_name(cfg->parallel.schedule),
+             "world=%d dp=%d pp=%d tp=%d zero=%d schedule=%s virtual_stages=%d", g->layout.size, g->layout.dp,
+             g->layout.pp, g->layout.tp, cfg->parallel.zero, schedule_name(cfg->parallel.schedule),
              cfg->parallel.virtual_stages);
     char *text = malloc(1 << 16);
     if (!text) {
@@ -236,7 +236,7 @@ static void write_dataset(H5Ctx *c, hid_t group, const char *name, const Param *
     hid_t mspace = select_block(space, logical, p ? p->row0 + r0 : 0, nr, p ? p->col0 : 0,
                                 p ? p->lcols : 0);
     errno = 0;
-    if (H5Dwrite(d, H5T_NATIVE_FLOAT, mspace, space, transfer_for(c, logical, c->g->tp),
+    if (H5Dwrite(d, H5T_NATIVE_FLOAT, mspace, space, transfer_for(c, logical, c->g->layout.tp),
                  nr ? rows : empty_selection_buffer) < 0) {
         int err = errno;
         haddr_t at = H5Dget_offset(d);
@@ -387,7 +387,7 @@ static int save_from(const CkptSource *src, double *seconds, int64_t *bytes, FIL
     const TrainState *st = src->st;
     const Grid *grid = src->grid;
     const char *dir = cfg->checkpoint.dir;
-    int rank = grid->rank;
+    int rank = grid->layout.rank;
     double t0 = timer_now();
     CkptPaths names;
     ckpt_files_paths(&names, dir, st->step);
@@ -504,7 +504,7 @@ static void read_rows(H5Ctx *c, hid_t d, const Param *logical, const Param *p, i
     hid_t space = H5Dget_space(d);
     hid_t mspace = select_block(space, p, p ? p->row0 + r0 : 0, nr, p ? p->col0 : 0,
                                 p ? p->lcols : 0);
-    if (H5Dread(d, H5T_NATIVE_FLOAT, mspace, space, transfer_for(c, logical, c->g->tp),
+    if (H5Dread(d, H5T_NATIVE_FLOAT, mspace, space, transfer_for(c, logical, c->g->layout.tp),
                 nr ? out : empty_selection_buffer) < 0)
         ckpt_fail(&c->f, "cannot read dataset %s (truncated or corrupt file?)", path);
     H5Sclose(mspace);

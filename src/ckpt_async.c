@@ -54,7 +54,7 @@ int ckpt_async_create(CkptAsync **out, const Grid *g, FILE *err)
     int provided = MPI_THREAD_SINGLE;
     TRI_CHECK_MPI(MPI_Query_thread(&provided));
     if (provided < MPI_THREAD_MULTIPLE) {
-        if (g->rank == 0)
+        if (g->layout.rank == 0)
             fprintf(err, "trident: [checkpoint] async = true: this MPI library gives no MPI_THREAD_MULTIPLE, which the background writer needs; set async = false\n");
         return 1;
     }
@@ -121,7 +121,7 @@ static const float *snapshot_rows(const CkptSource *s, int i, int part)
     a->rows_calls++;
     if (a->die_at_call > 0 && a->rows_calls == a->die_at_call)
         raise(SIGKILL);
-    if (fault_at("save_slow", a->grid.rank, (long)a->st.step))
+    if (fault_at("save_slow", a->grid.layout.rank, (long)a->st.step))
         nanosleep(&(struct timespec){0, 20 * 1000 * 1000}, NULL);
     return (const float *)a->buf.data + a->offset[3 * i + part];
 }
@@ -162,7 +162,7 @@ void ckpt_async_start(CkptAsync *a, Model *m, Zero *z, const Config *cfg, const 
     a->cfg = *cfg;
     a->st = *st;
     a->rows_calls = 0;
-    a->die_at_call = fault_at("async_kill", a->grid.rank, (long)st->step)
+    a->die_at_call = fault_at("async_kill", a->grid.layout.rank, (long)st->step)
                          ? halfway_through_writes(a) : 0;
     a->result = (CkptAsyncResult){.step = st->step, .snapshot_seconds = timer_now() - t0};
     atomic_store(&a->finished, 0);

@@ -363,7 +363,7 @@ void ckpt_logical_tensors(const Config *cfg, ParamSet *out)
     one.parallel.virtual_stages = 1; /* one chunk: every layer, in order */
     Grid g;
     memset(&g, 0, sizeof g);
-    g.pp = g.tp = g.dp = 1;
+    g.layout.pp = g.layout.tp = g.layout.dp = 1;
     params_build(out, &one, &g);
 }
 

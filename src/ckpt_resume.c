@@ -23,7 +23,7 @@ int ckpt_resume_claim(const Grid *g, const Config *cfg, CkptLock *lock)
         return 0;
     char tag[64] = "", msg[1024] = "";
     int rc = 0;
-    if (g->rank == 0) {
+    if (g->layout.rank == 0) {
         FILE *err = fmemopen(msg, sizeof msg, "w");
         rc = ckpt_files_prepare_dir(dir, err) || ckpt_files_lock(dir, lock, err, stdout);
         fclose(err);
@@ -51,7 +51,7 @@ static int load_first_good(Model *m, Zero *z, const Config *cfg, TrainState *st,
                            const CkptResume *r, int n, int scanned, char *path, size_t size)
 {
     const Grid *g = m->grid;
-    int root = g->rank == 0;
+    int root = g->layout.rank == 0;
     char cand[CONFIG_PATH_MAX + 80], newest_why[1024] = "";
     for (int i = 0; i < n; i++) {
         if (root)
@@ -93,7 +93,7 @@ int ckpt_resume_load(Model *m, Zero *z, const Config *cfg, TrainState *st, char 
                      size_t size)
 {
     const Grid *g = m->grid;
-    int root = g->rank == 0;
+    int root = g->layout.rank == 0;
     CkptResume r = {0};
     char msg[2048] = "";
     int rc = 0, head[2] = {0, 0}; /* candidates, scanned */

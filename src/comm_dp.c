@@ -33,11 +33,11 @@ static int *ints(int n)
 static int *dp_places(const Grid *g)
 {
     int mine[3] = {g->node, g->dp_node_rank, g->dp_cross_rank};
-    int *all = ints(3 * g->dp), *counts = ints(g->dp);
-    for (int r = 0; r < g->dp; r++)
+    int *all = ints(3 * g->layout.dp), *counts = ints(g->layout.dp);
+    for (int r = 0; r < g->layout.dp; r++)
         counts[r] = 3;
     comm_allgather(g, COMM_DP, (ops_tensor){mine, 3, OPS_I32, OPS_CPU},
-                   (ops_tensor){all, 3 * (int64_t)g->dp, OPS_I32, OPS_CPU}, counts);
+                   (ops_tensor){all, 3 * (int64_t)g->layout.dp, OPS_I32, OPS_CPU}, counts);
     free(counts);
     return all;
 }
@@ -48,22 +48,22 @@ CommDp *comm_dp_create(const Grid *g)
     if (!d)
         fail_abort("out of memory", __FILE__, __LINE__);
     d->g = g;
-    d->order = ints(g->dp);
-    d->node_counts = ints(g->dp);
-    d->cross_counts = ints(g->dp);
-    for (int r = 0; r < g->dp; r++)
+    d->order = ints(g->layout.dp);
+    d->node_counts = ints(g->layout.dp);
+    d->cross_counts = ints(g->layout.dp);
+    for (int r = 0; r < g->layout.dp; r++)
         d->order[r] = r;
-    if (g->dp == 1)
+    if (g->layout.dp == 1)
         return d;
-    int *all = dp_places(g), *node_of = ints(g->dp);
-    for (int r = 0; r < g->dp; r++)
+    int *all = dp_places(g), *node_of = ints(g->layout.dp);
+    for (int r = 0; r < g->layout.dp; r++)
         node_of[r] = all[3 * r];
-    d->two_level = grid_dp_two_level(node_of, g->dp);
+    d->two_level = layout_dp_two_level(node_of, g->layout.dp);
     d->nodes = g->dp_cross_size;
     d->places = g->dp_node_size;
-    for (int r = 0; r < g->dp && d->two_level; r++) {
+    for (int r = 0; r < g->layout.dp && d->two_level; r++) {
         int place = all[3 * r + 1], node = all[3 * r + 2];
-        if (place >= d->places || node >= d->nodes || d->nodes * d->places != g->dp)
+        if (place >= d->places || node >= d->nodes || d->nodes * d->places != g->layout.dp)
             fail_abort("the dp_node and dp_cross groups do not tile the DP group",
                        __FILE__, __LINE__);
         d->order[place * d->nodes + node] = r;

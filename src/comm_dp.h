@@ -7,7 +7,7 @@
  * links carry each block once; all-gathers run the same two levels in
  * reverse, and an all-reduce is a reduce-scatter in the node, an
  * all-reduce across nodes and an all-gather in the node.
- * grid_dp_two_level says when; with one node, one rank per node, or nodes
+ * layout_dp_two_level says when; with one node, one rank per node, or nodes
  * of unequal counts, every call is one flat collective over dp.
  *
  * Callers say what to reduce; this says how. A buffer cut into one block

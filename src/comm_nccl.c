@@ -352,15 +352,15 @@ static void share(CommGroup group, CommGroup with)
  * with its defaults a few MiB per channel. */
 static void create_links(const Grid *g)
 {
-    nc.pp = g->pp;
-    nc.pp_rank = g->pp_stage;
-    if (g->pp <= 1)
+    nc.pp = g->layout.pp;
+    nc.pp_rank = g->layout.pp_stage;
+    if (g->layout.pp <= 1)
         return;
     ncclUniqueId id[N_LINKS];
     MPI_Request req[N_LINKS];
     memset(id, 0, sizeof id);
     for (int l = 0; l < N_LINKS; l++) {
-        LinkEnd e = comm_link_end((Link)l, g->pp_stage, g->pp);
+        LinkEnd e = comm_link_end((Link)l, g->layout.pp_stage, g->layout.pp);
         Channel *ch = &nc.ch[LINK_CHANNEL(l)];
         ch->owner = LINK_CHANNEL(l);
         ch->size = 2;
@@ -411,9 +411,9 @@ int comm_nccl_init(const Grid *g, char *err, size_t err_size)
     create(COMM_DP_CROSS, g->dp_cross, 0);
     /* dp_node and dp_cross are split from dp_comm keyed by dp_rank, so a
      * group spanning all of DP has DP's members in DP's order */
-    if (g->dp_node_size == g->dp)
+    if (g->dp_node_size == g->layout.dp)
         share(COMM_DP, COMM_DP_NODE);
-    else if (g->dp_cross_size == g->dp)
+    else if (g->dp_cross_size == g->layout.dp)
         share(COMM_DP, COMM_DP_CROSS);
     else
         create(COMM_DP, g->dp_comm, 0);
@@ -424,8 +424,8 @@ int comm_nccl_init(const Grid *g, char *err, size_t err_size)
     create(COMM_KV, g->kv_comm, 1);
     create_links(g);
     record(COMM_WORLD, MPI_COMM_NULL);
-    nc.ch[COMM_WORLD].size = g->size;
-    nc.ch[COMM_WORLD].rank = g->rank;
+    nc.ch[COMM_WORLD].size = g->layout.size;
+    nc.ch[COMM_WORLD].rank = g->layout.rank;
     nc.ready = 1;
     connect_links();
     return 0;

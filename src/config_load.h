@@ -35,7 +35,7 @@ int config_set(Config *cfg, const char *section, const char *key,
 
 /* Cross-key checks (n_embd % n_head, checkpoint.every needs a dir, ...). Checks that
  * need the data files are data_open's, and those that need the world size
- * are grid_check's. Returns non-zero on failure. */
+ * are layout_check's. Returns non-zero on failure. */
 int config_validate(const Config *cfg, FILE *err);
 
 /* Writes the effective config as INI text, every key, to buf; returns the

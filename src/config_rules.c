@@ -109,11 +109,11 @@ int config_rules_check(const Config *c, char *msg, size_t n)
                         "token shards hold uint16 ids: vocab_size must be <= 65536 "
                         "with format = tokens");
     /* Layout rules that need no world size: a stage owns >= 1 layer, and
-     * TP splits attention heads (grid_check does the ones that need it). */
+     * TP splits attention heads (layout_check does the ones that need it). */
     if (c->parallel.pp > m->n_layer)
         return fail_key(c, msg, n, "parallel", "pp",
                         "more pipeline stages than layers (n_layer = %d)", m->n_layer);
-    /* Products of layout sizes are ints everywhere (grid_check, MPI):
+    /* Products of layout sizes are ints everywhere (layout_check, MPI):
      * none may exceed the largest MPI world, INT_MAX ranks. */
     const ParallelConfig *pl = &c->parallel;
     long long pt = (long long)pl->pp * pl->tp, world = pt * (pl->dp ? pl->dp : 1);

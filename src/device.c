@@ -52,7 +52,7 @@ int device_shared_gpu(const DeviceId *ids, int n, int *first)
  * speed in silence. Collective on the machine's ranks. */
 static int check_one_rank_per_gpu(const Grid *g, char *err, size_t err_size)
 {
-    DeviceId mine = {.world_rank = g->rank};
+    DeviceId mine = {.world_rank = g->layout.rank};
     if (!ops_device_uuid(g->device, mine.uuid))
         return 0;
     DeviceId *all = malloc(sizeof *all * (size_t)g->host_size);

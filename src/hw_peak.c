@@ -69,5 +69,5 @@ void hw_peak_measure(const Grid *g, ops_dtype dtype, HardwarePeak *out)
                  ops_cpu_name(), how, a->node_ranks, a->node_ranks == 1 ? "" : "s",
                  a->node_cores, a->node_cores == 1 ? "" : "s");
     else
-        snprintf(out->how, sizeof out->how, "%s, %d GPU%s", how, g->size, g->size == 1 ? "" : "s");
+        snprintf(out->how, sizeof out->how, "%s, %d GPU%s", how, g->layout.size, g->layout.size == 1 ? "" : "s");
 }

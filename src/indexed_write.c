@@ -103,7 +103,7 @@ static int exists(const char *path)
 
 int indexed_write(const Grid *g, const char *prefix, int dtype_code, const IndexedPart *part, int force)
 {
-    int rank = g->rank, size = g->size;
+    int rank = g->layout.rank, size = g->layout.size;
     char bin[4096], idx[4096], bin_tmp[4200], idx_tmp[4200], msg[8400] = "";
     snprintf(bin, sizeof bin, "%s.bin", prefix);
     snprintf(idx, sizeof idx, "%s.idx", prefix);

@@ -279,7 +279,7 @@ int init_from_check(const Config *cfg, const Grid *g, int *use)
 {
     char msg[MSG_MAX] = "";
     int rc = 0, decided = 0;
-    if (g->rank == 0 && cfg->checkpoint.init_from[0]) {
+    if (g->layout.rank == 0 && cfg->checkpoint.init_from[0]) {
         decided = !dir_has_checkpoints(cfg);
         if (!decided)
             printf("note: [checkpoint] dir = %s holds checkpoints: resuming them; init_from = "
@@ -364,7 +364,7 @@ int init_from_load(Zero *z, const Config *cfg, const Grid *g)
         snprintf(msg, sizeof msg, "trident: [checkpoint] init_from: %s\n", why);
     st_model_close(&s.m);
     TRI_TRY(fail_report(g->world, rc, msg));
-    if (g->rank == 0)
+    if (g->layout.rank == 0)
         printf("initialised from %s (%s): step 0, a fresh optimizer\n", cfg->checkpoint.init_from,
                s.names == HF_NAMES_HF ? "HuggingFace safetensors" : "llm.c model file");
     return 0;

@@ -106,7 +106,7 @@ static ops_tensor f32(const Model *m, int64_t n) { return buffer(m, OPS_F32, n);
 
 static void sizes_of(const Model *m, ModelSizes *z)
 {
-    model_sizes(m->cfg, m->grid->tp, m->grid->pp_stage, z);
+    model_sizes(m->cfg, m->grid->layout.tp, m->grid->layout.pp_stage, z);
 }
 
 /* Allocates a block's activations (not the kept gradients: model_create
@@ -258,7 +258,7 @@ int model_recomputed_layers(const TrainConfig *t, int first, int count)
 int model_block_layer(const Model *m, int l)
 {
     int first, count;
-    grid_chunk_layers(m->cfg->model.n_layer, m->grid->pp, m->n_chunks, m->grid->pp_stage,
+    layout_chunk_layers(m->cfg->model.n_layer, m->grid->layout.pp, m->n_chunks, m->grid->layout.pp_stage,
                       l / m->chunk_len, &first, &count);
     return first + l % m->chunk_len;
 }
@@ -269,7 +269,7 @@ int model_slot_input_only(const Config *cfg, int stage, int j)
     int keeps_input = 1;
     for (int c = 0; c < p->virtual_stages; c++) {
         int first, count;
-        grid_chunk_layers(cfg->model.n_layer, p->pp, p->virtual_stages, stage, c, &first, &count);
+        layout_chunk_layers(cfg->model.n_layer, p->pp, p->virtual_stages, stage, c, &first, &count);
         keeps_input &= model_layer_recomputes(&cfg->train, first + j);
     }
     return keeps_input;
@@ -281,7 +281,7 @@ int model_stage_recomputes(const Config *cfg, int stage, int *layers)
     int held = 0, recomputed = 0;
     for (int c = 0; c < p->virtual_stages; c++) {
         int first, count;
-        grid_chunk_layers(cfg->model.n_layer, p->pp, p->virtual_stages, stage, c, &first, &count);
+        layout_chunk_layers(cfg->model.n_layer, p->pp, p->virtual_stages, stage, c, &first, &count);
         held += count;
         recomputed += model_recomputed_layers(&cfg->train, first, count);
     }
@@ -304,7 +304,7 @@ static int choose_recompute(Model *m, const Config *cfg)
         any |= m->recompute[l];
     }
     for (int j = 0; j < m->chunk_len; j++)
-        m->input_only[j] = model_slot_input_only(cfg, m->grid->pp_stage, j);
+        m->input_only[j] = model_slot_input_only(cfg, m->grid->layout.pp_stage, j);
     return any;
 }
 
@@ -319,20 +319,20 @@ void model_create(Model *m, const Config *cfg, const Grid *g, int n_slots)
     m->NH = cfg->model.n_head;
     m->V = cfg->model.vocab_size;
     m->hs = m->C / m->NH;
-    m->NHl = m->NH / g->tp;
+    m->NHl = m->NH / g->layout.tp;
     m->arch = arch_of(&cfg->model);
-    m->NKVl = arch_kv_heads_local(&cfg->model, g->tp);
-    m->Fl = arch_ffn_dim(&cfg->model) / g->tp;
-    m->kv_replicas = arch_kv_replicas(&cfg->model, g->tp);
-    m->sp = cfg->parallel.sequence_parallel && g->tp > 1;
-    m->Vl = m->V / g->tp;
-    m->v0 = m->Vl * g->tp_rank;
-    m->is_first = g->pp_stage == 0;
-    m->is_last = g->pp_stage == g->pp - 1;
+    m->NKVl = arch_kv_heads_local(&cfg->model, g->layout.tp);
+    m->Fl = arch_ffn_dim(&cfg->model) / g->layout.tp;
+    m->kv_replicas = arch_kv_replicas(&cfg->model, g->layout.tp);
+    m->sp = cfg->parallel.sequence_parallel && g->layout.tp > 1;
+    m->Vl = m->V / g->layout.tp;
+    m->v0 = m->Vl * g->layout.tp_rank;
+    m->is_first = g->layout.pp_stage == 0;
+    m->is_last = g->layout.pp_stage == g->layout.pp - 1;
     m->act_dtype = model_dtype(cfg->train.precision);
     m->defer_weights = cfg->parallel.schedule == SCHED_ZB1;
     m->n_chunks = cfg->parallel.virtual_stages;
-    grid_chunk_layers(cfg->model.n_layer, g->pp, m->n_chunks, g->pp_stage, 0, &m->layer0,
+    layout_chunk_layers(cfg->model.n_layer, g->layout.pp, m->n_chunks, g->layout.pp_stage, 0, &m->layer0,
                       &m->chunk_len);
     m->n_local = m->n_chunks * m->chunk_len; /* config_validate: chunks are equal */
     params_build(&m->ps, cfg, g);
@@ -362,7 +362,7 @@ void model_create(Model *m, const Config *cfg, const Grid *g, int n_slots)
         m->targets[s] = buffer(m, OPS_I32, z.targets);
     }
     /* what plan predicts is what was allocated, buffer for buffer */
-    if (model_activation_bytes(m) != model_planned_activation_bytes(cfg, g->tp, g->pp_stage,
+    if (model_activation_bytes(m) != model_planned_activation_bytes(cfg, g->layout.tp, g->layout.pp_stage,
                                                                     n_slots))
         fail_abort("model_create: the activations allocated differ from "
                    "model_planned_activation_bytes", __FILE__, __LINE__);
@@ -418,7 +418,7 @@ static void embed_forward(Model *m, int slot, int rows)
     int positions = m->p_wpe >= 0; /* llama rotates q and k instead */
     PROF(PROF_EMBEDDING, ops_embedding_fwd(e, head_of(m->tokens[slot], N), W(m, m->p_wte), m->v0, m->Vl,
                       (int)N, (int)C));
-    if (m->sp && positions && m->grid->tp_rank == 0)
+    if (m->sp && positions && m->grid->layout.tp_rank == 0)
         PROF(PROF_EMBEDDING, ops_position_fwd(e, W(m, m->p_wpe), rows, m->T, (int)C));
     if (m->sp) {
         ops_copy(x, model_sum_rows(m, e, N));
@@ -461,7 +461,7 @@ static void head_chunk(Model *m, int slot, int64_t r0, int nr, ForwardMode mode)
     ops_tensor losses = head_of(s->losses, nr);
 
     PROF(PROF_HEAD_MATMUL, ops_matmul_fwd(logits, lnf, W(m, m->p_lm), OPS_NONE, nr, Vl, C));
-    if (m->grid->tp == 1)
+    if (m->grid->layout.tp == 1)
         PROF(PROF_XENT, ops_xent_fused(losses, grad ? logits : OPS_NONE, logits,
                                        head_of(s->rowmax, nr), head_of(s->stats, nr),
                                        ops_view(s->stats, nr, nr), targets, nr, Vl,
@@ -529,7 +529,7 @@ static ops_tensor block_output(Model *m, int slot, int j)
 void model_forward(Model *m, int chunk, int slot, int rows, ForwardMode mode, ModelPass pass)
 {
     m->pass = pass;
-    if (m->sp && (int64_t)rows * m->T % m->grid->tp)
+    if (m->sp && (int64_t)rows * m->T % m->grid->layout.tp)
         fail_abort("model_forward: sequence parallelism needs rows * T divisible by tp "
                    "(config_validate checks it)", __FILE__, __LINE__);
     m->rows = rows;
@@ -617,7 +617,7 @@ void model_set_unit_hook(Model *m, UnitHook fn, void *ctx)
 void model_sum_split_grads(Model *m)
 {
     const Grid *g = m->grid;
-    if (g->pp > 1 && m->cfg->model.tie_embeddings && (m->is_first || m->is_last)) {
+    if (g->layout.pp > 1 && m->cfg->model.tie_embeddings && (m->is_first || m->is_last)) {
         Param *p = params_find(&m->ps, "wte");
         comm_allreduce(g, COMM_EMBED, p->og, p->og.n, COMM_SUM);
     }
@@ -703,7 +703,7 @@ int64_t model_planned_activation_bytes(const Config *cfg, int tp, int stage, int
                   + 4 * (2 * z.mean + 2 * z.rstd + z.lse);
     const ParallelConfig *p = &cfg->parallel;
     int first, chunk_len;
-    grid_chunk_layers(cfg->model.n_layer, p->pp, p->virtual_stages, stage, 0, &first, &chunk_len);
+    layout_chunk_layers(cfg->model.n_layer, p->pp, p->virtual_stages, stage, 0, &first, &chunk_len);
     int64_t per_slot = 2 * x + 4 * (z.tokens + z.targets);
     for (int j = 0; j < chunk_len; j++)
         per_slot += (model_slot_input_only(cfg, stage, j) ? x : block) + a * z.kept;

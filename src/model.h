@@ -13,7 +13,7 @@
  *
  * Under the interleaved schedule a stage holds v chunks of layers that are
  * not adjacent (chunk c of stage s is virtual stage c*pp + s,
- * grid_chunk_layers); the forward and backward run one chunk, stage 0's
+ * layout_chunk_layers); the forward and backward run one chunk, stage 0's
  * chunk 0 embedding and the last stage's chunk v-1 ending in the head.
  * With v = 1 the one chunk is the stage.
  *
@@ -199,7 +199,7 @@ ops_dtype model_dtype(Precision precision);
  * roofline count by it. Not collective. */
 int model_layer_recomputes(const TrainConfig *t, int layer);
 /* Whether layer j of stage's activation slots keeps only its input: a slot
- * serves every chunk of the stage (grid_chunk_layers), so only when every
+ * serves every chunk of the stage (layout_chunk_layers), so only when every
  * chunk's layer j recomputes. Not collective. */
 int model_slot_input_only(const Config *cfg, int stage, int j);
 /* How many of stage's layers, over all its chunks, recompute; *layers

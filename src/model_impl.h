@@ -84,7 +84,7 @@ void model_linear_weights(Model *m, int w, int b, ops_tensor kept, ops_tensor in
  * of the flattened tokens. */
 static inline int64_t model_local_rows(const Model *m, int64_t N)
 {
-    return m->sp ? N / m->grid->tp : N;
+    return m->sp ? N / m->grid->layout.tp : N;
 }
 
 /* Sum over the TP group. Collective on tp. */

@@ -29,14 +29,14 @@ void model_tp_allreduce(Model *m, ops_tensor t, int64_t n)
 /* The equal per-rank counts of N rows of C split over TP. */
 static void slice_counts(const Model *m, int64_t N, int *counts)
 {
-    for (int r = 0; r < m->grid->tp; r++)
-        counts[r] = (int)(N / m->grid->tp * m->C);
+    for (int r = 0; r < m->grid->layout.tp; r++)
+        counts[r] = (int)(N / m->grid->layout.tp * m->C);
 }
 
 /* dst (N rows) = every TP rank's slice src (N/tp rows), in rank order. */
 void model_gather_rows(Model *m, ops_tensor dst, ops_tensor src, int64_t N)
 {
-    int counts[m->grid->tp];
+    int counts[m->grid->layout.tp];
     slice_counts(m, N, counts);
     PROF(PROF_TP_COMM, comm_allgather(m->grid, COMM_TP, head_of(src, counts[0]),
                                       head_of(dst, N * m->C), counts));
@@ -51,7 +51,7 @@ ops_tensor model_sum_rows(Model *m, ops_tensor full, int64_t N)
         PROF(PROF_TP_COMM, model_tp_allreduce(m, full, N * m->C));
         return head_of(full, N * m->C);
     }
-    int counts[m->grid->tp];
+    int counts[m->grid->layout.tp];
     slice_counts(m, N, counts);
     ops_tensor mine = head_of(m->scratch->slice, counts[0]);
     PROF(PROF_TP_COMM, comm_reduce_scatter(m->grid, COMM_TP, head_of(full, N * m->C), mine,
@@ -64,7 +64,7 @@ ops_tensor model_row_parallel(Model *m, ops_tensor x, int w, int b, int64_t N,
                               int64_t in_local)
 {
     ops_tensor y = head_of(m->scratch->tmp, N * m->C);
-    ops_tensor bias = b >= 0 && m->grid->tp_rank == 0 ? W(m, b) : OPS_NONE;
+    ops_tensor bias = b >= 0 && m->grid->layout.tp_rank == 0 ? W(m, b) : OPS_NONE;
     PROF(PROF_MATMUL, ops_matmul_fwd(y, head_of(x, N * in_local), W(m, w), bias,
                    (int)N, m->C, (int)in_local));
     return model_sum_rows(m, y, N);

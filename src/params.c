@@ -34,14 +34,14 @@ static Param *add_param(ParamSet *ps, const char *name, int64_t rows,
     p->lrows = rows;
     p->lcols = cols;
     if (split == SPLIT_ROWS) {
-        p->lrows = rows / g->tp;
-        p->row0 = p->lrows * g->tp_rank;
+        p->lrows = rows / g->layout.tp;
+        p->row0 = p->lrows * g->layout.tp_rank;
     } else if (split == SPLIT_COLS) {
-        p->lcols = cols / g->tp;
-        p->col0 = p->lcols * g->tp_rank;
+        p->lcols = cols / g->layout.tp;
+        p->col0 = p->lcols * g->layout.tp_rank;
     }
     p->decay = ndim == 2;
-    int replicated_here = split == SPLIT_NONE && g->tp_rank != 0;
+    int replicated_here = split == SPLIT_NONE && g->layout.tp_rank != 0;
     p->counts_in_norm = !replicated_here;
     p->writes_ckpt = !replicated_here;
     p->w = p->g = p->master = p->m = p->v = p->og = OPS_NONE;

@@ -15,7 +15,7 @@ void params_build(ParamSet *ps, const Config *cfg, const Grid *g)
     int64_t C = m->n_embd, V = m->vocab_size;
     int v = cfg->parallel.virtual_stages;
     memset(ps, 0, sizeof *ps);
-    int is_first = g->pp_stage == 0, is_last = g->pp_stage == g->pp - 1;
+    int is_first = g->layout.pp_stage == 0, is_last = g->layout.pp_stage == g->layout.pp - 1;
     int wte_index = -1;
     const Arch *arch = arch_of(m);
     if (is_first) {
@@ -28,7 +28,7 @@ void params_build(ParamSet *ps, const Config *cfg, const Grid *g)
     /* the stage's chunks in order, each a run of consecutive layers */
     for (int chunk = 0; chunk < v; chunk++) {
         int first, count;
-        grid_chunk_layers(m->n_layer, g->pp, v, g->pp_stage, chunk, &first, &count);
+        layout_chunk_layers(m->n_layer, g->layout.pp, v, g->layout.pp_stage, chunk, &first, &count);
         for (int l = first; l < first + count; l++) {
             arch->build_block(ps, l, m, g);
         }
@@ -58,10 +58,10 @@ int64_t params_local_count(const Config *cfg, int pp_stage, int tp_rank)
 {
     Grid g; /* params_build reads only the layout and the place in it */
     memset(&g, 0, sizeof g);
-    g.pp = cfg->parallel.pp;
-    g.tp = cfg->parallel.tp;
-    g.pp_stage = pp_stage;
-    g.tp_rank = tp_rank;
+    g.layout.pp = cfg->parallel.pp;
+    g.layout.tp = cfg->parallel.tp;
+    g.layout.pp_stage = pp_stage;
+    g.layout.tp_rank = tp_rank;
     ParamSet ps;
     params_build(&ps, cfg, &g);
     int64_t n = 0;

@@ -273,8 +273,8 @@ void pipeline_run(Pipeline *p, const Action *actions, int n, const int32_t *batc
     Model *m = p->m;
     int slots = m->n_slots;
     Exec e = {
-        .p = p, .m = m, .actions = actions, .n_actions = n, .stage = m->grid->pp_stage,
-        .pp = m->grid->pp, .v = m->n_chunks, .rows = rows, .grad_scale = grad_scale,
+        .p = p, .m = m, .actions = actions, .n_actions = n, .stage = m->grid->layout.pp_stage,
+        .pp = m->grid->layout.pp, .v = m->n_chunks, .rows = rows, .grad_scale = grad_scale,
         .n = model_stage_elems(m, rows), .times = times,
         .recv_fwd = p->requests, .recv_bwd = p->requests + slots,
         .send_fwd = p->requests + 2 * slots, .send_bwd = p->requests + 3 * slots,

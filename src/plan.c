@@ -31,36 +31,36 @@ static Grid plan_grid(const Config *cfg, int world, int stage, int dp_rank, int 
 {
     Grid g;
     memset(&g, 0, sizeof g);
-    g.size = world;
-    g.pp = cfg->parallel.pp;
-    g.tp = cfg->parallel.tp;
-    g.dp = grid_resolve_dp(&cfg->parallel, world);
-    g.pp_stage = stage;
-    g.dp_rank = dp_rank;
-    g.tp_rank = tp_rank;
+    g.layout.size = world;
+    g.layout.pp = cfg->parallel.pp;
+    g.layout.tp = cfg->parallel.tp;
+    g.layout.dp = layout_resolve_dp(&cfg->parallel, world);
+    g.layout.pp_stage = stage;
+    g.layout.dp_rank = dp_rank;
+    g.layout.tp_rank = tp_rank;
     return g;
 }
 
 /* ---- memory ------------------------------------------------------------ */
 
 /* The DP ranks each node holds when the DP group of (stage, tp rank)
- * reduces in two levels, else 0, by the trainer's rule (grid_dp_two_level:
+ * reduces in two levels, else 0, by the trainer's rule (layout_dp_two_level:
  * every node holds the same number of the group's ranks, more than one and
  * fewer than all) over the nodes [parallel] node_size makes. (Real node boundaries are not known before the
  * run; plan assumes one node unless node_size says.)
  * Counted, not listed: the group's DP rank d is world rank
  * (stage dp + d) tp + tp_rank, and node_size is a multiple of tp
- * (grid_check), so d sits on node (stage dp + d) / q with q = node_size / tp:
+ * (layout_check), so d sits on node (stage dp + d) / q with q = node_size / tp:
  * the group fills a first node partly, then whole nodes of q, then a last
  * partial one. A list of dp entries would cost gigabytes and minutes at the
  * worlds plan accepts (up to INT_MAX ranks). */
 static int dp_node_places(const Config *cfg, const Grid *g)
 {
     int ns = cfg->parallel.node_size;
-    if (ns <= 0 || g->dp < 4) /* two nodes of two at least */
+    if (ns <= 0 || g->layout.dp < 4) /* two nodes of two at least */
         return 0;
-    int64_t q = ns / g->tp, dp = g->dp;
-    int64_t first = q - ((int64_t)g->pp_stage * dp) % q;
+    int64_t q = ns / g->layout.tp, dp = g->layout.dp;
+    int64_t first = q - ((int64_t)g->layout.pp_stage * dp) % q;
     if (first >= dp)
         return 0; /* one node holds the whole group */
     int64_t rest = dp - first, whole = rest / q, last = rest % q;
@@ -97,16 +97,16 @@ static void parameter_memory(const ParamSet *ps, const Config *cfg, const Grid *
                              PlanMemory *mem)
 {
     ZeroLayout l;
-    l.stage = zero_stage(cfg->parallel.zero, g->dp);
-    l.dp = g->dp;
+    l.stage = zero_stage(cfg->parallel.zero, g->layout.dp);
+    l.dp = g->layout.dp;
     l.dtype = model_dtype(cfg->train.precision);
     l.places = dp_node_places(cfg, g);
     /* the rank's block, as zero.c assigns it: over two levels the DP rank
      * at place d % places of node d / places owns block place x nodes +
      * node (comm_dp_order) */
-    l.dp_rank = l.places ? (g->dp_rank % l.places) * (g->dp / l.places) + g->dp_rank / l.places
-                         : g->dp_rank;
-    l.overlap = zero_overlaps(cfg->parallel.overlap, l.stage, g->dp, l.places, OPS_CPU);
+    l.dp_rank = l.places ? (g->layout.dp_rank % l.places) * (g->layout.dp / l.places) + g->layout.dp_rank / l.places
+                         : g->layout.dp_rank;
+    l.overlap = zero_overlaps(cfg->parallel.overlap, l.stage, g->layout.dp, l.places, OPS_CPU);
     l.offload = plan_offloads(cfg);
     ZeroBytes b = zero_state_bytes(ps, &l);
     mem->weights = b.weights;
@@ -124,7 +124,7 @@ PlanMemory plan_rank_memory(const Config *cfg, int world, int stage, int dp_rank
     parameter_memory(&ps, cfg, &g, &mem);
     int slots = schedule_stage_slots(cfg->parallel.schedule, cfg->parallel.pp,
                                      cfg->parallel.virtual_stages, stage, cfg->train.grad_accum);
-    mem.activations = model_planned_activation_bytes(cfg, g.tp, stage, slots);
+    mem.activations = model_planned_activation_bytes(cfg, g.layout.tp, stage, slots);
     params_free(&ps);
     return mem;
 }
@@ -139,7 +139,7 @@ static int64_t total(PlanMemory m) { return m.weights + m.grads + m.optimizer + 
 PlanMemory plan_largest_rank(const Config *cfg, int world, int *stage_out)
 {
     PlanMemory best = {0};
-    int dp = grid_resolve_dp(&cfg->parallel, world), pp = cfg->parallel.pp;
+    int dp = layout_resolve_dp(&cfg->parallel, world), pp = cfg->parallel.pp;
     int stages[3] = {0, pp > 2 ? 1 : 0, pp - 1};
     int dp_ranks[2] = {0, dp - 1};
     for (int k = 0; k < 3; k++) {
@@ -167,7 +167,7 @@ PlanComm plan_communication(const Config *cfg, int world)
     const TrainConfig *t = &cfg->train;
     PlanComm c = {0};
     int tp = cfg->parallel.tp, pp = cfg->parallel.pp;
-    int dp = grid_resolve_dp(&cfg->parallel, world);
+    int dp = layout_resolve_dp(&cfg->parallel, world);
     int ga = t->grad_accum, zero = zero_stage(cfg->parallel.zero, dp);
     double a = (double)ops_dtype_size(model_dtype(cfg->train.precision));
     double act = (double)t->micro_batch * mc->seq_len * mc->n_embd * a;
@@ -323,7 +323,7 @@ static void print_memory_table(const Config *cfg, int world, FILE *out)
     int host = plan_offloads(cfg);
     fprintf(out, "memory per rank (MiB): weights / grads / optimizer / activations%s\n",
             host ? " / host (offloaded)" : "");
-    int dp = grid_resolve_dp(&cfg->parallel, world), tp = cfg->parallel.tp;
+    int dp = layout_resolve_dp(&cfg->parallel, world), tp = cfg->parallel.tp;
     if (world <= 16) {
         for (int r = 0; r < world; r++) {
             fprintf(out, "  rank %3d: ", r);
@@ -344,7 +344,7 @@ static void print_costs(const Config *cfg, int world, FILE *out)
 {
     const ModelConfig *mc = &cfg->model;
     const TrainConfig *t = &cfg->train;
-    int dp = grid_resolve_dp(&cfg->parallel, world), pp = cfg->parallel.pp;
+    int dp = layout_resolve_dp(&cfg->parallel, world), pp = cfg->parallel.pp;
     double seqs = (double)t->micro_batch * t->grad_accum * dp, tokens = seqs * mc->seq_len;
     double flops = 3.0 * model_forward_flops(mc, tokens);
     int v = cfg->parallel.virtual_stages;
@@ -394,10 +394,10 @@ static int visit_options(Config c, int offloads, PlanVisit visit, void *ctx)
 int plan_each_layout(const Config *cfg, int world, int max_tp, PlanVisit visit, void *ctx)
 {
     int64_t mb = cfg->train.micro_batch;
-    int64_t global = mb * cfg->train.grad_accum * grid_resolve_dp(&cfg->parallel, world);
+    int64_t global = mb * cfg->train.grad_accum * layout_resolve_dp(&cfg->parallel, world);
     int visited = 0, offloads = on_gpu(cfg); /* on the CPU offload frees nothing */
     for (int tp = 1; tp <= max_tp && tp <= world; tp *= 2) {
-        /* pp <= n_layer (grid_check), which also keeps pp * tp from
+        /* pp <= n_layer (layout_check), which also keeps pp * tp from
          * overflowing at a world near INT_MAX */
         for (int pp = 1; pp <= world / tp && pp <= cfg->model.n_layer; pp++) {
             int dp = world / (tp * pp);
@@ -409,7 +409,7 @@ int plan_each_layout(const Config *cfg, int world, int max_tp, PlanVisit visit, 
             c.parallel.dp = dp;
             c.parallel.sequence_parallel = 0;
             c.train.grad_accum = (int)(global / (mb * dp));
-            if (grid_check(&c, world, fail_stream(0)) != 0)
+            if (layout_check(&c, world, fail_stream(0)) != 0)
                 continue;
             /* GPipe never beats 1F1B (the same bubble, more memory); two
              * chunks take most of what interleaving gives. With one stage
@@ -451,7 +451,7 @@ static void print_fit(const Config *c, void *ctx)
 static void print_fits(const Config *cfg, int world, double mem_gib, FILE *out)
 {
     int64_t global = (int64_t)cfg->train.micro_batch * cfg->train.grad_accum
-                     * grid_resolve_dp(&cfg->parallel, world);
+                     * layout_resolve_dp(&cfg->parallel, world);
     fprintf(out, "\nlayouts of %d ranks within %.1f GiB per device, global batch %lld (largest rank):\n",
             world, mem_gib, (long long)global);
     fprintf(out, "  %5s %5s %5s %4s %4s %9s %9s %10s %6s %s\n", "dp", "pp", "tp", "ga", "zero",
@@ -466,9 +466,9 @@ static void print_fits(const Config *cfg, int world, double mem_gib, FILE *out)
 
 int plan_print(const Config *cfg, int world, double mem_gib, FILE *out, FILE *err)
 {
-    if (grid_check(cfg, world, err))
+    if (layout_check(cfg, world, err))
         return 1;
-    int dp = grid_resolve_dp(&cfg->parallel, world), stage = 0;
+    int dp = layout_resolve_dp(&cfg->parallel, world), stage = 0;
     fprintf(out, "plan: %d ranks = dp %d x pp %d x tp %d, zero %d, %s, recompute %s%s\n", world,
             dp, cfg->parallel.pp, cfg->parallel.tp, cfg->parallel.zero,
             ops_dtype_name(model_dtype(cfg->train.precision)),

@@ -36,7 +36,7 @@ int plan_offloads(const Config *cfg);
 void plan_assume_gpu(Config *cfg);
 
 /* Memory of the rank at (stage, dp_rank, tp_rank) of a world of `world`
- * ranks. cfg must pass grid_check for that world. Not collective. */
+ * ranks. cfg must pass layout_check for that world. Not collective. */
 PlanMemory plan_rank_memory(const Config *cfg, int world, int stage, int dp_rank,
                             int tp_rank);
 
@@ -46,7 +46,7 @@ PlanMemory plan_largest_rank(const Config *cfg, int world, int *stage);
 
 /* Calls visit for every layout of `world` ranks that keeps cfg's global
  * batch (grad_accum adjusted): dp x pp x tp with tp a power of two up to
- * max_tp that grid_check accepts, each ZeRO stage, recompute none and
+ * max_tp that layout_check accepts, each ZeRO stage, recompute none and
  * full, offload none and optimizer where plan_offloads would count it (on
  * the CPU it frees nothing), sequence parallelism off and, with tp > 1,
  * on, and with pp > 1 the schedules 1f1b, zb1 and (where the layout

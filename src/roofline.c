@@ -218,7 +218,7 @@ static StageWork stage_work(const Config *cfg, const Hardware *hw)
 static double optimizer_elements(const Config *cfg, int world)
 {
     double n = (double)params_local_count(cfg, 0, 0);
-    int dp = grid_resolve_dp(&cfg->parallel, world);
+    int dp = layout_resolve_dp(&cfg->parallel, world);
     if (zero_stage(cfg->parallel.zero, dp) >= 1)
         n /= dp;
     return n;
@@ -268,7 +268,7 @@ Prediction roofline_predict(const Config *cfg, int world, const Hardware *hw)
     Prediction p;
     memset(&p, 0, sizeof p);
     int tp = cfg->parallel.tp, pp = cfg->parallel.pp;
-    int dp = grid_resolve_dp(&cfg->parallel, world);
+    int dp = layout_resolve_dp(&cfg->parallel, world);
     int m = cfg->train.grad_accum;
     StageWork w = stage_work(cfg, hw);
     PlanComm c = plan_communication(cfg, world);

@@ -63,7 +63,7 @@ typedef struct {
     double host_gib;                       /* ... and offloaded to host memory */
 } Prediction;
 
-/* Predicts cfg on `world` devices of hw. cfg must pass grid_check. */
+/* Predicts cfg on `world` devices of hw. cfg must pass layout_check. */
 Prediction roofline_predict(const Config *cfg, int world, const Hardware *hw);
 
 /* Prints the prediction's terms. */

@@ -61,10 +61,10 @@ static int next_token(Model *m, int t, float *local, float *full, double tempera
     if (m->is_last) {
         model_logits_at(m, 0, 0, t, local);
         comm_gather_bytes(g, COMM_TP, local, sizeof *local * (size_t)m->Vl, full, 0);
-        if (g->tp_rank == 0)
+        if (g->layout.tp_rank == 0)
             token = draw(full, m->V, temperature, u);
     }
-    int root = grid_world_rank(g, g->pp - 1, 0, 0);
+    int root = layout_world_rank(&g->layout, g->layout.pp - 1, 0, 0);
     comm_bcast_bytes(g, COMM_WORLD, &token, sizeof token, root);
     return token;
 }
@@ -87,10 +87,10 @@ void sample_generate(Pipeline *p, const int32_t *prompt, int prompt_len,
         fail_abort("out of memory for sampling", __FILE__, __LINE__);
     memcpy(recent, prompt + (prompt_len - have), (size_t)have * sizeof *recent);
     uint64_t key = rng_key(seed, "sample");
-    int n_forwards = schedule_forwards(m->cfg->parallel.schedule, m->grid->pp, m->n_chunks, 1,
+    int n_forwards = schedule_forwards(m->cfg->parallel.schedule, m->grid->layout.pp, m->n_chunks, 1,
                                        forwards);
     PipelineTimes times = {0};
-    int rank = m->grid->rank;
+    int rank = m->grid->layout.rank;
     int64_t total = (int64_t)prompt_len + n_tokens;
     for (int64_t len = prompt_len; len < total; len++) {
         memset(window, 0, (size_t)(T + 1) * sizeof *window);

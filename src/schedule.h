@@ -22,7 +22,7 @@
  *         Qi et al. 2023, "Zero Bubble Pipeline Parallelism".
  *  Interleaved 1F1B (Megatron's, Narayanan et al. 2021): each stage holds
  *         v chunks of layers, chunk c of stage s being virtual stage
- *         c*pp + s of pp*v (grid_chunk_layers), so a microbatch goes round
+ *         c*pp + s of pp*v (layout_chunk_layers), so a microbatch goes round
  *         the ring of stages v times. Microbatches run in groups of pp
  *         (m must be a multiple of pp), each group through chunk 0, then
  *         1, ...; backwards take the chunks in reverse. Stage s warms up

@@ -57,14 +57,14 @@ void straggler_report(Straggler *s, const Grid *g, StragglerReport *out, FILE *w
     snprintf(mine.host, sizeof mine.host, "%s", fail_host());
     s->busy_s = 0.0;
     s->steps = 0;
-    int size = g->size;
-    RankTime *all = g->rank == 0 ? malloc(sizeof *all * (size_t)size) : NULL;
-    double *sorted = g->rank == 0 ? malloc(sizeof *sorted * (size_t)size) : NULL;
-    if (g->rank == 0 && (!all || !sorted))
+    int size = g->layout.size;
+    RankTime *all = g->layout.rank == 0 ? malloc(sizeof *all * (size_t)size) : NULL;
+    double *sorted = g->layout.rank == 0 ? malloc(sizeof *sorted * (size_t)size) : NULL;
+    if (g->layout.rank == 0 && (!all || !sorted))
         fail_abort("out of memory", __FILE__, __LINE__);
     comm_gather_bytes(g, COMM_WORLD, &mine, sizeof mine, all, 0);
     *out = (StragglerReport){.slowest_rank = -1};
-    if (g->rank == 0) {
+    if (g->layout.rank == 0) {
         int slowest = 0;
         for (int r = 0; r < size; r++) {
             sorted[r] = all[r].busy_ms;

@@ -593,7 +593,7 @@ int tokenize_main(int argc, char **argv, MPI_Comm world)
     Grid g;
     grid_world_only(&g, world);
     Args args;
-    int rc = parse_args(&args, argc, argv, g.rank == 0);
+    int rc = parse_args(&args, argc, argv, g.layout.rank == 0);
     if (rc) {
         free(args.inputs);
         return rc;
@@ -601,8 +601,8 @@ int tokenize_main(int argc, char **argv, MPI_Comm world)
     Job j;
     memset(&j, 0, sizeof j);
     j.args = &args;
-    j.rank = g.rank;
-    j.size = g.size;
+    j.rank = g.layout.rank;
+    j.size = g.layout.size;
     j.n_in = args.n_inputs;
     j.in = calloc((size_t)j.n_in, sizeof *j.in);
     j.started = j.last_report = timer_now();

@@ -53,7 +53,7 @@ static void request_batch(Trainer *t, int64_t cursor)
 {
     if (!t->loader)
         return;
-    int64_t mine = (int64_t)t->grid.dp_rank * t->ga * t->rows;
+    int64_t mine = (int64_t)t->grid.layout.dp_rank * t->ga * t->rows;
     for (int k = 0; k < t->ga * t->rows; k++)
         t->index[k] = cursor + mine + k;
     loader_request(t->loader, t->index);
@@ -63,7 +63,7 @@ static void request_batch(Trainer *t, int64_t cursor)
 static double global_loss_sum(Trainer *t)
 {
     Model *m = &t->model;
-    double total = m->is_last && t->grid.tp_rank == 0 ? model_loss_sum(m) : 0.0;
+    double total = m->is_last && t->grid.layout.tp_rank == 0 ? model_loss_sum(m) : 0.0;
     comm_allreduce_scalars(&t->grid, COMM_WORLD, &total, 1, COMM_DOUBLE, COMM_SUM);
     return total;
 }
@@ -77,7 +77,7 @@ static double evaluate_part(Trainer *t, int j)
     PipelineTimes times = {0};
     for (int i = 0; i < c->eval.batches; i++) {
         if (t->data) {
-            int64_t first = (int64_t)i * t->global_batch + (int64_t)t->grid.dp_rank * rows;
+            int64_t first = (int64_t)i * t->global_batch + (int64_t)t->grid.layout.dp_rank * rows;
             DataError why;
             for (int k = 0; k < rows; k++)
                 if (data_val_part_sample(t->data, j, first + k,
@@ -110,11 +110,11 @@ static double evaluate(Trainer *t)
  * the loss turns NaN, or put an inf into one gradient, on one rank. */
 static void inject_before(Trainer *t)
 {
-    if (fault_at("slow", t->grid.rank, t->step + 1))
+    if (fault_at("slow", t->grid.layout.rank, t->step + 1))
         usleep(50000); /* a straggler: 50 ms more than the others each step */
-    if (fault_at("stall", t->grid.rank, t->step + 1))
+    if (fault_at("stall", t->grid.layout.rank, t->step + 1))
         raise(SIGSTOP); /* a rank that stops without dying: the watchdog's case */
-    if (!fault_at("nan_loss", t->grid.rank, t->step + 1) || t->model.ps.n == 0)
+    if (!fault_at("nan_loss", t->grid.layout.rank, t->step + 1) || t->model.ps.n == 0)
         return;
     Param *p = &t->model.ps.p[0];
     ops_tensor one = p->w.data ? ops_view(p->w, 0, 1) : ops_view(p->master, 0, 1);
@@ -124,11 +124,11 @@ static void inject_before(Trainer *t)
 
 static void inject_after(Trainer *t)
 {
-    if (fault_at("die", t->grid.rank, t->step + 1)) {
-        fprintf(stderr, "[rank %d] injected fault: dying mid-step\n", t->grid.rank);
+    if (fault_at("die", t->grid.layout.rank, t->step + 1)) {
+        fprintf(stderr, "[rank %d] injected fault: dying mid-step\n", t->grid.layout.rank);
         _exit(9);
     }
-    if (!fault_at("grad_inf", t->grid.rank, t->step + 1))
+    if (!fault_at("grad_inf", t->grid.layout.rank, t->step + 1))
         return;
     for (int i = 0; i < t->model.ps.n; i++) {
         Param *p = &t->model.ps.p[i];
@@ -454,7 +454,7 @@ static RunEnd run_steps(Trainer *t)
         if (ckpt_async_poll(t->async, &saved) && async_saved(t, &saved))
             return RUN_FAILED;
         /* a test hook: a save on a signal as slow as a large model's */
-        if (signalled && fault_at("slow_stop", t->grid.rank, t->step))
+        if (signalled && fault_at("slow_stop", t->grid.layout.rank, t->step))
             sleep(3);
         if (signalled || early || (c->checkpoint.every > 0 && t->step % c->checkpoint.every == 0
                                    && t->step < c->train.steps)) {

@@ -63,7 +63,7 @@ typedef struct {
     double *val_part_loss;    /* of each, at the last evaluation */
 } Trainer;
 
-static inline int is_root(const Trainer *t) { return t->grid.rank == 0; }
+static inline int is_root(const Trainer *t) { return t->grid.layout.rank == 0; }
 
 /* The largest v over the world. Collective on world. */
 static inline double max_over_world(Trainer *t, double v)

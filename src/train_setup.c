@@ -55,7 +55,7 @@ int train_setup_share_config(Trainer *t, MPI_Comm world)
     comm_bcast_bytes(&t->grid, COMM_WORLD, t->cfg, sizeof *t->cfg, 0);
     char msg[1024] = "";
     FILE *err = fmemopen(msg, sizeof msg, "w");
-    int rc = grid_check(t->cfg, t->grid.size, err);
+    int rc = layout_check(t->cfg, t->grid.layout.size, err);
     fclose(err);
     return fail_report(world, rc, msg);
 }
@@ -80,13 +80,13 @@ static int open_data(Trainer *t)
 {
     char msg[2048] = "";
     int rc = 0;
-    if (t->grid.rank == 0 && t->cfg->data.tokenizer[0])
+    if (t->grid.layout.rank == 0 && t->cfg->data.tokenizer[0])
         rc = tokenizer_check_vocab(t->cfg->data.tokenizer, t->cfg->model.vocab_size, msg, sizeof msg);
     if (!rc && (t->model.is_first || t->model.is_last)) {
         FILE *err = fmemopen(msg, sizeof msg, "w");
         rc = data_open(&t->data, &t->cfg->data, t->cfg->model.seq_len,
                        t->cfg->model.vocab_size, err);
-        if (!rc && fault_at("data_open", t->grid.rank, 0)) {
+        if (!rc && fault_at("data_open", t->grid.layout.rank, 0)) {
             fprintf(err, "trident: [data] train = %s: injected fault: this rank cannot read it\n",
                     t->cfg->data.train);
             rc = 1;
@@ -132,7 +132,7 @@ static void print_memory(Trainer *t)
     ZeroBytes b = zero_bytes(t->zero);
     double mine[5] = {(double)b.weights, (double)b.grads, (double)b.optimizer,
                       (double)model_activation_bytes(&t->model), (double)b.host};
-    int size = t->grid.size;
+    int size = t->grid.layout.size;
     double *all = is_root(t) ? malloc(sizeof mine * (size_t)size) : NULL;
     comm_gather_bytes(&t->grid, COMM_WORLD, mine, sizeof mine, all, 0);
     if (!is_root(t))
@@ -181,7 +181,7 @@ static void measure_peak(Trainer *t)
         printf("hardware: %s; peak unknown, so MFU is not reported (of GEMM peak is)\n",
                t->hw_peak.how);
     printf("gemm: %s; measured %s peak %.1f GFLOP/s over %d rank%s", info, ops_dtype_name(dt),
-           total / 1e9, t->grid.size, t->grid.size > 1 ? "s" : "");
+           total / 1e9, t->grid.layout.size, t->grid.layout.size > 1 ? "s" : "");
     if (t->hw_peak.flops > 0)
         printf(" (%.0f%% of the hardware's)", 100.0 * total / t->hw_peak.flops);
     printf("\n");
@@ -202,20 +202,20 @@ static void print_plan(Trainer *t)
            c->model.n_layer, c->model.n_embd, c->model.n_head, c->model.seq_len,
            c->model.vocab_size, params_logical_count(&c->model) / 1e6);
     printf("batch: %d rows x %d microbatches x dp %d = %lld sequences (%lld tokens) per step; schedule %s, zero %d\n",
-           t->rows, t->ga, t->grid.dp, (long long)t->global_batch,
+           t->rows, t->ga, t->grid.layout.dp, (long long)t->global_batch,
            (long long)(t->global_batch * c->model.seq_len), schedule_name(c->parallel.schedule),
            c->parallel.zero);
     if (c->parallel.virtual_stages > 1)
         printf("pipeline: %d chunks of %d layer%s a stage (chunk c of stage s is virtual stage "
                "c*pp+s)\n", c->parallel.virtual_stages, t->model.chunk_len,
                t->model.chunk_len > 1 ? "s" : "");
-    if (c->parallel.sequence_parallel && t->grid.tp == 1)
+    if (c->parallel.sequence_parallel && t->grid.layout.tp == 1)
         printf("note: [parallel] sequence_parallel = true does nothing with tp = 1: it slices the "
                "tokens over the TP ranks\n");
-    if (c->parallel.schedule != SCHED_GPIPE && t->ga < t->grid.pp)
+    if (c->parallel.schedule != SCHED_GPIPE && t->ga < t->grid.layout.pp)
         printf("warning: grad_accum (%d) < pp (%d): with fewer microbatches than stages, the pipeline idles %.0f%% of the step; use grad_accum >= pp (4 x pp is better)\n",
-               t->ga, t->grid.pp,
-               100.0 * schedule_simulate(c->parallel.schedule, t->grid.pp, 1, t->ga,
+               t->ga, t->grid.layout.pp,
+               100.0 * schedule_simulate(c->parallel.schedule, t->grid.layout.pp, 1, t->ga,
                                          (StageCost){1.0, 1.0, 1.0}, NULL));
 }
 
@@ -277,8 +277,8 @@ static int check_memory_fits(Trainer *t)
     char msg[1024] = "";
     int rc = 0;
     if (t->grid.device == OPS_CPU) {
-        PlanMemory m = plan_rank_memory(c, t->grid.size, t->grid.pp_stage, t->grid.dp_rank,
-                                        t->grid.tp_rank);
+        PlanMemory m = plan_rank_memory(c, t->grid.layout.size, t->grid.layout.pp_stage, t->grid.layout.dp_rank,
+                                        t->grid.layout.tp_rank);
         int64_t need = m.weights + m.grads + m.optimizer + m.activations + m.host;
         int64_t avail = host_memory_available();
         int share = t->grid.host_size > 0 ? t->grid.host_size : 1;
@@ -291,7 +291,7 @@ static int check_memory_fits(Trainer *t)
                      "cgroup) for %d rank(s): lower micro_batch (raise grad_accum to keep the "
                      "batch), recompute activations, raise [parallel] zero, use more nodes or a "
                      "smaller model; `trident plan` shows the layouts that fit\n",
-                     need / gib, t->grid.rank, m.weights / gib, m.grads / gib, m.optimizer / gib,
+                     need / gib, t->grid.layout.rank, m.weights / gib, m.grads / gib, m.optimizer / gib,
                      m.activations / gib, c->train.micro_batch, avail / gib, share);
             rc = 1;
         }
@@ -324,13 +324,13 @@ int train_setup_build(Trainer *t)
     /* before the data loader's and checkpoint writer's threads exist: on a
      * CPU they would take the probe's cores (GPT-2 small's read half) */
     hw_peak_measure(&t->grid, model_dtype(cfg->train.precision), &t->hw_peak);
-    if (fault_at("low_peak", t->grid.rank, 0)) /* as a busy machine reads */
+    if (fault_at("low_peak", t->grid.layout.rank, 0)) /* as a busy machine reads */
         t->hw_peak.flops /= 100.0;
     t->hw_probed = t->hw_peak.flops;
     measure_peak(t);
     t->rows = cfg->train.micro_batch;
     t->ga = cfg->train.grad_accum;
-    t->global_batch = (int64_t)t->rows * t->ga * t->grid.dp;
+    t->global_batch = (int64_t)t->rows * t->ga * t->grid.layout.dp;
     scaler_init(&t->scaler, &cfg->train);
     t->st.best_val = INFINITY;
     ScheduleKind kind = cfg->parallel.schedule;
@@ -342,9 +342,9 @@ int train_setup_build(Trainer *t)
                            sizeof *t->eval_batch);
     if (!t->actions || !t->eval_actions || !t->index || !t->eval_batch)
         fail_abort("out of memory", __FILE__, __LINE__);
-    t->n_actions = schedule_build(kind, t->grid.pp, v, t->grid.pp_stage, t->ga, t->actions);
-    t->n_eval_actions = schedule_forwards(kind, t->grid.pp, v, t->ga, t->eval_actions);
-    check_message_order(kind, t->grid.pp, v, t->ga);
+    t->n_actions = schedule_build(kind, t->grid.layout.pp, v, t->grid.layout.pp_stage, t->ga, t->actions);
+    t->n_eval_actions = schedule_forwards(kind, t->grid.layout.pp, v, t->ga, t->eval_actions);
+    check_message_order(kind, t->grid.layout.pp, v, t->ga);
     int slots = schedule_max_in_flight(t->actions, t->n_actions);
     TRI_TRY(check_memory_fits(t));
     TRI_TRY(init_from_check(cfg, &t->grid, &t->init_from));

@@ -567,15 +567,15 @@ Zero *zero_create(Model *m, const Config *cfg, const Grid *g)
     z->m = m;
     z->cfg = cfg;
     z->g = g;
-    z->stage = zero_stage(cfg->parallel.zero, g->dp);
-    z->dp = g->dp;
+    z->stage = zero_stage(cfg->parallel.zero, g->layout.dp);
+    z->dp = g->layout.dp;
     z->gathered_unit = -1;
     z->exposed = ops_timer_on(g->device);
     z->reduction = comm_dp_create(g);
-    z->block = block_of(z->reduction, g->dp, g->dp_rank);
+    z->block = block_of(z->reduction, g->layout.dp, g->layout.dp_rank);
     build_buckets(z);
     count_owned_rows(z);
-    z->overlap = zero_overlaps(cfg->parallel.overlap, z->stage, g->dp,
+    z->overlap = zero_overlaps(cfg->parallel.overlap, z->stage, g->layout.dp,
                                comm_dp_two_level(z->reduction), g->device);
     z->units_of = calloc((size_t)m->ps.n + 1, sizeof *z->units_of);
     z->units_left = calloc((size_t)m->ps.n + 1, sizeof *z->units_left);
@@ -591,7 +591,7 @@ Zero *zero_create(Model *m, const Config *cfg, const Grid *g)
     /* fault offload_cpu: the GPU's offload path run on the CPU, so the
      * tests can train through it (fault.h) */
     if (offload_active(cfg->train.offload, g->device)
-        || (cfg->train.offload == OFFLOAD_OPTIMIZER && fault_at("offload_cpu", g->rank, 0)))
+        || (cfg->train.offload == OFFLOAD_OPTIMIZER && fault_at("offload_cpu", g->layout.rank, 0)))
         z->offload = offload_create(g->device, m->act_dtype, OFFLOAD_CHUNK);
     allocate_state(z);
     if (z->stage >= 2 || z->overlap)

@@ -28,7 +28,7 @@ static void layout(Config *cfg, int node_size)
 
 static int scalars(const Grid *g)
 {
-    int n = g->size, r = g->rank, ok = 1;
+    int n = g->layout.size, r = g->layout.rank, ok = 1;
     int i[3] = {r + 1, r + 1, r + 1};
     comm_allreduce_scalars(g, COMM_WORLD, &i[0], 1, COMM_INT, COMM_SUM);
     comm_allreduce_scalars(g, COMM_WORLD, &i[1], 1, COMM_INT, COMM_MAX);
@@ -49,7 +49,7 @@ static int scalars(const Grid *g)
 
 static int bytes(const Grid *g)
 {
-    int n = g->size, r = g->rank, last = n - 1;
+    int n = g->layout.size, r = g->layout.rank, last = n - 1;
     char text[32] = "";
     if (r == last)
         strcpy(text, "from the last rank");
@@ -78,7 +78,7 @@ static float value(int sender, int owner, int j)
 /* Each DP rank r owns a block of r + 1 elements. */
 static int dp_reductions(const Grid *g, CommDp *d)
 {
-    int dp = g->dp, me = g->dp_rank, total = dp * (dp + 1) / 2, ok = 1;
+    int dp = g->layout.dp, me = g->layout.dp_rank, total = dp * (dp + 1) / 2, ok = 1;
     const int *order = comm_dp_order(d);
     int *counts = calloc((size_t)dp, sizeof *counts);
     float *send = calloc((size_t)total, sizeof *send), *recv = calloc((size_t)total, sizeof *recv);
@@ -118,7 +118,7 @@ static int dp_reductions(const Grid *g, CommDp *d)
 }
 
 /* comm_dp on a grid with nodes of node_size ranks (0: the real ones):
- * the decision is grid_dp_two_level's, the reductions are right. */
+ * the decision is layout_dp_two_level's, the reductions are right. */
 static int dp_on_nodes(int node_size, int *two_level)
 {
     Config cfg;
@@ -126,11 +126,11 @@ static int dp_on_nodes(int node_size, int *two_level)
     Grid g;
     grid_create(&g, &cfg, MPI_COMM_WORLD);
     CommDp *d = comm_dp_create(&g);
-    int *node_of = calloc((size_t)g.dp, sizeof *node_of);
-    for (int r = 0; r < g.dp; r++)
-        node_of[r] = node_size > 0 ? grid_world_rank(&g, 0, r, 0) / node_size : 0;
+    int *node_of = calloc((size_t)g.layout.dp, sizeof *node_of);
+    for (int r = 0; r < g.layout.dp; r++)
+        node_of[r] = node_size > 0 ? layout_world_rank(&g.layout, 0, r, 0) / node_size : 0;
     *two_level = comm_dp_two_level(d);
-    int ok = *two_level == grid_dp_two_level(node_of, g.dp) || node_size == 0;
+    int ok = *two_level == layout_dp_two_level(node_of, g.layout.dp) || node_size == 0;
     ok &= dp_reductions(&g, d);
     free(node_of);
     comm_dp_destroy(d);
@@ -143,7 +143,7 @@ static int dp_on_nodes(int node_size, int *two_level)
  * parallelism's pair. Small integers, so every sum is exact in bf16. */
 static int bf16_scatter_gather(const Grid *g)
 {
-    int n = g->size, r = g->rank, per = 3, total = n * per, ok = 1;
+    int n = g->layout.size, r = g->layout.rank, per = 3, total = n * per, ok = 1;
     int counts[n];
     float f[total];
     for (int k = 0; k < n; k++)
@@ -169,7 +169,7 @@ static int bf16_scatter_gather(const Grid *g)
  * several) is already in place in recv, and the rest arrives around it. */
 static int allgather_in_place(const Grid *g, ops_dtype dtype)
 {
-    int n = g->size, r = g->rank, total = 0, ok = 1;
+    int n = g->layout.size, r = g->layout.rank, total = 0, ok = 1;
     int counts[n], start[n];
     for (int k = 0; k < n; k++) {
         counts[k] = n > 1 && k == 0 ? 0 : k + 1;
@@ -196,7 +196,7 @@ int main(int argc, char **argv)
     tap_plan(8);
     Grid w;
     grid_world_only(&w, MPI_COMM_WORLD);
-    tap_ok(w.size == n && w.rank == tap_rank() && comm_size(&w, COMM_WORLD) == n
+    tap_ok(w.layout.size == n && w.layout.rank == tap_rank() && comm_size(&w, COMM_WORLD) == n
            && comm_size(&w, COMM_DP) == 0, "a world-only grid has the world and no other group");
     tap_ok(scalars(&w) && bytes(&w), "scalars and bytes on a world-only grid");
     Config cfg;

@@ -76,8 +76,8 @@ static void run_step(Run *r, MPI_Comm comm, const int32_t *batch)
     grid_create(&r->grid, c, comm);
     int ga = c->train.grad_accum, mb = c->train.micro_batch;
     Action acts[64];
-    int n = schedule_build(c->parallel.schedule, r->grid.pp, c->parallel.virtual_stages,
-                           r->grid.pp_stage, ga, acts);
+    int n = schedule_build(c->parallel.schedule, r->grid.layout.pp, c->parallel.virtual_stages,
+                           r->grid.layout.pp_stage, ga, acts);
     model_create(&r->model, c, &r->grid, schedule_max_in_flight(acts, n));
     pipeline_create(&r->pipe, &r->model);
     r->zero = zero_create(&r->model, c, &r->grid);
@@ -85,12 +85,12 @@ static void run_step(Run *r, MPI_Comm comm, const int32_t *batch)
     zero_begin_step(r->zero);
     model_reset_loss(&r->model);
     PipelineTimes times = {0};
-    const int32_t *mine = batch + (int64_t)r->grid.dp_rank * ga * mb * (c->model.seq_len + 1);
+    const int32_t *mine = batch + (int64_t)r->grid.layout.dp_rank * ga * mb * (c->model.seq_len + 1);
     pipeline_run(&r->pipe, acts, n, mine, mb, FORWARD_TRAIN, 1.0f / (float)(GB * c->model.seq_len),
                  &times);
     zero_reduce_grads(r->zero);
     model_sum_split_grads(&r->model);
-    double l = r->model.is_last && r->grid.tp_rank == 0 ? model_loss_sum(&r->model) : 0.0;
+    double l = r->model.is_last && r->grid.layout.tp_rank == 0 ? model_loss_sum(&r->model) : 0.0;
     MPI_Allreduce(&l, &r->loss, 1, MPI_DOUBLE, MPI_SUM, comm);
 }
 

@@ -26,24 +26,24 @@ static int check_layout(int dp, int pp, int tp, int node_size)
     cfg.parallel.node_size = node_size;
     Grid g;
     grid_create(&g, &cfg, MPI_COMM_WORLD);
-    int ok = g.dp * g.pp * g.tp == g.size;
-    ok &= g.rank == grid_world_rank(&g, g.pp_stage, g.dp_rank, g.tp_rank);
-    ok &= g.tp_rank == g.rank % tp;             /* TP innermost */
+    int ok = g.layout.dp * g.layout.pp * g.layout.tp == g.layout.size;
+    ok &= g.layout.rank == layout_world_rank(&g.layout, g.layout.pp_stage, g.layout.dp_rank, g.layout.tp_rank);
+    ok &= g.layout.tp_rank == g.layout.rank % tp;             /* TP innermost */
     int s;
-    MPI_Comm_size(g.tp_comm, &s); ok &= s == g.tp;
-    MPI_Comm_size(g.dp_comm, &s); ok &= s == g.dp;
-    MPI_Comm_size(g.pp_comm, &s); ok &= s == g.pp;
+    MPI_Comm_size(g.tp_comm, &s); ok &= s == g.layout.tp;
+    MPI_Comm_size(g.dp_comm, &s); ok &= s == g.layout.dp;
+    MPI_Comm_size(g.pp_comm, &s); ok &= s == g.layout.pp;
     /* pp_comm rank is the stage, dp_comm rank the dp rank */
     int r;
-    MPI_Comm_rank(g.pp_comm, &r); ok &= r == g.pp_stage;
-    MPI_Comm_rank(g.dp_comm, &r); ok &= r == g.dp_rank;
-    MPI_Comm_rank(g.tp_comm, &r); ok &= r == g.tp_rank;
+    MPI_Comm_rank(g.pp_comm, &r); ok &= r == g.layout.pp_stage;
+    MPI_Comm_rank(g.dp_comm, &r); ok &= r == g.layout.dp_rank;
+    MPI_Comm_rank(g.tp_comm, &r); ok &= r == g.layout.tp_rank;
     /* a sum over each group counts its members */
     int one = 1, sum = 0;
     MPI_Allreduce(&one, &sum, 1, MPI_INT, MPI_SUM, g.tp_comm); ok &= sum == tp;
-    ok &= g.dp_node_size * g.dp_cross_size == g.dp;
+    ok &= g.dp_node_size * g.dp_cross_size == g.layout.dp;
     if (node_size > 0)
-        ok &= g.n_nodes == g.size / node_size && g.node == g.rank / node_size;
+        ok &= g.n_nodes == g.layout.size / node_size && g.node == g.layout.rank / node_size;
     grid_destroy(&g);
     return ok;
 }
@@ -60,12 +60,12 @@ static int rejects(int world, int dp, int pp, int tp, int n_layer, const char *n
     cfg.parallel.tp = tp;
     char msg[512] = "";
     FILE *f = fmemopen(msg, sizeof msg, "w");
-    int rc = grid_check(&cfg, world, f);
+    int rc = layout_check(&cfg, world, f);
     fclose(f);
     return rc != 0 && strstr(msg, needle) != NULL;
 }
 
-/* grid_dp_two_level on a table of node layouts of a DP group. */
+/* layout_dp_two_level on a table of node layouts of a DP group. */
 static int two_level_table(void)
 {
     static const struct {
@@ -86,7 +86,7 @@ static int two_level_table(void)
     };
     int ok = 1;
     for (size_t i = 0; i < sizeof cases / sizeof cases[0]; i++) {
-        int got = grid_dp_two_level(cases[i].node_of, cases[i].dp);
+        int got = layout_dp_two_level(cases[i].node_of, cases[i].dp);
         if (got != cases[i].want) {
             tap_diag("case %zu: dp %d gives %d, want %d", i, cases[i].dp, got, cases[i].want);
             ok = 0;
@@ -152,18 +152,18 @@ int main(int argc, char **argv)
     tap_ok(rejects(8, 1, 1, 8, 8, "n_head"), "n_head not divisible by tp");
     tap_ok(rejects(8, 1, 8, 1, 4, "layers"), "fewer layers than stages");
     ParallelConfig pc = {.dp = 0, .pp = 2, .tp = 4};
-    int auto_dp = grid_resolve_dp(&pc, 64);
+    int auto_dp = layout_resolve_dp(&pc, 64);
     pc.dp = 3;
-    tap_ok(auto_dp == 8 && grid_resolve_dp(&pc, 64) == 3,
+    tap_ok(auto_dp == 8 && layout_resolve_dp(&pc, 64) == 3,
            "dp = 0 resolves to world / (pp * tp); a set dp stays");
     int first, cnt, all = 1, next = 0;
     for (int s = 0; s < 3; s++) {
-        grid_stage_layers(8, 3, s, &first, &cnt);
+        layout_stage_layers(8, 3, s, &first, &cnt);
         all &= first == next && (cnt == 3 || cnt == 2);
         next = first + cnt;
     }
     tap_ok(all && next == 8, "8 layers on 3 stages: 3, 3, 2, contiguous");
-    grid_stage_layers(12, 4, 3, &first, &cnt);
+    layout_stage_layers(12, 4, 3, &first, &cnt);
     tap_ok(first == 9 && cnt == 3, "12 layers on 4 stages: stage 3 has layers 9..11");
     tap_ok(two_level_table(), "DP is two-level with >1 node, >1 rank per node, equal counts");
     tap_ok(host_stays_real(), "node_size pretends nodes, but the GPU choice sees the machine");

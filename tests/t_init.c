@@ -21,9 +21,9 @@ static Grid fake_grid(int tp, int tp_rank)
 {
     Grid g;
     memset(&g, 0, sizeof g);
-    g.pp = g.dp = 1;
-    g.tp = tp;
-    g.tp_rank = tp_rank;
+    g.layout.pp = g.layout.dp = 1;
+    g.layout.tp = tp;
+    g.layout.tp_rank = tp_rank;
     return g;
 }
 

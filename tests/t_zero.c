@@ -45,8 +45,8 @@ static int block_of_rank(const Grid *g)
 {
     CommDp *d = comm_dp_create(g);
     int block = -1;
-    for (int k = 0; k < g->dp; k++)
-        if (comm_dp_order(d)[k] == g->dp_rank)
+    for (int k = 0; k < g->layout.dp; k++)
+        if (comm_dp_order(d)[k] == g->layout.dp_rank)
             block = k;
     comm_dp_destroy(d);
     return block;
@@ -62,13 +62,13 @@ static int real_equals_pure(MPI_Comm comm, const Config *c, int places, ZeroByte
     grid_create(&g, c, comm);
     model_create(&m, c, &g, 1);
     Zero *z = zero_create(&m, c, &g);
-    ZeroLayout l = {zero_stage(c->parallel.zero, g.dp), g.dp, block_of_rank(&g),
+    ZeroLayout l = {zero_stage(c->parallel.zero, g.layout.dp), g.layout.dp, block_of_rank(&g),
                     model_dtype(c->train.precision), places, 0, 0};
-    l.overlap = zero_overlaps(c->parallel.overlap, l.stage, g.dp, places, g.device);
+    l.overlap = zero_overlaps(c->parallel.overlap, l.stage, g.layout.dp, places, g.device);
     *mine = zero_bytes(z);
     int ok = same(*mine, zero_state_bytes(&m.ps, &l));
     if (!ok)
-        tap_diag("dp %d zero %d %s overlap %d: real %lld/%lld/%lld", g.dp, c->parallel.zero,
+        tap_diag("dp %d zero %d %s overlap %d: real %lld/%lld/%lld", g.layout.dp, c->parallel.zero,
                  ops_dtype_name(l.dtype), l.overlap, (long long)mine->weights,
                  (long long)mine->grads, (long long)mine->optimizer);
     zero_destroy(z);
@@ -129,7 +129,7 @@ static int offload_moves_optimizer(void)
             Model m;
             grid_create(&g, &c, MPI_COMM_WORLD);
             model_create(&m, &c, &g, 1);
-            ZeroLayout l = {zero_stage(zero, g.dp), g.dp, g.dp_rank, model_dtype(c.train.precision),
+            ZeroLayout l = {zero_stage(zero, g.layout.dp), g.layout.dp, g.layout.dp_rank, model_dtype(c.train.precision),
                             0, 0, 0};
             ZeroBytes on = zero_state_bytes(&m.ps, &l), off;
             l.offload = 1;

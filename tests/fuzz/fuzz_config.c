@@ -5,7 +5,7 @@
  * Input: INI text. A line "%%set" ends it; each following line is one
  * --set override (at most 16), so the override parser is fuzzed too.
  * A config that loads is also checked against a few world sizes by
- * grid_check, as train does next. Besides "no crash, no sanitizer
+ * layout_check, as train does next. Besides "no crash, no sanitizer
  * report", one property is checked: a config that loads writes itself
  * out (config_to_ini) as text that loads back to the very same Config, as
  * a checkpoint's stored config must.
@@ -74,7 +74,7 @@ int LLVMFuzzerTestOneInput(const uint8_t *data, size_t size)
     if (rc == 0) {
         static const int worlds[] = {1, 2, 8, 4096};
         for (size_t i = 0; i < sizeof worlds / sizeof worlds[0]; i++)
-            grid_check(&cfg, worlds[i], fuzz_quiet());
+            layout_check(&cfg, worlds[i], fuzz_quiet());
         static char ini[1 << 16];
         int n = config_to_ini(&cfg, ini, sizeof ini);
         if (n < 0 || (size_t)n >= sizeof ini)

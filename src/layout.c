@@ -1,0 +1,126 @@
+/*
+ * layout.c - the layout of a run and its rules; see layout.h for the rank
+ * order and why.
+ */
+#include "layout.h"
+
+#include <stdlib.h>
+#include <string.h>
+
+#include "arch_sizes.h"
+#include "fail.h"
+
+int layout_resolve_dp(const ParallelConfig *p, int world)
+{
+    return p->dp ? p->dp : world / (p->pp * p->tp);
+}
+
+int layout_check(const Config *cfg, int world, FILE *err)
+{
+    const ParallelConfig *p = &cfg->parallel;
+    const ModelConfig *m = &cfg->model;
+    int dp = layout_resolve_dp(p, world);
+    if (p->dp == 0 && world % (p->pp * p->tp) != 0) {
+        fprintf(err, "trident: [parallel] dp = 0: the world size %d is not a multiple of pp * tp = %d * %d\n",
+                world, p->pp, p->tp);
+        return 1;
+    }
+    if (dp * p->pp * p->tp != world) {
+        fprintf(err, "trident: [parallel] dp * pp * tp = %d * %d * %d = %d, but %d ranks were started\n",
+                dp, p->pp, p->tp, dp * p->pp * p->tp, world);
+        return 1;
+    }
+    if (m->n_head % p->tp != 0) {
+        fprintf(err, "trident: [parallel] tp = %d: n_head (%d) is not divisible by tp; attention heads are split across TP ranks\n",
+                p->tp, m->n_head);
+        return 1;
+    }
+    int kv = arch_kv_heads(m);
+    if (kv % p->tp != 0 && p->tp % kv != 0) {
+        fprintf(err, "trident: [parallel] tp = %d: neither divides nor is divided by n_kv_head (%d); key/value heads are split across TP ranks or replicated on tp / n_kv_head of them\n",
+                p->tp, kv);
+        return 1;
+    }
+    if (arch_ffn_dim(m) % p->tp != 0) {
+        fprintf(err, "trident: [parallel] tp = %d: ffn_dim (%d) is not divisible by tp; the MLP is split across TP ranks\n",
+                p->tp, arch_ffn_dim(m));
+        return 1;
+    }
+    if (m->vocab_size % p->tp != 0) {
+        fprintf(err, "trident: [parallel] tp = %d: vocab_size (%d) is not divisible by tp; the embedding and LM head are split by vocabulary rows\n",
+                p->tp, m->vocab_size);
+        return 1;
+    }
+    if (m->n_layer < p->pp) {
+        fprintf(err, "trident: [parallel] pp = %d: only %d layers, and every pipeline stage needs at least one\n",
+                p->pp, m->n_layer);
+        return 1;
+    }
+    if (p->node_size > 0 && (p->node_size % p->tp != 0 || world % p->node_size != 0)) {
+        fprintf(err, "trident: [parallel] node_size = %d: must divide the world size (%d) and be a multiple of tp (%d), so TP groups stay inside a node\n",
+                p->node_size, world, p->tp);
+        return 1;
+    }
+    return 0;
+}
+
+Layout layout_at(const ParallelConfig *p, int dp, int pp_stage, int dp_rank, int tp_rank)
+{
+    Layout l = {.size = dp * p->pp * p->tp, .dp = dp, .pp = p->pp, .tp = p->tp,
+                .dp_rank = dp_rank, .pp_stage = pp_stage, .tp_rank = tp_rank};
+    l.rank = layout_world_rank(&l, pp_stage, dp_rank, tp_rank);
+    return l;
+}
+
+Layout layout_of_rank(const ParallelConfig *p, int world, int rank)
+{
+    int dp = layout_resolve_dp(p, world);
+    Layout l = layout_at(p, dp, rank / (p->tp * dp), (rank / p->tp) % dp, rank % p->tp);
+    l.size = world;
+    return l;
+}
+
+int layout_world_rank(const Layout *l, int pp_stage, int dp_rank, int tp_rank)
+{
+    return (pp_stage * l->dp + dp_rank) * l->tp + tp_rank;
+}
+
+void layout_stage_layers(int n_layer, int pp, int stage, int *first, int *count)
+{
+    int base = n_layer / pp, extra = n_layer % pp;
+    *count = base + (stage < extra ? 1 : 0);
+    *first = stage * base + (stage < extra ? stage : extra);
+}
+
+void layout_chunk_layers(int n_layer, int pp, int v, int stage, int chunk, int *first,
+                         int *count)
+{
+    layout_stage_layers(n_layer, pp * v, chunk * pp + stage, first, count);
+}
+
+static int by_value(const void *a, const void *b)
+{
+    int x = *(const int *)a, y = *(const int *)b;
+    return (x > y) - (x < y);
+}
+
+int layout_dp_two_level(const int *node_of, int dp)
+{
+    if (dp < 4) /* two nodes of two at least */
+        return 0;
+    int *sorted = malloc(sizeof *sorted * (size_t)dp);
+    if (!sorted)
+        fail_abort("out of memory", __FILE__, __LINE__);
+    memcpy(sorted, node_of, sizeof *sorted * (size_t)dp);
+    qsort(sorted, (size_t)dp, sizeof *sorted, by_value);
+    /* the runs of equal values are the nodes: all as long as the first */
+    int per_node = 1;
+    while (per_node < dp && sorted[per_node] == sorted[0])
+        per_node++;
+    int same = dp % per_node == 0;
+    for (int start = 0; same && start < dp; start += per_node)
+        same = sorted[start] == sorted[start + per_node - 1]
+            && (start + per_node == dp || sorted[start + per_node] != sorted[start]);
+    free(sorted);
+    return same && per_node > 1 && per_node < dp;
+}

@@ -1,0 +1,78 @@
+/*
+ * layout.h - the layout of a run, world = pp x dp x tp with TP innermost,
+ * and a rank's place in it: plain arithmetic on the config and the world
+ * size, no MPI. Not collective.
+ *
+ * World rank r sits at tp_rank = r % tp, dp_rank = (r / tp) % dp and
+ * pp_stage = r / (tp * dp), so a TP group (the chattiest) is a run of
+ * consecutive ranks and lands on one node, then DP, then PP (Megatron's
+ * order). A Layout is a value: the trainer's grid holds its own (grid.h,
+ * which adds the communicators), and whatever reasons about a rank without
+ * being it builds one for that rank: plan for every rank of a world it
+ * never starts, the parameter table of any (stage, TP rank), the
+ * checkpoint's logical tensors as one rank holding everything.
+ *
+ * This file is also the rule book of layouts: what a layout must satisfy
+ * to run on a world (layout_check), how dp = 0 resolves, which layers a
+ * stage holds and when a DP group reduces in two levels. The trainer
+ * (before grid_create) and plan apply these functions rather than restate
+ * them; config_validate checks the rules that need no world size first,
+ * with its own messages.
+ */
+#ifndef TRI_SRC_LAYOUT_H
+#define TRI_SRC_LAYOUT_H
+
+#include <stdio.h>
+
+#include "config.h"
+
+typedef struct {
+    int rank, size;                  /* world */
+    int dp, pp, tp;                  /* group sizes */
+    int dp_rank, pp_stage, tp_rank;  /* this rank's place */
+} Layout;
+
+/* The layout of p on a world of `world` ranks (dp resolved as
+ * layout_resolve_dp), seen from world rank `rank`. p must have passed
+ * layout_check for that world. */
+Layout layout_of_rank(const ParallelConfig *p, int world, int rank);
+
+/* The layout of p's pp and tp with dp DP ranks (already resolved), seen
+ * from the rank at (pp_stage, dp_rank, tp_rank): for a rank that is not
+ * this process's (plan, the parameter table of any stage). */
+Layout layout_at(const ParallelConfig *p, int dp, int pp_stage, int dp_rank, int tp_rank);
+
+/* World rank of the rank at (pp_stage, dp_rank, tp_rank) of l. */
+int layout_world_rank(const Layout *l, int pp_stage, int dp_rank, int tp_rank);
+
+/* Checks that the layout of cfg fits a world of `world` ranks: dp*pp*tp,
+ * divisibility by tp, layers per stage, node_size. Writes the reason on err
+ * and returns non-zero. */
+int layout_check(const Config *cfg, int world, FILE *err);
+
+/* The DP size of a world of `world` ranks: [parallel] dp, or world /
+ * (pp * tp) when dp = 0. The one place that rule lives: the trainer's grid
+ * and `trident plan` resolve it alike. */
+int layout_resolve_dp(const ParallelConfig *p, int world);
+
+/* Layers [*first, *first + *count) that stage s owns: balanced, the earlier
+ * stages taking one more when n_layer % pp != 0. */
+void layout_stage_layers(int n_layer, int pp, int stage, int *first, int *count);
+
+/* Layers [*first, *first + *count) of chunk `chunk` of stage s when every
+ * stage holds v chunks (the interleaved schedule): virtual stage
+ * chunk * pp + s of pp * v, Megatron's assignment, so stage 0 holds layers
+ * 0.., then pp*L.., for L layers a chunk. With v = 1 it is
+ * layout_stage_layers. */
+void layout_chunk_layers(int n_layer, int pp, int v, int stage, int chunk, int *first,
+                         int *count);
+
+/* Whether a DP group reduces in two levels (inside each node on dp_node,
+ * then across nodes on dp_cross; comm_dp.h): more than one node, more than
+ * one DP rank per node, and the same number on every node. node_of[r] is
+ * the node of DP rank r, in any numbering. The one rule that the trainer
+ * (from the grid's real or pretended nodes) and plan (from node_size)
+ * both apply. */
+int layout_dp_two_level(const int *node_of, int dp);
+
+#endif
