@@ -31,7 +31,7 @@
 
 #include "arch_sizes.h"
 #include "config.h"
-#include "grid.h"
+#include "layout.h"
 #include "params.h"
 #include "kernels/ops.h"
 
@@ -106,7 +106,7 @@ typedef struct Arch {
     /* The parameter table: a block's tensors, in order, added to ps as
      * unit "h.L" (params_stage.c builds the rest of a stage around it),
      * and where each lands in BlockParams (indices into the unit). */
-    void (*build_block)(ParamSet *ps, int layer, const ModelConfig *m, const Grid *g);
+    void (*build_block)(ParamSet *ps, int layer, const ModelConfig *m, const Layout *layout);
     void (*block_roles)(const int *unit_idx, struct BlockParams *p);
     /* Elements of one block's logical tensors. */
     int64_t (*block_numel)(const ModelConfig *m);

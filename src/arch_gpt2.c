@@ -49,7 +49,7 @@ static int check_keys(const Config *c, ArchKeyProblem *p)
 
 /* ---- parameters --------------------------------------------------------- */
 
-static void build_block(ParamSet *ps, int l, const ModelConfig *m, const Grid *g)
+static void build_block(ParamSet *ps, int l, const ModelConfig *m, const Layout *layout)
 {
     int64_t C = m->n_embd;
     char name[48], unit[16];
@@ -57,7 +57,7 @@ static void build_block(ParamSet *ps, int l, const ModelConfig *m, const Grid *g
     params_unit_begin(ps, unit);
 #define P(suffix, r, c, nd, split, role)                                    \
     (snprintf(name, sizeof name, "h.%d.%s", l, suffix),                    \
-     params_unit_param(ps, name, r, c, nd, split, role, g))
+     params_unit_param(ps, name, r, c, nd, split, role, layout))
     P("ln1.w", C, 1, 1, SPLIT_NONE, ROLE_NORM_GAIN);
     P("ln1.b", C, 1, 1, SPLIT_NONE, ROLE_NORM_BIAS);
     P("attn.qkv.w", 3 * C, C, 2, SPLIT_ROWS, ROLE_WEIGHT);

@@ -76,13 +76,13 @@ static int check_keys(const Config *c, ArchKeyProblem *p)
  * weight when tp divides the heads; with fewer heads than ranks, each
  * rank holds its head's rows whole and only the first of the head's
  * replicas counts them in norms and writes them (arch.h). */
-static void kv_rows(Param *p, const ModelConfig *m, const Grid *g)
+static void kv_rows(Param *p, const ModelConfig *m, const Layout *layout)
 {
-    int replicas = arch_kv_replicas(m, g->layout.tp);
+    int replicas = arch_kv_replicas(m, layout->tp);
     int64_t hs = m->n_embd / m->n_head;
-    p->lrows = arch_kv_heads_local(m, g->layout.tp) * hs;
-    p->row0 = p->lrows * (g->layout.tp_rank / replicas);
-    if (g->layout.tp_rank % replicas) {
+    p->lrows = arch_kv_heads_local(m, layout->tp) * hs;
+    p->row0 = p->lrows * (layout->tp_rank / replicas);
+    if (layout->tp_rank % replicas) {
         p->counts_in_norm = 0;
         p->writes_ckpt = 0;
     }
@@ -90,7 +90,7 @@ static void kv_rows(Param *p, const ModelConfig *m, const Grid *g)
 
 /* A Llama block: RMSNorm gains, q, k, v, o, gate, up, down; no biases.
  * block_roles reads them in this order. */
-static void build_block(ParamSet *ps, int l, const ModelConfig *m, const Grid *g)
+static void build_block(ParamSet *ps, int l, const ModelConfig *m, const Layout *layout)
 {
     char name[48], unit[16];
     int64_t C = m->n_embd, F = arch_ffn_dim(m);
@@ -99,11 +99,11 @@ static void build_block(ParamSet *ps, int l, const ModelConfig *m, const Grid *g
     params_unit_begin(ps, unit);
 #define P(suffix, r, c, nd, split, role)                                    \
     (snprintf(name, sizeof name, "h.%d.%s", l, suffix),                    \
-     params_unit_param(ps, name, r, c, nd, split, role, g))
+     params_unit_param(ps, name, r, c, nd, split, role, layout))
     P("ln1.w", C, 1, 1, SPLIT_NONE, ROLE_NORM_GAIN);
     P("attn.q.w", C, C, 2, SPLIT_ROWS, ROLE_WEIGHT);
-    kv_rows(P("attn.k.w", KV, C, 2, SPLIT_ROWS, ROLE_WEIGHT), m, g);
-    kv_rows(P("attn.v.w", KV, C, 2, SPLIT_ROWS, ROLE_WEIGHT), m, g);
+    kv_rows(P("attn.k.w", KV, C, 2, SPLIT_ROWS, ROLE_WEIGHT), m, layout);
+    kv_rows(P("attn.v.w", KV, C, 2, SPLIT_ROWS, ROLE_WEIGHT), m, layout);
     P("attn.o.w", C, C, 2, SPLIT_COLS, ROLE_RESIDUAL);
     P("ln2.w", C, 1, 1, SPLIT_NONE, ROLE_NORM_GAIN);
     P("mlp.gate.w", F, C, 2, SPLIT_ROWS, ROLE_WEIGHT);

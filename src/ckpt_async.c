@@ -33,7 +33,7 @@
 #include "kernels/ops.h"
 
 struct CkptAsync {
-    Grid grid;               /* the run's grid with the writer's world, no other group */
+    Grid grid;               /* the writer's world alone, with the run's layout and device */
     MPI_Comm train_world;    /* the training thread's world: polls and waits agree on it */
     ParamSet *ps;            /* the run's parameter table (its shape is fixed) */
     ops_tensor buf;          /* the snapshot: every written part of every parameter */
@@ -61,14 +61,13 @@ int ckpt_async_create(CkptAsync **out, const Grid *g, FILE *err)
     CkptAsync *a = calloc(1, sizeof *a);
     if (!a)
         fail_abort("out of memory", __FILE__, __LINE__);
-    a->grid = *g;
     a->train_world = g->world;
-    a->grid.tp_comm = a->grid.dp_comm = a->grid.pp_comm = MPI_COMM_NULL;
-    a->grid.dp_node = a->grid.dp_cross = a->grid.embed_comm = MPI_COMM_NULL;
-    a->grid.kv_comm = MPI_COMM_NULL;
-    a->grid.node_comm = a->grid.host_comm = MPI_COMM_NULL;
-    TRI_CHECK_MPI(MPI_Comm_dup(g->world, &a->grid.world));
-    TRI_CHECK_MPI(MPI_Comm_set_errhandler(a->grid.world, MPI_ERRORS_RETURN));
+    MPI_Comm world;
+    TRI_CHECK_MPI(MPI_Comm_dup(g->world, &world));
+    TRI_CHECK_MPI(MPI_Comm_set_errhandler(world, MPI_ERRORS_RETURN));
+    grid_world_only(&a->grid, world);
+    a->grid.layout = g->layout;
+    a->grid.device = g->device;
     *out = a;
     return 0;
 }

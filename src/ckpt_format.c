@@ -19,7 +19,7 @@
 #include "config_ini.h"
 #include "config_load.h"
 #include "file_check.h"
-#include "grid.h"
+#include "layout.h"
 #include "params_stage.h"
 #include "rng.h"
 
@@ -361,10 +361,8 @@ void ckpt_logical_tensors(const Config *cfg, ParamSet *out)
     Config one = *cfg;
     one.parallel.pp = one.parallel.tp = 1;
     one.parallel.virtual_stages = 1; /* one chunk: every layer, in order */
-    Grid g;
-    memset(&g, 0, sizeof g);
-    g.layout.pp = g.layout.tp = g.layout.dp = 1;
-    params_build(out, &one, &g);
+    Layout whole = layout_at(&one.parallel, 1, 0, 0, 0); /* one rank holds everything */
+    params_build(out, &one, &whole);
 }
 
 void ckpt_dataset_path(char *out, size_t size, const char *name, int part)

@@ -335,7 +335,7 @@ void model_create(Model *m, const Config *cfg, const Grid *g, int n_slots)
     layout_chunk_layers(cfg->model.n_layer, g->layout.pp, m->n_chunks, g->layout.pp_stage, 0, &m->layer0,
                       &m->chunk_len);
     m->n_local = m->n_chunks * m->chunk_len; /* config_validate: chunks are equal */
-    params_build(&m->ps, cfg, g);
+    params_build(&m->ps, cfg, &g->layout);
     find_params(m);
     int any = choose_recompute(m, cfg);
     scratch_alloc(m, any);

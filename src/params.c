@@ -15,7 +15,7 @@
 
 static Param *add_param(ParamSet *ps, const char *name, int64_t rows,
                         int64_t cols, int ndim, TpSplit split, ParamRole role,
-                        const Grid *g)
+                        const Layout *layout)
 {
     if (ps->n == ps->cap) {
         ps->cap = ps->cap ? 2 * ps->cap : 64;
@@ -34,14 +34,14 @@ static Param *add_param(ParamSet *ps, const char *name, int64_t rows,
     p->lrows = rows;
     p->lcols = cols;
     if (split == SPLIT_ROWS) {
-        p->lrows = rows / g->layout.tp;
-        p->row0 = p->lrows * g->layout.tp_rank;
+        p->lrows = rows / layout->tp;
+        p->row0 = p->lrows * layout->tp_rank;
     } else if (split == SPLIT_COLS) {
-        p->lcols = cols / g->layout.tp;
-        p->col0 = p->lcols * g->layout.tp_rank;
+        p->lcols = cols / layout->tp;
+        p->col0 = p->lcols * layout->tp_rank;
     }
     p->decay = ndim == 2;
-    int replicated_here = split == SPLIT_NONE && g->layout.tp_rank != 0;
+    int replicated_here = split == SPLIT_NONE && layout->tp_rank != 0;
     p->counts_in_norm = !replicated_here;
     p->writes_ckpt = !replicated_here;
     p->w = p->g = p->master = p->m = p->v = p->og = OPS_NONE;
@@ -67,9 +67,9 @@ void params_unit_add(ParamSet *ps, int idx)
 }
 
 Param *params_unit_param(ParamSet *ps, const char *name, int64_t rows, int64_t cols, int ndim,
-                         TpSplit split, ParamRole role, const Grid *g)
+                         TpSplit split, ParamRole role, const Layout *l)
 {
-    Param *p = add_param(ps, name, rows, cols, ndim, split, role, g);
+    Param *p = add_param(ps, name, rows, cols, ndim, split, role, l);
     params_unit_add(ps, ps->n - 1);
     return p;
 }

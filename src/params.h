@@ -19,7 +19,7 @@
 #include <stdint.h>
 
 #include "config.h"
-#include "grid.h"
+#include "layout.h"
 #include "kernels/ops.h"
 
 typedef enum {
@@ -79,10 +79,10 @@ void params_unit_begin(ParamSet *ps, const char *name);
 /* Adds parameter idx to the current unit. Not collective. */
 void params_unit_add(ParamSet *ps, int idx);
 /* Adds a logical tensor of (rows, cols), split over TP as `split` says,
- * this rank's block of it as g places it, to the table and to the current
+ * this rank's block of it as l places it, to the table and to the current
  * unit. Not collective. */
 Param *params_unit_param(ParamSet *ps, const char *name, int64_t rows, int64_t cols, int ndim,
-                         TpSplit split, ParamRole role, const Grid *g);
+                         TpSplit split, ParamRole role, const Layout *l);
 void params_free(ParamSet *ps);
 Param *params_find(ParamSet *ps, const char *name);
 int64_t params_local_numel(const Param *p);

@@ -9,44 +9,44 @@
 
 #include "arch.h"
 
-void params_build(ParamSet *ps, const Config *cfg, const Grid *g)
+void params_build(ParamSet *ps, const Config *cfg, const Layout *layout)
 {
     const ModelConfig *m = &cfg->model;
     int64_t C = m->n_embd, V = m->vocab_size;
     int v = cfg->parallel.virtual_stages;
     memset(ps, 0, sizeof *ps);
-    int is_first = g->layout.pp_stage == 0, is_last = g->layout.pp_stage == g->layout.pp - 1;
+    int is_first = layout->pp_stage == 0, is_last = layout->pp_stage == layout->pp - 1;
     int wte_index = -1;
     const Arch *arch = arch_of(m);
     if (is_first) {
         params_unit_begin(ps, "embed");
-        params_unit_param(ps, "wte", V, C, 2, SPLIT_ROWS, ROLE_EMBEDDING, g);
+        params_unit_param(ps, "wte", V, C, 2, SPLIT_ROWS, ROLE_EMBEDDING, layout);
         wte_index = ps->n - 1;
         if (arch->positions) /* else q and k are rotated */
-            params_unit_param(ps, "wpe", m->seq_len, C, 2, SPLIT_NONE, ROLE_EMBEDDING, g);
+            params_unit_param(ps, "wpe", m->seq_len, C, 2, SPLIT_NONE, ROLE_EMBEDDING, layout);
     }
     /* the stage's chunks in order, each a run of consecutive layers */
     for (int chunk = 0; chunk < v; chunk++) {
         int first, count;
-        layout_chunk_layers(m->n_layer, g->layout.pp, v, g->layout.pp_stage, chunk, &first, &count);
+        layout_chunk_layers(m->n_layer, layout->pp, v, layout->pp_stage, chunk, &first, &count);
         for (int l = first; l < first + count; l++) {
-            arch->build_block(ps, l, m, g);
+            arch->build_block(ps, l, m, layout);
         }
     }
     if (is_last) {
         params_unit_begin(ps, "head");
-        params_unit_param(ps, "lnf.w", C, 1, 1, SPLIT_NONE, ROLE_NORM_GAIN, g);
+        params_unit_param(ps, "lnf.w", C, 1, 1, SPLIT_NONE, ROLE_NORM_GAIN, layout);
         if (arch->norm_bias)
-            params_unit_param(ps, "lnf.b", C, 1, 1, SPLIT_NONE, ROLE_NORM_BIAS, g);
+            params_unit_param(ps, "lnf.b", C, 1, 1, SPLIT_NONE, ROLE_NORM_BIAS, layout);
         if (!m->tie_embeddings) {
-            params_unit_param(ps, "lm_head", V, C, 2, SPLIT_ROWS, ROLE_EMBEDDING, g);
+            params_unit_param(ps, "lm_head", V, C, 2, SPLIT_ROWS, ROLE_EMBEDDING, layout);
         } else if (wte_index >= 0) {
             params_unit_add(ps, wte_index); /* one stage: the head reads wte itself */
         } else {
             /* Megatron's answer to tied embeddings across stages: the last
              * stage keeps its own copy, initialised alike, and the two
              * copies' gradients are summed before every update. */
-            Param *p = params_unit_param(ps, "wte", V, C, 2, SPLIT_ROWS, ROLE_EMBEDDING, g);
+            Param *p = params_unit_param(ps, "wte", V, C, 2, SPLIT_ROWS, ROLE_EMBEDDING, layout);
             p->is_copy = 1;
             p->counts_in_norm = 0;
             p->writes_ckpt = 0;
@@ -56,14 +56,10 @@ void params_build(ParamSet *ps, const Config *cfg, const Grid *g)
 
 int64_t params_local_count(const Config *cfg, int pp_stage, int tp_rank)
 {
-    Grid g; /* params_build reads only the layout and the place in it */
-    memset(&g, 0, sizeof g);
-    g.layout.pp = cfg->parallel.pp;
-    g.layout.tp = cfg->parallel.tp;
-    g.layout.pp_stage = pp_stage;
-    g.layout.tp_rank = tp_rank;
+    /* the blocks do not depend on dp: one DP rank stands for any */
+    Layout l = layout_at(&cfg->parallel, 1, pp_stage, 0, tp_rank);
     ParamSet ps;
-    params_build(&ps, cfg, &g);
+    params_build(&ps, cfg, &l);
     int64_t n = 0;
     for (int i = 0; i < ps.n; i++)
         n += params_local_numel(&ps.p[i]);

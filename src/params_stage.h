@@ -11,12 +11,13 @@
 #include <stdint.h>
 
 #include "config.h"
-#include "grid.h"
+#include "layout.h"
 #include "params.h"
 
-/* Builds the table for this rank's stage and TP shard (no memory yet).
- * Not collective. */
-void params_build(ParamSet *ps, const Config *cfg, const Grid *g);
+/* Builds the table for the stage and TP shard of layout's rank (no memory yet):
+ * a trainer passes its grid's layout, plan and checkpoints one of any rank
+ * (layout_at). Not collective. */
+void params_build(ParamSet *ps, const Config *cfg, const Layout *layout);
 
 /* Elements of the blocks the rank at (pp_stage, tp_rank) of cfg's layout
  * holds, before ZeRO shards them: what its DP reduction carries and, over

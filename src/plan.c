@@ -11,12 +11,11 @@
 
 #include <math.h>
 #include <stdlib.h>
-#include <string.h>
 
 #include "arch.h"
 #include "config_load.h"
 #include "fail.h"
-#include "grid.h"
+#include "layout.h"
 #include "model.h"
 #include "params.h"
 #include "params_stage.h"
@@ -25,21 +24,6 @@
 #include "kernels/ops.h"
 
 #define MIB (1024.0 * 1024.0)
-
-/* A grid describing one rank, enough for params_build. */
-static Grid plan_grid(const Config *cfg, int world, int stage, int dp_rank, int tp_rank)
-{
-    Grid g;
-    memset(&g, 0, sizeof g);
-    g.layout.size = world;
-    g.layout.pp = cfg->parallel.pp;
-    g.layout.tp = cfg->parallel.tp;
-    g.layout.dp = layout_resolve_dp(&cfg->parallel, world);
-    g.layout.pp_stage = stage;
-    g.layout.dp_rank = dp_rank;
-    g.layout.tp_rank = tp_rank;
-    return g;
-}
 
 /* ---- memory ------------------------------------------------------------ */
 
@@ -54,13 +38,13 @@ static Grid plan_grid(const Config *cfg, int world, int stage, int dp_rank, int 
  * the group fills a first node partly, then whole nodes of q, then a last
  * partial one. A list of dp entries would cost gigabytes and minutes at the
  * worlds plan accepts (up to INT_MAX ranks). */
-static int dp_node_places(const Config *cfg, const Grid *g)
+static int dp_node_places(const Config *cfg, const Layout *layout)
 {
     int ns = cfg->parallel.node_size;
-    if (ns <= 0 || g->layout.dp < 4) /* two nodes of two at least */
+    if (ns <= 0 || layout->dp < 4) /* two nodes of two at least */
         return 0;
-    int64_t q = ns / g->layout.tp, dp = g->layout.dp;
-    int64_t first = q - ((int64_t)g->layout.pp_stage * dp) % q;
+    int64_t q = ns / layout->tp, dp = layout->dp;
+    int64_t first = q - ((int64_t)layout->pp_stage * dp) % q;
     if (first >= dp)
         return 0; /* one node holds the whole group */
     int64_t rest = dp - first, whole = rest / q, last = rest % q;
@@ -93,20 +77,20 @@ void plan_assume_gpu(Config *cfg)
 
 /* zero.c's arenas: full or owned weights, gradients and Adam state, as
  * zero_state_bytes sizes them. Overlap assumes host buffers (a CPU run). */
-static void parameter_memory(const ParamSet *ps, const Config *cfg, const Grid *g,
+static void parameter_memory(const ParamSet *ps, const Config *cfg, const Layout *layout,
                              PlanMemory *mem)
 {
     ZeroLayout l;
-    l.stage = zero_stage(cfg->parallel.zero, g->layout.dp);
-    l.dp = g->layout.dp;
+    l.stage = zero_stage(cfg->parallel.zero, layout->dp);
+    l.dp = layout->dp;
     l.dtype = model_dtype(cfg->train.precision);
-    l.places = dp_node_places(cfg, g);
+    l.places = dp_node_places(cfg, layout);
     /* the rank's block, as zero.c assigns it: over two levels the DP rank
      * at place d % places of node d / places owns block place x nodes +
      * node (comm_dp_order) */
-    l.dp_rank = l.places ? (g->layout.dp_rank % l.places) * (g->layout.dp / l.places) + g->layout.dp_rank / l.places
-                         : g->layout.dp_rank;
-    l.overlap = zero_overlaps(cfg->parallel.overlap, l.stage, g->layout.dp, l.places, OPS_CPU);
+    int d = layout->dp_rank;
+    l.dp_rank = l.places ? (d % l.places) * (layout->dp / l.places) + d / l.places : d;
+    l.overlap = zero_overlaps(cfg->parallel.overlap, l.stage, layout->dp, l.places, OPS_CPU);
     l.offload = plan_offloads(cfg);
     ZeroBytes b = zero_state_bytes(ps, &l);
     mem->weights = b.weights;
@@ -117,14 +101,15 @@ static void parameter_memory(const ParamSet *ps, const Config *cfg, const Grid *
 
 PlanMemory plan_rank_memory(const Config *cfg, int world, int stage, int dp_rank, int tp_rank)
 {
-    Grid g = plan_grid(cfg, world, stage, dp_rank, tp_rank);
+    Layout layout = layout_at(&cfg->parallel, layout_resolve_dp(&cfg->parallel, world), stage,
+                              dp_rank, tp_rank);
     ParamSet ps;
-    params_build(&ps, cfg, &g);
+    params_build(&ps, cfg, &layout);
     PlanMemory mem = {0};
-    parameter_memory(&ps, cfg, &g, &mem);
+    parameter_memory(&ps, cfg, &layout, &mem);
     int slots = schedule_stage_slots(cfg->parallel.schedule, cfg->parallel.pp,
                                      cfg->parallel.virtual_stages, stage, cfg->train.grad_accum);
-    mem.activations = model_planned_activation_bytes(cfg, g.layout.tp, stage, slots);
+    mem.activations = model_planned_activation_bytes(cfg, layout.tp, stage, slots);
     params_free(&ps);
     return mem;
 }

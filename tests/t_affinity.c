@@ -77,7 +77,6 @@ int main(int argc, char **argv)
            "no more threads than cores on the node, unless there are more ranks than cores");
 
     Grid g;
-    memset(&g, 0, sizeof g);
     grid_world_only(&g, MPI_COMM_WORLD);
     g.device = OPS_CPU;
     HardwarePeak peak;

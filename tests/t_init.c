@@ -8,23 +8,19 @@
 #include <math.h>
 #include <stdio.h>
 #include <stdlib.h>
-#include <string.h>
 
 #include "config.h"
 #include "config_load.h"
-#include "grid.h"
+#include "layout.h"
 #include "params.h"
 #include "params_stage.h"
 #include "tap.h"
 
-static Grid fake_grid(int tp, int tp_rank)
+/* Stage 0 of one, TP rank tp_rank of tp: the block params_build gives it. */
+static Layout tp_layout(int tp, int tp_rank)
 {
-    Grid g;
-    memset(&g, 0, sizeof g);
-    g.layout.pp = g.layout.dp = 1;
-    g.layout.tp = tp;
-    g.layout.tp_rank = tp_rank;
-    return g;
+    ParallelConfig p = {.pp = 1, .tp = tp};
+    return layout_at(&p, 1, 0, 0, tp_rank);
 }
 
 static void config_for(Config *c, InitScheme scheme, FanMode fan)
@@ -45,7 +41,7 @@ static double check_scheme(InitScheme scheme, FanMode fan, int *ok)
 {
     Config c;
     config_for(&c, scheme, fan);
-    Grid g = fake_grid(1, 0);
+    Layout g = tp_layout(1, 0);
     ParamSet ps;
     params_build(&ps, &c, &g);
     double worst = 0.0;
@@ -87,12 +83,12 @@ static int tp_shards_match(int tp)
 {
     Config c;
     config_for(&c, INIT_GPT2, FAN_IN);
-    Grid one = fake_grid(1, 0);
+    Layout one = tp_layout(1, 0);
     ParamSet full;
     params_build(&full, &c, &one);
     int ok = 1;
     for (int r = 0; r < tp; r++) {
-        Grid g = fake_grid(tp, r);
+        Layout g = tp_layout(tp, r);
         ParamSet ps;
         params_build(&ps, &c, &g);
         for (int i = 0; i < ps.n; i++) {
@@ -158,7 +154,7 @@ int main(int argc, char **argv)
     tap_ok(tp_shards_match(4), "tp 4 shards are bitwise slices of the single-rank tensors");
     Config c;
     config_for(&c, INIT_GPT2, FAN_IN);
-    Grid g = fake_grid(1, 0);
+    Layout g = tp_layout(1, 0);
     ParamSet ps;
     params_build(&ps, &c, &g);
     int u;
