@@ -34,15 +34,15 @@
 #include <time.h>
 #include <unistd.h>
 
-#include "src/ckpt.h"
-#include "src/ckpt_files.h"
-#include "src/config.h"
-#include "src/config_load.h"
-#include "src/fail.h"
-#include "src/grid.h"
-#include "src/model.h"
-#include "src/timer.h"
-#include "src/zero.h"
+#include "ckpt.h"
+#include "ckpt_files.h"
+#include "config.h"
+#include "config_load.h"
+#include "fail.h"
+#include "grid.h"
+#include "model.h"
+#include "timer.h"
+#include "zero.h"
 
 extern char **environ;
 

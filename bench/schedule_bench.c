@@ -18,8 +18,8 @@
 #include <stdio.h>
 #include <stdlib.h>
 
-#include "src/kernel_times.h"
-#include "src/schedule.h"
+#include "kernel_times.h"
+#include "schedule.h"
 
 static void row(ScheduleKind kind, int pp, int v, int m, StageCost cost)
 {

@@ -4,14 +4,14 @@
  * which mpitap starts unbound (--bind-to none) with OMP_NUM_THREADS unset
  * here; and the hardware peak (hw_peak.h) that MFU divides by.
  */
-#include "src/affinity.h"
+#include "affinity.h"
 
 #include <math.h>
 #include <stdlib.h>
 #include <string.h>
 
-#include "src/grid.h"
-#include "src/hw_peak.h"
+#include "grid.h"
+#include "hw_peak.h"
 #include "tap.h"
 
 /* masks[r] = cores [first, first + count) */

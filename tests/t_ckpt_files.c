@@ -9,7 +9,7 @@
 #ifndef _XOPEN_SOURCE
 #define _XOPEN_SOURCE 700       /* mkdtemp, open_memstream, nftw */
 #endif
-#include "src/ckpt_files.h"
+#include "ckpt_files.h"
 
 #include <dirent.h>
 #include <errno.h>

@@ -12,15 +12,15 @@
 #ifndef _POSIX_C_SOURCE
 #define _POSIX_C_SOURCE 200809L     /* mkstemp, open_memstream */
 #endif
-#include "src/config.h"
-#include "src/config_ini.h"
+#include "config.h"
+#include "config_ini.h"
 
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
 #include <unistd.h>
 
-#include "src/config_load.h"
+#include "config_load.h"
 #include "tap.h"
 
 /* the smallest valid file */

@@ -1,17 +1,21 @@
 #!/bin/sh
 # t_deps.sh - src/ has no circles: no file of src/ depends on itself
-# through the files it uses, so each can be read, tested and changed from
-# the bottom up (DEVELOPERS.md, "No circles"). Two graphs, one TAP line per
-# circle found (a strongly connected set of files, shown by its shortest
-# circle and, under it, every edge inside it):
-#  - includes: `#include "x.h"` and `#include "src/x.h"` in src/, where a
-#    .c and the header beside it are one node (comm.c including
-#    comm_nccl.h and comm_nccl.c including comm.h is a circle). Read from
-#    the sources, whatever the build, so it sees comm_nccl.c in a CPU
-#    build too.
+# through the files it uses, and no folder of src/ on itself through the
+# folders it uses, so each can be read, tested and changed from the bottom
+# up (DEVELOPERS.md, "No circles"). Three graphs, one TAP line per circle
+# found (a strongly connected set, shown by its shortest circle and, under
+# it, every edge inside it):
+#  - includes: `#include "x.h"` in src/'s folders, where a .c and the
+#    header beside it are one node (comm.c including comm_nccl.h and
+#    comm_nccl.c including comm.h is a circle). Read from the sources,
+#    whatever the build, so it sees comm_nccl.c in a CPU build too.
 #  - calls: each object of src/libtrident.a (the build's) against the
 #    others, by nm: an undefined symbol of one that another defines (a
 #    function or data: T, D, B, R...) is an edge between their .c files.
+#  - folders: the two graphs' edges between files of different folders,
+#    as edges between the folders (the build's fence lets a folder include
+#    only the folders it may use; this proves those permissions form no
+#    circle).
 # The finder is checked first on two small graphs, one with a circle.
 # Known circles that a change in progress opens go in `allowed` below:
 # each prints as a TODO line until it is gone, and then fails until its
@@ -113,12 +117,15 @@ circles() {
 # private seams model_impl.h and config_keys.h) is no node of its own but
 # part of each file that includes it: its includes are theirs.
 include_edges() {
-    for f in "$src"/*.c "$src"/*.h; do
+    for f in "$src"/*/*.c "$src"/*/*.h; do
         [ -f "$f" ] || continue
         case $f in *.c) echo "C ${f##*/}" ;; esac
-        sed -n 's/^[[:space:]]*#[[:space:]]*include[[:space:]]*"\(src\/\)\{0,1\}\([^"/]*\)".*/\2/p' "$f" |
+        sed -n 's/^[[:space:]]*#[[:space:]]*include[[:space:]]*"\([^"/]*\)".*/\1/p' "$f" |
             while read -r h; do
-                [ -f "$src/$h" ] && echo "I ${f##*/} $h"
+                for g in "$src"/*/"$h"; do
+                    [ -f "$g" ] && echo "I ${f##*/} $h"
+                    break
+                done
             done
     done | awk '
         function stem(f) { sub(/\.[ch]$/, "", f); return f }
@@ -143,13 +150,13 @@ include_edges() {
 }
 
 # call_edges: "FROM TO SYMBOL" between the objects of the
-# library, named by their .c files (automake calls them libtrident_a-x.o)
+# library, named by their .c files (automake calls them libFOLDER_a-x.o)
 call_edges() {
     ${NM:-nm} -P -A "$lib" | awk '
         {
             obj = $1
             sub(/^.*\[/, "", obj); sub(/\]:$/, "", obj)
-            sub(/^libtrident_a-/, "", obj); sub(/\.o$/, ".c", obj)
+            sub(/^lib[a-z]*_a-/, "", obj); sub(/\.o$/, ".c", obj)
             if ($3 == "U") used[obj, $2] = 1
             else if ($3 ~ /^[TDBRCGSVWi]$/) owner[$2] = obj
         }
@@ -224,7 +231,7 @@ else
     # an allowed circle that is gone fails until its entry is removed (a
     # call circle only where all its files are built: comm_nccl.c is not
     # in a CPU build)
-    ${NM:-nm} -P -A "$lib" | sed -n "s/^[^[]*\[\(libtrident_a-\)\{0,1\}\([^]]*\)\.o\]:.*/\2.c/p" |
+    ${NM:-nm} -P -A "$lib" | sed -n "s/^[^[]*\[\(lib[a-z]*_a-\)\{0,1\}\([^]]*\)\.o\]:.*/\2.c/p" |
         sort -u | tr "\n" " " > "$WORK/built"
     echo "$allowed" | while read -r kind files; do
         [ -n "$kind" ] || continue
@@ -238,5 +245,28 @@ else
         ok 1 "$line"
     done < "$WORK/stale"
 fi
+# folder_edges: the include and call edges between files of two folders,
+# as "FROM TO FILE ..." between the folders
+folder_edges() {
+    for f in "$src"/*/*.c "$src"/*/*.h; do
+        [ -f "$f" ] || continue
+        d=${f%/*}
+        echo "${f##*/} ${d##*/}"
+    done > "$WORK/folder.of"
+    cat "$WORK/include.edges" "$WORK/call.edges" 2>/dev/null | awk '
+        NR == FNR { folder[$1] = $2; s = $1; sub(/\.[ch]$/, "", s); folder[s] = $2; next }
+        {
+            a = folder[$1]; b = folder[$2]
+            if (a != "" && b != "" && a != b && !seen[a, b]++)
+                print a, b, $1, "uses", $2
+        }' "$WORK/folder.of" -
+}
+folder_edges > "$WORK/folders.edges"
+n=$(cut -d ' ' -f 1 "$WORK/folders.edges" | sort -u | wc -l)
+[ "$n" -ge 8 ]
+ok $? "read the folders of src/ ($n use others)"
+circles folder < "$WORK/folders.edges" > "$WORK/folder"
+report folder "src/'s folders"
+
 plan "$tap_n"
 done_testing

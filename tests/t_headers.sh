@@ -15,7 +15,7 @@ declares_extern() {
         | grep -q -v -E '^(static|typedef|return|if|for|while|else)\b'
 }
 headers=""
-for f in src/*.h kernels/*.h kernels/cpu/*.h kernels/cuda/*.h; do
+for f in src/*/*.h kernels/*.h kernels/cpu/*.h kernels/cuda/*.h; do
     [ -f "$f" ] && declares_extern "$f" && headers="$headers $f"
 done
 n=$(echo "$headers" | wc -w)

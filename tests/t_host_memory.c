@@ -2,7 +2,7 @@
  * t_host_memory.c - host_memory.c's reading of /proc/meminfo and cgroup
  * limits, from fixed texts; and that this machine reports something sane.
  */
-#include "src/host_memory.h"
+#include "host_memory.h"
 
 #include <stddef.h>
 #include <stdint.h>

@@ -4,9 +4,10 @@
 #
 # BUILDDIR is a configured and built trident tree (any configure options
 # but --enable-sanitizers, whose gcc runtime cannot mix with clang's). The
-# code under test (src/config*.c, src/grid.c, src/data*.c, src/blend.c,
-# src/indexed.c, src/ckpt*.c, src/inspect.c, src/safetensors.c, src/bpe.c,
-# src/tokenizer_load.c) and the targets are compiled here with
+# code under test (src/config/*.c, src/parallel/grid.c, src/data/*.c,
+# src/ckpt/ckpt*.c, src/ckpt/inspect.c, src/interop/safetensors.c,
+# src/tokenizer/bpe.c, src/tokenizer/tokenizer_load.c) and the targets are
+# compiled here with
 # -fsanitize=fuzzer-no-link,address,undefined; the rest of trident comes,
 # uninstrumented, from BUILDDIR's libraries, whose copies of those files
 # the linker then leaves out. Needs clang and Debian's libclang-rt-14-dev
@@ -40,16 +41,19 @@ mpi_libs=$(var MPI_LIBS)
 [ -n "$mpi_cflags$mpi_libs" ] || { mpi_cflags=$(mpicc -showme:compile); mpi_libs=$(mpicc -showme:link); }
 
 san="-fsanitize=address,undefined -fno-sanitize-recover=undefined -fno-omit-frame-pointer"
+# every folder of src/ and kernels/ops.h, as the tests see them
+incs="-I$top -I$top/kernels"
+for d in "$top"/src/*/; do incs="$incs -I${d%/}"; done
 # shellcheck disable=SC2086
 cc() {  # cc OUT.o SOURCE: instrumented for coverage and the sanitizers
     $CLANG -std=c11 -g -O1 -fsanitize=fuzzer-no-link $san -Wno-unknown-pragmas \
-        -include "$build/tri_config.h" -I"$top" -I"$top/src" -I"$here" \
+        -include "$build/tri_config.h" $incs -I"$here" \
         $hdf5_cflags $inih_cflags $jansson_cflags $pcre2_cflags $mpi_cflags -c -o "$1" "$2"
 }
 obj="$out/obj"
 mkdir -p "$obj"
 for f in config_load config_keys config_value config_message config_rules config_ini ini_read data data_format data_sampler data_loader blend indexed ckpt ckpt_format ckpt_files inspect grid safetensors bpe tokenizer_load; do
-    cc "$obj/$f.o" "$top/src/$f.c"
+    for c in "$top"/src/*/"$f.c"; do cc "$obj/$f.o" "$c"; done
 done
 for f in fuzz_util fuzz_config fuzz_data fuzz_ckpt fuzz_safetensors fuzz_indexed fuzz_tokenizer; do cc "$obj/$f.o" "$here/$f.c"; done
 

@@ -1,0 +1,476 @@
+/*
+ * plan.c - the cost of a run, without running it; see plan.h.
+ *
+ * Memory is the trainer's: zero_state_bytes of the rank's parameter table
+ * (params_build) for parameter state, and model.c's allocation rules,
+ * restated as arithmetic, for activations. Communication volume is the bytes
+ * each rank sends per step: an all-reduce of S bytes over p ranks sends
+ * 2 (p-1)/p S (ring), a reduce-scatter or all-gather (p-1)/p S.
+ */
+#include "plan.h"
+
+#include <math.h>
+#include <stdlib.h>
+
+#include "arch.h"
+#include "config_load.h"
+#include "fail.h"
+#include "layout.h"
+#include "model.h"
+#include "params.h"
+#include "params_stage.h"
+#include "schedule.h"
+#include "zero.h"
+#include "ops.h"
+
+#define MIB (1024.0 * 1024.0)
+
+/* ---- memory ------------------------------------------------------------ */
+
+/* The DP ranks each node holds when the DP group of (stage, tp rank)
+ * reduces in two levels, else 0, by the trainer's rule (layout_dp_two_level:
+ * every node holds the same number of the group's ranks, more than one and
+ * fewer than all) over the nodes [parallel] node_size makes. (Real node boundaries are not known before the
+ * run; plan assumes one node unless node_size says.)
+ * Counted, not listed: the group's DP rank d is world rank
+ * (stage dp + d) tp + tp_rank, and node_size is a multiple of tp
+ * (layout_check), so d sits on node (stage dp + d) / q with q = node_size / tp:
+ * the group fills a first node partly, then whole nodes of q, then a last
+ * partial one. A list of dp entries would cost gigabytes and minutes at the
+ * worlds plan accepts (up to INT_MAX ranks). */
+static int dp_node_places(const Config *cfg, const Layout *layout)
+{
+    int ns = cfg->parallel.node_size;
+    if (ns <= 0 || layout->dp < 4) /* two nodes of two at least */
+        return 0;
+    int64_t q = ns / layout->tp, dp = layout->dp;
+    int64_t first = q - ((int64_t)layout->pp_stage * dp) % q;
+    if (first >= dp)
+        return 0; /* one node holds the whole group */
+    int64_t rest = dp - first, whole = rest / q, last = rest % q;
+    int same = (whole == 0 || q == first) && (last == 0 || last == first);
+    return same && first > 1 ? (int)first : 0;
+}
+
+/* The trainer's choice of device, where plan can know it: auto takes a
+ * GPU when one is visible (device.c), asked once. */
+static int on_gpu(const Config *cfg)
+{
+    static int visible = -1;
+    if (cfg->parallel.device != DEVICE_AUTO)
+        return cfg->parallel.device == DEVICE_CUDA;
+    if (visible < 0)
+        visible = ops_device_count(OPS_CUDA) > 0;
+    return visible;
+}
+
+int plan_offloads(const Config *cfg)
+{
+    return cfg->train.offload == OFFLOAD_OPTIMIZER && on_gpu(cfg);
+}
+
+void plan_assume_gpu(Config *cfg)
+{
+    if (cfg->parallel.device == DEVICE_AUTO)
+        cfg->parallel.device = DEVICE_CUDA;
+}
+
+/* zero.c's arenas: full or owned weights, gradients and Adam state, as
+ * zero_state_bytes sizes them. Overlap assumes host buffers (a CPU run). */
+static void parameter_memory(const ParamSet *ps, const Config *cfg, const Layout *layout,
+                             PlanMemory *mem)
+{
+    ZeroLayout l;
+    l.stage = zero_stage(cfg->parallel.zero, layout->dp);
+    l.dp = layout->dp;
+    l.dtype = model_dtype(cfg->train.precision);
+    l.places = dp_node_places(cfg, layout);
+    /* the rank's block, as zero.c assigns it: over two levels the DP rank
+     * at place d % places of node d / places owns block place x nodes +
+     * node (comm_dp_order) */
+    int d = layout->dp_rank;
+    l.dp_rank = l.places ? (d % l.places) * (layout->dp / l.places) + d / l.places : d;
+    l.overlap = zero_overlaps(cfg->parallel.overlap, l.stage, layout->dp, l.places, OPS_CPU);
+    l.offload = plan_offloads(cfg);
+    ZeroBytes b = zero_state_bytes(ps, &l);
+    mem->weights = b.weights;
+    mem->grads = b.grads;
+    mem->optimizer = b.optimizer;
+    mem->host = b.host;
+}
+
+PlanMemory plan_rank_memory(const Config *cfg, int world, int stage, int dp_rank, int tp_rank)
+{
+    Layout layout = layout_at(&cfg->parallel, layout_resolve_dp(&cfg->parallel, world), stage,
+                              dp_rank, tp_rank);
+    ParamSet ps;
+    params_build(&ps, cfg, &layout);
+    PlanMemory mem = {0};
+    parameter_memory(&ps, cfg, &layout, &mem);
+    int slots = schedule_stage_slots(cfg->parallel.schedule, cfg->parallel.pp,
+                                     cfg->parallel.virtual_stages, stage, cfg->train.grad_accum);
+    mem.activations = model_planned_activation_bytes(cfg, layout.tp, stage, slots);
+    params_free(&ps);
+    return mem;
+}
+
+static int64_t total(PlanMemory m) { return m.weights + m.grads + m.optimizer + m.activations; }
+
+/* The largest rank: the first stage (embeddings, the most microbatches in
+ * flight), stage 1 (a middle stage with the most layers: earlier stages
+ * take the spare ones) and the last (the head); the first and last DP rank
+ * (the last ZeRO block may be short); TP rank 0 (TP ranks hold the same
+ * sizes). */
+PlanMemory plan_largest_rank(const Config *cfg, int world, int *stage_out)
+{
+    PlanMemory best = {0};
+    int dp = layout_resolve_dp(&cfg->parallel, world), pp = cfg->parallel.pp;
+    int stages[3] = {0, pp > 2 ? 1 : 0, pp - 1};
+    int dp_ranks[2] = {0, dp - 1};
+    for (int k = 0; k < 3; k++) {
+        int s = stages[k];
+        for (int j = 0; j < (dp > 1 ? 2 : 1); j++) {
+            PlanMemory m = plan_rank_memory(cfg, world, s, dp_ranks[j], 0);
+            if (total(m) > total(best)) {
+                best = m;
+                if (stage_out)
+                    *stage_out = s;
+            }
+        }
+    }
+    return best;
+}
+
+/* ---- FLOPs, bubble, communication --------------------------------------- */
+
+static double ring_allreduce(double bytes, int p) { return p > 1 ? 2.0 * (p - 1) / p * bytes : 0; }
+static double ring_share(double bytes, int p) { return p > 1 ? (double)(p - 1) / p * bytes : 0; }
+
+PlanComm plan_communication(const Config *cfg, int world)
+{
+    const ModelConfig *mc = &cfg->model;
+    const TrainConfig *t = &cfg->train;
+    PlanComm c = {0};
+    int tp = cfg->parallel.tp, pp = cfg->parallel.pp;
+    int dp = layout_resolve_dp(&cfg->parallel, world);
+    int ga = t->grad_accum, zero = zero_stage(cfg->parallel.zero, dp);
+    double a = (double)ops_dtype_size(model_dtype(cfg->train.precision));
+    double act = (double)t->micro_batch * mc->seq_len * mc->n_embd * a;
+    int layers, recomputed = model_stage_recomputes(cfg, 0, &layers);
+    /* per block: two all-reduces forward, two backward, two more when the
+     * block is recomputed; the embedding's and the head's come on top.
+     * Sequence parallelism turns each into a reduce-scatter and an
+     * all-gather (the same bytes) and gathers the norms' outputs again
+     * in the backward: two all-gathers, half an all-reduce each, more. */
+    int sp = cfg->parallel.sequence_parallel && tp > 1;
+    double per_mb = ((sp ? 5.0 : 4.0) * layers + 2.0 * recomputed + 2.0) * act;
+    c.tp = ga * ring_allreduce(per_mb, tp);
+    if (sp) /* the norms' gradients, once a step (zero.c) */
+        c.tp += ring_allreduce(4.0 * layers * (arch_of(mc)->norm_bias ? 4 : 2) * mc->n_embd, tp);
+    /* replicated key/value heads: dk and dv summed over the replicas in
+     * every block's backward (arch_llama.c) */
+    int replicas = arch_kv_replicas(mc, tp);
+    if (replicas > 1) {
+        double kv = (double)t->micro_batch * mc->seq_len * (mc->n_embd / mc->n_head) * a;
+        c.tp += ga * layers * 2.0 * ring_allreduce(kv, replicas);
+    }
+    /* an activation out and a gradient back per microbatch and chunk, a
+     * slice each under sequence parallelism */
+    c.pp = pp > 1 ? 2.0 * ga * cfg->parallel.virtual_stages * act / (sp ? tp : 1) : 0.0;
+    double n = (double)params_local_count(cfg, 0, 0);
+    switch (zero) {
+    case 0: c.dp = ring_allreduce(4 * n, dp); break;
+    case 1: c.dp = ring_share(4 * n, dp) + ring_share(a * n, dp); break;
+    case 2: c.dp = ga * ring_share(4 * n, dp) + ring_share(a * n, dp); break;
+    case 3: c.dp = ga * ring_share(4 * n, dp) + 2.0 * ga * ring_share(a * n, dp); break;
+    }
+    if (pp > 1 && mc->tie_embeddings)
+        c.embed = ring_allreduce(4.0 * mc->vocab_size / tp * mc->n_embd / dp, 2);
+    return c;
+}
+
+/* ---- schedules ---------------------------------------------------------- */
+
+static Config with_schedule(const Config *cfg, ScheduleKind kind, int v)
+{
+    Config c = *cfg;
+    c.parallel.schedule = kind;
+    c.parallel.virtual_stages = v;
+    return c;
+}
+
+/* Whether a candidate passes config_rules.c's cross-key rules, the one statement
+ * of them (the interleaved schedule's divisibility, sequence parallelism's
+ * equal slices), so plan never offers what the trainer refuses. */
+static int allowed(const Config *c)
+{
+    return config_validate(c, fail_stream(0)) == 0;
+}
+
+/* Whether cfg's layout can run the interleaved schedule with v chunks a
+ * stage. */
+static int interleaves(const Config *cfg, int v)
+{
+    Config c = with_schedule(cfg, SCHED_INTERLEAVED, v);
+    return allowed(&c);
+}
+
+int plan_schedules(const Config *cfg, Config *out, int max)
+{
+    int n = 0;
+    if (n < max)
+        out[n++] = with_schedule(cfg, SCHED_1F1B, 1);
+    if (n < max)
+        out[n++] = with_schedule(cfg, SCHED_GPIPE, 1);
+    for (int v = 2; v <= PLAN_MAX_CHUNKS && n < max; v++)
+        if (interleaves(cfg, v))
+            out[n++] = with_schedule(cfg, SCHED_INTERLEAVED, v);
+    if (n < max)
+        out[n++] = with_schedule(cfg, SCHED_ZB1, 1);
+    return n;
+}
+
+/* The bubble with equal stages and f = b = w: what the schedule itself
+ * costs, before the hardware's split of the work (the roofline's). */
+double plan_bubble(const Config *cfg)
+{
+    const ParallelConfig *p = &cfg->parallel;
+    return schedule_simulate(p->schedule, p->pp, p->virtual_stages, cfg->train.grad_accum,
+                             (StageCost){1.0, 1.0, 1.0}, NULL);
+}
+
+/* Among the candidates whose largest rank fits mem_gib (all, when it is
+ * not positive): the smallest simulated bubble, then the least memory.
+ * The interleaved schedule's extra messages are left to the roofline,
+ * which prices them. */
+static int recommend(const Config *cands, int n, int world, double mem_gib)
+{
+    int best = -1;
+    double best_bubble = 0.0, best_gib = 0.0;
+    for (int i = 0; i < n; i++) {
+        double gib = total(plan_largest_rank(&cands[i], world, NULL)) / (MIB * 1024.0);
+        double bubble = plan_bubble(&cands[i]);
+        if (mem_gib > 0 && gib > mem_gib)
+            continue;
+        if (best < 0 || bubble < best_bubble - 1e-12
+            || (bubble < best_bubble + 1e-12 && gib < best_gib)) {
+            best = i;
+            best_bubble = bubble;
+            best_gib = gib;
+        }
+    }
+    return best;
+}
+
+/* Every schedule on this layout: its bubble, the largest rank's memory
+ * and the pipeline messages of a step; then the one to use. */
+static void print_schedules(const Config *cfg, int world, double mem_gib, FILE *out)
+{
+    Config cands[PLAN_MAX_CHUNKS + 3];
+    int n = plan_schedules(cfg, cands, PLAN_MAX_CHUNKS + 3);
+    fprintf(out, "schedules (equal stages, f = b = w, simulated; memory of the largest rank):\n");
+    fprintf(out, "  %-12s %2s %8s %16s %12s %9s\n", "schedule", "v", "bubble", "activations MiB",
+            "total MiB", "messages");
+    for (int i = 0; i < n; i++) {
+        const Config *c = &cands[i];
+        PlanMemory m = plan_largest_rank(c, world, NULL);
+        fprintf(out, "  %-12s %2d %7.1f%% %16.3f %12.3f %9lld\n",
+                schedule_name(c->parallel.schedule), c->parallel.virtual_stages,
+                100.0 * plan_bubble(c), m.activations / MIB, total(m) / MIB,
+                schedule_messages(c->parallel.schedule, c->parallel.pp,
+                                  c->parallel.virtual_stages, c->train.grad_accum));
+    }
+    int best = recommend(cands, n, world, mem_gib);
+    if (best < 0) {
+        fprintf(out, "recommended schedule: none fits %.1f GiB\n", mem_gib);
+        return;
+    }
+    const ParallelConfig *p = &cands[best].parallel;
+    fprintf(out, "recommended schedule: %s", schedule_name(p->schedule));
+    if (p->schedule == SCHED_INTERLEAVED)
+        fprintf(out, ", virtual_stages = %d", p->virtual_stages);
+    fprintf(out, " (the smallest bubble%s)\n", mem_gib > 0 ? " that fits" : "");
+}
+
+/* ---- printing ----------------------------------------------------------- */
+
+/* One row of the memory table, as the trainer prints it (train_setup.c). */
+static void print_memory_row(PlanMemory m, int host, FILE *out)
+{
+    fprintf(out, "%10.3f / %10.3f / %10.3f / %10.3f", m.weights / MIB, m.grads / MIB,
+            m.optimizer / MIB, m.activations / MIB);
+    if (host)
+        fprintf(out, " / %10.3f", m.host / MIB);
+}
+
+static void print_memory_table(const Config *cfg, int world, FILE *out)
+{
+    int host = plan_offloads(cfg);
+    fprintf(out, "memory per rank (MiB): weights / grads / optimizer / activations%s\n",
+            host ? " / host (offloaded)" : "");
+    int dp = layout_resolve_dp(&cfg->parallel, world), tp = cfg->parallel.tp;
+    if (world <= 16) {
+        for (int r = 0; r < world; r++) {
+            fprintf(out, "  rank %3d: ", r);
+            print_memory_row(plan_rank_memory(cfg, world, r / (tp * dp), (r / tp) % dp, r % tp),
+                             host, out);
+            fprintf(out, "\n");
+        }
+        return;
+    }
+    for (int s = 0; s < cfg->parallel.pp; s++) {
+        fprintf(out, "  stage %3d: ", s);
+        print_memory_row(plan_rank_memory(cfg, world, s, 0, 0), host, out);
+        fprintf(out, "  (each of its %d ranks)\n", dp * tp);
+    }
+}
+
+static void print_costs(const Config *cfg, int world, FILE *out)
+{
+    const ModelConfig *mc = &cfg->model;
+    const TrainConfig *t = &cfg->train;
+    int dp = layout_resolve_dp(&cfg->parallel, world), pp = cfg->parallel.pp;
+    double seqs = (double)t->micro_batch * t->grad_accum * dp, tokens = seqs * mc->seq_len;
+    double flops = 3.0 * model_forward_flops(mc, tokens);
+    int v = cfg->parallel.virtual_stages;
+    fprintf(out, "model: %.3fM parameters; %.0f sequences, %.0f tokens per step\n",
+            params_logical_count(mc) / 1e6, seqs, tokens);
+    fprintf(out, "flops per step: %.4g (model, 3 x forward), %.4g per rank\n", flops,
+            flops / world);
+    fprintf(out, "pipeline bubble (%s, %d microbatches, %d chunk%s a stage, f = b = w): %.1f%%; "
+            "%lld pipeline messages a step\n",
+            schedule_name(cfg->parallel.schedule), t->grad_accum, v, v > 1 ? "s" : "",
+            100.0 * plan_bubble(cfg),
+            schedule_messages(cfg->parallel.schedule, pp, v, t->grad_accum));
+    PlanComm c = plan_communication(cfg, world);
+    fprintf(out, "communication per step, bytes sent by one rank: tp %.4g, dp %.4g (zero %d), pp %.4g in %d messages, tied embedding %.4g\n",
+            c.tp, c.dp, cfg->parallel.zero, c.pp, pp > 1 ? 2 * t->grad_accum : 0, c.embed);
+}
+
+/* Whether sequence parallelism slices anything on cfg's tp, and config_rules.c
+ * allows it there. */
+static int sequence_parallel_fits(const Config *cfg)
+{
+    Config c = *cfg;
+    c.parallel.sequence_parallel = 1;
+    return c.parallel.tp > 1 && allowed(&c);
+}
+
+/* One layout and schedule with each ZeRO stage, recompute none and full,
+ * offload where it frees device memory, and sequence parallelism off and
+ * (where it applies) on. */
+static int visit_options(Config c, int offloads, PlanVisit visit, void *ctx)
+{
+    int visited = 0, sps = sequence_parallel_fits(&c);
+    for (int z = 0; z <= 3; z++)
+        for (int rc = 0; rc <= 1; rc++)
+            for (int off = 0; off <= offloads; off++)
+                for (int sp = 0; sp <= sps; sp++) {
+                    c.parallel.zero = z;
+                    c.train.recompute = rc ? RECOMPUTE_FULL : RECOMPUTE_NONE;
+                    c.train.offload = off ? OFFLOAD_OPTIMIZER : OFFLOAD_NONE;
+                    c.parallel.sequence_parallel = sp;
+                    visit(&c, ctx);
+                    visited++;
+                }
+    return visited;
+}
+
+int plan_each_layout(const Config *cfg, int world, int max_tp, PlanVisit visit, void *ctx)
+{
+    int64_t mb = cfg->train.micro_batch;
+    int64_t global = mb * cfg->train.grad_accum * layout_resolve_dp(&cfg->parallel, world);
+    int visited = 0, offloads = on_gpu(cfg); /* on the CPU offload frees nothing */
+    for (int tp = 1; tp <= max_tp && tp <= world; tp *= 2) {
+        /* pp <= n_layer (layout_check), which also keeps pp * tp from
+         * overflowing at a world near INT_MAX */
+        for (int pp = 1; pp <= world / tp && pp <= cfg->model.n_layer; pp++) {
+            int dp = world / (tp * pp);
+            if (world % (tp * pp) || global % (mb * dp))
+                continue;
+            Config c = with_schedule(cfg, SCHED_1F1B, 1);
+            c.parallel.tp = tp;
+            c.parallel.pp = pp;
+            c.parallel.dp = dp;
+            c.parallel.sequence_parallel = 0;
+            c.train.grad_accum = (int)(global / (mb * dp));
+            if (layout_check(&c, world, fail_stream(0)) != 0)
+                continue;
+            /* GPipe never beats 1F1B (the same bubble, more memory); two
+             * chunks take most of what interleaving gives. With one stage
+             * 1F1B is every schedule's step in the least memory. */
+            visited += visit_options(c, offloads, visit, ctx);
+            if (pp > 1)
+                visited += visit_options(with_schedule(&c, SCHED_ZB1, 1), offloads, visit, ctx);
+            if (interleaves(&c, 2))
+                visited += visit_options(with_schedule(&c, SCHED_INTERLEAVED, 2), offloads,
+                                         visit, ctx);
+        }
+    }
+    return visited;
+}
+
+typedef struct {
+    int world, shown;
+    double mem_gib;
+    FILE *out;
+} FitsTable;
+
+static void print_fit(const Config *c, void *ctx)
+{
+    FitsTable *t = ctx;
+    double gib = total(plan_largest_rank(c, t->world, NULL)) / (MIB * 1024.0);
+    if (gib > t->mem_gib)
+        return;
+    int v = c->parallel.virtual_stages;
+    fprintf(t->out, "  %5d %5d %5d %4d %4d %9s %9s %10.2f %5.1f%% %s%s%s\n", c->parallel.dp,
+            c->parallel.pp, c->parallel.tp, c->train.grad_accum, c->parallel.zero,
+            c->train.recompute == RECOMPUTE_FULL ? "full" : "none",
+            plan_offloads(c) ? "optimizer" : "none", gib, 100.0 * plan_bubble(c),
+            schedule_name(c->parallel.schedule), v > 1 ? " v=2" : "",
+            c->parallel.sequence_parallel ? " sp" : "");
+    t->shown++;
+}
+
+/* The layouts of plan_each_layout (tp up to 8) that fit mem_gib. */
+static void print_fits(const Config *cfg, int world, double mem_gib, FILE *out)
+{
+    int64_t global = (int64_t)cfg->train.micro_batch * cfg->train.grad_accum
+                     * layout_resolve_dp(&cfg->parallel, world);
+    fprintf(out, "\nlayouts of %d ranks within %.1f GiB per device, global batch %lld (largest rank):\n",
+            world, mem_gib, (long long)global);
+    fprintf(out, "  %5s %5s %5s %4s %4s %9s %9s %10s %6s %s\n", "dp", "pp", "tp", "ga", "zero",
+            "recompute", "offload", "GiB", "bubble", "schedule");
+    FitsTable t = {.world = world, .mem_gib = mem_gib, .out = out};
+    Config gpu = *cfg;
+    plan_assume_gpu(&gpu);
+    plan_each_layout(&gpu, world, 8, print_fit, &t);
+    if (!t.shown)
+        fprintf(out, "  none: more ranks, a smaller micro_batch, or more memory\n");
+}
+
+int plan_print(const Config *cfg, int world, double mem_gib, FILE *out, FILE *err)
+{
+    if (layout_check(cfg, world, err))
+        return 1;
+    int dp = layout_resolve_dp(&cfg->parallel, world), stage = 0;
+    fprintf(out, "plan: %d ranks = dp %d x pp %d x tp %d, zero %d, %s, recompute %s%s\n", world,
+            dp, cfg->parallel.pp, cfg->parallel.tp, cfg->parallel.zero,
+            ops_dtype_name(model_dtype(cfg->train.precision)),
+            cfg->train.recompute == RECOMPUTE_NONE ? "none"
+            : cfg->train.recompute == RECOMPUTE_FULL ? "full" : "every:K",
+            plan_offloads(cfg) ? ", offload optimizer" : "");
+    print_costs(cfg, world, out);
+    print_schedules(cfg, world, mem_gib, out);
+    print_memory_table(cfg, world, out);
+    print_schedules(cfg, world, mem_gib, out);
+    PlanMemory big = plan_largest_rank(cfg, world, &stage);
+    fprintf(out, "largest rank: %.2f GiB (stage %d)", total(big) / (MIB * 1024.0), stage);
+    if (plan_offloads(cfg))
+        fprintf(out, " on its device, and %.2f GiB of host memory (offload)",
+                big.host / (MIB * 1024.0));
+    fprintf(out, "\n");
+    if (mem_gib > 0)
+        print_fits(cfg, world, mem_gib, out);
+    return 0;
+}

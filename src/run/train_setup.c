@@ -1,0 +1,401 @@
+/*
+ * train_setup.c - a training run set up and torn down (see train_setup.h):
+ * the config shared and checked, the grid and device, the hardware and
+ * GEMM peaks measured, the schedule built and its message order checked,
+ * the memory estimate checked against the node, the model, the data and
+ * its loader, the checkpoint directory claimed, the weights initialised or
+ * resumed, the metrics file and the checkpoint writer; and what rank 0
+ * prints of them.
+ *
+ * Why this shape: set-up is one ordered sequence of collective steps, each
+ * of which must finish before the next may start (the peaks are measured
+ * before the loader's and writer's threads take cores, and before the
+ * model takes the memory; memory is checked before anything large is
+ * allocated; the data ranks agree before the rest learn the validation
+ * blend). Keeping it apart from the loop (train.c) keeps that order in one
+ * place, and teardown beside it undoes each step however far it got.
+ */
+#include "train_setup.h"
+
+#include <math.h>
+#include <stdio.h>
+#include <stdlib.h>
+
+#include "affinity.h"
+#include "blend.h"
+#include "ckpt_async.h"
+#include "ckpt_files.h"
+#include "ckpt_resume.h"
+#include "comm.h"
+#include "data.h"
+#include "device.h"
+#include "fail.h"
+#include "fault.h"
+#include "grid.h"
+#include "host_memory.h"
+#include "hw_peak.h"
+#include "init_from.h"
+#include "metrics.h"
+#include "model.h"
+#include "params_stage.h"
+#include "plan.h"
+#include "prof.h"
+#include "scaler.h"
+#include "schedule.h"
+#include "tokenizer_load.h"
+#include "watchdog.h"
+#include "zero.h"
+#include "ops.h"
+
+/* Rank 0 has the config; everyone checks the layout against the world.
+ * The grid knows only the world until train_setup_build builds it. */
+int train_setup_share_config(Trainer *t, MPI_Comm world)
+{
+    grid_world_only(&t->grid, world);
+    comm_bcast_bytes(&t->grid, COMM_WORLD, t->cfg, sizeof *t->cfg, 0);
+    char msg[1024] = "";
+    FILE *err = fmemopen(msg, sizeof msg, "w");
+    int rc = layout_check(t->cfg, t->grid.layout.size, err);
+    fclose(err);
+    return fail_report(world, rc, msg);
+}
+
+static void print_data(const Trainer *t)
+{
+    const Dataset *d = t->data;
+    printf("data: %s, %lld train tokens (%lld windows), %lld validation tokens\n",
+           t->cfg->data.train, (long long)data_train_tokens(d),
+           (long long)data_train_windows(d), (long long)data_val_tokens(d));
+    if (data_train_parts(d) > 1)
+        for (int j = 0; j < data_train_parts(d); j++)
+            printf("data: blend %.4f %s, %lld train tokens\n", data_train_weight(d, j),
+                   data_train_name(d, j), (long long)data_train_part_tokens(d, j));
+    if (data_val_parts(d) > 1)
+        for (int j = 0; j < data_val_parts(d); j++)
+            printf("data: validation %.4f %s, %lld tokens\n", data_val_weight(d, j),
+                   data_val_name(d, j), (long long)data_val_part_tokens(d, j));
+}
+
+static int open_data(Trainer *t)
+{
+    char msg[2048] = "";
+    int rc = 0;
+    if (t->grid.layout.rank == 0 && t->cfg->data.tokenizer[0])
+        rc = tokenizer_check_vocab(t->cfg->data.tokenizer, t->cfg->model.vocab_size, msg, sizeof msg);
+    if (!rc && (t->model.is_first || t->model.is_last)) {
+        FILE *err = fmemopen(msg, sizeof msg, "w");
+        rc = data_open(&t->data, &t->cfg->data, t->cfg->model.seq_len,
+                       t->cfg->model.vocab_size, err);
+        if (!rc && fault_at("data_open", t->grid.layout.rank, 0)) {
+            fprintf(err, "trident: [data] train = %s: injected fault: this rank cannot read it\n",
+                    t->cfg->data.train);
+            rc = 1;
+        }
+        fclose(err);
+    }
+    rc = fail_report(t->grid.world, rc, msg);
+    if (rc)
+        return rc;
+    /* every rank runs the evaluation's collectives, one round per
+     * validation dataset, so every rank knows them, not only those that
+     * read data; the parse cannot fail where data_open's succeeded */
+    const DataConfig *dc = &t->cfg->data;
+    if (blend_parse(dc->val[0] ? dc->val : dc->train, &t->val_blend, msg, sizeof msg))
+        fail_abort("the validation blend parsed on the data ranks only", __FILE__, __LINE__);
+    t->val_part_loss = calloc((size_t)t->val_blend.n, sizeof *t->val_part_loss);
+    if (!t->val_part_loss)
+        fail_abort("out of memory", __FILE__, __LINE__);
+    if (!t->data)
+        return 0;
+    t->loader = loader_create(t->data, t->cfg->train.seed, t->ga * t->rows);
+    if (!t->loader)
+        fail_abort("cannot start the data loader thread", __FILE__, __LINE__);
+    if (is_root(t))
+        print_data(t);
+    return 0;
+}
+
+/* [train] offload's line: where the optimizer state is, on rank 0. */
+static void print_offload(Trainer *t)
+{
+    if (!is_root(t) || t->cfg->train.offload != OFFLOAD_OPTIMIZER)
+        return;
+    if (zero_offload(t->zero))
+        printf("offload: master weights and Adam moments in host memory, AdamW on the host\n");
+    else
+        printf("offload: [train] offload = optimizer changes nothing on the CPU backend, whose "
+               "optimizer state is in host memory already\n");
+}
+
+static void print_memory(Trainer *t)
+{
+    ZeroBytes b = zero_bytes(t->zero);
+    double mine[5] = {(double)b.weights, (double)b.grads, (double)b.optimizer,
+                      (double)model_activation_bytes(&t->model), (double)b.host};
+    int size = t->grid.layout.size;
+    double *all = is_root(t) ? malloc(sizeof mine * (size_t)size) : NULL;
+    comm_gather_bytes(&t->grid, COMM_WORLD, mine, sizeof mine, all, 0);
+    if (!is_root(t))
+        return;
+    /* plan's table (plan.c), the host column only where the run offloads */
+    int host = zero_offload(t->zero) != NULL;
+    printf("memory per rank (MiB): weights / grads / optimizer / activations%s\n",
+           host ? " / host (offloaded)" : "");
+    for (int r = 0; r < size; r++) {
+        if (size > 16 && r == 8) {
+            printf("  ... (%d more ranks)\n", size - 8);
+            break;
+        }
+        const double *a = all + 5 * r;
+        printf("  rank %3d: %10.3f / %10.3f / %10.3f / %10.3f", r, a[0] / 1048576.0,
+               a[1] / 1048576.0, a[2] / 1048576.0, a[3] / 1048576.0);
+        if (host)
+            printf(" / %10.3f", a[4] / 1048576.0);
+        printf("\n");
+    }
+    free(all);
+}
+
+/* The GEMM library's rate (the hardware's peak, MFU's denominator, was
+ * measured just before). Every rank measures at the same time, so
+ * oversubscribed ranks see their real share of the cores; the sum is the
+ * world's. Measured before the model exists: the probe's three 4096^2
+ * operands would not fit beside a model that fills a GPU. */
+static void measure_peak(Trainer *t)
+{
+    const char *warning = NULL;
+    ops_device dev = t->grid.device;
+    ops_dtype dt = model_dtype(t->cfg->train.precision);
+    const char *info = ops_gemm_info_on(dev, &warning);
+    comm_barrier(&t->grid, COMM_WORLD);
+    double total = ops_gemm_peak_on(dev, dt, 0.06);
+    comm_allreduce_scalars(&t->grid, COMM_WORLD, &total, 1, COMM_DOUBLE, COMM_SUM);
+    t->peak_flops = total;
+    if (!is_root(t))
+        return;
+    affinity_print(stdout);
+    if (t->hw_peak.flops > 0)
+        printf("hardware: %s; %s peak %.1f GFLOP/s (MFU is against it)\n", t->hw_peak.how,
+               ops_dtype_name(dt), t->hw_peak.flops / 1e9);
+    else
+        printf("hardware: %s; peak unknown, so MFU is not reported (of GEMM peak is)\n",
+               t->hw_peak.how);
+    printf("gemm: %s; measured %s peak %.1f GFLOP/s over %d rank%s", info, ops_dtype_name(dt),
+           total / 1e9, t->grid.layout.size, t->grid.layout.size > 1 ? "s" : "");
+    if (t->hw_peak.flops > 0)
+        printf(" (%.0f%% of the hardware's)", 100.0 * total / t->hw_peak.flops);
+    printf("\n");
+    if (warning)
+        printf("warning: %s\n", warning);
+    if (dev == OPS_CPU && dt == OPS_BF16 && !ops_cpu_native_bf16())
+        printf("warning: this CPU has no bf16 arithmetic faster than its fp32 units (AMX, "
+               "or AVX512_BF16 outpacing the FMA): bf16 runs on its fp32 units, converting "
+               "every operand, and is slower than precision = fp32 here\n");
+}
+
+static void print_plan(Trainer *t)
+{
+    if (!is_root(t))
+        return;
+    const Config *c = t->cfg;
+    printf("model: %d layers, %d wide, %d heads, seq %d, vocab %d: %.2fM parameters\n",
+           c->model.n_layer, c->model.n_embd, c->model.n_head, c->model.seq_len,
+           c->model.vocab_size, params_logical_count(&c->model) / 1e6);
+    printf("batch: %d rows x %d microbatches x dp %d = %lld sequences (%lld tokens) per step; schedule %s, zero %d\n",
+           t->rows, t->ga, t->grid.layout.dp, (long long)t->global_batch,
+           (long long)(t->global_batch * c->model.seq_len), schedule_name(c->parallel.schedule),
+           c->parallel.zero);
+    if (c->parallel.virtual_stages > 1)
+        printf("pipeline: %d chunks of %d layer%s a stage (chunk c of stage s is virtual stage "
+               "c*pp+s)\n", c->parallel.virtual_stages, t->model.chunk_len,
+               t->model.chunk_len > 1 ? "s" : "");
+    if (c->parallel.sequence_parallel && t->grid.layout.tp == 1)
+        printf("note: [parallel] sequence_parallel = true does nothing with tp = 1: it slices the "
+               "tokens over the TP ranks\n");
+    if (c->parallel.schedule != SCHED_GPIPE && t->ga < t->grid.layout.pp)
+        printf("warning: grad_accum (%d) < pp (%d): with fewer microbatches than stages, the pipeline idles %.0f%% of the step; use grad_accum >= pp (4 x pp is better)\n",
+               t->ga, t->grid.layout.pp,
+               100.0 * schedule_simulate(c->parallel.schedule, t->grid.layout.pp, 1, t->ga,
+                                         (StageCost){1.0, 1.0, 1.0}, NULL));
+}
+
+/* Fresh weights from the counter-based RNG or [checkpoint] init_from, or
+ * the checkpoint that [checkpoint] resume names, whatever layout wrote it
+ * (ckpt_resume.h). */
+static int init_or_resume(Trainer *t)
+{
+    char path[CONFIG_PATH_MAX + 80];
+    WatchdogPhase outer = watchdog_enter("ckpt_load", NULL);
+    int rc = ckpt_resume_load(&t->model, t->zero, t->cfg, &t->st, path, sizeof path);
+    watchdog_leave(outer);
+    TRI_TRY(rc);
+    if (!path[0] && t->init_from)
+        return init_from_load(t->zero, t->cfg, &t->grid);
+    if (!path[0]) {
+        zero_init_weights(t->zero);
+        return 0;
+    }
+    t->step = (int)t->st.step;
+    if (t->scaler.dynamic) {
+        t->scaler.scale = t->st.loss_scale;
+        t->scaler.good_steps = t->st.scale_good_steps;
+        t->scaler.overflows = t->st.scale_overflows;
+    }
+    if (is_root(t))
+        printf("resumed from %s: step %d, %lld tokens seen\n", path, t->step,
+               (long long)t->st.tokens);
+    return 0;
+}
+
+/* Pipeline messages match in posting order (comm.h), so every stage's
+ * receives must come in its sender's order. Each schedule is built so,
+ * and t_schedule checks it; this keeps a schedule added later from
+ * sending gradients to the wrong microbatch on the first step. */
+static void check_message_order(ScheduleKind kind, int pp, int v, int m)
+{
+    int len = schedule_length(kind, v, m);
+    Action *lists = malloc(sizeof *lists * (size_t)(pp * len));
+    if (!lists)
+        fail_abort("out of memory", __FILE__, __LINE__);
+    for (int s = 0; s < pp; s++)
+        schedule_build(kind, pp, v, s, m, lists + (size_t)s * len);
+    if (!schedule_links_in_order(lists, len, pp, v))
+        fail_abort("the pipeline schedule sends messages in another order than its "
+                   "receivers take them", __FILE__, __LINE__);
+    free(lists);
+}
+
+/* The plan's estimate of this rank's memory against what its node can
+ * still give, before anything large is allocated: a run that cannot fit
+ * fails at once, saying the estimate, instead of paging for minutes. CPU
+ * runs only (a GPU's own memory is the device layer's). A pretended node
+ * (node_size) holds fewer ranks than the machine: the check is then
+ * lenient. Collective on world. */
+static int check_memory_fits(Trainer *t)
+{
+    const Config *c = t->cfg;
+    char msg[1024] = "";
+    int rc = 0;
+    if (t->grid.device == OPS_CPU) {
+        PlanMemory m = plan_rank_memory(c, t->grid.layout.size, t->grid.layout.pp_stage, t->grid.layout.dp_rank,
+                                        t->grid.layout.tp_rank);
+        int64_t need = m.weights + m.grads + m.optimizer + m.activations + m.host;
+        int64_t avail = host_memory_available();
+        int share = t->grid.host_size > 0 ? t->grid.host_size : 1;
+        const double gib = 1073741824.0;
+        if (avail > 0 && need > avail / share) {
+            snprintf(msg, sizeof msg,
+                     "trident: the plan estimates %.2f GiB for rank %d (weights %.2f, gradients "
+                     "%.2f, optimizer %.2f, activations %.2f GiB at [train] micro_batch = %d), but "
+                     "its node has %.2f GiB available (MemAvailable + free swap, within the job's "
+                     "cgroup) for %d rank(s): lower micro_batch (raise grad_accum to keep the "
+                     "batch), recompute activations, raise [parallel] zero, use more nodes or a "
+                     "smaller model; `trident plan` shows the layouts that fit\n",
+                     need / gib, t->grid.layout.rank, m.weights / gib, m.grads / gib, m.optimizer / gib,
+                     m.activations / gib, c->train.micro_batch, avail / gib, share);
+            rc = 1;
+        }
+    }
+    return fail_report(t->grid.world, rc, msg);
+}
+
+/* [checkpoint] async: the writer, and what its snapshot costs. */
+static int start_writer(Trainer *t)
+{
+    TRI_TRY(ckpt_async_create(&t->async, &t->grid, stderr));
+    double most = (double)ckpt_async_snapshot_bytes(&t->model, t->zero);
+    most = max_over_world(t, most);
+    if (is_root(t))
+        printf("checkpoint: asynchronous; its host snapshot takes up to %.3f MiB per rank\n",
+               most / 1048576.0);
+    return 0;
+}
+
+int train_setup_build(Trainer *t)
+{
+    Config *cfg = t->cfg;
+    grid_create(&t->grid, cfg, t->grid.world);
+    if (is_root(t))
+        grid_print(&t->grid, stdout);
+    TRI_TRY(device_setup(&t->grid, cfg));
+    t->device_ready = 1;
+    t->times = (PipelineTimes){ops_timer_on(t->grid.device), ops_timer_on(t->grid.device)};
+    t->dp_timer = ops_timer_on(t->grid.device);
+    /* before the data loader's and checkpoint writer's threads exist: on a
+     * CPU they would take the probe's cores (GPT-2 small's read half) */
+    hw_peak_measure(&t->grid, model_dtype(cfg->train.precision), &t->hw_peak);
+    if (fault_at("low_peak", t->grid.layout.rank, 0)) /* as a busy machine reads */
+        t->hw_peak.flops /= 100.0;
+    t->hw_probed = t->hw_peak.flops;
+    measure_peak(t);
+    t->rows = cfg->train.micro_batch;
+    t->ga = cfg->train.grad_accum;
+    t->global_batch = (int64_t)t->rows * t->ga * t->grid.layout.dp;
+    scaler_init(&t->scaler, &cfg->train);
+    t->st.best_val = INFINITY;
+    ScheduleKind kind = cfg->parallel.schedule;
+    int v = cfg->parallel.virtual_stages;
+    t->actions = calloc((size_t)schedule_length(kind, v, t->ga), sizeof *t->actions);
+    t->eval_actions = calloc((size_t)(v * t->ga), sizeof *t->eval_actions);
+    t->index = calloc((size_t)(t->ga * t->rows), sizeof *t->index);
+    t->eval_batch = calloc((size_t)(t->ga * t->rows) * (size_t)(cfg->model.seq_len + 1),
+                           sizeof *t->eval_batch);
+    if (!t->actions || !t->eval_actions || !t->index || !t->eval_batch)
+        fail_abort("out of memory", __FILE__, __LINE__);
+    t->n_actions = schedule_build(kind, t->grid.layout.pp, v, t->grid.layout.pp_stage, t->ga, t->actions);
+    t->n_eval_actions = schedule_forwards(kind, t->grid.layout.pp, v, t->ga, t->eval_actions);
+    check_message_order(kind, t->grid.layout.pp, v, t->ga);
+    int slots = schedule_max_in_flight(t->actions, t->n_actions);
+    TRI_TRY(check_memory_fits(t));
+    TRI_TRY(init_from_check(cfg, &t->grid, &t->init_from));
+    model_create(&t->model, cfg, &t->grid, slots);
+    pipeline_create(&t->pipe, &t->model);
+    print_plan(t);
+    TRI_TRY(open_data(t));
+    TRI_TRY(ckpt_resume_claim(&t->grid, cfg, &t->ckpt_lock));
+    t->zero = zero_create(&t->model, cfg, &t->grid);
+    TRI_TRY(init_or_resume(t));
+    char msg[1024] = "";
+    int rc = 0;
+    if (is_root(t)) {
+        FILE *err = fmemopen(msg, sizeof msg, "w");
+        rc = metrics_open(&t->metrics, cfg->log.metrics, t->step, err);
+        fclose(err);
+    }
+    TRI_TRY(fail_report(t->grid.world, rc, msg));
+    if (cfg->checkpoint.async && cfg->checkpoint.dir[0])
+        TRI_TRY(start_writer(t));
+    print_offload(t);
+    print_memory(t);
+    return 0;
+}
+
+void train_setup_teardown(Trainer *t)
+{
+    ckpt_async_destroy(t->async);
+    if (t->loader)
+        loader_destroy(t->loader);
+    if (t->data)
+        data_close(t->data);
+    zero_destroy(t->zero);
+    if (t->model.cfg) {
+        pipeline_destroy(&t->pipe);
+        model_destroy(&t->model);
+    }
+    metrics_close(&t->metrics);
+    ckpt_files_unlock(&t->ckpt_lock);
+    free(t->actions);
+    free(t->eval_actions);
+    free(t->index);
+    free(t->eval_batch);
+    free(t->val_part_loss);
+    blend_free(&t->val_blend);
+    ops_timer_free(&t->times.busy);
+    ops_timer_free(&t->times.wait);
+    ops_timer_free(&t->dp_timer);
+    if (prof_on)
+        prof_stop(); /* a run that ended before its last step: the timers' events */
+    if (t->device_ready)
+        device_teardown(&t->grid);
+    grid_destroy(&t->grid);
+}
