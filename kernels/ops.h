@@ -93,11 +93,11 @@ void ops_copy(ops_tensor dst, ops_tensor src);
  * at element r * src_stride (src_stride >= cols): a strided gather on one
  * device, same dtype. On a GPU one cudaMemcpy2DAsync queued on the compute
  * stream, with no host wait, so a batch uploaded once can be split into
- * microbatches (tokens and targets, src/pipeline.c) without a host stall
+ * microbatches (tokens and targets, src/step/pipeline.c) without a host stall
  * per row. */
 void ops_copy_rows(ops_tensor dst, ops_tensor src, int64_t rows, int64_t cols,
                    int64_t src_stride);
-/* Asynchronous copies, for the optimizer offload (src/offload.c), which
+/* Asynchronous copies, for the optimizer offload (src/step/offload.c), which
  * overlaps the transfers of one chunk with the host's work on another.
  * ops_copy_async is ops_copy queued on a GPU: on a copy stream of its
  * direction (one device to host, one host to device, so the two copy

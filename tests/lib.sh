@@ -90,7 +90,7 @@ max_rel() {
 }
 
 # every_rank POINT STEP [POINT STEP ...]: TRIDENT_FAULT text arming each
-# fault point on every one of the $np ranks (src/fault.h)
+# fault point on every one of the $np ranks (src/base/fault.h)
 every_rank() {
     f=""
     while [ $# -ge 2 ]; do

@@ -9,7 +9,7 @@
  * Written from the format (megatron/core/datasets/indexed_dataset.py:
  * magic "MMIDIDX\0\0", uint64 version 1, uint8 dtype code, uint64 sequence
  * count, uint64 document-index count, int32 lengths, int64 byte pointers,
- * int64 document indices), independently of src/indexed.c, so a reader that
+ * int64 document indices), independently of src/data/indexed.c, so a reader that
  * misreads the format fails against it. Documents have lengths from a fixed
  * pseudo-random sequence (1 to 300 tokens) and every third document is two
  * sequences, as Megatron's sentence splitting makes them.

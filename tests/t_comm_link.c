@@ -1,5 +1,5 @@
 /*
- * t_comm_link.c - the pipeline links' ring arithmetic (src/comm_link.c),
+ * t_comm_link.c - the pipeline links' ring arithmetic (src/parallel/comm_link.c),
  * on the CPU: for rings of 2 to 9 stages, every link end meets its
  * partner (the other stage's complementary link names this stage, carries
  * the same kind, has the other role and the same key), activations go to
@@ -8,7 +8,7 @@
  * its current link until the peer reaches the same link, the key order
  * lets every rank through while a stage's own index order deadlocks (so
  * the model can fail). The NCCL calls that use this order are
- * src/comm_nccl.c's and need GPUs.
+ * src/parallel/comm_nccl.c's and need GPUs.
  */
 #include "comm_link.h"
 

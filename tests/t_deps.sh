@@ -268,5 +268,16 @@ ok $? "read the folders of src/ ($n use others)"
 circles folder < "$WORK/folders.edges" > "$WORK/folder"
 report folder "src/'s folders"
 
+# MPI itself is called only where doc/design.md ("Communication") says;
+# everything else goes through comm.h. Asking a rank's number or a
+# communicator's size is no call of that kind.
+mpi_allowed="base/fail.c ckpt/ckpt_async.c ckpt/ckpt_io.c cmd/main.c parallel/affinity.c
+parallel/comm.c parallel/comm_nccl.c parallel/device.c parallel/grid.c"
+mpi_callers=$(grep -l -E 'MPI_[A-Z][a-z_]*\(' "$src"/*/*.c | while read -r f; do
+    grep -E 'MPI_[A-Z][a-z_]*\(' "$f" | grep -q -v -E 'MPI_Comm_(rank|size)\(' && echo "${f#"$src"/}"
+done | sort | tr '\n' ' ')
+[ "$mpi_callers" = "$(echo "$mpi_allowed" | tr ' ' '\n' | sort | tr '\n' ' ')" ]
+ok $? "MPI is called only by the files design.md names (${mpi_callers% })"
+
 plan "$tap_n"
 done_testing

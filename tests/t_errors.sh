@@ -2,7 +2,7 @@
 # t_errors.sh - failures that only some ranks see, or that happen mid-run,
 # end every rank quickly with a clear message and a non-zero exit, never a
 # hang, and never damage a completed checkpoint. Faults are injected with
-# the TRIDENT_FAULT test hook (src/fault.h).
+# the TRIDENT_FAULT test hook (src/base/fault.h).
 . "${TRI_SRCDIR:-.}/tests/lib.sh"
 np=${1:-4}
 plan 7

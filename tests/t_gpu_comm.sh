@@ -1,5 +1,5 @@
 #!/bin/sh
-# t_gpu_comm.sh - NCCL's paths on two GPUs (src/comm_nccl.c), end to end:
+# t_gpu_comm.sh - NCCL's paths on two GPUs (src/parallel/comm_nccl.c), end to end:
 # the small test model trained 12 steps on two GPUs gives the per-step
 # losses of the same layout on the CPU, within 1e-4 relative (fp32; as
 # t_gpu.sh, reassociation compounded over the Adam steps), with

@@ -1,5 +1,5 @@
 /*
- * t_gpu_wait.c - the host's wait for the GPU (src/gpu_wait.c), on the CPU:
+ * t_gpu_wait.c - the host's wait for the GPU (src/parallel/gpu_wait.c), on the CPU:
  * the decision table (a peer's failure wins over done, done over the
  * timeout, a timeout of 0 never expires), the pause's back-off, and the
  * polling loop driven by fake probes: work that completes after k polls
@@ -7,7 +7,7 @@
  * failing at poll j stops the wait at poll j even though the work never
  * completes; work that never completes times out after the timeout and
  * not long after it. The GPU probes themselves (cudaEventQuery,
- * ncclCommGetAsyncError) are src/comm_nccl.c's and need a GPU.
+ * ncclCommGetAsyncError) are src/parallel/comm_nccl.c's and need a GPU.
  */
 #include "gpu_wait.h"
 #include "tap.h"

@@ -801,7 +801,7 @@ static void counting_wait(void *event, const char *what)
         tap_diag("cudaEventSynchronize failed in the test's wait hook");
 }
 
-/* A download waits through cuda_set_wait's hook (src/comm_nccl.c's polls
+/* A download waits through cuda_set_wait's hook (src/parallel/comm_nccl.c's polls
  * NCCL there); a device timer around a GEMM reads the GPU's time, more
  * than zero and no more than the host's clock around the GEMM and the
  * wait for it; its second read is 0. */

@@ -1,5 +1,5 @@
 /*
- * t_watchdog.c - the watchdog of src/watchdog.c with its expiry replaced
+ * t_watchdog.c - the watchdog of src/base/watchdog.c with its expiry replaced
  * by a callback that records the message, so the test sees it fire
  * instead of exiting: it fires once per stall and names the phase, the
  * step and the limit; it never fires while progress is made; the start-up

@@ -17,7 +17,7 @@
  * Each probe runs enough independent accumulator chains to cover the
  * instruction's latency on every port, on every OpenMP thread at once, for
  * a fixed wall time, and counts what was done: ranks that share cores each
- * see their share, and their sum is the cores' rate (src/hw_peak.c adds
+ * see their share, and their sum is the cores' rate (src/parallel/hw_peak.c adds
  * them up). Not collective.
  */
 #include "cpu.h"

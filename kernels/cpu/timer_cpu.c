@@ -1,6 +1,6 @@
 /*
  * timer_cpu.c - a device timer's mark on the CPU: the monotonic clock, the
- * one src/timer.h reads, so the CPU's step figures keep their meaning.
+ * one src/base/timer.h reads, so the CPU's step figures keep their meaning.
  */
 #include "cpu.h"
 

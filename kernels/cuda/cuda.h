@@ -68,7 +68,7 @@ int cuda_device_index(void);
 /* The selected device's 16-byte UUID. */
 void cuda_device_uuid(unsigned char uuid[16]);
 /* cudaStream_t of the compute stream. Communication runs on streams of
- * src/comm_nccl.c's, one per communicator. */
+ * src/parallel/comm_nccl.c's, one per communicator. */
 void *cuda_compute_stream(void);
 /* Blocks the host until all work on the compute stream is done (through
  * cuda_set_wait's hook). That covers communication too: comm_nccl.c joins
@@ -86,7 +86,7 @@ void cuda_synchronize(void);
  * event (a cudaEvent_t) has completed, or never. what names the wait ("a
  * copy between host and GPU"). The default, and NULL, is
  * cudaEventSynchronize. kernels/ never communicates, so it cannot tell a
- * slow GPU from a dead peer: src/comm_nccl.c installs a hook that polls
+ * slow GPU from a dead peer: src/parallel/comm_nccl.c installs a hook that polls
  * the event together with NCCL's asynchronous errors and a timeout. */
 typedef void (*cuda_wait_fn)(void *event, const char *what);
 void cuda_set_wait(cuda_wait_fn wait);

@@ -5,7 +5,7 @@
  *
  * Every op runs on the compute stream, in program order, so ops never
  * need to wait for each other on the host. NCCL runs on streams of its
- * own, one per communicator, which src/comm_nccl.c makes and orders
+ * own, one per communicator, which src/parallel/comm_nccl.c makes and orders
  * against this one with events. The stream is non-blocking: nothing of
  * ours uses the legacy default stream, and it must not serialise against
  * a library that does.

@@ -14,7 +14,7 @@
  * `[log] profile`, which waits around every op, read short ops late by up
  * to the last pause: Linux also adds 50 us of timer slack to each.) The decision is a pure function, and the loop takes its probes
  * as callbacks, so both are tested on the CPU (tests/t_gpu_wait.c);
- * src/comm_nccl.c supplies the CUDA event and NCCL probes.
+ * src/parallel/comm_nccl.c supplies the CUDA event and NCCL probes.
  */
 #ifndef TRI_SRC_GPU_WAIT_H
 #define TRI_SRC_GPU_WAIT_H

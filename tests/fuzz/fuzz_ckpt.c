@@ -1,6 +1,6 @@
 /*
  * fuzz_ckpt.c - fuzz target for the checkpoint loader's validation path
- * (src/ckpt.c, src/inspect.c): the input is written as a file and handed to
+ * (src/ckpt/ckpt.c, src/ckpt/inspect.c): the input is written as a file and handed to
  * what reads an untrusted checkpoint: inspect_checkpoint, ckpt_read_config
  * (what `trident sample` starts with) and ckpt_load (format version, model
  * shape, every dataset's presence, type and shape, then the reads and the

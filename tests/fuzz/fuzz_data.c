@@ -1,6 +1,6 @@
 /*
  * fuzz_data.c - fuzz target for the token-shard and text reader
- * (src/data.c): data_open over a file holding the input, then the sampler.
+ * (src/data/data.c): data_open over a file holding the input, then the sampler.
  *
  * Input: a 4-byte prefix choosing the run, then the file's bytes.
  *   byte 0  bit 0: format (0 text, 1 tokens); bit 1: a separate val file

@@ -1,6 +1,6 @@
 /*
  * fuzz_indexed.c - fuzz target for the reader of Megatron indexed
- * datasets' .idx files (src/indexed.c): indexed_read over a file holding
+ * datasets' .idx files (src/data/indexed.c): indexed_read over a file holding
  * the input.
  *
  * Differential: this file holds a second reader of the format, written

@@ -1,6 +1,6 @@
 /*
  * fuzz_safetensors.c - fuzz target for the safetensors reader
- * (src/safetensors.c), which [checkpoint] init_from runs on files from
+ * (src/interop/safetensors.c), which [checkpoint] init_from runs on files from
  * the internet: st_open on a file holding the input, then every tensor of
  * a float dtype read whole, converted to fp32.
  *

@@ -1,6 +1,6 @@
 /*
  * fuzz_tokenizer.c - fuzz target for the tokenizer-file loaders
- * (src/tokenizer_load.c) and the encoder they feed (src/bpe.c).
+ * (src/tokenizer/tokenizer_load.c) and the encoder they feed (src/tokenizer/bpe.c).
  *
  * Input: a tokenizer file (tokenizer.json, GPT-2's encoder.json, a tiktoken
  * rank file, or anything); a line "%%merges" ends it, and what follows is
