@@ -26,6 +26,7 @@
 #include <signal.h>
 #include <unistd.h>
 
+#include "alloc.h"
 #include "arch.h"
 #include "ckpt_files.h"
 #include "ckpt_format.h"
@@ -196,19 +197,14 @@ static float *host_stage(const CkptSource *src)
     for (int i = 0; i < src->ps->n; i++)
         if (params_local_numel(&src->ps->p[i]) > most)
             most = params_local_numel(&src->ps->p[i]);
-    float *buf = malloc((size_t)most * sizeof(float));
-    if (!buf)
-        fail_abort("out of memory staging a checkpoint", __FILE__, __LINE__);
-    return buf;
+    return TRI_MALLOC((size_t)most * sizeof(float), "a checkpoint's staging buffer");
 }
 
 /* The checksums of every dataset, summed over the world in one call.
  * Collective on world. */
 static uint64_t *save_checksums(const CkptSource *src, const ParamSet *all, float *stage)
 {
-    uint64_t *sums = calloc((size_t)(3 * all->n) + 1, sizeof *sums);
-    if (!sums)
-        fail_abort("out of memory", __FILE__, __LINE__);
+    uint64_t *sums = TRI_CALLOC((size_t)(3 * all->n) + 1, sizeof *sums, "a checkpoint's checksums");
     for (int i = 0; i < all->n; i++) {
         Param *p = params_find(src->ps, all->p[i].name);
         int64_t r0, nr = p ? written_rows(p, &r0) : 0;
@@ -553,9 +549,7 @@ static void read_tensors(H5Ctx *c, Model *m, Zero *z, const ParamSet *all, int p
     for (int i = 0; i < m->ps.n; i++)
         if (params_local_numel(&m->ps.p[i]) > most)
             most = params_local_numel(&m->ps.p[i]);
-    LoadScratch s = {.buf = malloc((size_t)most * sizeof(float))};
-    if (!s.buf)
-        fail_abort("out of memory reading a checkpoint", __FILE__, __LINE__);
+    LoadScratch s = {.buf = TRI_MALLOC((size_t)most * sizeof(float), "a checkpoint's read buffer")};
     char path[128];
     for (int i = 0; i < all->n; i++) {
         Param *p = params_find(&m->ps, all->p[i].name);

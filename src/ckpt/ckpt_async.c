@@ -26,6 +26,7 @@
 #include <string.h>
 #include <time.h>
 
+#include "alloc.h"
 #include "fail.h"
 #include "fault.h"
 #include "timer.h"
@@ -58,9 +59,7 @@ int ckpt_async_create(CkptAsync **out, const Grid *g, FILE *err)
             fprintf(err, "trident: [checkpoint] async = true: this MPI library gives no MPI_THREAD_MULTIPLE, which the background writer needs; set async = false\n");
         return 1;
     }
-    CkptAsync *a = calloc(1, sizeof *a);
-    if (!a)
-        fail_abort("out of memory", __FILE__, __LINE__);
+    CkptAsync *a = TRI_CALLOC(1, sizeof *a, "the checkpoint writer");
     a->train_world = g->world;
     MPI_Comm world;
     TRI_CHECK_MPI(MPI_Comm_dup(g->world, &world));
@@ -85,9 +84,7 @@ int64_t ckpt_async_snapshot_bytes(Model *m, Zero *z)
 static void snapshot_alloc(CkptAsync *a, Model *m, Zero *z)
 {
     a->ps = &m->ps;
-    a->offset = calloc((size_t)(3 * m->ps.n) + 1, sizeof *a->offset);
-    if (!a->offset)
-        fail_abort("out of memory", __FILE__, __LINE__);
+    a->offset = TRI_CALLOC((size_t)(3 * m->ps.n) + 1, sizeof *a->offset, "the snapshot's offsets");
     int64_t n = 0;
     for (int i = 0; i < m->ps.n; i++)
         for (int part = 0; part < 3; part++) {

@@ -21,6 +21,7 @@
 #include "file_check.h"
 #include "layout.h"
 #include "params_stage.h"
+#include "reason.h"
 #include "rng.h"
 
 /* HDF5 1.12 renamed a few calls; keep building against 1.10 (Debian 12)
@@ -41,29 +42,17 @@ _Static_assert(sizeof(unsigned long long) == sizeof(uint64_t), "the seed is stor
  * with the attribute's name instead of resuming at step -2147483644 or
  * reading sample -2^63. */
 
-static int out_of(char *why, size_t n, const char *fmt, ...) __attribute__((format(printf, 3, 4)));
-
-static int out_of(char *why, size_t n, const char *fmt, ...)
-{
-    va_list ap;
-    va_start(ap, fmt);
-    vsnprintf(why, n, fmt, ap);
-    va_end(ap);
-    return 1;
-}
-
 static int check_version(const CkptRoot *r, char *why, size_t n)
 {
     if (r->format_version < CKPT_FORMAT_OLDEST || r->format_version > CKPT_FORMAT_VERSION)
-        return out_of(why, n, "this trident reads versions %d to %d", CKPT_FORMAT_OLDEST,
-                      CKPT_FORMAT_VERSION);
+        return reason_set(why, n, "this trident reads versions %d to %d", CKPT_FORMAT_OLDEST,
+                          CKPT_FORMAT_VERSION);
     return 0;
 }
 
 static int check_program(const CkptRoot *r, char *why, size_t n)
 {
-    return strncmp(r->program_version, "trident ", 8) ? out_of(why, n, "must start with \"trident \"")
-                                                      : 0;
+    return strncmp(r->program_version, "trident ", 8) ? reason_set(why, n, "must start with \"trident \"") : 0;
 }
 
 /* A save comes after a step (never at step 0) and at most at the last one
@@ -72,8 +61,8 @@ static int check_step(const CkptRoot *r, char *why, size_t n)
 {
     int64_t most = r->stored_ok ? r->stored.train.steps : INT_MAX;
     if (r->st.step < 1 || r->st.step > most)
-        return out_of(why, n, "must be between 1 and %lld (%s)", (long long)most,
-                      r->stored_ok ? "[train] steps of the stored config" : "the largest step count");
+        return reason_set(why, n, "must be between 1 and %lld (%s)", (long long)most,
+                          r->stored_ok ? "[train] steps of the stored config" : "the largest step count");
     return 0;
 }
 
@@ -83,8 +72,8 @@ static int check_cursor(const CkptRoot *r, char *why, size_t n)
 {
     int64_t T = r->cfg.model.seq_len > 0 ? r->cfg.model.seq_len : 1;
     if (r->st.cursor < r->st.step || r->st.cursor > INT64_MAX / T)
-        return out_of(why, n, "must be between step (%lld) and %lld", (long long)r->st.step,
-                      (long long)(INT64_MAX / T));
+        return reason_set(why, n, "must be between step (%lld) and %lld", (long long)r->st.step,
+                          (long long)(INT64_MAX / T));
     return 0;
 }
 
@@ -95,15 +84,15 @@ static int check_tokens(const CkptRoot *r, char *why, size_t n)
     if (check_cursor(r, ignored, sizeof ignored))
         return 0;  /* data_cursor's own check names it */
     if (T < 1 || r->st.tokens % T || r->st.tokens / T != r->st.cursor)
-        return out_of(why, n, "must be data_cursor (%lld) x seq_len (%d)",
-                      (long long)r->st.cursor, r->cfg.model.seq_len);
+        return reason_set(why, n, "must be data_cursor (%lld) x seq_len (%d)",
+                          (long long)r->st.cursor, r->cfg.model.seq_len);
     return 0;
 }
 
 static int at_most_step(int64_t v, const CkptRoot *r, char *why, size_t n)
 {
     if (v < 0 || v > r->st.step)
-        return out_of(why, n, "must be between 0 and step (%lld)", (long long)r->st.step);
+        return reason_set(why, n, "must be between 0 and step (%lld)", (long long)r->st.step);
     return 0;
 }
 
@@ -130,7 +119,7 @@ static int check_evals_bad(const CkptRoot *r, char *why, size_t n)
 static int check_loss_scale(const CkptRoot *r, char *why, size_t n)
 {
     if (!(r->st.loss_scale > 0) || !isfinite(r->st.loss_scale))
-        return out_of(why, n, "must be a finite number > 0");
+        return reason_set(why, n, "must be a finite number > 0");
     return 0;
 }
 
@@ -138,15 +127,15 @@ static int check_loss_scale(const CkptRoot *r, char *why, size_t n)
 static int check_best_val(const CkptRoot *r, char *why, size_t n)
 {
     if (!(r->st.best_val >= 0))
-        return out_of(why, n, "must be >= 0 (inf before the first evaluation)");
+        return reason_set(why, n, "must be >= 0 (inf before the first evaluation)");
     return 0;
 }
 
 static int check_seed(const CkptRoot *r, char *why, size_t n)
 {
     if (r->stored_ok && r->cfg.train.seed != r->stored.train.seed)
-        return out_of(why, n, "the stored config's [train] seed is %llu",
-                      r->stored.train.seed);
+        return reason_set(why, n, "the stored config's [train] seed is %llu",
+                          r->stored.train.seed);
     return 0;
 }
 
@@ -156,10 +145,10 @@ static int check_seed(const CkptRoot *r, char *why, size_t n)
     static int check_##key(const CkptRoot *r, char *why, size_t n)                       \
     {                                                                                     \
         if (r->cfg.model.key < (lo))                                                      \
-            return out_of(why, n, "must be at least %d", (lo));                           \
+            return reason_set(why, n, "must be at least %d", (lo));                           \
         if (r->stored_ok && r->cfg.model.key != r->stored.model.key)                      \
-            return out_of(why, n, "the stored config's [model] " #key " is %d",          \
-                          r->stored.model.key);                                           \
+            return reason_set(why, n, "the stored config's [model] " #key " is %d",          \
+                              r->stored.model.key);                                           \
         return 0;                                                                         \
     }
 SHAPE_CHECK(n_layer, 1)
@@ -174,13 +163,13 @@ static int check_layout(const CkptRoot *r, char *why, size_t n)
     int world, dp, pp, tp;
     if (sscanf(r->layout, "world=%d dp=%d pp=%d tp=%d", &world, &dp, &pp, &tp) != 4 || dp < 1
         || pp < 1 || tp < 1 || (long long)dp * pp * tp != world)
-        return out_of(why, n, "must be \"world=W dp=D pp=P tp=T ...\" with W = D * P * T");
+        return reason_set(why, n, "must be \"world=W dp=D pp=P tp=T ...\" with W = D * P * T");
     return 0;
 }
 
 static int check_config(const CkptRoot *r, char *why, size_t n)
 {
-    return r->stored_ok ? 0 : out_of(why, n, "%s", r->stored_why);
+    return r->stored_ok ? 0 : reason_set(why, n, "%s", r->stored_why);
 }
 
 #define AT(field) offsetof(CkptRoot, field)
@@ -652,7 +641,7 @@ int ckpt_root_problem(const CkptRoot *r, int i, char *why, size_t n)
         if (a->source == CKPT_FROM_CHECKSUM && r->present[table_index(CKPT_FROM_VERSION)]
             && r->format_version == 1)
             return 0;
-        return out_of(why, n, "missing");
+        return reason_set(why, n, "missing");
     }
     return a->check ? a->check(r, why, n) : 0;
 }

@@ -16,21 +16,11 @@
 
 #include <ctype.h>
 #include <math.h>
-#include <stdarg.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
 
-static int fail(char *why, size_t n, const char *fmt, ...) __attribute__((format(printf, 3, 4)));
-
-static int fail(char *why, size_t n, const char *fmt, ...)
-{
-    va_list ap;
-    va_start(ap, fmt);
-    vsnprintf(why, n, fmt, ap);
-    va_end(ap);
-    return 1;
-}
+#include "reason.h"
 
 /* The whitespace-separated words of text, in a copy the caller frees. */
 static char **split_words(const char *text, int *n_out, char **copy)
@@ -96,38 +86,38 @@ static int set_names(Blend *b)
 static int parse_pairs(Blend *b, char **words, int n_words, char *why, size_t wn)
 {
     if (n_words % 2)
-        return fail(why, wn, "weight %s has no dataset after it: a blend is WEIGHT NAME "
-                    "pairs, e.g. 0.7 web 0.3 code", words[n_words - 1]);
+        return reason_set(why, wn, "weight %s has no dataset after it: a blend is WEIGHT NAME "
+                          "pairs, e.g. 0.7 web 0.3 code", words[n_words - 1]);
     if (alloc_blend(b, n_words / 2))
-        return fail(why, wn, "out of memory");
+        return reason_set(why, wn, "out of memory");
     double sum = 0.0;
     for (int i = 0; i < b->n; i++) {
         const char *w = words[2 * i], *name = words[2 * i + 1];
         if (!parse_number(w, &b->weight[i]))
-            return fail(why, wn, "weight %d (\"%s\") is not a number: a blend is WEIGHT NAME "
-                        "pairs, e.g. 0.7 web 0.3 code", i + 1, w);
+            return reason_set(why, wn, "weight %d (\"%s\") is not a number: a blend is WEIGHT NAME "
+                              "pairs, e.g. 0.7 web 0.3 code", i + 1, w);
         if (!isfinite(b->weight[i]) || b->weight[i] < 0)
-            return fail(why, wn, "weight %d (%s, of %s) must be a finite number >= 0", i + 1, w,
-                        name);
+            return reason_set(why, wn, "weight %d (%s, of %s) must be a finite number >= 0", i + 1, w,
+                              name);
         for (int j = 0; j < i; j++)
             if (!strcmp(b->prefix[j], name))
-                return fail(why, wn, "%s is named twice: give each dataset one weight", name);
+                return reason_set(why, wn, "%s is named twice: give each dataset one weight", name);
         b->prefix[i] = strdup(name);
         if (!b->prefix[i])
-            return fail(why, wn, "out of memory");
+            return reason_set(why, wn, "out of memory");
         sum += b->weight[i];
     }
     if (!(sum > 0) || !isfinite(sum))
-        return fail(why, wn, "the weights sum to %g: they must sum to a finite number > 0", sum);
+        return reason_set(why, wn, "the weights sum to %g: they must sum to a finite number > 0", sum);
     for (int i = 0; i < b->n; i++)
         b->weight[i] /= sum;
-    return set_names(b) ? fail(why, wn, "out of memory") : 0;
+    return set_names(b) ? reason_set(why, wn, "out of memory") : 0;
 }
 
 static int parse_single(Blend *b, const char *text, char *why, size_t wn)
 {
     if (alloc_blend(b, 1) || !(b->prefix[0] = strdup(text)) || set_names(b))
-        return fail(why, wn, "out of memory");
+        return reason_set(why, wn, "out of memory");
     b->weight[0] = 1.0;
     return 0;
 }
@@ -139,7 +129,7 @@ int blend_parse(const char *text, Blend *b, char *why, size_t why_size)
     char *copy;
     char **words = split_words(text, &n_words, &copy);
     if (!words)
-        return fail(why, why_size, "out of memory");
+        return reason_set(why, why_size, "out of memory");
     double ignored;
     int rc;
     if (n_words >= 2 && parse_number(words[0], &ignored))

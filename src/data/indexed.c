@@ -13,25 +13,15 @@
 #include "indexed.h"
 
 #include <errno.h>
-#include <stdarg.h>
 #include <stdio.h>
 #include <string.h>
 #include <unistd.h>
 
+#include "reason.h"
+
 static const uint8_t MAGIC[9] = {'M', 'M', 'I', 'D', 'I', 'D', 'X', 0, 0};
 
 #define CHUNK 8192 /* entries read at a time */
-
-static int fail(char *why, size_t n, const char *fmt, ...) __attribute__((format(printf, 3, 4)));
-
-static int fail(char *why, size_t n, const char *fmt, ...)
-{
-    va_list ap;
-    va_start(ap, fmt);
-    vsnprintf(why, n, fmt, ap);
-    va_end(ap);
-    return 1;
-}
 
 const char *indexed_dtype_name(int code)
 {
@@ -63,11 +53,11 @@ static int read_exact(int fd, void *buf, size_t n, int64_t off, char *why, size_
         if (r < 0 && errno == EINTR)
             continue;
         if (r < 0)
-            return fail(why, wn, "cannot read bytes %lld-%lld: %s", (long long)off,
-                        (long long)(off + (int64_t)n - 1), strerror(errno));
+            return reason_set(why, wn, "cannot read bytes %lld-%lld: %s", (long long)off,
+                              (long long)(off + (int64_t)n - 1), strerror(errno));
         if (r == 0)
-            return fail(why, wn, "the file shrank while it was read (bytes %lld-%lld are gone)",
-                        (long long)off, (long long)(off + (int64_t)n - 1));
+            return reason_set(why, wn, "the file shrank while it was read (bytes %lld-%lld are gone)",
+                              (long long)off, (long long)(off + (int64_t)n - 1));
         got += (size_t)r;
     }
     return 0;
@@ -78,42 +68,42 @@ static int read_header(int fd, int64_t size, IndexedIndex *ix, uint64_t *n_doc_i
 {
     uint8_t h[INDEXED_HEADER_BYTES];
     if (size < INDEXED_HEADER_BYTES)
-        return fail(why, wn, "truncated: %lld bytes, the header of an index alone is %d",
-                    (long long)size, INDEXED_HEADER_BYTES);
+        return reason_set(why, wn, "truncated: %lld bytes, the header of an index alone is %d",
+                          (long long)size, INDEXED_HEADER_BYTES);
     if (read_exact(fd, h, sizeof h, 0, why, wn))
         return 1;
     if (memcmp(h, MAGIC, sizeof MAGIC))
-        return fail(why, wn, "not the index of a Megatron indexed dataset: its first 9 bytes "
-                    "are not \"MMIDIDX\\0\\0\"");
+        return reason_set(why, wn, "not the index of a Megatron indexed dataset: its first 9 bytes "
+                          "are not \"MMIDIDX\\0\\0\"");
     uint64_t version = le_u64(h + 9);
     if (version != 1)
-        return fail(why, wn, "unsupported index version %llu (trident reads version 1)",
-                    (unsigned long long)version);
+        return reason_set(why, wn, "unsupported index version %llu (trident reads version 1)",
+                          (unsigned long long)version);
     int code = h[17];
     const char *name = indexed_dtype_name(code);
     if (code != 8 && code != 4)
-        return fail(why, wn, "tokens of dtype %s (code %d) are not supported: trident reads "
-                    "uint16 (code 8) and int32 (code 4) tokens",
-                    name ? name : "unknown", code);
+        return reason_set(why, wn, "tokens of dtype %s (code %d) are not supported: trident reads "
+                          "uint16 (code 8) and int32 (code 4) tokens",
+                          name ? name : "unknown", code);
     ix->dtype = code;
     ix->width = code == 8 ? 2 : 4;
     uint64_t s = le_u64(h + 18), d = le_u64(h + 26);
     /* compared by division, so no product of the counts can overflow */
     uint64_t room = (uint64_t)(size - INDEXED_HEADER_BYTES);
     if (s > room / 12 || d > (room - 12 * s) / 8)
-        return fail(why, wn, "truncated: the header lists %llu sequences and %llu document "
-                    "indices, which need more than the %lld bytes the file has",
-                    (unsigned long long)s, (unsigned long long)d, (long long)size);
+        return reason_set(why, wn, "truncated: the header lists %llu sequences and %llu document "
+                          "indices, which need more than the %lld bytes the file has",
+                          (unsigned long long)s, (unsigned long long)d, (long long)size);
     uint64_t want = INDEXED_HEADER_BYTES + 12 * s + 8 * d;
     if ((uint64_t)size != want)
-        return fail(why, wn, "%lld bytes, but the header's %llu sequences and %llu document "
-                    "indices make %llu: trailing bytes (a multimodal index's sequence modes "
-                    "are not supported)",
-                    (long long)size, (unsigned long long)s, (unsigned long long)d,
-                    (unsigned long long)want);
+        return reason_set(why, wn, "%lld bytes, but the header's %llu sequences and %llu document "
+                          "indices make %llu: trailing bytes (a multimodal index's sequence modes "
+                          "are not supported)",
+                          (long long)size, (unsigned long long)s, (unsigned long long)d,
+                          (unsigned long long)want);
     if (d < 1)
-        return fail(why, wn, "no document indices: there must be at least one, the 0 that "
-                    "starts the first document");
+        return reason_set(why, wn, "no document indices: there must be at least one, the 0 that "
+                          "starts the first document");
     ix->sequences = (int64_t)s;
     ix->documents = (int64_t)d - 1;
     *n_doc_idx = d;
@@ -138,17 +128,17 @@ static int read_sequences(int fd, IndexedIndex *ix, char *why, size_t wn)
             int32_t len = le_i32(lens + 4 * k);
             uint64_t ptr = le_u64(ptrs + 8 * k);
             if (len < 0)
-                return fail(why, wn, "sequence %lld has a negative length (%d)", (long long)i,
-                            (int)len);
+                return reason_set(why, wn, "sequence %lld has a negative length (%d)", (long long)i,
+                                  (int)len);
             if (ptr != (uint64_t)(tokens * w))
-                return fail(why, wn, "sequence %lld starts at byte %llu of the .bin, but the "
-                            "sequences before it end at byte %lld: trident needs the "
-                            "sequences stored back to back from byte 0, as Megatron writes "
-                            "them", (long long)i, (unsigned long long)ptr,
-                            (long long)(tokens * w));
+                return reason_set(why, wn, "sequence %lld starts at byte %llu of the .bin, but the "
+                                  "sequences before it end at byte %lld: trident needs the "
+                                  "sequences stored back to back from byte 0, as Megatron writes "
+                                  "them", (long long)i, (unsigned long long)ptr,
+                                  (long long)(tokens * w));
             if (tokens > (INT64_MAX / w) - len)
-                return fail(why, wn, "the sequence lengths add up to more tokens than a "
-                            "file can hold (at sequence %lld)", (long long)i);
+                return reason_set(why, wn, "the sequence lengths add up to more tokens than a "
+                                  "file can hold (at sequence %lld)", (long long)i);
             tokens += len;
         }
     }
@@ -169,18 +159,18 @@ static int read_documents(int fd, const IndexedIndex *ix, uint64_t d, char *why,
         for (uint64_t k = 0; k < n; k++) {
             uint64_t i = i0 + k, v = le_u64(buf + 8 * k);
             if (i == 0 && v != 0)
-                return fail(why, wn, "the first document index is %lld, not 0", (long long)v);
+                return reason_set(why, wn, "the first document index is %lld, not 0", (long long)v);
             if (v < prev || v > (uint64_t)ix->sequences)
-                return fail(why, wn, "document index %llu is %lld: the indices must rise "
-                            "from 0 to the sequence count (%lld) and never fall",
-                            (unsigned long long)i, (long long)v, (long long)ix->sequences);
+                return reason_set(why, wn, "document index %llu is %lld: the indices must rise "
+                                  "from 0 to the sequence count (%lld) and never fall",
+                                  (unsigned long long)i, (long long)v, (long long)ix->sequences);
             prev = v;
         }
     }
     if (prev != (uint64_t)ix->sequences)
-        return fail(why, wn, "the last document index is %llu, not the sequence count %lld: "
-                    "sequences after it belong to no document",
-                    (unsigned long long)prev, (long long)ix->sequences);
+        return reason_set(why, wn, "the last document index is %llu, not the sequence count %lld: "
+                          "sequences after it belong to no document",
+                          (unsigned long long)prev, (long long)ix->sequences);
     return 0;
 }
 

@@ -19,6 +19,7 @@
 #include <sys/stat.h>
 #include <unistd.h>
 
+#include "alloc.h"
 #include "arch.h"
 #include "ckpt_files.h"
 #include "ckpt_format.h"
@@ -329,10 +330,8 @@ static int fill_block(const Param *p, float *block, void *ctx)
     const StFile *f;
     const StTensor *t;
     TRI_TRY(source_tensor(x->s, x->cfg, p, &map, &f, &t, x->why, x->n));
-    float *scratch = map.how->transpose ? malloc((size_t)(p->lrows * p->lcols)
-                                                 * sizeof *scratch) : NULL;
-    if (map.how->transpose && !scratch)
-        fail_abort("out of memory reading init_from", __FILE__, __LINE__);
+    float *scratch = map.how->transpose ? TRI_MALLOC((size_t)(p->lrows * p->lcols) * sizeof *scratch,
+                                                     "init_from's transpose") : NULL;
     int rc = 0;
     int64_t end = p->row0 + p->lrows;
     for (int64_t r = p->row0; r < end && !rc;) {

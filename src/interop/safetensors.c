@@ -15,7 +15,6 @@
 #include <fcntl.h>
 #include <jansson.h>
 #include <limits.h>
-#include <stdarg.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
@@ -23,19 +22,10 @@
 #include <unistd.h>
 
 #include "file_check.h"
+#include "reason.h"
 
 #define ST_INDEX_NAME "model.safetensors.index.json"
 #define ST_SINGLE_NAME "model.safetensors"
-
-static int say(char *why, size_t n, const char *fmt, ...) __attribute__((format(printf, 3, 4)));
-static int say(char *why, size_t n, const char *fmt, ...)
-{
-    va_list ap;
-    va_start(ap, fmt);
-    vsnprintf(why, n, fmt, ap);
-    va_end(ap);
-    return 1;
-}
 
 /* The specification's dtypes and their sizes. */
 static int dtype_size(const char *d)
@@ -73,49 +63,49 @@ static int parse_entry(StTensor *t, const char *name, json_t *v, uint64_t data_b
                        char *why, size_t n)
 {
     if (!json_is_object(v))
-        return say(why, n, "tensor %s: its entry is not a JSON object", name);
+        return reason_set(why, n, "tensor %s: its entry is not a JSON object", name);
     json_t *dtype = json_object_get(v, "dtype"), *shape = json_object_get(v, "shape");
     json_t *offs = json_object_get(v, "data_offsets");
     if (!json_is_string(dtype) || !json_is_array(shape) || !json_is_array(offs))
-        return say(why, n, "tensor %s: needs a string dtype, an array shape and an array "
-                   "data_offsets", name);
+        return reason_set(why, n, "tensor %s: needs a string dtype, an array shape and an array "
+                          "data_offsets", name);
     if (json_object_size(v) != 3)
-        return say(why, n, "tensor %s: has keys other than dtype, shape and data_offsets", name);
+        return reason_set(why, n, "tensor %s: has keys other than dtype, shape and data_offsets", name);
     const char *d = json_string_value(dtype);
     t->elem_size = dtype_size(d);
     if (!t->elem_size)
-        return say(why, n, "tensor %s: unknown dtype \"%.20s\"", name, d);
+        return reason_set(why, n, "tensor %s: unknown dtype \"%.20s\"", name, d);
     snprintf(t->dtype, sizeof t->dtype, "%s", d);
     if (json_array_size(shape) > ST_MAX_DIMS)
-        return say(why, n, "tensor %s: %zu dimensions, at most %d are read", name,
-                   json_array_size(shape), ST_MAX_DIMS);
+        return reason_set(why, n, "tensor %s: %zu dimensions, at most %d are read", name,
+                          json_array_size(shape), ST_MAX_DIMS);
     t->ndim = (int)json_array_size(shape);
     uint64_t bytes = (uint64_t)t->elem_size;
     int overflow = 0;
     for (int i = 0; i < t->ndim; i++) {
         json_t *s = json_array_get(shape, (size_t)i);
         if (!json_is_integer(s) || json_integer_value(s) < 0)
-            return say(why, n, "tensor %s: shape[%d] is not a non-negative integer", name, i);
+            return reason_set(why, n, "tensor %s: shape[%d] is not a non-negative integer", name, i);
         t->shape[i] = json_integer_value(s);
         overflow |= __builtin_mul_overflow(bytes, (uint64_t)t->shape[i], &bytes);
     }
     json_t *b = json_array_get(offs, 0), *e = json_array_get(offs, 1);
     if (json_array_size(offs) != 2 || !json_is_integer(b) || !json_is_integer(e)
         || json_integer_value(b) < 0 || json_integer_value(e) < json_integer_value(b))
-        return say(why, n, "tensor %s: data_offsets must be two integers 0 <= begin <= end",
-                   name);
+        return reason_set(why, n, "tensor %s: data_offsets must be two integers 0 <= begin <= end",
+                          name);
     t->begin = (uint64_t)json_integer_value(b);
     t->end = (uint64_t)json_integer_value(e);
     if (t->end > data_bytes)
-        return say(why, n, "tensor %s: data_offsets [%llu, %llu] run past the data area "
-                   "(%llu bytes)", name, (unsigned long long)t->begin,
-                   (unsigned long long)t->end, (unsigned long long)data_bytes);
+        return reason_set(why, n, "tensor %s: data_offsets [%llu, %llu] run past the data area "
+                          "(%llu bytes)", name, (unsigned long long)t->begin,
+                          (unsigned long long)t->end, (unsigned long long)data_bytes);
     if (overflow)
-        return say(why, n, "tensor %s: its shape holds more than 2^64 bytes", name);
+        return reason_set(why, n, "tensor %s: its shape holds more than 2^64 bytes", name);
     if (bytes != t->end - t->begin)
-        return say(why, n, "tensor %s: its shape and dtype %s need %llu bytes, its "
-                   "data_offsets give %llu", name, t->dtype, (unsigned long long)bytes,
-                   (unsigned long long)(t->end - t->begin));
+        return reason_set(why, n, "tensor %s: its shape and dtype %s need %llu bytes, its "
+                          "data_offsets give %llu", name, t->dtype, (unsigned long long)bytes,
+                          (unsigned long long)(t->end - t->begin));
     return 0;
 }
 
@@ -135,34 +125,34 @@ static int check_tiling(StFile *f, uint64_t data_bytes, char *why, size_t n)
     for (int i = 0; i < f->n; i++) {
         StTensor *t = &f->t[i];
         if (t->begin < at)
-            return say(why, n, "tensor %s: data_offsets [%llu, %llu] overlap tensor %s's",
-                       t->name, (unsigned long long)t->begin, (unsigned long long)t->end,
-                       f->t[i - 1].name);
+            return reason_set(why, n, "tensor %s: data_offsets [%llu, %llu] overlap tensor %s's",
+                              t->name, (unsigned long long)t->begin, (unsigned long long)t->end,
+                              f->t[i - 1].name);
         if (t->begin > at)
-            return say(why, n, "tensor %s: data_offsets begin at %llu, leaving a gap after "
-                       "byte %llu", t->name, (unsigned long long)t->begin,
-                       (unsigned long long)at);
+            return reason_set(why, n, "tensor %s: data_offsets begin at %llu, leaving a gap after "
+                              "byte %llu", t->name, (unsigned long long)t->begin,
+                              (unsigned long long)at);
         at = t->end;
     }
     if (at != data_bytes)
-        return say(why, n, "the tensors' data ends at byte %llu of a %llu-byte data area",
-                   (unsigned long long)at, (unsigned long long)data_bytes);
+        return reason_set(why, n, "the tensors' data ends at byte %llu of a %llu-byte data area",
+                          (unsigned long long)at, (unsigned long long)data_bytes);
     return 0;
 }
 
 static int parse_metadata(StFile *f, json_t *v, char *why, size_t n)
 {
     if (!json_is_object(v))
-        return say(why, n, "__metadata__ is not a JSON object");
+        return reason_set(why, n, "__metadata__ is not a JSON object");
     const char *key;
     json_t *s;
     json_object_foreach(v, key, s) {
         if (!json_is_string(s))
-            return say(why, n, "__metadata__ value \"%.64s\" is not a string", key);
+            return reason_set(why, n, "__metadata__ value \"%.64s\" is not a string", key);
     }
     json_t *format = json_object_get(v, "format");
     if (format && !(f->format = strdup(json_string_value(format))))
-        return say(why, n, "out of memory");
+        return reason_set(why, n, "out of memory");
     return 0;
 }
 
@@ -172,19 +162,19 @@ int st_parse_header(StFile *f, const char *json, size_t len, uint64_t data_bytes
     json_error_t err;
     json_t *root = json_loadb(json, len, JSON_REJECT_DUPLICATES | JSON_DISABLE_EOF_CHECK, &err);
     if (!root)
-        return say(why, n, "header is not JSON: %s (at byte %d)", err.text, err.position);
+        return reason_set(why, n, "header is not JSON: %s (at byte %d)", err.text, err.position);
     int rc = 0;
     /* the header may be padded with spaces after the object */
     for (size_t i = (size_t)err.position; i < len && !rc; i++)
         if (json[i] != ' ')
-            rc = say(why, n, "header has bytes other than space padding after its JSON "
-                     "object (at byte %zu)", i);
+            rc = reason_set(why, n, "header has bytes other than space padding after its JSON "
+                            "object (at byte %zu)", i);
     if (!rc && !json_is_object(root))
-        rc = say(why, n, "header is not a JSON object");
+        rc = reason_set(why, n, "header is not a JSON object");
     size_t cap = rc ? 0 : json_object_size(root);
     f->t = calloc(cap ? cap : 1, sizeof *f->t);
     if (!rc && !f->t)
-        rc = say(why, n, "out of memory");
+        rc = reason_set(why, n, "out of memory");
     const char *key;
     json_t *v;
     if (!rc)
@@ -194,7 +184,7 @@ int st_parse_header(StFile *f, const char *json, size_t len, uint64_t data_bytes
             } else {
                 StTensor *t = &f->t[f->n];
                 if (!(t->name = strdup(key)))
-                    rc = say(why, n, "out of memory");
+                    rc = reason_set(why, n, "out of memory");
                 else
                     f->n++;
                 rc = rc ? rc : parse_entry(t, key, v, data_bytes, why, n);
@@ -227,32 +217,32 @@ static int open_file(StFile *f, const char *path, char *why, size_t n)
     memset(f, 0, sizeof *f);
     f->fd = -1;
     if (!(f->path = strdup(path)))
-        return say(why, n, "out of memory");
+        return reason_set(why, n, "out of memory");
     char reason[256];
     f->fd = file_open_regular(path, O_RDONLY, reason, sizeof reason);
     if (f->fd < 0)
-        return say(why, n, "%s", reason);
+        return reason_set(why, n, "%s", reason);
     struct stat sb;
     if (fstat(f->fd, &sb))
-        return say(why, n, "%s", strerror(errno));
+        return reason_set(why, n, "%s", strerror(errno));
     uint64_t size = (uint64_t)sb.st_size;
     unsigned char len8[8];
     if (size < 8 || read_exact(f->fd, len8, 8, 0))
-        return say(why, n, "%llu bytes, shorter than the 8-byte header length",
-                   (unsigned long long)size);
+        return reason_set(why, n, "%llu bytes, shorter than the 8-byte header length",
+                          (unsigned long long)size);
     uint64_t hlen = 0;
     for (int i = 7; i >= 0; i--)
         hlen = hlen << 8 | len8[i];
     if (hlen > size - 8)
-        return say(why, n, "header length %llu is longer than the %llu bytes after it",
-                   (unsigned long long)hlen, (unsigned long long)(size - 8));
+        return reason_set(why, n, "header length %llu is longer than the %llu bytes after it",
+                          (unsigned long long)hlen, (unsigned long long)(size - 8));
     if (hlen > ST_MAX_HEADER)
-        return say(why, n, "header length %llu is over the %u-byte limit",
-                   (unsigned long long)hlen, ST_MAX_HEADER);
+        return reason_set(why, n, "header length %llu is over the %u-byte limit",
+                          (unsigned long long)hlen, ST_MAX_HEADER);
     char *json = malloc(hlen ? hlen : 1);
     if (!json)
-        return say(why, n, "out of memory");
-    int rc = read_exact(f->fd, json, hlen, 8) ? say(why, n, "cannot read the header: %s",
+        return reason_set(why, n, "out of memory");
+    int rc = read_exact(f->fd, json, hlen, 8) ? reason_set(why, n, "cannot read the header: %s",
                                                   errno ? strerror(errno) : "short file")
                                            : st_parse_header(f, json, hlen, size - 8 - hlen,
                                                              why, n);
@@ -267,7 +257,7 @@ int st_open(StFile *f, const char *path, char *why, size_t n)
     if (!open_file(f, path, reason, sizeof reason))
         return 0;
     st_close(f);
-    return say(why, n, "%s: %s", path, reason);
+    return reason_set(why, n, "%s: %s", path, reason);
 }
 
 void st_close(StFile *f)
@@ -311,23 +301,23 @@ int st_read_f32(const StFile *f, const StTensor *t, int64_t r0, int64_t nr, int6
     int64_t rows, cols;
     st_matrix(t, &rows, &cols);
     if (float_dtype(t->dtype, &dt))
-        return say(why, n, "%s: tensor %s: dtype %s, trident reads F32, F16 or BF16",
-                   f->path, t->name, t->dtype);
+        return reason_set(why, n, "%s: tensor %s: dtype %s, trident reads F32, F16 or BF16",
+                          f->path, t->name, t->dtype);
     if (r0 < 0 || nr < 0 || c0 < 0 || nc < 0 || r0 + nr > rows || c0 + nc > cols)
-        return say(why, n, "%s: tensor %s: block outside its %lld x %lld elements", f->path,
-                   t->name, (long long)rows, (long long)cols);
+        return reason_set(why, n, "%s: tensor %s: block outside its %lld x %lld elements", f->path,
+                          t->name, (long long)rows, (long long)cols);
     size_t es = (size_t)t->elem_size;
     char *raw = dt == OPS_F32 ? NULL : malloc((size_t)(nc ? nc : 1) * es);
     if (dt != OPS_F32 && !raw)
-        return say(why, n, "%s: tensor %s: out of memory", f->path, t->name);
+        return reason_set(why, n, "%s: tensor %s: out of memory", f->path, t->name);
     int rc = 0;
     for (int64_t r = 0; r < nr && !rc; r++) {
         float *row = out + r * nc;
         uint64_t off = f->data_start + t->begin + ((uint64_t)(r0 + r) * (uint64_t)cols
                                                    + (uint64_t)c0) * es;
         if (read_exact(f->fd, raw ? (void *)raw : (void *)row, (size_t)nc * es, off))
-            rc = say(why, n, "%s: tensor %s: read failed: %s", f->path, t->name,
-                     errno ? strerror(errno) : "short file");
+            rc = reason_set(why, n, "%s: tensor %s: read failed: %s", f->path, t->name,
+                            errno ? strerror(errno) : "short file");
         else if (raw) {
             ops_tensor src = {raw, nc, dt, OPS_CPU}, dst = {row, nc, OPS_F32, OPS_CPU};
             ops_cast(dst, src);
@@ -400,15 +390,15 @@ int st_write_begin(StWriter *w, const char *path, const StEntry *e, int n, char 
     w->n = n;
     w->data_bytes = st_data_bytes(e, n);
     if (!(w->path = strdup(path)))
-        return say(why, why_n, "%s: out of memory", path);
+        return reason_set(why, why_n, "%s: out of memory", path);
     char *json = header_json(e, n);
     if (!json)
-        return say(why, why_n, "%s: cannot build the header", path);
+        return reason_set(why, why_n, "%s: cannot build the header", path);
     size_t len = strlen(json), padded = (len + 7) & ~(size_t)7;
     char *head = malloc(8 + padded);
     int rc = 0;
     if (!head) {
-        rc = say(why, why_n, "%s: out of memory", path);
+        rc = reason_set(why, why_n, "%s: out of memory", path);
     } else {
         for (int i = 0; i < 8; i++)
             head[i] = (char)((uint64_t)padded >> (8 * i) & 0xff);
@@ -416,7 +406,7 @@ int st_write_begin(StWriter *w, const char *path, const StEntry *e, int n, char 
         memset(head + 8 + len, ' ', padded - len);
         w->fd = open(path, O_WRONLY | O_CREAT | O_EXCL | O_CLOEXEC, 0666);
         if (w->fd < 0 || write_exact(w->fd, head, 8 + padded))
-            rc = say(why, why_n, "%s: %s", path, strerror(errno));
+            rc = reason_set(why, why_n, "%s: %s", path, strerror(errno));
     }
     free(head);
     free(json);
@@ -428,19 +418,19 @@ int st_write_begin(StWriter *w, const char *path, const StEntry *e, int n, char 
 int st_write_tensor(StWriter *w, const float *data, char *why, size_t n)
 {
     if (w->next >= w->n)
-        return say(why, n, "%s: more tensors than its header holds", w->path);
+        return reason_set(why, n, "%s: more tensors than its header holds", w->path);
     const StEntry *e = &w->e[w->next++];
     int64_t numel = e->shape[0] * (e->ndim == 2 ? e->shape[1] : 1);
     if (e->dtype == OPS_F32) {
         if (write_exact(w->fd, data, (size_t)numel * sizeof(float)))
-            return say(why, n, "%s: tensor %s: %s", w->path, e->name, strerror(errno));
+            return reason_set(why, n, "%s: tensor %s: %s", w->path, e->name, strerror(errno));
         return 0;
     }
     /* converted a chunk at a time: a big tensor needs no second copy */
     enum { CHUNK = 1 << 20 };
     uint16_t *buf = malloc(CHUNK * sizeof *buf);
     if (!buf)
-        return say(why, n, "%s: out of memory", w->path);
+        return reason_set(why, n, "%s: out of memory", w->path);
     int rc = 0;
     for (int64_t at = 0; at < numel && !rc; at += CHUNK) {
         int64_t k = numel - at < CHUNK ? numel - at : CHUNK;
@@ -448,7 +438,7 @@ int st_write_tensor(StWriter *w, const float *data, char *why, size_t n)
         ops_tensor dst = {buf, k, e->dtype, OPS_CPU};
         ops_cast(dst, src);
         if (write_exact(w->fd, buf, (size_t)k * sizeof *buf))
-            rc = say(why, n, "%s: tensor %s: %s", w->path, e->name, strerror(errno));
+            rc = reason_set(why, n, "%s: tensor %s: %s", w->path, e->name, strerror(errno));
     }
     free(buf);
     return rc;
@@ -458,9 +448,9 @@ int st_write_end(StWriter *w, char *why, size_t n)
 {
     int rc = 0;
     if (w->next != w->n)
-        rc = say(why, n, "%s: %d of %d tensors written", w->path, w->next, w->n);
+        rc = reason_set(why, n, "%s: %d of %d tensors written", w->path, w->next, w->n);
     else if (fsync(w->fd) || close(w->fd))
-        rc = say(why, n, "%s: %s", w->path, strerror(errno));
+        rc = reason_set(why, n, "%s: %s", w->path, strerror(errno));
     else
         w->fd = -1;
     if (rc)
@@ -507,7 +497,7 @@ static int open_shard(StModel *m, const char *name, char *why, size_t n)
         m->files = f;
     if (!f || !path) {
         free(path);
-        return say(why, n, "%s: out of memory", m->dir);
+        return reason_set(why, n, "%s: out of memory", m->dir);
     }
     int rc = st_open(&m->files[m->n_files], path, why, n);
     free(path);
@@ -525,17 +515,17 @@ static int check_weight_map(const StModel *m, json_t *map, char *why, size_t n)
         const StFile *f = NULL;
         const StTensor *t = st_model_find(m, key, &f);
         if (!t)
-            return say(why, n, "%s: weight_map names tensor %s in %s, which does not hold it",
-                       m->index_path, key, json_string_value(v));
+            return reason_set(why, n, "%s: weight_map names tensor %s in %s, which does not hold it",
+                              m->index_path, key, json_string_value(v));
         if (strcmp(strrchr(f->path, '/') + 1, json_string_value(v)))
-            return say(why, n, "%s: weight_map names tensor %s in %s, but it is in %s",
-                       m->index_path, key, json_string_value(v), f->path);
+            return reason_set(why, n, "%s: weight_map names tensor %s in %s, but it is in %s",
+                              m->index_path, key, json_string_value(v), f->path);
     }
     for (int i = 0; i < m->n_files; i++)
         for (int j = 0; j < m->files[i].n; j++)
             if (!json_object_get(map, m->files[i].t[j].name))
-                return say(why, n, "%s: tensor %s of %s is not in its weight_map",
-                           m->index_path, m->files[i].t[j].name, m->files[i].path);
+                return reason_set(why, n, "%s: tensor %s of %s is not in its weight_map",
+                                  m->index_path, m->files[i].t[j].name, m->files[i].path);
     return 0;
 }
 
@@ -544,17 +534,17 @@ static int open_index(StModel *m, char *why, size_t n)
     json_error_t err;
     json_t *root = json_load_file(m->index_path, JSON_REJECT_DUPLICATES, &err);
     if (!root)
-        return say(why, n, "%s: not JSON: %s (line %d)", m->index_path, err.text, err.line);
+        return reason_set(why, n, "%s: not JSON: %s (line %d)", m->index_path, err.text, err.line);
     json_t *map = json_object_get(root, "weight_map");
     int rc = json_is_object(map) && json_object_size(map) ? 0
-             : say(why, n, "%s: no weight_map object naming the tensors", m->index_path);
+             : reason_set(why, n, "%s: no weight_map object naming the tensors", m->index_path);
     const char *key;
     json_t *v;
     if (!rc)
         json_object_foreach(map, key, v) {
             if (!json_is_string(v) || !plain_name(json_string_value(v)))
-                rc = say(why, n, "%s: weight_map entry %s: not the name of a file beside "
-                         "the index", m->index_path, key);
+                rc = reason_set(why, n, "%s: weight_map entry %s: not the name of a file beside "
+                                "the index", m->index_path, key);
             rc = rc ? rc : open_shard(m, json_string_value(v), why, n);
             if (rc)
                 break;
@@ -569,12 +559,12 @@ int st_model_open(StModel *m, const char *dir, char *why, size_t n)
     memset(m, 0, sizeof *m);
     struct stat sb;
     if (stat(dir, &sb))
-        return say(why, n, "%s: %s", dir, strerror(errno));
+        return reason_set(why, n, "%s: %s", dir, strerror(errno));
     if (!S_ISDIR(sb.st_mode))
-        return say(why, n, "%s: not a directory", dir);
+        return reason_set(why, n, "%s: not a directory", dir);
     if (!(m->dir = strdup(dir)) || !(m->index_path = join(dir, ST_INDEX_NAME))) {
         st_model_close(m);
-        return say(why, n, "%s: out of memory", dir);
+        return reason_set(why, n, "%s: out of memory", dir);
     }
     int rc;
     if (!access(m->index_path, F_OK)) {

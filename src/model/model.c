@@ -25,6 +25,7 @@
 #include <stdlib.h>
 #include <string.h>
 
+#include "alloc.h"
 #include "arch.h"
 #include "comm.h"
 #include "fail.h"
@@ -169,9 +170,7 @@ int model_head_chunk_rows(int64_t N, int Vl)
 
 static void scratch_alloc(Model *m, int any_recompute)
 {
-    ModelScratch *s = calloc(1, sizeof *s);
-    if (!s)
-        fail_abort("out of memory for model scratch", __FILE__, __LINE__);
+    ModelScratch *s = TRI_CALLOC(1, sizeof *s, "model scratch");
     m->scratch = s;
     ModelSizes z;
     sizes_of(m, &z);
@@ -220,9 +219,7 @@ static void find_params(Model *m)
         if (strcmp(m->ps.units[u].name, "head") == 0)
             m->unit_head = u;
     }
-    m->blocks = calloc((size_t)m->n_local, sizeof *m->blocks);
-    if (!m->blocks && m->n_local)
-        fail_abort("out of memory", __FILE__, __LINE__);
+    m->blocks = TRI_CALLOC((size_t)m->n_local, sizeof *m->blocks, "the stage's blocks");
     for (int l = 0; l < m->n_local; l++)
         m->arch->block_roles(m->ps.units[m->unit_block0 + l].idx, &m->blocks[l]);
 }
@@ -294,10 +291,8 @@ int model_stage_recomputes(const Config *cfg, int stage, int *layers)
  * input. Returns whether any block recomputes. */
 static int choose_recompute(Model *m, const Config *cfg)
 {
-    m->recompute = calloc((size_t)m->n_local + 1, sizeof *m->recompute);
-    m->input_only = calloc((size_t)m->chunk_len + 1, sizeof *m->input_only);
-    if (!m->recompute || !m->input_only)
-        fail_abort("out of memory", __FILE__, __LINE__);
+    m->recompute = TRI_CALLOC((size_t)m->n_local + 1, sizeof *m->recompute, "recompute flags");
+    m->input_only = TRI_CALLOC((size_t)m->chunk_len + 1, sizeof *m->input_only, "recompute flags");
     int any = 0;
     for (int l = 0; l < m->n_local; l++) {
         m->recompute[l] = model_layer_recomputes(&cfg->train, model_block_layer(m, l));
@@ -343,13 +338,11 @@ void model_create(Model *m, const Config *cfg, const Grid *g, int n_slots)
     ModelSizes z;
     sizes_of(m, &z);
     m->n_slots = n_slots;
-    m->acts = calloc((size_t)(n_slots * m->chunk_len), sizeof *m->acts);
-    m->out = calloc((size_t)n_slots, sizeof *m->out);
-    m->grad = calloc((size_t)n_slots, sizeof *m->grad);
-    m->tokens = calloc((size_t)n_slots, sizeof *m->tokens);
-    m->targets = calloc((size_t)n_slots, sizeof *m->targets);
-    if (!m->acts || !m->out || !m->grad || !m->tokens || !m->targets)
-        fail_abort("out of memory for activations", __FILE__, __LINE__);
+    m->acts = TRI_CALLOC((size_t)(n_slots * m->chunk_len), sizeof *m->acts, "activations");
+    m->out = TRI_CALLOC((size_t)n_slots, sizeof *m->out, "activations");
+    m->grad = TRI_CALLOC((size_t)n_slots, sizeof *m->grad, "activations");
+    m->tokens = TRI_CALLOC((size_t)n_slots, sizeof *m->tokens, "activations");
+    m->targets = TRI_CALLOC((size_t)n_slots, sizeof *m->targets, "activations");
     for (int s = 0; s < n_slots; s++) {
         for (int j = 0; j < m->chunk_len; j++) {
             BlockActs *a = &m->acts[s * m->chunk_len + j];

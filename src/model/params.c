@@ -10,6 +10,7 @@
 #include <stdlib.h>
 #include <string.h>
 
+#include "alloc.h"
 #include "fail.h"
 #include "rng.h"
 
@@ -19,9 +20,7 @@ static Param *add_param(ParamSet *ps, const char *name, int64_t rows,
 {
     if (ps->n == ps->cap) {
         ps->cap = ps->cap ? 2 * ps->cap : 64;
-        ps->p = realloc(ps->p, (size_t)ps->cap * sizeof *ps->p);
-        if (!ps->p)
-            fail_abort("out of memory for the parameter table", __FILE__, __LINE__);
+        ps->p = TRI_REALLOC(ps->p, (size_t)ps->cap * sizeof *ps->p, "the parameter table");
     }
     Param *p = &ps->p[ps->n++];
     memset(p, 0, sizeof *p);
@@ -50,9 +49,7 @@ static Param *add_param(ParamSet *ps, const char *name, int64_t rows,
 
 void params_unit_begin(ParamSet *ps, const char *name)
 {
-    ps->units = realloc(ps->units, (size_t)(ps->n_units + 1) * sizeof *ps->units);
-    if (!ps->units)
-        fail_abort("out of memory for the unit table", __FILE__, __LINE__);
+    ps->units = TRI_REALLOC(ps->units, (size_t)(ps->n_units + 1) * sizeof *ps->units, "the unit table");
     Unit *u = &ps->units[ps->n_units++];
     memset(u, 0, sizeof *u);
     snprintf(u->name, sizeof u->name, "%s", name);

@@ -7,6 +7,7 @@
 #include <stdlib.h>
 #include <unistd.h>
 
+#include "alloc.h"
 #include "fail.h"
 
 static Affinity chosen;
@@ -44,9 +45,7 @@ int affinity_fair_threads(const cpu_set_t *masks, int n, int me)
 /* The masks of the node's ranks, gathered on the node: NULL on failure. */
 static cpu_set_t *node_masks(MPI_Comm node, const cpu_set_t *mine, int n)
 {
-    cpu_set_t *all = malloc((size_t)n * sizeof *all);
-    if (!all)
-        fail_abort("out of memory gathering the node's core masks", __FILE__, __LINE__);
+    cpu_set_t *all = TRI_MALLOC((size_t)n * sizeof *all, "the node's core masks");
     TRI_CHECK_MPI(MPI_Allgather(mine, (int)sizeof *mine, MPI_BYTE, all, (int)sizeof *mine,
                                 MPI_BYTE, node));
     return all;

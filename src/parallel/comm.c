@@ -18,6 +18,7 @@
 #include <stdlib.h>
 #include <string.h>
 
+#include "alloc.h"
 #include "fail.h"
 #include "timer.h"
 #include "watchdog.h"
@@ -311,9 +312,7 @@ static void run_allreduce_scalars(const Grid *g, CommGroup group, void *v, int n
     MPI_Datatype dt = scalar_type(type, &size);
     /* From a copy rather than MPI_IN_PLACE: the world's sums of doubles
      * (loss, gradient norm) keep the call they were always made with. */
-    void *mine = malloc((size_t)n * size);
-    if (!mine)
-        fail_abort("out of memory", __FILE__, __LINE__);
+    void *mine = TRI_MALLOC((size_t)n * size, "a copy to all-reduce");
     memcpy(mine, v, (size_t)n * size);
     TRI_CHECK_MPI(MPI_Allreduce(mine, v, n, dt, mpi_op(op), comm_mpi(g, group)));
     free(mine);

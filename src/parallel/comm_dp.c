@@ -11,6 +11,7 @@
 
 #include <stdlib.h>
 
+#include "alloc.h"
 #include "fail.h"
 
 struct CommDp {
@@ -23,10 +24,7 @@ struct CommDp {
 
 static int *ints(int n)
 {
-    int *p = calloc((size_t)(n > 0 ? n : 1), sizeof *p);
-    if (!p)
-        fail_abort("out of memory", __FILE__, __LINE__);
-    return p;
+    return TRI_CALLOC((size_t)(n > 0 ? n : 1), sizeof(int), "the DP reduction's tables");
 }
 
 /* Each DP rank's node, dp_node rank and dp_cross rank, DP rank-major. */
@@ -44,9 +42,7 @@ static int *dp_places(const Grid *g)
 
 CommDp *comm_dp_create(const Grid *g)
 {
-    CommDp *d = calloc(1, sizeof *d);
-    if (!d)
-        fail_abort("out of memory", __FILE__, __LINE__);
+    CommDp *d = TRI_CALLOC(1, sizeof *d, "the DP reduction");
     d->g = g;
     d->order = ints(g->layout.dp);
     d->node_counts = ints(g->layout.dp);

@@ -31,6 +31,7 @@
 #include <nccl.h>
 #pragma GCC diagnostic pop
 
+#include "alloc.h"
 #include "comm_link.h"
 #include "fail.h"
 #include "gpu_wait.h"
@@ -228,18 +229,13 @@ static int event_take(void)
             return i;
         }
     }
-    int n = p->n ? 2 * p->n : 16;
-    cudaEvent_t *event = realloc(p->event, sizeof *event * (size_t)n);
-    char *busy = realloc(p->busy, (size_t)n);
-    if (!event || !busy)
-        FAIL("out of memory growing the pool of communication events");
+    int n = p->n ? 2 * p->n : 16, slot = p->n;
+    p->event = TRI_REALLOC(p->event, sizeof *p->event * (size_t)n, "the communication events");
+    p->busy = TRI_REALLOC(p->busy, (size_t)n, "the communication events");
     for (int i = p->n; i < n; i++) {
-        CHECK_CUDA(cudaEventCreateWithFlags(&event[i], cudaEventDisableTiming));
-        busy[i] = 0;
+        CHECK_CUDA(cudaEventCreateWithFlags(&p->event[i], cudaEventDisableTiming));
+        p->busy[i] = 0;
     }
-    int slot = p->n;
-    p->event = event;
-    p->busy = busy;
     p->n = n;
     p->busy[slot] = 1;
     return slot;

@@ -7,6 +7,7 @@
 #include <stdlib.h>
 #include <string.h>
 
+#include "alloc.h"
 #include "comm.h"
 #include "fail.h"
 #if TRI_HAVE_NCCL
@@ -55,9 +56,7 @@ static int check_one_rank_per_gpu(const Grid *g, char *err, size_t err_size)
     DeviceId mine = {.world_rank = g->layout.rank};
     if (!ops_device_uuid(g->device, mine.uuid))
         return 0;
-    DeviceId *all = malloc(sizeof *all * (size_t)g->host_size);
-    if (!all)
-        fail_abort("out of memory", __FILE__, __LINE__);
+    DeviceId *all = TRI_MALLOC(sizeof *all * (size_t)g->host_size, "the node's device ids");
     TRI_CHECK_MPI(MPI_Allgather(&mine, (int)sizeof mine, MPI_BYTE, all, (int)sizeof mine,
                                 MPI_BYTE, g->host_comm));
     int first = -1, dup = device_shared_gpu(all, g->host_size, &first);

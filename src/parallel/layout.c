@@ -7,8 +7,8 @@
 #include <stdlib.h>
 #include <string.h>
 
+#include "alloc.h"
 #include "arch_sizes.h"
-#include "fail.h"
 
 int layout_resolve_dp(const ParallelConfig *p, int world)
 {
@@ -108,9 +108,7 @@ int layout_dp_two_level(const int *node_of, int dp)
 {
     if (dp < 4) /* two nodes of two at least */
         return 0;
-    int *sorted = malloc(sizeof *sorted * (size_t)dp);
-    if (!sorted)
-        fail_abort("out of memory", __FILE__, __LINE__);
+    int *sorted = TRI_MALLOC(sizeof *sorted * (size_t)dp, "the DP ranks' nodes");
     memcpy(sorted, node_of, sizeof *sorted * (size_t)dp);
     qsort(sorted, (size_t)dp, sizeof *sorted, by_value);
     /* the runs of equal values are the nodes: all as long as the first */

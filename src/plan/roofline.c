@@ -15,6 +15,7 @@
 #include <string.h>
 #include <unistd.h>
 
+#include "alloc.h"
 #include "arch.h"
 #include "fail.h"
 #include "grid.h"
@@ -53,9 +54,8 @@ static const Hardware profiles[] = {
 static double measure_memory_bandwidth(void)
 {
     int64_t n = 32LL << 20; /* 128 MiB per buffer */
-    float *a = calloc((size_t)n, sizeof *a), *b = calloc((size_t)n, sizeof *b);
-    if (!a || !b)
-        fail_abort("out of memory measuring bandwidth", __FILE__, __LINE__);
+    float *a = TRI_CALLOC((size_t)n, sizeof *a, "the bandwidth probe");
+    float *b = TRI_CALLOC((size_t)n, sizeof *b, "the bandwidth probe");
     double best = 0.0;
     for (int rep = 0; rep < 4; rep++) {
         double t0 = timer_now();

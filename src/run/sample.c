@@ -11,6 +11,7 @@
 #include <stdlib.h>
 #include <string.h>
 
+#include "alloc.h"
 #include "ckpt.h"
 #include "comm.h"
 #include "device.h"
@@ -77,14 +78,12 @@ void sample_generate(Pipeline *p, const int32_t *prompt, int prompt_len,
      * whole text, so any --tokens count runs in fixed memory. */
     int T = m->T;
     int have = prompt_len < T ? prompt_len : T;
-    int32_t *recent = calloc((size_t)T, sizeof *recent);
-    int32_t *window = calloc((size_t)T + 1, sizeof *window);
-    float *local = malloc((size_t)m->Vl * sizeof(float));
-    float *full = malloc((size_t)m->V * sizeof(float));
+    int32_t *recent = TRI_CALLOC((size_t)T, sizeof *recent, "sampling");
+    int32_t *window = TRI_CALLOC((size_t)T + 1, sizeof *window, "sampling");
+    float *local = TRI_MALLOC((size_t)m->Vl * sizeof(float), "sampling");
+    float *full = TRI_MALLOC((size_t)m->V * sizeof(float), "sampling");
     /* one microbatch through every chunk of the stage */
-    Action *forwards = malloc(sizeof *forwards * (size_t)m->n_chunks);
-    if (!recent || !window || !local || !full || !forwards)
-        fail_abort("out of memory for sampling", __FILE__, __LINE__);
+    Action *forwards = TRI_MALLOC(sizeof *forwards * (size_t)m->n_chunks, "sampling");
     memcpy(recent, prompt + (prompt_len - have), (size_t)have * sizeof *recent);
     uint64_t key = rng_key(seed, "sample");
     int n_forwards = schedule_forwards(m->cfg->parallel.schedule, m->grid->layout.pp, m->n_chunks, 1,
@@ -124,9 +123,7 @@ static void collect(void *ctx, const int32_t *ids, size_t n)
     for (size_t i = 0; i < n; i++) {
         if (c->n == c->cap) {
             c->cap = c->cap ? 2 * c->cap : 64;
-            c->ids = realloc(c->ids, (size_t)c->cap * sizeof *c->ids);
-            if (!c->ids)
-                fail_abort("out of memory", __FILE__, __LINE__);
+            c->ids = TRI_REALLOC(c->ids, (size_t)c->cap * sizeof *c->ids, "the encoded prompt");
         }
         c->ids[c->n++] = ids[i];
     }
@@ -170,9 +167,7 @@ static int load_tokenizer(const char *path, int vocab, Bpe **bpe, int32_t *eod, 
 static int parse_prompt(const char *text, int vocab, int32_t **out, int *n, FILE *err)
 {
     size_t len = text ? strlen(text) : 0;
-    int32_t *tok = malloc((len + 2) * sizeof *tok);
-    if (!tok)
-        fail_abort("out of memory", __FILE__, __LINE__);
+    int32_t *tok = TRI_MALLOC((len + 2) * sizeof *tok, "the prompt");
     *n = 0;
     if (!text || !len) {
         tok[(*n)++] = vocab == 256 ? '\n' : 50256 % vocab;

@@ -10,6 +10,7 @@
 #include <stdlib.h>
 #include <string.h>
 
+#include "alloc.h"
 #include "comm.h"
 #include "fail.h"
 
@@ -58,10 +59,8 @@ void straggler_report(Straggler *s, const Grid *g, StragglerReport *out, FILE *w
     s->busy_s = 0.0;
     s->steps = 0;
     int size = g->layout.size;
-    RankTime *all = g->layout.rank == 0 ? malloc(sizeof *all * (size_t)size) : NULL;
-    double *sorted = g->layout.rank == 0 ? malloc(sizeof *sorted * (size_t)size) : NULL;
-    if (g->layout.rank == 0 && (!all || !sorted))
-        fail_abort("out of memory", __FILE__, __LINE__);
+    RankTime *all = g->layout.rank == 0 ? TRI_MALLOC(sizeof *all * (size_t)size, "the ranks' times") : NULL;
+    double *sorted = g->layout.rank == 0 ? TRI_MALLOC(sizeof *sorted * (size_t)size, "the ranks' times") : NULL;
     comm_gather_bytes(g, COMM_WORLD, &mine, sizeof mine, all, 0);
     *out = (StragglerReport){.slowest_rank = -1};
     if (g->layout.rank == 0) {

@@ -22,6 +22,7 @@
 #include <stdlib.h>
 
 #include "affinity.h"
+#include "alloc.h"
 #include "blend.h"
 #include "ckpt_async.h"
 #include "ckpt_files.h"
@@ -102,9 +103,7 @@ static int open_data(Trainer *t)
     const DataConfig *dc = &t->cfg->data;
     if (blend_parse(dc->val[0] ? dc->val : dc->train, &t->val_blend, msg, sizeof msg))
         fail_abort("the validation blend parsed on the data ranks only", __FILE__, __LINE__);
-    t->val_part_loss = calloc((size_t)t->val_blend.n, sizeof *t->val_part_loss);
-    if (!t->val_part_loss)
-        fail_abort("out of memory", __FILE__, __LINE__);
+    t->val_part_loss = TRI_CALLOC((size_t)t->val_blend.n, sizeof *t->val_part_loss, "the validation losses");
     if (!t->data)
         return 0;
     t->loader = loader_create(t->data, t->cfg->train.seed, t->ga * t->rows);
@@ -254,9 +253,7 @@ static int init_or_resume(Trainer *t)
 static void check_message_order(ScheduleKind kind, int pp, int v, int m)
 {
     int len = schedule_length(kind, v, m);
-    Action *lists = malloc(sizeof *lists * (size_t)(pp * len));
-    if (!lists)
-        fail_abort("out of memory", __FILE__, __LINE__);
+    Action *lists = TRI_MALLOC(sizeof *lists * (size_t)(pp * len), "the stages' schedules");
     for (int s = 0; s < pp; s++)
         schedule_build(kind, pp, v, s, m, lists + (size_t)s * len);
     if (!schedule_links_in_order(lists, len, pp, v))
@@ -335,13 +332,11 @@ int train_setup_build(Trainer *t)
     t->st.best_val = INFINITY;
     ScheduleKind kind = cfg->parallel.schedule;
     int v = cfg->parallel.virtual_stages;
-    t->actions = calloc((size_t)schedule_length(kind, v, t->ga), sizeof *t->actions);
-    t->eval_actions = calloc((size_t)(v * t->ga), sizeof *t->eval_actions);
-    t->index = calloc((size_t)(t->ga * t->rows), sizeof *t->index);
-    t->eval_batch = calloc((size_t)(t->ga * t->rows) * (size_t)(cfg->model.seq_len + 1),
-                           sizeof *t->eval_batch);
-    if (!t->actions || !t->eval_actions || !t->index || !t->eval_batch)
-        fail_abort("out of memory", __FILE__, __LINE__);
+    t->actions = TRI_CALLOC((size_t)schedule_length(kind, v, t->ga), sizeof *t->actions, "the step's schedule");
+    t->eval_actions = TRI_CALLOC((size_t)(v * t->ga), sizeof *t->eval_actions, "the step's schedule");
+    t->index = TRI_CALLOC((size_t)(t->ga * t->rows), sizeof *t->index, "the batch");
+    t->eval_batch = TRI_CALLOC((size_t)(t->ga * t->rows) * (size_t)(cfg->model.seq_len + 1),
+                               sizeof *t->eval_batch, "the batch");
     t->n_actions = schedule_build(kind, t->grid.layout.pp, v, t->grid.layout.pp_stage, t->ga, t->actions);
     t->n_eval_actions = schedule_forwards(kind, t->grid.layout.pp, v, t->ga, t->eval_actions);
     check_message_order(kind, t->grid.layout.pp, v, t->ga);

@@ -12,6 +12,7 @@
 
 #include <stdlib.h>
 
+#include "alloc.h"
 #include "fail.h"
 
 struct Offload {
@@ -95,9 +96,7 @@ int64_t offload_schedule(const int64_t *seg_n, int n_seg, int64_t chunk, Offload
 
 Offload *offload_create(ops_device dev, ops_dtype wdt, int64_t chunk)
 {
-    Offload *o = calloc(1, sizeof *o);
-    if (!o)
-        fail_abort("out of memory", __FILE__, __LINE__);
+    Offload *o = TRI_CALLOC(1, sizeof *o, "the offload");
     o->dev = dev;
     o->chunk = chunk;
     for (int s = 0; s < OFFLOAD_SLOTS; s++) {
@@ -158,15 +157,11 @@ static void run_step(Offload *o, const OffloadSeg *seg, const OffloadStep *st,
 
 void offload_adamw(Offload *o, const OffloadSeg *seg, int n_seg, const ops_adamw_args *a)
 {
-    int64_t *seg_n = malloc(sizeof *seg_n * (size_t)(n_seg > 0 ? n_seg : 1));
-    if (!seg_n)
-        fail_abort("out of memory", __FILE__, __LINE__);
+    int64_t *seg_n = TRI_MALLOC(sizeof *seg_n * (size_t)(n_seg > 0 ? n_seg : 1), "the offload's segments");
     for (int i = 0; i < n_seg; i++)
         seg_n[i] = seg[i].master.n;
     int64_t n = offload_schedule(seg_n, n_seg, o->chunk, NULL);
-    OffloadStep *steps = malloc(sizeof *steps * (size_t)(n > 0 ? n : 1));
-    if (!steps)
-        fail_abort("out of memory", __FILE__, __LINE__);
+    OffloadStep *steps = TRI_MALLOC(sizeof *steps * (size_t)(n > 0 ? n : 1), "the offload's schedule");
     offload_schedule(seg_n, n_seg, o->chunk, steps);
     ops_adamw_args args = *a;
     for (int64_t k = 0; k < n; k++)

@@ -6,8 +6,8 @@
 #include <math.h>
 #include <stdlib.h>
 
+#include "alloc.h"
 #include "comm.h"
-#include "fail.h"
 
 double optim_lr(const TrainConfig *t, int step)
 {
@@ -96,9 +96,7 @@ void optim_step(Model *m, Zero *z, const TrainConfig *t, int step, double lr,
         .lr = (float)lr, .beta1 = (float)t->beta1, .beta2 = (float)t->beta2,
         .eps = (float)t->eps, .grad_scale = grad_scale, .step = step,
     };
-    OffloadSeg *seg = malloc(sizeof *seg * (size_t)(m->ps.n > 0 ? m->ps.n : 1));
-    if (!seg)
-        fail_abort("out of memory", __FILE__, __LINE__);
+    OffloadSeg *seg = TRI_MALLOC(sizeof *seg * (size_t)(m->ps.n > 0 ? m->ps.n : 1), "the update's segments");
     int n = update_segments(m, z, t, seg);
     if (zero_offload(z)) { /* the same update, on the host (offload.h) */
         offload_adamw(zero_offload(z), seg, n, &a);

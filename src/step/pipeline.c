@@ -45,6 +45,7 @@
 #include <stdlib.h>
 #include <string.h>
 
+#include "alloc.h"
 #include "comm.h"
 #include "fail.h"
 
@@ -249,11 +250,9 @@ void pipeline_create(Pipeline *p, Model *m)
 {
     int n = m->n_slots;
     *p = (Pipeline){.m = m, .batch = OPS_NONE};
-    p->requests = malloc(sizeof *p->requests * (size_t)(4 * n));
-    p->holder = malloc(sizeof *p->holder * (size_t)n);
-    p->forwarded = malloc((size_t)n);
-    if (!p->requests || !p->holder || !p->forwarded)
-        fail_abort("out of memory for the pipeline's slots", __FILE__, __LINE__);
+    p->requests = TRI_MALLOC(sizeof *p->requests * (size_t)(4 * n), "the pipeline's slots");
+    p->holder = TRI_MALLOC(sizeof *p->holder * (size_t)n, "the pipeline's slots");
+    p->forwarded = TRI_MALLOC((size_t)n, "the pipeline's slots");
     for (int i = 0; i < 4 * n; i++)
         p->requests[i] = COMM_REQUEST_NULL;
 }

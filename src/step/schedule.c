@@ -7,6 +7,7 @@
 #include <stdlib.h>
 #include <string.h>
 
+#include "alloc.h"
 #include "fail.h"
 
 const char *schedule_name(ScheduleKind kind)
@@ -204,10 +205,8 @@ static int link_keys(const Action *list, int len, ActionKind kind, int sending, 
 
 int schedule_links_in_order(const Action *lists, int len, int pp, int v)
 {
-    int *sent = malloc(sizeof *sent * (size_t)(len + 1));
-    int *posted = malloc(sizeof *posted * (size_t)(len + 1));
-    if (!sent || !posted)
-        fail_abort("out of memory", __FILE__, __LINE__);
+    int *sent = TRI_MALLOC(sizeof *sent * (size_t)(len + 1), "a schedule's check");
+    int *posted = TRI_MALLOC(sizeof *posted * (size_t)(len + 1), "a schedule's check");
     int ok = 1;
     for (int s = 0; s < pp && pp > 1 && ok; s++) {
         for (int backward = 0; backward < 2 && ok; backward++) {
@@ -285,12 +284,10 @@ double schedule_simulate(ScheduleKind kind, int pp, int v, int m, StageCost cost
                       cost.w / v};
     Sim sim = {.pp = pp, .v = v, .m = m, .len = schedule_length(kind, v, m)};
     int total = sim.len * pp;
-    sim.acts = malloc(sizeof(Action) * (size_t)total);
-    sim.done = malloc(sizeof(double) * (size_t)(3 * v * m * pp));
-    int *next = calloc((size_t)pp, sizeof *next);
-    double *clock = calloc((size_t)pp, sizeof *clock);
-    if (!sim.acts || !sim.done || !next || !clock)
-        fail_abort("out of memory in the schedule simulator", __FILE__, __LINE__);
+    sim.acts = TRI_MALLOC(sizeof(Action) * (size_t)total, "the schedule simulator");
+    sim.done = TRI_MALLOC(sizeof(double) * (size_t)(3 * v * m * pp), "the schedule simulator");
+    int *next = TRI_CALLOC((size_t)pp, sizeof *next, "the schedule simulator");
+    double *clock = TRI_CALLOC((size_t)pp, sizeof *clock, "the schedule simulator");
     for (int s = 0; s < pp; s++)
         schedule_build(kind, pp, v, s, m, sim.acts + s * sim.len);
     for (int i = 0; i < 3 * v * m * pp; i++)
@@ -333,9 +330,7 @@ double schedule_simulate(ScheduleKind kind, int pp, int v, int m, StageCost cost
 
 int schedule_stage_slots(ScheduleKind kind, int pp, int v, int stage, int m)
 {
-    Action *acts = malloc(sizeof(Action) * (size_t)schedule_length(kind, v, m));
-    if (!acts)
-        fail_abort("out of memory for a schedule", __FILE__, __LINE__);
+    Action *acts = TRI_MALLOC(sizeof(Action) * (size_t)schedule_length(kind, v, m), "a schedule");
     int slots = schedule_max_in_flight(acts, schedule_build(kind, pp, v, stage, m, acts));
     free(acts);
     return slots;

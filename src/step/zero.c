@@ -39,6 +39,7 @@
 #include <stdlib.h>
 #include <string.h>
 
+#include "alloc.h"
 #include "comm.h"
 #include "comm_dp.h"
 #include "fail.h"
@@ -242,9 +243,7 @@ static ops_tensor arena_on(Zero *z, int host, ops_dtype dtype, int64_t n, int64_
     int64_t len = n > 0 ? n : 1;
     ops_tensor t = host ? ops_alloc_host(dtype, len, z->g->device)
                         : ops_alloc(dtype, z->g->device, len);
-    z->arenas = realloc(z->arenas, (size_t)(z->n_arenas + 1) * sizeof *z->arenas);
-    if (!z->arenas)
-        fail_abort("out of memory", __FILE__, __LINE__);
+    z->arenas = TRI_REALLOC(z->arenas, (size_t)(z->n_arenas + 1) * sizeof *z->arenas, "ZeRO's arenas");
     z->arenas[z->n_arenas++] = t;
     *bytes += n * (int64_t)ops_dtype_size(dtype);
     return t;
@@ -260,11 +259,9 @@ static ops_tensor arena(Zero *z, ops_dtype dtype, int64_t n, int64_t *bytes)
 static void build_buckets(Zero *z)
 {
     ParamSet *ps = &z->m->ps;
-    char *seen = calloc((size_t)ps->n + 1, 1);
-    z->buckets = calloc((size_t)ps->n_units + 1, sizeof *z->buckets);
-    z->units = calloc((size_t)ps->n_units + 1, sizeof *z->units);
-    if (!seen || !z->buckets || !z->units)
-        fail_abort("out of memory", __FILE__, __LINE__);
+    char *seen = TRI_CALLOC((size_t)ps->n + 1, 1, "ZeRO's buckets");
+    z->buckets = TRI_CALLOC((size_t)ps->n_units + 1, sizeof *z->buckets, "ZeRO's buckets");
+    z->units = TRI_CALLOC((size_t)ps->n_units + 1, sizeof *z->units, "ZeRO's buckets");
     for (int u = 0; u < ps->n_units; u++) {
         Bucket *b = &z->buckets[z->n_buckets], *unit = &z->units[u];
         for (int i = 0; i < ps->units[u].n; i++) {
@@ -359,9 +356,8 @@ static void count_owned_rows(Zero *z)
 {
     ParamSet *ps = &z->m->ps;
     const int *order = comm_dp_order(z->reduction);
-    z->param_counts = calloc((size_t)ps->n * (size_t)z->dp + 1, sizeof *z->param_counts);
-    if (!z->param_counts)
-        fail_abort("out of memory", __FILE__, __LINE__);
+    z->param_counts = TRI_CALLOC((size_t)ps->n * (size_t)z->dp + 1, sizeof *z->param_counts,
+                                 "ZeRO's per-rank counts");
     for (int i = 0; i < ps->n; i++) {
         const Param *p = &ps->p[i];
         for (int k = 0; k < z->dp; k++) {
@@ -561,9 +557,7 @@ static void unit_hook(void *ctx, int unit, UnitEvent ev, int final)
 
 Zero *zero_create(Model *m, const Config *cfg, const Grid *g)
 {
-    Zero *z = calloc(1, sizeof *z);
-    if (!z)
-        fail_abort("out of memory", __FILE__, __LINE__);
+    Zero *z = TRI_CALLOC(1, sizeof *z, "ZeRO");
     z->m = m;
     z->cfg = cfg;
     z->g = g;
@@ -577,17 +571,13 @@ Zero *zero_create(Model *m, const Config *cfg, const Grid *g)
     count_owned_rows(z);
     z->overlap = zero_overlaps(cfg->parallel.overlap, z->stage, g->layout.dp,
                                comm_dp_two_level(z->reduction), g->device);
-    z->units_of = calloc((size_t)m->ps.n + 1, sizeof *z->units_of);
-    z->units_left = calloc((size_t)m->ps.n + 1, sizeof *z->units_left);
-    z->bucket_started = calloc((size_t)z->n_buckets + 1, 1);
-    if (!z->units_of || !z->units_left || !z->bucket_started)
-        fail_abort("out of memory", __FILE__, __LINE__);
+    z->units_of = TRI_CALLOC((size_t)m->ps.n + 1, sizeof *z->units_of, "ZeRO's unit counts");
+    z->units_left = TRI_CALLOC((size_t)m->ps.n + 1, sizeof *z->units_left, "ZeRO's unit counts");
+    z->bucket_started = TRI_CALLOC((size_t)z->n_buckets + 1, 1, "ZeRO's unit counts");
     for (int u = 0; u < m->ps.n_units; u++)
         for (int i = 0; i < m->ps.units[u].n; i++)
             z->units_of[m->ps.units[u].idx[i]]++;
-    z->flights = calloc((size_t)z->n_buckets + 1, sizeof *z->flights);
-    if (!z->flights)
-        fail_abort("out of memory", __FILE__, __LINE__);
+    z->flights = TRI_CALLOC((size_t)z->n_buckets + 1, sizeof *z->flights, "ZeRO's buckets in flight");
     /* fault offload_cpu: the GPU's offload path run on the CPU, so the
      * tests can train through it (fault.h) */
     if (offload_active(cfg->train.offload, g->device)
@@ -648,9 +638,7 @@ int zero_fill_weights(Zero *z, ZeroFill fill, void *ctx)
     for (int i = 0; i < ps->n; i++)
         if (params_local_numel(&ps->p[i]) > most)
             most = params_local_numel(&ps->p[i]);
-    float *block = malloc((size_t)(most > 0 ? most : 1) * sizeof(float));
-    if (!block)
-        fail_abort("out of memory initialising weights", __FILE__, __LINE__);
+    float *block = TRI_MALLOC((size_t)(most > 0 ? most : 1) * sizeof(float), "the weights' initial values");
     int rc = 0;
     for (int i = 0; i < ps->n && !rc; i++) {
         Param *p = &ps->p[i];

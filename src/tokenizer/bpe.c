@@ -17,6 +17,7 @@
 #include <stdlib.h>
 #include <string.h>
 
+#include "alloc.h"
 #include "fail.h"
 
 enum {
@@ -86,14 +87,6 @@ struct Bpe {
     size_t heap_cap, list_cap;
 };
 
-static void *xrealloc(void *p, size_t n)
-{
-    void *q = realloc(p, n ? n : 1);
-    if (!q)
-        fail_abort("out of host memory in the tokenizer", __FILE__, __LINE__);
-    return q;
-}
-
 static uint64_t hash_bytes(const void *p, size_t n)
 {
     const unsigned char *s = p;
@@ -111,15 +104,15 @@ static uint64_t hash_pair(uint64_t key)
 
 Bpe *bpe_new(void)
 {
-    Bpe *b = xrealloc(NULL, sizeof *b);
+    Bpe *b = TRI_MALLOC(sizeof *b, "the tokenizer");
     memset(b, 0, sizeof *b);
     for (int i = 0; i < 256; i++)
         b->byte_id[i] = -1;
     b->vocab_cap = 1024;
-    b->vocab_slots = xrealloc(NULL, b->vocab_cap * sizeof *b->vocab_slots);
+    b->vocab_slots = TRI_MALLOC(b->vocab_cap * sizeof *b->vocab_slots, "the tokenizer");
     memset(b->vocab_slots, 0xff, b->vocab_cap * sizeof *b->vocab_slots);
     b->merge_cap = 1024;
-    b->merges = xrealloc(NULL, b->merge_cap * sizeof *b->merges);
+    b->merges = TRI_MALLOC(b->merge_cap * sizeof *b->merges, "the tokenizer");
     memset(b->merges, 0, b->merge_cap * sizeof *b->merges);
     return b;
 }
@@ -180,7 +173,7 @@ static void vocab_grow(Bpe *b)
     int32_t *old = b->vocab_slots;
     size_t old_cap = b->vocab_cap;
     b->vocab_cap *= 2;
-    b->vocab_slots = xrealloc(NULL, b->vocab_cap * sizeof *b->vocab_slots);
+    b->vocab_slots = TRI_MALLOC(b->vocab_cap * sizeof *b->vocab_slots, "the tokenizer");
     memset(b->vocab_slots, 0xff, b->vocab_cap * sizeof *b->vocab_slots);
     for (size_t i = 0; i < old_cap; i++)
         if (old[i] >= 0)
@@ -195,8 +188,8 @@ static void ensure_id(Bpe *b, int32_t id)
     int32_t n = b->n_ids ? b->n_ids : 256;
     while (n <= id)
         n *= 2;
-    b->off = xrealloc(b->off, (size_t)n * sizeof *b->off);
-    b->len = xrealloc(b->len, (size_t)n * sizeof *b->len);
+    b->off = TRI_REALLOC(b->off, (size_t)n * sizeof *b->off, "the tokenizer");
+    b->len = TRI_REALLOC(b->len, (size_t)n * sizeof *b->len, "the tokenizer");
     for (int32_t i = b->n_ids; i < n; i++)
         b->len[i] = -1;
     b->n_ids = n;
@@ -206,7 +199,7 @@ static void blob_append(Bpe *b, const void *bytes, size_t len, int32_t id)
 {
     if (b->blob_len + len > b->blob_cap) {
         b->blob_cap = (b->blob_len + len) * 2 + 4096;
-        b->blob = xrealloc(b->blob, b->blob_cap);
+        b->blob = TRI_REALLOC(b->blob, b->blob_cap, "the tokenizer");
     }
     if (len)
         memcpy(b->blob + b->blob_len, bytes, len);
@@ -255,7 +248,7 @@ void bpe_add_merge(Bpe *b, int32_t left, int32_t right, int32_t result, int32_t 
         MergeSlot *old = b->merges;
         size_t old_cap = b->merge_cap;
         b->merge_cap *= 2;
-        b->merges = xrealloc(NULL, b->merge_cap * sizeof *b->merges);
+        b->merges = TRI_MALLOC(b->merge_cap * sizeof *b->merges, "the tokenizer");
         memset(b->merges, 0, b->merge_cap * sizeof *b->merges);
         for (size_t i = 0; i < old_cap; i++)
             if (old[i].key)
@@ -300,8 +293,9 @@ int bpe_add_special(Bpe *b, const char *name, int32_t id)
         return 1;
     if (b->len[id] < 0)
         blob_append(b, name, n, id);
-    b->specials = xrealloc(b->specials, (size_t)(b->n_specials + 1) * sizeof *b->specials);
-    b->specials[b->n_specials].name = xrealloc(NULL, n + 1);
+    b->specials = TRI_REALLOC(b->specials, (size_t)(b->n_specials + 1) * sizeof *b->specials,
+                              "the tokenizer");
+    b->specials[b->n_specials].name = TRI_MALLOC(n + 1, "the tokenizer");
     memcpy(b->specials[b->n_specials].name, name, n + 1);
     b->specials[b->n_specials++].id = id;
     return 0;
@@ -354,7 +348,7 @@ static int rewrite_spaces(const char *pattern, char *out, size_t cap)
 int bpe_set_pattern(Bpe *b, const char *pattern, char *err, size_t errlen)
 {
     size_t cap = strlen(pattern) * 12 + 64;
-    char *rewritten = xrealloc(NULL, cap);
+    char *rewritten = TRI_MALLOC(cap, "the tokenizer");
     if (rewrite_spaces(pattern, rewritten, cap)) {
         free(rewritten);
         snprintf(err, errlen, "pre-tokenising pattern uses \\S inside a character class, which trident cannot translate");
@@ -402,7 +396,7 @@ int bpe_finish(Bpe *b, char *err, size_t errlen)
         return 1;
     }
     if (!b->cache) {
-        b->cache = xrealloc(NULL, CACHE_SLOTS * sizeof *b->cache);
+        b->cache = TRI_MALLOC(CACHE_SLOTS * sizeof *b->cache, "the tokenizer");
         memset(b->cache, 0, CACHE_SLOTS * sizeof *b->cache);
     }
     return 0;
@@ -450,8 +444,8 @@ static size_t merge_piece(Bpe *b, const unsigned char *s, size_t n)
 {
     if (n > b->parts_cap) {
         b->parts_cap = n * 2;
-        b->parts = xrealloc(b->parts, b->parts_cap * sizeof *b->parts);
-        b->prio = xrealloc(b->prio, b->parts_cap * sizeof *b->prio);
+        b->parts = TRI_REALLOC(b->parts, b->parts_cap * sizeof *b->parts, "the tokenizer");
+        b->prio = TRI_REALLOC(b->prio, b->parts_cap * sizeof *b->prio, "the tokenizer");
     }
     int32_t *parts = b->parts, *prio = b->prio, result;
     for (size_t i = 0; i < n; i++)
@@ -499,7 +493,7 @@ static void heap_push(Bpe *b, size_t *len, struct HeapEntry e)
 {
     if (*len == b->heap_cap) {
         b->heap_cap = b->heap_cap ? 2 * b->heap_cap : 1024;
-        b->heap = xrealloc(b->heap, b->heap_cap * sizeof *b->heap);
+        b->heap = TRI_REALLOC(b->heap, b->heap_cap * sizeof *b->heap, "the tokenizer");
     }
     size_t i = (*len)++;
     while (i > 0 && heap_less(&e, &b->heap[(i - 1) / 2])) {
@@ -545,9 +539,9 @@ static size_t merge_long_piece(Bpe *b, const unsigned char *s, size_t n)
 {
     if (n > b->list_cap) {
         b->list_cap = n * 2;
-        b->next = xrealloc(b->next, b->list_cap * sizeof *b->next);
-        b->prev = xrealloc(b->prev, b->list_cap * sizeof *b->prev);
-        b->version = xrealloc(b->version, b->list_cap * sizeof *b->version);
+        b->next = TRI_REALLOC(b->next, b->list_cap * sizeof *b->next, "the tokenizer");
+        b->prev = TRI_REALLOC(b->prev, b->list_cap * sizeof *b->prev, "the tokenizer");
+        b->version = TRI_REALLOC(b->version, b->list_cap * sizeof *b->version, "the tokenizer");
     }
     int32_t *parts = b->parts;
     for (size_t i = 0; i < n; i++) {
@@ -597,8 +591,8 @@ static void encode_piece(Bpe *b, const char *s, size_t n, BpeEmit emit, void *ct
     if (whole < 0 && n > LONG_PIECE) {
         if (n > b->parts_cap) {
             b->parts_cap = n * 2;
-            b->parts = xrealloc(b->parts, b->parts_cap * sizeof *b->parts);
-            b->prio = xrealloc(b->prio, b->parts_cap * sizeof *b->prio);
+            b->parts = TRI_REALLOC(b->parts, b->parts_cap * sizeof *b->parts, "the tokenizer");
+            b->prio = TRI_REALLOC(b->prio, b->parts_cap * sizeof *b->prio, "the tokenizer");
         }
         n_ids = merge_long_piece(b, (const unsigned char *)s, n);
         ids = b->parts;
@@ -621,7 +615,7 @@ static void text_reserve(Bpe *b, size_t more)
 {
     if (b->text_len + more > b->text_cap) {
         b->text_cap = (b->text_len + more) * 2;
-        b->text = xrealloc(b->text, b->text_cap);
+        b->text = TRI_REALLOC(b->text, b->text_cap, "the tokenizer");
     }
 }
 

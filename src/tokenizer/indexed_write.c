@@ -17,6 +17,7 @@
 #include <sys/stat.h>
 #include <unistd.h>
 
+#include "alloc.h"
 #include "comm.h"
 #include "fail.h"
 #include "file_check.h"
@@ -114,10 +115,8 @@ int indexed_write(const Grid *g, const char *prefix, int dtype_code, const Index
     snprintf(idx_tmp, sizeof idx_tmp, "%s.tmp-%d", idx, tag);
 
     int64_t counts[2] = {part->n_tokens, part->n_docs};
-    int64_t *all = malloc((size_t)size * sizeof counts);
-    char *buf = malloc(COPY_BUF);
-    if (!all || !buf)
-        fail_abort("out of host memory writing the dataset", __FILE__, __LINE__);
+    int64_t *all = TRI_MALLOC((size_t)size * sizeof counts, "the dataset's write buffers");
+    char *buf = TRI_MALLOC(COPY_BUF, "the dataset's write buffers");
     comm_gather_bytes(g, COMM_WORLD, counts, sizeof counts, all, 0);
     comm_bcast_bytes(g, COMM_WORLD, all, (size_t)size * sizeof counts, 0);
     int64_t first_token = 0, first_doc = 0, total_tokens = 0, total_docs = 0;

@@ -31,6 +31,7 @@
 #include <sys/stat.h>
 #include <unistd.h>
 
+#include "alloc.h"
 #include "bpe.h"
 #include "cli_options.h"
 #include "comm.h"
@@ -403,9 +404,7 @@ static void line_append(Job *j, const char *s, size_t n)
 {
     if (j->line_len + n > j->line_cap) {
         j->line_cap = (j->line_len + n) * 2;
-        j->line = realloc(j->line, j->line_cap);
-        if (!j->line)
-            fail_abort("out of host memory for a JSON line", __FILE__, __LINE__);
+        j->line = TRI_REALLOC(j->line, j->line_cap, "a JSON line");
     }
     memcpy(j->line + j->line_len, s, n);
     j->line_len += n;
@@ -490,9 +489,7 @@ static int tokenize_range(Job *j, const Input *in, int64_t from, int64_t to, cha
 
 static int tokenize_share(Job *j, int64_t start, int64_t end)
 {
-    char *buf = malloc(READ_BUF), *scratch = malloc(READ_BUF);
-    if (!buf || !scratch)
-        fail_abort("out of host memory for the read buffers", __FILE__, __LINE__);
+    char *buf = TRI_MALLOC(READ_BUF, "the read buffers"), *scratch = TRI_MALLOC(READ_BUF, "the read buffers");
     int rc = 0;
     for (int f = 0; f < j->n_in && !rc; f++) {
         const Input *in = &j->in[f];
@@ -539,9 +536,7 @@ static int run(Job *j, const Grid *g)
         return 1;
     if (fail_report(world, open_inputs(j), j->msg))
         return 1;
-    char *buf = malloc(READ_BUF);
-    if (!buf)
-        fail_abort("out of host memory", __FILE__, __LINE__);
+    char *buf = TRI_MALLOC(READ_BUF, "the read buffer");
     int64_t a = j->total_bytes * j->rank / j->size, b = j->total_bytes * (j->rank + 1) / j->size;
     int64_t start = j->rank == 0 ? 0 : anchor(j, a, buf);
     int64_t end = j->rank == j->size - 1 ? j->total_bytes : anchor(j, b, buf);

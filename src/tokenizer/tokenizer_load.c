@@ -10,11 +10,12 @@
 
 #include <errno.h>
 #include <jansson.h>
-#include <stdarg.h>
 #include <stdint.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+
+#include "reason.h"
 
 /* GPT-2's pattern (also r50k_base's), cl100k_base's (Llama 3 uses the same)
  * and o200k_base's, as OpenAI's tiktoken and the model files write them. */
@@ -31,17 +32,6 @@ static const char PATTERN_O200K[] =
     "\\p{N}{1,3}| ?[^\\s\\p{L}\\p{N}]+[\\r\\n/]*|\\s*[\\r\\n]+|\\s+(?!\\S)|\\s+";
 
 enum { MAX_TOKENIZER_BYTES = 1 << 30 };
-
-static int say(char *err, size_t errlen, const char *fmt, ...)
-    __attribute__((format(printf, 3, 4)));
-static int say(char *err, size_t errlen, const char *fmt, ...)
-{
-    va_list ap;
-    va_start(ap, fmt);
-    vsnprintf(err, errlen, fmt, ap);
-    va_end(ap);
-    return 1;
-}
 
 /* ---- GPT-2's byte <-> printable character table ---- */
 
@@ -95,7 +85,7 @@ static char *read_whole(const char *path, size_t *n, char *err, size_t errlen)
 {
     FILE *f = fopen(path, "rb");
     if (!f) {
-        say(err, errlen, "tokenizer file %s: %s", path, strerror(errno));
+        reason_set(err, errlen, "tokenizer file %s: %s", path, strerror(errno));
         return NULL;
     }
     size_t cap = 1 << 20, len = 0;
@@ -103,7 +93,7 @@ static char *read_whole(const char *path, size_t *n, char *err, size_t errlen)
     for (;;) {
         if (!buf) {
             fclose(f);
-            say(err, errlen, "tokenizer file %s: out of memory", path);
+            reason_set(err, errlen, "tokenizer file %s: out of memory", path);
             return NULL;
         }
         len += fread(buf + len, 1, cap - len, f);
@@ -112,7 +102,7 @@ static char *read_whole(const char *path, size_t *n, char *err, size_t errlen)
         if (cap >= MAX_TOKENIZER_BYTES) {
             free(buf);
             fclose(f);
-            say(err, errlen, "tokenizer file %s: larger than 1 GiB, which is not a tokenizer", path);
+            reason_set(err, errlen, "tokenizer file %s: larger than 1 GiB, which is not a tokenizer", path);
             return NULL;
         }
         cap *= 2;
@@ -125,7 +115,7 @@ static char *read_whole(const char *path, size_t *n, char *err, size_t errlen)
     fclose(f);
     if (bad) {
         free(buf);
-        say(err, errlen, "tokenizer file %s: read error", path);
+        reason_set(err, errlen, "tokenizer file %s: read error", path);
         return NULL;
     }
     buf[len] = 0;
@@ -151,10 +141,10 @@ static int add_byte_level_token(Bpe *b, const char *name, const char *key, json_
     long len = bytes ? byte_level_decode(key, n, bytes) : -1;
     int rc = 0;
     if (len <= 0)
-        rc = say(err, errlen, "tokenizer file %s: token \"%.40s\" is not in GPT-2's byte-level spelling", name, key);
+        rc = reason_set(err, errlen, "tokenizer file %s: token \"%.40s\" is not in GPT-2's byte-level spelling", name, key);
     else if (id < 0 || id > INT32_MAX - 1 || bpe_add_token(b, bytes, (size_t)len, (int32_t)id))
-        rc = say(err, errlen, "tokenizer file %s: token \"%.40s\" has a bad or repeated id %lld (or its bytes repeat)",
-                 name, key, (long long)id);
+        rc = reason_set(err, errlen, "tokenizer file %s: token \"%.40s\" has a bad or repeated id %lld (or its bytes repeat)",
+                        name, key, (long long)id);
     free(bytes);
     return rc;
 }
@@ -164,10 +154,10 @@ static int load_vocab_object(Bpe *b, const char *name, json_t *vocab, char *err,
     const char *key;
     json_t *value;
     if (!json_is_object(vocab) || json_object_size(vocab) == 0)
-        return say(err, errlen, "tokenizer file %s: the vocabulary is not a non-empty object", name);
+        return reason_set(err, errlen, "tokenizer file %s: the vocabulary is not a non-empty object", name);
     json_object_foreach(vocab, key, value) {
         if (!json_is_integer(value))
-            return say(err, errlen, "tokenizer file %s: token \"%.40s\" has no integer id", name, key);
+            return reason_set(err, errlen, "tokenizer file %s: token \"%.40s\" has no integer id", name, key);
         if (add_byte_level_token(b, name, key, json_integer_value(value), err, errlen))
             return 1;
     }
@@ -189,14 +179,14 @@ static int add_merge_strings(Bpe *b, const char *name, const char *left, size_t 
 {
     char both[2048];
     if (ln + rn >= sizeof both)
-        return say(err, errlen, "tokenizer file %s: merge %d is too long", name, priority + 1);
+        return reason_set(err, errlen, "tokenizer file %s: merge %d is too long", name, priority + 1);
     memcpy(both, left, ln);
     memcpy(both + ln, right, rn);
     int32_t l = find_byte_level(b, left, ln), r = find_byte_level(b, right, rn);
     int32_t result = find_byte_level(b, both, ln + rn);
     if (l < 0 || r < 0 || result < 0)
-        return say(err, errlen, "tokenizer file %s: merge %d (\"%.*s\" \"%.*s\") names a token the vocabulary lacks",
-                   name, priority + 1, (int)ln < 40 ? (int)ln : 40, left, (int)rn < 40 ? (int)rn : 40, right);
+        return reason_set(err, errlen, "tokenizer file %s: merge %d (\"%.*s\" \"%.*s\") names a token the vocabulary lacks",
+                          name, priority + 1, (int)ln < 40 ? (int)ln : 40, left, (int)rn < 40 ? (int)rn : 40, right);
     bpe_add_merge(b, l, r, result, priority);
     return 0;
 }
@@ -207,8 +197,8 @@ static int add_merge_line(Bpe *b, const char *name, const char *line, size_t n, 
 {
     const char *space = memchr(line, ' ', n);
     if (!space || space == line || space + 1 == line + n || memchr(space + 1, ' ', (size_t)(line + n - space - 1)))
-        return say(err, errlen, "tokenizer file %s: merge %d is not two tokens separated by one space",
-                   name, priority + 1);
+        return reason_set(err, errlen, "tokenizer file %s: merge %d is not two tokens separated by one space",
+                          name, priority + 1);
     return add_merge_strings(b, name, line, (size_t)(space - line), space + 1,
                              (size_t)(line + n - space - 1), priority, err, errlen);
 }
@@ -221,11 +211,11 @@ static int load_gpt2(Bpe *b, const char *name, json_t *encoder, const char *merg
     if (load_vocab_object(b, name, encoder, err, errlen))
         return 1;
     if (!merges)
-        return say(err, errlen, "tokenizer file %s: GPT-2's encoder.json needs its vocab.bpe beside it", name);
+        return reason_set(err, errlen, "tokenizer file %s: GPT-2's encoder.json needs its vocab.bpe beside it", name);
     const char *p = merges, *end = merges + mn;
     const char *nl = memchr(p, '\n', mn);
     if (mn < 8 || memcmp(p, "#version", 8) != 0 || !nl)
-        return say(err, errlen, "tokenizer file %s: vocab.bpe does not start with a #version line", name);
+        return reason_set(err, errlen, "tokenizer file %s: vocab.bpe does not start with a #version line", name);
     p = nl + 1;
     int32_t priority = 0;
     while (p < end) {
@@ -239,7 +229,7 @@ static int load_gpt2(Bpe *b, const char *name, json_t *encoder, const char *merg
         p = stop + 1;
     }
     if (bpe_add_special(b, "<|endoftext|>", bpe_find(b, "<|endoftext|>", 13)))
-        return say(err, errlen, "tokenizer file %s: encoder.json has no <|endoftext|>", name);
+        return reason_set(err, errlen, "tokenizer file %s: encoder.json has no <|endoftext|>", name);
     snprintf(eod, cap, "<|endoftext|>");
     return bpe_set_pattern(b, PATTERN_GPT2, err, errlen);
 }
@@ -256,15 +246,15 @@ static int set_pre_tokenizer(Bpe *b, const char *name, json_t *pre, char *err, s
 {
     if (strcmp(type_of(pre), "ByteLevel") == 0) {
         if (json_is_true(json_object_get(pre, "add_prefix_space")))
-            return say(err, errlen, "tokenizer file %s: ByteLevel add_prefix_space = true is not supported", name);
+            return reason_set(err, errlen, "tokenizer file %s: ByteLevel add_prefix_space = true is not supported", name);
         if (json_is_false(json_object_get(pre, "use_regex")))
-            return say(err, errlen, "tokenizer file %s: a ByteLevel pre-tokenizer without a regex is not supported", name);
+            return reason_set(err, errlen, "tokenizer file %s: a ByteLevel pre-tokenizer without a regex is not supported", name);
         return bpe_set_pattern(b, PATTERN_GPT2, err, errlen);
     }
     json_t *list = json_object_get(pre, "pretokenizers");
     if (strcmp(type_of(pre), "Sequence") != 0 || json_array_size(list) != 2)
-        return say(err, errlen, "tokenizer file %s: pre_tokenizer %s is not supported (ByteLevel, or a Sequence of Split and ByteLevel)",
-                   name, pre ? type_of(pre) : "null");
+        return reason_set(err, errlen, "tokenizer file %s: pre_tokenizer %s is not supported (ByteLevel, or a Sequence of Split and ByteLevel)",
+                          name, pre ? type_of(pre) : "null");
     json_t *split = json_array_get(list, 0), *level = json_array_get(list, 1);
     const char *regex = json_string_value(json_object_get(json_object_get(split, "pattern"), "Regex"));
     const char *behavior = json_string_value(json_object_get(split, "behavior"));
@@ -272,11 +262,11 @@ static int set_pre_tokenizer(Bpe *b, const char *name, json_t *pre, char *err, s
         json_is_true(json_object_get(split, "invert")) || strcmp(type_of(level), "ByteLevel") != 0 ||
         json_is_true(json_object_get(level, "use_regex")) ||
         json_is_true(json_object_get(level, "add_prefix_space")))
-        return say(err, errlen, "tokenizer file %s: the pre_tokenizer Sequence is not Split(Regex, Isolated) then ByteLevel(use_regex = false)", name);
+        return reason_set(err, errlen, "tokenizer file %s: the pre_tokenizer Sequence is not Split(Regex, Isolated) then ByteLevel(use_regex = false)", name);
     if (bpe_set_pattern(b, regex, err, errlen)) {
         char inner[256];
         snprintf(inner, sizeof inner, "%s", err);
-        return say(err, errlen, "tokenizer file %s: %s", name, inner);
+        return reason_set(err, errlen, "tokenizer file %s: %s", name, inner);
     }
     return 0;
 }
@@ -284,12 +274,12 @@ static int set_pre_tokenizer(Bpe *b, const char *name, json_t *pre, char *err, s
 static int load_hf_merges(Bpe *b, const char *name, json_t *merges, char *err, size_t errlen)
 {
     if (!json_is_array(merges))
-        return say(err, errlen, "tokenizer file %s: model.merges is not a list", name);
+        return reason_set(err, errlen, "tokenizer file %s: model.merges is not a list", name);
     size_t i;
     json_t *m;
     json_array_foreach(merges, i, m) {
         if (i >= INT32_MAX)
-            return say(err, errlen, "tokenizer file %s: too many merges", name);
+            return reason_set(err, errlen, "tokenizer file %s: too many merges", name);
         if (json_is_string(m)) {
             if (add_merge_line(b, name, json_string_value(m), json_string_length(m), (int32_t)i, err, errlen))
                 return 1;
@@ -300,7 +290,7 @@ static int load_hf_merges(Bpe *b, const char *name, json_t *merges, char *err, s
                                   json_string_length(r), (int32_t)i, err, errlen))
                 return 1;
         } else {
-            return say(err, errlen, "tokenizer file %s: merge %zu is neither \"a b\" nor [\"a\", \"b\"]", name, i + 1);
+            return reason_set(err, errlen, "tokenizer file %s: merge %zu is neither \"a b\" nor [\"a\", \"b\"]", name, i + 1);
         }
     }
     return 0;
@@ -310,16 +300,16 @@ static int load_hf(Bpe *b, const char *name, json_t *root, char *eod, size_t cap
 {
     json_t *model = json_object_get(root, "model");
     if (strcmp(type_of(model), "BPE") != 0)
-        return say(err, errlen, "tokenizer file %s: model type \"%s\" is not BPE", name, type_of(model));
+        return reason_set(err, errlen, "tokenizer file %s: model type \"%s\" is not BPE", name, type_of(model));
     if (json_is_true(json_object_get(model, "byte_fallback")))
-        return say(err, errlen, "tokenizer file %s: byte_fallback BPE (SentencePiece style) is not supported", name);
+        return reason_set(err, errlen, "tokenizer file %s: byte_fallback BPE (SentencePiece style) is not supported", name);
     const char *prefix = json_string_value(json_object_get(model, "continuing_subword_prefix"));
     const char *suffix = json_string_value(json_object_get(model, "end_of_word_suffix"));
     if ((prefix && *prefix) || (suffix && *suffix))
-        return say(err, errlen, "tokenizer file %s: subword prefixes and suffixes are not byte-level BPE", name);
+        return reason_set(err, errlen, "tokenizer file %s: subword prefixes and suffixes are not byte-level BPE", name);
     json_t *normalizer = json_object_get(root, "normalizer");
     if (normalizer && !json_is_null(normalizer))
-        return say(err, errlen, "tokenizer file %s: normalizer %s is not supported", name, type_of(normalizer));
+        return reason_set(err, errlen, "tokenizer file %s: normalizer %s is not supported", name, type_of(normalizer));
     if (load_vocab_object(b, name, json_object_get(model, "vocab"), err, errlen) ||
         load_hf_merges(b, name, json_object_get(model, "merges"), err, errlen) ||
         set_pre_tokenizer(b, name, json_object_get(root, "pre_tokenizer"), err, errlen))
@@ -333,7 +323,7 @@ static int load_hf(Bpe *b, const char *name, json_t *root, char *eod, size_t cap
         if (!content || !json_is_integer(id) || json_integer_value(id) < 0 ||
             json_integer_value(id) > INT32_MAX - 1 ||
             bpe_add_special(b, content, (int32_t)json_integer_value(id)))
-            return say(err, errlen, "tokenizer file %s: added token %zu has no content, a bad id, or an id of another token", name, i + 1);
+            return reason_set(err, errlen, "tokenizer file %s: added token %zu has no content, a bad id, or an id of another token", name, i + 1);
     }
     static const char *const eods[] = {"<|endoftext|>", "<|end_of_text|>", "</s>", "<eos>"};
     eod[0] = 0;
@@ -453,10 +443,10 @@ static int load_tiktoken(Bpe *b, const char *name, const char *data, size_t n, c
         for (; d < digits_end && rank >= 0; d++)
             rank = *d >= '0' && *d <= '9' && rank < INT32_MAX ? rank * 10 + (*d - '0') : -1;
         if (len <= 0 || rank < 0 || rank >= INT32_MAX - 1)
-            return say(err, errlen, "tokenizer file %s: line %ld is not a base64 token and a rank", name, line);
+            return reason_set(err, errlen, "tokenizer file %s: line %ld is not a base64 token and a rank", name, line);
         if (bpe_add_token(b, bytes, (size_t)len, (int32_t)rank))
-            return say(err, errlen, "tokenizer file %s: line %ld: rank %lld is above 16777215 or repeats a rank or its token",
-                       name, line, rank);
+            return reason_set(err, errlen, "tokenizer file %s: line %ld: rank %lld is above 16777215 or repeats a rank or its token",
+                              name, line, rank);
         count++;
         p = stop + 1;
     }
@@ -465,14 +455,14 @@ static int load_tiktoken(Bpe *b, const char *name, const char *data, size_t n, c
         if (TIKTOKEN_KINDS[k].ranks == count && bpe_vocab_size(b) == count)
             kind = &TIKTOKEN_KINDS[k];
     if (!kind)
-        return say(err, errlen, "tokenizer file %s: a tiktoken file of %d ranks (0 to %d), which is none of the known "
-                   "ones (GPT-2 50256, cl100k_base 100256, o200k_base 199998, Llama 3 128000): its pattern is unknown",
-                   name, count, bpe_vocab_size(b) - 1);
+        return reason_set(err, errlen, "tokenizer file %s: a tiktoken file of %d ranks (0 to %d), which is none of the known "
+                          "ones (GPT-2 50256, cl100k_base 100256, o200k_base 199998, Llama 3 128000): its pattern is unknown",
+                          name, count, bpe_vocab_size(b) - 1);
     for (int k = 0; k < 8 && kind->specials[k]; k++)
         if (bpe_add_special(b, kind->specials[k], kind->special_ids[k]))
-            return say(err, errlen, "tokenizer file %s: special token %s collides with a rank", name, kind->specials[k]);
+            return reason_set(err, errlen, "tokenizer file %s: special token %s collides with a rank", name, kind->specials[k]);
     if (kind->ranks == 128000 && add_llama3_reserved(b))
-        return say(err, errlen, "tokenizer file %s: Llama 3's reserved tokens collide with ranks", name);
+        return reason_set(err, errlen, "tokenizer file %s: Llama 3's reserved tokens collide with ranks", name);
     bpe_merges_from_ranks(b);
     bpe_set_ignore_merges(b, 1);
     snprintf(eod, cap, "%s", kind->eod);
@@ -487,11 +477,11 @@ static int load_json(Bpe *b, const char *name, const char *data, size_t n, const
     json_error_t jerr;
     json_t *root = json_loadb(data, n, 0, &jerr);
     if (!root)
-        return say(err, errlen, "tokenizer file %s: not valid JSON at line %d column %d: %s", name, jerr.line,
-                   jerr.column, jerr.text);
+        return reason_set(err, errlen, "tokenizer file %s: not valid JSON at line %d column %d: %s", name, jerr.line,
+                          jerr.column, jerr.text);
     int rc;
     if (!json_is_object(root))
-        rc = say(err, errlen, "tokenizer file %s: JSON but not an object, so not a tokenizer", name);
+        rc = reason_set(err, errlen, "tokenizer file %s: JSON but not an object, so not a tokenizer", name);
     else if (json_is_object(json_object_get(root, "model"))) /* "model" is also a GPT-2 token */
         rc = load_hf(b, name, root, eod, cap, err, errlen);
     else
@@ -514,10 +504,10 @@ int tokenizer_load_bytes(const char *data, size_t n, const char *name, const cha
     else if (looks_like_tiktoken(data, n))
         rc = load_tiktoken(b, name, data, n, eod, cap, err, errlen);
     else if (n == 0)
-        rc = say(err, errlen, "tokenizer file %s: empty", name);
+        rc = reason_set(err, errlen, "tokenizer file %s: empty", name);
     else
-        rc = say(err, errlen, "tokenizer file %s: of an unknown kind (not tokenizer.json, GPT-2's encoder.json "
-                 "or vocab.bpe, nor a tiktoken rank file)", name);
+        rc = reason_set(err, errlen, "tokenizer file %s: of an unknown kind (not tokenizer.json, GPT-2's encoder.json "
+                        "or vocab.bpe, nor a tiktoken rank file)", name);
     if (!rc)
         rc = bpe_finish(b, err, errlen);
     if (rc) {
@@ -577,12 +567,12 @@ int tokenizer_check_vocab(const char *path, int vocab_size, char *msg, size_t ca
     char eod[256], err[1024];
     Bpe *b;
     if (tokenizer_load(path, &b, eod, sizeof eod, err, sizeof err))
-        return say(msg, cap, "trident: [data] tokenizer = %s: %s\n", path, err);
+        return reason_set(msg, cap, "trident: [data] tokenizer = %s: %s\n", path, err);
     int32_t n = bpe_vocab_size(b);
     bpe_free(b);
     if (n > vocab_size)
-        return say(msg, cap, "trident: [data] tokenizer = %s: its vocabulary of %d tokens exceeds [model] vocab_size = %d "
-                   "(set vocab_size to at least %d; padded to a multiple of 128, %d)\n",
-                   path, n, vocab_size, n, (n + 127) / 128 * 128);
+        return reason_set(msg, cap, "trident: [data] tokenizer = %s: its vocabulary of %d tokens exceeds [model] vocab_size = %d "
+                          "(set vocab_size to at least %d; padded to a multiple of 128, %d)\n",
+                          path, n, vocab_size, n, (n + 127) / 128 * 128);
     return 0;
 }
