@@ -618,7 +618,7 @@ static int load(Model *m, Zero *z, const Config *cfg, const char *path,
     ckpt_root_free(&root);
     int rc = agree(&c, err);
     if (!rc) {
-        uint64_t *sums = calloc((size_t)(3 * all.n) + 1, sizeof *sums);
+        uint64_t *sums = TRI_CALLOC((size_t)(3 * all.n) + 1, sizeof *sums, "the checksums");
         transfers_open(&c);
         read_tensors(&c, m, z, &all, parts, sums);
         verify_checksums(&c, &all, parts, sums);

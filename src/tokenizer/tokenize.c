@@ -133,7 +133,7 @@ static int parse_args(Args *a, int argc, char **argv, int speak)
 {
     memset(a, 0, sizeof *a);
     a->progress = 5.0;
-    a->inputs = calloc((size_t)argc + 1, sizeof *a->inputs);
+    a->inputs = TRI_CALLOC((size_t)argc + 1, sizeof *a->inputs, "the input list");
     CliOption options[] = {
         {.name = "tokenizer", .takes = CLI_ONE, .to = &a->tokenizer, .needed = "FILE"},
         {.name = "input", .takes = CLI_WORDS, .to = a->inputs, .count = &a->n_inputs,
@@ -599,7 +599,7 @@ int tokenize_main(int argc, char **argv, MPI_Comm world)
     j.rank = g.layout.rank;
     j.size = g.layout.size;
     j.n_in = args.n_inputs;
-    j.in = calloc((size_t)j.n_in, sizeof *j.in);
+    j.in = TRI_CALLOC((size_t)j.n_in, sizeof *j.in, "the inputs");
     j.started = j.last_report = timer_now();
     for (int i = 0; i < j.n_in; i++)
         j.in[i].fd = -1;
