@@ -4,6 +4,7 @@
  */
 #include "layout.h"
 
+#include <stdint.h>
 #include <stdlib.h>
 #include <string.h>
 
@@ -67,7 +68,8 @@ int layout_check(const Config *cfg, int world, FILE *err)
 Layout layout_at(const ParallelConfig *p, int dp, int pp_stage, int dp_rank, int tp_rank)
 {
     Layout l = {.size = dp * p->pp * p->tp, .dp = dp, .pp = p->pp, .tp = p->tp,
-                .dp_rank = dp_rank, .pp_stage = pp_stage, .tp_rank = tp_rank};
+                .dp_rank = dp_rank, .pp_stage = pp_stage, .tp_rank = tp_rank,
+                .node_size = p->node_size};
     l.rank = layout_world_rank(&l, pp_stage, dp_rank, tp_rank);
     return l;
 }
@@ -104,6 +106,14 @@ static int by_value(const void *a, const void *b)
     return (x > y) - (x < y);
 }
 
+/* The two-level rule, on nodes that each hold per_node of a group's dp
+ * ranks when `equal` (else their counts differ): more than one node, more
+ * than one rank on each. */
+static int two_levels(int64_t dp, int64_t per_node, int equal)
+{
+    return equal && per_node > 1 && per_node < dp;
+}
+
 int layout_dp_two_level(const int *node_of, int dp)
 {
     if (dp < 4) /* two nodes of two at least */
@@ -122,5 +132,43 @@ int layout_dp_two_level(const int *node_of, int dp)
         same = sorted[start] == sorted[start + per_node - 1]
             && (start + per_node == dp || sorted[start + per_node] != sorted[start]);
     free(sorted);
-    return same && per_node > 1 && per_node < dp;
+    return two_levels(dp, per_node, same);
+}
+
+/* A DP group's rank d is world rank (pp_stage dp + d) tp + tp_rank, and a
+ * node holds node_size / tp whole TP groups (layout_check), so d sits on
+ * world node (pp_stage dp + d) / (node_size / tp). */
+LayoutDpSpot layout_dp_spot(const Layout *l, int dp_rank)
+{
+    LayoutDpSpot s = {0, dp_rank};
+    if (l->node_size <= 0)
+        return s;
+    int64_t q = l->node_size / l->tp, start = (int64_t)l->pp_stage * l->dp;
+    int64_t at = start + dp_rank, node = at / q;
+    s.node = (int)(node - start / q);
+    s.place = (int)(at - (s.node == 0 ? start : node * q));
+    return s;
+}
+
+int layout_dp_places(const Layout *l)
+{
+    if (l->node_size <= 0)
+        return 0;
+    int64_t q = l->node_size / l->tp, dp = l->dp;
+    int64_t first = q - ((int64_t)l->pp_stage * dp) % q; /* the group's ranks on its first node */
+    if (first > dp)
+        first = dp;
+    int64_t rest = dp - first, whole = rest / q, last = rest % q;
+    int equal = (whole == 0 || q == first) && (last == 0 || last == first);
+    return two_levels(dp, first, equal) ? (int)first : 0;
+}
+
+int layout_dp_block(int place, int node, int nodes)
+{
+    return place * nodes + node;
+}
+
+int layout_dp_block_place(int block, int nodes)
+{
+    return block / nodes;
 }

@@ -30,6 +30,8 @@ typedef struct {
     int rank, size;                  /* world */
     int dp, pp, tp;                  /* group sizes */
     int dp_rank, pp_stage, tp_rank;  /* this rank's place */
+    int node_size;                   /* [parallel] node_size: nodes pretended to
+                                        hold that many world ranks; 0: real nodes */
 } Layout;
 
 /* The layout of p on a world of `world` ranks (dp resolved as
@@ -74,5 +76,37 @@ void layout_chunk_layers(int n_layer, int pp, int v, int stage, int chunk, int *
  * (from the grid's real or pretended nodes) and plan (from node_size)
  * both apply. */
 int layout_dp_two_level(const int *node_of, int dp);
+
+/* Where a DP rank sits on the nodes l->node_size pretends: the how-many-th
+ * of its DP group's nodes (counted from the group's first) and its place
+ * among the group's ranks on that node, in DP rank order (its dp_node
+ * rank; over two levels also its node's dp_cross rank). */
+typedef struct {
+    int node, place;
+} LayoutDpSpot;
+
+/* The spot of DP rank dp_rank of l's DP group (the ranks of l's pp_stage
+ * and tp_rank) on nodes of l->node_size world ranks; with node_size = 0
+ * every rank on one node (plan's assumption: real nodes are not known
+ * before the run). Counted, not listed, so it costs the same at any world
+ * size. l must have passed layout_check (node_size a multiple of tp). */
+LayoutDpSpot layout_dp_spot(const Layout *l, int dp_rank);
+
+/* The DP ranks each node holds when l's DP group reduces in two levels
+ * over the nodes l->node_size makes, by layout_dp_two_level's rule
+ * (counted: the group fills a first node partly, then whole nodes, then
+ * a last partial one); 0 for one level, and for node_size = 0. The
+ * trainer checks its grid's pretended nodes against this (comm_dp.c). */
+int layout_dp_places(const Layout *l);
+
+/* The block of the rank at place `place` of node `node` (its dp_node and
+ * dp_cross ranks) of a DP group that reduces in two levels over `nodes`
+ * nodes: blocks go by place, then by node, so each level finds its
+ * blocks contiguous (comm_dp_order; ZeRO's rank owns that block of every
+ * tensor). */
+int layout_dp_block(int place, int node, int nodes);
+
+/* The place of the rank owning block `block` of that order. */
+int layout_dp_block_place(int block, int nodes);
 
 #endif
