@@ -16,8 +16,9 @@
  * to run on a world (layout_check), how dp = 0 resolves, which layers a
  * stage holds and when a DP group reduces in two levels. The trainer
  * (before grid_create) and plan apply these functions rather than restate
- * them; config_validate checks the rules that need no world size first,
- * with its own messages.
+ * them; config_validate checks the rules that need no world size first
+ * (layout_rules_check, layout_sequence_rules_check), naming the key to
+ * change in its own words.
  */
 #ifndef TRI_SRC_LAYOUT_H
 #define TRI_SRC_LAYOUT_H
@@ -49,8 +50,26 @@ int layout_world_rank(const Layout *l, int pp_stage, int dp_rank, int tp_rank);
 
 /* Checks that the layout of cfg fits a world of `world` ranks: dp*pp*tp,
  * divisibility by tp, layers per stage, node_size. Writes the reason on err
- * and returns non-zero. */
+ * and returns non-zero. The rules it shares with layout_rules_check (tp
+ * divides the heads, a stage holds a layer) are the same tests, worded
+ * for the world. */
 int layout_check(const Config *cfg, int world, FILE *err);
+
+/* The layout rules that need no world size, which config_validate checks
+ * first (config_rules.c words them): a stage holds a layer, no product of
+ * the layout's sizes is more ranks than an MPI world holds (INT_MAX), tp
+ * divides the heads, and the interleaved schedule's (virtual_stages only
+ * with it, >= 2 chunks a stage, pp >= 2, equal chunks of layers,
+ * microbatches in groups of pp). 0 when they hold; else 1 with the first
+ * broken one in p. */
+int layout_rules_check(const Config *cfg, ConfigKeyProblem *p);
+
+/* What sequence parallelism needs of the tokens, which needs no world
+ * size either: each TP rank an equal slice of a microbatch's tokens, and
+ * of one row's when the run samples. 0 or 1 as layout_rules_check; apart
+ * from it because config_validate checks the architecture's keys between
+ * the two, and keeps that order of its messages. */
+int layout_sequence_rules_check(const Config *cfg, ConfigKeyProblem *p);
 
 /* The DP size of a world of `world` ranks: [parallel] dp, or world /
  * (pp * tp) when dp = 0. The one place that rule lives: the trainer's grid
