@@ -175,9 +175,10 @@ static Config with_schedule(const Config *cfg, ScheduleKind kind, int v)
     return c;
 }
 
-/* Whether a candidate passes config_rules.c's cross-key rules, the one statement
- * of them (the interleaved schedule's divisibility, sequence parallelism's
- * equal slices), so plan never offers what the trainer refuses. */
+/* Whether a candidate passes config_validate's cross-key rules, which
+ * apply the one statement of the layout's (layout.c: the interleaved
+ * schedule's divisibility, sequence parallelism's equal slices), so plan
+ * never offers what the trainer refuses. */
 static int allowed(const Config *c)
 {
     return config_validate(c, fail_stream(0)) == 0;
@@ -323,8 +324,9 @@ static void print_costs(const Config *cfg, int world, FILE *out)
             c.tp, c.dp, cfg->parallel.zero, c.pp, pp > 1 ? 2 * t->grad_accum : 0, c.embed);
 }
 
-/* Whether sequence parallelism slices anything on cfg's tp, and config_rules.c
- * allows it there. */
+/* Whether sequence parallelism slices anything on cfg's tp, and the
+ * layout's rules allow it there (layout_sequence_rules_check, through
+ * config_validate). */
 static int sequence_parallel_fits(const Config *cfg)
 {
     Config c = *cfg;
