@@ -95,6 +95,52 @@ static int two_level_table(void)
     return ok;
 }
 
+/* layout_dp_spot and layout_dp_places, which count, against the nodes
+ * listed rank by rank (world rank / node_size) and layout_dp_two_level on
+ * that list: every DP group of every layout of up to 48 ranks and every
+ * node_size that keeps TP on a node. */
+static int counted_nodes_are_listed(void)
+{
+    int ok = 1, node_of[48], place_of[48];
+    for (int world = 1; world <= 48; world++)
+        for (int tp = 1; tp <= world; tp++)
+            for (int pp = 1; pp * tp <= world; pp++) {
+                if (world % (tp * pp))
+                    continue;
+                int dp = world / (tp * pp);
+                for (int ns = tp; ns <= world; ns += tp) {
+                    if (world % ns)
+                        continue;
+                    ParallelConfig p = {.dp = dp, .pp = pp, .tp = tp, .node_size = ns};
+                    for (int s = 0; s < pp; s++)
+                        for (int t = 0; t < tp; t++) {
+                            Layout l = layout_at(&p, dp, s, 0, t);
+                            for (int d = 0; d < dp; d++) {
+                                node_of[d] = layout_world_rank(&l, s, d, t) / ns;
+                                place_of[d] = d == 0 || node_of[d] != node_of[d - 1]
+                                              ? 0 : place_of[d - 1] + 1;
+                                LayoutDpSpot at = layout_dp_spot(&l, d);
+                                if (at.node != node_of[d] - node_of[0] || at.place != place_of[d]) {
+                                    tap_diag("world %d tp %d pp %d node_size %d stage %d: DP rank "
+                                             "%d at node %d place %d, counted %d %d", world, tp,
+                                             pp, ns, s, d, node_of[d] - node_of[0], place_of[d],
+                                             at.node, at.place);
+                                    ok = 0;
+                                }
+                            }
+                            int want = layout_dp_two_level(node_of, dp) ? place_of[dp - 1] + 1 : 0;
+                            if (layout_dp_places(&l) != want) {
+                                tap_diag("world %d tp %d pp %d node_size %d stage %d: places %d, "
+                                         "listed %d", world, tp, pp, ns, s, layout_dp_places(&l),
+                                         want);
+                                ok = 0;
+                            }
+                        }
+                }
+            }
+    return ok;
+}
+
 /* With node_size 1 every rank is alone on its pretended node, yet all of
  * them are on this one machine: host_rank/host_size (the GPU choice) must
  * say so, or ranks 0, 1, ... would all take GPU 0. */
@@ -136,7 +182,7 @@ int main(int argc, char **argv)
 {
     tap_init(&argc, &argv);
     int n = tap_size();
-    tap_plan(13);
+    tap_plan(14);
     int ok = 1, count = 0;
     for (int tp = 1; tp <= n; tp *= 2)
         for (int pp = 1; pp * tp <= n; pp *= 2)
@@ -166,6 +212,7 @@ int main(int argc, char **argv)
     layout_stage_layers(12, 4, 3, &first, &cnt);
     tap_ok(first == 9 && cnt == 3, "12 layers on 4 stages: stage 3 has layers 9..11");
     tap_ok(two_level_table(), "DP is two-level with >1 node, >1 rank per node, equal counts");
+    tap_ok(counted_nodes_are_listed(), "node_size's nodes counted (layout_dp_spot, layout_dp_places) as listed");
     tap_ok(host_stays_real(), "node_size pretends nodes, but the GPU choice sees the machine");
     tap_ok(shared_gpus_found(), "two ranks holding one GPU UUID are found, distinct UUIDs pass");
     return tap_done();

@@ -126,4 +126,12 @@ typedef struct {
     char source[CONFIG_PATH_MAX];   /* file name, or "(built-in tiny.ini)" */
 } Config;
 
+/* A rule broken on keys: the key the user should change, and why. The
+ * rule's owner fills it (an architecture's check_keys, layout.c's rules);
+ * config_validate words it as "[section] key = value: why". */
+typedef struct {
+    const char *section, *key;
+    char why[256];
+} ConfigKeyProblem;
+
 #endif

@@ -6,11 +6,13 @@
  *
  * The rules about the model architecture (which keys gpt2 refuses, what
  * llama's grouped-query attention and rotary embeddings need) are the
- * architecture's descriptor's (arch.h: check_keys); this file words them.
+ * architecture's descriptor's (arch.h: check_keys), and the layout's (a
+ * stage holds a layer, tp divides the heads, the interleaved schedule,
+ * sequence parallelism's slices) are layout.c's, the rule book of layouts;
+ * this file words them.
  */
 #include "config_rules.h"
 
-#include <limits.h>
 #include <stdarg.h>
 #include <stdio.h>
 #include <string.h>
@@ -19,6 +21,7 @@
 #include "config_keys.h"
 #include "config_message.h"
 #include "config_value.h"
+#include "layout.h"
 
 static int fail_key(const Config *cfg, char *msg, size_t n, const char *section,
                     const char *key, const char *fmt, ...) __attribute__((format(printf, 6, 7)));
@@ -36,48 +39,17 @@ static int fail_key(const Config *cfg, char *msg, size_t n, const char *section,
     return 1;
 }
 
-/* The architecture's own rules (its descriptor's check_keys: which keys
- * it refuses, what its attention needs of the heads and of tp). */
-static int check_arch_keys(const Config *c, char *msg, size_t n)
+/* A rule that its owner checks and this file words: the architecture's
+ * (its descriptor's check_keys: which keys it refuses, what its attention
+ * needs of the heads and of tp) or the layout's (layout.c, the rule book
+ * of layouts). */
+static int worded(const Config *c, char *msg, size_t n,
+                  int (*check)(const Config *, ConfigKeyProblem *))
 {
-    ArchKeyProblem p;
-    if (!arch_of(&c->model)->check_keys(c, &p))
+    ConfigKeyProblem p;
+    if (!check(c, &p))
         return 0;
     return fail_key(c, msg, n, p.section, p.key, "%s", p.why);
-}
-
-/* The interleaved schedule's rules (Megatron's): each stage holds
- * virtual_stages equal chunks of layers, and microbatches go round the
- * ring of stages in groups of pp. */
-static int check_virtual_stages(const Config *c, char *msg, size_t n)
-{
-    const ParallelConfig *pl = &c->parallel;
-    if (pl->schedule != SCHED_INTERLEAVED) {
-        if (pl->virtual_stages != 1)
-            return fail_key(c, msg, n, "parallel", "virtual_stages",
-                            "applies to schedule = interleaved only (this config's schedule "
-                            "is %s)", pl->schedule == SCHED_GPIPE ? "gpipe" : "1f1b");
-        return 0;
-    }
-    if (pl->virtual_stages < 2)
-        return fail_key(c, msg, n, "parallel", "virtual_stages",
-                        "schedule = interleaved needs virtual_stages >= 2 (the chunks of "
-                        "layers each stage holds)");
-    if (pl->pp < 2)
-        return fail_key(c, msg, n, "parallel", "pp",
-                        "schedule = interleaved needs pp >= 2 (it shrinks the bubble "
-                        "between pipeline stages)");
-    long long chunks = (long long)pl->pp * pl->virtual_stages;
-    if (c->model.n_layer % chunks)
-        return fail_key(c, msg, n, "parallel", "virtual_stages",
-                        "n_layer (%d) is not divisible by pp * virtual_stages = %lld "
-                        "(every chunk holds the same number of layers)",
-                        c->model.n_layer, chunks);
-    if (c->train.grad_accum % pl->pp)
-        return fail_key(c, msg, n, "train", "grad_accum",
-                        "schedule = interleaved runs microbatches in groups of pp: "
-                        "grad_accum must be a multiple of pp (%d)", pl->pp);
-    return 0;
 }
 
 /* Rules between keys. Warmup longer than the run is legal (the run ends
@@ -108,48 +80,14 @@ int config_rules_check(const Config *c, char *msg, size_t n)
         return fail_key(c, msg, n, "model", "vocab_size",
                         "token shards hold uint16 ids: vocab_size must be <= 65536 "
                         "with format = tokens");
-    /* Layout rules that need no world size: a stage owns >= 1 layer, and
-     * TP splits attention heads (layout_check does the ones that need it). */
-    if (c->parallel.pp > m->n_layer)
-        return fail_key(c, msg, n, "parallel", "pp",
-                        "more pipeline stages than layers (n_layer = %d)", m->n_layer);
-    /* Products of layout sizes are ints everywhere (layout_check, MPI):
-     * none may exceed the largest MPI world, INT_MAX ranks. */
-    const ParallelConfig *pl = &c->parallel;
-    long long pt = (long long)pl->pp * pl->tp, world = pt * (pl->dp ? pl->dp : 1);
-    if (pt > INT_MAX || world > INT_MAX) {
-        const char *key = pl->tp >= pl->pp && pl->tp >= pl->dp ? "tp"
-                          : pl->pp >= pl->dp ? "pp" : "dp";
-        if (!pl->dp)
-            return fail_key(c, msg, n, "parallel", key,
-                            "pp * tp = %d * %d = %lld is more ranks than an MPI world holds "
-                            "(at most %d)", pl->pp, pl->tp, pt, INT_MAX);
-        return fail_key(c, msg, n, "parallel", key,
-                        "dp * pp * tp = %d * %d * %d = %lld is more ranks than an MPI world "
-                        "holds (at most %d)", pl->dp, pl->pp, pl->tp, world, INT_MAX);
-    }
-    if (m->n_head % c->parallel.tp)
-        return fail_key(c, msg, n, "parallel", "tp",
-                        "n_head (%d) is not divisible by tp (heads are split across TP ranks)",
-                        m->n_head);
-    if (check_virtual_stages(c, msg, n))
+    /* The layout's rules that need no world size (layout_check does the
+     * ones that need it), the architecture's, then sequence parallelism's. */
+    if (worded(c, msg, n, layout_rules_check))
         return 1;
-    if (check_arch_keys(c, msg, n))
+    if (worded(c, msg, n, arch_of(&c->model)->check_keys))
         return 1;
-    /* each TP rank's slice of the microbatch's flattened tokens (model.c) */
-    long long tokens = (long long)c->train.micro_batch * m->seq_len;
-    if (pl->sequence_parallel && tokens % pl->tp)
-        return fail_key(c, msg, n, "parallel", "sequence_parallel",
-                        "needs [train] micro_batch * [model] seq_len = %d * %d = %lld "
-                        "divisible by tp (%d): each TP rank holds an equal slice of the "
-                        "microbatch's tokens", c->train.micro_batch, m->seq_len, tokens,
-                        pl->tp);
-    /* generation runs one row at a time: T tokens sliced over TP */
-    if (pl->sequence_parallel && c->log.sample_tokens > 0 && m->seq_len % pl->tp)
-        return fail_key(c, msg, n, "log", "sample_tokens",
-                        "generation with sequence_parallel needs [model] seq_len (%d) "
-                        "divisible by tp (%d): it runs one row of seq_len tokens",
-                        m->seq_len, pl->tp);
+    if (worded(c, msg, n, layout_sequence_rules_check))
+        return 1;
     if (c->train.min_lr > c->train.lr)
         return fail_key(c, msg, n, "train", "min_lr", "greater than lr (%g)", c->train.lr);
     if (!c->data.train[0])

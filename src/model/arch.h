@@ -74,10 +74,7 @@ typedef struct {
 
 /* A key an architecture refuses (its check_keys): which, and why; the
  * config words it ("trident: FILE: [model] KEY = VALUE: WHY"). */
-typedef struct {
-    const char *section, *key;
-    char why[256];
-} ArchKeyProblem;
+typedef ConfigKeyProblem ArchKeyProblem;
 
 /* Names the key of a refusal whose reason is already in p->why; returns 1. */
 static inline int arch_refuse(ArchKeyProblem *p, const char *section, const char *key)

@@ -1,11 +1,15 @@
 /*
  * comm_dp.c - the reduction over data parallelism; see comm_dp.h.
  *
- * With two levels, position l * nodes + n of the packing order holds the
- * DP rank at place l of node n (its dp_node and dp_cross ranks). The node
- * level then sees, at place l, the blocks of every node's place-l rank:
- * that place's share of the buffer. The cross level splits that share
- * into one block per node.
+ * With two levels, position layout_dp_block(l, n, nodes) = l * nodes + n
+ * of the packing order holds the DP rank at place l of node n (its dp_node
+ * and dp_cross ranks). The node level then sees, at place l, the blocks of
+ * every node's place-l rank: that place's share of the buffer. The cross
+ * level splits that share into one block per node.
+ *
+ * Where [parallel] node_size pretends the nodes, the grid's node map must
+ * be the one layout_dp_spot and layout_dp_places count for plan: checked
+ * here, so plan's figures are the trainer's.
  */
 #include "comm_dp.h"
 
@@ -13,6 +17,7 @@
 
 #include "alloc.h"
 #include "fail.h"
+#include "layout.h"
 
 struct CommDp {
     const Grid *g;
@@ -40,6 +45,24 @@ static int *dp_places(const Grid *g)
     return all;
 }
 
+/* The node map of the grid's pretended nodes (all: dp_places's) against
+ * the one the layout counts (layout.h): each DP rank's node and place,
+ * over two levels its dp_cross rank and the ranks per node. A mismatch is
+ * a programming error in one of the two. */
+static void check_pretended_nodes(const CommDp *d, const int *all)
+{
+    const Layout *l = &d->g->layout;
+    int ok = layout_dp_places(l) == (d->two_level ? d->places : 0);
+    for (int r = 0; r < l->dp && ok; r++) {
+        LayoutDpSpot s = layout_dp_spot(l, r);
+        ok = all[3 * r] - all[0] == s.node && all[3 * r + 1] == s.place
+             && (!d->two_level || all[3 * r + 2] == s.node);
+    }
+    if (!ok)
+        fail_abort("the grid's pretended nodes differ from layout_dp_spot's and "
+                   "layout_dp_places's", __FILE__, __LINE__);
+}
+
 CommDp *comm_dp_create(const Grid *g)
 {
     CommDp *d = TRI_CALLOC(1, sizeof *d, "the DP reduction");
@@ -62,8 +85,10 @@ CommDp *comm_dp_create(const Grid *g)
         if (place >= d->places || node >= d->nodes || d->nodes * d->places != g->layout.dp)
             fail_abort("the dp_node and dp_cross groups do not tile the DP group",
                        __FILE__, __LINE__);
-        d->order[place * d->nodes + node] = r;
+        d->order[layout_dp_block(place, node, d->nodes)] = r;
     }
+    if (g->layout.node_size > 0)
+        check_pretended_nodes(d, all);
     free(node_of);
     free(all);
     return d;

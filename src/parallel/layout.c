@@ -1,18 +1,129 @@
 /*
  * layout.c - the layout of a run and its rules; see layout.h for the rank
- * order and why.
+ * order and why. Each rule is tested once here: the world-free ones
+ * (layout_rules_check, layout_sequence_rules_check) hand config_validate
+ * the key to name and why, in the words its messages have always had;
+ * layout_check words what it shares with them for the world it checks.
  */
 #include "layout.h"
 
+#include <limits.h>
+#include <stdint.h>
 #include <stdlib.h>
 #include <string.h>
 
 #include "alloc.h"
 #include "arch_sizes.h"
+#include "fail.h"
+#include "reason.h"
 
 int layout_resolve_dp(const ParallelConfig *p, int world)
 {
     return p->dp ? p->dp : world / (p->pp * p->tp);
+}
+
+/* The rules layout_check and layout_rules_check share, each stated once
+ * and worded by each. */
+static int heads_split(const ModelConfig *m, int tp) { return m->n_head % tp == 0; }
+static int stages_hold_layers(const ModelConfig *m, int pp) { return pp <= m->n_layer; }
+
+static int refuse(ConfigKeyProblem *p, const char *section, const char *key)
+{
+    p->section = section;
+    p->key = key;
+    return 1;
+}
+
+/* The interleaved schedule's rules (Megatron's): each stage holds
+ * virtual_stages equal chunks of layers, and microbatches go round the
+ * ring of stages in groups of pp. */
+static int virtual_stages_check(const Config *c, ConfigKeyProblem *p)
+{
+    const ParallelConfig *pl = &c->parallel;
+    if (pl->schedule != SCHED_INTERLEAVED) {
+        if (pl->virtual_stages == 1)
+            return 0;
+        reason_set(p->why, sizeof p->why, "applies to schedule = interleaved only (this "
+                   "config's schedule is %s)", pl->schedule == SCHED_GPIPE ? "gpipe" : "1f1b");
+        return refuse(p, "parallel", "virtual_stages");
+    }
+    if (pl->virtual_stages < 2) {
+        reason_set(p->why, sizeof p->why, "schedule = interleaved needs virtual_stages >= 2 "
+                   "(the chunks of layers each stage holds)");
+        return refuse(p, "parallel", "virtual_stages");
+    }
+    if (pl->pp < 2) {
+        reason_set(p->why, sizeof p->why, "schedule = interleaved needs pp >= 2 (it shrinks "
+                   "the bubble between pipeline stages)");
+        return refuse(p, "parallel", "pp");
+    }
+    long long chunks = (long long)pl->pp * pl->virtual_stages;
+    if (c->model.n_layer % chunks) {
+        reason_set(p->why, sizeof p->why, "n_layer (%d) is not divisible by pp * "
+                   "virtual_stages = %lld (every chunk holds the same number of layers)",
+                   c->model.n_layer, chunks);
+        return refuse(p, "parallel", "virtual_stages");
+    }
+    if (c->train.grad_accum % pl->pp) {
+        reason_set(p->why, sizeof p->why, "schedule = interleaved runs microbatches in groups "
+                   "of pp: grad_accum must be a multiple of pp (%d)", pl->pp);
+        return refuse(p, "train", "grad_accum");
+    }
+    return 0;
+}
+
+int layout_rules_check(const Config *c, ConfigKeyProblem *p)
+{
+    const ModelConfig *m = &c->model;
+    const ParallelConfig *pl = &c->parallel;
+    if (!stages_hold_layers(m, pl->pp)) {
+        reason_set(p->why, sizeof p->why, "more pipeline stages than layers (n_layer = %d)",
+                   m->n_layer);
+        return refuse(p, "parallel", "pp");
+    }
+    /* Products of layout sizes are ints everywhere (layout_check, MPI):
+     * none may exceed the largest MPI world, INT_MAX ranks. */
+    long long pt = (long long)pl->pp * pl->tp, world = pt * (pl->dp ? pl->dp : 1);
+    if (pt > INT_MAX || world > INT_MAX) {
+        const char *key = pl->tp >= pl->pp && pl->tp >= pl->dp ? "tp"
+                          : pl->pp >= pl->dp ? "pp" : "dp";
+        if (!pl->dp)
+            reason_set(p->why, sizeof p->why, "pp * tp = %d * %d = %lld is more ranks than an "
+                       "MPI world holds (at most %d)", pl->pp, pl->tp, pt, INT_MAX);
+        else
+            reason_set(p->why, sizeof p->why, "dp * pp * tp = %d * %d * %d = %lld is more "
+                       "ranks than an MPI world holds (at most %d)", pl->dp, pl->pp, pl->tp,
+                       world, INT_MAX);
+        return refuse(p, "parallel", key);
+    }
+    if (!heads_split(m, pl->tp)) {
+        reason_set(p->why, sizeof p->why, "n_head (%d) is not divisible by tp (heads are split "
+                   "across TP ranks)", m->n_head);
+        return refuse(p, "parallel", "tp");
+    }
+    return virtual_stages_check(c, p);
+}
+
+int layout_sequence_rules_check(const Config *c, ConfigKeyProblem *p)
+{
+    const ModelConfig *m = &c->model;
+    const ParallelConfig *pl = &c->parallel;
+    /* each TP rank's slice of the microbatch's flattened tokens (model.c) */
+    long long tokens = (long long)c->train.micro_batch * m->seq_len;
+    if (pl->sequence_parallel && tokens % pl->tp) {
+        reason_set(p->why, sizeof p->why, "needs [train] micro_batch * [model] seq_len = %d * "
+                   "%d = %lld divisible by tp (%d): each TP rank holds an equal slice of the "
+                   "microbatch's tokens", c->train.micro_batch, m->seq_len, tokens, pl->tp);
+        return refuse(p, "parallel", "sequence_parallel");
+    }
+    /* generation runs one row at a time: T tokens sliced over TP */
+    if (pl->sequence_parallel && c->log.sample_tokens > 0 && m->seq_len % pl->tp) {
+        reason_set(p->why, sizeof p->why, "generation with sequence_parallel needs [model] "
+                   "seq_len (%d) divisible by tp (%d): it runs one row of seq_len tokens",
+                   m->seq_len, pl->tp);
+        return refuse(p, "log", "sample_tokens");
+    }
+    return 0;
 }
 
 int layout_check(const Config *cfg, int world, FILE *err)
@@ -30,7 +141,7 @@ int layout_check(const Config *cfg, int world, FILE *err)
                 dp, p->pp, p->tp, dp * p->pp * p->tp, world);
         return 1;
     }
-    if (m->n_head % p->tp != 0) {
+    if (!heads_split(m, p->tp)) {
         fprintf(err, "trident: [parallel] tp = %d: n_head (%d) is not divisible by tp; attention heads are split across TP ranks\n",
                 p->tp, m->n_head);
         return 1;
@@ -51,7 +162,7 @@ int layout_check(const Config *cfg, int world, FILE *err)
                 p->tp, m->vocab_size);
         return 1;
     }
-    if (m->n_layer < p->pp) {
+    if (!stages_hold_layers(m, p->pp)) {
         fprintf(err, "trident: [parallel] pp = %d: only %d layers, and every pipeline stage needs at least one\n",
                 p->pp, m->n_layer);
         return 1;
@@ -67,7 +178,8 @@ int layout_check(const Config *cfg, int world, FILE *err)
 Layout layout_at(const ParallelConfig *p, int dp, int pp_stage, int dp_rank, int tp_rank)
 {
     Layout l = {.size = dp * p->pp * p->tp, .dp = dp, .pp = p->pp, .tp = p->tp,
-                .dp_rank = dp_rank, .pp_stage = pp_stage, .tp_rank = tp_rank};
+                .dp_rank = dp_rank, .pp_stage = pp_stage, .tp_rank = tp_rank,
+                .node_size = p->node_size};
     l.rank = layout_world_rank(&l, pp_stage, dp_rank, tp_rank);
     return l;
 }
@@ -104,6 +216,14 @@ static int by_value(const void *a, const void *b)
     return (x > y) - (x < y);
 }
 
+/* The two-level rule, on nodes that each hold per_node of a group's dp
+ * ranks when `equal` (else their counts differ): more than one node, more
+ * than one rank on each. */
+static int two_levels(int64_t dp, int64_t per_node, int equal)
+{
+    return equal && per_node > 1 && per_node < dp;
+}
+
 int layout_dp_two_level(const int *node_of, int dp)
 {
     if (dp < 4) /* two nodes of two at least */
@@ -120,5 +240,43 @@ int layout_dp_two_level(const int *node_of, int dp)
         same = sorted[start] == sorted[start + per_node - 1]
             && (start + per_node == dp || sorted[start + per_node] != sorted[start]);
     free(sorted);
-    return same && per_node > 1 && per_node < dp;
+    return two_levels(dp, per_node, same);
+}
+
+/* A DP group's rank d is world rank (pp_stage dp + d) tp + tp_rank, and a
+ * node holds node_size / tp whole TP groups (layout_check), so d sits on
+ * world node (pp_stage dp + d) / (node_size / tp). */
+LayoutDpSpot layout_dp_spot(const Layout *l, int dp_rank)
+{
+    LayoutDpSpot s = {0, dp_rank};
+    if (l->node_size <= 0)
+        return s;
+    int64_t q = l->node_size / l->tp, start = (int64_t)l->pp_stage * l->dp;
+    int64_t at = start + dp_rank, node = at / q;
+    s.node = (int)(node - start / q);
+    s.place = (int)(at - (s.node == 0 ? start : node * q));
+    return s;
+}
+
+int layout_dp_places(const Layout *l)
+{
+    if (l->node_size <= 0)
+        return 0;
+    int64_t q = l->node_size / l->tp, dp = l->dp;
+    int64_t first = q - ((int64_t)l->pp_stage * dp) % q; /* the group's ranks on its first node */
+    if (first > dp)
+        first = dp;
+    int64_t rest = dp - first, whole = rest / q, last = rest % q;
+    int equal = (whole == 0 || q == first) && (last == 0 || last == first);
+    return two_levels(dp, first, equal) ? (int)first : 0;
+}
+
+int layout_dp_block(int place, int node, int nodes)
+{
+    return place * nodes + node;
+}
+
+int layout_dp_block_place(int block, int nodes)
+{
+    return block / nodes;
 }

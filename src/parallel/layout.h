@@ -16,8 +16,9 @@
  * to run on a world (layout_check), how dp = 0 resolves, which layers a
  * stage holds and when a DP group reduces in two levels. The trainer
  * (before grid_create) and plan apply these functions rather than restate
- * them; config_validate checks the rules that need no world size first,
- * with its own messages.
+ * them; config_validate checks the rules that need no world size first
+ * (layout_rules_check, layout_sequence_rules_check), naming the key to
+ * change in its own words.
  */
 #ifndef TRI_SRC_LAYOUT_H
 #define TRI_SRC_LAYOUT_H
@@ -30,6 +31,8 @@ typedef struct {
     int rank, size;                  /* world */
     int dp, pp, tp;                  /* group sizes */
     int dp_rank, pp_stage, tp_rank;  /* this rank's place */
+    int node_size;                   /* [parallel] node_size: nodes pretended to
+                                        hold that many world ranks; 0: real nodes */
 } Layout;
 
 /* The layout of p on a world of `world` ranks (dp resolved as
@@ -47,8 +50,26 @@ int layout_world_rank(const Layout *l, int pp_stage, int dp_rank, int tp_rank);
 
 /* Checks that the layout of cfg fits a world of `world` ranks: dp*pp*tp,
  * divisibility by tp, layers per stage, node_size. Writes the reason on err
- * and returns non-zero. */
+ * and returns non-zero. The rules it shares with layout_rules_check (tp
+ * divides the heads, a stage holds a layer) are the same tests, worded
+ * for the world. */
 int layout_check(const Config *cfg, int world, FILE *err);
+
+/* The layout rules that need no world size, which config_validate checks
+ * first (config_rules.c words them): a stage holds a layer, no product of
+ * the layout's sizes is more ranks than an MPI world holds (INT_MAX), tp
+ * divides the heads, and the interleaved schedule's (virtual_stages only
+ * with it, >= 2 chunks a stage, pp >= 2, equal chunks of layers,
+ * microbatches in groups of pp). 0 when they hold; else 1 with the first
+ * broken one in p. */
+int layout_rules_check(const Config *cfg, ConfigKeyProblem *p);
+
+/* What sequence parallelism needs of the tokens, which needs no world
+ * size either: each TP rank an equal slice of a microbatch's tokens, and
+ * of one row's when the run samples. 0 or 1 as layout_rules_check; apart
+ * from it because config_validate checks the architecture's keys between
+ * the two, and keeps that order of its messages. */
+int layout_sequence_rules_check(const Config *cfg, ConfigKeyProblem *p);
 
 /* The DP size of a world of `world` ranks: [parallel] dp, or world /
  * (pp * tp) when dp = 0. The one place that rule lives: the trainer's grid
@@ -74,5 +95,37 @@ void layout_chunk_layers(int n_layer, int pp, int v, int stage, int chunk, int *
  * (from the grid's real or pretended nodes) and plan (from node_size)
  * both apply. */
 int layout_dp_two_level(const int *node_of, int dp);
+
+/* Where a DP rank sits on the nodes l->node_size pretends: the how-many-th
+ * of its DP group's nodes (counted from the group's first) and its place
+ * among the group's ranks on that node, in DP rank order (its dp_node
+ * rank; over two levels also its node's dp_cross rank). */
+typedef struct {
+    int node, place;
+} LayoutDpSpot;
+
+/* The spot of DP rank dp_rank of l's DP group (the ranks of l's pp_stage
+ * and tp_rank) on nodes of l->node_size world ranks; with node_size = 0
+ * every rank on one node (plan's assumption: real nodes are not known
+ * before the run). Counted, not listed, so it costs the same at any world
+ * size. l must have passed layout_check (node_size a multiple of tp). */
+LayoutDpSpot layout_dp_spot(const Layout *l, int dp_rank);
+
+/* The DP ranks each node holds when l's DP group reduces in two levels
+ * over the nodes l->node_size makes, by layout_dp_two_level's rule
+ * (counted: the group fills a first node partly, then whole nodes, then
+ * a last partial one); 0 for one level, and for node_size = 0. The
+ * trainer checks its grid's pretended nodes against this (comm_dp.c). */
+int layout_dp_places(const Layout *l);
+
+/* The block of the rank at place `place` of node `node` (its dp_node and
+ * dp_cross ranks) of a DP group that reduces in two levels over `nodes`
+ * nodes: blocks go by place, then by node, so each level finds its
+ * blocks contiguous (comm_dp_order; ZeRO's rank owns that block of every
+ * tensor). */
+int layout_dp_block(int place, int node, int nodes);
+
+/* The place of the rank owning block `block` of that order. */
+int layout_dp_block_place(int block, int nodes);
 
 #endif

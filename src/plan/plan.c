@@ -27,31 +27,6 @@
 
 /* ---- memory ------------------------------------------------------------ */
 
-/* The DP ranks each node holds when the DP group of (stage, tp rank)
- * reduces in two levels, else 0, by the trainer's rule (layout_dp_two_level:
- * every node holds the same number of the group's ranks, more than one and
- * fewer than all) over the nodes [parallel] node_size makes. (Real node boundaries are not known before the
- * run; plan assumes one node unless node_size says.)
- * Counted, not listed: the group's DP rank d is world rank
- * (stage dp + d) tp + tp_rank, and node_size is a multiple of tp
- * (layout_check), so d sits on node (stage dp + d) / q with q = node_size / tp:
- * the group fills a first node partly, then whole nodes of q, then a last
- * partial one. A list of dp entries would cost gigabytes and minutes at the
- * worlds plan accepts (up to INT_MAX ranks). */
-static int dp_node_places(const Config *cfg, const Layout *layout)
-{
-    int ns = cfg->parallel.node_size;
-    if (ns <= 0 || layout->dp < 4) /* two nodes of two at least */
-        return 0;
-    int64_t q = ns / layout->tp, dp = layout->dp;
-    int64_t first = q - ((int64_t)layout->pp_stage * dp) % q;
-    if (first >= dp)
-        return 0; /* one node holds the whole group */
-    int64_t rest = dp - first, whole = rest / q, last = rest % q;
-    int same = (whole == 0 || q == first) && (last == 0 || last == first);
-    return same && first > 1 ? (int)first : 0;
-}
-
 /* The trainer's choice of device, where plan can know it: auto takes a
  * GPU when one is visible (device.c), asked once. */
 static int on_gpu(const Config *cfg)
@@ -84,12 +59,13 @@ static void parameter_memory(const ParamSet *ps, const Config *cfg, const Layout
     l.stage = zero_stage(cfg->parallel.zero, layout->dp);
     l.dp = layout->dp;
     l.dtype = model_dtype(cfg->train.precision);
-    l.places = dp_node_places(cfg, layout);
-    /* the rank's block, as zero.c assigns it: over two levels the DP rank
-     * at place d % places of node d / places owns block place x nodes +
-     * node (comm_dp_order) */
-    int d = layout->dp_rank;
-    l.dp_rank = l.places ? (d % l.places) * (layout->dp / l.places) + d / l.places : d;
+    /* over the nodes node_size pretends (plan assumes one node unless it
+     * says), as comm_dp.c checks the trainer's; the rank's block is its
+     * place in comm_dp_order, its DP rank over one level */
+    l.places = layout_dp_places(layout);
+    LayoutDpSpot at = layout_dp_spot(layout, layout->dp_rank);
+    l.dp_rank = l.places ? layout_dp_block(at.place, at.node, layout->dp / l.places)
+                         : layout->dp_rank;
     l.overlap = zero_overlaps(cfg->parallel.overlap, l.stage, layout->dp, l.places, OPS_CPU);
     l.offload = plan_offloads(cfg);
     ZeroBytes b = zero_state_bytes(ps, &l);
@@ -199,9 +175,10 @@ static Config with_schedule(const Config *cfg, ScheduleKind kind, int v)
     return c;
 }
 
-/* Whether a candidate passes config_rules.c's cross-key rules, the one statement
- * of them (the interleaved schedule's divisibility, sequence parallelism's
- * equal slices), so plan never offers what the trainer refuses. */
+/* Whether a candidate passes config_validate's cross-key rules, which
+ * apply the one statement of the layout's (layout.c: the interleaved
+ * schedule's divisibility, sequence parallelism's equal slices), so plan
+ * never offers what the trainer refuses. */
 static int allowed(const Config *c)
 {
     return config_validate(c, fail_stream(0)) == 0;
@@ -347,8 +324,9 @@ static void print_costs(const Config *cfg, int world, FILE *out)
             c.tp, c.dp, cfg->parallel.zero, c.pp, pp > 1 ? 2 * t->grad_accum : 0, c.embed);
 }
 
-/* Whether sequence parallelism slices anything on cfg's tp, and config_rules.c
- * allows it there. */
+/* Whether sequence parallelism slices anything on cfg's tp, and the
+ * layout's rules allow it there (layout_sequence_rules_check, through
+ * config_validate). */
 static int sequence_parallel_fits(const Config *cfg)
 {
     Config c = *cfg;

@@ -4,7 +4,8 @@
  * Every collective runs in place, one parameter at a time. Rank r owns
  * block k of every tensor's rows, where k is r's place in the order the
  * DP reduction lists blocks in (comm_dp_order: DP rank order over one
- * level; over two, grouped by place in the node, then by node). So a
+ * level; over two, grouped by place in the node, then by node, as
+ * layout_dp_block numbers them). So a
  * tensor's gradients are already every rank's block in that order: each
  * is reduce-scattered straight from its gradients (zero 2/3: the unit's
  * transient ones) into its owned rows (zero 2/3: into a buffer of one
@@ -44,6 +45,7 @@
 #include "comm_dp.h"
 #include "fail.h"
 #include "fault.h"
+#include "layout.h"
 #include "prof.h"
 #include "timer.h"
 
@@ -149,20 +151,20 @@ typedef struct {
 static int64_t larger(int64_t a, int64_t b) { return a > b ? a : b; }
 
 /* The elements of p that comm_dp's scratch holds over two levels for the
- * rank owning `block`: its place's share inside the node. Block k is the
- * DP rank at place k / nodes of node k % nodes (comm_dp_order), so a
- * place's share of a reduce-scatter or all-gather is its nodes' run of
- * blocks; of zero 0's all-reduce, its part of the elements (comm_dp.c). */
+ * rank owning `block`: its place's share inside the node. Blocks go by
+ * place, then by node (layout_dp_block, comm_dp_order), so a place's share
+ * of a reduce-scatter or all-gather is its nodes' run of blocks; of zero
+ * 0's all-reduce, its part of the elements (comm_dp.c). */
 static int64_t node_share(const Param *p, const ZeroLayout *l)
 {
-    int nodes = l->dp / l->places, place = l->dp_rank / nodes;
+    int nodes = l->dp / l->places, place = layout_dp_block_place(l->dp_rank, nodes);
     int64_t first, n, last, m;
     if (l->stage == 0) { /* the elements cut as rows are (comm_dp.c's part_count) */
         zero_partition(params_local_numel(p), l->places, place, &first, &n);
         return n;
     }
-    zero_partition(p->lrows, l->dp, place * nodes, &first, &n);
-    zero_partition(p->lrows, l->dp, place * nodes + nodes - 1, &last, &m);
+    zero_partition(p->lrows, l->dp, layout_dp_block(place, 0, nodes), &first, &n);
+    zero_partition(p->lrows, l->dp, layout_dp_block(place, nodes - 1, nodes), &last, &m);
     return (last + m - first) * p->lcols;
 }
 
@@ -339,7 +341,9 @@ static void allocate_state(Zero *z)
                    __FILE__, __LINE__);
 }
 
-/* The block of rows DP rank `rank` owns: its place in comm_dp_order. */
+/* The block of rows DP rank `rank` owns: its place in comm_dp_order (over
+ * two levels layout_dp_block of its place and node, which comm_dp.c
+ * numbered the order by). */
 static int block_of(const CommDp *d, int dp, int rank)
 {
     const int *order = comm_dp_order(d);
