@@ -1,5 +1,5 @@
 /*
- * t_config.c - config.c and config_ini.c: defaults, the built-in job, the
+ * t_config.c - the config loader (src/config/) and config_ini.c: defaults, the built-in job, the
  * INI round trip, --set overrides, INI text from memory, and one check per
  * kind of bad input.
  *

@@ -1,5 +1,5 @@
 /*
- * fuzz_config.c - fuzz target for the INI config reader (src/config/config_ini.c, src/config.c):
+ * fuzz_config.c - fuzz target for the INI config reader (src/config/config_ini.c, src/config/config_load.c):
  * config_load over a file holding the input, with --set overrides.
  *
  * Input: INI text. A line "%%set" ends it; each following line is one
