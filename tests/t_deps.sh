@@ -17,17 +17,10 @@
 #    only the folders it may use; this proves those permissions form no
 #    circle).
 # The finder is checked first on two small graphs, one with a circle.
-# Known circles that a change in progress opens go in `allowed` below:
-# each prints as a TODO line until it is gone, and then fails until its
-# entry is removed, so the list can only shrink.
+# Every circle found fails.
 . "${TRI_SRCDIR:-.}/tests/lib.sh"
 src="${TRI_SRCDIR:-.}/src"
 lib="${TRI_BUILDDIR:-.}/src/libtrident.a"
-
-# Circles known and being opened: the kind and the sorted files of each,
-# one a line. A circle found whose files all belong to one entry prints as
-# TODO; the list must shrink to empty.
-allowed=""
 
 # circles KIND: reads "FROM TO WHY..." edges on stdin, prints one line per
 # strongly connected set of more than one node: "KIND<tab>key<tab>circle
@@ -169,40 +162,18 @@ call_edges() {
         }'
 }
 
-# contains "A..." "B...": every word of B is one of A
-contains() {
-    echo "$1" | awk -v b="$2" '{ for (i = 1; i <= NF; i++) a[$i] = 1
-        n = split(b, w, " "); for (i = 1; i <= n; i++) if (!(w[i] in a)) exit 1 }'
-}
-
-# allowed_for KIND "FILES": the allowed circle of KIND whose files hold all
-# of FILES (a circle allowed may shrink or split, never grow); none: fails
-allowed_for() {
-    echo "$allowed" | while read -r kind files; do
-        [ "$kind" = "$1" ] && contains "$files" "$2" && echo "$files" && return 0
-    done | grep .
-}
-
-# report KIND NAME: one TAP line per circle of $WORK/KIND, a TODO when it
-# is allowed, or one line saying there is none
+# report KIND NAME: one failing TAP line per circle of $WORK/KIND, with
+# the edges inside it, or one line saying there is none
 report() {
     if [ ! -s "$WORK/$1" ]; then
         ok 0 "no $1 circle among $2"
         return
     fi
-    while IFS="$(printf '\t')" read -r kind key circle edges; do
-        if allowed_for "$kind" "$key" > /dev/null; then
-            tap_n=$((tap_n + 1))
-            echo "not ok $tap_n - $kind circle: $circle # TODO allowed while it is being opened"
-        else
-            ok 1 "$kind circle: $circle"
-        fi
+    while IFS="$(printf '\t')" read -r kind _ circle edges; do
+        ok 1 "$kind circle: $circle"
         echo "$edges" | tr ';' '\n' | sed 's/^ */#   /'
-        echo "$kind $key" >> "$WORK/found"
     done < "$WORK/$1"
 }
-
-: > "$WORK/found"
 
 # the finder itself: a -> b -> c -> a (and d beside it), and a graph without one
 printf 'a b x\nb c x\nc a x\nc d x\nd e x\n' | circles t > "$WORK/planted"
@@ -228,22 +199,6 @@ else
     ok $? "read the symbols of $lib ($n objects use others)"
     circles call < "$WORK/call.edges" > "$WORK/call"
     report call "src/'s objects"
-    # an allowed circle that is gone fails until its entry is removed (a
-    # call circle only where all its files are built: comm_nccl.c is not
-    # in a CPU build)
-    ${NM:-nm} -P -A "$lib" | sed -n "s/^[^[]*\[\(lib[a-z]*_a-\)\{0,1\}\([^]]*\)\.o\]:.*/\2.c/p" |
-        sort -u | tr "\n" " " > "$WORK/built"
-    echo "$allowed" | while read -r kind files; do
-        [ -n "$kind" ] || continue
-        [ "$kind" = call ] && ! contains "$(cat "$WORK/built")" "$files" && continue
-        grep "^$kind " "$WORK/found" | while read -r _ key; do
-            contains "$files" "$key" && echo yes
-        done | grep -q . && continue
-        echo "allowed $kind circle of $files is gone: remove it from tests/t_deps.sh"
-    done > "$WORK/stale"
-    while read -r line; do
-        ok 1 "$line"
-    done < "$WORK/stale"
 fi
 # folder_edges: the include and call edges between files of two folders,
 # as "FROM TO FILE ..." between the folders
