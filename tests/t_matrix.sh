@@ -15,7 +15,7 @@
 np=${1:-2}
 TAMPER="${TRI_BUILDDIR:-.}/tests/ckpt_tamper"
 limit=${TRI_MATRIX_LIMIT:-60}      # seconds any one case may take
-plan 198
+plan 201
 # shellcheck disable=SC3045
 ulimit -c 0 2>/dev/null            # a crash is detected below, not left as a core file
 t_start=$(date +%s)
@@ -1193,6 +1193,21 @@ itrain M193 "\[data\] train = $WORK/ix_tail.idx: [0-9]* bytes, but the header's 
 # instead).
 train M196 1 "\[model\] n_head = 2: heads of n_embd / n_head = 512 / 2 = 256, but the CUDA attention takes head sizes up to 128\|built without CUDA" \
     "device: heads over 128 wide on the GPU" --set parallel.device=cuda --set model.n_embd=512
+
+# ---- data and resuming, strictly (issue 37) ----------------------------------
+idx cat && cat "$WORK/ix.bin" >> "$WORK/ix_cat.bin"
+itrain M261 "\[data\] train = $WORK/ix_cat.bin: longer than its index says: $WORK/ix_cat.idx covers 4054 uint16 tokens (8108 bytes), the file has 16216 bytes: its last 8108 bytes would never be read" \
+    "indexed: a .bin longer than its index says (two copies under one index)" \
+    --set data.train="$WORK/ix_cat"
+train M260 1 "checkpoint $good: \[model\] arch is gpt2 in the checkpoint but llama in the config" \
+    "resume: a (tied) gpt2 checkpoint with arch = llama names the arch, not tie_embeddings" \
+    --set model.arch=llama --set checkpoint.resume="$good"
+head -c 2000 "$DATA/small.txt" > "$WORK/other.txt"
+cp -r "$WORK/good" "$WORK/data_M262"
+train M262 0 "warning: \[data\] train = $WORK/other.txt, but the checkpoint's run read $DATA/small.txt: the data cursor ([0-9]* samples seen) is kept, so training goes on at sample [0-9]* of the new data's seeded order: position [0-9]* in its epoch [0-9]* (it holds 55 windows)" \
+    "resume: onto another [data] train file, a warning saying what the cursor now means" \
+    --set data.train="$WORK/other.txt" --set checkpoint.dir="$WORK/data_M262" --set train.steps=6
+intact_dirs="$intact_dirs $WORK/data_M262"
 
 # ---- the completed checkpoint survived all of it ------------------------------
 bad=""

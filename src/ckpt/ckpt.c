@@ -467,6 +467,15 @@ static void check_model_attrs(H5Ctx *c, const Config *cfg, const CkptRoot *root)
 {
     if (ckpt_root_verify(&c->f, root))
         return;
+    char why[160];
+    /* another architecture first: its keys' defaults differ too (gpt2 ties
+     * its head by default, llama does not), and naming one of those would
+     * hide what the user changed */
+    if (root->cfg.model.arch != cfg->model.arch
+        && arch_differs(&root->cfg.model, &cfg->model, why, sizeof why)) {
+        ckpt_fail(&c->f, "%s", why);
+        return;
+    }
     for (int i = 0; i < ckpt_n_root_attrs; i++) {
         const CkptRootAttr *a = &ckpt_root_attrs[i];
         if (a->source != CKPT_FROM_SHAPE)
@@ -478,7 +487,6 @@ static void check_model_attrs(H5Ctx *c, const Config *cfg, const CkptRoot *root)
             ckpt_fail(&c->f, "[model] %s is %d in the checkpoint but %d in the config",
                       a->name, got, want);
     }
-    char why[160];
     if (arch_differs(&root->cfg.model, &cfg->model, why, sizeof why))
         ckpt_fail(&c->f, "%s", why);
 }

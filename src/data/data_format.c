@@ -247,8 +247,10 @@ static int scan_tokens(const TokenFile *tf, int vocab, FILE *err)
 }
 
 /* An indexed dataset: PREFIX.idx read and checked (indexed.c), then
- * PREFIX.bin kept open as the token file, at least as long as the index
- * says (Megatron's reader allows more, and so does trident). */
+ * PREFIX.bin kept open as the token file, exactly as long as the index
+ * says. Megatron's reader allows more, but bytes the index does not cover
+ * are tokens no sample would ever read (two shards concatenated under one
+ * index, say): a run would train on part of its data without a word. */
 static int open_indexed(TokenFile *tf, const char *key, const char *prefix, FILE *err)
 {
     char idx[CONFIG_PATH_MAX + 8], why[512];
@@ -277,6 +279,14 @@ static int open_indexed(TokenFile *tf, const char *key, const char *prefix, FILE
                                   "(%lld bytes), the file has %lld bytes",
                                   idx, (long long)ix.tokens, indexed_dtype_name(ix.dtype),
                                   (long long)ix.tokens * ix.width, (long long)tf->size);
+    if (tf->size > ix.tokens * ix.width)
+        return data_format_report(err, key, bin, "longer than its index says: %s covers %lld %s "
+                                  "tokens (%lld bytes), the file has %lld bytes: its last %lld "
+                                  "bytes would never be read (two datasets concatenated under "
+                                  "one index?): give each dataset its own index, and blend them",
+                                  idx, (long long)ix.tokens, indexed_dtype_name(ix.dtype),
+                                  (long long)ix.tokens * ix.width, (long long)tf->size,
+                                  (long long)(tf->size - ix.tokens * ix.width));
     return 0;
 }
 

@@ -20,10 +20,12 @@
 #include <math.h>
 #include <stdio.h>
 #include <stdlib.h>
+#include <string.h>
 
 #include "affinity.h"
 #include "alloc.h"
 #include "blend.h"
+#include "ckpt.h"
 #include "ckpt_async.h"
 #include "ckpt_files.h"
 #include "ckpt_resume.h"
@@ -218,6 +220,39 @@ static void print_plan(Trainer *t)
                                          (StageCost){1.0, 1.0, 1.0}, NULL));
 }
 
+/* Rank 0, resumed from path: whether the checkpoint's run read another
+ * [data] train (its stored config names it). Changing data is legitimate
+ * (a new corpus for the next phase), so this warns, and says what the
+ * cursor means now: it counts the samples seen and is kept (tokens seen
+ * and the schedule follow from it), so the run goes on at that sample of
+ * the new data's own seeded order, wrapping at its windows as any epoch
+ * does, instead of where it stopped in the old data. */
+static void warn_data_changed(const Trainer *t, const char *path)
+{
+    Config *stored = TRI_CALLOC(1, sizeof *stored, "the checkpoint's stored config");
+    char why[1024] = "";
+    FILE *err = fmemopen(why, sizeof why, "w");
+    int rc = ckpt_read_config(path, stored, err);
+    fclose(err);
+    const char *now = t->cfg->data.train;
+    int64_t cursor = t->st.cursor, windows = data_train_windows(t->data);
+    if (rc)
+        printf("note: [data] train not compared with the checkpoint's: %s", why);
+    else if (strcmp(stored->data.train, now) && data_train_parts(t->data) == 1 && windows > 0)
+        printf("warning: [data] train = %s, but the checkpoint's run read %s: the data cursor "
+               "(%lld samples seen) is kept, so training goes on at sample %lld of the new "
+               "data's seeded order: position %lld in its epoch %lld (it holds %lld windows), not "
+               "where the old data stopped\n", now, stored->data.train, (long long)cursor,
+               (long long)cursor, (long long)(cursor % windows), (long long)(cursor / windows),
+               (long long)windows);
+    else if (strcmp(stored->data.train, now))
+        printf("warning: [data] train = %s, but the checkpoint's run read %s: the data cursor "
+               "(%lld samples seen) is kept, so training goes on at sample %lld of the new "
+               "blend's seeded order, each part wrapping at its own windows, not where the old "
+               "data stopped\n", now, stored->data.train, (long long)cursor, (long long)cursor);
+    free(stored);
+}
+
 /* Fresh weights from the counter-based RNG or [checkpoint] init_from, or
  * the checkpoint that [checkpoint] resume names, whatever layout wrote it
  * (ckpt_resume.h). */
@@ -243,6 +278,8 @@ static int init_or_resume(Trainer *t)
     if (is_root(t))
         printf("resumed from %s: step %d, %lld tokens seen\n", path, t->step,
                (long long)t->st.tokens);
+    if (is_root(t) && t->data)
+        warn_data_changed(t, path);
     return 0;
 }
 
