@@ -4,12 +4,15 @@
     hf_check.py DIR CKPT.h5
     hf_check.py --to-llmc DIR OUT.bin VP
     hf_check.py --to-f16 DIR OUTDIR
+    hf_check.py --edit DIR OUTDIR EDIT...
 
 The second form writes the exported model as an llm.c model file (version 3,
 fp32; its vocabulary padded with zero rows to VP), laid out as llm.c's
 train_gpt2.py writes one, for init_from's llm.c reader to be tested on a
 file trident did not write. The third writes the model as one F16
-model.safetensors (and its config.json), for init_from's F16 path.
+model.safetensors (and its config.json), for init_from's F16 path. The
+fourth writes it as F32 with tensors added or changed and config.json's
+fields set (see edit()), for init_from's refusals.
 
 Written from three documents only, never from trident's C code:
   * the safetensors specification (huggingface/safetensors README, "Format"):
@@ -426,15 +429,15 @@ def to_llmc(d, out, Vp):
     ok("wrote %s: llm.c version 3, V %d padded to %d" % (out, V, Vp))
 
 
-def to_f16(d, out):
-    """The same tensors, F16 (struct's "e": round to nearest even), in one
-    file laid out as the specification says, the header padded to 8."""
-    tensors = read_model_dir(d)
+def write_model(out, tensors, dtype, cfg):
+    """tensors ({name: (shape, floats)}) as one model.safetensors of dtype
+    (F32 or F16: struct's "f" or "e", round to nearest even) laid out as the
+    specification says, the header padded to 8, and cfg as config.json."""
+    code = {"F32": "f", "F16": "e"}[dtype]
     header, blobs, at = {"__metadata__": {"format": "pt"}}, [], 0
-    for name, (dtype, shape, raw) in tensors.items():
-        v = floats(dtype, raw)
-        blob = struct.pack("<%de" % len(v), *v)
-        header[name] = {"dtype": "F16", "shape": shape, "data_offsets": [at, at + len(blob)]}
+    for name, (shape, v) in tensors.items():
+        blob = struct.pack("<%d%s" % (len(v), code), *v)
+        header[name] = {"dtype": dtype, "shape": shape, "data_offsets": [at, at + len(blob)]}
         blobs.append(blob)
         at += len(blob)
     text = json.dumps(header).encode()
@@ -442,17 +445,51 @@ def to_f16(d, out):
     os.makedirs(out, exist_ok=True)
     with open(os.path.join(out, "model.safetensors"), "wb") as f:
         f.write(struct.pack("<Q", len(text)) + text + b"".join(blobs))
-    with open(os.path.join(d, "config.json")) as f, \
-            open(os.path.join(out, "config.json"), "w") as g:
-        cfg = json.load(f)
-        cfg["torch_dtype"] = "float16"
+    with open(os.path.join(out, "config.json"), "w") as g:
         json.dump(cfg, g)
+
+
+def read_floats_and_config(d):
+    tensors = {name: (shape, floats(dtype, raw))
+               for name, (dtype, shape, raw) in read_model_dir(d).items()}
+    with open(os.path.join(d, "config.json")) as f:
+        return tensors, json.load(f)
+
+
+def to_f16(d, out):
+    """The same tensors, F16, in one file."""
+    tensors, cfg = read_floats_and_config(d)
+    cfg["torch_dtype"] = "float16"
+    write_model(out, tensors, "F16", cfg)
     ok("wrote %s: %d F16 tensors" % (out, len(tensors)))
+
+
+def edit(d, out, edits):
+    """The model of d, F32, changed as each edit says, for init_from's
+    refusals: NAME=COPY adds tensor NAME, a copy of COPY; NAME[I]=X sets
+    element I (flat) of NAME to the float X (nan, inf); config.KEY=JSON sets
+    a field of config.json to a JSON value."""
+    tensors, cfg = read_floats_and_config(d)
+    for e in edits:
+        target, value = e.split("=", 1)
+        if target.startswith("config."):
+            cfg[target[len("config."):]] = json.loads(value)
+        elif target.endswith("]"):
+            name, index = target[:-1].split("[")
+            tensors[name][1][int(index)] = float(value)
+        else:
+            shape, v = tensors[value]
+            tensors[target] = (shape, list(v))
+    write_model(out, tensors, "F32", cfg)
+    ok("wrote %s: %d F32 tensors, %d edits" % (out, len(tensors), len(edits)))
 
 
 def main():
     if len(sys.argv) == 4 and sys.argv[1] == "--to-f16":
         to_f16(sys.argv[2], sys.argv[3])
+        return
+    if len(sys.argv) >= 4 and sys.argv[1] == "--edit":
+        edit(sys.argv[2], sys.argv[3], sys.argv[4:])
         return
     if len(sys.argv) == 5 and sys.argv[1] == "--to-llmc":
         to_llmc(sys.argv[2], sys.argv[3], int(sys.argv[4]))

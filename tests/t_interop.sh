@@ -15,7 +15,7 @@
 . "${TRI_SRCDIR:-.}/tests/lib.sh"
 DIFF="${TRI_BUILDDIR:-.}/tests/ckpt_diff"
 CHECK="${TRI_SRCDIR:-.}/tests/hf_check.py"
-plan 19
+plan 30
 if ! command -v python3 >/dev/null 2>&1 || ! command -v h5dump >/dev/null 2>&1; then
     echo "# python3 and h5dump (hdf5-tools) are needed" >&2
     exit 1
@@ -140,4 +140,75 @@ expect 0 "init_from = .*ea starts new runs only and is ignored" \
     "init_from beside a directory holding checkpoints: a note"
 grep -q "resumed from .*step_00000004.h5: step 4" "$WORK/out" && ! grep -q "initialised from" "$WORK/out"
 ok $? "... and the run resumes its checkpoints"
+
+# 7. strictness (issue 37): init_from loads the model the directory holds,
+# all of it, or refuses; hf_check.py --edit writes each changed copy.
+# refuse NAME PATTERN WHAT OPTIONS...: a run from $WORK/NAME that must end
+# with exit 1 and PATTERN
+refuse() {
+    r_dir=$1 r_pat=$2 r_what=$3
+    shift 3
+    # shellcheck disable=SC2086
+    run 1 train --config "$cfg" $zero_lr --set checkpoint.init_from="$WORK/$r_dir" \
+        --set checkpoint.dir="$WORK/r_$r_dir" "$@"
+    expect 1 "$r_pat" "$r_what"
+}
+edit() { python3 "$CHECK" --edit "$@" > "$WORK/check" 2>&1 || sed 's/^/# /' "$WORK/check"; }
+h1="transformer.h.1"
+edit "$WORK/ea" "$WORK/x_block" "transformer.h.2.ln_1.weight=$h1.ln_1.weight" \
+    "transformer.h.2.ln_1.bias=$h1.ln_1.bias" "transformer.h.2.attn.c_attn.weight=$h1.attn.c_attn.weight" \
+    "transformer.h.2.attn.c_attn.bias=$h1.attn.c_attn.bias" "transformer.h.2.mlp.c_fc.weight=$h1.mlp.c_fc.weight" \
+    "transformer.h.2.mlp.c_fc.bias=$h1.mlp.c_fc.bias" "transformer.h.0.attn.bias=$h1.ln_1.bias"
+# shellcheck disable=SC2086
+refuse x_block "x_block: 6 tensors that no tensor of \[model\] reads, which the run would drop: transformer.h.2.ln_1.weight, transformer.h.2.ln_1.bias, transformer.h.2.attn.c_attn.weight, transformer.h.2.attn.c_attn.bias (and 2 more)" \
+    "a third block with n_layer = 2: refused, the unread tensors listed (the first 4 and a count; the buffer not among them)" $untied
+edit "$WORK/eb" "$WORK/x_same" lm_head.weight=transformer.wte.weight \
+    "transformer.h.0.attn.bias=$h1.ln_1.bias" "transformer.h.1.attn.masked_bias=$h1.ln_1.bias"
+# shellcheck disable=SC2086
+run 1 train --config "$cfg" $tied $zero_lr --set checkpoint.init_from="$WORK/x_same" \
+    --set checkpoint.dir="$WORK/r_same"
+expect 0 "note: \[checkpoint\] init_from: .*x_same holds 2 buffers that transformers computes on load" \
+    "GPT-2's attn.bias and attn.masked_bias buffers and a tied lm_head equal to wte: loaded, the buffers named in a note"
+edit "$WORK/eb" "$WORK/x_head" lm_head.weight=transformer.wte.weight "lm_head.weight[40]=0.5"
+# shellcheck disable=SC2086
+refuse x_head "x_head: tensor lm_head.weight differs from transformer.wte.weight (first at \[1, 8\]: 0.5, .*): config.json ties the head to the embedding" \
+    "a tied model's lm_head.weight that differs from wte: refused, naming both" $tied
+# shellcheck disable=SC2086
+refuse ea "ea/config.json: tie_word_embeddings = false, \[model\] tie_embeddings = true" \
+    "an untied directory into a tied model (its head would be dropped): refused" $tied
+# shellcheck disable=SC2086
+run 1 train --config "$cfg" $untied $zero_lr --set checkpoint.init_from="$WORK/eb" \
+    --set model.vocab_size=264 --set model.vocab_used=256 --set checkpoint.dir="$WORK/r_untie"
+expect 0 "note: \[checkpoint\] init_from: .*eb ties its head to the embedding and \[model\] tie_embeddings = false unties it: lm_head starts as a copy of transformer.wte.weight" \
+    "a tied directory into an untied model: loaded (untied, as doc/interop.md chooses), with a note"
+edit "$WORK/ea" "$WORK/x_nan" "transformer.h.1.mlp.c_fc.weight[130]=nan"
+# shellcheck disable=SC2086
+refuse x_nan "x_nan/model.safetensors: tensor transformer.h.1.mlp.c_fc.weight holds nan at \[1, 2\]: a model with a NaN or infinite weight cannot train" \
+    "a NaN weight: refused on load, naming the file, the tensor and the first bad element" $untied
+edit "$WORK/ea" "$WORK/x_inf" "transformer.ln_f.bias[3]=-inf"
+# shellcheck disable=SC2086
+refuse x_inf "x_inf/model.safetensors: tensor transformer.ln_f.bias holds -inf at \[3\]" \
+    "an infinite weight (a 1-D tensor): refused likewise" $untied
+edit "$WORK/ea" "$WORK/x_eps" "config.layer_norm_epsilon=1e-6"
+# shellcheck disable=SC2086
+refuse x_eps "x_eps/config.json: layer_norm_epsilon = 1e-06, trident's GPT-2 LayerNorm epsilon = 1e-05" \
+    "config.json's layer_norm_epsilon other than trident's: refused, naming the field, both values and the file" $untied
+edit "$WORK/el" "$WORK/x_rms" "config.rms_norm_eps=1e-6"
+# shellcheck disable=SC2086
+refuse x_rms "x_rms/config.json: rms_norm_eps = 1e-06, \[model\] norm_eps = 1e-05" \
+    "llama: config.json's rms_norm_eps other than [model] norm_eps: refused" $llama
+edit "$WORK/el" "$WORK/x_scale" 'config.rope_scaling={"rope_type": "llama3", "factor": 32.0}'
+# shellcheck disable=SC2086
+refuse x_scale 'x_scale/config.json: rope_scaling = {"rope_type":"llama3","factor":32.0}, trident.s rotary embedding is not scaled' \
+    "llama: a scaled rotary embedding (rope_scaling): refused" $llama
+for v in 1e300 '"2"' 2.0; do
+    edit "$WORK/ea" "$WORK/x_layers" "config.n_layer=$v"
+    # shellcheck disable=SC2086
+    run 1 train --config "$cfg" $untied --set checkpoint.init_from="$WORK/x_layers"
+    rm -rf "$WORK/x_layers"
+    grep -o "n_layer = [^,]* (not an integer), \[model\] n_layer = 2" "$WORK/out" || echo "exit $rc"
+done > "$WORK/layers"
+[ "$(cat "$WORK/layers")" = "$(printf '%s\n' 'n_layer = 1e+300 (not an integer), [model] n_layer = 2' \
+    'n_layer = "2" (not an integer), [model] n_layer = 2' 'n_layer = 2.0 (not an integer), [model] n_layer = 2')" ]
+ok $? "config.json's n_layer as 1e300, \"2\" and 2.0: each shown as the file writes it: $(tr '\n' ';' < "$WORK/layers")"
 done_testing

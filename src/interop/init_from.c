@@ -13,6 +13,7 @@
 
 #include <fcntl.h>
 #include <jansson.h>
+#include <math.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
@@ -26,6 +27,7 @@
 #include "comm.h"
 #include "fail.h"
 #include "file_check.h"
+#include "hf_config.h"
 #include "hf_map.h"
 #include "reason.h"
 #include "safetensors.h"
@@ -38,7 +40,12 @@ typedef struct {
     const char *path;     /* [checkpoint] init_from */
     HfNames names;
     StModel m;
+    int tied;             /* its head is its embedding (config.json says so,
+                             or an llm.c file, always tied) */
 } Source;
+
+/* How many tensors nothing reads an error lists by name. */
+#define UNREAD_NAMED 4
 
 /* ---- llm.c's .bin ----------------------------------------------------- */
 
@@ -162,8 +169,25 @@ static int llmc_open(StModel *sm, const char *path, const Config *cfg, char *why
 
 /* ---- HuggingFace's config.json ---------------------------------------- */
 
-/* dir's config.json against [model], by the architecture's own check. */
-static int hf_check_config(const char *dir, const Config *cfg, char *why, size_t n)
+/* config.json's tie_word_embeddings (absent: the architecture's default,
+ * as transformers' own) into *tied. A tied source may start an untied
+ * model, whose head starts as a copy of the embedding; a source with a
+ * head of its own cannot load into a tied model, which would drop it. */
+static int hf_check_tie(json_t *root, const char *path, const Config *cfg, int *tied,
+                        char *why, size_t n)
+{
+    int dflt = arch_of(&cfg->model)->tied_head;
+    json_t *v = json_object_get(root, "tie_word_embeddings");
+    *tied = v ? json_is_true(v) : dflt;
+    if ((v && !json_is_boolean(v)) || !*tied)
+        return hf_config_bool(root, path, "tie_word_embeddings", dflt, "[model] tie_embeddings",
+                              cfg->model.tie_embeddings, why, n);
+    return 0;
+}
+
+/* dir's config.json against [model], by the architecture's own check,
+ * and whether its head is tied. */
+static int hf_check_config(const char *dir, const Config *cfg, int *tied, char *why, size_t n)
 {
     char path[CONFIG_PATH_MAX + 16];
     snprintf(path, sizeof path, "%s/config.json", dir);
@@ -171,7 +195,8 @@ static int hf_check_config(const char *dir, const Config *cfg, char *why, size_t
     json_t *root = json_load_file(path, JSON_REJECT_DUPLICATES, &err);
     if (!root)
         return reason_set(why, n, "%s: %s", path, err.text);
-    int rc = arch_of(&cfg->model)->hf_check(root, path, cfg, why, n);
+    int rc = arch_of(&cfg->model)->hf_check(root, path, cfg, why, n)
+             || hf_check_tie(root, path, cfg, tied, why, n);
     json_decref(root);
     return rc;
 }
@@ -186,9 +211,11 @@ static int source_open(Source *s, const Config *cfg, char *why, size_t n)
     int rc;
     if (stat(s->path, &sb) == 0 && S_ISDIR(sb.st_mode)) {
         s->names = HF_NAMES_HF;
-        rc = hf_check_config(s->path, cfg, why, n) || st_model_open(&s->m, s->path, why, n);
+        rc = hf_check_config(s->path, cfg, &s->tied, why, n)
+             || st_model_open(&s->m, s->path, why, n);
     } else {
         s->names = HF_NAMES_LLMC;
+        s->tied = 1;
         rc = llmc_open(&s->m, s->path, cfg, why, n);
         if (rc)
             st_model_close(&s->m);
@@ -257,6 +284,106 @@ static int dir_has_checkpoints(const Config *cfg)
     return n > 0 || access(latest, F_OK) == 0;
 }
 
+/* Whether t is one of read[0..n). */
+static int was_read(const StTensor *t, const StTensor *const *read, int n)
+{
+    for (int i = 0; i < n; i++)
+        if (read[i] == t)
+            return 1;
+    return 0;
+}
+
+/* A buffer a published model's files carry beside its weights, which
+ * transformers computes again on load: GPT-2's causal masks, Llama's
+ * rotary frequencies. Nothing reads them, and nothing is lost. */
+static int is_buffer(const char *name)
+{
+    static const char *const tails[] = {".attn.bias", ".attn.masked_bias",
+                                        ".rotary_emb.inv_freq"};
+    size_t len = strlen(name);
+    for (size_t i = 0; i < sizeof tails / sizeof tails[0]; i++) {
+        size_t k = strlen(tails[i]);
+        if (len > k && !strcmp(name + len - k, tails[i]))
+            return 1;
+    }
+    return 0;
+}
+
+/* A tied source's own lm_head.weight, if it has one, against the
+ * embedding it is tied to: the same values are one matrix stored twice
+ * (read, then), other values a head that loading would drop. */
+static int check_tied_head(const Source *s, const StTensor *wte, const StTensor **head,
+                           char *why, size_t n)
+{
+    const StFile *head_file, *wte_file;
+    *head = s->tied && s->names == HF_NAMES_HF ? find(s, "lm_head.weight", &head_file) : NULL;
+    if (!*head || !wte || !st_model_find(&s->m, wte->name, &wte_file))
+        return 0;
+    const char *tie = "config.json ties the head to the embedding (tie_word_embeddings, absent: "
+                      "the architecture's default), so this head would be dropped; if it is the "
+                      "model's head, set tie_word_embeddings to false there and [model] "
+                      "tie_embeddings = false";
+    int64_t rows, cols, wrows, wcols;
+    st_matrix(*head, &rows, &cols);
+    st_matrix(wte, &wrows, &wcols);
+    if (rows != wrows || cols != wcols)
+        return reason_set(why, n, "%s: tensor lm_head.weight is %lld x %lld, %s %lld x %lld: %s",
+                          s->path, (long long)rows, (long long)cols, wte->name,
+                          (long long)wrows, (long long)wcols, tie);
+    float *a = TRI_MALLOC(2 * (size_t)cols * sizeof *a, "init_from's head check");
+    int rc = 0;
+    for (int64_t r = 0; r < rows && !rc; r++) {
+        rc = st_read_f32(head_file, *head, r, 1, 0, cols, a, why, n)
+             || st_read_f32(wte_file, wte, r, 1, 0, cols, a + cols, why, n);
+        for (int64_t c = 0; c < cols && !rc; c++)
+            if (memcmp(&a[c], &a[cols + c], sizeof *a))
+                rc = reason_set(why, n, "%s: tensor lm_head.weight differs from %s (first at "
+                                "[%lld, %lld]: %g, %g): %s", s->path, wte->name, (long long)r,
+                                (long long)c, a[c], a[cols + c], tie);
+    }
+    free(a);
+    return rc;
+}
+
+/* Every tensor of the source that trident reads (read[0..n_read), and a
+ * tied source's head equal to its embedding) or that is a buffer: a
+ * tensor nothing reads is a part of the model that the run would drop
+ * (a block past [model] n_layer, say). Buffers get a note. */
+static int check_unread(const Source *s, const StTensor *const *read, int n_read, char *why,
+                        size_t n)
+{
+    char names[512] = "";
+    int unread = 0, buffers = 0;
+    for (int i = 0; i < s->m.n_files; i++)
+        for (int j = 0; j < s->m.files[i].n; j++) {
+            const StTensor *t = &s->m.files[i].t[j];
+            if (was_read(t, read, n_read))
+                continue;
+            if (is_buffer(t->name)) {
+                buffers++;
+                continue;
+            }
+            if (unread++ < UNREAD_NAMED)
+                snprintf(names + strlen(names), sizeof names - strlen(names), "%s%s",
+                         unread > 1 ? ", " : "", t->name);
+        }
+    char more[32] = "";
+    if (unread > UNREAD_NAMED)
+        snprintf(more, sizeof more, " (and %d more)", unread - UNREAD_NAMED);
+    if (unread)
+        return reason_set(why, n, "%s: %d tensor%s that no tensor of [model] reads, which the "
+                          "run would drop: %s%s: config.json and [model] describe another model "
+                          "than the files hold", s->path, unread, unread > 1 ? "s" : "", names,
+                          more);
+    if (buffers)
+        printf("note: [checkpoint] init_from: %s holds %d buffer%s that transformers computes "
+               "on load (attn.bias, attn.masked_bias, rotary_emb.inv_freq): not weights, not "
+               "read\n", s->path, buffers, buffers > 1 ? "s" : "");
+    return 0;
+}
+
+/* Rank 0: every tensor [model] needs is in the source with its shape and
+ * a float dtype, and every tensor of the source is read. */
 static int check_all(const Config *cfg, char *why, size_t n)
 {
     Source s;
@@ -264,12 +391,23 @@ static int check_all(const Config *cfg, char *why, size_t n)
     ParamSet ps = {0};
     if (!rc) {
         ckpt_logical_tensors(cfg, &ps);
+        const StTensor **read = TRI_CALLOC((size_t)ps.n + 1, sizeof *read, "init_from's check");
+        const StTensor *wte = NULL, *head = NULL;
         for (int i = 0; i < ps.n && !rc; i++) {
             HfTensor map;
             const StFile *f;
-            const StTensor *t;
-            rc = source_tensor(&s, cfg, &ps.p[i], &map, &f, &t, why, n);
+            rc = source_tensor(&s, cfg, &ps.p[i], &map, &f, &read[i], why, n);
+            if (!strcmp(ps.p[i].name, "wte"))
+                wte = read[i];
+            if (!rc && !strcmp(ps.p[i].name, "lm_head") && read[i] == wte)
+                printf("note: [checkpoint] init_from: %s ties its head to the embedding and "
+                       "[model] tie_embeddings = false unties it: lm_head starts as a copy of "
+                       "%s\n", s.path, wte->name);
         }
+        rc = rc || check_tied_head(&s, wte, &head, why, n);
+        read[ps.n] = head;
+        rc = rc || check_unread(&s, read, ps.n + 1, why, n);
+        free(read);
         params_free(&ps);
     }
     st_model_close(&s.m);
@@ -307,16 +445,41 @@ typedef struct {
     size_t n;
 } FillCtx;
 
+/* The rows x cols elements just read from t, rows [r0, ...) and columns
+ * [c0, ...) of it as st_matrix sees it, are all finite: a NaN or an
+ * infinity would only show as a NaN loss at step 1, blamed on the
+ * learning rate. Names the file, the tensor and the first bad element. */
+static int check_finite(const FillCtx *x, const StFile *f, const StTensor *t, const float *v,
+                        int64_t r0, int64_t rows, int64_t c0, int64_t cols)
+{
+    for (int64_t e = 0; e < rows * cols; e++) {
+        if (isfinite(v[e]))
+            continue;
+        int64_t r = r0 + e / cols, c = c0 + e % cols;
+        char at[64];
+        if (t->ndim == 1)
+            snprintf(at, sizeof at, "[%lld]", (long long)r);
+        else
+            snprintf(at, sizeof at, "[%lld, %lld]", (long long)r, (long long)c);
+        return reason_set(x->why, x->n, "%s: tensor %s holds %g at %s: a model with a NaN or "
+                          "infinite weight cannot train", f->path, t->name, v[e], at);
+    }
+    return 0;
+}
+
 /* Rows [r, r+k) of p's block from the source: k source rows, or k source
- * columns (transposed) read into scratch and turned. */
+ * columns (transposed) read into scratch and turned; each checked finite. */
 static int read_run(const FillCtx *x, const Param *p, const HfTensor *map, const StFile *f,
                     const StTensor *t, int64_t r, int64_t k, float *block, float *scratch)
 {
     int64_t h = hf_map_row(map, r), nc = p->lcols;
     float *dst = block + (r - p->row0) * nc;
-    if (!map->how->transpose)
-        return st_read_f32(f, t, h, k, p->col0, nc, dst, x->why, x->n);
+    if (!map->how->transpose) {
+        TRI_TRY(st_read_f32(f, t, h, k, p->col0, nc, dst, x->why, x->n));
+        return check_finite(x, f, t, dst, h, k, p->col0, nc);
+    }
     TRI_TRY(st_read_f32(f, t, p->col0, nc, h, k, scratch, x->why, x->n));
+    TRI_TRY(check_finite(x, f, t, scratch, p->col0, nc, h, k));
     for (int64_t j = 0; j < k; j++)
         for (int64_t i = 0; i < nc; i++)
             dst[j * nc + i] = scratch[i * k + j];

@@ -302,7 +302,15 @@ static json_t *hf_config(const Config *cfg, const char *torch_dtype)
                      "torch_dtype", torch_dtype);
 }
 
-/* GPT2LMHeadModel's config.json against [model]. */
+/* transformers' words for the tanh GELU trident's MLP computes; the
+ * first is GPT2Config's default. */
+static const char *const TANH_GELU[] = {"gelu_new", "gelu_pytorch_tanh", NULL};
+
+/* GPT2LMHeadModel's config.json against [model]: the shapes, then every
+ * field that changes what the weights compute, each against what trident
+ * does (absent: GPT2Config's default). Dropout and initializer_range do
+ * not change a loaded model's function and are not compared;
+ * tie_word_embeddings is init_from's (a tied source may be untied). */
 static int hf_check(json_t *root, const char *path, const Config *cfg, char *why, size_t n)
 {
     const ModelConfig *m = &cfg->model;
@@ -317,10 +325,20 @@ static int hf_check(json_t *root, const char *path, const Config *cfg, char *why
                           hf_map_vocab(cfg), why, n));
     TRI_TRY(hf_config_context(root, path, "n_positions", m->seq_len, why, n));
     json_t *inner = json_object_get(root, "n_inner");
-    if (inner && !json_is_null(inner)
-        && (!json_is_integer(inner) || json_integer_value(inner) != 4 * m->n_embd))
-        return reason_set(why, n, "%s: n_inner is not 4 x n_embd, trident's MLP width", path);
-    return 0;
+    if (inner && !json_is_null(inner))
+        TRI_TRY(hf_config_int(root, path, "n_inner", "4 x n_embd (trident's MLP width)",
+                              4 * m->n_embd, why, n));
+    TRI_TRY(hf_config_real(root, path, "layer_norm_epsilon", 1e-5,
+                           "trident's GPT-2 LayerNorm epsilon", 1e-5, why, n));
+    TRI_TRY(hf_config_word(root, path, "activation_function", TANH_GELU,
+                           "trident's GPT-2 MLP computes the tanh GELU (gelu_new, "
+                           "gelu_pytorch_tanh)", why, n));
+    TRI_TRY(hf_config_bool(root, path, "scale_attn_weights", 1,
+                           "trident's GPT-2 always has scale_attn_weights", 1, why, n));
+    TRI_TRY(hf_config_bool(root, path, "scale_attn_by_inverse_layer_idx", 0,
+                           "trident's GPT-2 always has scale_attn_by_inverse_layer_idx", 0, why, n));
+    return hf_config_bool(root, path, "add_cross_attention", 0,
+                          "trident's GPT-2 always has add_cross_attention", 0, why, n);
 }
 
 const Arch arch_gpt2 = {

@@ -390,7 +390,13 @@ static json_t *hf_config(const Config *cfg, const char *torch_dtype)
                      "torch_dtype", torch_dtype);
 }
 
-/* LlamaForCausalLM's config.json against [model] (arch = llama). */
+/* The activation of trident's SwiGLU, as transformers names it. */
+static const char *const SILU[] = {"silu", NULL};
+
+/* LlamaForCausalLM's config.json against [model] (arch = llama): the
+ * shapes, then every field that changes what the weights compute, each
+ * against what trident does (absent: LlamaConfig's default);
+ * tie_word_embeddings is init_from's (a tied source may be untied). */
 static int hf_check(json_t *root, const char *path, const Config *cfg, char *why, size_t n)
 {
     const ModelConfig *m = &cfg->model;
@@ -413,18 +419,21 @@ static int hf_check(json_t *root, const char *path, const Config *cfg, char *why
     TRI_TRY(hf_config_int(root, path, "vocab_size", "vocab_used (or vocab_size)",
                           hf_map_vocab(cfg), why, n));
     TRI_TRY(hf_config_context(root, path, "max_position_embeddings", m->seq_len, why, n));
-    json_t *eps = json_object_get(root, "rms_norm_eps");
-    json_t *theta = json_object_get(root, "rope_theta");
-    if (!json_is_number(eps) || json_number_value(eps) != m->norm_eps)
-        return reason_set(why, n, "%s: rms_norm_eps = %g, [model] norm_eps = %g", path,
-                          json_number_value(eps), m->norm_eps);
-    if (!json_is_number(theta) || json_number_value(theta) != m->rope_theta)
-        return reason_set(why, n, "%s: rope_theta = %g, [model] rope_theta = %g", path,
-                          json_number_value(theta), m->rope_theta);
-    const char *act = json_string_value(json_object_get(root, "hidden_act"));
-    if (act && strcmp(act, "silu"))
-        return reason_set(why, n, "%s: hidden_act is %s, trident's SwiGLU uses silu", path, act);
-    return 0;
+    json_t *head_dim = json_object_get(root, "head_dim");
+    if (head_dim && !json_is_null(head_dim))
+        TRI_TRY(hf_config_int(root, path, "head_dim", "n_embd / n_head", m->n_embd / m->n_head,
+                              why, n));
+    TRI_TRY(hf_config_real(root, path, "rms_norm_eps", 1e-6, "[model] norm_eps", m->norm_eps,
+                           why, n));
+    TRI_TRY(hf_config_real(root, path, "rope_theta", 10000.0, "[model] rope_theta",
+                           m->rope_theta, why, n));
+    TRI_TRY(hf_config_none(root, path, "rope_scaling", "trident's rotary embedding is not "
+                           "scaled (rope_scaling must be null)", why, n));
+    TRI_TRY(hf_config_word(root, path, "hidden_act", SILU, "trident's SwiGLU uses silu", why, n));
+    TRI_TRY(hf_config_bool(root, path, "attention_bias", 0,
+                           "trident's llama always has attention_bias", 0, why, n));
+    return hf_config_bool(root, path, "mlp_bias", 0,
+                          "trident's llama always has mlp_bias", 0, why, n);
 }
 
 const Arch arch_llama = {
