@@ -466,13 +466,21 @@ def to_f16(d, out):
 
 def edit(d, out, edits):
     """The model of d, F32, changed as each edit says, for init_from's
-    refusals: NAME=COPY adds tensor NAME, a copy of COPY; NAME[I]=X sets
-    element I (flat) of NAME to the float X (nan, inf); config.KEY=JSON sets
-    a field of config.json to a JSON value."""
+    refusals and for published models' quirks: NAME=COPY adds tensor NAME,
+    a copy of COPY; NAME[I]=X sets element I (flat) of NAME to the float X
+    (nan, inf); config.KEY=JSON sets a field of config.json to a JSON value;
+    -config.KEY removes one; strip=PREFIX takes PREFIX off every tensor
+    name that has it (HF hub's gpt2 files lack "transformer.")."""
     tensors, cfg = read_floats_and_config(d)
     for e in edits:
+        if e.startswith("-config."):
+            del cfg[e[len("-config."):]]
+            continue
         target, value = e.split("=", 1)
-        if target.startswith("config."):
+        if target == "strip":
+            tensors = {(k[len(value):] if k.startswith(value) else k): t
+                       for k, t in tensors.items()}
+        elif target.startswith("config."):
             cfg[target[len("config."):]] = json.loads(value)
         elif target.endswith("]"):
             name, index = target[:-1].split("[")

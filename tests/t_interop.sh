@@ -11,11 +11,16 @@
 # directory with checkpoints resumes them instead. The run that starts
 # from the model takes one step at lr = 0, so its checkpoint holds the
 # weights it started from, unchanged (AdamW's update is lr times
-# something, and its decay 1 - lr x wd).
+# something, and its decay 1 - lr x wd). Then init_from's strictness
+# (doc/errors.md, cases 263-273): copies changed by hf_check.py --edit with
+# tensors nothing reads, a tied head unlike wte, config.json fields unlike
+# [model], NaN and infinite weights, numbers that are not integers, each
+# refused by name; and published models' quirks (HF hub's gpt2 layout,
+# buffers) loaded.
 . "${TRI_SRCDIR:-.}/tests/lib.sh"
 DIFF="${TRI_BUILDDIR:-.}/tests/ckpt_diff"
 CHECK="${TRI_SRCDIR:-.}/tests/hf_check.py"
-plan 30
+plan 33
 if ! command -v python3 >/dev/null 2>&1 || ! command -v h5dump >/dev/null 2>&1; then
     echo "# python3 and h5dump (hdf5-tools) are needed" >&2
     exit 1
@@ -211,4 +216,29 @@ done > "$WORK/layers"
 [ "$(cat "$WORK/layers")" = "$(printf '%s\n' 'n_layer = 1e+300 (not an integer), [model] n_layer = 2' \
     'n_layer = "2" (not an integer), [model] n_layer = 2' 'n_layer = 2.0 (not an integer), [model] n_layer = 2')" ]
 ok $? "config.json's n_layer as 1e300, \"2\" and 2.0: each shown as the file writes it: $(tr '\n' ';' < "$WORK/layers")"
+
+# 8. what strictness must not refuse: published models' own quirks.
+# A directory as HF hub's gpt2 is: names without "transformer.", the
+# causal-mask buffers of each block, no tie_word_embeddings (tied by
+# default), the fields of the head's summary and of dropout
+edit "$WORK/eb" "$WORK/x_hub" strip=transformer. h.0.attn.bias=h.0.ln_1.bias \
+    h.0.attn.masked_bias=h.0.ln_1.bias h.1.attn.bias=h.0.ln_1.bias -config.tie_word_embeddings \
+    'config.summary_type="cls_index"' config.summary_use_proj=true config.resid_pdrop=0.1 \
+    config.n_ctx=32 'config.task_specific_params={"text-generation": {"do_sample": true}}'
+# shellcheck disable=SC2086
+run 1 train --config "$cfg" $tied $zero_lr --set checkpoint.init_from="$WORK/x_hub" \
+    --set checkpoint.dir="$WORK/r_hub"
+"$DIFF" "$WORK/rhb/step_00000001.h5" "$WORK/r_hub/step_00000001.h5" 0 > "$WORK/diff" 2>&1
+st=$?
+expect 0 "holds 3 buffers that transformers computes on load" \
+    "a directory laid out as HF hub's gpt2 (no transformer. prefix, attn.bias buffers, no tie_word_embeddings): loaded, the buffers in a note"
+[ $st = 0 ]
+ok $? "... the same weights as from the export it was made of: $(cat "$WORK/diff")"
+edit "$WORK/el" "$WORK/x_lhub" model.layers.0.self_attn.rotary_emb.inv_freq=model.norm.weight \
+    model.layers.1.self_attn.rotary_emb.inv_freq=model.norm.weight
+# shellcheck disable=SC2086
+run 1 train --config "$cfg" $llama $zero_lr --set checkpoint.init_from="$WORK/x_lhub" \
+    --set checkpoint.dir="$WORK/r_lhub"
+expect 0 "holds 2 buffers that transformers computes on load" \
+    "llama: rotary_emb.inv_freq buffers beside the weights (older published llamas): loaded, with a note"
 done_testing
