@@ -8,6 +8,8 @@
  * named as trident names its tensors. hf_map.h's tables then say where
  * each of trident's elements is, so a rank's block is read by runs of
  * rows whose source rows (or, transposed, columns) are consecutive.
+ * Rank 0 first checks that the source is the model [model] describes, all
+ * of it (init_from.h); every rank checks the values it reads are finite.
  */
 #include "init_from.h"
 
