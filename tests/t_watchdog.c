@@ -5,16 +5,21 @@
  * step and the limit; it never fires while progress is made; the start-up
  * allowance holds until the first step is done; leaving a phase restores
  * the one it replaced; a new timeout replaces the running one's; a full
- * standard output is named; a timeout of 0 watches nothing; stopping joins the
+ * standard output is named; the whole process stopped and continued is
+ * no stall; a timeout of 0 watches nothing; stopping joins the
  * thread at once. On 2 ranks, rank 0 waits in comm_barrier for a rank
  * that is late, and its watchdog names that collective and its group.
  */
 #include <fcntl.h>
 #include <pthread.h>
+#include <spawn.h>
 #include <stdatomic.h>
 #include <string.h>
+#include <sys/wait.h>
 #include <time.h>
 #include <unistd.h>
+
+extern char **environ;
 
 #include "comm.h"
 #include "grid.h"
@@ -109,6 +114,40 @@ static void full_stdout(void)
            "a full standard output is named as the cause (fired %d: %s)", n, last_message);
 }
 
+/* The whole process stopped for 3 s (SIGSTOP from a helper, then
+ * SIGCONT, as a suspended job is) while the main thread reports progress
+ * every 0.2 s under a 2 s timeout: resumed, the main thread is mid-step
+ * (0.5 s to its next report) while the watchdog thread, whose wait ran out
+ * during the stop, checks at once. The stop is not a stall. */
+static void process_stopped(void)
+{
+    char script[128];
+    snprintf(script, sizeof script, "sleep 0.5; kill -STOP %d; sleep 3; kill -CONT %d",
+             (int)getpid(), (int)getpid());
+    char *argv[] = {"sh", "-c", script, NULL};
+    start(2.0);
+    watchdog_warmed_up();
+    WatchdogPhase outer = watchdog_enter("suspended_phase", NULL);
+    pid_t helper;
+    int spawned = posix_spawn(&helper, "/bin/sh", NULL, NULL, argv, environ) == 0;
+    double t0 = timer_now(), last = t0;
+    while (spawned && timer_now() - t0 < 5.0) {
+        sleep_s(0.2);
+        if (timer_now() - last > 1.0) /* resumed */
+            sleep_s(0.5);
+        last = timer_now();
+        watchdog_progress();
+    }
+    if (spawned)
+        waitpid(helper, NULL, 0);
+    watchdog_leave(outer);
+    watchdog_stop();
+    int n = atomic_load(&fired);
+    tap_ok(spawned && n == 0,
+           "the whole process stopped for 3 s (SIGSTOP, SIGCONT) under a 2 s timeout does"
+           " not fire (fired %d%s%s)", n, n ? ": " : "", n ? last_message : "");
+}
+
 static void local_checks(void)
 {
     start(0.3);
@@ -163,6 +202,7 @@ static void local_checks(void)
 
     rearmed();
     full_stdout();
+    process_stopped();
 
     start(0);
     sleep_s(0.5);
@@ -233,7 +273,7 @@ static void collective_named(void)
 int main(int argc, char **argv)
 {
     tap_init(&argc, &argv);
-    tap_plan(tap_size() > 1 ? 12 : 11);
+    tap_plan(tap_size() > 1 ? 13 : 12);
     local_checks();
     ignored_thread();
     if (tap_size() > 1)
