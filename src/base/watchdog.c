@@ -38,8 +38,10 @@ static atomic_ulong progress;
 static atomic_int warmed_up;
 
 /* Who this rank is, for the default expiry's line (watchdog_set_rank). */
-static int origin_rank = -1;
-static const char *origin_host = "?";
+/* Atomic: fail_init sets them while the watchdog armed before MPI_Init
+ * runs. */
+static atomic_int origin_rank = -1;
+static _Atomic(const char *) origin_host = "?";
 
 static struct {
     pthread_t thread;
@@ -107,8 +109,8 @@ void watchdog_progress(void)
 
 void watchdog_set_rank(int rank, const char *host)
 {
-    origin_rank = rank;
-    origin_host = host;
+    atomic_store(&origin_rank, rank);
+    atomic_store(&origin_host, host);
 }
 
 void watchdog_warmed_up(void) { atomic_store(&warmed_up, 1); }
@@ -144,7 +146,8 @@ static void default_expiry(const char *message, void *user)
 {
     (void)user;
     char line[1024];
-    int n = snprintf(line, sizeof line, "[rank %d %s] %s", origin_rank, origin_host, message);
+    int n = snprintf(line, sizeof line, "[rank %d %s] %s", atomic_load(&origin_rank),
+                     atomic_load(&origin_host), message);
     if (n > (int)sizeof line - 1)
         n = (int)sizeof line - 1;
     /* write(2), not stdio: the main thread may hold stderr's lock where it

@@ -33,8 +33,9 @@ typedef void (*WatchdogExpiry)(const char *message, void *user);
 /* The rank and host the default expiry's line names. fail_init passes
  * its own: fail.c is above this file (its agreements are phases of the
  * record below), and the watchdog calls nothing of it. Until then rank -1
- * and host "?", as fail.c has them before it knows. host must outlive the
- * watchdog; call before watchdog_start. Not collective. */
+ * and host "?", as fail.c has them before it knows (main.c's start-up
+ * watchdog passes the launcher's rank first). host must outlive the
+ * watchdog; may be called while it runs. Not collective. */
 void watchdog_set_rank(int rank, const char *host);
 
 /* The phase a rank is in: an operation, an optional detail (the group of

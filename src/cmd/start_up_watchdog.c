@@ -32,7 +32,8 @@ static const char *timeout_value(const char *set)
     return p ? skip_word(p, "=") : NULL;
 }
 
-double start_up_watchdog_timeout(int argc, char **argv)
+/* The last valid `--set fault.timeout=S`, else the key's default. */
+static double command_line_timeout(int argc, char **argv)
 {
     static Config cfg; /* large: not on the stack */
     config_defaults(&cfg);
@@ -71,7 +72,7 @@ void start_up_watchdog_arm(int argc, char **argv)
     static char host[256] = "?";
     gethostname(host, sizeof host - 1);
     watchdog_set_rank(rank_from_environment(), host);
-    if (watchdog_set_timeout(start_up_watchdog_timeout(argc, argv)))
+    if (watchdog_set_timeout(command_line_timeout(argc, argv)))
         fputs("trident: warning: cannot start the watchdog thread before MPI_Init: a rank stopped"
               " while the job starts is not detected until the config is read\n", stderr);
 }

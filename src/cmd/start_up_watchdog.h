@@ -12,15 +12,11 @@
 #ifndef TRI_SRC_START_UP_WATCHDOG_H
 #define TRI_SRC_START_UP_WATCHDOG_H
 
-/* The timeout the command line sets for the start-up, before any config
- * is read: the last `--set fault.timeout=S` that is valid, else the
- * default of [fault] timeout. 0 when it turns the watchdog off. Not
- * collective. */
-double start_up_watchdog_timeout(int argc, char **argv);
-
-/* Starts the watchdog before MPI_Init with that timeout, naming the rank
- * the launcher's environment gives (Open MPI, PMIx, MPICH, Slurm) until
- * fail_init knows it. Not collective. */
+/* Starts the watchdog before MPI_Init with the timeout the command line
+ * sets for the start-up, before any config is read (the last valid `--set
+ * fault.timeout=S`, else the default of [fault] timeout; 0 starts none),
+ * naming the rank the launcher's environment gives (Open MPI, PMIx, MPICH,
+ * Slurm) until fail_init knows it. Not collective. */
 void start_up_watchdog_arm(int argc, char **argv);
 
 #endif
