@@ -15,7 +15,7 @@
 np=${1:-2}
 TAMPER="${TRI_BUILDDIR:-.}/tests/ckpt_tamper"
 limit=${TRI_MATRIX_LIMIT:-60}      # seconds any one case may take
-plan 201
+plan 204
 # shellcheck disable=SC3045
 ulimit -c 0 2>/dev/null            # a crash is detected below, not left as a core file
 t_start=$(date +%s)
@@ -987,21 +987,26 @@ run "$np" train --config "$cfg" --set checkpoint.dir="$WORK/async_kill" --set tr
     && "$TRIDENT" inspect "$WORK/async_kill/step_00000008.h5" > /dev/null 2>&1
 ok $? "M121 ... left a partial step_00000006.h5.tmp${half:+ (seen)}; latest still names step 4, and a run resumes from it to step 8"
 intact_dirs="$intact_dirs $WORK/async_kill"
-# SIGTERM to the ranks while the step-6 save is still being written
-TRIDENT_FAULT=$(every_rank save_slow 0)
+# SIGTERM to the ranks while the step-6 save is still being written: each
+# rank sends it to itself as step 7 starts (the test fault sigterm), the
+# step-6 save slowed so that it is in flight then. A kill from the test
+# once "step 7" showed raced the job under load (the case once ran to
+# step 68 past its limit); now the signal comes at a known step, the flag
+# is seen at the end of step 7 (8 if the signal thread ran late), and only
+# the step-6 save is slow.
+TRIDENT_FAULT=$(every_rank save_slow 6 sigterm 7)
 background "$WORK/sig_M122" --set checkpoint.async=true --set checkpoint.every=2
-wait_for "^step  *7/"
-inflight=$(grep -c "checkpoint: .*in the background" "$WORK/out")
-sig TERM ranks
-limit=$((limit * 2))     # two slowed saves after the signal: loaded machines took over 60 s
+limit=$((limit * 2))     # a slowed save after the signal: loaded machines took over 60 s
 wait_bounded "$mp"
 limit=$((limit / 2))
 TRIDENT_FAULT=
-verdict M122 75 "stopping at step [0-9]* on SIGTERM, its checkpoint saved: exit 75" \
-    "signal: SIGTERM to the ranks while an asynchronous save is in flight" $(($(date +%s) - t0))
+verdict M122 75 "stopping at step [78] on SIGTERM, its checkpoint saved: exit 75" \
+    "signal: SIGTERM to the ranks (at step 7) while an asynchronous save is in flight" $(($(date +%s) - t0))
 stop=$(sed -n 's/^stopping at step \([0-9]*\) on SIG.*/\1/p' "$WORK/out")
 last=$(printf 'step_%08d.h5' "${stop:-0}")
-[ "$inflight" = 0 ] && grep -q "checkpoint: .*step_00000006.h5.*in the background" "$WORK/out" \
+saved6=$(grep -n "checkpoint: .*step_00000006.h5.*in the background" "$WORK/out" | cut -d: -f1)
+stopped=$(grep -n "^stopping at step" "$WORK/out" | cut -d: -f1)
+[ -n "$saved6" ] && [ -n "$stopped" ] && [ "$saved6" -lt "$stopped" ] \
     && [ "$(cat "$WORK/sig_M122/latest")" = "$last" ] \
     && "$TRIDENT" inspect "$WORK/sig_M122/step_00000006.h5" > /dev/null 2>&1 \
     && "$TRIDENT" inspect "$WORK/sig_M122/$last" > /dev/null 2>&1
@@ -1208,6 +1213,62 @@ train M262 0 "warning: \[data\] train = $WORK/other.txt, but the checkpoint's ru
     "resume: onto another [data] train file, a warning saying what the cursor now means" \
     --set data.train="$WORK/other.txt" --set checkpoint.dir="$WORK/data_M262" --set train.steps=6
 intact_dirs="$intact_dirs $WORK/data_M262"
+# ---- the watchdog's edges (issue 37) -------------------------------------------
+# exited PIDS: whether one of the processes PIDS has ended (a zombie: its
+# parent, a stopped mpiexec, has not reaped it)
+exited() {
+    for p in $1; do
+        [ "$(awk '{print $3}' "/proc/$p/stat" 2>/dev/null)" = Z ] && return 0
+    done
+    return 1
+}
+# A rank stopped as soon as it exists, in MPI_Init: the others' watchdog,
+# armed before MPI_Init from the command line, ends the job.
+background "$WORK/wd_M197" --set fault.timeout=2
+i=0
+until [ -n "$(ranks $mp)" ] || [ $i -gt 20000 ]; do i=$((i + 1)); done
+stopped=$(ranks $mp | awk '{print $NF}')
+kill -STOP "$stopped" 2>/dev/null
+wait_bounded "$mp"
+kill -CONT "$stopped" 2>/dev/null
+kill -KILL "$stopped" 2>/dev/null
+verdict M197 76 "watchdog: no progress for [0-9.]* s: waiting in \(MPI_Init\|fail_agree .*reading the config\) (.*before the first step) since .*(start-up: 3 x \[fault\] timeout = 6 s)" \
+    "watchdog: a rank stopped (SIGSTOP) in MPI_Init, [fault] timeout = 2 from --set: exit 76 naming the start-up phase" \
+    $(($(date +%s) - t0))
+intact_dirs="$intact_dirs $WORK/wd_M197"
+# The whole job suspended twice for 8 s (SIGSTOP to every rank, then
+# SIGCONT, as scontrol suspend does) under a 2 s timeout: not a stall.
+background "$WORK/wd_M198" --set fault.timeout=2 --set train.steps=30
+for at in 6 12; do
+    wait_for "^step  *$at/"
+    # shellcheck disable=SC2046
+    kill -STOP $(ranks $mp) 2>/dev/null
+    sleep 8
+    # shellcheck disable=SC2046
+    kill -CONT $(ranks $mp) 2>/dev/null
+done
+limit=$((limit * 2))     # 16 s stopped, on a loaded machine
+wait_bounded "$mp"
+limit=$((limit / 2))
+verdict M198 0 "^done: 30 steps" \
+    "watchdog: the whole job suspended twice for 8 s (SIGSTOP, SIGCONT) under [fault] timeout = 2 does not fire" \
+    $(($(date +%s) - t0))
+intact_dirs="$intact_dirs $WORK/wd_M198"
+# The launcher stopped (a Ctrl-Z'd mpiexec) until rank 0, blocked writing
+# its step lines to it, ends: its watchdog says so.
+limit=$((limit * 2))     # until some 70 KB of step lines fill the launcher's pipe, loaded
+background "$WORK/wd_M199" --set fault.timeout=2
+wait_for "^step  *6/"
+kill -STOP "$mp"
+held=$(ranks "$mp")
+until exited "$held" || [ $(($(date +%s) - t0)) -ge $((limit - 10)) ]; do sleep 0.5; done
+kill -CONT "$mp"
+wait_bounded "$mp"
+verdict M199 76 "\[rank 0 .*watchdog: no progress for [0-9.]* s: .* this rank is blocked writing to its standard output, which the launcher (mpirun, srun) no longer reads: the launcher may be stopped (Ctrl-Z?): ending the job with exit 76" \
+    "watchdog: the launcher stopped (SIGSTOP to mpiexec): rank 0 says it is blocked writing its standard output" \
+    $(($(date +%s) - t0))
+limit=$((limit / 2))
+intact_dirs="$intact_dirs $WORK/wd_M199"
 
 # ---- the completed checkpoint survived all of it ------------------------------
 bad=""

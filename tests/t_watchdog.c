@@ -4,15 +4,22 @@
  * instead of exiting: it fires once per stall and names the phase, the
  * step and the limit; it never fires while progress is made; the start-up
  * allowance holds until the first step is done; leaving a phase restores
- * the one it replaced; a timeout of 0 watches nothing; stopping joins the
+ * the one it replaced; a new timeout replaces the running one's; a full
+ * standard output is named; the whole process stopped and continued is
+ * no stall; a timeout of 0 watches nothing; stopping joins the
  * thread at once. On 2 ranks, rank 0 waits in comm_barrier for a rank
  * that is late, and its watchdog names that collective and its group.
  */
+#include <fcntl.h>
 #include <pthread.h>
+#include <spawn.h>
 #include <stdatomic.h>
 #include <string.h>
+#include <sys/wait.h>
 #include <time.h>
 #include <unistd.h>
+
+extern char **environ;
 
 #include "comm.h"
 #include "grid.h"
@@ -55,6 +62,92 @@ static void busy_with_progress(double seconds, double every)
     }
 }
 
+/* watchdog_set_timeout replaces the limit of the running watchdog (the
+ * config's value after the command line's of the start-up), and 0 stops
+ * it. */
+static void rearmed(void)
+{
+    start(100);
+    watchdog_warmed_up();
+    watchdog_set_timeout(0.3);
+    WatchdogPhase outer = watchdog_enter("rearmed_phase", NULL);
+    sleep_s(1.5);
+    int n = atomic_load(&fired);
+    tap_ok(n == 1 && strstr(last_message, "[fault] timeout = 0.3 s") != NULL,
+           "a watchdog started at 100 s and set to 0.3 s fires at 0.3 s (fired %d: %s)", n,
+           last_message);
+    watchdog_set_timeout(0);
+    tap_ok(watchdog_limit_s() == 0.0, "a timeout set to 0 stops the watchdog");
+    watchdog_leave(outer);
+}
+
+/* A standard output that nobody drains (a pipe filled to the brim, as a
+ * stopped launcher leaves it): the message says the rank is blocked
+ * writing to it. */
+static void full_stdout(void)
+{
+    int fds[2], saved = dup(STDOUT_FILENO);
+    fflush(stdout);
+    if (saved < 0 || pipe(fds) != 0) {
+        tap_ok(0, "cannot make a pipe for the full-stdout check");
+        return;
+    }
+    fcntl(fds[1], F_SETFL, O_NONBLOCK);
+    char block[4096] = {0};
+    while (write(fds[1], block, sizeof block) > 0) {
+    }
+    dup2(fds[1], STDOUT_FILENO);
+    start(0.3);
+    watchdog_warmed_up();
+    WatchdogPhase outer = watchdog_enter("writing_phase", NULL);
+    sleep_s(1.5);
+    watchdog_leave(outer);
+    watchdog_stop();
+    dup2(saved, STDOUT_FILENO);
+    close(saved);
+    close(fds[0]);
+    close(fds[1]);
+    int n = atomic_load(&fired);
+    tap_ok(n == 1 && strstr(last_message, "this rank is blocked writing to its standard output, "
+                                          "which the launcher (mpirun, srun) no longer reads")
+                     != NULL,
+           "a full standard output is named as the cause (fired %d: %s)", n, last_message);
+}
+
+/* The whole process stopped for 3 s (SIGSTOP from a helper, then
+ * SIGCONT, as a suspended job is) while the main thread reports progress
+ * every 0.2 s under a 2 s timeout: resumed, the main thread is mid-step
+ * (0.5 s to its next report) while the watchdog thread, whose wait ran out
+ * during the stop, checks at once. The stop is not a stall. */
+static void process_stopped(void)
+{
+    char script[128];
+    snprintf(script, sizeof script, "sleep 0.5; kill -STOP %d; sleep 3; kill -CONT %d",
+             (int)getpid(), (int)getpid());
+    char *argv[] = {"sh", "-c", script, NULL};
+    start(2.0);
+    watchdog_warmed_up();
+    WatchdogPhase outer = watchdog_enter("suspended_phase", NULL);
+    pid_t helper;
+    int spawned = posix_spawn(&helper, "/bin/sh", NULL, NULL, argv, environ) == 0;
+    double t0 = timer_now(), last = t0;
+    while (spawned && timer_now() - t0 < 5.0) {
+        sleep_s(0.2);
+        if (timer_now() - last > 1.0) /* resumed */
+            sleep_s(0.5);
+        last = timer_now();
+        watchdog_progress();
+    }
+    if (spawned)
+        waitpid(helper, NULL, 0);
+    watchdog_leave(outer);
+    watchdog_stop();
+    int n = atomic_load(&fired);
+    tap_ok(spawned && n == 0,
+           "the whole process stopped for 3 s (SIGSTOP, SIGCONT) under a 2 s timeout does"
+           " not fire (fired %d%s%s)", n, n ? ": " : "", n ? last_message : "");
+}
+
 static void local_checks(void)
 {
     start(0.3);
@@ -65,7 +158,7 @@ static void local_checks(void)
     int n = atomic_load(&fired);
     tap_ok(n == 1, "a stall of 1.5 s with a 0.3 s timeout fires once (fired %d)", n);
     tap_ok(strstr(last_message, "watchdog: no progress for ") != NULL
-           && strstr(last_message, "waiting in test_phase on group_x (in start-up, step 7) since ")
+           && strstr(last_message, "waiting in test_phase on group_x (step 7) since ")
               != NULL
            && strstr(last_message, "[fault] timeout = 0.3 s") != NULL,
            "the message names the phase, its detail, the step and the limit: %s", last_message);
@@ -88,7 +181,7 @@ static void local_checks(void)
     int early = atomic_load(&fired);
     sleep_s(1.4);
     n = atomic_load(&fired);
-    tap_ok(early == 0 && n == 1 && strstr(last_message, "(in start-up, before the first step)")
+    tap_ok(early == 0 && n == 1 && strstr(last_message, "waiting in first_step (before the first step)")
            && strstr(last_message, "start-up: 3 x [fault] timeout = 0.9 s"),
            "before the first step is done the limit is 3 x the timeout (0.6 s: fired %d;"
            " 2 s: fired %d: %s)", early, n, last_message);
@@ -102,10 +195,14 @@ static void local_checks(void)
     watchdog_leave(inner);
     sleep_s(1.5);
     n = atomic_load(&fired);
-    tap_ok(n == 1 && strstr(last_message, "waiting in outer_phase (in start-up, ") != NULL,
+    tap_ok(n == 1 && strstr(last_message, "waiting in outer_phase (before the first step) since ") != NULL,
            "leaving a phase restores the one it replaced: %s", last_message);
     watchdog_leave(outer);
     watchdog_stop();
+
+    rearmed();
+    full_stdout();
+    process_stopped();
 
     start(0);
     sleep_s(0.5);
@@ -176,7 +273,7 @@ static void collective_named(void)
 int main(int argc, char **argv)
 {
     tap_init(&argc, &argv);
-    tap_plan(tap_size() > 1 ? 9 : 8);
+    tap_plan(tap_size() > 1 ? 13 : 12);
     local_checks();
     ignored_thread();
     if (tap_size() > 1)

@@ -19,7 +19,9 @@
  * offload path on the CPU: host arenas, a separate master, the chunked
  * executor with memcpy copies; arm it on every rank, at step 0),
  * low_peak (the start-up probe of the CPU's peak reads 100x low, as on a
- * busy machine; at step 0). Unset
+ * busy machine; at step 0), sigterm (the rank sends SIGTERM to its own
+ * process as the step starts, as scancel would: a stop at a known step).
+ * Unset
  * in normal runs: a getenv at start-up is the whole cost.
  */
 #ifndef TRI_SRC_FAULT_H

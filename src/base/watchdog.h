@@ -13,7 +13,12 @@
  *
  * The timeout is on no progress, not on a phase's length: a long save
  * reports each dataset, a long step each collective, so only a phase that
- * itself exceeds the timeout (a stall) trips it. One watchdog per process.
+ * itself exceeds the timeout (a stall) trips it. Time this process itself
+ * did not run (the whole job suspended with SIGSTOP and resumed) is no
+ * stall: a wake-up of the thread far later than it asked for is not
+ * counted. When the rank's standard output or error is full (the
+ * launcher that drains it is stopped), the message says so. One watchdog
+ * per process.
  */
 #ifndef TRI_SRC_WATCHDOG_H
 #define TRI_SRC_WATCHDOG_H
@@ -28,8 +33,9 @@ typedef void (*WatchdogExpiry)(const char *message, void *user);
 /* The rank and host the default expiry's line names. fail_init passes
  * its own: fail.c is above this file (its agreements are phases of the
  * record below), and the watchdog calls nothing of it. Until then rank -1
- * and host "?", as fail.c has them before it knows. host must outlive the
- * watchdog; call before watchdog_start. Not collective. */
+ * and host "?", as fail.c has them before it knows (main.c's start-up
+ * watchdog passes the launcher's rank first). host must outlive the
+ * watchdog; may be called while it runs. Not collective. */
 void watchdog_set_rank(int rank, const char *host);
 
 /* The phase a rank is in: an operation, an optional detail (the group of
@@ -45,6 +51,13 @@ typedef struct {
  * phase calls below still work and cost the same). Returns non-zero if
  * the thread cannot be created. Not collective. */
 int watchdog_start(double timeout_s, WatchdogExpiry expiry, void *user);
+/* Sets the timeout of the running watchdog: main.c arms one before
+ * MPI_Init with the command line's `--set fault.timeout` (or the
+ * default), since no config is read yet; the config's value replaces it
+ * once read. Starts a watchdog with the default expiry if none runs;
+ * timeout_s <= 0 stops it. Returns non-zero if the thread cannot be
+ * created. Not collective. */
+int watchdog_set_timeout(double timeout_s);
 /* Until this is called, the limit is WATCHDOG_STARTUP_FACTOR times the
  * timeout: start-up (the device, NCCL, mapping the data, loading a
  * checkpoint) and the first step (warm-up, first-call set-up of the

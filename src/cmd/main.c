@@ -18,16 +18,19 @@
 #include "plan.h"
 #include "roofline.h"
 #include "sample.h"
+#include "start_up_watchdog.h"
 #include "stop_signal.h"
 #include "timer.h"
 #include "tokenize.h"
 #include "train.h"
+#include "watchdog.h"
 
 static double process_started;
 
 /* Rank 0 reads the config; every rank learns whether that worked. */
 static int load_config(Config *cfg, const CliArgs *a, int rank)
 {
+    WatchdogPhase outer = watchdog_enter("reading the config", NULL);
     int rc = 0;
     if (rank == 0) {
         rc = config_load(cfg, a->config, a->sets, a->n_sets, stderr);
@@ -38,7 +41,9 @@ static int load_config(Config *cfg, const CliArgs *a, int rank)
             fflush(stdout);
         }
     }
-    return fail_agree(MPI_COMM_WORLD, rc);
+    rc = fail_agree(MPI_COMM_WORLD, rc);
+    watchdog_leave(outer);
+    return rc;
 }
 
 /* `trident plan`: the costs, then (--hw) the predicted step. */
@@ -90,12 +95,17 @@ int main(int argc, char **argv)
 {
     process_started = timer_now();
     stop_signals_block(); /* before any thread exists: see stop_signal.h */
+    /* a rank stopped in MPI_Init or before the config is read must not
+     * hang the others: the watchdog starts now (start_up_watchdog.h) */
+    start_up_watchdog_arm(argc, argv);
     ckpt_io_ignore_file_size_signal(); /* `ulimit -f`: a failed save, not a core */
     /* MPI_THREAD_MULTIPLE: asynchronous checkpoints write from a thread of
      * their own on a communicator of their own (ckpt_async.h); a library
      * that gives less is refused only when async = true asks for it */
     int provided;
+    WatchdogPhase outer = watchdog_enter("MPI_Init", NULL);
     MPI_Init_thread(&argc, &argv, MPI_THREAD_MULTIPLE, &provided);
+    watchdog_leave(outer);
     fail_init();
     affinity_setup(MPI_COMM_WORLD);
     int rank;
@@ -104,10 +114,12 @@ int main(int argc, char **argv)
     /* every rank parses, only rank 0 speaks */
     int rc = cli_parse(&args, argc, argv, fail_stream(rank == 0));
     /* only `train` stops at a step boundary; the other commands just end */
-    if (!rc && args.command == CLI_TRAIN)
+    if (!rc && args.command == CLI_TRAIN) {
         rc = stop_signals_take() ? TRI_EXIT_ERROR : 0;
-    else
+    } else {
         stop_signals_default();
+        watchdog_stop(); /* it watches training alone, once MPI runs */
+    }
     if (!rc)
         rc = run(&args, rank);
     fflush(stdout);

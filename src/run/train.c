@@ -412,6 +412,9 @@ static RunEnd run_steps(Trainer *t)
     }
     request_batch(t, t->st.cursor);
     while (t->step < c->train.steps) {
+        /* a test hook: SIGTERM from outside at a known step (t_matrix M122) */
+        if (fault_at("sigterm", t->grid.layout.rank, t->step + 1))
+            kill(getpid(), SIGTERM);
         comm_reset_seconds();
         watchdog_step(t->step + 1);
         double t0 = timer_now();
@@ -494,7 +497,8 @@ int train_run(Config *cfg, MPI_Comm world, double started)
     int rc = train_setup_share_config(&t, world);
     if (rc)
         return TRI_EXIT_ERROR;
-    if (watchdog_start(cfg->fault.timeout, NULL, NULL))
+    /* the config's timeout replaces the command line's of the start-up */
+    if (watchdog_set_timeout(cfg->fault.timeout))
         fail_abort("cannot start the watchdog thread", __FILE__, __LINE__);
     rc = train_setup_build(&t);
     RunEnd end = RUN_FAILED;
