@@ -186,7 +186,7 @@ inject() {
     at=$((before + ahead))
     save=$(next_save "$before" "$ahead")
     delay=$(awk -v ms="$ms" 'BEGIN { printf "%.3f", ms / 1000 }')
-    pattern="" what=""
+    pattern="" what="" saved_at=0 no_tmp=0
     want='[1-9][0-9]*'
     case $kind in
         kill_rank | kill_job | term | stop_rank)
@@ -196,7 +196,7 @@ inject() {
             case $kind in
                 kill_rank) kill -KILL "$(nth_rank "$victim")" ;;
                 kill_job) signal_ranks KILL; kill -KILL "$mp" ;;
-                term) signal_ranks TERM; want=75
+                term) signal_ranks TERM; want=75 saved_at=$at
                       pattern="on SIGTERM" ;;
                 stop_rank) kill -STOP "$(nth_rank "$victim")"; want=76
                       pattern="watchdog" ;;
@@ -210,14 +210,14 @@ inject() {
             start "$out" "$ck" false "$hooks"
             what="the save of step $save"
             if [ "$kind" = disk_full ] && [ $real_disk = 0 ]; then
-                want=1 pattern="No space left on device"
+                want=1 pattern="No space left on device" no_tmp=1
                 what="$what (stand-in: the save_fail hook on rank $victim)"
             elif ! wait_stopped; then
                 why="the ranks did not all stop in the save of step $save"; finish; return
             elif [ "$kind" = disk_full ]; then
                 head -c 128M /dev/zero > "$fs/filler" 2>/dev/null
                 signal_ranks CONT
-                want=1 pattern="No space left on device"
+                want=1 pattern="No space left on device" no_tmp=1
             else
                 signal_ranks KILL
                 kill -KILL "$mp"
@@ -241,7 +241,9 @@ inject() {
     rm -f "$fs/filler"
 }
 
-# judge: the run ended as $kind wants, and latest is still sound
+# judge: the run ended as $kind wants (exit $want, $pattern printed, a
+# checkpoint at step $saved_at or later, no temporary file if $no_tmp),
+# and latest is still sound
 judge() {
     now=$(latest_step "$ck")
     if [ -n "$why" ]; then
@@ -260,6 +262,10 @@ judge() {
         why="did not resume from step $before"
     elif [ "$now" -lt "$before" ] || { [ "$before" -gt 0 ] && [ "$now" = 0 ]; }; then
         why="latest went back from step $before to $now"
+    elif [ "$now" -lt "$saved_at" ]; then
+        why="the stop saved no checkpoint: latest is step $now, the stop came after step $saved_at"
+    elif [ $no_tmp = 1 ] && [ -n "$(find "$ck" -name '*.tmp*')" ]; then
+        why="the failed save left its temporary file: $(find "$ck" -name '*.tmp*')"
     elif [ "$now" -gt 0 ] && ! "$TRIDENT" inspect "$ck/$(cat "$ck/latest")" > "$WORK/inspect.out" 2>&1; then
         why="latest ($(cat "$ck/latest")) does not verify: $(tail -n 1 "$WORK/inspect.out")"
     fi
@@ -278,7 +284,8 @@ while read -r kind ahead ms victim async <&3; do
     if [ -z "$why" ]; then
         survived=$((survived + 1))
         echo "$kind" >> "$WORK/survived"
-        ok 0 "$label to latest step $now, which verifies (exit $rc, $(elapsed)s)"
+        if [ "$now" = 0 ]; then to="to no checkpoint yet"; else to="to latest step $now, which verifies"; fi
+        ok 0 "$label $to (exit $rc, $(elapsed)s)"
     else
         ok 1 "$label: $why"
         sed 's/^/#   /' "$out" | grep -v '^#   [a-z_0-9]* = ' | tail -n 12
