@@ -36,7 +36,7 @@ np=${1:-4}
 faults=${SOAK_FAULTS:-7}
 seed=${SOAK_SEED:-$(date +%s)}
 steps=${SOAK_STEPS:-$((12 * faults + 24))}
-limit=${SOAK_RUN_LIMIT:-180}       # seconds any one run may take
+limit=$((120 + steps / 2))         # seconds any one run may take (load 28: 0.1 s a step, 0.4 s a save)
 DIFF="${TRI_BUILDDIR:-.}/tests/ckpt_diff"
 plan $((faults + 3))
 # shellcheck disable=SC3045
@@ -56,22 +56,26 @@ else
     diag "cannot mount a tmpfs here (not root, or no mount namespaces): disk_full uses the save_fail hook"
 fi
 
-# The job: jobs/configs/tiny.ini made small, a checkpoint every 2 steps,
-# a watchdog of 5 s. Every run of the soak is this command, with its
-# checkpoint directory and, drawn per run, [checkpoint] async.
+# The job: jobs/configs/tiny.ini made small, a watchdog of 5 s. Every run
+# of the soak is this command with a checkpoint every 2 steps, its
+# checkpoint directory and, drawn per run, [checkpoint] async; the run left
+# alone saves only at its end (a save must not change the run, and a
+# thousand saves would take minutes).
 job="train --config ${TRI_SRCDIR:-.}/jobs/configs/tiny.ini --set data.train=$DATA/small.txt
  --set model.n_layer=2 --set model.n_embd=32 --set model.n_head=2 --set model.seq_len=32
  --set train.micro_batch=4 --set train.steps=$steps --set train.warmup=4 --set eval.every=0
- --set log.every=1 --set log.sample_tokens=0 --set checkpoint.every=2 --set checkpoint.keep=3
+ --set log.every=1 --set log.sample_tokens=0 --set checkpoint.keep=3
  --set fault.timeout=5"
 
-# start OUT DIR ASYNC FAULTS: the job in the background, its checkpoints
-# in DIR, TRIDENT_FAULT=FAULTS; $mp is mpiexec's pid, $t0 the start.
+# start OUT DIR ASYNC FAULTS [EVERY]: the job in the background, its
+# checkpoints in DIR every EVERY steps (2), TRIDENT_FAULT=FAULTS; $mp is
+# mpiexec's pid, $t0 the start.
 start() {
     t0=$(date +%s)
     # shellcheck disable=SC2086
     TRIDENT_FAULT=$4 $TRI_MPIEXEC -n "$np" "$TRIDENT" $job --set log.metrics="$2.jsonl" \
-        --set checkpoint.dir="$2" --set checkpoint.async="$3" > "$1" 2>&1 < /dev/null &
+        --set checkpoint.dir="$2" --set checkpoint.async="$3" --set checkpoint.every="${5:-2}" \
+        > "$1" 2>&1 < /dev/null &
     mp=$!
 }
 
@@ -152,11 +156,11 @@ latest_step() {
 next_save() { echo $(($1 - $1 % 2 + 2 * (($2 + 1) / 2))); }
 
 # ---- the same run, left alone ----------------------------------------------
-start "$WORK/ref.out" "$WORK/ref" false ""
+start "$WORK/ref.out" "$WORK/ref" false "" 0
 finish
 ref="$WORK/ref/step_$(printf %08d "$steps").h5"
 [ "$rc" = 0 ] && [ -f "$ref" ]
-ok $? "the run left alone: $steps steps on $np ranks (exit $rc, $(elapsed)s)"
+ok $? "the run left alone: $steps steps on $np ranks, saved at the end (exit $rc, $(elapsed)s)"
 if [ ! -f "$ref" ]; then
     echo "Bail out! the uninterrupted run failed"
     sed 's/^/# /' "$WORK/ref.out" | tail -n 20
@@ -171,74 +175,98 @@ awk -v seed="$seed" -v n="$faults" -v np="$np" 'BEGIN {
     for (i = nk; i > 1; i--) { j = int(rand() * i) + 1; t = order[i]; order[i] = order[j]; order[j] = t }
     for (i = 1; i <= n; i++) {
         k = i <= nk ? order[i] : int(rand() * nk) + 1
-        # kind, steps ahead (1-6), delay after that step (ms), victim rank, async
-        printf "%s %d %d %d %s\n", kind[k], int(rand() * 6) + 1, int(rand() * 400),
+        # kind, steps ahead (1-6), delay after that step (ms: about a step
+        # under load, a few on an idle machine), victim rank, async
+        printf "%s %d %d %d %s\n", kind[k], int(rand() * 6) + 1, int(rand() * 100),
             int(rand() * np), rand() < 0.5 ? "true" : "false"
     }
 }' > "$WORK/draws"
 
 # ---- the faults ----------------------------------------------------------------
-# inject KIND AHEAD MS VICTIM: starts the job with the fault's hooks (if
-# any), delivers the fault and waits for the end; $want is the exit regex
-# and $pattern what the output must say, $why what went wrong.
+# Each sets $what (where it struck), $want (the exit regex), $pattern (what
+# the output must say), $saved_at and $no_tmp (judge's extra checks), and
+# $why when it could not strike.
+
+# signal_fault KIND: the job runs to step $at; $delay s later the signal
+# of KIND lands
+signal_fault() {
+    what="step $at + ${ms} ms"
+    start "$out" "$ck" "$async" ""
+    if ! wait_step "$out" "$at"; then why="the run ended before step $at (raise SOAK_STEPS)"; finish; return; fi
+    sleep "$delay"
+    case $1 in
+        kill_rank) kill -KILL "$(nth_rank "$victim")" ;;
+        kill_job) signal_ranks KILL; kill -KILL "$mp" ;;
+        term) signal_ranks TERM; want=75 pattern="on SIGTERM" saved_at=$at ;;
+        stop_rank) kill -STOP "$(nth_rank "$victim")"; want=76 pattern="watchdog" ;;
+    esac
+    finish
+}
+
+# save_fault KIND: every rank stops itself half-way through the (not
+# asynchronous) save of step $save; then the disk fills and they go on
+# (disk_full), or the job is killed and its temporary file cut short
+# (trunc_tmp)
+save_fault() {
+    async=false
+    what="the save of step $save"
+    if [ "$1" = disk_full ] && [ $real_disk = 0 ]; then
+        what="$what (stand-in: the save_fail hook on rank $victim)"
+        want=1 pattern="No space left on device" no_tmp=1
+        start "$out" "$ck" false "save_fail:$victim:$save"
+        finish
+        return
+    fi
+    start "$out" "$ck" false "$(every_rank save_pause "$save")"
+    if ! wait_stopped; then why="the ranks did not all stop in the save of step $save"; finish; return; fi
+    if [ "$1" = disk_full ]; then
+        want=1 pattern="No space left on device" no_tmp=1
+        head -c 128M /dev/zero > "$fs/filler" 2>/dev/null
+        signal_ranks CONT
+        finish
+        rm -f "$fs/filler"
+    else
+        signal_ranks KILL
+        kill -KILL "$mp"
+        finish
+        cut_tmp
+    fi
+}
+
+# cut_tmp: the temporary file of the save of step $save cut to $ms / 100
+# of its length, as a node's crash can leave it
+cut_tmp() {
+    tmp=$(find "$ck" -name "step_$(printf %08d "$save").h5.tmp*" | head -n 1)
+    if [ -z "$tmp" ]; then why="no temporary file of step $save to cut short"; return; fi
+    size=$(wc -c < "$tmp")
+    truncate -s $((size * ms / 100)) "$tmp"
+    what="$what, cut from $size to $((size * ms / 100)) bytes"
+}
+
+# async_fault: rank $victim kills itself half-way through the
+# asynchronous save of step $save, slowed so the training goes on meanwhile
+async_fault() {
+    async=true
+    what="the save of step $save on rank $victim"
+    pattern="exited on signal 9"
+    start "$out" "$ck" true "async_kill:$victim:$save,save_slow:$victim:$save"
+    finish
+}
+
+# inject KIND AHEAD MS VICTIM: starts the job (with the fault's hooks, if
+# any), delivers the fault of KIND AHEAD steps past latest (or at the
+# checkpoint after), MS ms after the step, on rank VICTIM; waits for the end
 inject() {
     kind=$1 ahead=$2 ms=$3 victim=$4
     at=$((before + ahead))
     save=$(next_save "$before" "$ahead")
     delay=$(awk -v ms="$ms" 'BEGIN { printf "%.3f", ms / 1000 }')
-    pattern="" what="" saved_at=0 no_tmp=0
-    want='[1-9][0-9]*'
+    what="" want='[1-9][0-9]*' pattern="" saved_at=0 no_tmp=0
     case $kind in
-        kill_rank | kill_job | term | stop_rank)
-            start "$out" "$ck" "$async" ""
-            if ! wait_step "$out" "$at"; then why="the run ended before step $at"; finish; return; fi
-            sleep "$delay"
-            case $kind in
-                kill_rank) kill -KILL "$(nth_rank "$victim")" ;;
-                kill_job) signal_ranks KILL; kill -KILL "$mp" ;;
-                term) signal_ranks TERM; want=75 saved_at=$at
-                      pattern="on SIGTERM" ;;
-                stop_rank) kill -STOP "$(nth_rank "$victim")"; want=76
-                      pattern="watchdog" ;;
-            esac
-            what="step $at + ${ms} ms"
-            ;;
-        disk_full | trunc_tmp)
-            async=false
-            hooks=$(every_rank save_pause "$save")
-            [ $real_disk = 1 ] || [ "$kind" = trunc_tmp ] || hooks="save_fail:$victim:$save"
-            start "$out" "$ck" false "$hooks"
-            what="the save of step $save"
-            if [ "$kind" = disk_full ] && [ $real_disk = 0 ]; then
-                want=1 pattern="No space left on device" no_tmp=1
-                what="$what (stand-in: the save_fail hook on rank $victim)"
-            elif ! wait_stopped; then
-                why="the ranks did not all stop in the save of step $save"; finish; return
-            elif [ "$kind" = disk_full ]; then
-                head -c 128M /dev/zero > "$fs/filler" 2>/dev/null
-                signal_ranks CONT
-                want=1 pattern="No space left on device" no_tmp=1
-            else
-                signal_ranks KILL
-                kill -KILL "$mp"
-                finish
-                tmp=$(find "$ck" -name "step_$(printf %08d "$save").h5.tmp*" | head -n 1)
-                if [ -z "$tmp" ]; then why="no temporary file of step $save to cut short"; return; fi
-                size=$(wc -c < "$tmp")
-                truncate -s $((size * ms / 400)) "$tmp"
-                what="$what, cut from $size to $((size * ms / 400)) bytes"
-                return
-            fi
-            ;;
-        async_kill)
-            async=true
-            start "$out" "$ck" true "async_kill:$victim:$save,save_slow:$victim:$save"
-            pattern="exited on signal 9"
-            what="the save of step $save on rank $victim"
-            ;;
+        disk_full | trunc_tmp) save_fault "$kind" ;;
+        async_kill) async_fault ;;
+        *) signal_fault "$kind" ;;
     esac
-    finish
-    rm -f "$fs/filler"
 }
 
 # judge: the run ended as $kind wants (exit $want, $pattern printed, a
