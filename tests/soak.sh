@@ -113,13 +113,18 @@ wait_stopped() {
     return 1
 }
 
+# is_rank PID: whether PID is (still) a trident process, not a pid the
+# system has given to another since
+is_rank() { [ "$(ps -o comm= -p "$1" 2>/dev/null)" = trident ]; }
+
 # finish: waits for the job at most $limit seconds from its start (then
 # kills it: rc 124); sets $rc. A rank still running once mpiexec is gone
 # is killed and reported in $left.
 finish() {
     pids=$(rank_pids)
     while alive && [ "$(elapsed)" -lt "$limit" ]; do
-        pids="$pids $(rank_pids)"
+        # shellcheck disable=SC2046,SC2086
+        pids=$(printf '%s\n' $pids $(rank_pids) | sort -u)
         sleep 0.1
     done
     if alive; then
@@ -134,8 +139,8 @@ finish() {
     left=""
     for p in $pids; do
         tries=0
-        while kill -0 "$p" 2>/dev/null && [ $tries -lt 50 ]; do sleep 0.1; tries=$((tries + 1)); done
-        if kill -0 "$p" 2>/dev/null; then
+        while is_rank "$p" && [ $tries -lt 50 ]; do sleep 0.1; tries=$((tries + 1)); done
+        if is_rank "$p"; then
             left="$left $p"
             kill -KILL "$p" 2>/dev/null
         fi
