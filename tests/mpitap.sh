@@ -5,7 +5,8 @@
 # test is a script. A hang fails after TRI_TEST_TIMEOUT seconds (300; the
 # bad-input matrix, a sequence of over a hundred cases that each have their
 # own 60 s bound, gets 1200; the Slurm test, whose time-limit case may take
-# a 3-minute job when slurmctld is slow to signal, 900).
+# a 3-minute job when slurmctld is slow to signal, 900; the chaos soak's
+# brief mode, nine jobs of 4 ranks on a loaded machine, 900).
 set -u
 stamp=$1
 base=$(basename "$stamp" .tap)          # t_grid.np4
@@ -16,6 +17,7 @@ srcdir=${srcdir:-.}
 default_timeout=300
 [ "$name" != t_matrix ] || default_timeout=1200
 [ "$name" != t_slurm ] || default_timeout=900
+[ "$name" != soak ] || default_timeout=900
 timeout_s=${TRI_TEST_TIMEOUT:-$default_timeout}
 
 MPIEXEC=${MPIEXEC:-mpiexec}
