@@ -15,7 +15,7 @@
 np=${1:-2}
 TAMPER="${TRI_BUILDDIR:-.}/tests/ckpt_tamper"
 limit=${TRI_MATRIX_LIMIT:-60}      # seconds any one case may take
-plan 198
+plan 206
 # shellcheck disable=SC3045
 ulimit -c 0 2>/dev/null            # a crash is detected below, not left as a core file
 t_start=$(date +%s)
@@ -1193,6 +1193,28 @@ itrain M193 "\[data\] train = $WORK/ix_tail.idx: [0-9]* bytes, but the header's 
 # instead).
 train M196 1 "\[model\] n_head = 2: heads of n_embd / n_head = 512 / 2 = 256, but the CUDA attention takes head sizes up to 128\|built without CUDA" \
     "device: heads over 128 wide on the GPU" --set parallel.device=cuda --set model.n_embd=512
+
+# ---- plan's arguments (issue 37) ----------------------------------------------
+
+# Each value strtod or strtol would take but no option means: refused as a
+# usage error, before any plan is printed (--mem inf and --hw '' once
+# printed a plan and exited 0).
+tcase M240 2 "--mem 'inf': expected a positive, finite number of GiB" "plan: --mem inf" \
+    plan --config "$cfg" --world 2 --mem inf
+tcase M241 2 "--mem 'nan': expected a positive, finite number of GiB" "plan: --mem nan" \
+    plan --config "$cfg" --world 2 --mem nan
+tcase M242 2 "--mem '-1': expected a positive, finite number of GiB" "plan: --mem -1" \
+    plan --config "$cfg" --world 2 --mem=-1
+tcase M243 2 "--mem '': expected a positive, finite number of GiB" "plan: --mem ''" \
+    plan --config "$cfg" --world 2 --mem ''
+tcase M244 2 "--mem '80GB': expected a positive, finite number of GiB" "plan: --mem 80GB" \
+    plan --config "$cfg" --world 2 --mem 80GB
+tcase M245 2 "--hw '': expected a hardware profile (h100, h200, a100, cpu)" "plan: --hw ''" \
+    plan --config "$cfg" --world 2 --hw ''
+tcase M246 2 "--world  8: expected a number of ranks" "plan: --world ' 8' (a leading blank)" \
+    plan --config "$cfg" --world ' 8'
+tcase M247 2 "--world : expected a number of ranks" "plan: --world ''" \
+    plan --config "$cfg" --world ''
 
 # ---- the completed checkpoint survived all of it ------------------------------
 bad=""

@@ -84,10 +84,13 @@ int config_validate(const Config *cfg, FILE *err)
     return 0;
 }
 
-int config_to_ini(const Config *cfg, char *buf, size_t size)
+/* The config as INI text: every key, or (defaults not NULL) those whose
+ * value differs from the default's, each section's header before its
+ * first key written. */
+static int write_ini(const Config *cfg, const Config *defaults, char *buf, size_t size)
 {
     ConfigText t = { buf, size, 0 };
-    char value[CONFIG_VALUE_MAX];
+    char value[CONFIG_VALUE_MAX], def[CONFIG_VALUE_MAX];
     const char *section = NULL;
     if (size)
         buf[0] = '\0';
@@ -95,16 +98,39 @@ int config_to_ini(const Config *cfg, char *buf, size_t size)
         const KeyDef *k = &config_keys[i];
         if ((k->flags & ARCH_KEY) && !arch_of(&cfg->model)->writes_arch_keys)
             continue;
+        config_value_format(k, cfg, value, sizeof value);
+        if ((k->flags & OMIT_UNSET) && !strcmp(value, k->def))
+            continue;
+        if (defaults) {
+            config_value_format(k, defaults, def, sizeof def);
+            if (!strcmp(value, def))
+                continue;
+        }
         if (!section || strcmp(section, k->section)) {
             config_put(&t, "%s[%s]\n", section ? "\n" : "", k->section);
             section = k->section;
         }
-        config_value_format(k, cfg, value, sizeof value);
-        if ((k->flags & OMIT_UNSET) && !strcmp(value, k->def))
-            continue;
         config_put(&t, "%s = %s\n", k->name, value);
     }
     return (int)t.len;
+}
+
+int config_to_ini(const Config *cfg, char *buf, size_t size)
+{
+    return write_ini(cfg, NULL, buf, size);
+}
+
+int config_to_ini_changed(const Config *cfg, char *buf, size_t size)
+{
+    /* the defaults of cfg's architecture: tie_embeddings = auto is its
+     * answer, not a change */
+    static Config defaults;
+    defaults_unresolved(&defaults);
+    ModelArch arch = defaults.model.arch;
+    defaults.model.arch = cfg->model.arch;
+    resolve_auto(&defaults);
+    defaults.model.arch = arch;
+    return write_ini(cfg, &defaults, buf, size);
 }
 
 /* "section.key=value", blanks around each part ignored. */
@@ -127,6 +153,15 @@ static int apply_override(Config *cfg, const char *text, FILE *err)
         malformed = !*section || !*key;
         if (!malformed)
             rc = config_set(cfg, section, key, value, "--set", err);
+    }
+    if (malformed && eq && !dot) { /* "lr=3e-4": which section? */
+        char guess[CONFIG_MSG_MAX];
+        *eq = '\0';
+        if (config_describe_set_guess(guess, sizeof guess, config_trim(copy), config_trim(eq + 1))) {
+            rc = config_report(err, "--set %s: expected section.key=value (%s)",
+                               config_shown(text, b), guess);
+            malformed = 0;
+        }
     }
     free(copy);
     if (malformed)
