@@ -133,10 +133,28 @@ int config_to_ini_changed(const Config *cfg, char *buf, size_t size)
     return write_ini(cfg, &defaults, buf, size);
 }
 
+/* "--set KEY=VALUE: expected section.key=value", and where KEY names a key
+ * of trident's or another trainer's ("lr=3e-4"), the --set it means. */
+static int report_malformed(const char *text, FILE *err)
+{
+    char b[CONFIG_SHOW_MAX + 1], guess[CONFIG_MSG_MAX], *copy = strdup(text);
+    char *eq = copy ? strchr(copy, '=') : NULL;
+    int guessed = 0;
+    if (eq && !memchr(copy, '.', (size_t)(eq - copy))) {
+        *eq = '\0';
+        guessed = config_describe_set_guess(guess, sizeof guess, config_trim(copy),
+                                            config_trim(eq + 1));
+    }
+    free(copy);
+    if (guessed)
+        return config_report(err, "--set %s: expected section.key=value (%s)",
+                             config_shown(text, b), guess);
+    return config_report(err, "--set %s: expected section.key=value", config_shown(text, b));
+}
+
 /* "section.key=value", blanks around each part ignored. */
 static int apply_override(Config *cfg, const char *text, FILE *err)
 {
-    char b[CONFIG_SHOW_MAX + 1];
     size_t len = strlen(text);
     char *copy = malloc(len + 1);
     if (!copy)
@@ -154,18 +172,9 @@ static int apply_override(Config *cfg, const char *text, FILE *err)
         if (!malformed)
             rc = config_set(cfg, section, key, value, "--set", err);
     }
-    if (malformed && eq && !dot) { /* "lr=3e-4": which section? */
-        char guess[CONFIG_MSG_MAX];
-        *eq = '\0';
-        if (config_describe_set_guess(guess, sizeof guess, config_trim(copy), config_trim(eq + 1))) {
-            rc = config_report(err, "--set %s: expected section.key=value (%s)",
-                               config_shown(text, b), guess);
-            malformed = 0;
-        }
-    }
     free(copy);
     if (malformed)
-        return config_report(err, "--set %s: expected section.key=value", config_shown(text, b));
+        return report_malformed(text, err);
     return rc;
 }
 
