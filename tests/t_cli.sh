@@ -34,8 +34,9 @@ run "$np" train --config "$cfg" --set train.steps=2; expect 0 "done: 2 steps" "a
 # At start-up a run prints the keys not at their defaults, not all 64:
 # init_std is at its default, n_embd is not.
 grep -q "config $cfg, the keys not at their defaults (--print-config shows every key):$" "$WORK/out" &&
-    grep -q "^n_embd = 32$" "$WORK/out" && ! grep -q "^init_std = " "$WORK/out"
-ok $? "start-up prints the keys not at their defaults ($(grep -c ' = ' "$WORK/out") lines of keys)"
+    grep -q "^n_embd = 32$" "$WORK/out" && ! grep -q "^init_std = " "$WORK/out" &&
+    grep -q "^off, as the config does not ask for them: validation (\[eval\] every), a metrics file" "$WORK/out"
+ok $? "start-up prints the keys not at their defaults ($(grep -c ' = ' "$WORK/out") lines of keys) and what is off"
 # --print-config: every key, and nothing trained; its output is a config
 # that loads as the same one
 run "$np" train --config "$cfg" --set train.steps=2 --print-config

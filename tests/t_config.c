@@ -711,6 +711,16 @@ static void test_changed_keys(void)
            "llama's untied head is its default, not a change");
     tap_diag("%s", text);
     outcome_free(&o);
+    int off = config_off(&c, text, sizeof text);
+    tap_ok(off == 4 && !strcmp(text, "validation ([eval] every), a metrics file ([log] metrics), "
+                                     "checkpoints ([checkpoint] dir), a sample at the end "
+                                     "([log] sample_tokens)"),
+           "the defaults leave off validation, metrics, checkpoints and the sample: %s", text);
+    config_set(&c, "eval", "every", "5", "test", NULL);
+    config_set(&c, "log", "sample_tokens", "9", "test", NULL);
+    off = config_off(&c, text, sizeof text);
+    tap_ok(off == 2 && !strcmp(text, "a metrics file ([log] metrics), checkpoints ([checkpoint] dir)"),
+           "what a config asks for is not listed as off: %s", text);
 }
 
 static void test_missing_file(void)
@@ -794,7 +804,7 @@ int main(int argc, char **argv)
         return 0;
     }
     tap_init(&argc, &argv);
-    tap_plan(117);
+    tap_plan(119);
     test_defaults();
     test_builtin();
     test_full_file();

@@ -26,9 +26,10 @@
 static double process_started;
 
 /* The config as the run starts: the keys that differ from the defaults
- * (doc/guide.md's table), or with --print-config every key, under a
- * comment, so that the output loads back as the same config. */
-static void print_config(const Config *cfg, int every_key)
+ * (doc/guide.md's table), and for training what they leave off; or with
+ * --print-config every key, under a comment, so that the output loads
+ * back as the same config. */
+static void print_config(const Config *cfg, int every_key, int training)
 {
     char text[16384];
     if (every_key) {
@@ -39,6 +40,9 @@ static void print_config(const Config *cfg, int every_key)
         printf("trident %s: config %s, %s:\n%s", PACKAGE_VERSION, cfg->source,
                n ? "the keys not at their defaults (--print-config shows every key)"
                  : "every key at its default", text);
+        /* the defaults leave these off: say so rather than run without them */
+        if (training && config_off(cfg, text, sizeof text))
+            printf("off, as the config does not ask for them: %s\n", text);
     }
     fflush(stdout);
 }
@@ -50,7 +54,7 @@ static int load_config(Config *cfg, const CliArgs *a, int rank)
     if (rank == 0) {
         rc = config_load(cfg, a->config, a->sets, a->n_sets, stderr);
         if (!rc)
-            print_config(cfg, a->print_config);
+            print_config(cfg, a->print_config, a->command == CLI_TRAIN);
     }
     return fail_agree(MPI_COMM_WORLD, rc);
 }

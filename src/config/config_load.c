@@ -133,6 +133,24 @@ int config_to_ini_changed(const Config *cfg, char *buf, size_t size)
     return write_ini(cfg, &defaults, buf, size);
 }
 
+int config_off(const Config *cfg, char *buf, size_t size)
+{
+    const struct { int off; const char *what; } parts[] = {
+        {cfg->eval.every == 0, "validation ([eval] every)"},
+        {!cfg->log.metrics[0], "a metrics file ([log] metrics)"},
+        {!cfg->checkpoint.dir[0], "checkpoints ([checkpoint] dir)"},
+        {cfg->log.sample_tokens == 0, "a sample at the end ([log] sample_tokens)"},
+    };
+    ConfigText t = { buf, size, 0 };
+    int n = 0;
+    if (size)
+        buf[0] = '\0';
+    for (size_t i = 0; i < sizeof parts / sizeof parts[0]; i++)
+        if (parts[i].off)
+            config_put(&t, "%s%s", n++ ? ", " : "", parts[i].what);
+    return n;
+}
+
 /* "--set KEY=VALUE: expected section.key=value", and where KEY names a key
  * of trident's or another trainer's ("lr=3e-4"), the --set it means. */
 static int report_malformed(const char *text, FILE *err)
