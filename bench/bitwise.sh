@@ -7,7 +7,8 @@
 # each run says: every step's loss, gradient norm, loss scale and
 # validation loss, the sample it generates, and its final checkpoint
 # (h5diff, every dataset and attribute but the run's own tag and times).
-# Then `trident plan` on a few layouts, whose whole output must agree.
+# Then `trident plan` on a few layouts, whose figures must agree (its
+# output's layout aside: plan_figures).
 # Prints one line per case and ends "N passed, N failed".
 #
 # Not part of `make check`: it needs two builds. For a change that must
@@ -87,12 +88,33 @@ compare_case() {
     fi
 }
 
+# plan's figures, whatever their layout on the page: from the "plan:" line
+# on (the config print before it lists what differs from the defaults),
+# without the last line (train with:, since issue 36), "ranks A-B:" and
+# "stages A-B:" rows written out one per rank or stage, the schedules
+# table once (it was printed twice), the layouts that fit --mem without
+# their header's ordering note, and all lines sorted, so that only the
+# numbers and the rows count.
+plan_figures() {
+    sed -n '/^plan: /,$p' | grep -v '^train with:' | awk '
+        /^  (rank|stage)s [0-9]+-[0-9]+: / {
+            what = substr($1, 1, length($1) - 1); split($2, r, "-"); sub(/:$/, "", r[2])
+            row = $0; sub(/^  [a-z]+ [0-9]+-[0-9]+: /, "", row); sub(/\(each of their/, "(each of its", row)
+            for (i = r[1] + 0; i <= r[2] + 0; i++) printf "  %s %3d: %s\n", what, i, row
+            next
+        }
+        /^schedules |^  schedule |^  (1f1b|gpipe|interleaved|zb1) |^recommended schedule/ { if (seen[$0]++) next }
+        { sub(/ \(largest rank\), best first .*:$/, " (largest rank):"); print }' | sort
+}
+
 plan_case() {
     local name=$1
     shift
-    local pa pb
-    pa=$("$old" plan --config "$top/jobs/configs/tiny.ini" "$@" 2>&1)
-    pb=$("$new" plan --config "$top/jobs/configs/tiny.ini" "$@" 2>&1)
+    local pa pb all=()
+    # the new plan lists the best ten layouts that fit --mem unless --all
+    case " $* " in *" --mem "*) "$new" plan --help 2>&1 | grep -q -- '--all' && all=(--all) ;; esac
+    pa=$("$old" plan --config "$top/jobs/configs/tiny.ini" "$@" 2>&1 | plan_figures)
+    pb=$("$new" plan --config "$top/jobs/configs/tiny.ini" "$@" "${all[@]}" 2>&1 | plan_figures)
     if [ "$pa" = "$pb" ]; then
         passed=$((passed + 1))
         echo "ok plan $name"

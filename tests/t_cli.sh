@@ -3,7 +3,7 @@
 # fails fast, on every rank, with a message naming what is wrong.
 . "${TRI_SRCDIR:-.}/tests/lib.sh"
 np=${1:-1}
-plan 22
+plan 27
 cfg="$WORK/c.ini"
 write_config "$cfg"
 
@@ -31,6 +31,28 @@ run "$np" train --config "$cfg" --set train.precision=fp8; expect 1 "precision" 
 run "$np" train --config "$cfg" --set parallel.device=cuda
 expect 1 "device = cuda: .*\(reconfigure with --with-cuda\|no CUDA device\|GPUs\)" "asking for a GPU without one (or without CUDA)"
 run "$np" train --config "$cfg" --set train.steps=2; expect 0 "done: 2 steps" "a good config trains"
+# At start-up a run prints the keys not at their defaults, not all 64:
+# init_std is at its default, n_embd is not.
+grep -q "config $cfg, the keys not at their defaults (--print-config shows every key):$" "$WORK/out" &&
+    grep -q "^n_embd = 32$" "$WORK/out" && ! grep -q "^init_std = " "$WORK/out" &&
+    grep -q "^off, as the config does not ask for them: validation (\[eval\] every), a metrics file" "$WORK/out"
+ok $? "start-up prints the keys not at their defaults ($(grep -c ' = ' "$WORK/out") lines of keys) and what is off"
+# --print-config: every key, and nothing trained; its output is a config
+# that loads as the same one
+run "$np" train --config "$cfg" --set train.steps=2 --print-config
+cp "$WORK/out" "$WORK/full.ini"
+[ "$rc" -eq 0 ] && grep -q "^init_std = 0.02$" "$WORK/full.ini" && grep -q "^steps = 2$" "$WORK/full.ini" &&
+    [ "$(grep -c ' = ' "$WORK/full.ini")" -ge 50 ] && ! grep -q "^step \|done:" "$WORK/full.ini"
+ok $? "train --print-config prints every key ($(grep -c ' = ' "$WORK/full.ini")) and trains nothing (exit $rc)"
+run "$np" train --config "$WORK/full.ini" --print-config
+[ "$rc" -eq 0 ] && diff "$WORK/out" "$WORK/full.ini" | grep -c '^[<>]' | grep -qx 2 &&
+    [ "$(tail -n +2 "$WORK/out")" = "$(tail -n +2 "$WORK/full.ini")" ]
+ok $? "--print-config's output loads as the same config"
+run "$np" plan --config "$cfg" --world 2 --print-config
+[ "$rc" -eq 0 ] && grep -q "^init_std = 0.02$" "$WORK/out" && ! grep -q "^plan:" "$WORK/out"
+ok $? "plan --print-config prints every key and plans nothing (exit $rc)"
+run "$np" sample --ckpt x --print-config; expect 2 "option '--print-config' does not apply to this command" \
+    "--print-config is train's and plan's"
 # the bf16 GEMM path (kernels/cpu/gemm_bf16.h): a bad choice is refused by
 # name; trident's own kernel trains and says so (AVX2 or AVX512_BF16)
 TRIDENT_CPU_BF16_GEMM=fastest run "$np" train --config "$cfg" --set train.precision=bf16

@@ -1,7 +1,9 @@
 /*
  * t_config.c - the config loader (src/config/) and config_ini.c: defaults, the built-in job, the
  * INI round trip, --set overrides, INI text from memory, and one check per
- * kind of bad input.
+ * kind of bad input; the start-up print of the keys not at their
+ * defaults; doc/guide.md's table of every key's default, which
+ * `tests/t_config --defaults-table` prints from the key table.
  *
  * Every bad input must fail with exactly one line on err, starting with
  * "trident: <origin>" (file:line, the file for cross-key rules, or --set)
@@ -20,7 +22,9 @@
 #include <string.h>
 #include <unistd.h>
 
+#include "config_keys.h"
 #include "config_load.h"
+#include "config_value.h"
 #include "tap.h"
 
 /* the smallest valid file */
@@ -402,8 +406,8 @@ static void test_syntax_variants(void)
 static void test_file_errors(void)
 {
     FILE_ERR("unknown section", "[model]\nn_layer = 4\n[modle]\nn_embd = 64\n" BASE, 3,
-             "[modle]: unknown section (known: model, parallel, train, data, checkpoint, eval, "
-             "log, fault)", NULL);
+             "[modle]: unknown section (did you mean [model]? known: model, parallel, train, data, "
+             "checkpoint, eval, log, fault)", NULL);
     FILE_ERR("unknown section without keys", BASE "[modle]\n", 3, "[modle]: unknown section", NULL);
     FILE_ERR("unknown key, with a suggestion", "[model]\nn_layers = 4\n" BASE, 2,
              "[model] n_layers: unknown key in [model] (did you mean n_layer?)", NULL);
@@ -594,6 +598,131 @@ static void test_set_errors(void)
     outcome_free(&o);
 }
 
+/* Other trainers' names (config_alias.c) get the key trident means. */
+static void test_aliases(void)
+{
+    FILE_ERR("learning_rate", "[train]\nlearning_rate = 1e-3\n" BASE, 2,
+             "[train] learning_rate: unknown key in [train] (did you mean lr?)", NULL);
+    FILE_ERR("batch_size, in another section", "[model]\nbatch_size = 8\n" BASE, 2,
+             "[model] batch_size: unknown key in [model] (did you mean [train] micro_batch?)", NULL);
+    FILE_ERR("max_steps", "[train]\nmax_steps = 5\n" BASE, 2, "(did you mean steps?)", NULL);
+    FILE_ERR("warmup_steps", "[train]\nwarmup_steps = 5\n" BASE, 2, "(did you mean warmup?)", NULL);
+    FILE_ERR("weightDecay", "[train]\nweightDecay = 0.1\n" BASE, 2,
+             "(did you mean weight_decay?)", NULL);
+    FILE_ERR("wd", "[train]\nwd = 0.1\n" BASE, 2, "(did you mean weight_decay?)", NULL);
+    FILE_ERR("grad_clip", "[train]\ngrad_clip = 1\n" BASE, 2, "(did you mean clip_norm?)", NULL);
+    FILE_ERR("[training]", "[training]\nlr = 1\n" BASE, 1,
+             "[training]: unknown section (did you mean [train]? known: model,", NULL);
+    FILE_ERR("a key before any section, by another name", "learning_rate = 1\n" BASE, 1,
+             "learning_rate: key before any [section] header (did you mean [train] lr?)", NULL);
+    SET_ERR("--set lr=", "lr=3e-4",
+            "trident: --set lr=3e-4: expected section.key=value (did you mean --set train.lr=3e-4?)",
+            NULL);
+    SET_ERR("--set max_steps=", "max_steps=7", "(did you mean --set train.steps=7?)", NULL);
+    SET_ERR("--set every= (three sections have it)", "every=5",
+            "(every is a key of [checkpoint], [eval], [log]: --set SECTION.every=5)", NULL);
+    SET_ERR("--set train.learning_rate=", "train.learning_rate=1",
+            "trident: --set: [train] learning_rate: unknown key in [train] (did you mean lr?)", NULL);
+}
+
+/* The values a key takes, from its row: "1 to 3", ">= 1", "> 0", words. */
+static void key_values(const KeyDef *k, char *buf, size_t n)
+{
+    const char *ge = k->flags & OPEN_MIN ? ">" : ">=", *le = k->flags & OPEN_MAX ? "<" : "<=";
+    int has_max = k->type == K_INT ? k->max < 2147483647.0 : k->max < 1e300;
+    switch (k->type) {
+    case K_INT:
+    case K_REAL:
+        if (has_max && !(k->flags & (OPEN_MIN | OPEN_MAX)))
+            snprintf(buf, n, "%g to %g", k->min, k->max);
+        else if (has_max)
+            snprintf(buf, n, "%s %g, %s %g", ge, k->min, le, k->max);
+        else
+            snprintf(buf, n, "%s %g", ge, k->min);
+        break;
+    case K_SEED: snprintf(buf, n, "an integer"); break;
+    case K_BOOL: snprintf(buf, n, "%strue, false", k->flags & AUTO_BOOL ? "auto, " : ""); break;
+    case K_RECOMPUTE: snprintf(buf, n, "none, full, every:K"); break;
+    case K_PATH: snprintf(buf, n, "a path"); break;
+    case K_ENUM: {
+        size_t len = 0;
+        buf[0] = '\0';
+        for (int i = 0; k->words[i]; i++)
+            len += (size_t)snprintf(buf + len, len < n ? n - len : 0, "%s%s", i ? ", " : "", k->words[i]);
+        break;
+    }
+    }
+}
+
+/* doc/guide.md's table of every key's default, made from the key table. */
+static void defaults_table(FILE *out)
+{
+    char values[256];
+    fputs("| key | default | values |\n|---|---|---|\n", out);
+    for (int i = 0; i < config_key_count(); i++) {
+        const KeyDef *k = &config_keys[i];
+        key_values(k, values, sizeof values);
+        fprintf(out, "| `[%s] %s` | %s%s%s | %s |\n", k->section, k->name, k->def[0] ? "`" : "",
+                k->def[0] ? k->def : "(empty)", k->def[0] ? "`" : "", values);
+    }
+}
+
+/* The guide's table is defaults_table's, between its two markers. */
+static void test_defaults_table(void)
+{
+    static const char begin[] = "<!-- defaults: `tests/t_config --defaults-table` writes this table -->\n",
+                      end[] = "<!-- end of the defaults -->";
+    const char *dir = getenv("TRI_SRCDIR");
+    char path[1024], *want = NULL, *doc = NULL;
+    size_t want_len = 0, doc_len = 0;
+    snprintf(path, sizeof path, "%s/doc/guide.md", dir ? dir : ".");
+    FILE *f = fopen(path, "r"), *w = open_memstream(&want, &want_len);
+    defaults_table(w);
+    fclose(w);
+    if (f) {
+        doc = malloc(1 << 20);
+        doc_len = fread(doc, 1, (1 << 20) - 1, f);
+        doc[doc_len] = '\0';
+        fclose(f);
+    }
+    char *from = doc ? strstr(doc, begin) : NULL, *to = from ? strstr(from, end) : NULL;
+    int same = to && (size_t)(to - from) == strlen(begin) + want_len &&
+               !strncmp(from + strlen(begin), want, want_len);
+    tap_ok(same, "%s holds every key's default as the key table has it (%d keys)%s", path,
+           config_key_count(), same ? "" : ": run tests/t_config --defaults-table");
+    free(want);
+    free(doc);
+}
+
+/* The start-up print: only the keys whose value is not the default. */
+static void test_changed_keys(void)
+{
+    static Config c;
+    char text[16384];
+    config_defaults(&c);
+    int none = config_to_ini_changed(&c, text, sizeof text);
+    config_set(&c, "data", "train", "x.txt", "test", NULL);
+    config_to_ini_changed(&c, text, sizeof text);
+    tap_ok(none == 0 && !strcmp(text, "[data]\ntrain = x.txt\n"),
+           "the keys not at their defaults: none, then [data] train alone");
+    Outcome o = run("[model]\narch = llama\n" BASE, NULL, 0, &c);
+    config_to_ini_changed(&c, text, sizeof text);
+    tap_ok(o.rc == 0 && !strcmp(text, "[model]\narch = llama\n\n[data]\ntrain = data.txt\n"),
+           "llama's untied head is its default, not a change");
+    tap_diag("%s", text);
+    outcome_free(&o);
+    int off = config_off(&c, text, sizeof text);
+    tap_ok(off == 4 && !strcmp(text, "validation ([eval] every), a metrics file ([log] metrics), "
+                                     "checkpoints ([checkpoint] dir), a sample at the end "
+                                     "([log] sample_tokens)"),
+           "the defaults leave off validation, metrics, checkpoints and the sample: %s", text);
+    config_set(&c, "eval", "every", "5", "test", NULL);
+    config_set(&c, "log", "sample_tokens", "9", "test", NULL);
+    off = config_off(&c, text, sizeof text);
+    tap_ok(off == 2 && !strcmp(text, "a metrics file ([log] metrics), checkpoints ([checkpoint] dir)"),
+           "what a config asks for is not listed as off: %s", text);
+}
+
 static void test_missing_file(void)
 {
     static Config c;
@@ -670,8 +799,12 @@ static void test_parse_text(void)
 
 int main(int argc, char **argv)
 {
+    if (argc == 2 && !strcmp(argv[1], "--defaults-table")) {
+        defaults_table(stdout);
+        return 0;
+    }
     tap_init(&argc, &argv);
-    tap_plan(101);
+    tap_plan(119);
     test_defaults();
     test_builtin();
     test_full_file();
@@ -681,6 +814,9 @@ int main(int argc, char **argv)
     test_value_errors();
     test_rule_errors();
     test_set_errors();
+    test_aliases();
+    test_changed_keys();
+    test_defaults_table();
     test_missing_file();
     test_parse_text();
     return tap_done();

@@ -15,7 +15,7 @@
 np=${1:-2}
 TAMPER="${TRI_BUILDDIR:-.}/tests/ckpt_tamper"
 limit=${TRI_MATRIX_LIMIT:-60}      # seconds any one case may take
-plan 204
+plan 212
 # shellcheck disable=SC3045
 ulimit -c 0 2>/dev/null            # a crash is detected below, not left as a core file
 t_start=$(date +%s)
@@ -1269,6 +1269,27 @@ verdict M199 76 "\[rank 0 .*watchdog: no progress for [0-9.]* s: .* this rank is
     $(($(date +%s) - t0))
 limit=$((limit / 2))
 intact_dirs="$intact_dirs $WORK/wd_M199"
+# ---- plan's arguments (issue 37) ----------------------------------------------
+
+# Each value strtod or strtol would take but no option means: refused as a
+# usage error, before any plan is printed (--mem inf and --hw '' once
+# printed a plan and exited 0).
+tcase M240 2 "--mem 'inf': expected a positive, finite number of GiB" "plan: --mem inf" \
+    plan --config "$cfg" --world 2 --mem inf
+tcase M241 2 "--mem 'nan': expected a positive, finite number of GiB" "plan: --mem nan" \
+    plan --config "$cfg" --world 2 --mem nan
+tcase M242 2 "--mem '-1': expected a positive, finite number of GiB" "plan: --mem -1" \
+    plan --config "$cfg" --world 2 --mem=-1
+tcase M243 2 "--mem '': expected a positive, finite number of GiB" "plan: --mem ''" \
+    plan --config "$cfg" --world 2 --mem ''
+tcase M244 2 "--mem '80GB': expected a positive, finite number of GiB" "plan: --mem 80GB" \
+    plan --config "$cfg" --world 2 --mem 80GB
+tcase M245 2 "--hw '': expected a hardware profile (h100, h200, a100, cpu)" "plan: --hw ''" \
+    plan --config "$cfg" --world 2 --hw ''
+tcase M246 2 "--world  8: expected a number of ranks" "plan: --world ' 8' (a leading blank)" \
+    plan --config "$cfg" --world ' 8'
+tcase M247 2 "--world : expected a number of ranks" "plan: --world ''" \
+    plan --config "$cfg" --world ''
 
 # ---- the completed checkpoint survived all of it ------------------------------
 bad=""

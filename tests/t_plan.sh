@@ -9,7 +9,11 @@
 # model on 1024 ranks, with the layouts that fit 80 GiB; and plan moves
 # the optimizer state to a host column with [train] offload, and
 # recommends it where nothing else fits; plan --hw cpu times this machine:
-# the optimizer in bf16 about as fp32, and Llama's own layer.
+# the optimizer in bf16 about as fp32, and Llama's own layer. plan prints
+# its schedules table once, equal ranks on one line, the layouts that fit
+# --mem best first (ten, or --all), and a last line of options that train
+# what it advises; 100,000 layers plan in time (one layer priced and
+# multiplied).
 . "${TRI_SRCDIR:-.}/tests/lib.sh"
 np=${1:-4}
 cfg="$WORK/c.ini"
@@ -34,8 +38,19 @@ sp-tp2-zero3:--set+parallel.tp=2+--set+parallel.zero=3+--set+parallel.sequence_p
 sp-pp2-tp2-every2:--set+parallel.tp=2+--set+parallel.pp=2+--set+train.recompute=every:2+--set+parallel.sequence_parallel=1+--set+train.grad_accum=4
 sp-tp4-llama-kv1:--set+model.arch=llama+--set+model.n_head=4+--set+model.n_kv_head=1+--set+model.ffn_dim=48+--set+parallel.tp=4+--set+model.tie_embeddings=0+--set+parallel.sequence_parallel=1
 sp-pp2-tp2-zb1:--set+parallel.tp=2+--set+parallel.pp=2+--set+parallel.schedule=zb1+--set+parallel.sequence_parallel=1+--set+train.grad_accum=4"
-plan $(($(echo "$CASES" | wc -l) + 16))
-table() { sed -n '/^memory per rank/,/^[^ m]/p' "$1" | grep '^  rank'; }
+plan $(($(echo "$CASES" | wc -l) + 24))
+# the rows of a memory table, one per rank: plan's "ranks A-B: ..." (equal
+# ranks on one line) written out as the trainer's "rank A: ..." lines
+table() {
+    sed -n '/^memory per rank/,/^[^ m]/p' "$1" | awk '
+        /^  ranks [0-9]+-[0-9]+: / {
+            split($2, r, "-"); sub(/:$/, "", r[2])
+            row = $0; sub(/^  ranks [0-9]+-[0-9]+: /, "", row)
+            for (i = r[1] + 0; i <= r[2] + 0; i++) printf "  rank %3d: %s\n", i, row
+            next
+        }
+        /^  rank / { print }'
+}
 for c in $CASES; do
     name=${c%%:*}
     sets=$(echo "${c#*:}" | tr '+' ' ')
@@ -65,6 +80,31 @@ mid=$(awk -v a="$(mib 1f1b)" -v b="$(mib zb1)" 'BEGIN { if (a < b) printf "%.9f"
     --mem "${mid:-0}" > "$WORK/out" 2>&1
 grep -q "^recommended schedule: 1f1b (the smallest bubble that fits" "$WORK/out"
 ok $? "plan --mem $mid (GiB), between 1f1b's and zb1's largest rank: recommends 1f1b"
+# What plan advises is one line to paste into `trident train` (plan's own
+# --set options, then what it changes), and it trains: on 4 ranks the
+# trainer's memory table is plan's for zb1.
+"$TRIDENT" plan --config "$cfg" --world 4 --set parallel.pp=4 --set train.grad_accum=8 \
+    > "$WORK/out" 2>&1
+advice=$(tail -n 1 "$WORK/out")
+[ "$advice" = "train with: --set parallel.pp=4 --set train.grad_accum=8 --set parallel.schedule=zb1" ] &&
+    [ "$(grep -c '^schedules (' "$WORK/out")" -eq 1 ]
+ok $? "plan prints its schedules table once and ends with the options to train what it advises ($advice)"
+# shellcheck disable=SC2086  # the pasted options, split on purpose
+run 4 train --config "$cfg" --set train.steps=0 ${advice#train with: }
+table "$WORK/out" > "$WORK/train.mem"
+"$TRIDENT" plan --config "$cfg" --world 4 --set parallel.pp=4 --set train.grad_accum=8 \
+    --set parallel.schedule=zb1 > "$WORK/plan.out" 2>&1
+table "$WORK/plan.out" > "$WORK/plan.mem"
+[ "$rc" -eq 0 ] && grep -q "schedule = zb1" "$WORK/out" && [ -s "$WORK/train.mem" ] &&
+    cmp -s "$WORK/train.mem" "$WORK/plan.mem" && [ "$(tail -n 1 "$WORK/plan.out")" = \
+    "train with: --set parallel.pp=4 --set train.grad_accum=8 --set parallel.schedule=zb1" ]
+ok $? "the pasted options train (exit $rc) with plan's memory for zb1; planned as given, plan changes nothing"
+# Ranks of equal memory share one line: four DP ranks without ZeRO hold
+# the same.
+"$TRIDENT" plan --config "$cfg" --world 4 --set parallel.zero=0 > "$WORK/out" 2>&1
+[ "$(sed -n '/^memory per rank/,/^[^ m]/p' "$WORK/out" | grep -c '^  rank')" -eq 1 ] &&
+    grep -q '^  ranks 0-3: ' "$WORK/out" && [ "$(table "$WORK/out" | wc -l)" -eq 4 ]
+ok $? "plan: four equal ranks on one line ($(grep '^  ranks' "$WORK/out"))"
 "$TRIDENT" plan --config "$cfg" --world 4 --set parallel.pp=4 --set train.grad_accum=8 \
     --set parallel.schedule=zb1 > "$WORK/out" 2>&1
 grep -q "pipeline bubble (zb1, 8 microbatches, 1 chunk a stage, f = b = w): 11.1%; 48 pipeline messages a step" "$WORK/out" \
@@ -122,6 +162,51 @@ ms=$((($(date +%s%N) - start) / 1000000))
 expect 0 "174604.837M parameters" "plan: GPT-3 175B on 1024 ranks (${ms} ms)"
 grep -q "layouts of 1024 ranks within 80.0 GiB" "$WORK/out"
 ok $? "plan lists the layouts that fit 80 GiB"
+# The layouts that fit, best first: the least work (full recompute 4/3 of
+# it, over 1 - bubble), ten of them unless --all; the best one is what the
+# last line trains.
+fits() { sed -n '/^layouts of/,/^[^ ]/p' "$1" | awk '$1 ~ /^[0-9]+$/'; }
+sorted() {  # the rows' work never falls
+    awk '{ b = $9; sub(/%/, "", b); w = ($6 == "full" ? 4 / 3 : 1) / (1 - b / 100)
+           if (NR > 1 && w < last - 1e-9) bad = 1; last = w } END { exit bad }'
+}
+more=$(sed -n 's/^  \.\.\. and \([0-9]*\) more (--all shows them)$/\1/p' "$WORK/out")
+fits "$WORK/out" > "$WORK/fits10"
+best=$(head -n 1 "$WORK/fits10")
+[ "$(wc -l < "$WORK/fits10")" -eq 10 ] && [ "${more:-0}" -gt 0 ] && sorted < "$WORK/fits10"
+ok $? "plan --mem 80: the best 10 layouts, sorted, and $more more on request"
+"$TRIDENT" plan --config "$WORK/g175.ini" --world 1024 --mem 80 --all > "$WORK/out" 2>&1
+fits "$WORK/out" > "$WORK/fits"
+[ "$(wc -l < "$WORK/fits")" -eq $((10 + more)) ] && sorted < "$WORK/fits" &&
+    ! grep -q "more (--all" "$WORK/out"
+ok $? "plan --mem 80 --all: all $((10 + more)) layouts, sorted"
+# planned with the last line's options, the layout is the best row's
+advice=$(tail -n 1 "$WORK/out")
+# shellcheck disable=SC2086  # the pasted options, split on purpose
+"$TRIDENT" plan --config "$WORK/g175.ini" --world 1024 ${advice#train with: } > "$WORK/out2" 2>&1
+echo "$best" | awk '{ printf "plan: 1024 ranks = dp %d x pp %d x tp %d, zero %d,\n", $1, $2, $3, $5 }' \
+    > "$WORK/want"
+grep -qF "$(cat "$WORK/want")" "$WORK/out2"
+ok $? "the last line trains the best layout ($advice; $(head -n 1 "$WORK/out2"))"
+"$TRIDENT" plan --config "$WORK/g175.ini" --world 1024 --all > "$WORK/out" 2>&1
+rc=$?
+expect 2 "--all: it lists every layout that fits --mem GIB, and no --mem was given" \
+    "plan --all without --mem is refused"
+# plan prices one layer and multiplies (issue 37: 89 s for 100,000 layers
+# on 8 ranks, linear in n_layer): 100,000 layers plan within the time
+# limit, with the search of --mem, as 1,000 do, and its memory is the
+# per-layer figure times the layers.
+layers_mib() {  # the weights column (MiB) of stage 0's row for n_layer=$1
+    timeout 120 "$TRIDENT" plan --config "$cfg" --world 8 --mem 80 --set model.n_layer="$1" \
+        --set parallel.pp=2 --set train.grad_accum=2 > "$WORK/out" 2>&1 || return 1
+    table "$WORK/out" | awk 'NR == 1 { print $3 }'
+}
+start=$(date +%s)
+w1=$(layers_mib 1000) && w100=$(layers_mib 100000)
+rc=$?
+s=$(($(date +%s) - start))
+awk -v a="$w1" -v b="$w100" 'BEGIN { exit !(a > 0 && b / a > 99 && b / a < 100.01) }' && [ "$rc" -eq 0 ]
+ok $? "plan of 100,000 layers on 8 ranks with --mem in time (both plans ${s} s): weights $w100 MiB, 100 x 1,000 layers' $w1"
 "$TRIDENT" plan --config "$WORK/g175.ini" --world 1024 --hw h100 --set train.precision=bf16 \
     > "$WORK/out" 2>&1
 mfu=$(sed -n 's/.*MFU \([0-9.]*\)%.*/\1/p' "$WORK/out" | tail -n 1)

@@ -12,6 +12,7 @@
 
 #include <errno.h>
 #include <limits.h>
+#include <math.h>
 #include <stdlib.h>
 #include <string.h>
 
@@ -52,12 +53,22 @@ static CliOption *find_letter(const CliSpec *s, char letter)
     return NULL;
 }
 
+/* Whether s is all digits (and, for a real, '.', 'e' and signs): strtol
+ * and strtod also take leading blanks, "inf", "nan" and hexadecimal, which
+ * no option means. */
+static int plain_number(const char *s, const char *chars)
+{
+    return *s && s[strspn(s, chars)] == '\0';
+}
+
 static int parse_positive(const char *s, int *out)
 {
     char *end;
+    if (!plain_number(s, "0123456789"))
+        return 1;
     errno = 0;
     long v = strtol(s, &end, 10);
-    if (errno || *end || end == s || v < 1 || v > INT_MAX)
+    if (errno || *end || v < 1 || v > INT_MAX)
         return 1;
     *out = (int)v;
     return 0;
@@ -66,8 +77,10 @@ static int parse_positive(const char *s, int *out)
 static int parse_real(const char *s, double most, double *out)
 {
     char *end;
+    if (!plain_number(s, "0123456789.eE+-"))
+        return 1;
     double v = strtod(s, &end);
-    if (*end || end == s || !(v > 0) || (most > 0 && v > most))
+    if (*end || end == s || !isfinite(v) || !(v > 0) || (most > 0 && v > most))
         return 1;
     *out = v;
     return 0;

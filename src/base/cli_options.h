@@ -38,8 +38,9 @@ typedef enum {
 /* How a CLI_ONE value is checked, and what *to is. */
 typedef enum {
     CLI_TEXT,      /* const char *: the word itself */
-    CLI_POSITIVE,  /* int: 1 to INT_MAX */
-    CLI_REAL,      /* double: > 0, and at most `most` where most > 0 */
+    CLI_POSITIVE,  /* int: 1 to INT_MAX, in decimal digits alone */
+    CLI_REAL,      /* double: finite, > 0, and at most `most` where most > 0;
+                    * digits, '.', 'e' and signs alone (no blanks, inf, nan, hex) */
     CLI_CHOICE,    /* int: the index of the value in `choices` ("fp32|bf16") */
     CLI_CUSTOM,    /* the command's own: parse(value, to) returns 0 if it takes it */
 } CliCheck;

@@ -11,9 +11,9 @@
 
 void cli_usage(FILE *out)
 {
-    fputs("usage: trident train   [--config FILE] [--set section.key=value ...]\n"
-          "       trident plan    --config FILE --world N [--mem GIB] [--hw h100|h200|a100|cpu]\n"
-          "                       [--set section.key=value ...]\n"
+    fputs("usage: trident train   [--config FILE] [--set section.key=value ...] [--print-config]\n"
+          "       trident plan    --config FILE --world N [--mem GIB [--all]] [--hw h100|h200|a100|cpu]\n"
+          "                       [--set section.key=value ...] [--print-config]\n"
           "       trident inspect CKPT.h5\n"
           "       trident sample  --ckpt CKPT.h5 [--prompt TEXT] [--tokens N] [--tokenizer FILE]\n"
           "       trident export  CKPT.h5 --format hf DIR [--dtype fp32|bf16]\n"
@@ -24,6 +24,7 @@ void cli_usage(FILE *out)
           "\n"
           "Run under MPI: mpirun -np N trident train --config jobs/configs/tiny.ini\n"
           "Without --config, train runs the built-in jobs/configs/tiny.ini.\n"
+          "--print-config prints every key of the config as it would run, and stops.\n"
           "See trident(1) and doc/guide.md.\n", out);
 }
 
@@ -54,6 +55,16 @@ static int parse_command(CliArgs *a, const char *word, FILE *err)
                             word);
 }
 
+/* --hw names a profile; roofline_hardware says which exist. An empty one
+ * used to be taken as no --hw at all. */
+static int parse_hardware(const char *value, void *to)
+{
+    if (!*value)
+        return 1;
+    *(const char **)to = value;
+    return 0;
+}
+
 /* train, plan, inspect and sample share one table: an option of one of
  * them given to another is refused by name. */
 static int parse_options(CliArgs *a, int argc, char **argv, FILE *err)
@@ -68,12 +79,16 @@ static int parse_options(CliArgs *a, int argc, char **argv, FILE *err)
         {.name = "set", .takes = CLI_REPEAT, .to = a->sets, .count = &a->n_sets,
          .max = CLI_MAX_SETS, .invalid = "too many --set options (at most 256)",
          .elsewhere = !config},
+        {.name = "print-config", .takes = CLI_FLAG, .to = &a->print_config, .elsewhere = !config},
         {.name = "world", .takes = CLI_ONE, .check = CLI_POSITIVE, .to = &a->world,
          .invalid = "--world %s: expected a number of ranks from 1 to 2147483647 (INT_MAX, the largest MPI world)",
          .elsewhere = !plan, .needed = plan ? "N" : NULL},
         {.name = "mem", .takes = CLI_ONE, .check = CLI_REAL, .to = &a->mem_gib,
-         .invalid = "--mem %s: expected a positive number of GiB", .elsewhere = !plan},
-        {.name = "hw", .takes = CLI_ONE, .to = &a->hw, .elsewhere = !plan},
+         .invalid = "--mem '%s': expected a positive, finite number of GiB", .elsewhere = !plan},
+        {.name = "hw", .takes = CLI_ONE, .check = CLI_CUSTOM, .parse = parse_hardware,
+         .to = &a->hw, .elsewhere = !plan,
+         .invalid = "--hw '%s': expected a hardware profile (h100, h200, a100, cpu)"},
+        {.name = "all", .takes = CLI_FLAG, .to = &a->all, .elsewhere = !plan},
         {.name = "ckpt", .takes = CLI_ONE, .to = &a->ckpt, .elsewhere = !sample,
          .needed = sample ? "CKPT.h5" : NULL},
         {.name = "prompt", .takes = CLI_ONE, .to = &a->prompt, .elsewhere = !sample},
@@ -89,6 +104,9 @@ static int parse_options(CliArgs *a, int argc, char **argv, FILE *err)
         .missing = "inspect needs a checkpoint file",
     };
     TRI_TRY(cli_options_parse(&spec, argc, argv, err));
+    if (a->all && !help && !(a->mem_gib > 0))
+        return cli_options_fail(err, "%s: it lists every layout that fits --mem GIB, and no --mem was given",
+                                "--all");
     if (help)
         a->command = CLI_HELP;
     return 0;

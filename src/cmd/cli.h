@@ -4,8 +4,9 @@
  * train, plan, inspect and sample here, export and tokenize in their own
  * files.
  *
- *   trident train   [--config FILE] [--set section.key=value ...]
- *   trident plan    --config FILE --world N [--mem GIB] [--hw NAME] [--set ...]
+ *   trident train   [--config FILE] [--set section.key=value ...] [--print-config]
+ *   trident plan    --config FILE --world N [--mem GIB [--all]] [--hw NAME] [--set ...]
+ *                   [--print-config]
  *   trident inspect CKPT.h5
  *   trident sample  --ckpt CKPT.h5 [--prompt TEXT] [--tokens N] [--tokenizer FILE]
  *   trident export  CKPT.h5 --format hf DIR [...]   (options: export.h)
@@ -28,9 +29,11 @@ typedef struct {
     const char *config;              /* NULL: the built-in tiny.ini */
     const char *sets[CLI_MAX_SETS];  /* "section.key=value" overrides */
     int n_sets;
+    int print_config;                /* train, plan: print every key, and stop */
     int world;                       /* plan: ranks to plan for */
     double mem_gib;                  /* plan: memory per device, 0: unset */
     const char *hw;                  /* plan: hardware profile, NULL: none */
+    int all;                         /* plan: every layout that fits --mem */
     const char *ckpt;                /* inspect, sample */
     const char *prompt;              /* sample */
     int tokens;                      /* sample */

@@ -27,6 +27,28 @@
 
 static double process_started;
 
+/* The config as the run starts: the keys that differ from the defaults
+ * (doc/guide.md's table), and for training what they leave off; or with
+ * --print-config every key, under a comment, so that the output loads
+ * back as the same config. */
+static void print_config(const Config *cfg, int every_key, int training)
+{
+    char text[16384];
+    if (every_key) {
+        config_to_ini(cfg, text, sizeof text);
+        printf("# trident %s: config %s, every key\n%s", PACKAGE_VERSION, cfg->source, text);
+    } else {
+        int n = config_to_ini_changed(cfg, text, sizeof text);
+        printf("trident %s: config %s, %s:\n%s", PACKAGE_VERSION, cfg->source,
+               n ? "the keys not at their defaults (--print-config shows every key)"
+                 : "every key at its default", text);
+        /* the defaults leave these off: say so rather than run without them */
+        if (training && config_off(cfg, text, sizeof text))
+            printf("off, as the config does not ask for them: %s\n", text);
+    }
+    fflush(stdout);
+}
+
 /* Rank 0 reads the config; every rank learns whether that worked. */
 static int load_config(Config *cfg, const CliArgs *a, int rank)
 {
@@ -34,24 +56,23 @@ static int load_config(Config *cfg, const CliArgs *a, int rank)
     int rc = 0;
     if (rank == 0) {
         rc = config_load(cfg, a->config, a->sets, a->n_sets, stderr);
-        if (!rc) {
-            char text[16384];
-            config_to_ini(cfg, text, sizeof text);
-            printf("trident %s: config %s\n%s", PACKAGE_VERSION, cfg->source, text);
-            fflush(stdout);
-        }
+        if (!rc)
+            print_config(cfg, a->print_config, a->command == CLI_TRAIN);
     }
     rc = fail_agree(MPI_COMM_WORLD, rc);
     watchdog_leave(outer);
     return rc;
 }
 
-/* `trident plan`: the costs, then (--hw) the predicted step. */
+/* `trident plan`: the costs, then (--hw) the predicted step, then the
+ * options that train what plan advises. */
 static int plan(const Config *cfg, const CliArgs *a)
 {
-    TRI_TRY(plan_print(cfg, a->world, a->mem_gib, stdout, stderr));
-    if (a->hw && a->hw[0])
-        return roofline_print_plan(cfg, a->world, a->hw, stdout, stderr);
+    static Config advice;
+    TRI_TRY(plan_print(cfg, a->world, a->mem_gib, a->all, &advice, stdout, stderr));
+    if (a->hw)
+        TRI_TRY(roofline_print_plan(cfg, a->world, a->hw, &advice, stdout, stderr));
+    plan_print_advice(cfg, &advice, a->sets, a->n_sets, stdout);
     return 0;
 }
 
@@ -70,6 +91,8 @@ static int run(const CliArgs *a, int rank)
     case CLI_TRAIN:
         if (load_config(&cfg, a, rank))
             return TRI_EXIT_ERROR;
+        if (a->print_config) /* printed: nothing more was asked */
+            return TRI_EXIT_OK;
         return train_run(&cfg, MPI_COMM_WORLD, process_started);
     case CLI_INSPECT: {
         int rc = rank == 0 ? inspect_checkpoint(a->ckpt, stdout, stderr) : 0;
@@ -84,6 +107,8 @@ static int run(const CliArgs *a, int rank)
     case CLI_PLAN: {
         if (load_config(&cfg, a, rank))
             return TRI_EXIT_ERROR;
+        if (a->print_config)
+            return TRI_EXIT_OK;
         int rc = rank == 0 ? plan(&cfg, a) : 0;
         return fail_agree(MPI_COMM_WORLD, rc) ? TRI_EXIT_ERROR : TRI_EXIT_OK;
     }

@@ -84,10 +84,13 @@ int config_validate(const Config *cfg, FILE *err)
     return 0;
 }
 
-int config_to_ini(const Config *cfg, char *buf, size_t size)
+/* The config as INI text: every key, or (defaults not NULL) those whose
+ * value differs from the default's, each section's header before its
+ * first key written. */
+static int write_ini(const Config *cfg, const Config *defaults, char *buf, size_t size)
 {
     ConfigText t = { buf, size, 0 };
-    char value[CONFIG_VALUE_MAX];
+    char value[CONFIG_VALUE_MAX], def[CONFIG_VALUE_MAX];
     const char *section = NULL;
     if (size)
         buf[0] = '\0';
@@ -95,22 +98,81 @@ int config_to_ini(const Config *cfg, char *buf, size_t size)
         const KeyDef *k = &config_keys[i];
         if ((k->flags & ARCH_KEY) && !arch_of(&cfg->model)->writes_arch_keys)
             continue;
+        config_value_format(k, cfg, value, sizeof value);
+        if ((k->flags & OMIT_UNSET) && !strcmp(value, k->def))
+            continue;
+        if (defaults) {
+            config_value_format(k, defaults, def, sizeof def);
+            if (!strcmp(value, def))
+                continue;
+        }
         if (!section || strcmp(section, k->section)) {
             config_put(&t, "%s[%s]\n", section ? "\n" : "", k->section);
             section = k->section;
         }
-        config_value_format(k, cfg, value, sizeof value);
-        if ((k->flags & OMIT_UNSET) && !strcmp(value, k->def))
-            continue;
         config_put(&t, "%s = %s\n", k->name, value);
     }
     return (int)t.len;
 }
 
+int config_to_ini(const Config *cfg, char *buf, size_t size)
+{
+    return write_ini(cfg, NULL, buf, size);
+}
+
+int config_to_ini_changed(const Config *cfg, char *buf, size_t size)
+{
+    /* the defaults of cfg's architecture: tie_embeddings = auto is its
+     * answer, not a change */
+    static Config defaults;
+    defaults_unresolved(&defaults);
+    ModelArch arch = defaults.model.arch;
+    defaults.model.arch = cfg->model.arch;
+    resolve_auto(&defaults);
+    defaults.model.arch = arch;
+    return write_ini(cfg, &defaults, buf, size);
+}
+
+int config_off(const Config *cfg, char *buf, size_t size)
+{
+    const struct { int off; const char *what; } parts[] = {
+        {cfg->eval.every == 0, "validation ([eval] every)"},
+        {!cfg->log.metrics[0], "a metrics file ([log] metrics)"},
+        {!cfg->checkpoint.dir[0], "checkpoints ([checkpoint] dir)"},
+        {cfg->log.sample_tokens == 0, "a sample at the end ([log] sample_tokens)"},
+    };
+    ConfigText t = { buf, size, 0 };
+    int n = 0;
+    if (size)
+        buf[0] = '\0';
+    for (size_t i = 0; i < sizeof parts / sizeof parts[0]; i++)
+        if (parts[i].off)
+            config_put(&t, "%s%s", n++ ? ", " : "", parts[i].what);
+    return n;
+}
+
+/* "--set KEY=VALUE: expected section.key=value", and where KEY names a key
+ * of trident's or another trainer's ("lr=3e-4"), the --set it means. */
+static int report_malformed(const char *text, FILE *err)
+{
+    char b[CONFIG_SHOW_MAX + 1], guess[CONFIG_MSG_MAX], *copy = strdup(text);
+    char *eq = copy ? strchr(copy, '=') : NULL;
+    int guessed = 0;
+    if (eq && !memchr(copy, '.', (size_t)(eq - copy))) {
+        *eq = '\0';
+        guessed = config_describe_set_guess(guess, sizeof guess, config_trim(copy),
+                                            config_trim(eq + 1));
+    }
+    free(copy);
+    if (guessed)
+        return config_report(err, "--set %s: expected section.key=value (%s)",
+                             config_shown(text, b), guess);
+    return config_report(err, "--set %s: expected section.key=value", config_shown(text, b));
+}
+
 /* "section.key=value", blanks around each part ignored. */
 static int apply_override(Config *cfg, const char *text, FILE *err)
 {
-    char b[CONFIG_SHOW_MAX + 1];
     size_t len = strlen(text);
     char *copy = malloc(len + 1);
     if (!copy)
@@ -130,7 +192,7 @@ static int apply_override(Config *cfg, const char *text, FILE *err)
     }
     free(copy);
     if (malformed)
-        return config_report(err, "--set %s: expected section.key=value", config_shown(text, b));
+        return report_malformed(text, err);
     return rc;
 }
 

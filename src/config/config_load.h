@@ -42,6 +42,19 @@ int config_validate(const Config *cfg, FILE *err);
  * length (as snprintf). Loading that text gives the same Config. */
 int config_to_ini(const Config *cfg, char *buf, size_t size);
 
+/* config_to_ini with only the keys whose value differs from the key
+ * table's default (for cfg's architecture), under their sections' headers:
+ * what the trainer prints at start-up. Empty when every key holds its
+ * default. Not collective. */
+int config_to_ini_changed(const Config *cfg, char *buf, size_t size);
+
+/* What a run does only when asked and cfg does not ask for, off by
+ * default, as one list for the start-up print: "validation ([eval]
+ * every), a metrics file ([log] metrics), checkpoints ([checkpoint] dir),
+ * a sample at the end ([log] sample_tokens)", those that are off. Returns
+ * how many are; buf is "" when none. Not collective. */
+int config_off(const Config *cfg, char *buf, size_t size);
+
 /* The built-in default config text (jobs/configs/tiny.ini at build time). */
 extern const char config_builtin_tiny[];
 

@@ -5,7 +5,8 @@
  * key within two edits, or the list of known names). The wording lives
  * here alone so that the key table, the value parsers, the cross-key
  * rules and the INI reader say things the same way. It reads the key
- * table (config_keys.c) and nothing else of the config.
+ * table (config_keys.c) and other trainers' names (config_alias.c), and
+ * nothing else of the config.
  */
 #include "config_message.h"
 
@@ -13,6 +14,7 @@
 #include <stdarg.h>
 #include <string.h>
 
+#include "config_alias.h"
 #include "config_keys.h"
 
 void config_put(ConfigText *t, const char *fmt, ...)
@@ -125,13 +127,63 @@ static int sections_with(ConfigText *t, const char *key)
     return found;
 }
 
+/* The section a wrong one means: another trainer's name for it, else one
+ * within two edits (and fewer than half the name); NULL if none. */
+static const char *section_meant(const char *section)
+{
+    const char *meant = config_alias_section(section);
+    for (int i = 0; !meant && i < config_key_count(); i++) {
+        size_t d = config_edit_distance(section, config_keys[i].section);
+        if (d <= 2 && 2 * d < strlen(section))
+            meant = config_keys[i].section;
+    }
+    return meant;
+}
+
 void config_describe_unknown_section(char *msg, size_t n, const char *section)
 {
     char b[CONFIG_SHOW_MAX + 1];
     ConfigText t = { msg, n, 0 };
-    config_put(&t, "[%s]: unknown section (known: ", config_shown(section, b));
+    const char *meant = section_meant(section);
+    config_put(&t, "[%s]: unknown section (", config_shown(section, b));
+    if (meant)
+        config_put(&t, "did you mean [%s]? ", meant);
+    config_put(&t, "known: ");
     list_names(&t, NULL);
     config_put(&t, ")");
+}
+
+/* "did you mean [train] lr?" for another trainer's name of a key, into t;
+ * the section is left out when it is `section`. Returns whether one was
+ * found. */
+static int put_alias(ConfigText *t, const char *key, const char *section)
+{
+    const KeyDef *k = config_alias_key(key, section);
+    if (!k)
+        return 0;
+    if (section && !strcmp(k->section, section))
+        config_put(t, "did you mean %s?", k->name);
+    else
+        config_put(t, "did you mean [%s] %s?", k->section, k->name);
+    return 1;
+}
+
+int config_describe_set_guess(char *msg, size_t n, const char *key, const char *value)
+{
+    char b[CONFIG_SHOW_MAX + 1], b2[CONFIG_SHOW_MAX + 1], where[CONFIG_MSG_MAX];
+    ConfigText t = { msg, n, 0 }, w = { where, sizeof where, 0 };
+    int found = sections_with(&w, key);
+    if (found > 1) {
+        config_put(&t, "%s is a key of %s: --set SECTION.%s=%s", config_shown(key, b), where,
+                   config_shown(key, b), config_shown(value, b2));
+        return 1;
+    }
+    /* trident's own name in one section, else another trainer's */
+    const KeyDef *k = config_alias_key(key, NULL);
+    if (!k)
+        return 0;
+    config_put(&t, "did you mean --set %s.%s=%s?", k->section, k->name, config_shown(value, b));
+    return 1;
 }
 
 /* A key above the first [section] header. */
@@ -141,8 +193,13 @@ void config_describe_orphan_key(char *msg, size_t n, const char *key)
     ConfigText t = { msg, n, 0 }, w = { where, sizeof where, 0 };
     int found = sections_with(&w, key);
     config_put(&t, "%s: key before any [section] header", config_shown(key, b));
-    if (found)
+    if (found) {
         config_put(&t, " (%s is in %s)", config_shown(key, b), where);
+    } else {
+        ConfigText a = { where, sizeof where, 0 };
+        if (put_alias(&a, key, NULL))
+            config_put(&t, " (%s)", where);
+    }
 }
 
 /* Unknown key: say where it lives if it is another section's key, else
@@ -164,6 +221,8 @@ void config_describe_unknown_key(char *msg, size_t n, const char *section, const
     config_put(&t, "unknown key in [%s] (", section);
     if (sections_with(&w, key)) {
         config_put(&t, "%s is in %s", config_shown(key, b), where);
+    } else if (put_alias(&t, key, section)) {
+        /* another trainer's name, or trident's spelt another way */
     } else if (near && best <= 2 && 2 * best < strlen(key)) {
         /* a typo: at most 2 edits, and fewer than half the name */
         config_put(&t, "did you mean %s?", near->name);

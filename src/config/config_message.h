@@ -44,14 +44,22 @@ void config_describe(char *msg, size_t n, const char *section, const char *key,
 /* The message for a line that is not INI: 'syntax error in "LINE" (...)'. */
 void config_describe_syntax(char *msg, size_t n, const char *line);
 
-/* "[section]: unknown section (known: model, parallel, ...)". */
+/* "[section]: unknown section (known: model, parallel, ...)", after
+ * "did you mean [train]? " for another trainer's name of a section or a
+ * typo. */
 void config_describe_unknown_section(char *msg, size_t n, const char *section);
 
 /* A key above the first [section] header, and the sections that have it. */
 void config_describe_orphan_key(char *msg, size_t n, const char *key);
 
-/* An unknown key: the section that has it, else the nearest key of this
- * section, else all of them. */
+/* A --set without a section ("lr=3e-4"): "did you mean --set
+ * train.lr=3e-4?" for trident's key or another trainer's name of one, or
+ * the sections of a key several have. Returns whether it wrote one. */
+int config_describe_set_guess(char *msg, size_t n, const char *key, const char *value);
+
+/* An unknown key: the section that has it, else the key another trainer's
+ * name means (config_alias.h), else the nearest key of this section, else
+ * all of them. */
 void config_describe_unknown_key(char *msg, size_t n, const char *section, const char *key);
 
 #endif

@@ -244,12 +244,20 @@ int model_layer_recomputes(const TrainConfig *t, int layer)
     return 0;
 }
 
+/* Counted, not walked, so that plan's cost does not grow with n_layer:
+ * every:K recomputes the multiples of K, of which [0, b) holds
+ * ceil(b / K). */
 int model_recomputed_layers(const TrainConfig *t, int first, int count)
 {
-    int n = 0;
-    for (int l = first; l < first + count; l++)
-        n += model_layer_recomputes(t, l);
-    return n;
+    switch (t->recompute) {
+    case RECOMPUTE_NONE: return 0;
+    case RECOMPUTE_FULL: return count;
+    case RECOMPUTE_EVERY: {
+        int64_t k = t->recompute_every, end = (int64_t)first + count;
+        return (int)((end + k - 1) / k - (first + k - 1) / k);
+    }
+    }
+    return 0;
 }
 
 int model_block_layer(const Model *m, int l)
@@ -697,9 +705,16 @@ int64_t model_planned_activation_bytes(const Config *cfg, int tp, int stage, int
     const ParallelConfig *p = &cfg->parallel;
     int first, chunk_len;
     layout_chunk_layers(cfg->model.n_layer, p->pp, p->virtual_stages, stage, 0, &first, &chunk_len);
-    int64_t per_slot = 2 * x + 4 * (z.tokens + z.targets);
-    for (int j = 0; j < chunk_len; j++)
-        per_slot += (model_slot_input_only(cfg, stage, j) ? x : block) + a * z.kept;
+    /* the layers of a slot that keep only their input: none or all of
+     * them but under every:K, so plan's cost does not grow with n_layer */
+    int64_t input_only = 0;
+    if (cfg->train.recompute == RECOMPUTE_FULL)
+        input_only = chunk_len;
+    else if (cfg->train.recompute == RECOMPUTE_EVERY)
+        for (int j = 0; j < chunk_len; j++)
+            input_only += model_slot_input_only(cfg, stage, j);
+    int64_t per_slot = 2 * x + 4 * (z.tokens + z.targets)
+                     + input_only * x + (chunk_len - input_only) * block + chunk_len * a * z.kept;
     int64_t scratch = model_stage_recomputes(cfg, stage, NULL) > 0 ? block - x : 0;
     scratch += a * (z.tmp + z.gathered + z.slice + z.d_ln + z.d_fc + z.qkv_raw + z.d_atty
                     + z.d_qkv + z.lnf + z.d_lnf);

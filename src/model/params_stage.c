@@ -5,11 +5,29 @@
  */
 #include "params_stage.h"
 
+#include <limits.h>
 #include <string.h>
 
 #include "arch.h"
 
 void params_build(ParamSet *ps, const Config *cfg, const Layout *layout)
+{
+    params_build_layers(ps, cfg, layout, INT_MAX);
+}
+
+int params_stage_layers(const Config *cfg, const Layout *layout)
+{
+    int n = 0, v = cfg->parallel.virtual_stages;
+    for (int chunk = 0; chunk < v; chunk++) {
+        int first, count;
+        layout_chunk_layers(cfg->model.n_layer, layout->pp, v, layout->pp_stage, chunk, &first,
+                            &count);
+        n += count;
+    }
+    return n;
+}
+
+void params_build_layers(ParamSet *ps, const Config *cfg, const Layout *layout, int max_layers)
 {
     const ModelConfig *m = &cfg->model;
     int64_t C = m->n_embd, V = m->vocab_size;
@@ -29,9 +47,8 @@ void params_build(ParamSet *ps, const Config *cfg, const Layout *layout)
     for (int chunk = 0; chunk < v; chunk++) {
         int first, count;
         layout_chunk_layers(m->n_layer, layout->pp, v, layout->pp_stage, chunk, &first, &count);
-        for (int l = first; l < first + count; l++) {
+        for (int l = first; l < first + count && max_layers > 0; l++, max_layers--)
             arch->build_block(ps, l, m, layout);
-        }
     }
     if (is_last) {
         params_unit_begin(ps, "head");
@@ -54,17 +71,28 @@ void params_build(ParamSet *ps, const Config *cfg, const Layout *layout)
     }
 }
 
-int64_t params_local_count(const Config *cfg, int pp_stage, int tp_rank)
+/* Elements of the stage's table with its first max_layers blocks. */
+static int64_t built_count(const Config *cfg, const Layout *l, int max_layers)
 {
-    /* the blocks do not depend on dp: one DP rank stands for any */
-    Layout l = layout_at(&cfg->parallel, 1, pp_stage, 0, tp_rank);
     ParamSet ps;
-    params_build(&ps, cfg, &l);
+    params_build_layers(&ps, cfg, l, max_layers);
     int64_t n = 0;
     for (int i = 0; i < ps.n; i++)
         n += params_local_numel(&ps.p[i]);
     params_free(&ps);
     return n;
+}
+
+int64_t params_local_count(const Config *cfg, int pp_stage, int tp_rank)
+{
+    /* the blocks do not depend on dp: one DP rank stands for any */
+    Layout l = layout_at(&cfg->parallel, 1, pp_stage, 0, tp_rank);
+    int layers = params_stage_layers(cfg, &l);
+    if (layers <= 2)
+        return built_count(cfg, &l, layers);
+    /* the blocks are alike: the stage's ends, and one block per layer */
+    int64_t one = built_count(cfg, &l, 1);
+    return one + (layers - 1) * (built_count(cfg, &l, 2) - one);
 }
 
 int64_t params_logical_count(const ModelConfig *m)

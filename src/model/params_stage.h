@@ -19,9 +19,21 @@
  * (layout_at). Not collective. */
 void params_build(ParamSet *ps, const Config *cfg, const Layout *layout);
 
+/* params_build with only the first max_layers of the stage's blocks (its
+ * embeddings and head all the same): plan prices a stage of alike blocks
+ * from one and two of them, so that its cost does not grow with n_layer.
+ * Not collective. */
+void params_build_layers(ParamSet *ps, const Config *cfg, const Layout *layout, int max_layers);
+
+/* The number of blocks (layers) the stage of layout's rank holds, over all
+ * its chunks. Pure. */
+int params_stage_layers(const Config *cfg, const Layout *layout);
+
 /* Elements of the blocks the rank at (pp_stage, tp_rank) of cfg's layout
  * holds, before ZeRO shards them: what its DP reduction carries and, over
- * dp, what its optimizer updates. Not collective. */
+ * dp, what its optimizer updates. Its cost does not grow with the stage's
+ * layers (the blocks are alike: one priced, times their number). Not
+ * collective. */
 int64_t params_local_count(const Config *cfg, int pp_stage, int tp_rank);
 
 /* Total elements of the logical model (each tensor once). Not collective. */

@@ -11,7 +11,9 @@
 
 #include <math.h>
 #include <stdlib.h>
+#include <string.h>
 
+#include "alloc.h"
 #include "arch.h"
 #include "config_load.h"
 #include "fail.h"
@@ -50,10 +52,26 @@ void plan_assume_gpu(Config *cfg)
         cfg->parallel.device = DEVICE_CUDA;
 }
 
+/* zero.c's arenas for the stage's table with its first max_layers blocks. */
+static ZeroBytes state_bytes(const Config *cfg, const Layout *layout, const ZeroLayout *l,
+                             int max_layers)
+{
+    ParamSet ps;
+    params_build_layers(&ps, cfg, layout, max_layers);
+    ZeroBytes b = zero_state_bytes(&ps, l);
+    params_free(&ps);
+    return b;
+}
+
+/* b1 + (n - 1) (b2 - b1): the bytes of n alike blocks from those of one
+ * and two. zero_state_bytes is a sum over the parameters (each sharded on
+ * its own) plus maxima over parameters and units, which one block already
+ * reaches; so this is exact, and costs two small tables, not n_layer. */
+static int64_t per_block(int64_t one, int64_t two, int n) { return one + (n - 1) * (two - one); }
+
 /* zero.c's arenas: full or owned weights, gradients and Adam state, as
  * zero_state_bytes sizes them. Overlap assumes host buffers (a CPU run). */
-static void parameter_memory(const ParamSet *ps, const Config *cfg, const Layout *layout,
-                             PlanMemory *mem)
+static void parameter_memory(const Config *cfg, const Layout *layout, PlanMemory *mem)
 {
     ZeroLayout l;
     l.stage = zero_stage(cfg->parallel.zero, layout->dp);
@@ -68,7 +86,15 @@ static void parameter_memory(const ParamSet *ps, const Config *cfg, const Layout
                          : layout->dp_rank;
     l.overlap = zero_overlaps(cfg->parallel.overlap, l.stage, layout->dp, l.places, OPS_CPU);
     l.offload = plan_offloads(cfg);
-    ZeroBytes b = zero_state_bytes(ps, &l);
+    int layers = params_stage_layers(cfg, layout);
+    ZeroBytes b = state_bytes(cfg, layout, &l, layers < 2 ? layers : 1);
+    if (layers > 1) {
+        ZeroBytes two = state_bytes(cfg, layout, &l, 2);
+        b.weights = per_block(b.weights, two.weights, layers);
+        b.grads = per_block(b.grads, two.grads, layers);
+        b.optimizer = per_block(b.optimizer, two.optimizer, layers);
+        b.host = per_block(b.host, two.host, layers);
+    }
     mem->weights = b.weights;
     mem->grads = b.grads;
     mem->optimizer = b.optimizer;
@@ -79,14 +105,11 @@ PlanMemory plan_rank_memory(const Config *cfg, int world, int stage, int dp_rank
 {
     Layout layout = layout_at(&cfg->parallel, layout_resolve_dp(&cfg->parallel, world), stage,
                               dp_rank, tp_rank);
-    ParamSet ps;
-    params_build(&ps, cfg, &layout);
     PlanMemory mem = {0};
-    parameter_memory(&ps, cfg, &layout, &mem);
+    parameter_memory(cfg, &layout, &mem);
     int slots = schedule_stage_slots(cfg->parallel.schedule, cfg->parallel.pp,
                                      cfg->parallel.virtual_stages, stage, cfg->train.grad_accum);
     mem.activations = model_planned_activation_bytes(cfg, layout.tp, stage, slots);
-    params_free(&ps);
     return mem;
 }
 
@@ -240,8 +263,10 @@ static int recommend(const Config *cands, int n, int world, double mem_gib)
 }
 
 /* Every schedule on this layout: its bubble, the largest rank's memory
- * and the pipeline messages of a step; then the one to use. */
-static void print_schedules(const Config *cfg, int world, double mem_gib, FILE *out)
+ * and the pipeline messages of a step; then the one to use, which goes to
+ * *advice (left alone when none fits). */
+static void print_schedules(const Config *cfg, int world, double mem_gib, Config *advice,
+                            FILE *out)
 {
     Config cands[PLAN_MAX_CHUNKS + 3];
     int n = plan_schedules(cfg, cands, PLAN_MAX_CHUNKS + 3);
@@ -263,6 +288,7 @@ static void print_schedules(const Config *cfg, int world, double mem_gib, FILE *
         return;
     }
     const ParallelConfig *p = &cands[best].parallel;
+    *advice = cands[best];
     fprintf(out, "recommended schedule: %s", schedule_name(p->schedule));
     if (p->schedule == SCHED_INTERLEAVED)
         fprintf(out, ", virtual_stages = %d", p->virtual_stages);
@@ -280,26 +306,46 @@ static void print_memory_row(PlanMemory m, int host, FILE *out)
         fprintf(out, " / %10.3f", m.host / MIB);
 }
 
+static int same_memory(PlanMemory a, PlanMemory b)
+{
+    return a.weights == b.weights && a.grads == b.grads && a.optimizer == b.optimizer
+           && a.activations == b.activations && a.host == b.host;
+}
+
+/* Rows of the memory table, runs of equal ones as one: "rank   3: ..." or
+ * "ranks 0-3: ..." (what = "rank"), "stage ..." or "stages ..." with how
+ * many ranks each holds. */
+static void print_memory_rows(const PlanMemory *rows, int n, const char *what, int ranks_each,
+                              int host, FILE *out)
+{
+    for (int i = 0, j; i < n; i = j) {
+        for (j = i + 1; j < n && same_memory(rows[i], rows[j]); j++)
+            continue;
+        if (j - i == 1)
+            fprintf(out, "  %s %3d: ", what, i);
+        else
+            fprintf(out, "  %ss %d-%d: ", what, i, j - 1);
+        print_memory_row(rows[i], host, out);
+        if (ranks_each)
+            fprintf(out, "  (each of %s %d ranks)", j - i == 1 ? "its" : "their", ranks_each);
+        fprintf(out, "\n");
+    }
+}
+
+/* Every rank up to 16 ranks, else every stage (its DP rank 0, TP rank 0). */
 static void print_memory_table(const Config *cfg, int world, FILE *out)
 {
     int host = plan_offloads(cfg);
     fprintf(out, "memory per rank (MiB): weights / grads / optimizer / activations%s\n",
             host ? " / host (offloaded)" : "");
     int dp = layout_resolve_dp(&cfg->parallel, world), tp = cfg->parallel.tp;
-    if (world <= 16) {
-        for (int r = 0; r < world; r++) {
-            fprintf(out, "  rank %3d: ", r);
-            print_memory_row(plan_rank_memory(cfg, world, r / (tp * dp), (r / tp) % dp, r % tp),
-                             host, out);
-            fprintf(out, "\n");
-        }
-        return;
-    }
-    for (int s = 0; s < cfg->parallel.pp; s++) {
-        fprintf(out, "  stage %3d: ", s);
-        print_memory_row(plan_rank_memory(cfg, world, s, 0, 0), host, out);
-        fprintf(out, "  (each of its %d ranks)\n", dp * tp);
-    }
+    int pp = cfg->parallel.pp, by_rank = world <= 16, n = by_rank ? world : pp;
+    PlanMemory *rows = TRI_MALLOC((size_t)n * sizeof *rows, "plan's memory table");
+    for (int i = 0; i < n; i++)
+        rows[i] = by_rank ? plan_rank_memory(cfg, world, i / (tp * dp), (i / tp) % dp, i % tp)
+                          : plan_rank_memory(cfg, world, i, 0, 0);
+    print_memory_rows(rows, n, by_rank ? "rank" : "stage", by_rank ? 0 : dp * tp, host, out);
+    free(rows);
 }
 
 static void print_costs(const Config *cfg, int world, FILE *out)
@@ -388,50 +434,177 @@ int plan_each_layout(const Config *cfg, int world, int max_tp, PlanVisit visit, 
     return visited;
 }
 
+/* A layout of the --mem search that fits, and what it is sorted by. */
 typedef struct {
-    int world, shown;
-    double mem_gib;
-    FILE *out;
-} FitsTable;
+    Config c;
+    double gib, bubble;
+    double work;   /* compute with its bubble, against the unpipelined step */
+} Fit;
 
-static void print_fit(const Config *c, void *ctx)
+typedef struct {
+    int world, n, cap;
+    double mem_gib;
+    Fit *fits;
+} FitList;
+
+/* The work of a step relative to one without recompute or bubble: full
+ * recompute runs the forward twice (4 passes of work for 3), and the
+ * bubble idles the rest. */
+static double relative_work(const Config *c, double bubble)
 {
-    FitsTable *t = ctx;
+    return (c->train.recompute == RECOMPUTE_NONE ? 1.0 : 4.0 / 3.0) / (1.0 - bubble);
+}
+
+static void collect_fit(const Config *c, void *ctx)
+{
+    FitList *t = ctx;
     double gib = total(plan_largest_rank(c, t->world, NULL)) / (MIB * 1024.0);
     if (gib > t->mem_gib)
         return;
-    int v = c->parallel.virtual_stages;
-    fprintf(t->out, "  %5d %5d %5d %4d %4d %9s %9s %10.2f %5.1f%% %s%s%s\n", c->parallel.dp,
-            c->parallel.pp, c->parallel.tp, c->train.grad_accum, c->parallel.zero,
-            c->train.recompute == RECOMPUTE_FULL ? "full" : "none",
-            plan_offloads(c) ? "optimizer" : "none", gib, 100.0 * plan_bubble(c),
-            schedule_name(c->parallel.schedule), v > 1 ? " v=2" : "",
-            c->parallel.sequence_parallel ? " sp" : "");
-    t->shown++;
+    if (t->n == t->cap) {
+        t->cap = t->cap ? 2 * t->cap : 64;
+        t->fits = TRI_REALLOC(t->fits, (size_t)t->cap * sizeof *t->fits, "plan's layouts");
+    }
+    double bubble = plan_bubble(c);
+    t->fits[t->n++] = (Fit){*c, gib, bubble, relative_work(c, bubble)};
 }
 
-/* The layouts of plan_each_layout (tp up to 8) that fit mem_gib. */
-static void print_fits(const Config *cfg, int world, double mem_gib, FILE *out)
+static int compare_int(int a, int b) { return (a > b) - (a < b); }
+
+/* Best first: the least relative work, then without offload (its
+ * transfers are not in the work), then less tensor parallelism and a
+ * lower ZeRO stage (less communication), then the least memory. */
+static int better_fit(const void *pa, const void *pb)
+{
+    const Fit *a = pa, *b = pb;
+    if (fabs(a->work - b->work) > 1e-9)
+        return a->work < b->work ? -1 : 1;
+    int by = compare_int(plan_offloads(&a->c), plan_offloads(&b->c));
+    if (!by)
+        by = compare_int(a->c.parallel.tp, b->c.parallel.tp);
+    if (!by)
+        by = compare_int(a->c.parallel.zero, b->c.parallel.zero);
+    if (!by)
+        by = (a->gib > b->gib) - (a->gib < b->gib);
+    return by;
+}
+
+static void print_fit(const Fit *f, FILE *out)
+{
+    const Config *c = &f->c;
+    int v = c->parallel.virtual_stages;
+    fprintf(out, "  %5d %5d %5d %4d %4d %9s %9s %10.2f %5.1f%% %s%s%s\n", c->parallel.dp,
+            c->parallel.pp, c->parallel.tp, c->train.grad_accum, c->parallel.zero,
+            c->train.recompute == RECOMPUTE_FULL ? "full" : "none",
+            plan_offloads(c) ? "optimizer" : "none", f->gib, 100.0 * f->bubble,
+            schedule_name(c->parallel.schedule), v > 1 ? " v=2" : "",
+            c->parallel.sequence_parallel ? " sp" : "");
+}
+
+/* The layouts of plan_each_layout (tp up to 8) that fit mem_gib, best
+ * first, the first PLAN_FITS_SHOWN of them unless all; the best goes to
+ * *advice (left alone when none fits). */
+static void print_fits(const Config *cfg, int world, double mem_gib, int all, Config *advice,
+                       FILE *out)
 {
     int64_t global = (int64_t)cfg->train.micro_batch * cfg->train.grad_accum
                      * layout_resolve_dp(&cfg->parallel, world);
-    fprintf(out, "\nlayouts of %d ranks within %.1f GiB per device, global batch %lld (largest rank):\n",
-            world, mem_gib, (long long)global);
+    fprintf(out, "\nlayouts of %d ranks within %.1f GiB per device, global batch %lld (largest rank), "
+            "best first (least work with recompute and bubble, then no offload, less tp, "
+            "lower zero, less memory):\n", world, mem_gib, (long long)global);
     fprintf(out, "  %5s %5s %5s %4s %4s %9s %9s %10s %6s %s\n", "dp", "pp", "tp", "ga", "zero",
             "recompute", "offload", "GiB", "bubble", "schedule");
-    FitsTable t = {.world = world, .mem_gib = mem_gib, .out = out};
+    FitList t = {.world = world, .mem_gib = mem_gib};
     Config gpu = *cfg;
     plan_assume_gpu(&gpu);
-    plan_each_layout(&gpu, world, 8, print_fit, &t);
-    if (!t.shown)
+    plan_each_layout(&gpu, world, 8, collect_fit, &t);
+    if (!t.n)
         fprintf(out, "  none: more ranks, a smaller micro_batch, or more memory\n");
+    else
+        qsort(t.fits, (size_t)t.n, sizeof *t.fits, better_fit);
+    int shown = all || t.n <= PLAN_FITS_SHOWN ? t.n : PLAN_FITS_SHOWN;
+    for (int i = 0; i < shown; i++)
+        print_fit(&t.fits[i], out);
+    if (shown < t.n)
+        fprintf(out, "  ... and %d more (--all shows them)\n", t.n - shown);
+    if (t.n)
+        *advice = t.fits[0].c;
+    free(t.fits);
 }
 
-int plan_print(const Config *cfg, int world, double mem_gib, FILE *out, FILE *err)
+/* " --set KEY=VALUE" (an int) where the advice differs from the config. */
+static void advise_int(FILE *out, const char *key, int now, int advised)
+{
+    if (now != advised)
+        fprintf(out, " --set %s=%d", key, advised);
+}
+
+static void advise_word(FILE *out, const char *key, const char *now, const char *advised)
+{
+    if (strcmp(now, advised))
+        fprintf(out, " --set %s=%s", key, advised);
+}
+
+static const char *recompute_word(const TrainConfig *t, char *buf, size_t n)
+{
+    if (t->recompute == RECOMPUTE_EVERY)
+        snprintf(buf, n, "every:%d", t->recompute_every);
+    else
+        snprintf(buf, n, "%s", t->recompute == RECOMPUTE_FULL ? "full" : "none");
+    return buf;
+}
+
+/* One word of the user's own, quoted for a POSIX shell where it needs it. */
+static void print_shell_word(const char *w, FILE *out)
+{
+    if (*w && w[strspn(w, "ABCDEFGHIJKLMNOPQRSTUVWXYZabcdefghijklmnopqrstuvwxyz0123456789._=:/+,-")] == '\0') {
+        fputs(w, out);
+        return;
+    }
+    fputc('\'', out);
+    for (; *w; w++) {
+        if (*w == '\'')
+            fputs("'\\''", out); /* close, an escaped quote, reopen */
+        else
+            fputc(*w, out);
+    }
+    fputc('\'', out);
+}
+
+void plan_print_advice(const Config *cfg, const Config *advice, const char *const *sets,
+                       int n_sets, FILE *out)
+{
+    const ParallelConfig *p = &cfg->parallel, *a = &advice->parallel;
+    char now[32], advised[32];
+    fputs("train with:", out);
+    for (int i = 0; i < n_sets; i++) {
+        fputs(" --set ", out);
+        print_shell_word(sets[i], out);
+    }
+    if (p->dp != 0) /* dp = 0 follows pp and tp by itself */
+        advise_int(out, "parallel.dp", p->dp, a->dp);
+    advise_int(out, "parallel.pp", p->pp, a->pp);
+    advise_int(out, "parallel.tp", p->tp, a->tp);
+    advise_int(out, "train.grad_accum", cfg->train.grad_accum, advice->train.grad_accum);
+    advise_int(out, "parallel.zero", p->zero, a->zero);
+    advise_word(out, "train.recompute", recompute_word(&cfg->train, now, sizeof now),
+                recompute_word(&advice->train, advised, sizeof advised));
+    advise_word(out, "train.offload", cfg->train.offload ? "optimizer" : "none",
+                advice->train.offload ? "optimizer" : "none");
+    advise_word(out, "parallel.schedule", schedule_name(p->schedule), schedule_name(a->schedule));
+    advise_int(out, "parallel.virtual_stages", p->virtual_stages, a->virtual_stages);
+    advise_word(out, "parallel.sequence_parallel", p->sequence_parallel ? "true" : "false",
+                a->sequence_parallel ? "true" : "false");
+    fputc('\n', out);
+}
+
+int plan_print(const Config *cfg, int world, double mem_gib, int all, Config *advice, FILE *out,
+               FILE *err)
 {
     if (layout_check(cfg, world, err))
         return 1;
     int dp = layout_resolve_dp(&cfg->parallel, world), stage = 0;
+    *advice = *cfg;
     fprintf(out, "plan: %d ranks = dp %d x pp %d x tp %d, zero %d, %s, recompute %s%s\n", world,
             dp, cfg->parallel.pp, cfg->parallel.tp, cfg->parallel.zero,
             ops_dtype_name(model_dtype(cfg->train.precision)),
@@ -439,9 +612,8 @@ int plan_print(const Config *cfg, int world, double mem_gib, FILE *out, FILE *er
             : cfg->train.recompute == RECOMPUTE_FULL ? "full" : "every:K",
             plan_offloads(cfg) ? ", offload optimizer" : "");
     print_costs(cfg, world, out);
-    print_schedules(cfg, world, mem_gib, out);
+    print_schedules(cfg, world, mem_gib, advice, out);
     print_memory_table(cfg, world, out);
-    print_schedules(cfg, world, mem_gib, out);
     PlanMemory big = plan_largest_rank(cfg, world, &stage);
     fprintf(out, "largest rank: %.2f GiB (stage %d)", total(big) / (MIB * 1024.0), stage);
     if (plan_offloads(cfg))
@@ -449,6 +621,6 @@ int plan_print(const Config *cfg, int world, double mem_gib, FILE *out, FILE *er
                 big.host / (MIB * 1024.0));
     fprintf(out, "\n");
     if (mem_gib > 0)
-        print_fits(cfg, world, mem_gib, out);
+        print_fits(cfg, world, mem_gib, all, advice, out);
     return 0;
 }

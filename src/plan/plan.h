@@ -79,11 +79,28 @@ int plan_schedules(const Config *cfg, Config *out, int max);
  * idle over total time. Not collective. */
 double plan_bubble(const Config *cfg);
 
-/* Prints the plan for cfg on `world` ranks; mem_gib > 0 adds the table of
- * layouts that fit in that much memory per device (the predicted step time
- * on given hardware is roofline_print_plan's). Returns 0, or non-zero with
- * the reason on err when the layout does not fit the world.
- * Not collective. */
-int plan_print(const Config *cfg, int world, double mem_gib, FILE *out, FILE *err);
+/* The most layouts that fit plan_print lists unless asked for all. */
+#define PLAN_FITS_SHOWN 10
+
+/* Prints the plan for cfg on `world` ranks: the costs, the schedules
+ * table and the one to use, the memory table (equal ranks on one line),
+ * the largest rank; mem_gib > 0 adds the layouts that fit in that much
+ * memory per device, best first, PLAN_FITS_SHOWN of them unless all (the
+ * predicted step time on given hardware is roofline_print_plan's).
+ * *advice receives what plan advises: cfg with the recommended schedule,
+ * or with mem_gib the best layout that fits (cfg itself when nothing
+ * does). Returns 0, or non-zero with the reason on err when the layout
+ * does not fit the world. Not collective. */
+int plan_print(const Config *cfg, int world, double mem_gib, int all, Config *advice,
+               FILE *out, FILE *err);
+
+/* The last line of a plan: "train with:" and the options to paste into
+ * `trident train` for advice: plan's own --set options (sets, as given,
+ * quoted for the shell where needed), then a --set for each layout key
+ * (dp, pp, tp, grad_accum, zero, recompute, offload, schedule,
+ * virtual_stages, sequence_parallel) whose advised value differs from
+ * cfg's. Not collective. */
+void plan_print_advice(const Config *cfg, const Config *advice, const char *const *sets,
+                       int n_sets, FILE *out);
 
 #endif

@@ -375,8 +375,8 @@ int roofline_recommend(const Config *cfg, int world, const Hardware *hw, Config 
     return s.found ? 0 : 1;
 }
 
-int roofline_print_plan(const Config *cfg, int world, const char *hw_name, FILE *out,
-                        FILE *err)
+int roofline_print_plan(const Config *cfg, int world, const char *hw_name, Config *advice,
+                        FILE *out, FILE *err)
 {
     Hardware hw;
     TRI_TRY(roofline_hardware(hw_name, world, model_dtype(cfg->train.precision), &hw, err));
@@ -390,6 +390,7 @@ int roofline_print_plan(const Config *cfg, int world, const char *hw_name, FILE 
     Config best;
     Prediction bp;
     if (roofline_recommend(cfg, world, &hw, &best, &bp) == 0) {
+        *advice = best;
         fprintf(out, "\nfastest layout on %d x %s that fits %.3g GiB: dp %d x pp %d x tp %d, grad_accum %d, zero %d, recompute %s, schedule %s (%d chunk%s a stage), sequence_parallel %s, offload %s\n",
                 world, hw.name, hw.mem_gib, best.parallel.dp, best.parallel.pp, best.parallel.tp,
                 best.train.grad_accum, best.parallel.zero,

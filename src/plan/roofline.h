@@ -72,9 +72,11 @@ void roofline_print(const Config *cfg, int world, const Hardware *hw, const Pred
 
 /* `trident plan --hw NAME` after plan_print: the predicted step of cfg on
  * `world` devices of the profile `hw_name`, term by term, and the fastest
- * layout that fits. Returns 0, or non-zero with the known names on err
- * when the profile is unknown. Not collective. */
-int roofline_print_plan(const Config *cfg, int world, const char *hw_name, FILE *out,
+ * layout that fits, which goes to *advice (left alone when none fits).
+ * Returns 0, or non-zero with the known names on err when the profile is
+ * unknown. Not collective. */
+int roofline_print_plan(const Config *cfg, int world, const char *hw_name, Config *advice,
+                        FILE *out,
                         FILE *err);
 
 /* The fastest layout of `world` devices that fits hw's memory, keeping the
