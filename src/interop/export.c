@@ -24,6 +24,7 @@
 #include <unistd.h>
 
 #include "ckpt_format.h"
+#include "ckpt_pick.h"
 #include "cli_options.h"
 #include "fail.h"
 #include "hf_map.h"
@@ -379,8 +380,14 @@ static int write_all(const Plan *p, hid_t file, const Config *cfg, const ExportA
 
 int export_hf(const ExportArgs *a, FILE *out, FILE *err)
 {
-    CkptFile f = {.id = -1, .path = a->ckpt};
-    f.id = ckpt_open_serial(&f, a->ckpt);
+    char ckpt[CKPT_PICKED_MAX];
+    if (ckpt_pick(a->ckpt, "export", ckpt, sizeof ckpt, err, err))
+        return 1;
+    ExportArgs picked = *a; /* a directory named: its messages name the file */
+    picked.ckpt = ckpt;
+    a = &picked;
+    CkptFile f = {.id = -1, .path = ckpt};
+    f.id = ckpt_open_serial(&f, ckpt);
     CkptRoot *root = f.rc ? NULL : calloc(1, sizeof *root);
     if (!f.rc && !root)
         ckpt_fail(&f, "out of memory");
