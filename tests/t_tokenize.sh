@@ -93,19 +93,7 @@ agree "o200k_base (tiktoken rank file) = tiktoken (WASM)" o200k "$O200K" "$C/doc
 agree "Llama 3 tokenizer.json = transformers.js (@lenml/tokenizers)" llama3 "$LLAMA3" "$C/docs.txt" --delimiter '\n\n'
 # Llama 3's vocabulary as a tiktoken file, the form of Meta's
 # tokenizer.model: the ranks of its tokenizer.json, as bytes in base64
-[ "$have_refs" = 0 ] || $PY - "$LLAMA3" "$WORK/llama3.tiktoken" <<'EOP'
-import base64, json, sys
-bs = list(range(33, 127)) + list(range(161, 173)) + list(range(174, 256))
-cs, n = bs[:], 0
-for b in range(256):
-    if b not in bs:
-        bs.append(b); cs.append(256 + n); n += 1
-byte_of = {chr(c): b for b, c in zip(bs, cs)}
-vocab = json.load(open(sys.argv[1]))["model"]["vocab"]
-with open(sys.argv[2], "w") as f:
-    for s, i in sorted(vocab.items(), key=lambda kv: kv[1]):
-        f.write("%s %d\n" % (base64.b64encode(bytes(byte_of[ch] for ch in s)).decode(), i))
-EOP
+[ "$have_refs" = 0 ] || $PY "$BYTELEVEL" tiktoken "$LLAMA3" "$WORK/llama3.tiktoken"
 agree "Llama 3 as a tiktoken rank file (tokenizer.model's form) = transformers.js" llama3 "$WORK/llama3.tiktoken" "$C/docs.txt" --delimiter '\n\n'
 
 # The same dataset from 1 and 4 ranks, with GPT-2's files when npm gave
