@@ -32,6 +32,7 @@ run "$np" train --config "$cfg" --set data.tokenizer="$tok"
 expect 1 "\[data\] tokenizer = $tok: \[data\] format = text reads the files as bytes" \
     "175: [data] tokenizer with format = text is refused, naming both keys"
 
+# shellcheck disable=SC2086
 run "$np" train --config "$cfg" $bpe --set data.tokenizer="$tok" --set log.sample_tokens=60
 expect 0 "sample (60 tokens, decoded by \[data\] tokenizer):" \
     "the end-of-run sample is decoded by [data] tokenizer"
