@@ -9,7 +9,7 @@
 # lists arch, n_kv_head and ffn_dim; the start-up model: line names them.
 . "${TRI_SRCDIR:-.}/tests/lib.sh"
 np=${1:-1}
-plan 25
+plan 26
 PY=${PYTHON:-python3}
 
 BYTELEVEL="${TRI_SRCDIR:-.}/tests/bytelevel.py"
@@ -70,6 +70,11 @@ ok $? "... as its last line"
 grep -q "^  arch  *gpt2" "$WORK/out" && grep -q "^  n_kv_head  *2" "$WORK/out" &&
     grep -q "^  ffn_dim  *128" "$WORK/out"
 ok $? "inspect lists arch, n_kv_head and ffn_dim among the root attributes"
+TAMPER="${TRI_BUILDDIR:-.}/tests/ckpt_tamper"
+cp "$WORK/ck/step_00000004.h5" "$WORK/flip.h5"
+"$TAMPER" "$WORK/flip.h5" flip /model/h.1.mlp.fc.w 17
+run 1 inspect "$WORK/flip.h5"
+expect 1 "^verdict: NOT usable: 1 of [0-9]* datasets bad" "a corrupt checkpoint's verdict says so"
 mkdir "$WORK/empty"
 run 1 inspect "$WORK/empty"
 if [ "$rc" -eq 1 ] && grep -q "$WORK/empty is a directory that holds no checkpoint" "$WORK/out" &&
