@@ -18,6 +18,10 @@ default_timeout=300
 [ "$name" != t_matrix ] || default_timeout=1200
 [ "$name" != t_slurm ] || default_timeout=900
 [ "$name" != soak ] || default_timeout=900
+# many short trainings and tokenizer loads (Llama 3's 128256 ids): 2.5 min
+# on 2 idle cores, several times that when the cores are shared
+[ "$name" != t_decode ] || default_timeout=900
+[ "$name" != t_guide ] || default_timeout=900
 timeout_s=${TRI_TEST_TIMEOUT:-$default_timeout}
 
 MPIEXEC=${MPIEXEC:-mpiexec}

@@ -14,7 +14,9 @@
 #include <sys/stat.h>
 
 #include "arch.h"
+#include "arch_sizes.h"
 #include "ckpt_format.h"
+#include "ckpt_pick.h"
 #include "params.h"
 #include "params_stage.h"
 
@@ -30,7 +32,8 @@ typedef H5O_info_t tri_h5_info_t;
 
 typedef struct {
     FILE *out;
-    int64_t elements;
+    int64_t elements;        /* of the model's weights (model/...) */
+    int tensors;             /* the model's weights */
     int datasets, bad;
     int64_t file_bytes;      /* no dataset can hold more than its file */
 } InspectState;
@@ -103,12 +106,29 @@ static herr_t inspect_object(hid_t obj, const char *name, const tri_h5_info_t *i
             ok == 1 ? "ok" : ok == 0 ? "CORRUPT (checksum mismatch)" : "UNREADABLE");
     s->datasets++;
     s->bad += ok != 1;
-    if (strncmp(name, "model/", 6) == 0)
+    if (strncmp(name, "model/", 6) == 0) {
         s->elements += count;
+        s->tensors++;
+    }
     return 0;
 }
 
 /* ---- root attributes -------------------------------------------------- */
+
+/* The keys of the model's shape that only the stored config carries (the
+ * root attributes hold gpt2's), listed with them so that one block says
+ * what the model is. */
+static void print_stored_shape(const CkptRoot *r, FILE *out)
+{
+    if (!r->stored_ok) {
+        fprintf(out, "  %-26s unknown (the stored config does not parse)\n", "arch");
+        return;
+    }
+    const ModelConfig *m = &r->cfg.model;
+    fprintf(out, "  %-26s %s (stored config)\n", "arch", arch_of(m)->name);
+    fprintf(out, "  %-26s %d (stored config)\n", "n_kv_head", arch_kv_heads(m));
+    fprintf(out, "  %-26s %d (stored config)\n", "ffn_dim", arch_ffn_dim(m));
+}
 
 /* Lists every root attribute with its value, and what is wrong with it;
  * returns the number of attributes that are missing or out of range. */
@@ -126,6 +146,7 @@ static int print_root(const CkptRoot *r, FILE *out)
                 wrong ? "  <- WRONG: " : "", wrong ? why : "");
         bad += wrong;
     }
+    print_stored_shape(r, out);
     static const char *const verdict[] = {
         [CKPT_SUM_VERIFIED] = "verified",
         [CKPT_SUM_MISMATCH] = "MISMATCH (an attribute was changed)",
@@ -212,8 +233,28 @@ static int check_complete(hid_t file, const char *path, const CkptRoot *r, int64
     return 1;
 }
 
-int inspect_checkpoint(const char *path, FILE *out, FILE *err)
+/* The last line: what the file is, and whether it can be trusted (the
+ * reasons, when not, are on err). */
+static void print_verdict(const CkptRoot *r, const InspectState *s, int bad, FILE *out)
 {
+    if (bad) {
+        fprintf(out, "verdict: NOT usable: %d of %d datasets bad, root attributes %s (the "
+                "reasons are above)\n", s->bad, s->datasets,
+                ckpt_root_sum_state(r) == CKPT_SUM_VERIFIED ? "verified" : "not verified");
+        return;
+    }
+    int root_summed = ckpt_root_sum_state(r) == CKPT_SUM_VERIFIED;
+    fprintf(out, "verdict: good: step %lld, %s, %.3fM parameters in %d tensors, all %d "
+            "checksums verified%s\n", (long long)r->st.step, arch_of(&r->cfg.model)->name,
+            s->elements / 1e6, s->tensors, s->datasets + root_summed,
+            root_summed ? "" : " (format version 1: root attributes range-checked)");
+}
+
+int inspect_checkpoint(const char *given, FILE *out, FILE *err)
+{
+    char path[CKPT_PICKED_MAX];
+    if (ckpt_pick(given, "inspect", path, sizeof path, err, err))
+        return 1;
     CkptFile f = {.id = -1, .path = path};
     f.id = ckpt_open_serial(&f, path);
     if (f.rc) {
@@ -243,6 +284,8 @@ int inspect_checkpoint(const char *path, FILE *out, FILE *err)
         incomplete = check_complete(f.id, path, root, s.file_bytes, out, err);
     if (root->config)
         fprintf(out, "config:\n%s", root->config);
+    int bad = root_bad || incomplete || s.bad || s.datasets == 0;
+    print_verdict(root, &s, bad, out);
     ckpt_root_free(root);
     free(root);
     H5Fclose(f.id);
@@ -251,5 +294,5 @@ int inspect_checkpoint(const char *path, FILE *out, FILE *err)
     if (s.bad || s.datasets == 0)
         fprintf(err, "trident: checkpoint %s: %s\n", path,
                 s.datasets ? "some datasets are corrupt or unreadable" : "no datasets");
-    return root_bad || incomplete || s.bad || s.datasets == 0;
+    return bad;
 }

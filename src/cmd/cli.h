@@ -7,8 +7,8 @@
  *   trident train   [--config FILE] [--set section.key=value ...] [--print-config]
  *   trident plan    --config FILE --world N [--mem GIB [--all]] [--hw NAME] [--set ...]
  *                   [--print-config]
- *   trident inspect CKPT.h5
- *   trident sample  --ckpt CKPT.h5 [--prompt TEXT] [--tokens N] [--tokenizer FILE]
+ *   trident inspect CKPT.h5|DIR     (DIR: a run's checkpoints, ckpt_pick.h)
+ *   trident sample  --ckpt CKPT.h5|DIR [--prompt TEXT] [--tokens N] [--tokenizer FILE|none]
  *   trident export  CKPT.h5 --format hf DIR [...]   (options: export.h)
  *   trident tokenize --tokenizer FILE --input FILE... --output PREFIX [...]
  *   trident --version | --help
@@ -37,7 +37,7 @@ typedef struct {
     const char *ckpt;                /* inspect, sample */
     const char *prompt;              /* sample */
     int tokens;                      /* sample */
-    const char *tokenizer;           /* sample: decode with this file */
+    const char *tokenizer;           /* sample: decode with this file ("none": ids) */
     int argc;                        /* export, tokenize: their own arguments, */
     char **argv;                     /* from the command word on (export.h, tokenize.h) */
 } CliArgs;

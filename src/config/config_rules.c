@@ -65,6 +65,15 @@ int config_rules_check(const Config *c, char *msg, size_t n)
     if (c->data.format == DATA_TEXT && m->vocab_size < 256)
         return fail_key(c, msg, n, "model", "vocab_size",
                         "text data is bytes: vocab_size must be >= 256 with format = text");
+    /* Text data is read as bytes, ids 0-255 that no tokenizer made: a
+     * tokenizer there would decode the sample and be exported with the
+     * model, yet the model never saw its ids. */
+    if (c->data.format == DATA_TEXT && c->data.tokenizer[0])
+        return fail_key(c, msg, n, "data", "tokenizer",
+                        "[data] format = text reads the files as bytes (ids 0-255), not as "
+                        "this tokenizer's ids: tokenize the text with `trident tokenize "
+                        "--tokenizer FILE` and train on it with format = indexed, or leave "
+                        "[data] tokenizer empty");
     /* the rows past vocab_used are padding that export leaves out */
     if (m->vocab_used > m->vocab_size)
         return fail_key(c, msg, n, "model", "vocab_used",

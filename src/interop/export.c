@@ -24,10 +24,13 @@
 #include <unistd.h>
 
 #include "ckpt_format.h"
+#include "ckpt_pick.h"
 #include "cli_options.h"
 #include "fail.h"
 #include "hf_map.h"
 #include "safetensors.h"
+#include "tokenizer_hf.h"
+#include "tokenizer_load.h"
 
 #define SINGLE_NAME "model.safetensors"
 #define INDEX_NAME "model.safetensors.index.json"
@@ -131,7 +134,13 @@ typedef struct {
     int n;
     int *shard_of;          /* item -> shard */
     int n_shards;
+    int tokenizer;          /* the tokenizer files are written */
 } Plan;
+
+/* What [data] tokenizer becomes (tokenizer_hf.h), in this order. */
+static const char *const tokenizer_files[] = {"tokenizer.json", "tokenizer_config.json",
+                                              "special_tokens_map.json"};
+enum { N_TOKENIZER_FILES = 3 };
 
 static void plan_free(Plan *p)
 {
@@ -311,6 +320,16 @@ static int publish(const Plan *p, const ExportArgs *a, FILE *err)
         if (rc)
             unlink(tmp);
     }
+    for (int t = 0; t < N_TOKENIZER_FILES && p->tokenizer; t++) {
+        temp_path(tmp, sizeof tmp, a->dir, tokenizer_files[t]);
+        snprintf(final, sizeof final, "%s/%s", a->dir, tokenizer_files[t]);
+        if (!rc && rename(tmp, final)) {
+            fprintf(err, "trident: export: %s: %s\n", final, strerror(errno));
+            rc = 1;
+        }
+        if (rc)
+            unlink(tmp);
+    }
     DIR *d = rc ? NULL : opendir(a->dir);
     for (struct dirent *e; d && (e = readdir(d));) {
         int ours = 0;
@@ -320,6 +339,8 @@ static int publish(const Plan *p, const ExportArgs *a, FILE *err)
         }
         int stale = is_shard_name(e->d_name) || !strcmp(e->d_name, SINGLE_NAME)
                     || (!strcmp(e->d_name, INDEX_NAME) && p->n_shards == 1);
+        for (int t = 0; t < N_TOKENIZER_FILES && !p->tokenizer; t++)
+            stale |= !strcmp(e->d_name, tokenizer_files[t]);
         if (stale && !ours) {
             snprintf(final, sizeof final, "%s/%s", a->dir, e->d_name);
             unlink(final);
@@ -339,11 +360,39 @@ static void remove_temps(const Plan *p, const ExportArgs *a)
     unlink(tmp);
     temp_path(tmp, sizeof tmp, a->dir, INDEX_NAME);
     unlink(tmp);
+    for (int t = 0; t < N_TOKENIZER_FILES; t++) {
+        temp_path(tmp, sizeof tmp, a->dir, tokenizer_files[t]);
+        unlink(tmp);
+    }
     for (int s = 0; s < p->n_shards; s++) {
         shard_name(name, sizeof name, p, s);
         temp_path(tmp, sizeof tmp, a->dir, name);
         unlink(tmp);
     }
+}
+
+/* The tokenizer the run named ([data] tokenizer, a path from where it ran)
+ * as HuggingFace's files, under their temporary names. */
+static int write_tokenizer(const char *dir, const Config *cfg, FILE *err)
+{
+    Bpe *bpe;
+    char eod[256], why[1024];
+    if (tokenizer_load(cfg->data.tokenizer, &bpe, eod, sizeof eod, why, sizeof why)) {
+        fprintf(err, "trident: export: the checkpoint's stored config names [data] tokenizer = "
+                "%s, which cannot be read: %s (run export where the run ran, or from a "
+                "directory where that path leads to the file)\n", cfg->data.tokenizer, why);
+        return 1;
+    }
+    json_t *files[N_TOKENIZER_FILES] = {tokenizer_hf_json(bpe),
+                                        tokenizer_hf_config_json(eod, cfg->model.seq_len),
+                                        tokenizer_hf_special_map_json(eod)};
+    int rc = 0;
+    for (int t = 0; t < N_TOKENIZER_FILES; t++) {
+        rc = rc || write_json(dir, tokenizer_files[t], files[t], err);
+        json_decref(files[t]);
+    }
+    bpe_free(bpe);
+    return rc;
 }
 
 static int write_all(const Plan *p, hid_t file, const Config *cfg, const ExportArgs *a,
@@ -371,6 +420,8 @@ static int write_all(const Plan *p, hid_t file, const Config *cfg, const ExportA
         rc = write_json(a->dir, CONFIG_NAME, config, err);
         json_decref(config);
     }
+    if (!rc && p->tokenizer)
+        rc = write_tokenizer(a->dir, cfg, err);
     rc = rc ? rc : publish(p, a, err);
     if (rc)
         remove_temps(p, a);
@@ -379,8 +430,14 @@ static int write_all(const Plan *p, hid_t file, const Config *cfg, const ExportA
 
 int export_hf(const ExportArgs *a, FILE *out, FILE *err)
 {
-    CkptFile f = {.id = -1, .path = a->ckpt};
-    f.id = ckpt_open_serial(&f, a->ckpt);
+    char ckpt[CKPT_PICKED_MAX];
+    if (ckpt_pick(a->ckpt, "export", ckpt, sizeof ckpt, err, err))
+        return 1;
+    ExportArgs picked = *a; /* a directory named: its messages name the file */
+    picked.ckpt = ckpt;
+    a = &picked;
+    CkptFile f = {.id = -1, .path = ckpt};
+    f.id = ckpt_open_serial(&f, ckpt);
     CkptRoot *root = f.rc ? NULL : calloc(1, sizeof *root);
     if (!f.rc && !root)
         ckpt_fail(&f, "out of memory");
@@ -396,13 +453,16 @@ int export_hf(const ExportArgs *a, FILE *out, FILE *err)
     Plan plan = {0};
     if (!rc) {
         ckpt_logical_tensors(&root->stored, &ps);
+        plan.tokenizer = root->stored.data.tokenizer[0] != '\0';
         rc = plan_tensors(&plan, &ps, &root->stored, a, err)
              || write_all(&plan, f.id, &root->stored, a, err);
     }
     if (!rc)
-        fprintf(out, "trident: exported %s to %s: %d tensors in %d file%s (%s), config.json\n",
+        fprintf(out, "trident: exported %s to %s: %d tensors in %d file%s (%s), config.json%s\n",
                 a->ckpt, a->dir, plan.n, plan.n_shards, plan.n_shards > 1 ? "s" : "",
-                a->bf16 ? "bf16" : "fp32");
+                a->bf16 ? "bf16" : "fp32",
+                plan.tokenizer ? ", tokenizer.json, tokenizer_config.json, special_tokens_map.json "
+                                 "(from [data] tokenizer)" : "");
     plan_free(&plan);
     params_free(&ps);
     if (root)

@@ -3,7 +3,9 @@
  * [--max-shard-size SIZE] [--force]`: a checkpoint's weights as a
  * HuggingFace model directory (model.safetensors, or shards and
  * model.safetensors.index.json past SIZE, and config.json), through the
- * tables of hf_map.h. doc/interop.md describes the result.
+ * tables of hf_map.h; with [data] tokenizer in the stored config, its
+ * tokenizer files too (tokenizer_hf.h). CKPT may be a run's checkpoint
+ * directory (ckpt_pick.h). doc/interop.md describes the result.
  *
  * A checkpoint holds logical tensors, so any layout's checkpoint exports
  * alike. Rank 0 does the work; the others wait for its verdict.

@@ -13,6 +13,7 @@
 
 #include "alloc.h"
 #include "ckpt.h"
+#include "ckpt_pick.h"
 #include "comm.h"
 #include "device.h"
 #include "fail.h"
@@ -146,25 +147,33 @@ static void encode_prompt(Bpe *bpe, int32_t eod, const char *text, int32_t **out
     *n = c.n;
 }
 
-/* --tokenizer: its vocabulary must fit the model's. */
-static int load_tokenizer(const char *path, int vocab, Bpe **bpe, int32_t *eod, FILE *err)
+/* The tokenizer that decodes: --tokenizer FILE; none with --tokenizer
+ * none; else the one the checkpoint's stored config names ([data]
+ * tokenizer), if any. Says which on note; *setting names it for messages. */
+static const char *tokenizer_chosen(const char *option, const Config *cfg, const char **setting,
+                                    FILE *note)
 {
-    char eod_name[256], why[1024];
-    if (tokenizer_load(path, bpe, eod_name, sizeof eod_name, why, sizeof why)) {
-        fprintf(err, "trident: sample --tokenizer: %s\n", why);
-        return 1;
+    if (option && strcmp(option, "none") == 0)
+        return NULL;
+    if (option) {
+        *setting = "sample --tokenizer ";
+        fprintf(note, "sample: decoding with --tokenizer %s\n", option);
+        return option;
     }
-    if (bpe_vocab_size(*bpe) > vocab) {
-        fprintf(err, "trident: sample --tokenizer %s: its vocabulary of %d tokens exceeds the checkpoint's [model] vocab_size = %d\n",
-                path, bpe_vocab_size(*bpe), vocab);
-        return 1;
-    }
-    *eod = eod_name[0] ? bpe_special(*bpe, eod_name) : 0;
-    return 0;
+    if (!cfg->data.tokenizer[0])
+        return NULL;
+    *setting = "[data] tokenizer (the checkpoint's stored config) = ";
+    fprintf(note, "sample: decoding with the tokenizer the checkpoint's stored config names, "
+            "[data] tokenizer = %s (--tokenizer FILE for another, --tokenizer none for token "
+            "ids)\n", cfg->data.tokenizer);
+    return cfg->data.tokenizer;
 }
 
-/* The prompt as tokens: bytes for a byte-level model, else token ids. */
-static int parse_prompt(const char *text, int vocab, int32_t **out, int *n, FILE *err)
+/* The prompt as tokens without a tokenizer: bytes for a byte-level model,
+ * else token ids; text there is refused, suggesting --tokenizer (why_none:
+ * why no tokenizer is known). */
+static int parse_prompt(const char *text, int vocab, const char *why_none, int32_t **out, int *n,
+                        FILE *err)
 {
     size_t len = text ? strlen(text) : 0;
     int32_t *tok = TRI_MALLOC((len + 2) * sizeof *tok, "the prompt");
@@ -177,7 +186,15 @@ static int parse_prompt(const char *text, int vocab, int32_t **out, int *n, FILE
     } else {
         for (char *p = (char *)text, *end; *p; p = end) {
             long id = strtol(p, &end, 10);
-            if (end == p || id < 0 || id >= vocab) {
+            if (end == p) {
+                fprintf(err, "trident: sample --prompt '%s': the prompt is text, but no "
+                        "tokenizer is known to encode it (%s): name the tokenizer file the "
+                        "data was tokenized with, --tokenizer FILE, or give the prompt as "
+                        "token ids below %d separated by spaces\n", text, why_none, vocab);
+                free(tok);
+                return 1;
+            }
+            if (id < 0 || id >= vocab) {
                 fprintf(err, "trident: --prompt: expected token ids below %d separated by spaces, got '%s'\n",
                         vocab, p);
                 free(tok);
@@ -192,14 +209,46 @@ static int parse_prompt(const char *text, int vocab, int32_t **out, int *n, FILE
     return 0;
 }
 
-/* The checkpoint's config, run as one full model per rank. */
-static int sample_config(Config *cfg, const char *ckpt, int rank, MPI_Comm world)
+/* The prompt's tokens, and the tokenizer that decodes (NULL: none); rank
+ * 0 says which. Returns 0, or 1 with the reason on err. */
+static int prepare_prompt(const Config *cfg, const char *option, const char *prompt, int rank,
+                          Bpe **bpe, int32_t **tokens, int *n)
 {
-    int rc = rank == 0 ? ckpt_read_config(ckpt, cfg, stderr) : 0;
+    FILE *say = fail_stream(rank == 0);
+    const char *setting = NULL;
+    const char *path = tokenizer_chosen(option, cfg, &setting, say);
+    if (!path) {
+        const char *why = option ? "--tokenizer none"
+                                 : "the checkpoint's stored config names no [data] tokenizer";
+        return parse_prompt(prompt, cfg->model.vocab_size, why, tokens, n, say);
+    }
+    char msg[2048];
+    int32_t eod = 0;
+    if (tokenizer_for_model(path, cfg->model.vocab_size, setting, bpe, &eod, msg, sizeof msg)) {
+        fputs(msg, say);
+        if (!option)
+            fprintf(say, "trident: sample: give the tokenizer with --tokenizer FILE, or "
+                    "--tokenizer none for token ids\n");
+        return 1;
+    }
+    encode_prompt(*bpe, eod, prompt, tokens, n);
+    return 0;
+}
+
+/* The checkpoint file `given` stands for (ckpt_pick.h), in ckpt on every
+ * rank, and its config, run as one full model per rank. */
+static int sample_config(Config *cfg, const char *given, char ckpt[CKPT_PICKED_MAX], int rank,
+                         MPI_Comm world)
+{
+    int rc = 0;
+    if (rank == 0)
+        rc = ckpt_pick(given, "sample", ckpt, CKPT_PICKED_MAX, stderr, stderr)
+             || ckpt_read_config(ckpt, cfg, stderr);
     if (fail_agree(world, rc))
         return 1;
     Grid w;
     grid_world_only(&w, world);
+    comm_bcast_bytes(&w, COMM_WORLD, ckpt, CKPT_PICKED_MAX, 0);
     comm_bcast_bytes(&w, COMM_WORLD, cfg, sizeof *cfg, 0);
     cfg->parallel.dp = 0;
     cfg->parallel.pp = cfg->parallel.tp = 1;
@@ -211,26 +260,19 @@ static int sample_config(Config *cfg, const char *ckpt, int rank, MPI_Comm world
     return 0;
 }
 
-int sample_main(const char *ckpt, const char *prompt, int n_tokens, const char *tokenizer,
+int sample_main(const char *given, const char *prompt, int n_tokens, const char *tokenizer,
                 MPI_Comm world)
 {
     static Config cfg;
+    char ckpt[CKPT_PICKED_MAX] = "";
     int rank;
     MPI_Comm_rank(world, &rank);
-    if (sample_config(&cfg, ckpt, rank, world))
+    if (sample_config(&cfg, given, ckpt, rank, world))
         return TRI_EXIT_ERROR;
     int32_t *tokens = NULL;
     int n_prompt = 0;
     Bpe *bpe = NULL;
-    int32_t eod = 0;
-    int rc;
-    if (tokenizer) {
-        rc = load_tokenizer(tokenizer, cfg.model.vocab_size, &bpe, &eod, fail_stream(rank == 0));
-        if (!rc)
-            encode_prompt(bpe, eod, prompt, &tokens, &n_prompt);
-    } else {
-        rc = parse_prompt(prompt, cfg.model.vocab_size, &tokens, &n_prompt, fail_stream(rank == 0));
-    }
+    int rc = prepare_prompt(&cfg, tokenizer, prompt, rank, &bpe, &tokens, &n_prompt);
     if (fail_agree(world, rc)) {
         bpe_free(bpe);
         free(tokens);

@@ -26,14 +26,19 @@
 void sample_generate(Pipeline *p, const int32_t *prompt, int prompt_len,
                      int n_tokens, double temperature, uint64_t seed, const Bpe *bpe, FILE *out);
 
-/* `trident sample`: loads the model of a checkpoint (its stored config,
- * laid out as pure data parallelism over the world) and generates
- * n_tokens after the prompt: text for byte models, space-separated token
- * ids otherwise (NULL: a newline, or token 50256). With a tokenizer file
- * (tokenizer_load.h; NULL: none) the prompt is text it encodes (empty: its
- * end-of-document token) and the output is decoded; a tokenizer whose
- * vocabulary exceeds the checkpoint's vocab_size is refused. Returns the
- * exit code. Collective on world. */
+/* `trident sample`: loads the model of a checkpoint (given: a file, or a
+ * run's checkpoint directory or its latest, for its newest checkpoint:
+ * ckpt_pick.h; its stored config, laid out as pure data parallelism over
+ * the world) and generates n_tokens after the prompt. The tokenizer is
+ * tokenizer (a file, tokenizer_load.h), or with NULL the one the stored
+ * config names ([data] tokenizer), or with "none" or where none is known
+ * no tokenizer; rank 0 says on stderr which. With one, the prompt is text
+ * it encodes (empty: its end-of-document token) and the output is decoded;
+ * one whose vocabulary exceeds the checkpoint's vocab_size is refused.
+ * Without one, the output is text for byte models and "<id>" per token
+ * otherwise, and the prompt bytes or token ids separated by spaces (NULL:
+ * a newline, or token 50256); text there is refused, suggesting
+ * --tokenizer. Returns the exit code. Collective on world. */
 int sample_main(const char *ckpt, const char *prompt, int n_tokens, const char *tokenizer,
                 MPI_Comm world);
 

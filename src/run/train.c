@@ -40,6 +40,7 @@
 #include "stop_signal.h"
 #include "straggler.h"
 #include "timer.h"
+#include "tokenizer_load.h"
 #include "train_impl.h"
 #include "train_setup.h"
 #include "watchdog.h"
@@ -284,17 +285,40 @@ static void remeasure_peak(Trainer *t, int first)
         t->hw_peak.flops = again.flops;
 }
 
+/* The tokenizer of [data] tokenizer on rank 0, which prints the sample,
+ * and its end-of-document id on every rank: the prompt, after which the
+ * data's documents begin. Without one (or should the file have gone since
+ * start-up: a note) *bpe is NULL and the prompt is a newline for a byte
+ * model, else GPT-2's end-of-text id. Collective on world. */
+static void sample_tokenizer(Trainer *t, Bpe **bpe, int32_t *prompt)
+{
+    const Config *c = t->cfg;
+    *bpe = NULL;
+    *prompt = c->model.vocab_size == 256 ? '\n' : 50256 % c->model.vocab_size;
+    if (!c->data.tokenizer[0])
+        return;
+    char msg[2048];
+    if (is_root(t) && tokenizer_for_model(c->data.tokenizer, c->model.vocab_size,
+                                          "[data] tokenizer = ", bpe, prompt, msg, sizeof msg))
+        printf("note: the sample is printed as token ids: %s", msg);
+    comm_bcast_bytes(&t->grid, COMM_WORLD, prompt, sizeof *prompt, 0);
+}
+
 static void generate(Trainer *t)
 {
     const Config *c = t->cfg;
     if (c->log.sample_tokens <= 0)
         return;
-    int32_t prompt = c->model.vocab_size == 256 ? '\n' : 50256 % c->model.vocab_size;
+    Bpe *bpe;
+    int32_t prompt;
+    sample_tokenizer(t, &bpe, &prompt);
     if (is_root(t))
-        printf("\nsample (%d tokens):\n", c->log.sample_tokens);
-    sample_generate(&t->pipe, &prompt, 1, c->log.sample_tokens, 0.8, c->train.seed, NULL, stdout);
+        printf("\nsample (%d tokens%s):\n", c->log.sample_tokens,
+               bpe ? ", decoded by [data] tokenizer" : "");
+    sample_generate(&t->pipe, &prompt, 1, c->log.sample_tokens, 0.8, c->train.seed, bpe, stdout);
     if (is_root(t))
         printf("\n");
+    bpe_free(bpe);
 }
 
 /* ---- stopping and saving ---------------------------------------------- */

@@ -24,6 +24,8 @@
 
 #include "affinity.h"
 #include "alloc.h"
+#include "arch.h"
+#include "arch_sizes.h"
 #include "blend.h"
 #include "ckpt.h"
 #include "ckpt_async.h"
@@ -84,7 +86,8 @@ static int open_data(Trainer *t)
     char msg[2048] = "";
     int rc = 0;
     if (t->grid.layout.rank == 0 && t->cfg->data.tokenizer[0])
-        rc = tokenizer_check_vocab(t->cfg->data.tokenizer, t->cfg->model.vocab_size, msg, sizeof msg);
+        rc = tokenizer_for_model(t->cfg->data.tokenizer, t->cfg->model.vocab_size,
+                                 "[data] tokenizer = ", NULL, NULL, msg, sizeof msg);
     if (!rc && (t->model.is_first || t->model.is_last)) {
         FILE *err = fmemopen(msg, sizeof msg, "w");
         rc = data_open(&t->data, &t->cfg->data, t->cfg->model.seq_len,
@@ -199,9 +202,10 @@ static void print_plan(Trainer *t)
     if (!is_root(t))
         return;
     const Config *c = t->cfg;
-    printf("model: %d layers, %d wide, %d heads, seq %d, vocab %d: %.2fM parameters\n",
-           c->model.n_layer, c->model.n_embd, c->model.n_head, c->model.seq_len,
-           c->model.vocab_size, params_logical_count(&c->model) / 1e6);
+    printf("model: %s, %d layers, %d wide, %d heads (%d KV heads), FFN %d, seq %d, vocab %d: "
+           "%.2fM parameters\n", arch_of(&c->model)->name, c->model.n_layer, c->model.n_embd,
+           c->model.n_head, arch_kv_heads(&c->model), arch_ffn_dim(&c->model),
+           c->model.seq_len, c->model.vocab_size, params_logical_count(&c->model) / 1e6);
     printf("batch: %d rows x %d microbatches x dp %d = %lld sequences (%lld tokens) per step; schedule %s, zero %d\n",
            t->rows, t->ga, t->grid.layout.dp, (long long)t->global_batch,
            (long long)(t->global_batch * c->model.seq_len), schedule_name(c->parallel.schedule),

@@ -67,6 +67,7 @@ struct Bpe {
     Special *specials;
     int n_specials;
     int ignore_merges;
+    char *pattern; /* as given: what an exported tokenizer.json carries */
     pcre2_code *re;
     pcre2_match_data *md;
     pcre2_match_context *mctx;
@@ -124,6 +125,7 @@ void bpe_free(Bpe *b)
     for (int i = 0; i < b->n_specials; i++)
         free(b->specials[i].name);
     free(b->specials);
+    free(b->pattern);
     free(b->off);
     free(b->len);
     free(b->blob);
@@ -373,6 +375,9 @@ int bpe_set_pattern(Bpe *b, const char *pattern, char *err, size_t errlen)
         pcre2_code_free(b->re);
     if (b->md)
         pcre2_match_data_free(b->md);
+    free(b->pattern);
+    b->pattern = TRI_MALLOC(strlen(pattern) + 1, "the tokenizer");
+    memcpy(b->pattern, pattern, strlen(pattern) + 1);
     b->re = re;
     b->md = pcre2_match_data_create_from_pattern(re, NULL);
     /* a tokenizer file may carry a pattern that backtracks for ever */
@@ -417,6 +422,39 @@ int32_t bpe_special(const Bpe *b, const char *name)
         if (strcmp(b->specials[i].name, name) == 0)
             return b->specials[i].id;
     return -1;
+}
+
+const char *bpe_pattern(const Bpe *b) { return b->pattern; }
+int bpe_ignores_merges(const Bpe *b) { return b->ignore_merges; }
+int bpe_n_specials(const Bpe *b) { return b->n_specials; }
+
+const char *bpe_special_at(const Bpe *b, int i, int32_t *id)
+{
+    *id = b->specials[i].id;
+    return b->specials[i].name;
+}
+
+static int by_priority(const void *x, const void *y)
+{
+    const MergeSlot *a = x, *c = y;
+    return (a->priority > c->priority) - (a->priority < c->priority);
+}
+
+BpeMerge *bpe_merges(const Bpe *b, size_t *n)
+{
+    MergeSlot *used = TRI_MALLOC((b->merge_used + 1) * sizeof *used, "the merges");
+    *n = 0;
+    for (size_t i = 0; i < b->merge_cap; i++)
+        if (b->merges[i].key)
+            used[(*n)++] = b->merges[i];
+    qsort(used, *n, sizeof *used, by_priority);
+    BpeMerge *out = TRI_MALLOC((*n + 1) * sizeof *out, "the merges");
+    for (size_t i = 0; i < *n; i++) {
+        uint64_t key = used[i].key - 1; /* stored +1: see MergeSlot */
+        out[i] = (BpeMerge){(int32_t)(key >> 32), (int32_t)(key & 0xffffffffu)};
+    }
+    free(used);
+    return out;
 }
 
 const char *bpe_token_bytes(const Bpe *b, int32_t id, size_t *len)

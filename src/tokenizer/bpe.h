@@ -63,6 +63,19 @@ int32_t bpe_special(const Bpe *b, const char *name);
 /* The bytes of id (a special's name for specials); NULL for an unused id. */
 const char *bpe_token_bytes(const Bpe *b, int32_t id, size_t *len);
 
+/* What a tokenizer file is made of, for writing one (tokenizer_hf.h): the
+ * pattern as given to bpe_set_pattern (NULL: none), whether whole pieces
+ * skip merging, the special tokens (i < bpe_n_specials), and the merges in
+ * the order they apply (a malloc'd array of *n; free it). */
+typedef struct {
+    int32_t left, right;
+} BpeMerge;
+const char *bpe_pattern(const Bpe *b);
+int bpe_ignores_merges(const Bpe *b);
+int bpe_n_specials(const Bpe *b);
+const char *bpe_special_at(const Bpe *b, int i, int32_t *id);
+BpeMerge *bpe_merges(const Bpe *b, size_t *n);
+
 /* Streaming encoding of one document: feed its bytes in pieces of any
  * size, then end it. Memory is bounded by the longest pre-tokenised piece
  * (a run of spaces, a word), not by the document. */

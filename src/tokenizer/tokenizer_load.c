@@ -562,17 +562,25 @@ int tokenizer_load(const char *path, Bpe **out, char *eod, size_t cap, char *err
     return rc;
 }
 
-int tokenizer_check_vocab(const char *path, int vocab_size, char *msg, size_t cap)
+int tokenizer_for_model(const char *path, int vocab_size, const char *setting, Bpe **out,
+                        int32_t *eod, char *msg, size_t cap)
 {
-    char eod[256], err[1024];
+    char eod_name[256], err[1024];
     Bpe *b;
-    if (tokenizer_load(path, &b, eod, sizeof eod, err, sizeof err))
-        return reason_set(msg, cap, "trident: [data] tokenizer = %s: %s\n", path, err);
+    if (tokenizer_load(path, &b, eod_name, sizeof eod_name, err, sizeof err))
+        return reason_set(msg, cap, "trident: %s%s: %s\n", setting, path, err);
     int32_t n = bpe_vocab_size(b);
-    bpe_free(b);
-    if (n > vocab_size)
-        return reason_set(msg, cap, "trident: [data] tokenizer = %s: its vocabulary of %d tokens exceeds [model] vocab_size = %d "
+    if (n > vocab_size) {
+        bpe_free(b);
+        return reason_set(msg, cap, "trident: %s%s: its vocabulary of %d tokens exceeds [model] vocab_size = %d "
                           "(set vocab_size to at least %d; padded to a multiple of 128, %d)\n",
-                          path, n, vocab_size, n, (n + 127) / 128 * 128);
+                          setting, path, n, vocab_size, n, (n + 127) / 128 * 128);
+    }
+    if (eod)
+        *eod = eod_name[0] ? bpe_special(b, eod_name) : 0;
+    if (out)
+        *out = b;
+    else
+        bpe_free(b);
     return 0;
 }

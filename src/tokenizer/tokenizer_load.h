@@ -14,6 +14,7 @@
 #define TRI_SRC_TOKENIZER_LOAD_H
 
 #include <stddef.h>
+#include <stdint.h>
 
 #include "bpe.h"
 
@@ -30,10 +31,14 @@ int tokenizer_load_bytes(const char *data, size_t n, const char *name,
                          const char *merges, size_t merges_n, Bpe **out,
                          char *eod, size_t cap, char *err, size_t errlen);
 
-/* [data] tokenizer: loads path and checks that its vocabulary (special
- * tokens included) fits vocab_size. Returns 0, or 1 with a line
- * ("trident: [data] tokenizer = ...\n") naming both numbers in msg.
- * Not collective. */
-int tokenizer_check_vocab(const char *path, int vocab_size, char *msg, size_t cap);
+/* A tokenizer for a model of vocab_size ids ([data] tokenizer, `sample
+ * --tokenizer`): loads path and checks that its vocabulary (special tokens
+ * included) fits vocab_size. Returns 0 with the tokenizer in *out (NULL:
+ * only checked, freed) and its end-of-document id in *eod (may be NULL);
+ * or 1 with a line ("trident: SETTINGPATH: ...\n", setting being e.g.
+ * "[data] tokenizer = ") naming the file, and
+ * for a vocabulary too large both numbers, in msg. Not collective. */
+int tokenizer_for_model(const char *path, int vocab_size, const char *setting, Bpe **out,
+                        int32_t *eod, char *msg, size_t cap);
 
 #endif
