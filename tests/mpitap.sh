@@ -16,6 +16,7 @@ srcdir=${srcdir:-.}
 default_timeout=300
 [ "$name" != t_matrix ] || default_timeout=1200
 [ "$name" != t_slurm ] || default_timeout=900
+[ "$name" != t_runlife ] || default_timeout=900
 timeout_s=${TRI_TEST_TIMEOUT:-$default_timeout}
 
 MPIEXEC=${MPIEXEC:-mpiexec}

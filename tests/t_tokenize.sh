@@ -112,21 +112,7 @@ agree "Llama 3 as a tiktoken rank file (tokenizer.model's form) = transformers.j
 tok=$GPT2
 if [ "$have_refs" = 0 ]; then
     tok="$WORK/tiny.json"
-    $PY - "$tok" <<'EOP'
-import json, sys
-# a tokenizer.json: the 256 bytes in GPT-2's printable spelling, two merges
-bs = list(range(33, 127)) + list(range(161, 173)) + list(range(174, 256))
-cs, n = bs[:], 0
-for b in range(256):
-    if b not in bs:
-        bs.append(b); cs.append(256 + n); n += 1
-vocab = {chr(c): i for i, c in enumerate(cs)}
-vocab.update({"th": 256, "the": 257, "<|endoftext|>": 258})
-json.dump({"model": {"type": "BPE", "vocab": vocab, "merges": ["t h", "th e"]},
-           "pre_tokenizer": {"type": "ByteLevel", "add_prefix_space": False, "use_regex": True},
-           "normalizer": None,
-           "added_tokens": [{"id": 258, "content": "<|endoftext|>", "special": True}]}, open(sys.argv[1], "w"))
-EOP
+    $PY "${TRI_SRCDIR:-.}/tests/tiny_tokenizer.py" "$tok"
 fi
 all="$C/docs.txt $C/small.jsonl $C/runs.txt"
 # shellcheck disable=SC2086
