@@ -46,7 +46,7 @@ grep -q '"val_loss":' "$WORK/m.jsonl"
 ok $? "validation loss is reported where evaluated"
 grep -q "^sample (40 tokens):" "$WORK/out"
 ok $? "the run ends with a generated sample"
-cp "$WORK/m.jsonl" "$WORK/first.jsonl"
+mv "$WORK/m.jsonl" "$WORK/first.jsonl"    # every run appends: the second starts a file of its own
 # the second run's start-up probe reads 100x low, as on a busy machine:
 # the peak is measured again after step 2, and nothing else changes
 # shellcheck disable=SC2086
