@@ -44,6 +44,7 @@ ok $? "an inf on rank 1 at step 5 makes every rank skip that step alone (skipped
 # steps 6-9 double it again
 echo "$scales" | grep -q "^65536 65536 65536 131072 65536 65536 65536 65536 131072 "
 ok $? "the scale doubles after 4 clean steps and halves at once on the overflow ($scales)"
+rm -f "$WORK/s.jsonl"    # every run appends to its metrics file: each case reads its own
 # shellcheck disable=SC2086
 TRIDENT_FAULT="grad_inf:0:5,grad_inf:1:6" run "$np" train --config "$cfg" $fp16 \
     --set train.loss_scale_hysteresis=2 --set train.loss_scale_window=100
@@ -52,6 +53,7 @@ skipped=$(field skipped "$WORK/s.jsonl" | tr '\n' ' ')
 echo "$scales" | grep -q "^65536 65536 65536 65536 65536 32768 32768 " \
     && echo "$skipped" | grep -q "^0 0 0 0 1 1 0 "
 ok $? "with hysteresis 2 the first overflow only skips, the second halves ($scales)"
+rm -f "$WORK/s.jsonl"
 # shellcheck disable=SC2086
 TRIDENT_FAULT="grad_inf:0:0" run "$np" train --config "$cfg" $fp16 \
     --set train.loss_scale_hysteresis=1 --set train.loss_scale_min=1024
