@@ -435,12 +435,14 @@ static void profile_step(Trainer *t, double step_s, int first)
  * SIGTERM reached it rather than the ranks. */
 static void print_what_next(const Trainer *t)
 {
-    const char *again = t->step > 0 ? "the same command resumes from the checkpoint"
-                                     : "nothing was trained yet: the same command starts the run";
+    int resumable = t->step > 0;
     if (getenv("SLURM_JOB_ID"))
-        printf("jobs/*.sbatch requeue the job on it (%s)", again);
+        printf("jobs/*.sbatch requeue the job on it, and the next run %s",
+               resumable ? "resumes from the checkpoint"
+                         : "starts afresh (nothing was trained yet)");
     else
-        printf("%s", again);
+        printf("%s", resumable ? "the same command resumes from the checkpoint"
+                               : "nothing was trained yet: the same command starts the run");
     if (getenv("OMPI_COMM_WORLD_SIZE"))
         printf(" (Open MPI's report that follows, of processes that exited with a non-zero "
                "status, is expected; a mpirun that got Ctrl-C or SIGTERM itself exits 1)");
@@ -454,14 +456,15 @@ static void print_what_next(const Trainer *t)
  * and a time limit would repeat that for ever). */
 static RunEnd stop_on_signal(Trainer *t, const char *when)
 {
-    const Config *c = t->cfg;
     int trained = t->step - t->first_step;
-    int unsaved = !c->checkpoint.dir[0];
-    if (is_root(t) && !unsaved) {
+    RunEnd end = t->cfg->checkpoint.dir[0] ? RUN_SIGNALLED : RUN_STOPPED_UNSAVED;
+    if (!is_root(t))
+        return end;
+    if (end == RUN_SIGNALLED) {
         printf("stopping %s on %s, %s: exit %d; ", when, stop_signal_name(),
                trained > 0 ? "its checkpoint saved" : "nothing new to save", TRI_EXIT_REQUEUE);
         print_what_next(t);
-    } else if (is_root(t)) {
+    } else {
         printf("stopping %s on %s with nothing saved: [checkpoint] dir is empty, so the %d "
                "step%s trained here %s lost and running again starts over; exit %d, not %d: "
                "there is nothing to resume, so no script requeues it (set [checkpoint] dir to "
@@ -469,9 +472,8 @@ static RunEnd stop_on_signal(Trainer *t, const char *when)
                trained == 1 ? "" : "s", trained == 1 ? "is" : "are", TRI_EXIT_STOPPED,
                TRI_EXIT_REQUEUE);
     }
-    if (is_root(t))
-        fflush(stdout);
-    return unsaved ? RUN_STOPPED_UNSAVED : RUN_SIGNALLED;
+    fflush(stdout);
+    return end;
 }
 
 /* A run resumed at (or past) its last step trains nothing: it says so,
