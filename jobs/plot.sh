@@ -8,12 +8,12 @@
 #
 # --tokens   x is the tokens trained on: compares runs of different batches
 # --name     the run's name in the title (default: the file's directory)
-# Every run appends to the file after a header record (README.md, "The
-# metrics file"); each run after the first is marked by a dashed line and
+# Every run appends to the file after a header record (README.md,
+# "Metrics"); each run after the first is marked by a dashed line and
 # its number, "resumed" when it continued a checkpoint. Needs: gnuplot
 # (Debian: apt-get install gnuplot-nox).
 set -eu
-usage() { sed -n '2,15p' "$0"; }
+usage() { sed -n '2,14p' "$0"; }
 xkey=step
 name=""
 while [ $# -gt 0 ]; do

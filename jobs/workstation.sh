@@ -20,7 +20,7 @@ while [ $# -gt 0 ]; do
     -n) ranks=$2; shift 2 ;;
     -c) config=$2; shift 2 ;;
     --) shift; break ;;
-    -h|--help) sed -n '2,12p' "$0"; exit 0 ;;
+    -h|--help) sed -n '2,13p' "$0"; exit 0 ;;
     *) echo "workstation.sh: unknown option $1 (try --help)" >&2; exit 2 ;;
     esac
 done

@@ -22,7 +22,7 @@
 
 #include "file_check.h"
 
-/* Whether a line is a run's header record (metrics_write_header). */
+/* Whether a line is a run's header record (make_header). */
 static int is_run_header(const char *line)
 {
     return strncmp(line, "{\"run\":", 7) == 0;
