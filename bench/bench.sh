@@ -104,9 +104,9 @@ metrics = $WORK/m.jsonl
 EOC
 }
 
-# mean of FIELD over the metrics lines after the first two (warm-up)
+# mean of FIELD over the step records after the first two (warm-up)
 mean_field() {
-    sed -n "3,\$p" "$WORK/m.jsonl" | sed "s/.*\"$1\":\([^,}]*\).*/\1/" \
+    grep '^{"step":' "$WORK/m.jsonl" | sed -n "3,\$p" | sed "s/.*\"$1\":\([^,}]*\).*/\1/" \
         | awk '{ s += $1; n++ } END { if (n) printf "%.6g", s / n; else print "nan" }'
 }
 
@@ -315,7 +315,7 @@ section_threads() {
             rm -f "$WORK/m.jsonl"
             if [ "$mode" = unset ]; then set -- env -u OMP_NUM_THREADS; else set -- env OMP_NUM_THREADS="$mode"; fi
             "$@" mpirun --oversubscribe -n 4 "$TRIDENT" train --config "$WORK/t.ini" > "$WORK/run.out" 2>&1
-            ms=$(sed -n '3,$p' "$WORK/m.jsonl" | sed 's/.*"step_ms":\([^,}]*\).*/\1/' | sort -n \
+            ms=$(grep '^{"step":' "$WORK/m.jsonl" | sed -n '3,$p' | sed 's/.*"step_ms":\([^,}]*\).*/\1/' | sort -n \
                  | awk '{ a[NR] = $1 } END { if (NR) print a[int((NR + 1) / 2)]; else print "nan" }')
             echo "$mode $ms $(grep -a -m1 '^threads:' "$WORK/run.out")" >> "$WORK/threads"
         done

@@ -49,7 +49,8 @@ run() {
 summary() {
     local dir=$1
     cat "$dir/rc"
-    jq -c '{step, loss, grad_norm, loss_scale, val_loss, skipped}' "$dir/m.jsonl" 2>&1
+    # step records only: a run's header record (its id and start time) differs by design
+    jq -c 'select(.step != null) | {step, loss, grad_norm, loss_scale, val_loss, skipped}' "$dir/m.jsonl" 2>&1
     sed -n '/^sample (/,/^done:/p' "$dir/out.txt" | grep -av '^done:'
 }
 

@@ -136,7 +136,7 @@ EOF
 
 # mean of FIELD over the steps after the first five (warm-up)
 mean_after_warmup() {
-    sed -n '6,$p' "$1" | sed "s/.*\"$2\":\([^,}]*\).*/\1/" \
+    grep '^{"step":' "$1" | sed -n '6,$p' | sed "s/.*\"$2\":\([^,}]*\).*/\1/" \
         | awk '{ s += $1; n++ } END { if (n) printf "%.4g", s / n; else print "nan" }'
 }
 

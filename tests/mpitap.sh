@@ -22,6 +22,7 @@ default_timeout=300
 # on 2 idle cores, several times that when the cores are shared
 [ "$name" != t_decode ] || default_timeout=900
 [ "$name" != t_guide ] || default_timeout=900
+[ "$name" != t_runlife ] || default_timeout=900
 timeout_s=${TRI_TEST_TIMEOUT:-$default_timeout}
 
 MPIEXEC=${MPIEXEC:-mpiexec}

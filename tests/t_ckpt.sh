@@ -53,7 +53,7 @@ echo step_00000004.h5 > "$WORK/cont/latest"
 cp "$WORK/straight.jsonl" "$WORK/cont.jsonl"
 run "$np" train --config "$cfg" --set train.steps=8 --set checkpoint.dir="$WORK/cont" \
     --set log.metrics="$WORK/cont.jsonl"
-steps=$(sed 's/{"step":\([0-9]*\),.*/\1/' "$WORK/cont.jsonl" | tr '\n' ' ')
+steps=$(sed -n 's/^{"step":\([0-9]*\),.*/\1/p' "$WORK/cont.jsonl" | tr '\n' ' ')
 [ "$steps" = "1 2 3 4 5 6 7 8 " ]
 ok $? "the metrics file continues across a resume, each step once ($steps)"
 

@@ -129,7 +129,7 @@ has 2 "^model: llama, 2 layers, 64 wide, 4 heads (2 KV heads), FFN 344," \
 has 3 "^resumed from runs/resume/step_00000010.h5: step 10" "Checkpoints: the second run resumes at step 10"
 has 3 "^verdict: good: step 16, gpt2" "Checkpoints: inspect through latest finds step 16"
 has 4 "^initialised from llama-hf (" "Published model: the new run starts from the export of the Llama run"
-has 4 "exported runs/llama-ft/step_00000008.h5 to llama-ft" "Published model: the fine-tuned run is exported"
+has 4 "exported runs/llama-ft/ckpt/step_00000008.h5 to llama-ft" "Published model: the fine-tuned run is exported"
 [ -f "$G/llama-ft/config.json" ] && [ -f "$G/llama-ft/model.safetensors" ]
 ok $? "Published model: llama-ft/ holds config.json and model.safetensors"
 has 5 "sample (60 tokens, decoded by \[data\] tokenizer):" \

@@ -41,7 +41,7 @@ same() {
         END { if (n != 8) print "missing"; else printf "%.2e", w }')
     awk -v w="$worst" 'BEGIN { exit !(w != "missing" && w + 0 <= 1e-5) }'
 }
-losses() { sed 's/.*"loss":\([^,]*\).*/\1/' "$WORK/$1.jsonl" > "$WORK/$1.loss"; }
+losses() { sed -n 's/^{"step":.*"loss":\([^,]*\).*/\1/p' "$WORK/$1.jsonl" > "$WORK/$1.loss"; }
 
 # 1. the same tokens as text
 trial text 1

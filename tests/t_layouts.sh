@@ -77,7 +77,7 @@ train() {  # name ranks dp pp tp mb ga zero schedule virtual_stages sequence_par
         --set log.metrics="$WORK/$1.jsonl" > "$WORK/$1.out" 2>&1
 }
 
-losses() { sed 's/.*"loss":\([^,]*\).*/\1/' "$1"; }
+losses() { sed -n 's/^{"step":.*"loss":\([^,]*\).*/\1/p' "$1"; }
 
 for line in $LAYOUTS; do
     IFS=: read -r name ranks dp pp tp mb ga zero sched v sp <<EOL

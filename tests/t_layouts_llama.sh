@@ -82,7 +82,7 @@ train() {  # name ranks dp pp tp mb ga zero schedule extra
         --set log.metrics="$WORK/$1.jsonl" $sets > "$WORK/$1.out" 2>&1
 }
 
-losses() { sed 's/.*"loss":\([^,]*\).*/\1/' "$1"; }
+losses() { sed -n 's/^{"step":.*"loss":\([^,]*\).*/\1/p' "$1"; }
 
 for line in $LAYOUTS; do
     IFS=: read -r model name ranks dp pp tp mb ga zero sched extra <<EOL

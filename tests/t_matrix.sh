@@ -890,8 +890,9 @@ printf '{"step":1,"loss":5.5}\n{"step":2,"loss":5.5}\n{"step":3,"loss":5.4,"lr":
 train M95 0 "step  *6/6" "metrics: resume after a full disk cut the last record" \
     --set checkpoint.dir="$WORK/cutlog" --set train.steps=6 --set log.metrics="$WORK/cut.jsonl"
 [ "$(grep -c '^{"step":[0-9]*,[^{]*}$' "$WORK/cut.jsonl")" = 4 ] \
-    && [ "$(cut -c1-10 "$WORK/cut.jsonl" | tr '\n' ' ')" = '{"step":1, {"step":2, {"step":5, {"step":6, ' ]
-ok $? "M95 ... the file holds steps 1, 2, 5, 6, one whole object a line, the cut line gone"
+    && [ "$(grep '^{"step":' "$WORK/cut.jsonl" | cut -c1-10 | tr '\n' ' ')" = '{"step":1, {"step":2, {"step":5, {"step":6, ' ] \
+    && [ "$(grep -c '^{"run":.*"resumed":true,"resumed_from_step":4}$' "$WORK/cut.jsonl")" = 1 ]
+ok $? "M95 ... the file holds steps 1, 2, 5, 6, one whole object a line, the cut line gone, the resumed run's header before step 5"
 intact_dirs="$intact_dirs $WORK/cutlog"
 
 # FIFOs: open() would wait for a writer (or a reader) for ever on rank 0

@@ -10,7 +10,7 @@ np=${1:-2}
 plan 8
 cfg="$WORK/c.ini"
 write_config "$cfg"
-field() { sed "s/.*\"$1\":\([^,}]*\).*/\1/" "$2"; }
+field() { sed -n "s/^{\"step\":.*\"$1\":\([^,}]*\).*/\1/p" "$2"; }
 
 for p in fp32 bf16 fp16; do
     run "$np" train --config "$cfg" --set train.precision=$p --set train.steps=50 \
@@ -25,7 +25,7 @@ TRIDENT_CPU_BF16_GEMM=$own run "$np" train --config "$cfg" --set train.precision
 for p in bf16:1e-2 bf16own:1e-2 fp16:2e-3; do
     name=${p%:*} tol=${p#*:} label=${p%:*}
     [ "$name" != bf16own ] || label="bf16 on TRIDENT_CPU_BF16_GEMM=$own"
-    worst=$(paste "$WORK/fp32.jsonl" "$WORK/$name.jsonl" | sed 's/{"step":[0-9]*,"loss":\([^,]*\),[^\t]*\t{"step":[0-9]*,"loss":\([^,]*\),.*/\1 \2/' \
+    worst=$(paste "$WORK/fp32.jsonl" "$WORK/$name.jsonl" | grep '^{"step":' | sed 's/{"step":[0-9]*,"loss":\([^,]*\),[^\t]*\t{"step":[0-9]*,"loss":\([^,]*\),.*/\1 \2/' \
         | awk '{ d = ($1 - $2) / $1; if (d < 0) d = -d; if (d > w) w = d; n++ }
                END { if (n != 50) print "missing"; else printf "%.1e", w }')
     awk -v w="$worst" -v t="$tol" 'BEGIN { exit !(w != "missing" && w + 0 <= t + 0) }'
@@ -44,6 +44,7 @@ ok $? "an inf on rank 1 at step 5 makes every rank skip that step alone (skipped
 # steps 6-9 double it again
 echo "$scales" | grep -q "^65536 65536 65536 131072 65536 65536 65536 65536 131072 "
 ok $? "the scale doubles after 4 clean steps and halves at once on the overflow ($scales)"
+rm -f "$WORK/s.jsonl"    # every run appends to its metrics file: each case reads its own
 # shellcheck disable=SC2086
 TRIDENT_FAULT="grad_inf:0:5,grad_inf:1:6" run "$np" train --config "$cfg" $fp16 \
     --set train.loss_scale_hysteresis=2 --set train.loss_scale_window=100
@@ -52,6 +53,7 @@ skipped=$(field skipped "$WORK/s.jsonl" | tr '\n' ' ')
 echo "$scales" | grep -q "^65536 65536 65536 65536 65536 32768 32768 " \
     && echo "$skipped" | grep -q "^0 0 0 0 1 1 0 "
 ok $? "with hysteresis 2 the first overflow only skips, the second halves ($scales)"
+rm -f "$WORK/s.jsonl"
 # shellcheck disable=SC2086
 TRIDENT_FAULT="grad_inf:0:0" run "$np" train --config "$cfg" $fp16 \
     --set train.loss_scale_hysteresis=1 --set train.loss_scale_min=1024

@@ -360,7 +360,7 @@ m="$WORK/run2/metrics.jsonl"
 sed -n 's/.*"step":\([0-9]*\).*/\1/p' "$m" |
     awk -v last="$steps" 'NR > 1 && $1 <= prev { bad = 1 } { prev = $1 } END { exit bad || prev != last }'
 rc=$?
-first=$(head -n 1 "$m" | sed -n 's/.*"step":\([0-9]*\).*/\1/p')
+first=$(sed -n 's/.*"step":\([0-9]*\).*/\1/p' "$m" | head -n 1)
 what="the metrics file continues across the restarts: steps $first to $steps, increasing ($(wc -l < "$m") lines)"
 [ $rc -eq 0 ] && [ "$first" = 1 ]
 ok $? "$what"

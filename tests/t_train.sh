@@ -18,8 +18,10 @@ sets="--set train.steps=60 --set log.metrics=$WORK/m.jsonl --set log.sample_toke
 # shellcheck disable=SC2086
 run "$np" train --config "$cfg" $sets
 ok $rc "60 steps finish (exit $rc)"
-first=$(head -n 1 "$WORK/m.jsonl" | sed 's/.*"loss":\([^,]*\).*/\1/')
-last=$(tail -n 1 "$WORK/m.jsonl" | sed 's/.*"loss":\([^,]*\).*/\1/')
+# the step records (the file starts with the run's header record)
+losses() { sed -n 's/^{"step":.*"loss":\([^,]*\).*/\1/p' "$1"; }
+first=$(losses "$WORK/m.jsonl" | head -n 1)
+last=$(losses "$WORK/m.jsonl" | tail -n 1)
 diag "loss $first -> $last"
 awk -v a="$first" -v b="$last" 'BEGIN { exit !(a > 5.0 && b < a - 1.5) }'
 ok $? "loss falls from ~ln(256) by more than 1.5 nats ($first -> $last)"
@@ -31,7 +33,7 @@ done
 ok $? "metrics lines carry every documented field${missing:+ (missing:$missing)}"
 # MFU is against the hardware's peak, which no GEMM exceeds: it is at most
 # the share of the GEMM library's peak, and both are fractions
-awk '{ m = $0; g = $0
+awk '/^{"step":/ { m = $0; g = $0
        sub(/.*"mfu":/, "", m); sub(/[,}].*/, "", m)
        sub(/.*"of_gemm_peak":/, "", g); sub(/[,}].*/, "", g)
        if (!(m + 0 > 0 && m + 0 <= g + 0 && g + 0 <= 1)) bad++ }
@@ -44,13 +46,13 @@ grep -q '"val_loss":' "$WORK/m.jsonl"
 ok $? "validation loss is reported where evaluated"
 grep -q "^sample (40 tokens):" "$WORK/out"
 ok $? "the run ends with a generated sample"
-cp "$WORK/m.jsonl" "$WORK/first.jsonl"
+mv "$WORK/m.jsonl" "$WORK/first.jsonl"    # every run appends: the second starts a file of its own
 # the second run's start-up probe reads 100x low, as on a busy machine:
 # the peak is measured again after step 2, and nothing else changes
 # shellcheck disable=SC2086
 TRIDENT_FAULT=low_peak:0:0 run "$np" train --config "$cfg" $sets
-sed 's/"tokens_per_s".*//' "$WORK/first.jsonl" > "$WORK/a"
-sed 's/"tokens_per_s".*//' "$WORK/m.jsonl" > "$WORK/b"
+sed -n 's/^\({"step":.*\)"tokens_per_s".*/\1/p' "$WORK/first.jsonl" > "$WORK/a"
+sed -n 's/^\({"step":.*\)"tokens_per_s".*/\1/p' "$WORK/m.jsonl" > "$WORK/b"
 cmp -s "$WORK/a" "$WORK/b"
 ok $? "a second run gives bitwise the same losses and norms"
 again=$(sed -n 's/^hardware: measured again after step 2: .* peak \([0-9.]*\) GFLOP\/s (\([0-9.]*\) before.*/\1 \2/p' "$WORK/out")

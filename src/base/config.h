@@ -66,6 +66,7 @@ typedef struct {
     int micro_batch, grad_accum, steps;
     double lr, min_lr;
     int warmup;
+    int decay_steps;                /* the cosine reaches min_lr here; 0: at steps */
     double weight_decay, beta1, beta2, eps;
     double clip_norm, clip_value;   /* 0 disables */
     Precision precision;            /* the compute dtype: model_dtype */

@@ -16,8 +16,10 @@ enum {
     TRI_EXIT_USAGE = 2,      /* bad command line */
     TRI_EXIT_REQUEUE = 75,   /* stopped by SIGTERM/SIGUSR1 after a checkpoint
                                 (EX_TEMPFAIL): batch scripts requeue on it */
-    TRI_EXIT_WATCHDOG = 76   /* no progress for [fault] timeout seconds: a
+    TRI_EXIT_WATCHDOG = 76,  /* no progress for [fault] timeout seconds: a
                                 rank stopped (watchdog.h); not a requeue */
+    TRI_EXIT_STOPPED = 77    /* stopped by a signal with no [checkpoint] dir:
+                                nothing to resume, so not a requeue */
 };
 
 #endif

@@ -87,6 +87,8 @@ const KeyDef config_keys[] = {
     REAL_KEY("train", "lr", train.lr, "1e-3", 0, INFINITY, 0),
     REAL_KEY("train", "min_lr", train.min_lr, "1e-4", 0, INFINITY, 0),
     INT_KEY("train", "warmup", train.warmup, "100", 0, INT_MAX),
+    { KEY("train", "decay_steps", K_INT, train.decay_steps, "0"), .min = 0, .max = INT_MAX,
+      .flags = OMIT_UNSET },
     REAL_KEY("train", "weight_decay", train.weight_decay, "0.1", 0, INFINITY, 0),
     REAL_KEY("train", "beta1", train.beta1, "0.9", 0, 1, OPEN_MAX),
     REAL_KEY("train", "beta2", train.beta2, "0.95", 0, 1, OPEN_MAX),

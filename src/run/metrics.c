@@ -12,18 +12,45 @@
 
 #include <errno.h>
 #include <fcntl.h>
+#include <limits.h>
 #include <math.h>
 #include <string.h>
 #include <sys/resource.h>
 #include <sys/stat.h>
+#include <time.h>
 #include <unistd.h>
 
 #include "file_check.h"
 
-/* Rewrites path keeping the complete lines of steps up to last (through a
- * temporary file and a rename). A last line without its newline is what a
- * full disk or a killed job left half written: it is dropped, or the next
- * record would be appended onto it. A missing file is fine. */
+/* Whether a line is a run's header record (make_header). */
+static int is_run_header(const char *line)
+{
+    return strncmp(line, "{\"run\":", 7) == 0;
+}
+
+/* The 1-based number of path's last run header line; 0 if it has none
+ * (a file written before headers came is one run). */
+static long last_header_line(FILE *in)
+{
+    char line[4096];
+    long n = 0, last = 0;
+    while (fgets(line, sizeof line, in)) {
+        n++;
+        if (is_run_header(line))
+            last = n;
+    }
+    rewind(in);
+    return last;
+}
+
+/* Rewrites path (through a temporary file and a rename) keeping every
+ * complete line of the runs before the last one, and of the last run its
+ * header and its records of steps up to last: a resumed run drops what
+ * its killed predecessor logged after the checkpoint it resumes from (it
+ * logs those steps again), never another run's lines. A last line without
+ * its newline is what a full disk or a killed job left half written: it
+ * is dropped, or the next record would be appended onto it. A missing
+ * file is fine. */
 static int keep_lines_through(const char *path, long last)
 {
     FILE *in = fopen(path, "r");
@@ -37,11 +64,13 @@ static int keep_lines_through(const char *path, long last)
         fclose(in);
         return e;
     }
+    long header = last_header_line(in), n = 0;
     while (fgets(line, sizeof line, in)) {
         long step;
-        size_t n = strlen(line);
-        int whole = n > 0 && line[n - 1] == '\n';
-        if (whole && sscanf(line, "{\"step\":%ld", &step) == 1 && step <= last)
+        size_t len = strlen(line);
+        int whole = len > 0 && line[len - 1] == '\n';
+        int earlier_run = ++n <= header;
+        if (whole && (earlier_run || (sscanf(line, "{\"step\":%ld", &step) == 1 && step <= last)))
             fputs(line, out);
     }
     int e = ferror(in) ? EIO : 0;
@@ -57,15 +86,29 @@ static int keep_lines_through(const char *path, long last)
     return e;
 }
 
+/* Whether path is a regular file whose last byte is not a newline: a
+ * record cut short, which a fresh run drops before it appends. */
+static int ends_cut(const char *path)
+{
+    struct stat st;
+    if (stat(path, &st) != 0 || !S_ISREG(st.st_mode) || st.st_size == 0)
+        return 0;
+    FILE *f = fopen(path, "r");
+    int cut = f && fseek(f, -1, SEEK_END) == 0 && fgetc(f) != '\n';
+    if (f)
+        fclose(f);
+    return cut;
+}
+
 /* Opens for writing without blocking on a FIFO that nobody reads, and
  * refuses anything but a regular file or a character device (/dev/null
  * turns the file off, /dev/full tests a full disk). */
-static FILE *open_log(const char *path, int append, char *why, size_t why_size)
+static FILE *open_log(const char *path, char *why, size_t why_size)
 {
-    int flags = O_WRONLY | O_CREAT | (append ? O_APPEND : O_TRUNC);
+    int flags = O_WRONLY | O_CREAT | O_APPEND;
     struct stat st;
     if (stat(path, &st) == 0 && S_ISCHR(st.st_mode)) {
-        FILE *f = fopen(path, append ? "a" : "w");
+        FILE *f = fopen(path, "a");
         if (!f)
             snprintf(why, why_size, "%s", strerror(errno));
         return f;
@@ -73,7 +116,7 @@ static FILE *open_log(const char *path, int append, char *why, size_t why_size)
     int fd = file_open_regular(path, flags, why, why_size);
     if (fd < 0)
         return NULL;
-    FILE *f = fdopen(fd, append ? "a" : "w");
+    FILE *f = fdopen(fd, "a");
     if (!f) {
         snprintf(why, why_size, "%s", strerror(errno));
         close(fd);
@@ -81,7 +124,36 @@ static FILE *open_log(const char *path, int append, char *why, size_t why_size)
     return f;
 }
 
-int metrics_open(Metrics *mt, const char *path, long resumed_step, FILE *err)
+/* FNV-1a, 64 bits: a digest that tells two configs apart at a glance. */
+static uint64_t digest_of(const char *text)
+{
+    uint64_t h = 14695981039346656037ULL;
+    for (const unsigned char *p = (const unsigned char *)text; *p; p++)
+        h = (h ^ *p) * 1099511628211ULL;
+    return h;
+}
+
+/* The run's first record: who it is, when it began, what it ran, and
+ * whether it continues a checkpoint (plot.sh draws a boundary at it).
+ * Made at the open, written with the first step's record: a run that
+ * fails before its first step leaves no header behind, and a full disk
+ * is reported as any record's (metrics_write). */
+static void make_header(Metrics *mt, const MetricsRun *run)
+{
+    time_t now = time(NULL);
+    struct tm utc;
+    gmtime_r(&now, &utc);
+    char id[24], start[32];
+    strftime(start, sizeof start, "%Y-%m-%dT%H:%M:%SZ", &utc);
+    strftime(id, sizeof id, "%Y%m%dT%H%M%SZ", &utc);
+    snprintf(mt->run_id, sizeof mt->run_id, "%s-%ld", id, (long)getpid());
+    snprintf(mt->header, sizeof mt->header, "{\"run\":\"%s\",\"start\":\"%s\",\"config_digest\":\"%016llx\","
+            "\"steps\":%d,\"resumed\":%s,\"resumed_from_step\":%ld}\n",
+            mt->run_id, start, (unsigned long long)digest_of(run->config_text), run->steps,
+            run->resumed_step > 0 ? "true" : "false", run->resumed_step);
+}
+
+int metrics_open(Metrics *mt, const char *path, const MetricsRun *run, FILE *err)
 {
     memset(mt, 0, sizeof *mt);
     if (!path || !path[0])
@@ -89,16 +161,17 @@ int metrics_open(Metrics *mt, const char *path, long resumed_step, FILE *err)
     snprintf(mt->path, sizeof mt->path, "%s", path);
     char why[256] = "";
     int e = file_make_parents(path);
-    if (!e && resumed_step > 0)
-        e = keep_lines_through(path, resumed_step);
+    if (!e && (run->resumed_step > 0 || ends_cut(path)))
+        e = keep_lines_through(path, run->resumed_step > 0 ? run->resumed_step : LONG_MAX);
     if (e)
         snprintf(why, sizeof why, "%s", strerror(e));
     else
-        mt->jsonl = open_log(path, resumed_step > 0, why, sizeof why);
+        mt->jsonl = open_log(path, why, sizeof why);
     if (!mt->jsonl) {
         fprintf(err, "trident: [log] metrics = %s: %s\n", path, why);
         return 1;
     }
+    make_header(mt, run);
     return 0;
 }
 
@@ -159,6 +232,10 @@ void metrics_write(Metrics *mt, const StepMetrics *s)
     FILE *f = mt->jsonl;
     if (!f)
         return;
+    if (mt->header[0]) {
+        fputs(mt->header, f);
+        mt->header[0] = '\0';
+    }
     fprintf(f, "{\"step\":%d", s->step);
     json_number(f, "loss", s->loss);
     json_number(f, "lr", s->lr);
@@ -214,8 +291,10 @@ void metrics_print(FILE *out, const StepMetrics *s)
         fprintf(out, " | mfu ?");
     else
         fprintf(out, " | mfu %.1f%%", 100.0 * s->mfu);
-    fprintf(out, " (%.1f%% of GEMM peak) | eta %s%s\n", 100.0 * s->of_gemm_peak, eta,
-            s->skipped ? " | update skipped (gradients not finite)" : "");
+    fprintf(out, " (%.1f%% of GEMM peak)", 100.0 * s->of_gemm_peak);
+    if (!isnan(s->eta_s))
+        fprintf(out, " | eta %s", eta);
+    fprintf(out, "%s\n", s->skipped ? " | update skipped (gradients not finite)" : "");
     fflush(out);
 }
 

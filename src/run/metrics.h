@@ -30,33 +30,47 @@ typedef struct {
     double dp_wait_ms;     /* time the step waited for its DP reduction */
     double rank_busy_ms_median, rank_busy_ms_max;  /* straggler.h: NaN if none */
     int slowest_rank;      /* the rank of rank_busy_ms_max; -1 if none */
-    double eta_s;
+    double eta_s;          /* NaN: not yet steady, and not shown */
 } StepMetrics;
 
 typedef struct {
     FILE *jsonl;           /* NULL: no metrics file, or writing it failed */
     char path[4096];
     int failed;            /* a write failed: warned once, file no longer written */
+    char run_id[64];       /* "20261128T091513Z-4242": the start (UTC) and rank 0's pid */
+    char header[512];      /* the run's header record, until the first step writes it */
 } Metrics;
 
-/* Opens the JSON Lines file, creating missing parent directories. A fresh
- * run (resumed_step 0) starts it empty; a resumed run keeps the lines up
- * to resumed_step and appends, so a requeued job has one continuous file
- * (lines a killed run logged after its last checkpoint are dropped: the
- * resumed run logs those steps again, and so is a last line cut short by a
- * full disk or a kill). The path must be a regular file or a character
- * device (/dev/null); a FIFO is refused without waiting for a reader.
- * Returns non-zero with a message on err. Not collective: rank 0 only. */
-int metrics_open(Metrics *mt, const char *path, long resumed_step, FILE *err);
+/* What the run's header record says of it. */
+typedef struct {
+    const char *config_text;  /* the effective config (config_to_ini): its digest */
+    int steps;                /* [train] steps */
+    long resumed_step;        /* the checkpoint's step; 0: a fresh run */
+} MetricsRun;
+
+/* Opens the JSON Lines file for appending, creating missing parent
+ * directories: nothing another run wrote is ever removed. Every run
+ * starts with a header record, {"run":ID,"start":UTC,"config_digest":HEX,
+ * "steps":N,"resumed":BOOL,"resumed_from_step":S}, written with its first
+ * step's record; step records follow, each {"step":N,...}. A resumed run
+ * also drops the lines its own run (those after the last header) logged
+ * after resumed_step: the steps it logs again, so a requeued job's steps
+ * appear once each. A last line cut short by a full disk or a kill is
+ * dropped, or the next record would be appended onto it. The path must
+ * be a regular file or a character device (/dev/null); a FIFO is refused
+ * without waiting for a reader. Returns non-zero with a message on err.
+ * Not collective: rank 0 only. */
+int metrics_open(Metrics *mt, const char *path, const MetricsRun *run, FILE *err);
 /* Closes the file; a failure warns on stderr. Not collective. */
 void metrics_close(Metrics *mt);
 
-/* Writes one JSON object (flushed, so a killed job keeps its lines). A
+/* Writes one JSON object (after the run's header record, the first
+ * time; flushed, so a killed job keeps its lines). A
  * failed write or flush (a full disk) warns once on stderr, naming the
  * file and the reason, and stops the file's writing; training goes on.
  * Not collective. */
 void metrics_write(Metrics *mt, const StepMetrics *s);
-/* "step   10/600 | loss 3.2145 | ..." */
+/* "step   10/600 | loss 3.2145 | ... | eta 1:02" */
 void metrics_print(FILE *out, const StepMetrics *s);
 
 /* Peak resident set size of this process, bytes. */

@@ -34,6 +34,7 @@
 #include "optim.h"
 #include "pipeline.h"
 #include "prof.h"
+#include "run_summary.h"
 #include "sample.h"
 #include "scaler.h"
 #include "schedule.h"
@@ -224,8 +225,34 @@ static int due(int step, int every, int last)
     return step == last || (every > 0 && step % every == 0);
 }
 
-static void report(Trainer *t, const StepResult *r, double step_s, double mean_step_s,
-                   double val_loss, double comm_s, const StragglerReport *spread)
+/* The ETA's step time: an exponential average of the steps after the
+ * first (which pays for warm-up), so one slow step or a busy moment moves
+ * it a little, not the whole estimate. */
+enum { ETA_STEADY = 3 };      /* steps averaged before an ETA is shown */
+static void time_step(Trainer *t, double step_s)
+{
+    const double weight = 0.1;
+    if (t->step == t->first_step + 1)
+        return;
+    t->avg_step_s = t->avg_steps == 0 ? step_s : (1.0 - weight) * t->avg_step_s + weight * step_s;
+    t->avg_steps++;
+}
+
+/* The time left: the averaged step times the steps left, plus the
+ * evaluations left at the last one's cost. NaN (no ETA shown) until
+ * ETA_STEADY steps are averaged: an estimate from the first steps jumps. */
+static double eta_seconds(const Trainer *t)
+{
+    const Config *c = t->cfg;
+    if (t->avg_steps < ETA_STEADY)
+        return NAN;
+    int left = c->train.steps - t->step;
+    int evals_left = c->eval.every > 0 ? left / c->eval.every : 0;
+    return t->avg_step_s * left + evals_left * t->eval_seconds;
+}
+
+static void report(Trainer *t, const StepResult *r, double step_s, double val_loss,
+                   double comm_s, const StragglerReport *spread)
 {
     const Config *c = t->cfg;
     double tokens = (double)t->global_batch * c->model.seq_len;
@@ -252,7 +279,7 @@ static void report(Trainer *t, const StepResult *r, double step_s, double mean_s
         .rank_busy_ms_median = spread->slowest_rank >= 0 ? spread->median_ms : NAN,
         .rank_busy_ms_max = spread->slowest_rank >= 0 ? spread->slowest_ms : NAN,
         .slowest_rank = spread->slowest_rank,
-        .eta_s = mean_step_s * (c->train.steps - t->step),
+        .eta_s = eta_seconds(t),
     };
     metrics_print(stdout, &s);
     metrics_write(&t->metrics, &s);
@@ -334,6 +361,7 @@ static int async_saved(Trainer *t, const CkptAsyncResult *r)
                     (long long)r->step, t->step);
         return 1;
     }
+    t->saved_step = (int)r->step;
     if (is_root(t))
         printf("checkpoint: %s/step_%08lld.h5, %.1f MB in %.2f s (%.2f GB/s) in the background; training paused %.1f ms for the snapshot\n",
                t->cfg->checkpoint.dir, (long long)r->step, r->bytes / 1e6, r->seconds,
@@ -366,6 +394,8 @@ static int save(Trainer *t)
     WatchdogPhase outer = watchdog_enter("ckpt_save", NULL);
     int rc = ckpt_save(&t->model, t->zero, t->cfg, &t->st, &seconds, &bytes, stderr);
     watchdog_leave(outer);
+    if (!rc)
+        t->saved_step = t->step;
     if (!rc && is_root(t))
         printf("checkpoint: %s/step_%08d.h5, %.1f MB in %.2f s (%.2f GB/s)\n",
                t->cfg->checkpoint.dir, t->step, bytes / 1e6, seconds, bytes / seconds / 1e9);
@@ -386,7 +416,7 @@ static int out_of_patience(Trainer *t, double val)
     return e->patience > 0 && t->st.evals_bad >= e->patience;
 }
 
-typedef enum { RUN_DONE, RUN_SIGNALLED, RUN_EARLY_STOP, RUN_FAILED } RunEnd;
+typedef enum { RUN_DONE, RUN_SIGNALLED, RUN_STOPPED_UNSAVED, RUN_EARLY_STOP, RUN_FAILED } RunEnd;
 
 /* Why a run cannot go on: it has no finite gradients to step with. The
  * last checkpoint, if any, is left as it was. */
@@ -422,17 +452,80 @@ static void profile_step(Trainer *t, double step_s, int first)
     }
 }
 
+/* What comes after a stop that exits 75, for the stop line: the batch
+ * scripts requeue on it; by hand, the same command resumes (or, with
+ * nothing trained yet, starts the run); and Open MPI's mpirun reports the
+ * non-zero exit in a block of its own, and exits 1 itself when Ctrl-C or
+ * SIGTERM reached it rather than the ranks. */
+static void print_what_next(const Trainer *t)
+{
+    int resumable = t->step > 0;
+    if (getenv("SLURM_JOB_ID"))
+        printf("jobs/*.sbatch requeue the job on it, and the next run %s",
+               resumable ? "resumes from the checkpoint"
+                         : "starts afresh (nothing was trained yet)");
+    else
+        printf("%s", resumable ? "the same command resumes from the checkpoint"
+                               : "nothing was trained yet: the same command starts the run");
+    if (getenv("OMPI_COMM_WORLD_SIZE"))
+        printf(" (Open MPI's report that follows, of processes that exited with a non-zero "
+               "status, is expected; a mpirun that got Ctrl-C or SIGTERM itself exits 1)");
+    printf("\n");
+}
+
+/* The stop on a signal, said on rank 0 ("at step N" or "before step N"):
+ * with a checkpoint dir the run exits 75, which asks for a requeue; with
+ * none nothing can be resumed, so it says what is lost and exits
+ * TRI_EXIT_STOPPED, which no script requeues (a requeue would start over,
+ * and a time limit would repeat that for ever). */
+static RunEnd stop_on_signal(Trainer *t, const char *when)
+{
+    int trained = t->step - t->first_step;
+    RunEnd end = t->cfg->checkpoint.dir[0] ? RUN_SIGNALLED : RUN_STOPPED_UNSAVED;
+    if (!is_root(t))
+        return end;
+    if (end == RUN_SIGNALLED) {
+        printf("stopping %s on %s, %s: exit %d; ", when, stop_signal_name(),
+               trained > 0 ? "its checkpoint saved" : "nothing new to save", TRI_EXIT_REQUEUE);
+        print_what_next(t);
+    } else {
+        printf("stopping %s on %s with nothing saved: [checkpoint] dir is empty, so the %d "
+               "step%s trained here %s lost and running again starts over; exit %d, not %d: "
+               "there is nothing to resume, so no script requeues it (set [checkpoint] dir to "
+               "make a stop resumable)\n", when, stop_signal_name(), trained,
+               trained == 1 ? "" : "s", trained == 1 ? "is" : "are", TRI_EXIT_STOPPED,
+               TRI_EXIT_REQUEUE);
+    }
+    fflush(stdout);
+    return end;
+}
+
+/* A run resumed at (or past) its last step trains nothing: it says so,
+ * instead of ending in silence. */
+static void say_already_done(Trainer *t)
+{
+    const Config *c = t->cfg;
+    if (is_root(t))
+        printf("already at step %d of %d: nothing to train (raise [train] steps to train on "
+               "from this checkpoint, or choose another [checkpoint] dir to start a new run)\n",
+               t->step, c->train.steps);
+}
+
 static RunEnd run_steps(Trainer *t)
 {
     const Config *c = t->cfg;
-    double start = timer_now();
     int first = t->step;
+    t->first_step = first;
     /* a signal that came while the job started: nothing to save yet */
     if (fail_agree(t->grid.world, stop_signal_received() != 0)) {
-        if (is_root(t))
-            printf("stopping before step %d on %s, received while starting: nothing to save; exit %d\n",
-                   t->step + 1, stop_signal_name(), TRI_EXIT_REQUEUE);
-        return RUN_SIGNALLED;
+        char when[64];
+        snprintf(when, sizeof when, "before step %d (the signal came while starting)",
+                 t->step + 1);
+        return stop_on_signal(t, when);
+    }
+    if (t->step >= c->train.steps) {
+        say_already_done(t);
+        return RUN_DONE;
     }
     request_batch(t, t->st.cursor);
     while (t->step < c->train.steps) {
@@ -446,6 +539,9 @@ static RunEnd run_steps(Trainer *t)
         StepResult r = train_step(t);
         watchdog_leave(outer);
         double step_s = timer_now() - t0;
+        t->train_seconds += step_s;
+        t->last_loss = r.loss;
+        time_step(t, step_s);
         if (t->step == first + 1)
             watchdog_warmed_up();
         straggler_add_step(&t->straggler, step_s, comm_blocked_seconds());
@@ -457,22 +553,25 @@ static RunEnd run_steps(Trainer *t)
         if (r.give_up) {
             StragglerReport none = {.slowest_rank = -1};
             if (is_root(t))
-                report(t, &r, step_s, step_s, NAN, comm_s, &none);
+                report(t, &r, step_s, NAN, comm_s, &none);
             give_up_message(t, &r);
             return RUN_FAILED;
         }
         double val = NAN;
         if (c->eval.every > 0 && due(t->step, c->eval.every, c->train.steps)) {
             outer = watchdog_enter("evaluate", NULL);
+            double e0 = timer_now();
             val = evaluate(t);
+            t->eval_seconds = timer_now() - e0;
+            t->last_val = val;
+            t->last_val_step = t->step;
             watchdog_leave(outer);
         }
         if (due(t->step, c->log.every, c->train.steps) || t->step == first + 1 || !isnan(val)) {
             StragglerReport spread;
             straggler_report(&t->straggler, &t->grid, &spread, stdout);
             if (is_root(t))
-                report(t, &r, step_s, (timer_now() - start) / (t->step - first), val, comm_s,
-                       &spread);
+                report(t, &r, step_s, val, comm_s, &spread);
         }
         remeasure_peak(t, first);
         int early = !isnan(val) && out_of_patience(t, val);
@@ -492,12 +591,9 @@ static RunEnd run_steps(Trainer *t)
         if ((signalled || early) && save_wait(t))
             return RUN_FAILED;
         if (signalled) {
-            if (is_root(t))
-                printf("stopping at step %d on %s%s: exit %d (the job scripts requeue on it)\n",
-                       t->step, stop_signal_name(),
-                       c->checkpoint.dir[0] ? ", its checkpoint saved" : " with no [checkpoint] dir",
-                       TRI_EXIT_REQUEUE);
-            return RUN_SIGNALLED;
+            char when[32];
+            snprintf(when, sizeof when, "at step %d", t->step);
+            return stop_on_signal(t, when);
         }
         if (early) {
             if (is_root(t))
@@ -509,6 +605,39 @@ static RunEnd run_steps(Trainer *t)
     if (t->step > first && (save(t) || save_wait(t)))
         return RUN_FAILED;
     return RUN_DONE;
+}
+
+/* The end-of-run summary (run_summary.h), on rank 0, of a run that
+ * trained at least one step and did not fail. */
+static void summarise(Trainer *t, int64_t tokens_before)
+{
+    const Config *c = t->cfg;
+    if (!is_root(t) || t->step <= t->first_step)
+        return;
+    int64_t tokens = t->st.tokens - tokens_before;
+    RunSummary s = {
+        .first_step = t->first_step, .last_step = t->step, .total_steps = c->train.steps,
+        .train_loss = t->last_loss, .val_loss = t->last_val, .val_step = t->last_val_step,
+        .wall_s = timer_now() - t->started, .train_s = t->train_seconds, .tokens = tokens,
+        .model_flops = 3.0 * model_forward_flops(&c->model, (double)tokens),
+        .peak_flops = t->hw_peak.flops, .ckpt_dir = c->checkpoint.dir,
+        .saved_step = t->saved_step, .metrics_path = c->log.metrics,
+    };
+    run_summary_print(stdout, &s);
+}
+
+static int exit_status(RunEnd end)
+{
+    switch (end) {
+    case RUN_SIGNALLED:
+        return TRI_EXIT_REQUEUE;
+    case RUN_STOPPED_UNSAVED:
+        return TRI_EXIT_STOPPED;
+    case RUN_FAILED:
+        return TRI_EXIT_ERROR;
+    default:
+        return TRI_EXIT_OK;
+    }
 }
 
 int train_run(Config *cfg, MPI_Comm world, double started)
@@ -524,9 +653,12 @@ int train_run(Config *cfg, MPI_Comm world, double started)
     /* the config's timeout replaces the command line's of the start-up */
     if (watchdog_set_timeout(cfg->fault.timeout))
         fail_abort("cannot start the watchdog thread", __FILE__, __LINE__);
+    t.saved_step = -1;
+    t.last_val = NAN;
     rc = train_setup_build(&t);
     RunEnd end = RUN_FAILED;
     if (!rc) {
+        int64_t tokens_before = t.st.tokens;
         WatchdogPhase outer = watchdog_enter("training", NULL);
         end = run_steps(&t);
         /* a run that failed still lets the save in flight finish */
@@ -534,17 +666,18 @@ int train_run(Config *cfg, MPI_Comm world, double started)
             end = RUN_FAILED;
         watchdog_leave(outer);
         outer = watchdog_enter("the sample and the end of the run", NULL);
-        if (end == RUN_DONE || end == RUN_EARLY_STOP)
+        int trained = t.step > t.first_step;
+        if ((end == RUN_DONE || end == RUN_EARLY_STOP) && trained)
             generate(&t);
         double rss = max_over_world(&t, (double)metrics_peak_rss());
         if (is_root(&t))
-            printf("done: %d steps; peak memory (RSS) %.1f MiB on the largest rank\n", t.step,
-                   rss / 1048576.0);
+            printf("done: %d step%s; peak memory (RSS) %.1f MiB on the largest rank\n", t.step,
+                   t.step == 1 ? "" : "s", rss / 1048576.0);
+        if (end != RUN_FAILED)
+            summarise(&t, tokens_before);
         watchdog_leave(outer);
     }
     train_setup_teardown(&t);
     watchdog_stop();
-    if (rc || end == RUN_FAILED)
-        return TRI_EXIT_ERROR;
-    return end == RUN_SIGNALLED ? TRI_EXIT_REQUEUE : TRI_EXIT_OK;
+    return rc ? TRI_EXIT_ERROR : exit_status(end);
 }

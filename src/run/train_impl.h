@@ -61,6 +61,16 @@ typedef struct {
     ops_timer dp_timer;       /* the step's DP reduction, on the device */
     Blend val_blend;          /* the validation datasets, known on every rank */
     double *val_part_loss;    /* of each, at the last evaluation */
+    /* for the end-of-run summary and the ETA (rank 0's figures) */
+    int first_step;           /* steps done when this run began */
+    double last_loss;         /* of the last step */
+    double last_val;          /* of the last evaluation; NaN if none */
+    int last_val_step;
+    double train_seconds;     /* in this run's steps */
+    double avg_step_s;        /* exponential average of the step time after warm-up */
+    int avg_steps;            /* steps in that average */
+    double eval_seconds;      /* the last evaluation's */
+    int saved_step;           /* the newest checkpoint this run wrote; -1 if none */
 } Trainer;
 
 static inline int is_root(const Trainer *t) { return t->grid.layout.rank == 0; }

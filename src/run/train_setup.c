@@ -32,6 +32,7 @@
 #include "ckpt_files.h"
 #include "ckpt_resume.h"
 #include "comm.h"
+#include "config_load.h"
 #include "data.h"
 #include "device.h"
 #include "fail.h"
@@ -42,6 +43,7 @@
 #include "init_from.h"
 #include "metrics.h"
 #include "model.h"
+#include "optim.h"
 #include "params_stage.h"
 #include "plan.h"
 #include "prof.h"
@@ -257,6 +259,44 @@ static void warn_data_changed(const Trainer *t, const char *path)
     free(stored);
 }
 
+/* The step at which a schedule's cosine reaches min_lr. */
+static int decay_end(const TrainConfig *tc)
+{
+    return tc->decay_steps > 0 ? tc->decay_steps : tc->steps;
+}
+
+/* A resume whose learning-rate schedule is not the checkpoint's (most
+ * often: [train] steps raised to train on) says so, with the next step's
+ * learning rate under each, instead of jumping in silence; with steps
+ * changed it names decay_steps, which keeps the decayed schedule. Rank 0;
+ * a stored config that cannot be read says nothing (the load verified the
+ * tensors, which is what the run needs). */
+static void say_schedule_change(const Trainer *t, const char *path)
+{
+    static Config old;
+    char why[1024];
+    FILE *err = fmemopen(why, sizeof why, "w");
+    int rc = ckpt_read_config(path, &old, err);
+    fclose(err);
+    if (rc)
+        return;
+    const TrainConfig *now = &t->cfg->train, *then = &old.train;
+    double lr_now = optim_lr(now, t->step), lr_then = optim_lr(then, t->step);
+    int end_now = decay_end(now), end_then = decay_end(then);
+    if (end_now == end_then && lr_now == lr_then)
+        return;
+    if (end_now != end_then)
+        printf("note: the cosine schedule now ends at step %d, the checkpoint's at step %d "
+               "([train] steps %d, was %d): step %d trains at lr %.3g (%.3g on the "
+               "checkpoint's schedule); to keep the checkpoint's schedule, set "
+               "[train] decay_steps = %d\n", end_now, end_then, now->steps, then->steps,
+               t->step + 1, lr_now, lr_then, end_then);
+    else
+        printf("note: the learning-rate schedule is not the checkpoint's ([train] lr, min_lr "
+               "or warmup changed): step %d trains at lr %.3g (%.3g on the checkpoint's "
+               "schedule)\n", t->step + 1, lr_now, lr_then);
+}
+
 /* Fresh weights from the counter-based RNG or [checkpoint] init_from, or
  * the checkpoint that [checkpoint] resume names, whatever layout wrote it
  * (ckpt_resume.h). */
@@ -279,11 +319,13 @@ static int init_or_resume(Trainer *t)
         t->scaler.good_steps = t->st.scale_good_steps;
         t->scaler.overflows = t->st.scale_overflows;
     }
-    if (is_root(t))
+    if (is_root(t)) {
         printf("resumed from %s: step %d, %lld tokens seen\n", path, t->step,
                (long long)t->st.tokens);
-    if (is_root(t) && t->data)
-        warn_data_changed(t, path);
+        say_schedule_change(t, path);
+        if (t->data)
+            warn_data_changed(t, path);
+    }
     return 0;
 }
 
@@ -394,8 +436,12 @@ int train_setup_build(Trainer *t)
     char msg[1024] = "";
     int rc = 0;
     if (is_root(t)) {
+        static char text[1 << 16];
+        config_to_ini(cfg, text, sizeof text);
+        MetricsRun run = {.config_text = text, .steps = cfg->train.steps,
+                          .resumed_step = t->step};
         FILE *err = fmemopen(msg, sizeof msg, "w");
-        rc = metrics_open(&t->metrics, cfg->log.metrics, t->step, err);
+        rc = metrics_open(&t->metrics, cfg->log.metrics, &run, err);
         fclose(err);
     }
     TRI_TRY(fail_report(t->grid.world, rc, msg));

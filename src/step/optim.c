@@ -13,7 +13,8 @@ double optim_lr(const TrainConfig *t, int step)
 {
     if (step < t->warmup)
         return t->lr * (double)(step + 1) / (double)t->warmup;
-    int decay_steps = t->steps - t->warmup;
+    int end = t->decay_steps > 0 ? t->decay_steps : t->steps;
+    int decay_steps = end - t->warmup;
     if (decay_steps <= 1)
         return t->lr;
     double progress = (double)(step - t->warmup) / (double)(decay_steps - 1);

@@ -10,7 +10,8 @@
 #include "zero.h"
 
 /* Learning rate for 0-based step s: linear warm-up from lr/warmup to lr over
- * `warmup` steps, then cosine decay to min_lr at the last step. Pure. */
+ * `warmup` steps, then cosine decay to min_lr at step decay_steps (0: the
+ * last step), min_lr after it. Pure. */
 double optim_lr(const TrainConfig *t, int step);
 
 /* Clamps every owned gradient to [-c, c] (c already multiplied by the loss

@@ -569,9 +569,10 @@ static int run(Job *j, const Grid *g)
     TRI_TRY(indexed_write(g, j->args->output, j->dtype, &part, j->args->force));
     double secs = timer_now() - j->started;
     if (j->rank == 0) {
-        printf("tokenize: wrote %s.bin and %s.idx: %lld documents, %lld tokens (%s, vocabulary %d, end of document %d), "
+        printf("tokenize: wrote %s.bin and %s.idx: %lld document%s, %lld token%s (%s, vocabulary %d, end of document %d), "
                "%.1f MB of input in %.1f s (%.2f MB/s, %.0f tokens/s on %d rank%s)",
-               j->args->output, j->args->output, (long long)sums[0], (long long)sums[1],
+               j->args->output, j->args->output, (long long)sums[0], sums[0] == 1 ? "" : "s",
+               (long long)sums[1], sums[1] == 1 ? "" : "s",
                j->dtype == INDEXED_UINT16 ? "uint16" : "int32", bpe_vocab_size(j->bpe), j->eod,
                (double)j->total_bytes / 1e6, secs, (double)j->total_bytes / 1e6 / secs, (double)sums[1] / secs,
                j->size, j->size == 1 ? "" : "s");
