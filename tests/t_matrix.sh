@@ -153,11 +153,11 @@ intact_dirs="$WORK/good"
 # ---- config ------------------------------------------------------------
 ini M01 "bad.ini:2: syntax error in \"n_layer 2\" (expected key = value" \
     "config: a line that is not key = value" '[model]\nn_layer 2\n'
-ini M02 "bad.ini:1: \[modle\]: unknown section (known: model, parallel" \
+ini M02 "bad.ini:1: \[modle\]: unknown section (did you mean \[model\]? known: model, parallel" \
     "config: unknown section" '[modle]\nn_layer = 2\n'
 ini M03 "bad.ini:2: \[model\] n_layers: unknown key in \[model\] (did you mean n_layer?)" \
     "config: unknown key in the file, a typo" '[model]\nn_layers = 2\n'
-train M04 1 "\-\-set: \[train\] batch_size: unknown key in \[train\] (known: micro_batch" \
+train M04 1 "\-\-set: \[train\] batch_size: unknown key in \[train\] (did you mean micro_batch?)" \
     "config: unknown key through --set" --set train.batch_size=8
 ini M05 "bad.ini:3: \[model\] n_layer = 3: set twice (first on line 2)" \
     "config: a key given twice" '[model]\nn_layer = 2\nn_layer = 3\n'
