@@ -35,6 +35,10 @@
 # timeout (default 20 s).
 . "${TRI_SRCDIR:-.}/tests/lib.sh"
 np=${1:-2}
+case "$np" in
+2 | 4) ;;
+*) echo "Bail out! t_gpu_comm.sh has layouts for 2 and 4 ranks, not $np"; exit 1 ;;
+esac
 cfg="$WORK/c.ini"
 write_config "$cfg"
 steps=12
