@@ -116,7 +116,9 @@ print("%d.%d.%d loaded from %s" % (v.value // 10000, v.value // 100 % 100, v.val
 }
 
 # NCCL between ranks sharing the one GPU: 2 ranks, then 4 with few CTAs
-# per collective (NCCL documents more than two ranks per GPU only so)
+# per collective (NCCL documents more than two ranks per GPU only so).
+# At most 4 + 2 minutes, so that with the other sections (about 2 minutes
+# on 2026-11-27) the script stays within the ~8 one device call allows
 section_comm() {
     if [ -z "$nccl_dir" ]; then
         note "comm: SKIPPED: the bundle has no NCCL (bench/build_nccl.sh, then GPU_NCCL=DIR bench/gpu_bundle.sh)"
@@ -127,7 +129,7 @@ section_comm() {
         [ "$np" -eq 4 ] && ctas=NCCL_MAX_CTAS=${GPU_NCCL_MAX_CTAS:-2}
         mkdir -p "$LOGS/nccl-np$np"
         # shellcheck disable=SC2086  # ctas is empty or one assignment
-        limited $((np == 2 ? 270 : 150)) env srcdir=. TRI_TEST_TIMEOUT=$((np == 2 ? 260 : 140)) \
+        limited $((np == 2 ? 240 : 120)) env srcdir=. TRI_TEST_TIMEOUT=$((np == 2 ? 230 : 110)) \
             NCCL_MULTI_RANK_GPU_ENABLE=1 TRIDENT_TEST_SHARE_GPU=1 NCCL_DEBUG=WARN \
             NCCL_DEBUG_FILE="$LOGS/nccl-np$np/%h.%p.log" $ctas \
             sh tests/mpitap.sh "tests/t_gpu_comm.np$np.tap" > "$LOGS/t_gpu_comm.np$np.log" 2>&1
