@@ -40,8 +40,9 @@ if [ $# -ne 2 ]; then
     exit 2
 fi
 src=$(cd "$1" && pwd)
-mkdir -p "$2"
-cache=$(cd "$2" && pwd)
+# the cache's absolute path before it exists, so that a refused one is
+# not made
+cache=$(realpath -m "$2")
 repo=$(cd "$(dirname "$0")/.." && pwd)
 case "$cache/" in
 "$repo"/*)
@@ -65,6 +66,7 @@ if [ "$major" -lt 2 ] || { [ "$major" -eq 2 ] && [ "$minor" -lt 30 ]; }; then
     exit 2
 fi
 
+mkdir -p "$cache"
 only_funcs='(AllGather * *|Broadcast * *|SendRecv|(AllReduce|Reduce|ReduceScatter) (Sum|MinMax) (f32|bf16|f16|i32|f64) * *)'
 echo "== building NCCL $version from $src into $cache/build (sm_90, ONLY_FUNCS='$only_funcs')"
 started=$(date +%s)

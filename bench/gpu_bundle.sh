@@ -30,6 +30,11 @@ here=$(cd "$(dirname "$0")" && pwd)
 root=$(cd "$here/.." && pwd)
 out=${1:-$root/.gpu}
 arch=${GPU_ARCH:-90}
+# NCCL from bench/build_nccl.sh, checked before the long build
+for f in libnccl.so.2 VERSION; do
+    [ -z "${GPU_NCCL:-}" ] || [ -f "$GPU_NCCL/$f" ] ||
+        { echo "gpu_bundle.sh: GPU_NCCL=$GPU_NCCL has no $f; run bench/build_nccl.sh first" >&2; exit 1; }
+done
 # the build and the tree being packed, removed on exit: src/ (the checkout's
 # tracked files, built there) and pack/ (what the bundle holds)
 staging=$(mktemp -d "${TMPDIR:-/tmp}/trident-gpu.XXXXXX")
@@ -141,9 +146,6 @@ ln -sf orterun "$staging/pack/root/usr/bin/mpiexec"
 # xz-compressed, the library with it
 nccl_dirs=""
 if [ -n "${GPU_NCCL:-}" ]; then
-    for f in libnccl.so.2 VERSION; do
-        [ -f "$GPU_NCCL/$f" ] || { echo "gpu_bundle.sh: GPU_NCCL=$GPU_NCCL has no $f; run bench/build_nccl.sh first" >&2; exit 1; }
-    done
     mkdir -p "$staging/pack/nccl"
     cp "$GPU_NCCL/libnccl.so.2" "$GPU_NCCL/VERSION" "$staging/pack/nccl/"
     nccl_dirs=nccl
