@@ -67,6 +67,19 @@ if [ "$major" -lt 2 ] || { [ "$major" -eq 2 ] && [ "$minor" -lt 30 ]; }; then
 fi
 
 mkdir -p "$cache"
+cuda_home=${CUDA_HOME:-/usr/local/cuda}
+# Some CUDA toolkits (13.0 here) carry NCCL's headers in their include
+# folder, which NCCL's makefiles put on the host compiler's path before
+# the tree's own, so another version's headers shadow the tree's (seen:
+# NCCL_GIN_MAX_CONNECTIONS undeclared in sym_kernels_host.cc). The build
+# sees the toolkit's headers through a folder of links without NCCL's.
+cuda_inc=$cache/cuda-include
+rm -rf "$cuda_inc"
+mkdir -p "$cuda_inc"
+for f in "$cuda_home"/include/*; do
+    case "$(basename "$f")" in nccl*) continue ;; esac
+    ln -s "$f" "$cuda_inc/"
+done
 only_funcs='(AllGather * *|Broadcast * *|SendRecv|(AllReduce|Reduce|ReduceScatter) (Sum|MinMax) (f32|bf16|f16|i32|f64) * *)'
 echo "== building NCCL $version from $src into $cache/build (sm_90, ONLY_FUNCS='$only_funcs')"
 started=$(date +%s)
@@ -75,7 +88,7 @@ log=$cache/build.log
 # otherwise; src.build is the library alone (no packages, no nccl4py).
 if ! nice -n 19 make -C "$src" -j"${NCCL_JOBS:-2}" src.build \
     BUILDDIR="$cache/build" \
-    CUDA_HOME="${CUDA_HOME:-/usr/local/cuda}" \
+    CUDA_HOME="$cuda_home" CUDA_INC="$cuda_inc" \
     NVCC_GENCODE="-gencode=arch=compute_90,code=sm_90" \
     NVCC_GENCODE_LDMC_FP8= \
     ONLY_FUNCS="$only_funcs" >"$log" 2>&1; then
