@@ -3,6 +3,8 @@
 # run trident's GPU checks (bench/gpu_check.sh), built here:
 #
 #   bench/gpu_bundle.sh [OUT_DIR]          (default: .gpu in the checkout)
+#   GPU_NCCL=CACHE_DIR bench/gpu_bundle.sh  with NCCL 2.30 from
+#                                           bench/build_nccl.sh's CACHE_DIR
 #
 # OUT_DIR/bundle.tar.xz then holds
 #   build/   trident and the GPU test programs, compiled here for Hopper
@@ -12,8 +14,12 @@
 #            programs, plug-ins and help files, copied from this machine's
 #            Debian packages with their paths (root/usr/lib/...), so that
 #            OPAL_PREFIX=root/usr relocates Open MPI as a whole.
-# CUDA's libraries (cudart, cuBLAS, NCCL) are not packed: the GPU machine
-# has them (PyTorch's wheels), and gpu_check.sh finds them there.
+#   nccl/    with GPU_NCCL: libnccl.so.2 (stripped) and VERSION, the NCCL
+#            that bench/build_nccl.sh built for sm_90, which gpu_check.sh
+#            puts first on the library path (NCCL 2.30 runs several ranks
+#            on one GPU; the GPU machine's wheels carry 2.28).
+# CUDA's libraries (cudart, cuBLAS, NCCL) are not packed otherwise: the GPU
+# machine has them (PyTorch's wheels), and gpu_check.sh finds them there.
 #
 # The machines this was written for lend a GPU through a tool that copies
 # the checkout and at most 64 MiB of ignored files (.gpu is git-ignored),
@@ -24,6 +30,11 @@ here=$(cd "$(dirname "$0")" && pwd)
 root=$(cd "$here/.." && pwd)
 out=${1:-$root/.gpu}
 arch=${GPU_ARCH:-90}
+# NCCL from bench/build_nccl.sh, checked before the long build
+for f in libnccl.so.2 VERSION; do
+    [ -z "${GPU_NCCL:-}" ] || [ -f "$GPU_NCCL/$f" ] ||
+        { echo "gpu_bundle.sh: GPU_NCCL=$GPU_NCCL has no $f; run bench/build_nccl.sh first" >&2; exit 1; }
+done
 # the build and the tree being packed, removed on exit: src/ (the checkout's
 # tracked files, built there) and pack/ (what the bundle holds)
 staging=$(mktemp -d "${TMPDIR:-/tmp}/trident-gpu.XXXXXX")
@@ -131,10 +142,22 @@ fi
 # /etc), which do not travel: name them here
 ln -sf orterun "$staging/pack/root/usr/bin/mpirun"
 ln -sf orterun "$staging/pack/root/usr/bin/mpiexec"
+# NCCL 2.30, when built (bench/build_nccl.sh): the whole bundle is
+# xz-compressed, the library with it
+nccl_dirs=""
+if [ -n "${GPU_NCCL:-}" ]; then
+    mkdir -p "$staging/pack/nccl"
+    cp "$GPU_NCCL/libnccl.so.2" "$GPU_NCCL/VERSION" "$staging/pack/nccl/"
+    nccl_dirs=nccl
+    echo "== packed NCCL $(cat "$GPU_NCCL/VERSION") from $GPU_NCCL"
+else
+    echo "== no NCCL packed (GPU_NCCL unset): gpu_check.sh's comm section will skip"
+fi
 git -C "$root" rev-parse HEAD > "$staging/pack/build/commit"
 (cd "$root" && git status --short) > "$staging/pack/build/changes"
 
-tar -C "$staging/pack" -cJf "$out/bundle.tar.xz" build root
+# shellcheck disable=SC2086  # nccl_dirs is empty or one name
+tar -C "$staging/pack" -cJf "$out/bundle.tar.xz" build root $nccl_dirs
 size=$(wc -c < "$out/bundle.tar.xz")
 echo "== $out/bundle.tar.xz: $((size / 1048576)) MiB (the device tool carries 64 MiB in all)"
 [ "$size" -lt $((60 * 1048576)) ] || { echo "gpu_bundle.sh: bundle too large" >&2; exit 1; }

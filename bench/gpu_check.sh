@@ -4,8 +4,16 @@
 # HDF5, from the bundle bench/gpu_bundle.sh built elsewhere:
 #
 #   bench/gpu_check.sh [SECTIONS]     SECTIONS: any of
-#     env      the GPU (nvidia-smi), the libraries trident resolves, and
-#              an MPI hello over 1 rank from the bundle's Open MPI
+#     env      the GPU (nvidia-smi), the libraries trident resolves, the
+#              NCCL version they load, and an MPI hello over 1 rank from
+#              the bundle's Open MPI
+#     comm     NCCL between ranks on the one GPU (issue 35), with the
+#              bundle's NCCL 2.30 (bench/build_nccl.sh; skipped without
+#              it): tests/t_gpu_comm.sh on 2 ranks sharing the GPU
+#              (NCCL_MULTI_RANK_GPU_ENABLE=1 and trident's test-only
+#              TRIDENT_TEST_SHARE_GPU=1), then, if that passed, on 4 with
+#              NCCL_MAX_CTAS=2 (GPU_NCCL_MAX_CTAS); NCCL_DEBUG=WARN logs
+#              per rank in logs.tgz. About 3 minutes (a guess: not yet run)
 #     tests    the GPU tests: t_ops_cuda, t_gpu (GPT-2 and Llama, 20 steps
 #              against the CPU), t_offload, t_gpu_wait, each log in logs.tgz
 #     gpt2     GPT-2 small (12 x 768, 12 heads, T 1024, vocabulary 50304,
@@ -18,7 +26,8 @@
 #              stays linear in T
 #     pytorch  the same model in PyTorch on the same GPU (bf16 autocast,
 #              eager and torch.compile; bench/pytorch_gpt2.py)
-#   (default: all of them, in that order)
+#   (default: all of them, in that order: the most telling first, so a
+#   call cut short keeps them)
 #
 # Run it from the checkout's root with the bundle at .gpu/bundle.tar.xz
 # (GPU_BUNDLE names another). Each step runs under a time limit, so one
@@ -32,7 +41,7 @@ root=$(cd "$(dirname "$0")/.." && pwd)
 cd "$root" || exit 1
 bundle=${GPU_BUNDLE:-$root/.gpu/bundle.tar.xz}
 OUT=${OUT:-$root/gpu-out}
-SECTIONS=${1:-"env tests gpt2 profile long pytorch"}
+SECTIONS=${1:-"env comm tests gpt2 profile long pytorch"}
 STEPS=${GPU_STEPS:-20}
 LOGS=${TMPDIR:-/tmp}/trident-gpu-logs
 rm -rf "$LOGS"
@@ -76,7 +85,10 @@ for base in sys.path:
             if d not in dirs:
                 dirs.append(d)
 print(":".join(dirs))' 2>/dev/null)
-export LD_LIBRARY_PATH="$lib:$lib/openmpi/lib:${cuda_dirs:+$cuda_dirs:}/usr/local/cuda/lib64:${LD_LIBRARY_PATH:-}"
+# NCCL 2.30 from the bundle, when packed, before the wheels' 2.28
+nccl_dir=""
+[ -f "$b/nccl/libnccl.so.2" ] && nccl_dir=$b/nccl
+export LD_LIBRARY_PATH="${nccl_dir:+$nccl_dir:}$lib:$lib/openmpi/lib:${cuda_dirs:+$cuda_dirs:}/usr/local/cuda/lib64:${LD_LIBRARY_PATH:-}"
 export OMPI_ALLOW_RUN_AS_ROOT=1 OMPI_ALLOW_RUN_AS_ROOT_CONFIRM=1
 note "bundle: commit $(cat "$b/build/commit"), $(wc -l < "$b/build/changes") uncommitted changes"
 
@@ -89,9 +101,46 @@ section_env() {
     else
         note "ldd: every library found ($(grep -c cuda "$LOGS/ldd.txt") from CUDA's wheels or toolkit)"
     fi
+    # the NCCL the library path gives (trident's own line, "nccl: ...
+    # loaded", is in the comm section's logs)
+    note "nccl: $(python3 -c '
+import ctypes
+lib = ctypes.CDLL("libnccl.so.2")
+v = ctypes.c_int()
+lib.ncclGetVersion(ctypes.byref(v))
+path = [l.split()[-1] for l in open("/proc/self/maps") if "libnccl" in l][0]
+print("%d.%d.%d loaded from %s" % (v.value // 10000, v.value // 100 % 100, v.value % 100, path))' 2>&1 | tail -n 1)"
     ./trident --version > "$LOGS/version.txt" 2>&1
     limited 60 mpirun -n 1 ./trident --version > "$LOGS/mpirun.txt" 2>&1
     note "mpirun -n 1 trident --version: exit $? ($(head -n 1 "$LOGS/mpirun.txt"))"
+}
+
+# NCCL between ranks sharing the one GPU: 2 ranks, then 4 with few CTAs
+# per collective (NCCL documents more than two ranks per GPU only so).
+# At most 4 + 2 minutes, so that with the other sections (about 2 minutes
+# on 2026-11-27) the script stays within the ~8 one device call allows
+section_comm() {
+    if [ -z "$nccl_dir" ]; then
+        note "comm: SKIPPED: the bundle has no NCCL (bench/build_nccl.sh, then GPU_NCCL=DIR bench/gpu_bundle.sh)"
+        return
+    fi
+    for np in 2 4; do
+        ctas=""
+        [ "$np" -eq 4 ] && ctas=NCCL_MAX_CTAS=${GPU_NCCL_MAX_CTAS:-2}
+        mkdir -p "$LOGS/nccl-np$np"
+        # shellcheck disable=SC2086  # ctas is empty or one assignment
+        limited $((np == 2 ? 240 : 120)) env srcdir=. TRI_TEST_TIMEOUT=$((np == 2 ? 230 : 110)) \
+            NCCL_MULTI_RANK_GPU_ENABLE=1 TRIDENT_TEST_SHARE_GPU=1 NCCL_DEBUG=WARN \
+            NCCL_DEBUG_FILE="$LOGS/nccl-np$np/%h.%p.log" $ctas \
+            sh tests/mpitap.sh "tests/t_gpu_comm.np$np.tap" > "$LOGS/t_gpu_comm.np$np.log" 2>&1
+        rc=$?
+        log=$LOGS/t_gpu_comm.np$np.log
+        note "t_gpu_comm np $np${ctas:+ $ctas}: exit $rc, $(grep -c '^ok' "$log") ok, $(grep -c '^not ok' "$log") not ok$(grep -m1 'SKIP' "$log" | sed 's/^/, /')"
+        grep -m 1 '^# nccl:' "$log" | sed 's/^# /    /' | tee -a "$summary"
+        grep '^ok\|^not ok' "$log" | sed 's/^/    /' | tee -a "$summary"
+        grep -h 'WARN' "$LOGS/nccl-np$np"/*.log 2>/dev/null | head -n 5 | sed 's/^/    NCCL: /' | tee -a "$summary"
+        [ "$rc" -eq 0 ] || break
+    done
 }
 
 section_tests() {
@@ -163,7 +212,7 @@ section_gpt2() {
         note "trident gpt2 $dtype: exit $rc, $(mean_after_warmup "$m" tokens_per_s) tokens/s," \
              "mfu $(mean_after_warmup "$m" mfu), of GEMM peak $(mean_after_warmup "$m" of_gemm_peak)," \
              "step $(mean_after_warmup "$m" step_ms) ms, GPU memory ${mem:-?} MiB"
-        grep -E '^(hardware|gemm|device|attention):' "$LOGS/gpt2-$dtype.out" | sed 's/^/    /' | tee -a "$summary"
+        grep -E '^(hardware|gemm|device|attention|nccl):' "$LOGS/gpt2-$dtype.out" | sed 's/^/    /' | tee -a "$summary"
         [ "$rc" -eq 0 ] || tail -n 5 "$LOGS/gpt2-$dtype.out" | sed 's/^/    /' | tee -a "$summary"
     done
 }

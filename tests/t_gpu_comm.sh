@@ -1,46 +1,78 @@
 #!/bin/sh
-# t_gpu_comm.sh - NCCL's paths on two GPUs (src/parallel/comm_nccl.c), end to end:
-# the small test model trained 12 steps on two GPUs gives the per-step
+# t_gpu_comm.sh - NCCL's paths between GPUs (src/parallel/comm_nccl.c), end
+# to end: the small test model trained 12 steps on GPUs gives the per-step
 # losses of the same layout on the CPU, within 1e-4 relative (fp32; as
-# t_gpu.sh, reassociation compounded over the Adam steps), with
+# t_gpu.sh, reassociation compounded over the Adam steps).
+# On 2 ranks (tests/t_gpu_comm.np2.tap):
 #  - dp 2 and the DP reduction overlapped with the backward (zero 0: an
 #    all-reduce per tensor; zero 1: a reduce-scatter per tensor, in place),
 #    each bucket on the DP stream while the backward computes;
 #  - pp 2 under each schedule (1f1b, gpipe, zb1, interleaved with two
 #    chunks, whose ring closes), the messages device to device over the
-#    four links, each a FIFO on its own stream.
-# A hang in any of them (links matched out of order, a cycle in their
-# set-up) ends at [fault] timeout with exit 76, which fails the check.
+#    four links, each a FIFO on its own stream;
+#  - tp 2 with sequence parallelism (the TP all-gathers and
+#    reduce-scatters), and a Llama model whose one key/value head is
+#    replicated over tp 2 (its kv communicator);
+#  - the faults: one rank stopped (kill -STOP) mid-run, and one killed
+#    (kill -9) in another run; nothing may hang: the job must end within
+#    [fault] timeout plus a minute. The stop must end it with exit 76
+#    and a message naming the wait and the NCCL operation (with its pp
+#    peer); the kill, with the same, or with a peer failure that NCCL
+#    reported (exit 1, the operation named), or with Open MPI's own end
+#    of the job, which names the killed rank (mpiexec stops a job whose
+#    rank died of a signal, often before NCCL notices).
+# On 4 ranks (tests/t_gpu_comm.np4.tap, not in make check's list; run by
+# bench/gpu_check.sh): two-level DP (node_size 2: the dp_node and
+# dp_cross communicators), tp 2 x dp 2 with sequence parallelism, and the
+# Llama model on tp 2 x pp 2.
+# A hang in any training run (links matched out of order, a cycle in
+# their set-up) ends at [fault] timeout with exit 76, which fails it.
 #
-# Without a CUDA build, or without two GPUs on the node, it prints
-# `1..0 # SKIP` and why.
+# Without a CUDA build, or with fewer GPUs than ranks on the node (unless
+# TRIDENT_TEST_SHARE_GPU=1, the test-only escape, with NCCL 2.30's
+# NCCL_MULTI_RANK_GPU_ENABLE=1, puts them on one GPU), it prints
+# `1..0 # SKIP` and why. TRI_GPU_FAULT_TIMEOUT sets the faults' [fault]
+# timeout (default 20 s).
 . "${TRI_SRCDIR:-.}/tests/lib.sh"
+np=${1:-2}
+case "$np" in
+2 | 4) ;;
+*) echo "Bail out! t_gpu_comm.sh has layouts for 2 and 4 ranks, not $np"; exit 1 ;;
+esac
 cfg="$WORK/c.ini"
 write_config "$cfg"
 steps=12
+fault_timeout=${TRI_GPU_FAULT_TIMEOUT:-20}
+llama="--set model.arch=llama --set model.n_kv_head=1 --set model.ffn_dim=48 --set model.tie_embeddings=false"
 
-# train NAME DEVICE SETTINGS...: a 2-rank run; metrics to $WORK/NAME.jsonl
+# train NAME DEVICE SETTINGS...: an $np-rank run; metrics to $WORK/NAME.jsonl
 # (shell variables are global: train's are run_*, same's case_*)
 train() {
     run_name=$1
     run_device=$2
     shift 2
-    run 2 train --config "$cfg" --set parallel.device="$run_device" --set train.steps=$steps \
+    run "$np" train --config "$cfg" --set parallel.device="$run_device" --set train.steps=$steps \
         --set fault.timeout=120 --set log.metrics="$WORK/$run_name.jsonl" "$@"
     cp "$WORK/out" "$WORK/$run_name.out"
 }
 
-train probe cuda --set parallel.dp=2 --set parallel.zero=1 --set parallel.overlap=true
+if [ "$np" -eq 4 ]; then
+    train probe cuda --set parallel.dp=4 --set parallel.node_size=2 --set parallel.zero=1 \
+        --set parallel.overlap=true
+else
+    train probe cuda --set parallel.dp=2 --set parallel.zero=1 --set parallel.overlap=true
+fi
 skip_without_gpu
 if [ "$rc" -ne 0 ] && grep -q -e "visible GPUs" -e "the same GPU" "$WORK/out"; then
-    echo "1..0 # SKIP fewer than two GPUs on this node"
+    echo "1..0 # SKIP fewer than $np GPUs on this node (TRIDENT_TEST_SHARE_GPU=1 and NCCL_MULTI_RANK_GPU_ENABLE=1 share one)"
     exit 0
 fi
-plan 6
+if [ "$np" -eq 4 ]; then plan 3; else plan 10; fi
+grep '^nccl:' "$WORK/probe.out" | sed 's/^/# /'
 
 losses() { sed -n 's/.*"loss":\([^,}]*\).*/\1/p' "$1"; }
 
-# same NAME WHAT SETTINGS...: NAME on two GPUs and on the CPU, per-step
+# same NAME WHAT SETTINGS...: NAME on GPUs and on the CPU, per-step
 # losses within 1e-4 (the GPU run may be the probe, already made)
 same() {
     case_name=$1
@@ -54,14 +86,92 @@ same() {
     losses "$WORK/$case_name.cpu.jsonl" > "$WORK/$case_name.cpu.loss"
     worst=$(max_rel "$WORK/$case_name.cpu.loss" "$WORK/$case_name.loss" $steps)
     awk -v w="$worst" -v g="$gpu_rc" 'BEGIN { exit !(g == 0 && w != "missing" && w + 0 <= 1e-4) }'
-    ok $? "$case_what: on two GPUs (exit $gpu_rc) the CPU's $steps losses (max rel $worst, tol 1e-4)"
+    ok $? "$case_what: on $np GPU ranks (exit $gpu_rc) the CPU's $steps losses (max rel $worst, tol 1e-4)"
 }
 
+# fault NAME SIGNAL SETTINGS...: a long GPU run whose last rank gets
+# SIGNAL once a step is logged; sets rc (124: still running at
+# [fault] timeout + 60 s, then killed) and took (seconds from the signal)
+fault() {
+    f_name=$1
+    f_sig=$2
+    shift 2
+    # shellcheck disable=SC2086  # TRI_MPIEXEC is a command line
+    $TRI_MPIEXEC -n "$np" "$TRIDENT" train --config "$cfg" --set parallel.device=cuda \
+        --set train.steps=100000 --set fault.timeout="$fault_timeout" "$@" > "$WORK/$f_name.out" 2>&1 &
+    f_mp=$!
+    i=0   # start-up: CUDA and NCCL, 3 x [fault] timeout at most
+    until grep -q '^step  *[0-9]' "$WORK/$f_name.out" || ! kill -0 "$f_mp" 2>/dev/null ||
+        [ $i -gt $((30 * fault_timeout)) ]; do
+        sleep 0.1
+        i=$((i + 1))
+    done
+    victim=$(pgrep -P "$f_mp" | tail -n 1)
+    t0=$(date +%s)
+    [ -n "$victim" ] && kill "-$f_sig" "$victim" 2>/dev/null
+    while kill -0 "$f_mp" 2>/dev/null && [ $(($(date +%s) - t0)) -lt $((fault_timeout + 60)) ]; do
+        sleep 0.5
+    done
+    took=$(($(date +%s) - t0))
+    if kill -0 "$f_mp" 2>/dev/null; then
+        # shellcheck disable=SC2046  # a list of pids
+        kill -KILL $(pgrep -P "$f_mp") "$f_mp" 2>/dev/null
+        wait "$f_mp"
+        rc=124
+    else
+        wait "$f_mp"
+        rc=$?
+    fi
+    [ -n "$victim" ] && kill -CONT "$victim" 2>/dev/null && kill -KILL "$victim" 2>/dev/null
+    [ -n "$victim" ] || rc=125   # never reached a step: nothing was signalled
+}
+
+if [ "$np" -eq 4 ]; then
+    same probe "dp 4 over two pretended nodes (node_size 2: dp_node, dp_cross), zero 1, overlapped" \
+        --set parallel.dp=4 --set parallel.node_size=2 --set parallel.zero=1 --set parallel.overlap=true
+    same tp_dp_sp "tp 2 x dp 2, sequence parallel" \
+        --set parallel.tp=2 --set parallel.dp=2 --set parallel.sequence_parallel=1
+    # shellcheck disable=SC2086  # a list of settings
+    same llama_tp_pp "Llama, its key/value head replicated over tp 2, x pp 2" \
+        $llama --set parallel.tp=2 --set parallel.pp=2 --set train.grad_accum=4
+    done_testing
+fi
+
+# the most telling first: a run cut short by a time limit keeps them
 same probe "dp 2, zero 1, DP reduce-scatters overlapped" \
     --set parallel.dp=2 --set parallel.zero=1 --set parallel.overlap=true
+same pp_1f1b "pp 2, 1f1b, messages over the links" \
+    --set parallel.pp=2 --set parallel.schedule=1f1b --set train.grad_accum=4
+same tp_sp "tp 2, sequence parallel (TP all-gathers and reduce-scatters)" \
+    --set parallel.tp=2 --set parallel.sequence_parallel=1
+# shellcheck disable=SC2086  # a list of settings
+same llama_tp "Llama, its one key/value head replicated over tp 2 (the kv communicator)" \
+    $llama --set parallel.tp=2
+
+fault stop STOP --set parallel.pp=2 --set train.grad_accum=4
+said=$(grep -m 1 "trident: \(waited [0-9]* s for the GPU (.*the latest operation queued: NCCL \|watchdog: no progress for [0-9.]* s: waiting in .*GPU\)" "$WORK/stop.out")
+[ "$rc" -eq 76 ] && [ -n "$said" ]
+ok $? "pp 2, one rank stopped (kill -STOP): exit 76 in ${took}s (limit $((fault_timeout + 60))), naming the wait and the NCCL operation (exit $rc)" ||
+    sed 's/^/#   /' "$WORK/stop.out" | grep -v '^#   [a-z_0-9]* = ' | tail -n 12
+diag "${said:-no message}"
+
+fault kill KILL --set parallel.dp=2 --set parallel.overlap=true
+if [ "$rc" -eq 76 ] && grep -q "trident: waited [0-9]* s for the GPU (.*NCCL\|watchdog: no progress" "$WORK/kill.out"; then
+    how="the wait's timeout"
+elif [ "$rc" -eq 1 ] && grep -q "trident: NCCL [a-z -]* of [0-9]* elements on [a-z_]*: a peer failed" "$WORK/kill.out"; then
+    how="NCCL's peer failure"
+elif [ "$rc" -ne 124 ] && [ "$rc" -ne 125 ] && grep -q "rank [0-9]* .*signal 9" "$WORK/kill.out"; then
+    how="mpiexec, naming the killed rank"
+else
+    how=""
+fi
+[ -n "$how" ]
+ok $? "dp 2, one rank killed (kill -9): the job ended in ${took}s (limit $((fault_timeout + 60))) through ${how:-nothing recognised} (exit $rc)" ||
+    sed 's/^/#   /' "$WORK/kill.out" | grep -v '^#   [a-z_0-9]* = ' | tail -n 12
+
 same dp0 "dp 2, zero 0, DP all-reduces overlapped" \
     --set parallel.dp=2 --set parallel.zero=0 --set parallel.overlap=true
-for schedule in 1f1b gpipe zb1; do
+for schedule in gpipe zb1; do
     same "pp_$schedule" "pp 2, $schedule, messages over the links" \
         --set parallel.pp=2 --set parallel.schedule=$schedule --set train.grad_accum=4
 done

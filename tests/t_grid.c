@@ -5,12 +5,14 @@
  */
 #include <mpi.h>
 #include <stdio.h>
+#include <stdlib.h>
 #include <string.h>
 
 #include "config.h"
 #include "config_load.h"
 #include "device.h"
 #include "grid.h"
+#include "nccl_env.h"
 #include "tap.h"
 
 static int check_layout(int dp, int pp, int tp, int node_size)
@@ -178,11 +180,68 @@ static int shared_gpus_found(void)
     return distinct && dup == 3 && first == 1 && d2 == 2 && f2 == 0;
 }
 
+/* TRIDENT_TEST_SHARE_GPU: 1 lets ranks share a GPU; unset, empty and 0
+ * do not; any other value is refused, naming the variable. */
+static int share_gpu_values(void)
+{
+    const char *off[] = {NULL, "", "0"}, *bad[] = {"yes", "true", "2", "1 ", " 1", "01"};
+    char err[256];
+    int share = -1, ok = !device_share_gpu_parse("1", &share, err, sizeof err) && share == 1;
+    for (size_t i = 0; i < sizeof off / sizeof *off; i++)
+        ok &= !device_share_gpu_parse(off[i], &share, err, sizeof err) && share == 0;
+    for (size_t i = 0; i < sizeof bad / sizeof *bad; i++) {
+        err[0] = '\0';
+        int refused = device_share_gpu_parse(bad[i], &share, err, sizeof err) == 1 &&
+                      share == 0 && strstr(err, "TRIDENT_TEST_SHARE_GPU=") &&
+                      strstr(err, bad[i]);
+        if (!refused)
+            tap_diag("TRIDENT_TEST_SHARE_GPU='%s' not refused (%s)", bad[i], err);
+        ok &= refused;
+    }
+    return ok;
+}
+
+/* nccl_env_print's line, as rank 0 prints it at start-up, into want. */
+static int start_up_line_is(int order_set, const char *want)
+{
+    FILE *f = tmpfile();
+    char line[256] = "";
+    if (!f)
+        return 0;
+    nccl_env_print(f, 23007, 22809, order_set);
+    rewind(f);
+    int ok = fgets(line, sizeof line, f) && !strcmp(line, want);
+    if (!ok)
+        tap_diag("start-up line '%s', want '%s'", line, want);
+    fclose(f);
+    return ok;
+}
+
+/* NCCL_LAUNCH_ORDER_IMPLICIT: 1 when unset, the user's value otherwise,
+ * and the start-up line says which */
+static int launch_order_default(void)
+{
+    unsetenv("NCCL_LAUNCH_ORDER_IMPLICIT");
+    int set = nccl_env_defaults();
+    const char *v = getenv("NCCL_LAUNCH_ORDER_IMPLICIT");
+    int ok = set == 1 && v && !strcmp(v, "1") &&
+             start_up_line_is(set, "nccl: 2.30.7 loaded (built against 2.28.9); "
+                              "NCCL_LAUNCH_ORDER_IMPLICIT=1 (trident's default)\n");
+    setenv("NCCL_LAUNCH_ORDER_IMPLICIT", "0", 1);
+    set = nccl_env_defaults();
+    v = getenv("NCCL_LAUNCH_ORDER_IMPLICIT");
+    ok &= set == 0 && v && !strcmp(v, "0") &&
+          start_up_line_is(set, "nccl: 2.30.7 loaded (built against 2.28.9); "
+                           "NCCL_LAUNCH_ORDER_IMPLICIT=0 (yours)\n");
+    unsetenv("NCCL_LAUNCH_ORDER_IMPLICIT");
+    return ok;
+}
+
 int main(int argc, char **argv)
 {
     tap_init(&argc, &argv);
     int n = tap_size();
-    tap_plan(14);
+    tap_plan(16);
     int ok = 1, count = 0;
     for (int tp = 1; tp <= n; tp *= 2)
         for (int pp = 1; pp * tp <= n; pp *= 2)
@@ -215,5 +274,7 @@ int main(int argc, char **argv)
     tap_ok(counted_nodes_are_listed(), "node_size's nodes counted (layout_dp_spot, layout_dp_places) as listed");
     tap_ok(host_stays_real(), "node_size pretends nodes, but the GPU choice sees the machine");
     tap_ok(shared_gpus_found(), "two ranks holding one GPU UUID are found, distinct UUIDs pass");
+    tap_ok(share_gpu_values(), "TRIDENT_TEST_SHARE_GPU: 1 shares, unset/empty/0 do not, other values are refused");
+    tap_ok(launch_order_default(), "NCCL_LAUNCH_ORDER_IMPLICIT: set to 1 when unset, a user's 0 stays; the nccl: line says which");
     return tap_done();
 }

@@ -35,6 +35,7 @@
 #include "comm_link.h"
 #include "fail.h"
 #include "gpu_wait.h"
+#include "nccl_env.h"
 #include "cuda/cuda.h"
 #include "watchdog.h"
 
@@ -386,13 +387,9 @@ static void connect_links(void);
 
 int comm_nccl_init(const Grid *g, char *err, size_t err_size)
 {
-    if (nc.ready) {
-        snprintf(err, err_size, "comm_nccl_init called twice");
-        return 1;
-    }
-    if (cuda_device_index() < 0) {
-        snprintf(err, err_size, "comm_nccl_init needs a GPU: call "
-                 "cuda_device_init first");
+    if (nc.ready || cuda_device_index() < 0) {
+        snprintf(err, err_size, "%s", nc.ready ? "comm_nccl_init called twice"
+                 : "comm_nccl_init needs a GPU: call cuda_device_init first");
         return 1;
     }
     memset(&nc, 0, sizeof nc);
@@ -401,6 +398,10 @@ int comm_nccl_init(const Grid *g, char *err, size_t err_size)
     CHECK_CUDA(cudaEventCreateWithFlags(&nc.comm_done, cudaEventDisableTiming));
     ops_set_fatal_handler(nccl_fail);
     cuda_set_wait(wait_event);
+    int order_set = nccl_env_defaults(), loaded = 0; /* before NCCL reads its settings */
+    TRI_CHECK_NCCL(ncclGetVersion(&loaded));
+    if (g->layout.rank == 0) /* the library path decides which NCCL runs */
+        nccl_env_print(stdout, loaded, NCCL_VERSION_CODE, order_set);
 
     create(COMM_TP, g->tp_comm, 1);
     create(COMM_DP_NODE, g->dp_node, 0);

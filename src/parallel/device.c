@@ -50,8 +50,9 @@ int device_shared_gpu(const DeviceId *ids, int n, int *first)
 /* Every rank of this machine tells the others its GPU's UUID, so two
  * ranks driving one GPU (CUDA_VISIBLE_DEVICES set wrongly, a launcher
  * binding two ranks to one device) stop the run instead of halving its
- * speed in silence. Collective on the machine's ranks. */
-static int check_one_rank_per_gpu(const Grid *g, char *err, size_t err_size)
+ * speed in silence; unless share (the test-only escape) lets them, which
+ * every rank has already warned of. Collective on the machine's ranks. */
+static int check_one_rank_per_gpu(const Grid *g, int share, char *err, size_t err_size)
 {
     DeviceId mine = {.world_rank = g->layout.rank};
     if (!ops_device_uuid(g->device, mine.uuid))
@@ -59,7 +60,7 @@ static int check_one_rank_per_gpu(const Grid *g, char *err, size_t err_size)
     DeviceId *all = TRI_MALLOC(sizeof *all * (size_t)g->host_size, "the node's device ids");
     TRI_CHECK_MPI(MPI_Allgather(&mine, (int)sizeof mine, MPI_BYTE, all, (int)sizeof mine,
                                 MPI_BYTE, g->host_comm));
-    int first = -1, dup = device_shared_gpu(all, g->host_size, &first);
+    int first = -1, dup = share ? -1 : device_shared_gpu(all, g->host_size, &first);
     if (dup >= 0) {
         char hex[33];
         for (int i = 0; i < 16; i++)
@@ -70,6 +71,37 @@ static int check_one_rank_per_gpu(const Grid *g, char *err, size_t err_size)
     }
     free(all);
     return dup >= 0;
+}
+
+int device_share_gpu_parse(const char *value, int *share, char *err, size_t err_size)
+{
+    *share = value && !strcmp(value, "1");
+    if (!value || !*value || !strcmp(value, "0") || *share)
+        return 0;
+    snprintf(err, err_size, "%s=%s: set it to 1 to let ranks share a GPU (for tests "
+             "only), or unset it", DEVICE_SHARE_GPU_ENV, value);
+    return 1;
+}
+
+/* Reads the escape on every rank; a bad value on any stops the run.
+ * When set, every rank says so, since a rank of a shared GPU runs at a
+ * fraction of its speed and memory, which must never pass unnoticed in
+ * a real run. Collective on world. */
+static int share_gpu_setting(const Grid *g, int *share)
+{
+    char err[256] = "", msg[320] = "";
+    int rc = device_share_gpu_parse(getenv(DEVICE_SHARE_GPU_ENV), share, err, sizeof err);
+    if (rc)
+        snprintf(msg, sizeof msg, "trident: %s\n", err);
+    if (fail_report(g->world, rc, msg))
+        return 1;
+    if (*share)
+        fprintf(stderr, "[rank %d %s] trident: warning: %s=1: ranks of a machine may drive one "
+                "GPU; this is for testing NCCL with several ranks on one GPU "
+                "(NCCL_MULTI_RANK_GPU_ENABLE=1), never for training%s\n", fail_rank(),
+                fail_host(), DEVICE_SHARE_GPU_ENV,
+                g->device == OPS_CUDA ? "" : " (this run computes on the CPU: no effect)");
+    return 0;
 }
 
 /* The model's head size against what the device's attention takes, so a
@@ -109,7 +141,10 @@ int device_setup(Grid *g, const Config *cfg)
                  g->device == OPS_CUDA ? "cuda" : "cpu", err);
     if (fail_report(g->world, rc, msg))
         return 1;
-    rc = check_one_rank_per_gpu(g, err, sizeof err);
+    int share = 0;
+    if (share_gpu_setting(g, &share))
+        return 1;
+    rc = check_one_rank_per_gpu(g, share, err, sizeof err);
 #if TRI_HAVE_NCCL
     if (!rc && g->device == OPS_CUDA)
         rc = comm_nccl_init(g, err, sizeof err);

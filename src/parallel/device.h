@@ -5,7 +5,8 @@
  * GPU: the device is the rank's index on its machine (grid.h host_rank,
  * the shared-memory split, whatever node_size pretends), the machine must
  * have as many GPUs as ranks, and no two ranks of a machine may hold GPUs
- * with the same UUID. auto takes the GPU when the
+ * with the same UUID (unless a test sets DEVICE_SHARE_GPU_ENV, below).
+ * auto takes the GPU when the
  * build has CUDA and every rank sees one, else the CPU. A GPU requested
  * from a CPU-only build fails with "reconfigure with --with-cuda".
  */
@@ -30,6 +31,19 @@ typedef struct {
 /* The first index i of ids[0..n) whose UUID an earlier entry has, that
  * entry's index in *first; -1 when all differ. Not collective. */
 int device_shared_gpu(const DeviceId *ids, int n, int *first);
+
+/* The test-only escape from the one-rank-per-GPU rule: the environment
+ * variable TRIDENT_TEST_SHARE_GPU, read by every rank at device_setup.
+ * Unset, empty or "0": ranks sharing a GPU stop the run; "1": they may
+ * (and every rank warns); anything else is an error. Kept out of the
+ * config on purpose: it describes the test machine (one GPU, several
+ * ranks through NCCL_MULTI_RANK_GPU_ENABLE), not the training run, so it
+ * must not travel with a config file or a checkpoint to a cluster. */
+#define DEVICE_SHARE_GPU_ENV "TRIDENT_TEST_SHARE_GPU"
+
+/* Parses value (NULL when unset) into *share (0 or 1); 1 and a message
+ * naming the variable in err when it is neither. Not collective. */
+int device_share_gpu_parse(const char *value, int *share, char *err, size_t err_size);
 
 /* Releases what device_setup created. Collective on world. */
 void device_teardown(Grid *g);

@@ -1,0 +1,106 @@
+#!/bin/sh
+# build_nccl.sh - builds NCCL from NVIDIA's public source (github.com/NVIDIA/nccl,
+# 2.30 or later) for Hopper (sm_90) only, with only the device kernels
+# trident launches, outside this repository:
+#
+#   bench/build_nccl.sh NCCL_SOURCE_DIR CACHE_DIR
+#
+# NCCL_SOURCE_DIR is an unpacked NCCL source tree (no network is needed or
+# used: the GPU machine and CI have none). CACHE_DIR receives
+#   build/          NCCL's own build tree (objects, include/, lib/)
+#   libnccl.so.2    the library, stripped
+#   libnccl.so.2.xz the same, xz-compressed, as bench/gpu_bundle.sh packs it
+#   VERSION         the version built, e.g. 2.30.7
+# NCCL's source and binaries never go into this repository: CACHE_DIR must
+# lie outside it.
+#
+# Why build it at all: NCCL 2.30 is the first to run several ranks on one
+# GPU (NCCL_MULTI_RANK_GPU_ENABLE=1), which is how bench/gpu_check.sh runs
+# trident's NCCL path on a machine with a single GPU; the GPU machines'
+# PyTorch wheels and the CUDA toolkit carry 2.28.
+#
+# Why ONLY_FUNCS: NCCL compiles one kernel per collective x reduction x type
+# x algorithm x protocol; trident calls only the ones below (see
+# src/parallel/comm_nccl.c), so the rest are left out, which cuts the build
+# time and the library's size several-fold. Keep the list in step with
+# comm_nccl.c: a collective missing here fails at run time with
+# ncclInvalidUsage naming it, never silently.
+#   AllGather, Broadcast     (no reduction, any type)
+#   AllReduce, Reduce, ReduceScatter with ncclSum, ncclMax, ncclMin (NCCL's
+#                            MinMax kernels) on f32, bf16, f16, i32, f64
+#   SendRecv                 (the pipeline links)
+# The sm_100 FP8 symmetric kernels NCCL would add are switched off
+# (NVCC_GENCODE_LDMC_FP8 empty), so the library holds sm_90 code only.
+#
+# Environment: NCCL_JOBS (default 2; the build runs under nice -n 19),
+# CUDA_HOME (default /usr/local/cuda).
+set -eu
+if [ $# -ne 2 ]; then
+    echo "usage: $0 NCCL_SOURCE_DIR CACHE_DIR" >&2
+    exit 2
+fi
+src=$(cd "$1" && pwd)
+# the cache's absolute path before it exists, so that a refused one is
+# not made
+cache=$(realpath -m "$2")
+repo=$(cd "$(dirname "$0")/.." && pwd)
+case "$cache/" in
+"$repo"/*)
+    echo "build_nccl.sh: $cache lies inside the repository $repo; NCCL's binaries never go there" >&2
+    exit 2
+    ;;
+esac
+version_mk=$src/makefiles/version.mk
+if [ ! -f "$version_mk" ]; then
+    echo "build_nccl.sh: $src is not an NCCL source tree (no makefiles/version.mk)" >&2
+    exit 2
+fi
+field() { sed -n "s/^$1 *:= *\([0-9]*\).*/\1/p" "$version_mk"; }
+major=$(field NCCL_MAJOR)
+minor=$(field NCCL_MINOR)
+patch=$(field NCCL_PATCH)
+version=$major.$minor.$patch
+# 2.30 is the first NCCL with NCCL_MULTI_RANK_GPU_ENABLE
+if [ "$major" -lt 2 ] || { [ "$major" -eq 2 ] && [ "$minor" -lt 30 ]; }; then
+    echo "build_nccl.sh: $version_mk says NCCL $version; 2.30 or later is needed" >&2
+    exit 2
+fi
+
+mkdir -p "$cache"
+cuda_home=${CUDA_HOME:-/usr/local/cuda}
+# Some CUDA toolkits (13.0 here) carry NCCL's headers in their include
+# folder, which NCCL's makefiles put on the host compiler's path before
+# the tree's own, so another version's headers shadow the tree's (seen:
+# NCCL_GIN_MAX_CONNECTIONS undeclared in sym_kernels_host.cc). The build
+# sees the toolkit's headers through a folder of links without NCCL's.
+cuda_inc=$cache/cuda-include
+rm -rf "$cuda_inc"
+mkdir -p "$cuda_inc"
+for f in "$cuda_home"/include/*; do
+    case "$(basename "$f")" in nccl*) continue ;; esac
+    ln -s "$f" "$cuda_inc/"
+done
+only_funcs='(AllGather * *|Broadcast * *|SendRecv|(AllReduce|Reduce|ReduceScatter) (Sum|MinMax) (f32|bf16|f16|i32|f64) * *)'
+echo "== building NCCL $version from $src into $cache/build (sm_90, ONLY_FUNCS='$only_funcs')"
+started=$(date +%s)
+log=$cache/build.log
+# NCCL's Makefile writes into its source tree's build/ unless BUILDDIR says
+# otherwise; src.build is the library alone (no packages, no nccl4py).
+if ! nice -n 19 make -C "$src" -j"${NCCL_JOBS:-2}" src.build \
+    BUILDDIR="$cache/build" \
+    CUDA_HOME="$cuda_home" CUDA_INC="$cuda_inc" \
+    NVCC_GENCODE="-gencode=arch=compute_90,code=sm_90" \
+    NVCC_GENCODE_LDMC_FP8= \
+    ONLY_FUNCS="$only_funcs" >"$log" 2>&1; then
+    tail -n 30 "$log" >&2
+    echo "build_nccl.sh: NCCL's build failed; the whole log is $log" >&2
+    exit 1
+fi
+lib=$(find "$cache/build/lib" -name 'libnccl.so.2.*' -type f | head -n 1)
+[ -n "$lib" ] || { echo "build_nccl.sh: no libnccl.so.2.* under $cache/build/lib" >&2; exit 1; }
+strip --strip-unneeded -o "$cache/libnccl.so.2" "$lib"
+xz -9 -T1 -c "$cache/libnccl.so.2" >"$cache/libnccl.so.2.xz"
+echo "$version" >"$cache/VERSION"
+elapsed=$(($(date +%s) - started))
+size() { du -k "$1" | cut -f1; }
+echo "== NCCL $version built in ${elapsed}s: $cache/libnccl.so.2 $(size "$cache/libnccl.so.2") KiB stripped, $(size "$cache/libnccl.so.2.xz") KiB xz"
