@@ -98,9 +98,12 @@ steps = $STEPS
 warmup = 1
 [data]
 train = $corpus
+[eval]
+every = 0
 [log]
 every = 1
 metrics = $WORK/m.jsonl
+sample_tokens = 0
 EOC
 }
 

@@ -111,11 +111,15 @@ plan_figures() {
 plan_case() {
     local name=$1
     shift
-    local pa pb all=()
-    # the new plan lists the best ten layouts that fit --mem unless --all
-    case " $* " in *" --mem "*) "$new" plan --help 2>&1 | grep -q -- '--all' && all=(--all) ;; esac
-    pa=$("$old" plan --config "$top/jobs/configs/tiny.ini" "$@" 2>&1 | plan_figures)
-    pb=$("$new" plan --config "$top/jobs/configs/tiny.ini" "$@" "${all[@]}" 2>&1 | plan_figures)
+    local pa pb all_old=() all_new=()
+    # a plan that knows --all lists only the best ten layouts that fit
+    # --mem without it: ask each build that knows it for every layout
+    case " $* " in *" --mem "*)
+        "$old" plan --help 2>&1 | grep -q -- '--all' && all_old=(--all)
+        "$new" plan --help 2>&1 | grep -q -- '--all' && all_new=(--all) ;;
+    esac
+    pa=$("$old" plan --config "$top/jobs/configs/tiny.ini" "$@" "${all_old[@]}" 2>&1 | plan_figures)
+    pb=$("$new" plan --config "$top/jobs/configs/tiny.ini" "$@" "${all_new[@]}" 2>&1 | plan_figures)
     if [ "$pa" = "$pb" ]; then
         passed=$((passed + 1))
         echo "ok plan $name"

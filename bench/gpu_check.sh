@@ -177,9 +177,12 @@ warmup = 1
 precision = $2
 [data]
 train = $LOGS/corpus.txt
+[eval]
+every = 0
 [log]
 every = 1
 metrics = $LOGS/gpt2-$2.jsonl
+sample_tokens = 0
 EOF
 }
 

@@ -57,8 +57,13 @@ expect() {
     fi
 }
 
-# A small config over the test corpus, on the CPU (tests/mpitap.sh also
-# hides GPUs from the CPU suite); extra lines may follow.
+# write_config FILE [EVAL_EVERY]: a small config over the test corpus, on
+# the CPU (tests/mpitap.sh also hides GPUs from the CPU suite); extra
+# lines may follow. It turns off what the defaults turn on and the tests
+# need not pay for: validation (unless EVAL_EVERY, e.g. 30: every 30
+# steps), the sample at the end and the metrics file a [checkpoint] dir
+# would hold; a test asks for them with --set (log.sample_tokens=40,
+# log.metrics=FILE), or appends [eval]'s other keys.
 write_config() {
     cat > "$1" <<EOC
 [parallel]
@@ -76,8 +81,12 @@ lr = 3e-3
 warmup = 2
 [data]
 train = $DATA/small.txt
+[eval]
+every = ${2:-0}
 [log]
 every = 1
+metrics =
+sample_tokens = 0
 EOC
 }
 

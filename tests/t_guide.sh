@@ -72,7 +72,7 @@ awk -v dir="$WORK/blocks" '
     inside { print > out }
 ' "$SRC/doc/guide.md" > "$WORK/manifest"
 n_blocks=$(wc -l < "$WORK/manifest")
-plan $((n_blocks + 13))
+plan $((n_blocks + 14))
 
 missing=""
 old_ifs=$IFS
@@ -137,6 +137,8 @@ has 5 "sample (60 tokens, decoded by \[data\] tokenizer):" \
 has 5 "decoding with the tokenizer the checkpoint's stored config names, \[data\] tokenizer = gpt2/encoder.json" \
     "Corpus: sample says which tokenizer it took from the checkpoint"
 has 5 "^Permission is hereby granted" "Corpus: sample prints the text prompt and its decoded continuation"
+has 5 "^summary: metrics: runs/corpus/metrics.jsonl$" \
+    "Corpus: corpus.ini names no metrics file, and the default puts it in the checkpoint dir"
 # decoded text, not ids: only a drawn padding id (one past the tokenizer's
 # vocabulary, which a model this short-trained still draws) prints as <id>
 grep -A 1 "^sample (60 tokens, decoded" "$WORK/section5.out" | tail -n 1 > "$WORK/sample.txt"

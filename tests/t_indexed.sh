@@ -15,10 +15,9 @@ ranks=${1:-4}   # run() sets np
 MKIDX="${TRI_BUILDDIR:-.}/tests/mkidx"
 plan 12
 cfg="$WORK/c.ini"
-write_config "$cfg"
+write_config "$cfg" 4
 cat >> "$cfg" <<EOC
 [eval]
-every = 4
 batches = 1
 EOC
 "$MKIDX" "$DATA/small.txt" "$WORK/u16" && "$MKIDX" -t int32 "$DATA/small.txt" "$WORK/i32" &&

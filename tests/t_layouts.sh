@@ -32,6 +32,7 @@ every = 5
 batches = 1
 [log]
 every = 1
+sample_tokens = 0
 EOC
 
 # layout: ranks dp pp tp micro_batch grad_accum zero schedule [virtual_stages [sequence_parallel]]

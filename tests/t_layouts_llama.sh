@@ -38,6 +38,7 @@ every = 5
 batches = 1
 [log]
 every = 1
+sample_tokens = 0
 EOC
 
 # model:layout: ranks dp pp tp micro_batch grad_accum zero schedule extra,--set,keys

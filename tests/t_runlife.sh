@@ -6,10 +6,12 @@
 # decay_steps keeps it; a finished run run again says so; the ETA appears
 # once the step time is steady; a stop with nothing saved says so and is
 # not a requeue (exit 77), through jobs/workstation.sh too, whose own
-# thread setting no longer draws trident's OMP_NUM_THREADS warning.
+# thread setting no longer draws trident's OMP_NUM_THREADS warning; a
+# config of the model and the data alone validates, writes metrics.jsonl
+# in its checkpoint dir and samples, each off when set so.
 . "${TRI_SRCDIR:-.}/tests/lib.sh"
 np=${1:-1}
-plan 25
+plan 30
 cfg="$WORK/c.ini"
 write_config "$cfg"
 PY=${PYTHON:-python3}
@@ -169,6 +171,67 @@ if $PY -c 'import json' 2>/dev/null; then
 else
     ok 0 "# SKIP no python3"
 fi
+# ---- the defaults: a config of the model and the data gets tiny.ini's run --
+# (validation, a metrics file beside the checkpoints, a sample at the end),
+# as the guide's corpus.ini; write_config's own config turns them off
+cat > "$WORK/bare.ini" <<EOC
+[parallel]
+device = cpu
+[model]
+n_layer = 1
+n_embd = 32
+n_head = 2
+seq_len = 31
+[train]
+micro_batch = 4
+steps = 3
+warmup = 1
+[data]
+train = $DATA/small.txt
+[checkpoint]
+dir = $WORK/bare
+EOC
+run "$np" train --config "$WORK/bare.ini"
+cp "$WORK/out" "$WORK/bare.out"
+val=$(grep -c '^step .*| val [0-9.]* |' "$WORK/bare.out")
+vals=$(grep -c '"val_loss":[0-9]' "$WORK/bare/metrics.jsonl" 2>/dev/null)
+[ "$rc" = 0 ] && [ "$val" = 1 ] && [ "$vals" = 1 ] && grep -q '^sample (200 tokens' "$WORK/bare.out" &&
+    grep -q "^summary: metrics: $WORK/bare/metrics.jsonl\$" "$WORK/bare.out" &&
+    ! grep -q '^off, as the config' "$WORK/bare.out" && ! grep -q '^metrics = ' "$WORK/bare.out"
+ok $? "model and data alone: validation at the last step, metrics.jsonl in the checkpoint dir, a 200-token sample, nothing off (exit $rc, $val val lines, $vals in the file)"
+# the file beside the checkpoints confuses none of their users: sample and
+# inspect take the directory, a resume there appends under a header
+run 1 sample --ckpt "$WORK/bare" --tokens 4
+sampled=$rc
+run 1 inspect "$WORK/bare"
+inspected=$rc
+run "$np" train --config "$WORK/bare.ini" --set train.steps=5 --set log.sample_tokens=0
+headers=$(grep -c '^{"run":' "$WORK/bare/metrics.jsonl")
+files=$(cd "$WORK/bare" && echo *)
+[ "$sampled" = 0 ] && [ "$inspected" = 0 ] && [ "$rc" = 0 ] && [ "$headers" = 2 ] &&
+    grep -q '^resum' "$WORK/out" && [ "$files" = "latest metrics.jsonl step_00000003.h5 step_00000005.h5" ]
+ok $? "sample and inspect take the dir, a resume appends to its metrics.jsonl (exits $sampled $inspected $rc, $headers headers; files: $files)"
+
+# each turned off by saying so
+run "$np" train --config "$WORK/bare.ini" --set checkpoint.dir="$WORK/bare_off" \
+    --set eval.every=0 --set log.metrics= --set log.sample_tokens=0
+[ "$rc" = 0 ] && ! grep -q '| val ' "$WORK/out" && ! grep -q '^sample (' "$WORK/out" &&
+    [ ! -e "$WORK/bare_off/metrics.jsonl" ] &&
+    grep -q '^off, as the config does not ask for them: validation (\[eval\] every), a metrics file (\[log\] metrics), a sample at the end (\[log\] sample_tokens)$' "$WORK/out"
+ok $? "every = 0, metrics = (empty) and sample_tokens = 0 turn each off, and the start-up line says so (exit $rc)"
+
+# where sequence_parallel cannot generate (seq_len 31, tp 2), the default
+# sample is none, with a note; an explicit one is refused (t_matrix M195)
+run 2 train --config "$WORK/bare.ini" --set checkpoint.dir= --set parallel.tp=2 \
+    --set parallel.sequence_parallel=true --set train.steps=1
+[ "$rc" = 0 ] && ! grep -q '^sample (' "$WORK/out" &&
+    grep -q '^off, as the config does not ask for them: .*a sample at the end (\[log\] sample_tokens; none by default here: generation with sequence_parallel needs \[model\] seq_len (31) divisible by tp (2))$' "$WORK/out"
+ok $? "the default sample falls back to none with a note where sequence_parallel cannot generate (exit $rc)"
+run 2 train --config "$WORK/bare.ini" --set checkpoint.dir= --set parallel.tp=2 \
+    --set parallel.sequence_parallel=true --set train.steps=1 --set log.sample_tokens=200
+expect 1 "\[log\] sample_tokens = 200: generation with sequence_parallel needs \[model\] seq_len (31) divisible by tp (2)" \
+    "an explicit sample_tokens there is still refused, naming the key"
+
 grep -q "OMPI_ALLOW_RUN_AS_ROOT=1 OMPI_ALLOW_RUN_AS_ROOT_CONFIRM=1" "${TRI_SRCDIR:-.}/doc/guide.md"
 ok $? "the guide says what mpirun needs to run as root"
 done_testing

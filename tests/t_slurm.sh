@@ -226,10 +226,9 @@ last_step() { tail -n 1 "$1" | sed -n 's/.*"step":\([0-9]*\).*/\1/p'; }
 show() { sed 's/^/#   /' "$1" | tail -n "${2:-25}"; }
 
 cfg="$WORK/tiny.ini"
-write_config "$cfg"
+write_config "$cfg" 50
 cat >> "$cfg" <<EOF
 [eval]
-every = 50
 batches = 2
 [checkpoint]
 every = 100

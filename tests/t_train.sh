@@ -7,10 +7,9 @@
 np=${1:-1}
 plan 9
 cfg="$WORK/c.ini"
-write_config "$cfg"
+write_config "$cfg" 30
 cat >> "$cfg" <<EOC
 [eval]
-every = 30
 batches = 2
 EOC
 sets="--set train.steps=60 --set log.metrics=$WORK/m.jsonl --set log.sample_tokens=40"

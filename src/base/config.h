@@ -32,6 +32,10 @@ typedef enum { OFFLOAD_NONE = 0, OFFLOAD_OPTIMIZER = 1 } OffloadKind;
 typedef enum { ARCH_GPT2 = 0, ARCH_LLAMA = 1 } ModelArch;
 /* [model] tie_embeddings = auto: tied for gpt2, untied for llama. */
 #define TIE_AUTO (-1)
+/* [log] sample_tokens = auto (its default): config_load makes it
+ * SAMPLE_TOKENS_DEFAULT, or 0 where the layout cannot generate. */
+#define SAMPLE_AUTO (-1)
+#define SAMPLE_TOKENS_DEFAULT 200
 
 typedef struct {
     int n_layer, n_embd, n_head, seq_len, vocab_size;
@@ -105,8 +109,11 @@ typedef struct {
 
 typedef struct {
     int every;
-    char metrics[CONFIG_PATH_MAX];  /* JSON Lines file; empty: none */
-    int sample_tokens;              /* tokens generated at the end; 0: none */
+    char metrics[CONFIG_PATH_MAX];  /* JSON Lines file; empty: none; "auto"
+                                       (until config_load resolves it):
+                                       metrics.jsonl in [checkpoint] dir */
+    int sample_tokens;              /* tokens generated at the end; 0: none;
+                                       SAMPLE_AUTO until resolved */
     int profile;                    /* print a per-op time breakdown */
 } LogConfig;
 

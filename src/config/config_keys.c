@@ -61,7 +61,8 @@ const KeyDef config_keys[] = {
     ENUM_KEY("model", "init", model.init, "gpt2", INIT_WORDS),
     REAL_KEY("model", "init_std", model.init_std, "0.02", 0, INFINITY, OPEN_MIN),
     ENUM_KEY("model", "init_fan", model.init_fan, "fan_in", FAN_WORDS),
-    { KEY("model", "tie_embeddings", K_BOOL, model.tie_embeddings, "auto"), .flags = AUTO_BOOL },
+    { KEY("model", "tie_embeddings", K_BOOL, model.tie_embeddings, "auto"), .flags = AUTO_BOOL,
+      .auto_is = "tied for gpt2, untied for llama" },
     { KEY("model", "arch", K_ENUM, model.arch, "gpt2"), .words = ARCH_WORDS, .flags = ARCH_KEY },
     { KEY("model", "n_kv_head", K_INT, model.n_kv_head, "0"), .min = 0, .max = INT_MAX,
       .flags = ARCH_KEY },
@@ -117,14 +118,23 @@ const KeyDef config_keys[] = {
     { KEY("checkpoint", "async", K_BOOL, checkpoint.async, "false") },
     PATH_KEY("checkpoint", "init_from", checkpoint.init_from, "", OMIT_UNSET),
 
-    INT_KEY("eval", "every", eval.every, "0", 0, INT_MAX),
+    /* validation by default, as tiny.ini: it also runs at the last step,
+     * and costs `batches` forward passes per 100 steps (about 1%) */
+    INT_KEY("eval", "every", eval.every, "100", 0, INT_MAX),
     INT_KEY("eval", "batches", eval.batches, "4", 1, INT_MAX),
     INT_KEY("eval", "patience", eval.patience, "0", 0, INT_MAX),
     REAL_KEY("eval", "min_delta", eval.min_delta, "0", 0, INFINITY, 0),
 
     INT_KEY("log", "every", log.every, "1", 1, INT_MAX),
-    PATH_KEY("log", "metrics", log.metrics, "", 0),
-    INT_KEY("log", "sample_tokens", log.sample_tokens, "0", 0, INT_MAX),
+    /* auto: a run's files together in its checkpoint dir; "" (set empty)
+     * turns the file off */
+    { KEY("log", "metrics", K_PATH, log.metrics, "auto"),
+      .auto_is = "`metrics.jsonl` in `[checkpoint] dir`; none without a dir" },
+    /* auto: a sample unless the layout cannot generate, so that the
+     * default never makes a valid config fail (layout_sample_fits) */
+    { KEY("log", "sample_tokens", K_INT, log.sample_tokens, "auto"), .min = 0, .max = INT_MAX,
+      .flags = AUTO_INT,
+      .auto_is = "200, or none (with a note) where sequence_parallel cannot generate" },
     { KEY("log", "profile", K_BOOL, log.profile, "false") },
 
     REAL_KEY("fault", "timeout", fault.timeout, "600", 0, 604800, 0),

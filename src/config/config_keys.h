@@ -25,7 +25,10 @@ typedef enum { K_INT, K_SEED, K_REAL, K_BOOL, K_ENUM, K_PATH, K_RECOMPUTE } KeyT
  * default, so the stored config (and its checksum) of a run that does not
  * use it is what it was before the key came (vocab_used, init_from,
  * tokenizer). */
-enum { OPEN_MIN = 1, OPEN_MAX = 2, NONEMPTY = 4, ARCH_KEY = 8, AUTO_BOOL = 16, OMIT_UNSET = 32 };
+/* AUTO_INT: an integer that also takes "auto" (stored as -1, e.g.
+ * SAMPLE_AUTO), which config_load resolves from the other keys. */
+enum { OPEN_MIN = 1, OPEN_MAX = 2, NONEMPTY = 4, ARCH_KEY = 8, AUTO_BOOL = 16, OMIT_UNSET = 32,
+       AUTO_INT = 64 };
 
 typedef struct {
     const char *section, *name;
@@ -35,6 +38,9 @@ typedef struct {
     double min, max;            /* K_INT, K_REAL: the allowed range */
     unsigned flags;             /* OPEN_*: bound excluded; NONEMPTY: path required */
     const char *const *words;   /* K_ENUM: value i is words[i] */
+    const char *auto_is;        /* a key whose default is "auto": what
+                                   config_load makes of it (the guide's
+                                   table says so); else NULL */
 } KeyDef;
 
 /* Every key, in the order of jobs/configs/tiny.ini; config_key_count()

@@ -25,8 +25,10 @@
 #include "config_message.h"
 #include "config_rules.h"
 #include "config_value.h"
+#include "layout.h"
 
 #define BUILTIN_NAME "(built-in tiny.ini)"
+#define METRICS_FILE_NAME "metrics.jsonl" /* [log] metrics = auto, in the dir */
 
 /* Every key's default as the table gives it, auto left for config_load to
  * resolve once the file and the overrides have set arch. */
@@ -44,18 +46,50 @@ static void defaults_unresolved(Config *cfg)
     }
 }
 
-/* tie_embeddings = auto: the architecture's answer (GPT-2 ties its head,
- * Llama unties it). */
-static void resolve_auto(Config *cfg)
+/* The keys left at auto, made what they mean for the run `run` (cfg
+ * itself, or, for config_to_ini_changed, the run whose defaults cfg
+ * holds):
+ *   tie_embeddings: the architecture's answer (GPT-2 ties its head,
+ *     Llama unties it);
+ *   log.metrics: metrics.jsonl in [checkpoint] dir, so that a run's
+ *     files are together (the checkpoint files' own names are
+ *     step_NNNNNNNN.h5 and latest: nothing there reads another file);
+ *     none without a dir;
+ *   log.sample_tokens: SAMPLE_TOKENS_DEFAULT, or 0 where the layout cannot
+ *     generate (layout_sample_fits; config_off says why), since a default
+ *     must not make a valid config fail. An explicit value is checked.
+ * Returns non-zero, why in msg, where the metrics path would not fit. */
+static int resolve_auto(Config *cfg, const Config *run, char *msg, size_t n)
 {
     if (cfg->model.tie_embeddings == TIE_AUTO)
-        cfg->model.tie_embeddings = arch_of(&cfg->model)->tied_head;
+        cfg->model.tie_embeddings = arch_of(&run->model)->tied_head;
+    if (cfg->log.sample_tokens == SAMPLE_AUTO)
+        cfg->log.sample_tokens = layout_sample_fits(run) ? SAMPLE_TOKENS_DEFAULT : 0;
+    if (!strcmp(cfg->log.metrics, "auto")) {
+        const char *dir = run->checkpoint.dir;
+        int len = (int)strlen(dir);
+        while (len > 1 && dir[len - 1] == '/')
+            len--;
+        /* as config_value_set_text: no trace of "auto" after the text,
+         * so that two equal configs compare equal byte for byte */
+        memset(cfg->log.metrics, 0, sizeof cfg->log.metrics);
+        int need = dir[0] ? snprintf(cfg->log.metrics, sizeof cfg->log.metrics, "%.*s/%s", len,
+                                     dir, METRICS_FILE_NAME)
+                          : snprintf(cfg->log.metrics, sizeof cfg->log.metrics, "%s", "");
+        if (need >= (int)sizeof cfg->log.metrics) {
+            config_describe(msg, n, "log", "metrics", "auto", "[checkpoint] dir is too long to "
+                            "hold " METRICS_FILE_NAME ": set [log] metrics to a shorter path");
+            return 1;
+        }
+    }
+    return 0;
 }
 
 void config_defaults(Config *cfg)
 {
+    char msg[CONFIG_MSG_MAX];
     defaults_unresolved(cfg);
-    resolve_auto(cfg);
+    resolve_auto(cfg, cfg, msg, sizeof msg); /* no dir: nothing to overflow */
 }
 
 int config_set(Config *cfg, const char *section, const char *key, const char *value,
@@ -122,24 +156,34 @@ int config_to_ini(const Config *cfg, char *buf, size_t size)
 
 int config_to_ini_changed(const Config *cfg, char *buf, size_t size)
 {
-    /* the defaults of cfg's architecture: tie_embeddings = auto is its
-     * answer, not a change */
+    /* the defaults as cfg's run resolves them: tie_embeddings = auto is
+     * its architecture's answer, metrics = auto the file in its
+     * checkpoint dir, neither a change */
     static Config defaults;
+    char msg[CONFIG_MSG_MAX];
     defaults_unresolved(&defaults);
-    ModelArch arch = defaults.model.arch;
-    defaults.model.arch = cfg->model.arch;
-    resolve_auto(&defaults);
-    defaults.model.arch = arch;
+    resolve_auto(&defaults, cfg, msg, sizeof msg); /* cfg's own resolution fitted */
     return write_ini(cfg, &defaults, buf, size);
 }
 
 int config_off(const Config *cfg, char *buf, size_t size)
 {
+    /* where the default sample cannot run, say why rather than only that
+     * it is off */
+    char sample[CONFIG_MSG_MAX];
+    if (layout_sample_fits(cfg))
+        snprintf(sample, sizeof sample, "a sample at the end ([log] sample_tokens)");
+    else
+        snprintf(sample, sizeof sample, "a sample at the end ([log] sample_tokens; none by "
+                 "default here: generation with sequence_parallel needs [model] seq_len (%d) "
+                 "divisible by tp (%d))", cfg->model.seq_len, cfg->parallel.tp);
     const struct { int off; const char *what; } parts[] = {
         {cfg->eval.every == 0, "validation ([eval] every)"},
-        {!cfg->log.metrics[0], "a metrics file ([log] metrics)"},
+        /* with a dir, metrics are on unless set empty */
+        {!cfg->log.metrics[0], cfg->checkpoint.dir[0] ? "a metrics file ([log] metrics)"
+             : "a metrics file ([log] metrics, or [checkpoint] dir for one inside it)"},
         {!cfg->checkpoint.dir[0], "checkpoints ([checkpoint] dir)"},
-        {cfg->log.sample_tokens == 0, "a sample at the end ([log] sample_tokens)"},
+        {cfg->log.sample_tokens == 0, sample},
     };
     ConfigText t = { buf, size, 0 };
     int n = 0;
@@ -215,6 +259,8 @@ int config_load(Config *cfg, const char *path, const char *const *overrides,
     for (int i = 0; i < n_overrides; i++)
         if (apply_override(cfg, overrides[i], err))
             return 1;
-    resolve_auto(cfg);
+    char msg[CONFIG_MSG_MAX];
+    if (resolve_auto(cfg, cfg, msg, sizeof msg))
+        return config_report(err, "%.*s: %s", CONFIG_PATH_MAX, cfg->source, msg);
     return config_validate(cfg, err);
 }

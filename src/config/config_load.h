@@ -16,12 +16,14 @@
 
 #include "config.h"
 
-/* Fills every key with its default (tie_embeddings = auto resolved for
- * the default arch, gpt2: true). Not collective. */
+/* Fills every key with its default, the autos resolved as for a config
+ * that sets nothing else (tie_embeddings for gpt2: true; metrics: none, as
+ * there is no checkpoint dir; sample_tokens: 200). Not collective. */
 void config_defaults(Config *cfg);
 
 /* Loads `path` (NULL: the built-in jobs/configs/tiny.ini), then applies the
- * "section.key=value" overrides in order, then validates. On failure writes
+ * "section.key=value" overrides in order, then resolves the keys still at
+ * auto (config_load.c, resolve_auto), then validates. On failure writes
  * one line naming file, key, value and reason to err and returns non-zero.
  * Not collective: rank 0 calls it and broadcasts the result. */
 int config_load(Config *cfg, const char *path, const char *const *overrides,
@@ -48,11 +50,12 @@ int config_to_ini(const Config *cfg, char *buf, size_t size);
  * default. Not collective. */
 int config_to_ini_changed(const Config *cfg, char *buf, size_t size);
 
-/* What a run does only when asked and cfg does not ask for, off by
- * default, as one list for the start-up print: "validation ([eval]
- * every), a metrics file ([log] metrics), checkpoints ([checkpoint] dir),
- * a sample at the end ([log] sample_tokens)", those that are off. Returns
- * how many are; buf is "" when none. Not collective. */
+/* What a run does only when asked and cfg leaves off, as one list for the
+ * start-up print: "validation ([eval] every), a metrics file ([log]
+ * metrics), checkpoints ([checkpoint] dir), a sample at the end ([log]
+ * sample_tokens)", those that are off; the metrics file names the dir
+ * where none is set, and the sample says why where the layout cannot
+ * generate. Returns how many are; buf is "" when none. Not collective. */
 int config_off(const Config *cfg, char *buf, size_t size);
 
 /* The built-in default config text (jobs/configs/tiny.ini at build time). */

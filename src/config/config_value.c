@@ -72,7 +72,10 @@ void config_value_format(const KeyDef *k, const Config *cfg, char *buf, size_t n
     const void *p = (const char *)cfg + k->offset;
     switch (k->type) {
     case K_INT:
-        snprintf(buf, n, "%d", *(const int *)p);
+        if (*(const int *)p == -1 && (k->flags & AUTO_INT))
+            snprintf(buf, n, "auto");
+        else
+            snprintf(buf, n, "%d", *(const int *)p);
         break;
     case K_SEED:
         snprintf(buf, n, "%llu", *(const unsigned long long *)p);
@@ -261,6 +264,10 @@ int config_value_parse(const KeyDef *k, const char *text, Config *cfg, char *why
     int w;
     switch (k->type) {
     case K_INT:
+        if ((k->flags & AUTO_INT) && !strcmp(text, "auto")) {
+            *(int *)p = -1;
+            return 0;
+        }
         if (parse_int(text, &i, why, n) || check_range(k, (double)i, why, n))
             return 1;
         *(int *)p = (int)i;
@@ -300,6 +307,8 @@ int config_value_check(const Config *cfg, const KeyDef *k, char *why, size_t n)
     const void *p = (const char *)cfg + k->offset;
     switch (k->type) {
     case K_INT:
+        if (*(const int *)p == -1 && (k->flags & AUTO_INT))
+            return 0;
         return check_range(k, *(const int *)p, why, n);
     case K_REAL: {
         double v = *(const double *)p;

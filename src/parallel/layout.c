@@ -104,6 +104,12 @@ int layout_rules_check(const Config *c, ConfigKeyProblem *p)
     return virtual_stages_check(c, p);
 }
 
+int layout_sample_fits(const Config *c)
+{
+    /* generation runs one row at a time: T tokens sliced over TP */
+    return !c->parallel.sequence_parallel || c->model.seq_len % c->parallel.tp == 0;
+}
+
 int layout_sequence_rules_check(const Config *c, ConfigKeyProblem *p)
 {
     const ModelConfig *m = &c->model;
@@ -116,8 +122,7 @@ int layout_sequence_rules_check(const Config *c, ConfigKeyProblem *p)
                    "microbatch's tokens", c->train.micro_batch, m->seq_len, tokens, pl->tp);
         return refuse(p, "parallel", "sequence_parallel");
     }
-    /* generation runs one row at a time: T tokens sliced over TP */
-    if (pl->sequence_parallel && c->log.sample_tokens > 0 && m->seq_len % pl->tp) {
+    if (c->log.sample_tokens > 0 && !layout_sample_fits(c)) {
         reason_set(p->why, sizeof p->why, "generation with sequence_parallel needs [model] "
                    "seq_len (%d) divisible by tp (%d): it runs one row of seq_len tokens",
                    m->seq_len, pl->tp);

@@ -71,6 +71,13 @@ int layout_rules_check(const Config *cfg, ConfigKeyProblem *p);
  * the two, and keeps that order of its messages. */
 int layout_sequence_rules_check(const Config *cfg, ConfigKeyProblem *p);
 
+/* Whether the layout can generate text (the end-of-run sample, `trident
+ * sample`): generation runs one row of seq_len tokens, which sequence
+ * parallelism slices over TP, so it needs seq_len divisible by tp. The
+ * rule above refuses a sample asked for where this is 0; config_load
+ * turns the default sample off here instead. Not collective. */
+int layout_sample_fits(const Config *cfg);
+
 /* The DP size of a world of `world` ranks: [parallel] dp, or world /
  * (pp * tp) when dp = 0. The one place that rule lives: the trainer's grid
  * and `trident plan` resolve it alike. */

@@ -50,8 +50,11 @@ static void print_files(FILE *out, const RunSummary *s)
 {
     if (s->metrics_path[0])
         fprintf(out, "summary: metrics: %s\n", s->metrics_path);
-    else
-        fprintf(out, "summary: metrics: none ([log] metrics is empty)\n");
+    else if (s->ckpt_dir[0])
+        fprintf(out, "summary: metrics: none ([log] metrics is set empty)\n");
+    else    /* the default file lives in the checkpoint dir */
+        fprintf(out, "summary: metrics: none (no [log] metrics, and no [checkpoint] dir to "
+                     "hold metrics.jsonl)\n");
     if (!s->ckpt_dir[0])
         fprintf(out, "summary: checkpoints: none ([checkpoint] dir is empty: set it to keep the "
                      "model, to resume, sample or export it)\n");

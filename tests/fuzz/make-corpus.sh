@@ -27,6 +27,11 @@ steps = 2
 train = $top/tests/data/small.txt
 [checkpoint]
 dir = $work/ck
+[eval]
+every = 0
+[log]
+metrics =
+sample_tokens = 0
 EOC
 [ "$(id -u)" = 0 ] && export OMPI_ALLOW_RUN_AS_ROOT=1 OMPI_ALLOW_RUN_AS_ROOT_CONFIRM=1
 mpiexec -n 1 "$build/trident" train --config "$work/c.ini" > "$work/log" 2>&1
