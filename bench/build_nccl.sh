@@ -29,8 +29,11 @@
 #   AllReduce, Reduce, ReduceScatter with ncclSum, ncclMax, ncclMin (NCCL's
 #                            MinMax kernels) on f32, bf16, f16, i32, f64
 #   SendRecv                 (the pipeline links)
-# The sm_100 FP8 symmetric kernels NCCL would add are switched off
-# (NVCC_GENCODE_LDMC_FP8 empty), so the library holds sm_90 code only.
+# The sm_100 FP8 symmetric kernels are compiled for sm_90 too
+# (NVCC_GENCODE_LDMC_FP8 = NVCC_GENCODE), where their bodies are empty:
+# NCCL's host table names them, so leaving the gencode empty (NCCL then
+# compiles an empty file) fails the link with undefined
+# ncclSymkDevKernel_*_f8e4m3 symbols. The library holds sm_90 code only.
 #
 # Environment: NCCL_JOBS (default 2; the build runs under nice -n 19),
 # CUDA_HOME (default /usr/local/cuda).
@@ -90,7 +93,7 @@ if ! nice -n 19 make -C "$src" -j"${NCCL_JOBS:-2}" src.build \
     BUILDDIR="$cache/build" \
     CUDA_HOME="$cuda_home" CUDA_INC="$cuda_inc" \
     NVCC_GENCODE="-gencode=arch=compute_90,code=sm_90" \
-    NVCC_GENCODE_LDMC_FP8= \
+    NVCC_GENCODE_LDMC_FP8="-gencode=arch=compute_90,code=sm_90" \
     ONLY_FUNCS="$only_funcs" >"$log" 2>&1; then
     tail -n 30 "$log" >&2
     echo "build_nccl.sh: NCCL's build failed; the whole log is $log" >&2
