@@ -33,17 +33,15 @@ static FILE *trace_file;
 static pthread_mutex_t trace_lock = PTHREAD_MUTEX_INITIALIZER;
 static int trace_keyval = MPI_KEYVAL_INVALID;
 
-/* Messages are counted per link end: a kind, a direction and a peer. */
-enum { TRACE_MAX_PEERS = 64 };
-
 typedef struct TraceComm {
     char id[96];
     char name[32];
     int *members;            /* world ranks, in group order */
     int size;
     int64_t calls;           /* collectives recorded so far */
-    /* [kind][sends][peer]: messages recorded so far on each link end */
-    int64_t messages[2][2][TRACE_MAX_PEERS];
+    /* [(2 kind + sends) size + peer]: messages recorded so far on each
+     * link end (a kind, a direction, a peer) */
+    int64_t *messages;
     struct TraceComm *next;
 } TraceComm;
 
@@ -153,6 +151,7 @@ static TraceComm *entry_of(MPI_Comm comm, const char *name)
     snprintf(c->name, sizeof c->name, "%s", name);
     MPI_Comm_size(comm, &c->size);
     c->members = world_members(comm, c->size);
+    c->messages = TRI_CALLOC(4 * (size_t)c->size, sizeof *c->messages, "the trace's links");
     int k = congruent_before(name, c->members, c->size);
     snprintf(c->id, sizeof c->id, k ? "%s@%d#%d" : "%s@%d", name, c->members[0], k);
     c->next = trace_comms;
@@ -188,13 +187,12 @@ void comm_trace_message(MPI_Comm comm, int sends, CommLink kind, int64_t count,
         return;
     pthread_mutex_lock(&trace_lock);
     TraceComm *c = entry_of(comm, comm_group_name(COMM_PP));
-    if (peer < 0 || peer >= TRACE_MAX_PEERS)
-        fail_abort("comm trace: a pipeline peer beyond the trace's 64 stages", __FILE__,
-                   __LINE__);
+    if (peer < 0 || peer >= c->size)
+        fail_abort("comm trace: a pipeline peer outside the pp group", __FILE__, __LINE__);
     int k = kind == LINK_GRADIENT;
+    int64_t *seq = &c->messages[(2 * k + (sends != 0)) * c->size + peer];
     fprintf(trace_file, "%s %s %" PRId64 " %s %d n=%" PRId64 " %s\n", sends ? "send" : "recv",
-            c->id, c->messages[k][sends != 0][peer]++, k ? "gradient" : "activation", peer,
-            count, dtype);
+            c->id, (*seq)++, k ? "gradient" : "activation", peer, count, dtype);
     pthread_mutex_unlock(&trace_lock);
 }
 
