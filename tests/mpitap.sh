@@ -23,6 +23,9 @@ default_timeout=300
 [ "$name" != t_decode ] || default_timeout=900
 [ "$name" != t_guide ] || default_timeout=900
 [ "$name" != t_runlife ] || default_timeout=900
+# 26 traced trainings of 2 to 8 ranks: 30 s on 2 idle cores, 270 s at a
+# load of 24
+[ "$name" != t_comm_trace ] || default_timeout=900
 timeout_s=${TRI_TEST_TIMEOUT:-$default_timeout}
 
 MPIEXEC=${MPIEXEC:-mpiexec}

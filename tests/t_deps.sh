@@ -227,7 +227,7 @@ report folder "src/'s folders"
 # everything else goes through comm.h. Asking a rank's number or a
 # communicator's size is no call of that kind.
 mpi_allowed="base/fail.c ckpt/ckpt_async.c ckpt/ckpt_io.c cmd/main.c parallel/affinity.c
-parallel/comm.c parallel/comm_nccl.c parallel/device.c parallel/grid.c"
+parallel/comm.c parallel/comm_nccl.c parallel/comm_trace.c parallel/device.c parallel/grid.c"
 mpi_callers=$(grep -l -E 'MPI_[A-Z][a-z_]*\(' "$src"/*/*.c | while read -r f; do
     grep -E 'MPI_[A-Z][a-z_]*\(' "$f" | grep -q -v -E 'MPI_Comm_(rank|size)\(' && echo "${f#"$src"/}"
 done | sort | tr '\n' ' ')

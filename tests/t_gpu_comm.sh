@@ -25,6 +25,12 @@
 # bench/gpu_check.sh): two-level DP (node_size 2: the dp_node and
 # dp_cross communicators), tp 2 x dp 2 with sequence parallelism, and the
 # Llama model on tp 2 x pp 2.
+# On 8 ranks (tests/t_gpu_comm.np8.tap, not in make check's list; the
+# first hour on a real node, doc/gpu.md's runbook): dp 2 x pp 2 x tp 2
+# with sequence parallelism and ZeRO 1 overlapped (every communicator
+# and link at once), dp 8 over two pretended nodes of four (node_size 4),
+# and the Llama model, its key/value head replicated over tp 2, x dp 4
+# under ZeRO 3.
 # A hang in any training run (links matched out of order, a cycle in
 # their set-up) ends at [fault] timeout with exit 76, which fails it.
 #
@@ -36,8 +42,8 @@
 . "${TRI_SRCDIR:-.}/tests/lib.sh"
 np=${1:-2}
 case "$np" in
-2 | 4) ;;
-*) echo "Bail out! t_gpu_comm.sh has layouts for 2 and 4 ranks, not $np"; exit 1 ;;
+2 | 4 | 8) ;;
+*) echo "Bail out! t_gpu_comm.sh has layouts for 2, 4 and 8 ranks, not $np"; exit 1 ;;
 esac
 cfg="$WORK/c.ini"
 write_config "$cfg"
@@ -56,7 +62,11 @@ train() {
     cp "$WORK/out" "$WORK/$run_name.out"
 }
 
-if [ "$np" -eq 4 ]; then
+if [ "$np" -eq 8 ]; then
+    train probe cuda --set parallel.dp=2 --set parallel.pp=2 --set parallel.tp=2 \
+        --set parallel.sequence_parallel=1 --set parallel.zero=1 --set parallel.overlap=true \
+        --set train.grad_accum=4
+elif [ "$np" -eq 4 ]; then
     train probe cuda --set parallel.dp=4 --set parallel.node_size=2 --set parallel.zero=1 \
         --set parallel.overlap=true
 else
@@ -67,7 +77,7 @@ if [ "$rc" -ne 0 ] && grep -q -e "visible GPUs" -e "the same GPU" "$WORK/out"; t
     echo "1..0 # SKIP fewer than $np GPUs on this node (TRIDENT_TEST_SHARE_GPU=1 and NCCL_MULTI_RANK_GPU_ENABLE=1 share one)"
     exit 0
 fi
-if [ "$np" -eq 4 ]; then plan 3; else plan 10; fi
+if [ "$np" -ge 4 ]; then plan 3; else plan 10; fi
 grep '^nccl:' "$WORK/probe.out" | sed 's/^/# /'
 
 losses() { sed -n 's/.*"loss":\([^,}]*\).*/\1/p' "$1"; }
@@ -126,6 +136,18 @@ fault() {
     [ -n "$victim" ] || rc=125   # never reached a step: nothing was signalled
 }
 
+if [ "$np" -eq 8 ]; then
+    same probe "dp 2 x pp 2 x tp 2, sequence parallel, zero 1 overlapped (every communicator and link)" \
+        --set parallel.dp=2 --set parallel.pp=2 --set parallel.tp=2 \
+        --set parallel.sequence_parallel=1 --set parallel.zero=1 --set parallel.overlap=true \
+        --set train.grad_accum=4
+    same dp8_two_level "dp 8 over two pretended nodes (node_size 4: dp_node, dp_cross), zero 1, overlapped" \
+        --set parallel.dp=8 --set parallel.node_size=4 --set parallel.zero=1 --set parallel.overlap=true
+    # shellcheck disable=SC2086  # a list of settings
+    same llama_tp2_dp4 "Llama, its key/value head replicated over tp 2, x dp 4, zero 3" \
+        $llama --set parallel.tp=2 --set parallel.dp=4 --set parallel.zero=3
+    done_testing
+fi
 if [ "$np" -eq 4 ]; then
     same probe "dp 4 over two pretended nodes (node_size 2: dp_node, dp_cross), zero 1, overlapped" \
         --set parallel.dp=4 --set parallel.node_size=2 --set parallel.zero=1 --set parallel.overlap=true

@@ -19,6 +19,7 @@
 #include <string.h>
 
 #include "alloc.h"
+#include "comm_trace.h"
 #include "fail.h"
 #include "timer.h"
 #include "watchdog.h"
@@ -106,6 +107,48 @@ static MPI_Op mpi_op(CommOp op)
     return MPI_OP_NULL;
 }
 
+/* ---- the trace (comm_trace.h): each public call records itself first,
+ * on both paths, so the CPU's trace is the GPU's; one branch when off --- */
+
+static const char *op_name(CommOp op)
+{
+    static const char *const names[] = {[COMM_SUM] = "sum", [COMM_MAX] = "max",
+                                        [COMM_MIN] = "min"};
+    return names[op];
+}
+
+static void trace(const Grid *g, CommGroup group, const char *operation, int64_t n,
+                  const char *dtype, int root, const char *detail)
+{
+    if (comm_tracing())
+        comm_trace_collective(comm_mpi(g, group), comm_group_name(group), operation, n,
+                              dtype, root, detail);
+}
+
+/* A reduce-scatter or all-gather: its total count, and its counts' digest,
+ * which every member must share. */
+static void trace_split(const Grid *g, CommGroup group, const char *operation,
+                        ops_dtype dtype, const int *counts)
+{
+    if (!comm_tracing())
+        return;
+    int size = comm_size(g, group);
+    int64_t total = 0;
+    for (int r = 0; r < size; r++)
+        total += counts[r];
+    char split[32];
+    comm_trace_split(counts, size, split, sizeof split);
+    trace(g, group, operation, total, ops_dtype_name(dtype), -1, split);
+}
+
+static void trace_message(const Grid *g, int sends, CommLink kind, ops_tensor buf,
+                          int64_t n, int peer)
+{
+    if (comm_tracing())
+        comm_trace_message(comm_mpi(g, COMM_PP), sends, kind, n, ops_dtype_name(buf.dtype),
+                           peer);
+}
+
 /* bf16 and fp16 buffers are reduced in fp32: cast into this scratch on
  * their device (grown, never shrunk, so steps do not allocate), sum, cast
  * back. One rounding, as a reduction in fp32 would give, whatever the
@@ -154,6 +197,7 @@ void comm_allreduce(const Grid *g, CommGroup group, ops_tensor buf, int64_t n,
                     CommOp op)
 {
     Blocking b = blocking_begin("comm_allreduce", comm_group_name(group));
+    trace(g, group, "allreduce", n, ops_dtype_name(buf.dtype), -1, op_name(op));
     run_allreduce(g, group, buf, n, op);
     blocking_end(b);
 }
@@ -198,6 +242,7 @@ void comm_reduce_scatter(const Grid *g, CommGroup group, ops_tensor send,
                          ops_tensor recv, const int *counts)
 {
     Blocking b = blocking_begin("comm_reduce_scatter", comm_group_name(group));
+    trace_split(g, group, "reduce_scatter", send.dtype, counts);
     run_reduce_scatter(g, group, send, recv, counts);
     blocking_end(b);
 }
@@ -230,6 +275,7 @@ void comm_allgather(const Grid *g, CommGroup group, ops_tensor send,
                     ops_tensor recv, const int *counts)
 {
     Blocking b = blocking_begin("comm_allgather", comm_group_name(group));
+    trace_split(g, group, "allgather", send.dtype, counts);
     run_allgather(g, group, send, recv, counts);
     blocking_end(b);
 }
@@ -243,6 +289,7 @@ void comm_iallreduce(const Grid *g, CommGroup group, ops_tensor buf, int64_t n,
                      CommRequest *req)
 {
     *req = COMM_REQUEST_NULL;
+    trace(g, group, "iallreduce", n, ops_dtype_name(buf.dtype), -1, op_name(COMM_SUM));
     if (buf.dtype != OPS_F32)
         fail_abort("comm_iallreduce: fp32 buffers only", __FILE__, __LINE__);
     DEVICE_TO_NCCL(buf, comm_nccl_iallreduce(g, group, buf, n, &req->event));
@@ -254,6 +301,7 @@ void comm_ireduce_scatter(const Grid *g, CommGroup group, ops_tensor send,
                           ops_tensor recv, const int *counts, CommRequest *req)
 {
     *req = COMM_REQUEST_NULL;
+    trace_split(g, group, "ireduce_scatter", send.dtype, counts);
     if (send.dtype != OPS_F32 || recv.dtype != OPS_F32)
         fail_abort("comm_ireduce_scatter: fp32 buffers only", __FILE__, __LINE__);
     DEVICE_TO_NCCL(send, comm_nccl_ireduce_scatter(g, group, send, recv, counts,
@@ -277,11 +325,21 @@ int comm_test(CommRequest *req)
 void comm_barrier(const Grid *g, CommGroup group)
 {
     Blocking b = blocking_begin("comm_barrier", comm_group_name(group));
+    trace(g, group, "barrier", 0, "-", -1, NULL);
     TRI_CHECK_MPI(MPI_Barrier(comm_mpi(g, group)));
     blocking_end(b);
 }
 
 /* ---- host values ---------------------------------------------------------- */
+
+static const char *scalar_name(CommScalar type)
+{
+    static const char *const names[] = {
+        [COMM_INT] = "int", [COMM_INT64] = "int64", [COMM_UINT64] = "uint64",
+        [COMM_DOUBLE] = "double",
+    };
+    return names[type];
+}
 
 static MPI_Datatype scalar_type(CommScalar type, size_t *size)
 {
@@ -322,6 +380,7 @@ void comm_allreduce_scalars(const Grid *g, CommGroup group, void *v, int n,
                             CommScalar type, CommOp op)
 {
     Blocking b = blocking_begin("comm_allreduce_scalars", comm_group_name(group));
+    trace(g, group, "allreduce_scalars", n, scalar_name(type), -1, op_name(op));
     run_allreduce_scalars(g, group, v, n, type, op);
     blocking_end(b);
 }
@@ -337,6 +396,7 @@ void comm_bcast_bytes(const Grid *g, CommGroup group, void *buf, size_t bytes,
                       int root)
 {
     Blocking b = blocking_begin("comm_bcast_bytes", comm_group_name(group));
+    trace(g, group, "bcast_bytes", (int64_t)bytes, "byte", root, NULL);
     run_bcast_bytes(g, group, buf, bytes, root);
     blocking_end(b);
 }
@@ -353,6 +413,7 @@ void comm_gather_bytes(const Grid *g, CommGroup group, const void *send,
                        size_t bytes, void *recv, int root)
 {
     Blocking b = blocking_begin("comm_gather_bytes", comm_group_name(group));
+    trace(g, group, "gather_bytes", (int64_t)bytes, "byte", root, NULL);
     run_gather_bytes(g, group, send, bytes, recv, root);
     blocking_end(b);
 }
@@ -363,6 +424,7 @@ void comm_link_send(const Grid *g, CommLink kind, ops_tensor buf, int64_t n, int
                     CommRequest *req)
 {
     *req = COMM_REQUEST_NULL;
+    trace_message(g, 1, kind, buf, n, peer);
     DEVICE_TO_NCCL(buf, comm_nccl_link_send(g, kind, buf, n, peer, &req->event));
     TRI_CHECK_MPI(MPI_Isend(buf.data, (int)n, mpi_type(buf.dtype), peer, (int)kind,
                             comm_mpi(g, COMM_PP), &req->mpi));
@@ -372,6 +434,7 @@ void comm_link_recv(const Grid *g, CommLink kind, ops_tensor buf, int64_t n, int
                     CommRequest *req)
 {
     *req = COMM_REQUEST_NULL;
+    trace_message(g, 0, kind, buf, n, peer);
     DEVICE_TO_NCCL(buf, comm_nccl_link_recv(g, kind, buf, n, peer, &req->event));
     TRI_CHECK_MPI(MPI_Irecv(buf.data, (int)n, mpi_type(buf.dtype), peer, (int)kind,
                             comm_mpi(g, COMM_PP), &req->mpi));

@@ -16,6 +16,9 @@
  *
  * Every blocking call names itself to the watchdog (watchdog.h) while it
  * runs, so a rank left waiting for a stopped peer says where it waits.
+ * Every call (collectives, host values, pipeline messages) records itself
+ * in the communication trace when TRIDENT_COMM_TRACE names a directory
+ * (comm_trace.h), on the MPI and the NCCL path alike.
  *
  * A collective must be called by all ranks of its group in the same order
  * with the same n. Before the layout is known (the config is still to be
