@@ -251,12 +251,21 @@ static double eta_seconds(const Trainer *t)
     return t->avg_step_s * left + evals_left * t->eval_seconds;
 }
 
+/* The model's FLOPs of training on `tokens` tokens, as MFU counts them:
+ * the forward pass and a backward of twice its cost (recomputation is not
+ * the model's work). The step lines and the end-of-run summary both use
+ * it. */
+static double training_flops(const ModelConfig *m, double tokens)
+{
+    return 3.0 * model_forward_flops(m, tokens);
+}
+
 static void report(Trainer *t, const StepResult *r, double step_s, double val_loss,
                    double comm_s, const StragglerReport *spread)
 {
     const Config *c = t->cfg;
     double tokens = (double)t->global_batch * c->model.seq_len;
-    double model_flops = 3.0 * model_forward_flops(&c->model, tokens);
+    double model_flops = training_flops(&c->model, tokens);
     /* a probe taken while the machine was busy reads low; no step can run
      * faster than the peak, so the best step rate bounds it from below, and
      * the hardware's peak is at least what the GEMM library reached */
@@ -619,7 +628,7 @@ static void summarise(Trainer *t, int64_t tokens_before)
         .first_step = t->first_step, .last_step = t->step, .total_steps = c->train.steps,
         .train_loss = t->last_loss, .val_loss = t->last_val, .val_step = t->last_val_step,
         .wall_s = timer_now() - t->started, .train_s = t->train_seconds, .tokens = tokens,
-        .model_flops = 3.0 * model_forward_flops(&c->model, (double)tokens),
+        .model_flops = training_flops(&c->model, (double)tokens),
         .peak_flops = t->hw_peak.flops, .ckpt_dir = c->checkpoint.dir,
         .saved_step = t->saved_step, .metrics_path = c->log.metrics,
     };
