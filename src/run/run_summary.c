@@ -61,8 +61,7 @@ static void print_files(FILE *out, const RunSummary *s)
     else if (s->saved_step < 0)
         fprintf(out, "summary: checkpoints: none saved by this run in %s\n", s->ckpt_dir);
     else
-        fprintf(out, "summary: checkpoints: %s (newest: %s/step_%08d.h5)\n", s->ckpt_dir,
-                s->ckpt_dir, s->saved_step);
+        fprintf(out, "summary: checkpoints: %s (newest: %s)\n", s->ckpt_dir, s->saved_path);
 }
 
 static void print_next(FILE *out, const RunSummary *s)
@@ -71,11 +70,12 @@ static void print_next(FILE *out, const RunSummary *s)
         fprintf(out, "next: plot the curves:  jobs/plot.sh %s\n", s->metrics_path);
     if (!s->ckpt_dir[0] || s->saved_step < 0)
         return;
-    char ckpt[4200], hf[4200];
-    snprintf(ckpt, sizeof ckpt, "%s/step_%08d.h5", s->ckpt_dir, s->saved_step);
+    char hf[4200];
     export_dir(hf, sizeof hf, s->ckpt_dir);
-    fprintf(out, "next: sample the model: trident sample --ckpt %s --tokens 200\n", ckpt);
-    fprintf(out, "next: export it:        trident export %s --format hf %s\n", ckpt, hf);
+    fprintf(out, "next: sample the model: trident sample --ckpt %s --tokens 200\n",
+            s->saved_path);
+    fprintf(out, "next: export it:        trident export %s --format hf %s\n", s->saved_path,
+            hf);
     if (s->last_step < s->total_steps)
         fprintf(out, "next: resume:           the same command continues from step %d\n",
                 s->saved_step);

@@ -23,6 +23,7 @@
 #include "blend.h"
 #include "ckpt.h"
 #include "ckpt_async.h"
+#include "ckpt_files.h"
 #include "comm.h"
 #include "data.h"
 #include "fail.h"
@@ -624,13 +625,17 @@ static void summarise(Trainer *t, int64_t tokens_before)
     if (!is_root(t) || t->step <= t->first_step)
         return;
     int64_t tokens = t->st.tokens - tokens_before;
+    CkptPaths newest = {.final = ""};
+    if (t->saved_step >= 0)
+        ckpt_files_paths(&newest, c->checkpoint.dir, t->saved_step);
     RunSummary s = {
         .first_step = t->first_step, .last_step = t->step, .total_steps = c->train.steps,
         .train_loss = t->last_loss, .val_loss = t->last_val, .val_step = t->last_val_step,
         .wall_s = timer_now() - t->started, .train_s = t->train_seconds, .tokens = tokens,
         .model_flops = training_flops(&c->model, (double)tokens),
         .peak_flops = t->hw_peak.flops, .ckpt_dir = c->checkpoint.dir,
-        .saved_step = t->saved_step, .metrics_path = c->log.metrics,
+        .saved_step = t->saved_step, .saved_path = newest.final,
+        .metrics_path = c->log.metrics,
     };
     run_summary_print(stdout, &s);
 }
