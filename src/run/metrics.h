@@ -72,6 +72,10 @@ void metrics_close(Metrics *mt);
 void metrics_write(Metrics *mt, const StepMetrics *s);
 /* "step   10/600 | loss 3.2145 | ... | eta 1:02" */
 void metrics_print(FILE *out, const StepMetrics *s);
+/* s seconds, rounded, as H:MM:SS, or as M:SS under an hour unless hours
+ * is set (the ETA's "1:02", the summary's wall time "0:01:02"); a
+ * negative or non-finite s is 0. Not collective. */
+void metrics_format_duration(char *buf, size_t size, double s, int hours);
 
 /* Peak resident set size of this process, bytes. */
 int64_t metrics_peak_rss(void);

@@ -11,11 +11,7 @@
 #include <math.h>
 #include <string.h>
 
-static void format_wall(char *buf, size_t size, double s)
-{
-    long t = isfinite(s) && s > 0 ? (long)(s + 0.5) : 0;
-    snprintf(buf, size, "%ld:%02ld:%02ld", t / 3600, t / 60 % 60, t % 60);
-}
+#include "metrics.h"
 
 /* The directory an export goes to: beside the checkpoint directory, as
  * "hf" (runs/tiny/ckpt -> runs/tiny/hf). */
@@ -31,7 +27,7 @@ static void export_dir(char *buf, size_t size, const char *ckpt_dir)
 static void print_speed(FILE *out, const RunSummary *s)
 {
     char wall[32];
-    format_wall(wall, sizeof wall, s->wall_s);
+    metrics_format_duration(wall, sizeof wall, s->wall_s, 1);
     int steps = s->last_step - s->first_step;
     fprintf(out, "summary: %d step%s this run (steps %d to %d of %d) in %s wall time",
             steps, steps == 1 ? "" : "s", s->first_step + 1, s->last_step, s->total_steps,
