@@ -325,13 +325,13 @@ static void remeasure_peak(Trainer *t, int first)
 /* The tokenizer of [data] tokenizer on rank 0, which prints the sample,
  * and its end-of-document id on every rank: the prompt, after which the
  * data's documents begin. Without one (or should the file have gone since
- * start-up: a note) *bpe is NULL and the prompt is a newline for a byte
- * model, else GPT-2's end-of-text id. Collective on world. */
+ * start-up: a note) *bpe is NULL and the prompt is sample_default_prompt's.
+ * Collective on world. */
 static void sample_tokenizer(Trainer *t, Bpe **bpe, int32_t *prompt)
 {
     const Config *c = t->cfg;
     *bpe = NULL;
-    *prompt = c->model.vocab_size == 256 ? '\n' : 50256 % c->model.vocab_size;
+    *prompt = sample_default_prompt(c->model.vocab_size);
     if (!c->data.tokenizer[0])
         return;
     char msg[2048];
