@@ -14,14 +14,20 @@
 #include "metrics.h"
 
 /* The directory an export goes to: beside the checkpoint directory, as
- * "hf" (runs/tiny/ckpt -> runs/tiny/hf). */
+ * "hf" (runs/tiny/ckpt -> runs/tiny/hf); trailing slashes name the same
+ * directory (runs/tiny/ckpt/ -> runs/tiny/hf, not into the checkpoints). */
 static void export_dir(char *buf, size_t size, const char *ckpt_dir)
 {
-    const char *slash = strrchr(ckpt_dir, '/');
-    if (!slash)
+    int end = (int)strlen(ckpt_dir);
+    while (end > 1 && ckpt_dir[end - 1] == '/')
+        end--;
+    int slash = end - 1;
+    while (slash >= 0 && ckpt_dir[slash] != '/')
+        slash--;
+    if (slash < 0)
         snprintf(buf, size, "hf");
     else
-        snprintf(buf, size, "%.*s/hf", (int)(slash - ckpt_dir), ckpt_dir);
+        snprintf(buf, size, "%.*s/hf", slash, ckpt_dir);
 }
 
 static void print_speed(FILE *out, const RunSummary *s)
