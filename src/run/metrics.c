@@ -146,10 +146,10 @@ static void make_header(Metrics *mt, const MetricsRun *run)
     char id[24], start[32];
     strftime(start, sizeof start, "%Y-%m-%dT%H:%M:%SZ", &utc);
     strftime(id, sizeof id, "%Y%m%dT%H%M%SZ", &utc);
-    snprintf(mt->run_id, sizeof mt->run_id, "%s-%ld", id, (long)getpid());
-    snprintf(mt->header, sizeof mt->header, "{\"run\":\"%s\",\"start\":\"%s\",\"config_digest\":\"%016llx\","
+    /* the run's id, "20261128T091513Z-4242": its start (UTC) and rank 0's pid */
+    snprintf(mt->header, sizeof mt->header, "{\"run\":\"%s-%ld\",\"start\":\"%s\",\"config_digest\":\"%016llx\","
             "\"steps\":%d,\"resumed\":%s,\"resumed_from_step\":%ld}\n",
-            mt->run_id, start, (unsigned long long)digest_of(run->config_text), run->steps,
+            id, (long)getpid(), start, (unsigned long long)digest_of(run->config_text), run->steps,
             run->resumed_step > 0 ? "true" : "false", run->resumed_step);
 }
 

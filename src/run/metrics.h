@@ -37,7 +37,6 @@ typedef struct {
     FILE *jsonl;           /* NULL: no metrics file, or writing it failed */
     char path[4096];
     int failed;            /* a write failed: warned once, file no longer written */
-    char run_id[64];       /* "20261128T091513Z-4242": the start (UTC) and rank 0's pid */
     char header[512];      /* the run's header record, until the first step writes it */
 } Metrics;
 
