@@ -11,7 +11,7 @@
 # in its checkpoint dir and samples, each off when set so.
 . "${TRI_SRCDIR:-.}/tests/lib.sh"
 np=${1:-1}
-plan 30
+plan 31
 cfg="$WORK/c.ini"
 write_config "$cfg"
 PY=${PYTHON:-python3}
@@ -56,6 +56,11 @@ expect 0 "" "the printed sample command runs: trident ${sample:-(none printed)}"
 run "$np" $export_cmd
 [ "$rc" = 0 ] && [ -f "$WORK/hf/config.json" ]
 ok $? "the printed export command runs and writes beside the checkpoints: trident ${export_cmd:-(none printed)}"
+# a [checkpoint] dir written with a trailing slash is the same directory:
+# the export still goes beside it, not into it
+run "$np" train --config "$cfg" --set checkpoint.dir="$WORK/slash/ck/" --set train.steps=1
+expect 0 "^next: export it: *trident export .* --format hf $WORK/slash/hf$" \
+    "with [checkpoint] dir = .../ck/ (a trailing slash) the export command still writes beside it"
 
 # ---- a resume that raises steps, and decay_steps -----------------------
 cp -r "$WORK/ck" "$WORK/keep"

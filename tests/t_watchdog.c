@@ -7,8 +7,10 @@
  * the one it replaced; a new timeout replaces the running one's; a full
  * standard output is named; the whole process stopped and continued is
  * no stall; a timeout of 0 watches nothing; stopping joins the
- * thread at once. On 2 ranks, rank 0 waits in comm_barrier for a rank
- * that is late, and its watchdog names that collective and its group.
+ * thread at once; the watchdog armed before MPI_Init reads the command
+ * line's timeout as the run does. On 2 ranks, rank 0 waits in
+ * comm_barrier for a rank that is late, and its watchdog names that
+ * collective and its group.
  */
 #include <fcntl.h>
 #include <pthread.h>
@@ -23,6 +25,7 @@ extern char **environ;
 
 #include "comm.h"
 #include "grid.h"
+#include "start_up_watchdog.h"
 #include "tap.h"
 #include "timer.h"
 #include "watchdog.h"
@@ -79,6 +82,23 @@ static void rearmed(void)
     watchdog_set_timeout(0);
     tap_ok(watchdog_limit_s() == 0.0, "a timeout set to 0 stops the watchdog");
     watchdog_leave(outer);
+}
+
+/* The watchdog armed before MPI_Init takes `--set fault.timeout` as
+ * config_load takes it, blanks around each part included: a value the run
+ * accepts must not leave the start-up at the default timeout (it did: a
+ * rank stopped in MPI_Init then hung the job for 3 x the default). */
+static void start_up_reads_the_set_as_the_run_does(void)
+{
+    char prog[] = "trident", cmd[] = "train", set[] = "--set", value[] = " fault . timeout = 2 ";
+    char *argv[] = {prog, cmd, set, value, NULL};
+    watchdog_stop();
+    start_up_watchdog_arm(4, argv);
+    double limit = watchdog_limit_s();
+    watchdog_stop();
+    tap_ok(limit == WATCHDOG_STARTUP_FACTOR * 2.0,
+           "the start-up watchdog reads --set ' fault . timeout = 2 ' as the run does: a limit "
+           "of %d x 2 s (got %g s)", WATCHDOG_STARTUP_FACTOR, limit);
 }
 
 /* A standard output that nobody drains (a pipe filled to the brim, as a
@@ -273,8 +293,9 @@ static void collective_named(void)
 int main(int argc, char **argv)
 {
     tap_init(&argc, &argv);
-    tap_plan(tap_size() > 1 ? 13 : 12);
+    tap_plan(tap_size() > 1 ? 14 : 13);
     local_checks();
+    start_up_reads_the_set_as_the_run_does();
     ignored_thread();
     if (tap_size() > 1)
         collective_named();

@@ -6,31 +6,11 @@
 
 #include <stdio.h>
 #include <stdlib.h>
-#include <string.h>
 #include <unistd.h>
 
 #include "cli.h"
 #include "config_load.h"
 #include "watchdog.h"
-
-/* Past spaces, then the word: NULL when the text does not start so. */
-static const char *skip_word(const char *text, const char *word)
-{
-    while (*text == ' ' || *text == '\t')
-        text++;
-    size_t n = strlen(word);
-    return strncmp(text, word, n) == 0 ? text + n : NULL;
-}
-
-/* The value of a "fault.timeout=VALUE" override (spaces allowed around
- * the dot and the '=', as config_load allows them), or NULL. */
-static const char *timeout_value(const char *set)
-{
-    const char *p = skip_word(set, "fault");
-    p = p ? skip_word(p, ".") : NULL;
-    p = p ? skip_word(p, "timeout") : NULL;
-    return p ? skip_word(p, "=") : NULL;
-}
 
 /* The last valid `--set fault.timeout=S`, else the key's default. */
 static double command_line_timeout(int argc, char **argv)
@@ -43,11 +23,13 @@ static double command_line_timeout(int argc, char **argv)
     CliArgs a;
     if (!quiet)
         return cfg.fault.timeout;
+    /* every --set is applied as config_load applies it, so that the
+     * start-up reads fault.timeout exactly as the run will; only the
+     * timeout is kept */
     if (cli_parse(&a, argc, argv, quiet) == 0)
         for (int i = 0; i < a.n_sets; i++) {
-            const char *value = timeout_value(a.sets[i]);
             double before = cfg.fault.timeout;
-            if (value && config_set(&cfg, "fault", "timeout", value, "--set", quiet))
+            if (config_apply_override(&cfg, a.sets[i], quiet))
                 cfg.fault.timeout = before; /* an invalid value: config_load refuses it */
         }
     fclose(quiet);

@@ -214,8 +214,7 @@ static int report_malformed(const char *text, FILE *err)
     return config_report(err, "--set %s: expected section.key=value", config_shown(text, b));
 }
 
-/* "section.key=value", blanks around each part ignored. */
-static int apply_override(Config *cfg, const char *text, FILE *err)
+int config_apply_override(Config *cfg, const char *text, FILE *err)
 {
     size_t len = strlen(text);
     char *copy = malloc(len + 1);
@@ -257,7 +256,7 @@ int config_load(Config *cfg, const char *path, const char *const *overrides,
     if (rc)
         return rc;
     for (int i = 0; i < n_overrides; i++)
-        if (apply_override(cfg, overrides[i], err))
+        if (config_apply_override(cfg, overrides[i], err))
             return 1;
     char msg[CONFIG_MSG_MAX];
     if (resolve_auto(cfg, cfg, msg, sizeof msg))

@@ -35,6 +35,12 @@ int config_load(Config *cfg, const char *path, const char *const *overrides,
 int config_set(Config *cfg, const char *section, const char *key,
                const char *value, const char *origin, FILE *err);
 
+/* Applies one --set override, "section.key=value" (blanks around each part
+ * ignored), as config_load does; returns non-zero with a message on err
+ * when it is malformed (saying which --set it may mean) or config_set
+ * refuses it. Not collective. */
+int config_apply_override(Config *cfg, const char *text, FILE *err);
+
 /* Cross-key checks (n_embd % n_head, checkpoint.every needs a dir, ...). Checks that
  * need the data files are data_open's, and those that need the world size
  * are layout_check's. Returns non-zero on failure. */

@@ -178,7 +178,8 @@ int config_describe_set_guess(char *msg, size_t n, const char *key, const char *
                    config_shown(key, b), config_shown(value, b2));
         return 1;
     }
-    /* trident's own name in one section, else another trainer's */
+    /* another trainer's name of a key, else trident's own name of one
+     * (spelt any way: config_alias_key looks in that order) */
     const KeyDef *k = config_alias_key(key, NULL);
     if (!k)
         return 0;

@@ -146,10 +146,10 @@ static void make_header(Metrics *mt, const MetricsRun *run)
     char id[24], start[32];
     strftime(start, sizeof start, "%Y-%m-%dT%H:%M:%SZ", &utc);
     strftime(id, sizeof id, "%Y%m%dT%H%M%SZ", &utc);
-    snprintf(mt->run_id, sizeof mt->run_id, "%s-%ld", id, (long)getpid());
-    snprintf(mt->header, sizeof mt->header, "{\"run\":\"%s\",\"start\":\"%s\",\"config_digest\":\"%016llx\","
+    /* the run's id, "20261128T091513Z-4242": its start (UTC) and rank 0's pid */
+    snprintf(mt->header, sizeof mt->header, "{\"run\":\"%s-%ld\",\"start\":\"%s\",\"config_digest\":\"%016llx\","
             "\"steps\":%d,\"resumed\":%s,\"resumed_from_step\":%ld}\n",
-            mt->run_id, start, (unsigned long long)digest_of(run->config_text), run->steps,
+            id, (long)getpid(), start, (unsigned long long)digest_of(run->config_text), run->steps,
             run->resumed_step > 0 ? "true" : "false", run->resumed_step);
 }
 
@@ -265,12 +265,12 @@ void metrics_write(Metrics *mt, const StepMetrics *s)
         give_up(mt, errno ? errno : EIO, s->step);
 }
 
-static void format_duration(char *buf, size_t size, double s)
+void metrics_format_duration(char *buf, size_t size, double s, int hours)
 {
     if (!isfinite(s) || s < 0)
         s = 0;
     long t = (long)(s + 0.5);
-    if (t >= 3600)
+    if (hours || t >= 3600)
         snprintf(buf, size, "%ld:%02ld:%02ld", t / 3600, t / 60 % 60, t % 60);
     else
         snprintf(buf, size, "%ld:%02ld", t / 60, t % 60);
@@ -279,7 +279,7 @@ static void format_duration(char *buf, size_t size, double s)
 void metrics_print(FILE *out, const StepMetrics *s)
 {
     char eta[32];
-    format_duration(eta, sizeof eta, s->eta_s);
+    metrics_format_duration(eta, sizeof eta, s->eta_s, 0);
     fprintf(out, "step %5d/%d | loss %.4f", s->step, s->steps, s->loss);
     if (!isnan(s->val_loss))
         fprintf(out, " | val %.4f", s->val_loss);

@@ -37,7 +37,6 @@ typedef struct {
     FILE *jsonl;           /* NULL: no metrics file, or writing it failed */
     char path[4096];
     int failed;            /* a write failed: warned once, file no longer written */
-    char run_id[64];       /* "20261128T091513Z-4242": the start (UTC) and rank 0's pid */
     char header[512];      /* the run's header record, until the first step writes it */
 } Metrics;
 
@@ -72,6 +71,10 @@ void metrics_close(Metrics *mt);
 void metrics_write(Metrics *mt, const StepMetrics *s);
 /* "step   10/600 | loss 3.2145 | ... | eta 1:02" */
 void metrics_print(FILE *out, const StepMetrics *s);
+/* s seconds, rounded, as H:MM:SS, or as M:SS under an hour unless hours
+ * is set (the ETA's "1:02", the summary's wall time "0:01:02"); a
+ * negative or non-finite s is 0. Not collective. */
+void metrics_format_duration(char *buf, size_t size, double s, int hours);
 
 /* Peak resident set size of this process, bytes. */
 int64_t metrics_peak_rss(void);

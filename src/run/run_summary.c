@@ -11,27 +11,29 @@
 #include <math.h>
 #include <string.h>
 
-static void format_wall(char *buf, size_t size, double s)
-{
-    long t = isfinite(s) && s > 0 ? (long)(s + 0.5) : 0;
-    snprintf(buf, size, "%ld:%02ld:%02ld", t / 3600, t / 60 % 60, t % 60);
-}
+#include "metrics.h"
 
 /* The directory an export goes to: beside the checkpoint directory, as
- * "hf" (runs/tiny/ckpt -> runs/tiny/hf). */
+ * "hf" (runs/tiny/ckpt -> runs/tiny/hf); trailing slashes name the same
+ * directory (runs/tiny/ckpt/ -> runs/tiny/hf, not into the checkpoints). */
 static void export_dir(char *buf, size_t size, const char *ckpt_dir)
 {
-    const char *slash = strrchr(ckpt_dir, '/');
-    if (!slash)
+    int end = (int)strlen(ckpt_dir);
+    while (end > 1 && ckpt_dir[end - 1] == '/')
+        end--;
+    int slash = end - 1;
+    while (slash >= 0 && ckpt_dir[slash] != '/')
+        slash--;
+    if (slash < 0)
         snprintf(buf, size, "hf");
     else
-        snprintf(buf, size, "%.*s/hf", (int)(slash - ckpt_dir), ckpt_dir);
+        snprintf(buf, size, "%.*s/hf", slash, ckpt_dir);
 }
 
 static void print_speed(FILE *out, const RunSummary *s)
 {
     char wall[32];
-    format_wall(wall, sizeof wall, s->wall_s);
+    metrics_format_duration(wall, sizeof wall, s->wall_s, 1);
     int steps = s->last_step - s->first_step;
     fprintf(out, "summary: %d step%s this run (steps %d to %d of %d) in %s wall time",
             steps, steps == 1 ? "" : "s", s->first_step + 1, s->last_step, s->total_steps,
@@ -61,8 +63,7 @@ static void print_files(FILE *out, const RunSummary *s)
     else if (s->saved_step < 0)
         fprintf(out, "summary: checkpoints: none saved by this run in %s\n", s->ckpt_dir);
     else
-        fprintf(out, "summary: checkpoints: %s (newest: %s/step_%08d.h5)\n", s->ckpt_dir,
-                s->ckpt_dir, s->saved_step);
+        fprintf(out, "summary: checkpoints: %s (newest: %s)\n", s->ckpt_dir, s->saved_path);
 }
 
 static void print_next(FILE *out, const RunSummary *s)
@@ -71,11 +72,12 @@ static void print_next(FILE *out, const RunSummary *s)
         fprintf(out, "next: plot the curves:  jobs/plot.sh %s\n", s->metrics_path);
     if (!s->ckpt_dir[0] || s->saved_step < 0)
         return;
-    char ckpt[4200], hf[4200];
-    snprintf(ckpt, sizeof ckpt, "%s/step_%08d.h5", s->ckpt_dir, s->saved_step);
+    char hf[4200];
     export_dir(hf, sizeof hf, s->ckpt_dir);
-    fprintf(out, "next: sample the model: trident sample --ckpt %s --tokens 200\n", ckpt);
-    fprintf(out, "next: export it:        trident export %s --format hf %s\n", ckpt, hf);
+    fprintf(out, "next: sample the model: trident sample --ckpt %s --tokens 200\n",
+            s->saved_path);
+    fprintf(out, "next: export it:        trident export %s --format hf %s\n", s->saved_path,
+            hf);
     if (s->last_step < s->total_steps)
         fprintf(out, "next: resume:           the same command continues from step %d\n",
                 s->saved_step);

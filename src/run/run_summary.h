@@ -23,6 +23,7 @@ typedef struct {
     double peak_flops;        /* the hardware's peak, FLOP/s; 0 if unknown */
     const char *ckpt_dir;     /* [checkpoint] dir; "" for none */
     int saved_step;           /* the step of the newest checkpoint; -1 if none */
+    const char *saved_path;   /* its file (ckpt_files_paths names it); "" if none */
     const char *metrics_path; /* [log] metrics; "" for none */
 } RunSummary;
 

@@ -169,6 +169,11 @@ static const char *tokenizer_chosen(const char *option, const Config *cfg, const
     return cfg->data.tokenizer;
 }
 
+int32_t sample_default_prompt(int vocab_size)
+{
+    return vocab_size == 256 ? '\n' : 50256 % vocab_size;
+}
+
 /* The prompt as tokens without a tokenizer: bytes for a byte-level model,
  * else token ids; text there is refused, suggesting --tokenizer (why_none:
  * why no tokenizer is known). */
@@ -179,7 +184,7 @@ static int parse_prompt(const char *text, int vocab, const char *why_none, int32
     int32_t *tok = TRI_MALLOC((len + 2) * sizeof *tok, "the prompt");
     *n = 0;
     if (!text || !len) {
-        tok[(*n)++] = vocab == 256 ? '\n' : 50256 % vocab;
+        tok[(*n)++] = sample_default_prompt(vocab);
     } else if (vocab == 256) {
         for (size_t i = 0; i < len; i++)
             tok[(*n)++] = (unsigned char)text[i];

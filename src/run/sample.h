@@ -18,6 +18,12 @@
 #include "model.h"
 #include "pipeline.h"
 
+/* The prompt of a generation that has no text and no tokenizer to start
+ * from: a newline for a byte-level model (vocab_size 256), else GPT-2's
+ * end-of-text id (50256, wrapped into a smaller vocabulary), after which
+ * documents begin. Not collective. */
+int32_t sample_default_prompt(int vocab_size);
+
 /* Generates n_tokens after the prompt (prompt_len tokens; at least one)
  * with temperature sampling seeded by seed, writing each token to out as it
  * comes (its bytes when bpe is given and has it, bytes when vocab_size is

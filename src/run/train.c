@@ -23,6 +23,7 @@
 #include "blend.h"
 #include "ckpt.h"
 #include "ckpt_async.h"
+#include "ckpt_files.h"
 #include "comm.h"
 #include "data.h"
 #include "fail.h"
@@ -251,12 +252,21 @@ static double eta_seconds(const Trainer *t)
     return t->avg_step_s * left + evals_left * t->eval_seconds;
 }
 
+/* The model's FLOPs of training on `tokens` tokens, as MFU counts them:
+ * the forward pass and a backward of twice its cost (recomputation is not
+ * the model's work). The step lines and the end-of-run summary both use
+ * it. */
+static double training_flops(const ModelConfig *m, double tokens)
+{
+    return 3.0 * model_forward_flops(m, tokens);
+}
+
 static void report(Trainer *t, const StepResult *r, double step_s, double val_loss,
                    double comm_s, const StragglerReport *spread)
 {
     const Config *c = t->cfg;
     double tokens = (double)t->global_batch * c->model.seq_len;
-    double model_flops = 3.0 * model_forward_flops(&c->model, tokens);
+    double model_flops = training_flops(&c->model, tokens);
     /* a probe taken while the machine was busy reads low; no step can run
      * faster than the peak, so the best step rate bounds it from below, and
      * the hardware's peak is at least what the GEMM library reached */
@@ -315,13 +325,13 @@ static void remeasure_peak(Trainer *t, int first)
 /* The tokenizer of [data] tokenizer on rank 0, which prints the sample,
  * and its end-of-document id on every rank: the prompt, after which the
  * data's documents begin. Without one (or should the file have gone since
- * start-up: a note) *bpe is NULL and the prompt is a newline for a byte
- * model, else GPT-2's end-of-text id. Collective on world. */
+ * start-up: a note) *bpe is NULL and the prompt is sample_default_prompt's.
+ * Collective on world. */
 static void sample_tokenizer(Trainer *t, Bpe **bpe, int32_t *prompt)
 {
     const Config *c = t->cfg;
     *bpe = NULL;
-    *prompt = c->model.vocab_size == 256 ? '\n' : 50256 % c->model.vocab_size;
+    *prompt = sample_default_prompt(c->model.vocab_size);
     if (!c->data.tokenizer[0])
         return;
     char msg[2048];
@@ -500,6 +510,16 @@ static RunEnd stop_on_signal(Trainer *t, const char *when)
     return end;
 }
 
+/* The stop of [eval] patience, said on rank 0 (its checkpoint is saved). */
+static RunEnd stop_early(const Trainer *t)
+{
+    const EvalConfig *e = &t->cfg->eval;
+    if (is_root(t))
+        printf("early stop at step %d: validation loss has not improved on %.4f by %g for %d evaluations\n",
+               t->step, t->st.best_val, e->min_delta, e->patience);
+    return RUN_EARLY_STOP;
+}
+
 /* A run resumed at (or past) its last step trains nothing: it says so,
  * instead of ending in silence. */
 static void say_already_done(Trainer *t)
@@ -509,6 +529,53 @@ static void say_already_done(Trainer *t)
         printf("already at step %d of %d: nothing to train (raise [train] steps to train on "
                "from this checkpoint, or choose another [checkpoint] dir to start a new run)\n",
                t->step, c->train.steps);
+}
+
+/* One training step, timed, and what the run keeps of it: the step's
+ * time (the ETA's average, the summary's total, the stragglers' record,
+ * the profile) and its loss. The first step of the run ends the start-up:
+ * the watchdog's longer limit, and the line saying how long it took. */
+static StepResult timed_step(Trainer *t, double *step_s)
+{
+    int first_of_run = t->step == t->first_step;
+    /* a test hook: SIGTERM from outside at a known step (t_matrix M122) */
+    if (fault_at("sigterm", t->grid.layout.rank, t->step + 1))
+        kill(getpid(), SIGTERM);
+    comm_reset_seconds();
+    watchdog_step(t->step + 1);
+    double t0 = timer_now();
+    WatchdogPhase outer = watchdog_enter("train_step", NULL);
+    StepResult r = train_step(t);
+    watchdog_leave(outer);
+    *step_s = timer_now() - t0;
+    t->train_seconds += *step_s;
+    t->last_loss = r.loss;
+    time_step(t, *step_s);
+    if (first_of_run)
+        watchdog_warmed_up();
+    straggler_add_step(&t->straggler, *step_s, comm_blocked_seconds());
+    if (first_of_run && is_root(t))
+        printf("start-up: first step done %.2f s after the process started (MPI_Init to here)\n",
+               timer_now() - t->started);
+    profile_step(t, *step_s, t->first_step);
+    return r;
+}
+
+/* The validation loss where an evaluation is due after this step, else
+ * NaN; its time (the ETA's) and value (the summary's) are kept. */
+static double evaluate_if_due(Trainer *t)
+{
+    const Config *c = t->cfg;
+    if (c->eval.every <= 0 || !due(t->step, c->eval.every, c->train.steps))
+        return NAN;
+    WatchdogPhase outer = watchdog_enter("evaluate", NULL);
+    double e0 = timer_now();
+    double val = evaluate(t);
+    t->eval_seconds = timer_now() - e0;
+    t->last_val = val;
+    t->last_val_step = t->step;
+    watchdog_leave(outer);
+    return val;
 }
 
 static RunEnd run_steps(Trainer *t)
@@ -529,26 +596,8 @@ static RunEnd run_steps(Trainer *t)
     }
     request_batch(t, t->st.cursor);
     while (t->step < c->train.steps) {
-        /* a test hook: SIGTERM from outside at a known step (t_matrix M122) */
-        if (fault_at("sigterm", t->grid.layout.rank, t->step + 1))
-            kill(getpid(), SIGTERM);
-        comm_reset_seconds();
-        watchdog_step(t->step + 1);
-        double t0 = timer_now();
-        WatchdogPhase outer = watchdog_enter("train_step", NULL);
-        StepResult r = train_step(t);
-        watchdog_leave(outer);
-        double step_s = timer_now() - t0;
-        t->train_seconds += step_s;
-        t->last_loss = r.loss;
-        time_step(t, step_s);
-        if (t->step == first + 1)
-            watchdog_warmed_up();
-        straggler_add_step(&t->straggler, step_s, comm_blocked_seconds());
-        if (t->step == first + 1 && is_root(t))
-            printf("start-up: first step done %.2f s after the process started (MPI_Init to here)\n",
-                   timer_now() - t->started);
-        profile_step(t, step_s, first);
+        double step_s;
+        StepResult r = timed_step(t, &step_s);
         double comm_s = comm_seconds(COMM_TP) + comm_seconds(COMM_DP) + comm_seconds(COMM_KV);
         if (r.give_up) {
             StragglerReport none = {.slowest_rank = -1};
@@ -557,16 +606,7 @@ static RunEnd run_steps(Trainer *t)
             give_up_message(t, &r);
             return RUN_FAILED;
         }
-        double val = NAN;
-        if (c->eval.every > 0 && due(t->step, c->eval.every, c->train.steps)) {
-            outer = watchdog_enter("evaluate", NULL);
-            double e0 = timer_now();
-            val = evaluate(t);
-            t->eval_seconds = timer_now() - e0;
-            t->last_val = val;
-            t->last_val_step = t->step;
-            watchdog_leave(outer);
-        }
+        double val = evaluate_if_due(t);
         if (due(t->step, c->log.every, c->train.steps) || t->step == first + 1 || !isnan(val)) {
             StragglerReport spread;
             straggler_report(&t->straggler, &t->grid, &spread, stdout);
@@ -595,12 +635,8 @@ static RunEnd run_steps(Trainer *t)
             snprintf(when, sizeof when, "at step %d", t->step);
             return stop_on_signal(t, when);
         }
-        if (early) {
-            if (is_root(t))
-                printf("early stop at step %d: validation loss has not improved on %.4f by %g for %d evaluations\n",
-                       t->step, t->st.best_val, c->eval.min_delta, c->eval.patience);
-            return RUN_EARLY_STOP;
-        }
+        if (early)
+            return stop_early(t);
     }
     if (t->step > first && (save(t) || save_wait(t)))
         return RUN_FAILED;
@@ -615,13 +651,17 @@ static void summarise(Trainer *t, int64_t tokens_before)
     if (!is_root(t) || t->step <= t->first_step)
         return;
     int64_t tokens = t->st.tokens - tokens_before;
+    CkptPaths newest = {.final = ""};
+    if (t->saved_step >= 0)
+        ckpt_files_paths(&newest, c->checkpoint.dir, t->saved_step);
     RunSummary s = {
         .first_step = t->first_step, .last_step = t->step, .total_steps = c->train.steps,
         .train_loss = t->last_loss, .val_loss = t->last_val, .val_step = t->last_val_step,
         .wall_s = timer_now() - t->started, .train_s = t->train_seconds, .tokens = tokens,
-        .model_flops = 3.0 * model_forward_flops(&c->model, (double)tokens),
+        .model_flops = training_flops(&c->model, (double)tokens),
         .peak_flops = t->hw_peak.flops, .ckpt_dir = c->checkpoint.dir,
-        .saved_step = t->saved_step, .metrics_path = c->log.metrics,
+        .saved_step = t->saved_step, .saved_path = newest.final,
+        .metrics_path = c->log.metrics,
     };
     run_summary_print(stdout, &s);
 }

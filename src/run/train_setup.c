@@ -226,25 +226,18 @@ static void print_plan(Trainer *t)
                                          (StageCost){1.0, 1.0, 1.0}, NULL));
 }
 
-/* Rank 0, resumed from path: whether the checkpoint's run read another
- * [data] train (its stored config names it). Changing data is legitimate
- * (a new corpus for the next phase), so this warns, and says what the
- * cursor means now: it counts the samples seen and is kept (tokens seen
- * and the schedule follow from it), so the run goes on at that sample of
- * the new data's own seeded order, wrapping at its windows as any epoch
- * does, instead of where it stopped in the old data. */
-static void warn_data_changed(const Trainer *t, const char *path)
+/* Rank 0, resumed: whether the checkpoint's run read another [data] train
+ * (stored, its config, names it). Changing data is legitimate (a new
+ * corpus for the next phase), so this warns, and says what the cursor
+ * means now: it counts the samples seen and is kept (tokens seen and the
+ * schedule follow from it), so the run goes on at that sample of the new
+ * data's own seeded order, wrapping at its windows as any epoch does,
+ * instead of where it stopped in the old data. */
+static void warn_data_changed(const Trainer *t, const Config *stored)
 {
-    Config *stored = TRI_CALLOC(1, sizeof *stored, "the checkpoint's stored config");
-    char why[1024] = "";
-    FILE *err = fmemopen(why, sizeof why, "w");
-    int rc = ckpt_read_config(path, stored, err);
-    fclose(err);
     const char *now = t->cfg->data.train;
     int64_t cursor = t->st.cursor, windows = data_train_windows(t->data);
-    if (rc)
-        printf("note: [data] train not compared with the checkpoint's: %s", why);
-    else if (strcmp(stored->data.train, now) && data_train_parts(t->data) == 1 && windows > 0)
+    if (strcmp(stored->data.train, now) && data_train_parts(t->data) == 1 && windows > 0)
         printf("warning: [data] train = %s, but the checkpoint's run read %s: the data cursor "
                "(%lld samples seen) is kept, so training goes on at sample %lld of the new "
                "data's seeded order: position %lld in its epoch %lld (it holds %lld windows), not "
@@ -256,7 +249,6 @@ static void warn_data_changed(const Trainer *t, const char *path)
                "(%lld samples seen) is kept, so training goes on at sample %lld of the new "
                "blend's seeded order, each part wrapping at its own windows, not where the old "
                "data stopped\n", now, stored->data.train, (long long)cursor, (long long)cursor);
-    free(stored);
 }
 
 /* The step at which a schedule's cosine reaches min_lr. */
@@ -265,22 +257,14 @@ static int decay_end(const TrainConfig *tc)
     return tc->decay_steps > 0 ? tc->decay_steps : tc->steps;
 }
 
-/* A resume whose learning-rate schedule is not the checkpoint's (most
- * often: [train] steps raised to train on) says so, with the next step's
- * learning rate under each, instead of jumping in silence; with steps
- * changed it names decay_steps, which keeps the decayed schedule. Rank 0;
- * a stored config that cannot be read says nothing (the load verified the
- * tensors, which is what the run needs). */
-static void say_schedule_change(const Trainer *t, const char *path)
+/* A resume whose learning-rate schedule is not the checkpoint's (stored,
+ * its config; most often: [train] steps raised to train on) says so, with
+ * the next step's learning rate under each, instead of jumping in silence;
+ * with steps changed it names decay_steps, which keeps the decayed
+ * schedule. Rank 0. */
+static void say_schedule_change(const Trainer *t, const Config *stored)
 {
-    static Config old;
-    char why[1024];
-    FILE *err = fmemopen(why, sizeof why, "w");
-    int rc = ckpt_read_config(path, &old, err);
-    fclose(err);
-    if (rc)
-        return;
-    const TrainConfig *now = &t->cfg->train, *then = &old.train;
+    const TrainConfig *now = &t->cfg->train, *then = &stored->train;
     double lr_now = optim_lr(now, t->step), lr_then = optim_lr(then, t->step);
     int end_now = decay_end(now), end_then = decay_end(then);
     if (end_now == end_then && lr_now == lr_then)
@@ -295,6 +279,28 @@ static void say_schedule_change(const Trainer *t, const char *path)
         printf("note: the learning-rate schedule is not the checkpoint's ([train] lr, min_lr "
                "or warmup changed): step %d trains at lr %.3g (%.3g on the checkpoint's "
                "schedule)\n", t->step + 1, lr_now, lr_then);
+}
+
+/* Rank 0, resumed from path: what this run changed of the checkpoint's
+ * run, read once from its stored config. One that cannot be read changes
+ * nothing of the resume (the load verified the tensors, which is what the
+ * run needs): only the data comparison, which a user may rely on, says it
+ * was not made. */
+static void say_changes_since(const Trainer *t, const char *path)
+{
+    static Config stored; /* large: not on the stack */
+    char why[1024] = "";
+    FILE *err = fmemopen(why, sizeof why, "w");
+    int rc = ckpt_read_config(path, &stored, err);
+    fclose(err);
+    if (rc) {
+        if (t->data)
+            printf("note: [data] train not compared with the checkpoint's: %s", why);
+        return;
+    }
+    say_schedule_change(t, &stored);
+    if (t->data)
+        warn_data_changed(t, &stored);
 }
 
 /* Fresh weights from the counter-based RNG or [checkpoint] init_from, or
@@ -322,9 +328,7 @@ static int init_or_resume(Trainer *t)
     if (is_root(t)) {
         printf("resumed from %s: step %d, %lld tokens seen\n", path, t->step,
                (long long)t->st.tokens);
-        say_schedule_change(t, path);
-        if (t->data)
-            warn_data_changed(t, path);
+        say_changes_since(t, path);
     }
     return 0;
 }

@@ -8,35 +8,7 @@
 #include <string.h>
 
 #include "alloc.h"
-
-/* GPT-2's bytes_to_unicode: the printable bytes stand for themselves, the
- * others for the code points from 256 up, in byte order. */
-static unsigned byte_code_point(unsigned char c)
-{
-    if ((c >= 33 && c <= 126) || (c >= 161 && c <= 172) || (c >= 174))
-        return c;
-    unsigned n = 0;
-    for (unsigned b = 0; b < c; b++)
-        n += !((b >= 33 && b <= 126) || (b >= 161 && b <= 172) || (b >= 174));
-    return 256 + n;
-}
-
-/* bytes in the byte spelling, as UTF-8 (every code point below 0x800:
- * two bytes at most) in out, which holds 2 len + 1. */
-static void spell(const char *bytes, size_t len, char *out)
-{
-    size_t o = 0;
-    for (size_t i = 0; i < len; i++) {
-        unsigned cp = byte_code_point((unsigned char)bytes[i]);
-        if (cp < 0x80) {
-            out[o++] = (char)cp;
-        } else {
-            out[o++] = (char)(0xC0 | (cp >> 6));
-            out[o++] = (char)(0x80 | (cp & 0x3F));
-        }
-    }
-    out[o] = '\0';
-}
+#include "byte_level.h"
 
 static int is_special(const Bpe *b, int32_t id)
 {
@@ -58,7 +30,7 @@ static const char *spelled(const Bpe *b, int32_t id, char **buf, size_t *cap)
         *cap = 2 * len + 1;
         *buf = TRI_REALLOC(*buf, *cap, "the tokenizer's spelling");
     }
-    spell(bytes, len, *buf);
+    byte_level_spell(bytes, len, *buf);
     return *buf;
 }
 

@@ -15,6 +15,7 @@
 #include <stdlib.h>
 #include <string.h>
 
+#include "byte_level.h"
 #include "reason.h"
 
 /* GPT-2's pattern (also r50k_base's), cl100k_base's (Llama 3 uses the same)
@@ -32,52 +33,6 @@ static const char PATTERN_O200K[] =
     "\\p{N}{1,3}| ?[^\\s\\p{L}\\p{N}]+[\\r\\n/]*|\\s*[\\r\\n]+|\\s+(?!\\S)|\\s+";
 
 enum { MAX_TOKENIZER_BYTES = 1 << 30 };
-
-/* ---- GPT-2's byte <-> printable character table ---- */
-
-/* GPT-2 writes each byte as a printable character: the printable Latin-1
- * bytes as themselves, the others as U+0100 onwards in byte order. */
-static void byte_level_table(int char_of_byte[256])
-{
-    int n = 0;
-    for (int b = 0; b < 256; b++) {
-        int printable = (b >= '!' && b <= '~') || (b >= 0xA1 && b <= 0xAC) || (b >= 0xAE && b <= 0xFF);
-        char_of_byte[b] = printable ? b : 256 + n++;
-    }
-}
-
-/* Decodes a byte-level string (UTF-8 of those characters) into bytes.
- * Returns the length, or -1 when a character is not one of the table's. */
-static long byte_level_decode(const char *s, size_t n, unsigned char *out)
-{
-    static int byte_of_char[324];
-    static int ready;
-    if (!ready) {
-        int char_of_byte[256];
-        byte_level_table(char_of_byte);
-        for (int i = 0; i < 324; i++)
-            byte_of_char[i] = -1;
-        for (int b = 0; b < 256; b++)
-            byte_of_char[char_of_byte[b]] = b;
-        ready = 1;
-    }
-    long o = 0;
-    for (size_t i = 0; i < n;) {
-        unsigned char c = (unsigned char)s[i];
-        int cp;
-        if (c < 0x80) {
-            cp = c, i += 1;
-        } else if ((c & 0xE0) == 0xC0 && i + 1 < n) {
-            cp = (c & 0x1F) << 6 | ((unsigned char)s[i + 1] & 0x3F), i += 2;
-        } else {
-            return -1;
-        }
-        if (cp >= 324 || byte_of_char[cp] < 0)
-            return -1;
-        out[o++] = (unsigned char)byte_of_char[cp];
-    }
-    return o;
-}
 
 /* ---- reading files ---- */
 
