@@ -74,6 +74,10 @@ const KeyDef config_keys[] = {
     INT_KEY("parallel", "dp", parallel.dp, "0", 0, INT_MAX),
     INT_KEY("parallel", "pp", parallel.pp, "1", 1, INT_MAX),
     INT_KEY("parallel", "tp", parallel.tp, "1", 1, INT_MAX),
+    /* left out of the stored config while 1: a checkpoint of a run
+     * without context parallelism reads as it did before the key came */
+    { KEY("parallel", "cp", K_INT, parallel.cp, "1"), .min = 1, .max = INT_MAX,
+      .flags = OMIT_UNSET },
     ENUM_KEY("parallel", "schedule", parallel.schedule, "1f1b", SCHEDULE_WORDS),
     INT_KEY("parallel", "virtual_stages", parallel.virtual_stages, "1", 1, INT_MAX),
     INT_KEY("parallel", "zero", parallel.zero, "1", 0, 3),

@@ -39,7 +39,7 @@
 #include "cuda/cuda.h"
 #include "watchdog.h"
 
-#define N_GROUPS (COMM_KV + 1)
+#define N_GROUPS COMM_GROUP_COUNT
 
 #define N_CHANNELS (N_GROUPS + N_LINKS)
 #define LINK_CHANNEL(link) (N_GROUPS + (int)(link))

@@ -1,12 +1,19 @@
 /*
- * layout.h - the layout of a run, world = pp x dp x tp with TP innermost,
- * and a rank's place in it: plain arithmetic on the config and the world
- * size, no MPI. Not collective.
+ * layout.h - the layout of a run, world = pp x dp x cp x tp with TP
+ * innermost, and a rank's place in it: plain arithmetic on the config and
+ * the world size, no MPI. Not collective.
  *
- * World rank r sits at tp_rank = r % tp, dp_rank = (r / tp) % dp and
- * pp_stage = r / (tp * dp), so a TP group (the chattiest) is a run of
- * consecutive ranks and lands on one node, then DP, then PP (Megatron's
- * order). A Layout is a value: the trainer's grid holds its own (grid.h,
+ * World rank r sits at tp_rank = r % tp, cp_rank = (r / tp) % cp,
+ * dp_rank = (r / (tp * cp)) % dp and pp_stage = r / (tp * cp * dp), so a
+ * TP group (the chattiest) is a run of consecutive ranks and lands on one
+ * node, then CP (the attention's all-gathers), then DP, then PP
+ * (Megatron's order).
+ *
+ * dp and dp_rank are the *data*: which samples a rank reads (the global
+ * batch is rows x grad_accum x dp). The ranks that hold the same weights
+ * and reduce their gradients together are more: every cp rank of every
+ * dp rank, the replicas (layout_replicas, layout_replica_rank), which the
+ * grid's dp_comm joins. With cp = 1 the two are the same. A Layout is a value: the trainer's grid holds its own (grid.h,
  * which adds the communicators), and whatever reasons about a rank without
  * being it builds one for that rank: plan for every rank of a world it
  * never starts, the parameter table of any (stage, TP rank), the
@@ -29,8 +36,9 @@
 
 typedef struct {
     int rank, size;                  /* world */
-    int dp, pp, tp;                  /* group sizes */
+    int dp, pp, tp, cp;              /* group sizes */
     int dp_rank, pp_stage, tp_rank;  /* this rank's place */
+    int cp_rank;                     /* which chunks of each sequence it holds */
     int node_size;                   /* [parallel] node_size: nodes pretended to
                                         hold that many world ranks; 0: real nodes */
 } Layout;
@@ -40,13 +48,28 @@ typedef struct {
  * layout_check for that world. */
 Layout layout_of_rank(const ParallelConfig *p, int world, int rank);
 
-/* The layout of p's pp and tp with dp DP ranks (already resolved), seen
- * from the rank at (pp_stage, dp_rank, tp_rank): for a rank that is not
- * this process's (plan, the parameter table of any stage). */
+/* The layout of p's pp, cp and tp with dp DP ranks (already resolved),
+ * seen from the rank at (pp_stage, dp_rank, tp_rank) and cp_rank 0: for a
+ * rank that is not this process's (plan, the parameter table of any
+ * stage, which no cp rank changes). */
 Layout layout_at(const ParallelConfig *p, int dp, int pp_stage, int dp_rank, int tp_rank);
 
-/* World rank of the rank at (pp_stage, dp_rank, tp_rank) of l. */
+/* World rank of the rank at (pp_stage, dp_rank, tp_rank) and cp_rank 0 of
+ * l: the first rank of its context-parallel group. */
 int layout_world_rank(const Layout *l, int pp_stage, int dp_rank, int tp_rank);
+
+/* World rank of replica `replica_rank` of the replica group at (pp_stage,
+ * tp_rank) of l (the ranks dp_comm joins, layout_replica_rank's order). */
+int layout_replica_world_rank(const Layout *l, int pp_stage, int replica_rank, int tp_rank);
+
+/* The ranks that hold the same weights and reduce their gradients
+ * together, dp * cp: the DP reduction, ZeRO's shards and the sums of
+ * loss and tokens run over them (the grid's dp_comm). */
+int layout_replicas(const Layout *l);
+
+/* This rank's place among its replicas, dp_rank * cp + cp_rank: its rank
+ * in dp_comm, and the block of every ZeRO-sharded tensor it owns. */
+int layout_replica_rank(const Layout *l);
 
 /* Checks that the layout of cfg fits a world of `world` ranks: dp*pp*tp,
  * divisibility by tp, layers per stage, node_size. Writes the reason on err
@@ -79,7 +102,7 @@ int layout_sequence_rules_check(const Config *cfg, ConfigKeyProblem *p);
 int layout_sample_fits(const Config *cfg);
 
 /* The DP size of a world of `world` ranks: [parallel] dp, or world /
- * (pp * tp) when dp = 0. The one place that rule lives: the trainer's grid
+ * (pp * cp * tp) when dp = 0. The one place that rule lives: the trainer's grid
  * and `trident plan` resolve it alike. */
 int layout_resolve_dp(const ParallelConfig *p, int world);
 
