@@ -406,11 +406,11 @@ int comm_nccl_init(const Grid *g, char *err, size_t err_size)
     create(COMM_TP, g->tp_comm, 1);
     create(COMM_DP_NODE, g->dp_node, 0);
     create(COMM_DP_CROSS, g->dp_cross, 0);
-    /* dp_node and dp_cross are split from dp_comm keyed by dp_rank, so a
-     * group spanning all of DP has DP's members in DP's order */
-    if (g->dp_node_size == g->layout.dp)
+    /* dp_node and dp_cross are split from dp_comm keyed by replica rank,
+     * so a group spanning all of DP has DP's members in DP's order */
+    if (g->dp_node_size == layout_replicas(&g->layout))
         share(COMM_DP, COMM_DP_NODE);
-    else if (g->dp_cross_size == g->layout.dp)
+    else if (g->dp_cross_size == layout_replicas(&g->layout))
         share(COMM_DP, COMM_DP_CROSS);
     else
         create(COMM_DP, g->dp_comm, 0);
