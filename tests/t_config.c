@@ -36,7 +36,7 @@ static const char FULL[] =
     "vocab_used = 50257\n"
     "init = xavier_uniform\ninit_std = 0.01\ninit_fan = fan_out\ntie_embeddings = no\n"
     "arch = llama\nn_kv_head = 2\nffn_dim = 144\nnorm_eps = 1e-6\nrope_theta = 500000\n"
-    "[parallel]\ndp = 2\npp = 3\ntp = 2\nschedule = interleaved\nvirtual_stages = 2\nzero = 3\n"
+    "[parallel]\ndp = 2\npp = 3\ntp = 2\ncp = 2\nschedule = interleaved\nvirtual_stages = 2\nzero = 3\n"
     "node_size = 4\n"
     "device = cpu\noverlap = false\nsequence_parallel = true\n"
     "[train]\nmicro_batch = 4\ngrad_accum = 6\nsteps = 77\nlr = 6e-4\nmin_lr = 6e-5\n"
@@ -51,7 +51,7 @@ static const char FULL[] =
     "resume = none\nasync = true\n"
     "init_from = /models/gpt2\n"
     "[eval]\nevery = 10\nbatches = 3\npatience = 4\nmin_delta = 0.001\n"
-    "[log]\nevery = 5\nmetrics = /scratch/m.jsonl\nsample_tokens = 64\nprofile = yes\n"
+    "[log]\nevery = 5\nmetrics = /scratch/m.jsonl\nsample_tokens = 0\nprofile = yes\n"
     "[fault]\ntimeout = 90.5\n";
 
 typedef struct {
@@ -221,7 +221,7 @@ static void test_full_file(void)
     tap_ok(o.rc == 0 && c.model.vocab_size == 50304 && c.model.init == INIT_XAVIER_UNIFORM &&
            c.model.init_fan == FAN_OUT && c.model.tie_embeddings == 0 &&
            c.parallel.schedule == SCHED_INTERLEAVED && c.parallel.virtual_stages == 2 &&
-           c.parallel.zero == 3 &&
+           c.parallel.zero == 3 && c.parallel.cp == 2 &&
            c.train.precision == PRECISION_BF16 && c.train.recompute == RECOMPUTE_EVERY &&
            c.train.recompute_every == 2 && c.train.offload == OFFLOAD_OPTIMIZER &&
            c.train.seed == 18446744073709551615ULL &&
@@ -260,14 +260,15 @@ static void test_full_file(void)
         }
         a += la + (a[la] != 0);
     }
-    /* 64 keys today: a new key must be added to FULL too; the one line
+    /* 65 keys today: a new key must be added to FULL too; the one line
      * both texts hold is d's arch = llama (set so def has llama's keys) */
-    tap_ok(keys == 64 && same == 1 && n == (int)strlen(full),
+    tap_ok(keys == 65 && same == 1 && n == (int)strlen(full),
            "config_to_ini writes all %d keys, and the full file sets each", keys);
     tap_ok(round_trips(&c), "every key round-trips: config_to_ini -> config_load -> same Config");
-    tap_ok(!strstr(def, "vocab_used") && !strstr(def, "init_from") && !strstr(def, "tokenizer"),
-           "unset, vocab_used, init_from and tokenizer are left out of config_to_ini's text (stored "
-           "configs as before)");
+    tap_ok(!strstr(def, "vocab_used") && !strstr(def, "init_from") && !strstr(def, "tokenizer")
+           && !strstr(def, "cp = "),
+           "unset, vocab_used, init_from, tokenizer and cp are left out of config_to_ini's text "
+           "(stored configs as before)");
     config_defaults(&d);
     config_to_ini(&d, def, sizeof def);
     tap_ok(!strstr(def, "arch") && !strstr(def, "n_kv_head") && !strstr(def, "ffn_dim") &&
@@ -542,6 +543,23 @@ static void test_rule_errors(void)
              "[train]\nmicro_batch = 2\n[log]\nsample_tokens = 5\n" BASE, 0,
              "[log] sample_tokens = 5: generation with sequence_parallel needs [model] seq_len "
              "(3) divisible by tp (2)", NULL);
+    /* context parallelism (issue 39): its own words for the chunks, the
+     * slices and generation; its size in the product of the layout */
+    FILE_ERR("cp: seq_len cut into 2 cp chunks", "[model]\nseq_len = 8\n[parallel]\ncp = 3\n"
+             BASE, 0, "[parallel] cp = 3: needs [model] seq_len (8) divisible by 2 * cp = 6: "
+             "each sequence is cut into 2 cp chunks, two for each cp rank", NULL);
+    FILE_ERR("cp with sequence_parallel: each TP rank a slice of the cp rank's tokens",
+             "[model]\nseq_len = 12\n[parallel]\ntp = 4\ncp = 2\nsequence_parallel = true\n"
+             "[train]\nmicro_batch = 1\n[log]\nsample_tokens = 0\n" BASE, 0,
+             "[parallel] sequence_parallel = true: needs [train] micro_batch * [model] seq_len / "
+             "[parallel] cp = 1 * 12 / 2 = 6 divisible by tp (4)", NULL);
+    FILE_ERR("cp > 1: an asked-for sample is refused, naming both keys",
+             "[parallel]\ncp = 2\n[log]\nsample_tokens = 5\n" BASE, 0,
+             "[log] sample_tokens = 5: generation needs [parallel] cp = 1 (this config's is 2)",
+             NULL);
+    FILE_ERR("cp in the layout's product", "[parallel]\npp = 2\ncp = 2147483647\n" BASE, 0,
+             "[parallel] cp = 2147483647: pp * cp * tp = 2 * 2147483647 * 1 = 4294967294 is more "
+             "ranks than an MPI world holds", NULL);
     static Config sp;
     Outcome o = run("[model]\nseq_len = 3\n[parallel]\nsequence_parallel = true\n"
                     "[train]\nmicro_batch = 1\n" BASE, NULL, 0, &sp);
@@ -789,6 +807,15 @@ static void test_run_defaults(void)
            "an explicit sample_tokens there is still refused, naming the key");
     tap_diag("%s", o.msg ? o.msg : "");
     outcome_free(&o);
+    /* context parallelism cuts every row: no default sample, said why */
+    const char *const cp[] = { "parallel.cp=2" };
+    o = run(BASE, cp, 1, &c);
+    off = config_off(&c, text, sizeof text);
+    tap_ok(o.rc == 0 && c.log.sample_tokens == 0 &&
+           strstr(text, "a sample at the end ([log] sample_tokens; none by default here: generation "
+                        "needs [parallel] cp = 1 (this config's is 2)"),
+           "cp = 2: the default sample falls back to none, with a note naming cp: %s", text);
+    outcome_free(&o);
 
     /* a dir so long that dir/metrics.jsonl would not fit a path */
     static char ini[CONFIG_PATH_MAX + 256];
@@ -883,7 +910,7 @@ int main(int argc, char **argv)
         return 0;
     }
     tap_init(&argc, &argv);
-    tap_plan(125);
+    tap_plan(130);
     test_defaults();
     test_builtin();
     test_full_file();

@@ -1,7 +1,8 @@
 /*
  * t_grid.c - the process grid on 1, 2, 4 and 8 ranks: every layout that
- * fits the world, TP innermost, groups of the right sizes and members, the
- * bad layouts refused with their reason, and when DP reduces in two levels.
+ * fits the world (pp x dp x cp x tp), TP innermost then CP, groups of the
+ * right sizes and members (dp_comm the replicas, dp x cp), the bad layouts
+ * refused with their reason, and when DP reduces in two levels.
  */
 #include <mpi.h>
 #include <stdio.h>
@@ -9,13 +10,55 @@
 #include <string.h>
 
 #include "config.h"
+#include "comm.h"
 #include "config_load.h"
 #include "device.h"
 #include "grid.h"
 #include "nccl_env.h"
 #include "tap.h"
 
-static int check_layout(int dp, int pp, int tp, int node_size)
+/* Member i of each of this rank's groups, by the contract's arithmetic
+ * (tp_rank = r % tp, cp_rank = (r / tp) % cp, dp_rank = (r / (tp cp)) % dp,
+ * pp_stage = r / (tp cp dp)), written out here rather than taken from
+ * layout.c, so that the test can disagree with it. */
+static int rank_of(const Layout *l, int pp_stage, int dp_rank, int cp_rank, int tp_rank)
+{
+    return ((pp_stage * l->dp + dp_rank) * l->cp + cp_rank) * l->tp + tp_rank;
+}
+
+/* Whether member i of comm is world rank want(l, i) for every i. */
+static int members_are(MPI_Comm comm, const Layout *l, int (*want)(const Layout *, int))
+{
+    int size, me = l->rank;
+    MPI_Comm_size(comm, &size);
+    int *got = malloc(sizeof *got * (size_t)size), ok = 1;
+    MPI_Allgather(&me, 1, MPI_INT, got, 1, MPI_INT, comm);
+    for (int i = 0; i < size; i++)
+        ok &= got[i] == want(l, i);
+    free(got);
+    return ok;
+}
+
+static int tp_member(const Layout *l, int i)
+{
+    return rank_of(l, l->pp_stage, l->dp_rank, l->cp_rank, i);
+}
+static int cp_member(const Layout *l, int i)
+{
+    return rank_of(l, l->pp_stage, l->dp_rank, i, l->tp_rank);
+}
+/* the replicas, ranked by dp_rank * cp + cp_rank */
+static int dp_member(const Layout *l, int i)
+{
+    return rank_of(l, l->pp_stage, i / l->cp, i % l->cp, l->tp_rank);
+}
+static int pp_member(const Layout *l, int i)
+{
+    return rank_of(l, i, l->dp_rank, l->cp_rank, l->tp_rank);
+}
+
+/* This rank's place and its groups on a grid of dp x pp x cp x tp. */
+static int check_layout(int dp, int pp, int cp, int tp, int node_size)
 {
     Config cfg;
     config_defaults(&cfg);
@@ -24,33 +67,49 @@ static int check_layout(int dp, int pp, int tp, int node_size)
     cfg.model.n_embd = 64;
     cfg.parallel.dp = dp;
     cfg.parallel.pp = pp;
+    cfg.parallel.cp = cp;
     cfg.parallel.tp = tp;
     cfg.parallel.node_size = node_size;
     Grid g;
     grid_create(&g, &cfg, MPI_COMM_WORLD);
-    int ok = g.layout.dp * g.layout.pp * g.layout.tp == g.layout.size;
-    ok &= g.layout.rank == layout_world_rank(&g.layout, g.layout.pp_stage, g.layout.dp_rank, g.layout.tp_rank);
-    ok &= g.layout.tp_rank == g.layout.rank % tp;             /* TP innermost */
+    const Layout *l = &g.layout;
+    int replicas = l->dp * cp;
+    int ok = l->dp * l->pp * l->cp * l->tp == l->size && l->cp == cp;
+    ok &= l->rank == rank_of(l, l->pp_stage, l->dp_rank, l->cp_rank, l->tp_rank);
+    ok &= l->tp_rank == l->rank % tp && l->cp_rank == (l->rank / tp) % cp; /* TP, then CP */
+    ok &= l->dp_rank == (l->rank / (tp * cp)) % l->dp && l->pp_stage == l->rank / (tp * cp * l->dp);
+    ok &= layout_replicas(l) == replicas && layout_replica_rank(l) == l->dp_rank * cp + l->cp_rank;
+    ok &= l->rank == layout_replica_world_rank(l, l->pp_stage, layout_replica_rank(l), l->tp_rank);
+    ok &= layout_world_rank(l, l->pp_stage, l->dp_rank, l->tp_rank)
+          == rank_of(l, l->pp_stage, l->dp_rank, 0, l->tp_rank);
+    Layout at = layout_at(&cfg.parallel, l->dp, l->pp_stage, l->dp_rank, l->tp_rank);
+    ok &= at.cp == cp && at.cp_rank == 0 && at.rank == rank_of(l, l->pp_stage, l->dp_rank, 0, l->tp_rank);
     int s;
-    MPI_Comm_size(g.tp_comm, &s); ok &= s == g.layout.tp;
-    MPI_Comm_size(g.dp_comm, &s); ok &= s == g.layout.dp;
-    MPI_Comm_size(g.pp_comm, &s); ok &= s == g.layout.pp;
-    /* pp_comm rank is the stage, dp_comm rank the dp rank */
+    MPI_Comm_size(g.tp_comm, &s); ok &= s == l->tp;
+    MPI_Comm_size(g.cp_comm, &s); ok &= s == cp;
+    MPI_Comm_size(g.dp_comm, &s); ok &= s == replicas;
+    MPI_Comm_size(g.pp_comm, &s); ok &= s == l->pp;
+    /* pp_comm rank is the stage, cp_comm's the cp rank, dp_comm's the replica rank */
     int r;
-    MPI_Comm_rank(g.pp_comm, &r); ok &= r == g.layout.pp_stage;
-    MPI_Comm_rank(g.dp_comm, &r); ok &= r == g.layout.dp_rank;
-    MPI_Comm_rank(g.tp_comm, &r); ok &= r == g.layout.tp_rank;
+    MPI_Comm_rank(g.pp_comm, &r); ok &= r == l->pp_stage;
+    MPI_Comm_rank(g.cp_comm, &r); ok &= r == l->cp_rank;
+    MPI_Comm_rank(g.dp_comm, &r); ok &= r == layout_replica_rank(l);
+    MPI_Comm_rank(g.tp_comm, &r); ok &= r == l->tp_rank;
+    ok &= members_are(g.tp_comm, l, tp_member) && members_are(g.cp_comm, l, cp_member);
+    ok &= members_are(g.dp_comm, l, dp_member) && members_are(g.pp_comm, l, pp_member);
+    /* comm.h reaches cp_comm as COMM_CP */
+    ok &= comm_mpi(&g, COMM_CP) == g.cp_comm && comm_size(&g, COMM_CP) == cp;
     /* a sum over each group counts its members */
     int one = 1, sum = 0;
     MPI_Allreduce(&one, &sum, 1, MPI_INT, MPI_SUM, g.tp_comm); ok &= sum == tp;
-    ok &= g.dp_node_size * g.dp_cross_size == g.layout.dp;
+    ok &= g.dp_node_size * g.dp_cross_size == replicas;
     if (node_size > 0)
         ok &= g.n_nodes == g.layout.size / node_size && g.node == g.layout.rank / node_size;
     grid_destroy(&g);
     return ok;
 }
 
-static int rejects(int world, int dp, int pp, int tp, int n_layer, const char *needle)
+static int rejects(int world, int dp, int pp, int cp, int tp, int n_layer, const char *needle)
 {
     Config cfg;
     config_defaults(&cfg);
@@ -59,6 +118,7 @@ static int rejects(int world, int dp, int pp, int tp, int n_layer, const char *n
     cfg.model.vocab_size = 256;
     cfg.parallel.dp = dp;
     cfg.parallel.pp = pp;
+    cfg.parallel.cp = cp;
     cfg.parallel.tp = tp;
     char msg[512] = "";
     FILE *f = fmemopen(msg, sizeof msg, "w");
@@ -97,49 +157,86 @@ static int two_level_table(void)
     return ok;
 }
 
-/* layout_dp_spot and layout_dp_places, which count, against the nodes
- * listed rank by rank (world rank / node_size) and layout_dp_two_level on
- * that list: every DP group of every layout of up to 48 ranks and every
- * node_size that keeps TP on a node. */
+/* layout_dp_spot and layout_dp_places of the DP group (the replicas, dp x
+ * cp ranks) at stage s and TP rank t of p, against its nodes listed rank
+ * by rank (world rank / node_size) and layout_dp_two_level on that list. */
+static int group_nodes_counted(const ParallelConfig *p, int s, int t)
+{
+    int ok = 1, node_of[48], place_of[48], replicas = p->dp * p->cp, ns = p->node_size;
+    Layout l = layout_at(p, p->dp, s, 0, t);
+    for (int d = 0; d < replicas; d++) {
+        node_of[d] = rank_of(&l, s, d / p->cp, d % p->cp, t) / ns;
+        place_of[d] = d == 0 || node_of[d] != node_of[d - 1] ? 0 : place_of[d - 1] + 1;
+        LayoutDpSpot at = layout_dp_spot(&l, d);
+        if (at.node != node_of[d] - node_of[0] || at.place != place_of[d]) {
+            tap_diag("world %d tp %d cp %d pp %d node_size %d stage %d: DP rank %d at node %d "
+                     "place %d, counted %d %d", l.size, p->tp, p->cp, p->pp, ns, s, d,
+                     node_of[d] - node_of[0], place_of[d], at.node, at.place);
+            ok = 0;
+        }
+    }
+    int want = layout_dp_two_level(node_of, replicas) ? place_of[replicas - 1] + 1 : 0;
+    if (layout_dp_places(&l) != want) {
+        tap_diag("world %d tp %d cp %d pp %d node_size %d stage %d: places %d, listed %d",
+                 l.size, p->tp, p->cp, p->pp, ns, s, layout_dp_places(&l), want);
+        ok = 0;
+    }
+    return ok;
+}
+
+/* group_nodes_counted on every DP group of every layout of up to 48
+ * ranks with cp 1, 2 or 4, and every node_size that keeps TP on a node. */
 static int counted_nodes_are_listed(void)
 {
-    int ok = 1, node_of[48], place_of[48];
+    int ok = 1;
     for (int world = 1; world <= 48; world++)
         for (int tp = 1; tp <= world; tp++)
-            for (int pp = 1; pp * tp <= world; pp++) {
-                if (world % (tp * pp))
-                    continue;
-                int dp = world / (tp * pp);
-                for (int ns = tp; ns <= world; ns += tp) {
-                    if (world % ns)
+            for (int cp = 1; cp <= 4; cp *= 2)
+                for (int pp = 1; pp * cp * tp <= world; pp++) {
+                    if (world % (tp * cp * pp))
                         continue;
-                    ParallelConfig p = {.dp = dp, .pp = pp, .tp = tp, .node_size = ns};
-                    for (int s = 0; s < pp; s++)
-                        for (int t = 0; t < tp; t++) {
-                            Layout l = layout_at(&p, dp, s, 0, t);
-                            for (int d = 0; d < dp; d++) {
-                                node_of[d] = layout_world_rank(&l, s, d, t) / ns;
-                                place_of[d] = d == 0 || node_of[d] != node_of[d - 1]
-                                              ? 0 : place_of[d - 1] + 1;
-                                LayoutDpSpot at = layout_dp_spot(&l, d);
-                                if (at.node != node_of[d] - node_of[0] || at.place != place_of[d]) {
-                                    tap_diag("world %d tp %d pp %d node_size %d stage %d: DP rank "
-                                             "%d at node %d place %d, counted %d %d", world, tp,
-                                             pp, ns, s, d, node_of[d] - node_of[0], place_of[d],
-                                             at.node, at.place);
-                                    ok = 0;
-                                }
-                            }
-                            int want = layout_dp_two_level(node_of, dp) ? place_of[dp - 1] + 1 : 0;
-                            if (layout_dp_places(&l) != want) {
-                                tap_diag("world %d tp %d pp %d node_size %d stage %d: places %d, "
-                                         "listed %d", world, tp, pp, ns, s, layout_dp_places(&l),
-                                         want);
-                                ok = 0;
-                            }
-                        }
+                    ParallelConfig p = {.dp = world / (tp * cp * pp), .pp = pp, .tp = tp,
+                                        .cp = cp};
+                    for (p.node_size = tp; p.node_size <= world; p.node_size += tp)
+                        for (int s = 0; world % p.node_size == 0 && s < pp; s++)
+                            for (int t = 0; t < tp; t++)
+                                ok &= group_nodes_counted(&p, s, t);
                 }
-            }
+    return ok;
+}
+
+/* grid_print's lines on a grid of cp context-parallel ranks, in text. */
+static void printed(int cp, char *text, size_t size)
+{
+    Config cfg;
+    config_defaults(&cfg);
+    cfg.model.n_layer = 8;
+    cfg.parallel.cp = cp;
+    Grid g;
+    grid_create(&g, &cfg, MPI_COMM_WORLD);
+    FILE *f = fmemopen(text, size, "w");
+    grid_print(&g, f);
+    fclose(f);
+    grid_destroy(&g);
+}
+
+/* The start-up layout line names cp and lists the cp groups where cp > 1,
+ * and is as it was with cp = 1. */
+static int print_names_cp(int n)
+{
+    char text[1024] = "", want[128];
+    printed(1, text, sizeof text);
+    snprintf(want, sizeof want, "layout: %d ranks = dp %d x pp 1 x tp 1 (TP innermost)", n, n);
+    int ok = strstr(text, want) && !strstr(text, "cp");
+    if (n % 2 == 0) {
+        printed(2, text, sizeof text);
+        snprintf(want, sizeof want, "layout: %d ranks = dp %d x pp 1 x cp 2 x tp 1 (TP innermost)",
+                 n, n / 2);
+        ok &= strstr(text, want) && strstr(text, "  cp  groups: [0 1]") &&
+              strstr(text, n == 2 ? "  dp  groups: [0 1]" : "  dp  groups: [0 1 2 3");
+    }
+    if (!ok)
+        tap_diag("grid_print:\n%s", text);
     return ok;
 }
 
@@ -241,26 +338,34 @@ int main(int argc, char **argv)
 {
     tap_init(&argc, &argv);
     int n = tap_size();
-    tap_plan(16);
+    tap_plan(17);
     int ok = 1, count = 0;
     for (int tp = 1; tp <= n; tp *= 2)
-        for (int pp = 1; pp * tp <= n; pp *= 2)
-            if (n % (tp * pp) == 0) {
-                ok &= check_layout(n / (tp * pp), pp, tp, 0);
-                count++;
-            }
-    tap_ok(ok, "all %d layouts of %d ranks: sizes, members and rank order", count, n);
-    tap_ok(n < 2 || check_layout(0, 1, 1, 1), "node_size 1 pretends one rank per node");
-    tap_ok(n < 4 || check_layout(n / 2, 1, 2, 2), "node_size 2 with tp 2: TP stays on a node");
-    tap_ok(rejects(8, 2, 2, 1, 8, "dp * pp * tp"), "dp*pp*tp != world is refused");
-    tap_ok(rejects(4, 0, 3, 1, 8, "not a multiple"), "dp=0 with world not a multiple of pp*tp");
-    tap_ok(rejects(8, 1, 1, 8, 8, "n_head"), "n_head not divisible by tp");
-    tap_ok(rejects(8, 1, 8, 1, 4, "layers"), "fewer layers than stages");
-    ParallelConfig pc = {.dp = 0, .pp = 2, .tp = 4};
+        for (int cp = 1; cp * tp <= n; cp *= 2)
+            for (int pp = 1; pp * cp * tp <= n; pp *= 2)
+                if (n % (tp * cp * pp) == 0) {
+                    ok &= check_layout(n / (tp * cp * pp), pp, cp, tp, 0);
+                    count++;
+                }
+    tap_ok(ok, "all %d layouts of %d ranks, cp among them: sizes, members and rank order", count,
+           n);
+    tap_ok(n < 2 || check_layout(0, 1, 1, 1, 1), "node_size 1 pretends one rank per node");
+    tap_ok(n < 4 || check_layout(n / 2, 1, 1, 2, 2), "node_size 2 with tp 2: TP stays on a node");
+    tap_ok(rejects(8, 2, 2, 1, 1, 8, "dp * pp * tp = 2 * 2 * 1 = 4")
+           && rejects(8, 2, 1, 2, 1, 8, "dp * pp * cp * tp = 2 * 1 * 2 * 1 = 4, but 8"),
+           "dp*pp*cp*tp != world is refused, naming cp where it is more than 1");
+    tap_ok(rejects(4, 0, 3, 1, 1, 8, "not a multiple of pp * tp = 3 * 1")
+           && rejects(4, 0, 1, 3, 1, 8, "not a multiple of pp * cp * tp = 1 * 3 * 1"),
+           "dp=0 with world not a multiple of pp*cp*tp");
+    tap_ok(rejects(8, 1, 1, 1, 8, 8, "n_head"), "n_head not divisible by tp");
+    tap_ok(rejects(8, 1, 8, 1, 1, 4, "layers"), "fewer layers than stages");
+    ParallelConfig pc = {.dp = 0, .pp = 2, .tp = 4, .cp = 1};
     int auto_dp = layout_resolve_dp(&pc, 64);
+    pc.cp = 2;
+    int auto_cp_dp = layout_resolve_dp(&pc, 64);
     pc.dp = 3;
-    tap_ok(auto_dp == 8 && layout_resolve_dp(&pc, 64) == 3,
-           "dp = 0 resolves to world / (pp * tp); a set dp stays");
+    tap_ok(auto_dp == 8 && auto_cp_dp == 4 && layout_resolve_dp(&pc, 64) == 3,
+           "dp = 0 resolves to world / (pp * cp * tp); a set dp stays");
     int first, cnt, all = 1, next = 0;
     for (int s = 0; s < 3; s++) {
         layout_stage_layers(8, 3, s, &first, &cnt);
@@ -272,6 +377,8 @@ int main(int argc, char **argv)
     tap_ok(first == 9 && cnt == 3, "12 layers on 4 stages: stage 3 has layers 9..11");
     tap_ok(two_level_table(), "DP is two-level with >1 node, >1 rank per node, equal counts");
     tap_ok(counted_nodes_are_listed(), "node_size's nodes counted (layout_dp_spot, layout_dp_places) as listed");
+    tap_ok(print_names_cp(n), "grid_print names cp and its groups where cp > 1, as before "
+           "with cp = 1");
     tap_ok(host_stays_real(), "node_size pretends nodes, but the GPU choice sees the machine");
     tap_ok(shared_gpus_found(), "two ranks holding one GPU UUID are found, distinct UUIDs pass");
     tap_ok(share_gpu_values(), "TRIDENT_TEST_SHARE_GPU: 1 shares, unset/empty/0 do not, other values are refused");

@@ -19,7 +19,7 @@
 /* Stage 0 of one, TP rank tp_rank of tp: the block params_build gives it. */
 static Layout tp_layout(int tp, int tp_rank)
 {
-    ParallelConfig p = {.pp = 1, .tp = tp};
+    ParallelConfig p = {.pp = 1, .tp = tp, .cp = 1};
     return layout_at(&p, 1, 0, 0, tp_rank);
 }
 

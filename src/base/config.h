@@ -53,7 +53,9 @@ typedef struct {
 } ModelConfig;
 
 typedef struct {
-    int dp, pp, tp;          /* dp = 0: world / (pp * tp) */
+    int dp, pp, tp;          /* dp = 0: world / (pp * cp * tp) */
+    int cp;                  /* context parallelism: each sequence cut over
+                                cp ranks (layout.h) */
     ScheduleKind schedule;
     int virtual_stages;      /* chunks of layers per stage: >= 2 with
                                 the interleaved schedule, else 1 */

@@ -74,6 +74,10 @@ const KeyDef config_keys[] = {
     INT_KEY("parallel", "dp", parallel.dp, "0", 0, INT_MAX),
     INT_KEY("parallel", "pp", parallel.pp, "1", 1, INT_MAX),
     INT_KEY("parallel", "tp", parallel.tp, "1", 1, INT_MAX),
+    /* left out of the stored config while 1: a checkpoint of a run
+     * without context parallelism reads as it did before the key came */
+    { KEY("parallel", "cp", K_INT, parallel.cp, "1"), .min = 1, .max = INT_MAX,
+      .flags = OMIT_UNSET },
     ENUM_KEY("parallel", "schedule", parallel.schedule, "1f1b", SCHEDULE_WORDS),
     INT_KEY("parallel", "virtual_stages", parallel.virtual_stages, "1", 1, INT_MAX),
     INT_KEY("parallel", "zero", parallel.zero, "1", 0, 3),
@@ -134,7 +138,8 @@ const KeyDef config_keys[] = {
      * default never makes a valid config fail (layout_sample_fits) */
     { KEY("log", "sample_tokens", K_INT, log.sample_tokens, "auto"), .min = 0, .max = INT_MAX,
       .flags = AUTO_INT,
-      .auto_is = "200, or none (with a note) where sequence_parallel cannot generate" },
+      .auto_is = "200, or none (with a note) where cp > 1 or sequence_parallel cannot "
+                 "generate" },
     { KEY("log", "profile", K_BOOL, log.profile, "false") },
 
     REAL_KEY("fault", "timeout", fault.timeout, "600", 0, 604800, 0),

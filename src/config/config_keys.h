@@ -24,7 +24,7 @@ typedef enum { K_INT, K_SEED, K_REAL, K_BOOL, K_ENUM, K_PATH, K_RECOMPUTE } KeyT
 /* OMIT_UNSET: config_to_ini leaves the key out while it holds its
  * default, so the stored config (and its checksum) of a run that does not
  * use it is what it was before the key came (vocab_used, init_from,
- * tokenizer). */
+ * tokenizer, cp). */
 /* AUTO_INT: an integer that also takes "auto" (stored as -1, e.g.
  * SAMPLE_AUTO), which config_load resolves from the other keys. */
 enum { OPEN_MIN = 1, OPEN_MAX = 2, NONEMPTY = 4, ARCH_KEY = 8, AUTO_BOOL = 16, OMIT_UNSET = 32,

@@ -39,7 +39,7 @@ static int on_device(ops_tensor t) { return t.device != OPS_CPU; }
     do { if (on_device(buf)) fail_abort("device buffers need the NCCL build; reconfigure with --with-nccl", __FILE__, __LINE__); } while (0)
 #endif
 
-static double comm_time[COMM_KV + 1];
+static double comm_time[COMM_GROUP_COUNT];
 static double blocked_time;   /* in any blocking call below, every group */
 
 /* Every blocking call is a named phase for the watchdog (a rank that
@@ -72,6 +72,7 @@ MPI_Comm comm_mpi(const Grid *g, CommGroup group)
     case COMM_DP_CROSS: return g->dp_cross;
     case COMM_EMBED: return g->embed_comm;
     case COMM_KV: return g->kv_comm;
+    case COMM_CP: return g->cp_comm;
     }
     return MPI_COMM_NULL;
 }
@@ -465,7 +466,7 @@ double comm_blocked_seconds(void) { return blocked_time; }
 
 void comm_reset_seconds(void)
 {
-    for (int i = 0; i <= COMM_KV; i++)
+    for (int i = 0; i < COMM_GROUP_COUNT; i++)
         comm_time[i] = 0.0;
     blocked_time = 0.0;
 }

@@ -15,8 +15,12 @@
 typedef enum {
     COMM_WORLD, COMM_TP, COMM_DP, COMM_PP, COMM_DP_NODE, COMM_DP_CROSS,
     COMM_EMBED,
-    COMM_KV      /* TP ranks that hold the same key/value heads (llama, arch.h) */
+    COMM_KV,     /* TP ranks that hold the same key/value heads (llama, arch.h) */
+    COMM_CP      /* the ranks that share each sequence (context parallelism) */
 } CommGroup;
+
+/* How many groups there are: the size of a table kept per group. */
+#define COMM_GROUP_COUNT (COMM_CP + 1)
 
 typedef enum { COMM_SUM, COMM_MAX, COMM_MIN } CommOp;
 

@@ -57,11 +57,15 @@ void grid_create(Grid *g, const Config *cfg, MPI_Comm world)
     g->layout = layout_of_rank(&cfg->parallel, size, rank);
     const Layout *l = &g->layout;
 
-    g->tp_comm = split(world, l->pp_stage * l->dp + l->dp_rank, l->tp_rank);
-    g->dp_comm = split(world, l->pp_stage * l->tp + l->tp_rank, l->dp_rank);
-    g->pp_comm = split(world, l->dp_rank * l->tp + l->tp_rank, l->pp_stage);
+    /* a replica is (dp_rank, cp_rank): the groups key on its rank */
+    int replicas = layout_replicas(l), replica = layout_replica_rank(l);
+    g->tp_comm = split(world, l->pp_stage * replicas + replica, l->tp_rank);
+    g->cp_comm = split(world, (l->pp_stage * l->dp + l->dp_rank) * l->tp + l->tp_rank,
+                       l->cp_rank);
+    g->dp_comm = split(world, l->pp_stage * l->tp + l->tp_rank, replica);
+    g->pp_comm = split(world, replica * l->tp + l->tp_rank, l->pp_stage);
     int ends = l->pp_stage == 0 || l->pp_stage == l->pp - 1;
-    g->embed_comm = split(world, ends ? l->dp_rank * l->tp + l->tp_rank : MPI_UNDEFINED,
+    g->embed_comm = split(world, ends ? replica * l->tp + l->tp_rank : MPI_UNDEFINED,
                           l->pp_stage);
 
     /* Replicas of a key/value head are consecutive TP ranks (arch_sizes.h). */
@@ -70,11 +74,11 @@ void grid_create(Grid *g, const Config *cfg, MPI_Comm world)
                                  : MPI_COMM_NULL;
 
     find_node(g, cfg);
-    /* DP ranks that share a node, and one DP rank per node. */
-    g->dp_node = split(g->dp_comm, g->node, l->dp_rank);
+    /* Replicas that share a node, and one replica per node. */
+    g->dp_node = split(g->dp_comm, g->node, replica);
     MPI_Comm_rank(g->dp_node, &g->dp_node_rank);
     MPI_Comm_size(g->dp_node, &g->dp_node_size);
-    g->dp_cross = split(g->dp_comm, g->dp_node_rank, l->dp_rank);
+    g->dp_cross = split(g->dp_comm, g->dp_node_rank, replica);
     MPI_Comm_rank(g->dp_cross, &g->dp_cross_rank);
     MPI_Comm_size(g->dp_cross, &g->dp_cross_size);
 }
@@ -89,6 +93,7 @@ static void free_comm(MPI_Comm *c)
 void grid_destroy(Grid *g)
 {
     free_comm(&g->tp_comm);
+    free_comm(&g->cp_comm);
     free_comm(&g->dp_comm);
     free_comm(&g->pp_comm);
     free_comm(&g->embed_comm);
@@ -122,29 +127,42 @@ void grid_world_only(Grid *g, MPI_Comm world)
     g->world = world;
     MPI_Comm_rank(world, &g->layout.rank);
     MPI_Comm_size(world, &g->layout.size);
-    g->tp_comm = g->dp_comm = g->pp_comm = MPI_COMM_NULL;
+    g->tp_comm = g->cp_comm = g->dp_comm = g->pp_comm = MPI_COMM_NULL;
     g->dp_node = g->dp_cross = g->embed_comm = g->node_comm = MPI_COMM_NULL;
     g->kv_comm = g->host_comm = MPI_COMM_NULL;
     g->device = OPS_CPU;
 }
 
+/* Member i of group k of each kind. A CP group is cp consecutive
+ * replicas, tp apart; a replica group (dp_comm) every replica of a stage
+ * and TP rank; a pipeline every stage of a replica and TP rank. */
 static int tp_member(const Layout *l, int k, int i) { return k * l->tp + i; }
+static int cp_member(const Layout *l, int k, int i)
+{
+    return ((k / l->tp) * l->cp + i) * l->tp + k % l->tp;
+}
 static int dp_member(const Layout *l, int k, int i)
 {
-    return layout_world_rank(l, k / l->tp, i, k % l->tp);
+    return layout_replica_world_rank(l, k / l->tp, i, k % l->tp);
 }
 static int pp_member(const Layout *l, int k, int i)
 {
-    return layout_world_rank(l, i, k / l->tp, k % l->tp);
+    return layout_replica_world_rank(l, i, k / l->tp, k % l->tp);
 }
 
 void grid_print(const Grid *g, FILE *out)
 {
     const Layout *l = &g->layout;
-    fprintf(out, "layout: %d ranks = dp %d x pp %d x tp %d (TP innermost), %d node%s of %d rank%s\n",
-            l->size, l->dp, l->pp, l->tp, g->n_nodes, g->n_nodes > 1 ? "s" : "",
+    int replicas = layout_replicas(l);
+    char cp[32] = "";
+    if (l->cp > 1) /* a run without context parallelism keeps its line */
+        snprintf(cp, sizeof cp, " x cp %d", l->cp);
+    fprintf(out, "layout: %d ranks = dp %d x pp %d%s x tp %d (TP innermost), %d node%s of %d rank%s\n",
+            l->size, l->dp, l->pp, cp, l->tp, g->n_nodes, g->n_nodes > 1 ? "s" : "",
             g->local_size, g->local_size > 1 ? "s" : "");
-    print_group(out, "tp", l, l->dp * l->pp, l->tp, tp_member);
-    print_group(out, "dp", l, l->tp * l->pp, l->dp, dp_member);
-    print_group(out, "pp", l, l->dp * l->tp, l->pp, pp_member);
+    print_group(out, "tp", l, replicas * l->pp, l->tp, tp_member);
+    if (l->cp > 1)
+        print_group(out, "cp", l, l->dp * l->pp * l->tp, l->cp, cp_member);
+    print_group(out, "dp", l, l->tp * l->pp, replicas, dp_member);
+    print_group(out, "pp", l, replicas * l->tp, l->pp, pp_member);
 }

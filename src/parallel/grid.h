@@ -9,7 +9,10 @@
  * &g->layout and one that is not that rank builds with layout_at, so no
  * one makes a grid without communicators to reach it. The rest of Grid is
  * what MPI finds at start-up: the nodes (real or pretended), the machine's
- * ranks, and the groups. Each DP group is cut into node-local groups
+ * ranks, and the groups. dp_comm is the replica group: every rank of
+ * this stage and TP rank, dp x cp of them (layout_replicas), which hold
+ * the same weights and reduce their gradients together; with cp = 1 it is
+ * the DP group. Each replica group is cut into node-local groups
  * (dp_node) and cross-node groups (dp_cross, one rank per node), over which
  * comm_dp.h reduces in two levels when layout_dp_two_level says so.
  * [parallel] node_size pretends a node holds that many world ranks, so one
@@ -35,11 +38,14 @@ typedef struct {
     int dp_node_rank, dp_node_size;   /* within dp_node */
     int dp_cross_rank, dp_cross_size; /* within dp_cross */
     MPI_Comm world;
-    MPI_Comm tp_comm;            /* same dp_rank, pp_stage */
-    MPI_Comm dp_comm;            /* same tp_rank, pp_stage */
-    MPI_Comm pp_comm;            /* same tp_rank, dp_rank: the pipeline */
-    MPI_Comm dp_node;            /* DP ranks on this node */
-    MPI_Comm dp_cross;           /* DP ranks with this dp_node_rank, one per node */
+    MPI_Comm tp_comm;            /* same dp_rank, cp_rank, pp_stage */
+    MPI_Comm cp_comm;            /* same dp_rank, tp_rank, pp_stage; rank =
+                                    cp_rank: the ranks sharing each sequence */
+    MPI_Comm dp_comm;            /* same tp_rank, pp_stage: the replicas,
+                                    rank = layout_replica_rank */
+    MPI_Comm pp_comm;            /* same tp_rank, dp_rank, cp_rank: the pipeline */
+    MPI_Comm dp_node;            /* replicas on this node */
+    MPI_Comm dp_cross;           /* replicas with this dp_node_rank, one per node */
     MPI_Comm embed_comm;         /* first and last stage (tied embeddings) */
     MPI_Comm kv_comm;            /* TP ranks holding the same replicated
                                     key/value heads (llama); else NULL */

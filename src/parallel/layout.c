@@ -19,7 +19,7 @@
 
 int layout_resolve_dp(const ParallelConfig *p, int world)
 {
-    return p->dp ? p->dp : world / (p->pp * p->tp);
+    return p->dp ? p->dp : world / (p->pp * p->cp * p->tp);
 }
 
 /* The rules layout_check and layout_rules_check share, each stated once
@@ -72,6 +72,41 @@ static int virtual_stages_check(const Config *c, ConfigKeyProblem *p)
     return 0;
 }
 
+/* Products of layout sizes are ints everywhere (layout_check, MPI): none
+ * may exceed the largest MPI world, INT_MAX ranks. The largest size is the
+ * key to change; cp is named where it is more than 1, so the words of a
+ * run without context parallelism stay as they were. */
+static int layout_products_check(const ParallelConfig *pl, ConfigKeyProblem *p)
+{
+    long long pct = (long long)pl->pp * pl->cp * pl->tp, world = pct * (pl->dp ? pl->dp : 1);
+    if (pct <= INT_MAX && world <= INT_MAX)
+        return 0;
+    const char *key = "tp";
+    int largest = pl->tp;
+    const struct { const char *key; int size; } others[] = {
+        {"pp", pl->pp}, {"cp", pl->cp}, {"dp", pl->dp},
+    };
+    for (size_t i = 0; i < sizeof others / sizeof others[0]; i++)
+        if (others[i].size > largest) {
+            key = others[i].key;
+            largest = others[i].size;
+        }
+    char names[32] = "", values[64] = "";
+    if (pl->dp) {
+        snprintf(names, sizeof names, "dp * ");
+        snprintf(values, sizeof values, "%d * ", pl->dp);
+    }
+    size_t nn = strlen(names), nv = strlen(values);
+    snprintf(names + nn, sizeof names - nn, pl->cp > 1 ? "pp * cp * tp" : "pp * tp");
+    if (pl->cp > 1)
+        snprintf(values + nv, sizeof values - nv, "%d * %d * %d", pl->pp, pl->cp, pl->tp);
+    else
+        snprintf(values + nv, sizeof values - nv, "%d * %d", pl->pp, pl->tp);
+    reason_set(p->why, sizeof p->why, "%s = %s = %lld is more ranks than an MPI world holds "
+               "(at most %d)", names, values, pl->dp ? world : pct, INT_MAX);
+    return refuse(p, "parallel", key);
+}
+
 int layout_rules_check(const Config *c, ConfigKeyProblem *p)
 {
     const ModelConfig *m = &c->model;
@@ -81,21 +116,8 @@ int layout_rules_check(const Config *c, ConfigKeyProblem *p)
                    m->n_layer);
         return refuse(p, "parallel", "pp");
     }
-    /* Products of layout sizes are ints everywhere (layout_check, MPI):
-     * none may exceed the largest MPI world, INT_MAX ranks. */
-    long long pt = (long long)pl->pp * pl->tp, world = pt * (pl->dp ? pl->dp : 1);
-    if (pt > INT_MAX || world > INT_MAX) {
-        const char *key = pl->tp >= pl->pp && pl->tp >= pl->dp ? "tp"
-                          : pl->pp >= pl->dp ? "pp" : "dp";
-        if (!pl->dp)
-            reason_set(p->why, sizeof p->why, "pp * tp = %d * %d = %lld is more ranks than an "
-                       "MPI world holds (at most %d)", pl->pp, pl->tp, pt, INT_MAX);
-        else
-            reason_set(p->why, sizeof p->why, "dp * pp * tp = %d * %d * %d = %lld is more "
-                       "ranks than an MPI world holds (at most %d)", pl->dp, pl->pp, pl->tp,
-                       world, INT_MAX);
-        return refuse(p, "parallel", key);
-    }
+    if (layout_products_check(pl, p))
+        return 1;
     if (!heads_split(m, pl->tp)) {
         reason_set(p->why, sizeof p->why, "n_head (%d) is not divisible by tp (heads are split "
                    "across TP ranks)", m->n_head);
@@ -106,26 +128,66 @@ int layout_rules_check(const Config *c, ConfigKeyProblem *p)
 
 int layout_sample_fits(const Config *c)
 {
-    /* generation runs one row at a time: T tokens sliced over TP */
-    return !c->parallel.sequence_parallel || c->model.seq_len % c->parallel.tp == 0;
+    /* generation runs one whole row at a time (no cp rank holds one):
+     * T tokens sliced over TP */
+    return c->parallel.cp == 1
+        && (!c->parallel.sequence_parallel || c->model.seq_len % c->parallel.tp == 0);
+}
+
+int layout_sample_why(const Config *c, char *why, size_t n)
+{
+    if (c->parallel.cp > 1)
+        return reason_set(why, n, "generation needs [parallel] cp = 1 (this config's is %d): it "
+                          "runs whole rows of seq_len tokens, which context parallelism cuts "
+                          "over cp ranks", c->parallel.cp);
+    return reason_set(why, n, "generation with sequence_parallel needs [model] seq_len (%d) "
+                      "divisible by tp (%d)", c->model.seq_len, c->parallel.tp);
+}
+
+/* Context parallelism cuts each sequence into 2 cp chunks, two for each
+ * cp rank (the first and the mirrored last, so that every rank does the
+ * same share of causal attention's work); cp = 1 cuts nothing. */
+static int chunks_check(const Config *c, ConfigKeyProblem *p)
+{
+    long long chunks = 2LL * c->parallel.cp;
+    if (c->parallel.cp == 1 || c->model.seq_len % chunks == 0)
+        return 0;
+    reason_set(p->why, sizeof p->why, "needs [model] seq_len (%d) divisible by 2 * cp = %lld: "
+               "each sequence is cut into 2 cp chunks, two for each cp rank",
+               c->model.seq_len, chunks);
+    return refuse(p, "parallel", "cp");
+}
+
+/* Each TP rank's slice of the microbatch's flattened tokens (model.c):
+ * with context parallelism, of this cp rank's share of them. */
+static int slices_check(const Config *c, ConfigKeyProblem *p)
+{
+    const ParallelConfig *pl = &c->parallel;
+    long long tokens = (long long)c->train.micro_batch * c->model.seq_len / pl->cp;
+    if (!pl->sequence_parallel || tokens % pl->tp == 0)
+        return 0;
+    if (pl->cp > 1)
+        reason_set(p->why, sizeof p->why, "needs [train] micro_batch * [model] seq_len / "
+                   "[parallel] cp = %d * %d / %d = %lld divisible by tp (%d): each TP rank holds "
+                   "an equal slice of its cp rank's tokens of the microbatch",
+                   c->train.micro_batch, c->model.seq_len, pl->cp, tokens, pl->tp);
+    else
+        reason_set(p->why, sizeof p->why, "needs [train] micro_batch * [model] seq_len = %d * "
+                   "%d = %lld divisible by tp (%d): each TP rank holds an equal slice of the "
+                   "microbatch's tokens", c->train.micro_batch, c->model.seq_len, tokens, pl->tp);
+    return refuse(p, "parallel", "sequence_parallel");
 }
 
 int layout_sequence_rules_check(const Config *c, ConfigKeyProblem *p)
 {
-    const ModelConfig *m = &c->model;
-    const ParallelConfig *pl = &c->parallel;
-    /* each TP rank's slice of the microbatch's flattened tokens (model.c) */
-    long long tokens = (long long)c->train.micro_batch * m->seq_len;
-    if (pl->sequence_parallel && tokens % pl->tp) {
-        reason_set(p->why, sizeof p->why, "needs [train] micro_batch * [model] seq_len = %d * "
-                   "%d = %lld divisible by tp (%d): each TP rank holds an equal slice of the "
-                   "microbatch's tokens", c->train.micro_batch, m->seq_len, tokens, pl->tp);
-        return refuse(p, "parallel", "sequence_parallel");
-    }
+    if (chunks_check(c, p) || slices_check(c, p))
+        return 1;
     if (c->log.sample_tokens > 0 && !layout_sample_fits(c)) {
-        reason_set(p->why, sizeof p->why, "generation with sequence_parallel needs [model] "
-                   "seq_len (%d) divisible by tp (%d): it runs one row of seq_len tokens",
-                   m->seq_len, pl->tp);
+        char why[sizeof p->why];
+        layout_sample_why(c, why, sizeof why);
+        /* the sequence-parallel reason says why a row matters */
+        reason_set(p->why, sizeof p->why, "%s%s", why,
+                   c->parallel.cp > 1 ? "" : ": it runs one row of seq_len tokens");
         return refuse(p, "log", "sample_tokens");
     }
     return 0;
@@ -136,14 +198,22 @@ int layout_check(const Config *cfg, int world, FILE *err)
     const ParallelConfig *p = &cfg->parallel;
     const ModelConfig *m = &cfg->model;
     int dp = layout_resolve_dp(p, world);
-    if (p->dp == 0 && world % (p->pp * p->tp) != 0) {
-        fprintf(err, "trident: [parallel] dp = 0: the world size %d is not a multiple of pp * tp = %d * %d\n",
-                world, p->pp, p->tp);
+    /* cp is named where it is more than 1: the messages of a run without
+     * context parallelism stay as they were */
+    int cp_named = p->cp > 1;
+    char cp_key[16] = "", cp_value[24] = "";
+    if (cp_named) {
+        snprintf(cp_key, sizeof cp_key, "cp * ");
+        snprintf(cp_value, sizeof cp_value, "%d * ", p->cp);
+    }
+    if (p->dp == 0 && world % (p->pp * p->cp * p->tp) != 0) {
+        fprintf(err, "trident: [parallel] dp = 0: the world size %d is not a multiple of pp * %stp = %d * %s%d\n",
+                world, cp_key, p->pp, cp_value, p->tp);
         return 1;
     }
-    if (dp * p->pp * p->tp != world) {
-        fprintf(err, "trident: [parallel] dp * pp * tp = %d * %d * %d = %d, but %d ranks were started\n",
-                dp, p->pp, p->tp, dp * p->pp * p->tp, world);
+    if (dp * p->pp * p->cp * p->tp != world) {
+        fprintf(err, "trident: [parallel] dp * pp * %stp = %d * %d * %s%d = %d, but %d ranks were started\n",
+                cp_key, dp, p->pp, cp_value, p->tp, dp * p->pp * p->cp * p->tp, world);
         return 1;
     }
     if (!heads_split(m, p->tp)) {
@@ -180,26 +250,49 @@ int layout_check(const Config *cfg, int world, FILE *err)
     return 0;
 }
 
+/* The layout of the rank at (pp_stage, dp_rank, cp_rank, tp_rank). */
+static Layout layout_place(const ParallelConfig *p, int dp, int pp_stage, int dp_rank,
+                           int cp_rank, int tp_rank)
+{
+    Layout l = {.size = dp * p->pp * p->cp * p->tp, .dp = dp, .pp = p->pp, .tp = p->tp,
+                .cp = p->cp, .dp_rank = dp_rank, .pp_stage = pp_stage, .tp_rank = tp_rank,
+                .cp_rank = cp_rank, .node_size = p->node_size};
+    l.rank = layout_replica_world_rank(&l, pp_stage, layout_replica_rank(&l), tp_rank);
+    return l;
+}
+
 Layout layout_at(const ParallelConfig *p, int dp, int pp_stage, int dp_rank, int tp_rank)
 {
-    Layout l = {.size = dp * p->pp * p->tp, .dp = dp, .pp = p->pp, .tp = p->tp,
-                .dp_rank = dp_rank, .pp_stage = pp_stage, .tp_rank = tp_rank,
-                .node_size = p->node_size};
-    l.rank = layout_world_rank(&l, pp_stage, dp_rank, tp_rank);
-    return l;
+    return layout_place(p, dp, pp_stage, dp_rank, 0, tp_rank);
 }
 
 Layout layout_of_rank(const ParallelConfig *p, int world, int rank)
 {
-    int dp = layout_resolve_dp(p, world);
-    Layout l = layout_at(p, dp, rank / (p->tp * dp), (rank / p->tp) % dp, rank % p->tp);
+    int dp = layout_resolve_dp(p, world), tp = p->tp, cp = p->cp;
+    Layout l = layout_place(p, dp, rank / (tp * cp * dp), (rank / (tp * cp)) % dp,
+                            (rank / tp) % cp, rank % tp);
     l.size = world;
     return l;
 }
 
+int layout_replicas(const Layout *l)
+{
+    return l->dp * l->cp;
+}
+
+int layout_replica_rank(const Layout *l)
+{
+    return l->dp_rank * l->cp + l->cp_rank;
+}
+
+int layout_replica_world_rank(const Layout *l, int pp_stage, int replica_rank, int tp_rank)
+{
+    return (pp_stage * layout_replicas(l) + replica_rank) * l->tp + tp_rank;
+}
+
 int layout_world_rank(const Layout *l, int pp_stage, int dp_rank, int tp_rank)
 {
-    return (pp_stage * l->dp + dp_rank) * l->tp + tp_rank;
+    return layout_replica_world_rank(l, pp_stage, dp_rank * l->cp, tp_rank);
 }
 
 void layout_stage_layers(int n_layer, int pp, int stage, int *first, int *count)
@@ -248,15 +341,16 @@ int layout_dp_two_level(const int *node_of, int dp)
     return two_levels(dp, per_node, same);
 }
 
-/* A DP group's rank d is world rank (pp_stage dp + d) tp + tp_rank, and a
- * node holds node_size / tp whole TP groups (layout_check), so d sits on
- * world node (pp_stage dp + d) / (node_size / tp). */
+/* A DP group's rank d (a replica: dp x cp of them) is world rank
+ * (pp_stage replicas + d) tp + tp_rank, and a node holds node_size / tp
+ * whole TP groups (layout_check), so d sits on world node
+ * (pp_stage replicas + d) / (node_size / tp). */
 LayoutDpSpot layout_dp_spot(const Layout *l, int dp_rank)
 {
     LayoutDpSpot s = {0, dp_rank};
     if (l->node_size <= 0)
         return s;
-    int64_t q = l->node_size / l->tp, start = (int64_t)l->pp_stage * l->dp;
+    int64_t q = l->node_size / l->tp, start = (int64_t)l->pp_stage * layout_replicas(l);
     int64_t at = start + dp_rank, node = at / q;
     s.node = (int)(node - start / q);
     s.place = (int)(at - (s.node == 0 ? start : node * q));
@@ -267,7 +361,7 @@ int layout_dp_places(const Layout *l)
 {
     if (l->node_size <= 0)
         return 0;
-    int64_t q = l->node_size / l->tp, dp = l->dp;
+    int64_t q = l->node_size / l->tp, dp = layout_replicas(l);
     int64_t first = q - ((int64_t)l->pp_stage * dp) % q; /* the group's ranks on its first node */
     if (first > dp)
         first = dp;

@@ -1,12 +1,19 @@
 /*
- * layout.h - the layout of a run, world = pp x dp x tp with TP innermost,
- * and a rank's place in it: plain arithmetic on the config and the world
- * size, no MPI. Not collective.
+ * layout.h - the layout of a run, world = pp x dp x cp x tp with TP
+ * innermost, and a rank's place in it: plain arithmetic on the config and
+ * the world size, no MPI. Not collective.
  *
- * World rank r sits at tp_rank = r % tp, dp_rank = (r / tp) % dp and
- * pp_stage = r / (tp * dp), so a TP group (the chattiest) is a run of
- * consecutive ranks and lands on one node, then DP, then PP (Megatron's
- * order). A Layout is a value: the trainer's grid holds its own (grid.h,
+ * World rank r sits at tp_rank = r % tp, cp_rank = (r / tp) % cp,
+ * dp_rank = (r / (tp * cp)) % dp and pp_stage = r / (tp * cp * dp), so a
+ * TP group (the chattiest) is a run of consecutive ranks and lands on one
+ * node, then CP (the attention's all-gathers), then DP, then PP
+ * (Megatron's order).
+ *
+ * dp and dp_rank are the *data*: which samples a rank reads (the global
+ * batch is rows x grad_accum x dp). The ranks that hold the same weights
+ * and reduce their gradients together are more: every cp rank of every
+ * dp rank, the replicas (layout_replicas, layout_replica_rank), which the
+ * grid's dp_comm joins. With cp = 1 the two are the same. A Layout is a value: the trainer's grid holds its own (grid.h,
  * which adds the communicators), and whatever reasons about a rank without
  * being it builds one for that rank: plan for every rank of a world it
  * never starts, the parameter table of any (stage, TP rank), the
@@ -29,8 +36,9 @@
 
 typedef struct {
     int rank, size;                  /* world */
-    int dp, pp, tp;                  /* group sizes */
+    int dp, pp, tp, cp;              /* group sizes */
     int dp_rank, pp_stage, tp_rank;  /* this rank's place */
+    int cp_rank;                     /* which chunks of each sequence it holds */
     int node_size;                   /* [parallel] node_size: nodes pretended to
                                         hold that many world ranks; 0: real nodes */
 } Layout;
@@ -40,13 +48,28 @@ typedef struct {
  * layout_check for that world. */
 Layout layout_of_rank(const ParallelConfig *p, int world, int rank);
 
-/* The layout of p's pp and tp with dp DP ranks (already resolved), seen
- * from the rank at (pp_stage, dp_rank, tp_rank): for a rank that is not
- * this process's (plan, the parameter table of any stage). */
+/* The layout of p's pp, cp and tp with dp DP ranks (already resolved),
+ * seen from the rank at (pp_stage, dp_rank, tp_rank) and cp_rank 0: for a
+ * rank that is not this process's (plan, the parameter table of any
+ * stage, which no cp rank changes). */
 Layout layout_at(const ParallelConfig *p, int dp, int pp_stage, int dp_rank, int tp_rank);
 
-/* World rank of the rank at (pp_stage, dp_rank, tp_rank) of l. */
+/* World rank of the rank at (pp_stage, dp_rank, tp_rank) and cp_rank 0 of
+ * l: the first rank of its context-parallel group. */
 int layout_world_rank(const Layout *l, int pp_stage, int dp_rank, int tp_rank);
+
+/* World rank of replica `replica_rank` of the replica group at (pp_stage,
+ * tp_rank) of l (the ranks dp_comm joins, layout_replica_rank's order). */
+int layout_replica_world_rank(const Layout *l, int pp_stage, int replica_rank, int tp_rank);
+
+/* The ranks that hold the same weights and reduce their gradients
+ * together, dp * cp: the DP reduction, ZeRO's shards and the sums of
+ * loss and tokens run over them (the grid's dp_comm). */
+int layout_replicas(const Layout *l);
+
+/* This rank's place among its replicas, dp_rank * cp + cp_rank: its rank
+ * in dp_comm, and the block of every ZeRO-sharded tensor it owns. */
+int layout_replica_rank(const Layout *l);
 
 /* Checks that the layout of cfg fits a world of `world` ranks: dp*pp*tp,
  * divisibility by tp, layers per stage, node_size. Writes the reason on err
@@ -64,22 +87,28 @@ int layout_check(const Config *cfg, int world, FILE *err);
  * broken one in p. */
 int layout_rules_check(const Config *cfg, ConfigKeyProblem *p);
 
-/* What sequence parallelism needs of the tokens, which needs no world
- * size either: each TP rank an equal slice of a microbatch's tokens, and
- * of one row's when the run samples. 0 or 1 as layout_rules_check; apart
+/* What context and sequence parallelism need of the tokens, which needs
+ * no world size either: seq_len cut into 2 cp equal chunks, each TP rank
+ * an equal slice of a microbatch's tokens on its cp rank (micro_batch *
+ * seq_len / cp), and a layout that can generate when the run samples. 0 or 1 as layout_rules_check; apart
  * from it because config_validate checks the architecture's keys between
  * the two, and keeps that order of its messages. */
 int layout_sequence_rules_check(const Config *cfg, ConfigKeyProblem *p);
 
 /* Whether the layout can generate text (the end-of-run sample, `trident
- * sample`): generation runs one row of seq_len tokens, which sequence
- * parallelism slices over TP, so it needs seq_len divisible by tp. The
- * rule above refuses a sample asked for where this is 0; config_load
- * turns the default sample off here instead. Not collective. */
+ * sample`): generation runs one whole row of seq_len tokens, so it needs
+ * cp = 1 (context parallelism cuts rows over cp ranks), and with
+ * sequence parallelism, which slices the row over TP, seq_len divisible
+ * by tp. The rule above refuses a sample asked for where this is 0;
+ * config_load turns the default sample off here instead. Not collective. */
 int layout_sample_fits(const Config *cfg);
 
+/* Why layout_sample_fits is 0 for cfg, in the words of its note and its
+ * refusal, naming the key; returns 1 (reason.h). Not collective. */
+int layout_sample_why(const Config *cfg, char *why, size_t n);
+
 /* The DP size of a world of `world` ranks: [parallel] dp, or world /
- * (pp * tp) when dp = 0. The one place that rule lives: the trainer's grid
+ * (pp * cp * tp) when dp = 0. The one place that rule lives: the trainer's grid
  * and `trident plan` resolve it alike. */
 int layout_resolve_dp(const ParallelConfig *p, int world);
 
@@ -94,6 +123,10 @@ void layout_stage_layers(int n_layer, int pp, int stage, int *first, int *count)
  * layout_stage_layers. */
 void layout_chunk_layers(int n_layer, int pp, int v, int stage, int chunk, int *first,
                          int *count);
+
+/* The DP group of the rules below is the replica group (dp_comm: dp x cp
+ * ranks, layout_replicas) and its "DP rank" the replica rank
+ * (layout_replica_rank); with cp = 1 both are the plain DP ones. */
 
 /* Whether a DP group reduces in two levels (inside each node on dp_node,
  * then across nodes on dp_cross; comm_dp.h): more than one node, more than

@@ -257,6 +257,7 @@ static int sample_config(Config *cfg, const char *given, char ckpt[CKPT_PICKED_M
     comm_bcast_bytes(&w, COMM_WORLD, cfg, sizeof *cfg, 0);
     cfg->parallel.dp = 0;
     cfg->parallel.pp = cfg->parallel.tp = 1;
+    cfg->parallel.cp = 1; /* generation runs whole rows (layout_sample_fits) */
     cfg->parallel.schedule = SCHED_1F1B; /* one stage: nothing to interleave */
     cfg->parallel.virtual_stages = 1;
     cfg->parallel.zero = 0;

@@ -598,7 +598,8 @@ static RunEnd run_steps(Trainer *t)
     while (t->step < c->train.steps) {
         double step_s;
         StepResult r = timed_step(t, &step_s);
-        double comm_s = comm_seconds(COMM_TP) + comm_seconds(COMM_DP) + comm_seconds(COMM_KV);
+        double comm_s = comm_seconds(COMM_TP) + comm_seconds(COMM_DP) + comm_seconds(COMM_KV)
+                        + comm_seconds(COMM_CP);
         if (r.give_up) {
             StragglerReport none = {.slowest_rank = -1};
             if (is_root(t))
