@@ -1098,6 +1098,16 @@ int ops_device_init(ops_device dev, int local_rank, int local_size, char *err,
 #endif
 }
 
+int64_t ops_device_memory_bytes(ops_device dev)
+{
+#if TRI_HAVE_CUDA
+    if (dev == OPS_CUDA)
+        return cuda_device_memory_bytes();
+#endif
+    (void)dev;
+    return 0;
+}
+
 int ops_device_uuid(ops_device dev, unsigned char uuid[16])
 {
 #if TRI_HAVE_CUDA

@@ -161,6 +161,11 @@ const char *ops_device_count_error(ops_device dev);
  * that no two ranks of a node drive one GPU; returns 0 and leaves uuid
  * alone for the CPU. Call after ops_device_init. Not collective. */
 int ops_device_uuid(ops_device dev, unsigned char uuid[16]);
+/* The selected device's memory in bytes: all of it, the same on every
+ * rank that drives the same kind of GPU (what is free differs from rank to
+ * rank); 0 for the CPU, whose memory the host owns. Call after
+ * ops_device_init. Not collective. */
+int64_t ops_device_memory_bytes(ops_device dev);
 int ops_device_init(ops_device dev, int local_rank, int local_size, char *err,
                     size_t err_size);
 void ops_device_finalize(ops_device dev);

@@ -67,6 +67,8 @@ void cuda_device_finalize(void);
 int cuda_device_index(void);
 /* The selected device's 16-byte UUID. */
 void cuda_device_uuid(unsigned char uuid[16]);
+/* The selected device's memory in bytes (all of it, not what is free). */
+int64_t cuda_device_memory_bytes(void);
 /* cudaStream_t of the compute stream. Communication runs on streams of
  * src/parallel/comm_nccl.c's, one per communicator. */
 void *cuda_compute_stream(void);

@@ -276,6 +276,12 @@ void cuda_device_uuid(unsigned char uuid[16])
     memcpy(uuid, ctx.prop.uuid.bytes, 16);
 }
 
+int64_t cuda_device_memory_bytes(void)
+{
+    require_ready();
+    return (int64_t)ctx.prop.totalGlobalMem;
+}
+
 void *cuda_compute_stream(void)
 {
     require_ready();
