@@ -11,7 +11,9 @@
 # a small Llama (grouped-query attention, 4 query heads over 2 key/value
 # heads; RMSNorm, RoPE, SwiGLU, untied head), in fp32 with and without
 # full recomputation and in bf16: the ops only Llama uses, end to end
-# (on an H100: 2.4e-6 in fp32, 1.1e-2 in bf16).
+# (on an H100: 2.4e-6 in fp32, 1.1e-2 in bf16). No GPU run allocates
+# device memory after its first step (the metrics' `allocations`: on a GPU
+# a cudaFree inside a step waits for the whole device, NCCL included).
 #
 # Without a CUDA build, or without a GPU, it prints `1..0 # SKIP` and why.
 . "${TRI_SRCDIR:-.}/tests/lib.sh"
@@ -43,7 +45,7 @@ train() {
 
 train probe cuda fp32
 skip_without_gpu
-plan 10
+plan 11
 
 losses() { sed -n 's/.*"loss":\([^,}]*\).*/\1/p' "$1"; }
 
@@ -67,6 +69,15 @@ ok "$rc" "bf16 on the GPU trains $steps steps (exit $rc)"
 [ "$rc" -eq 0 ] || sed 's/^/#   /' "$WORK/gpu16.out" | tail -n 15
 train cpu16 cpu bf16
 agree cpu16 gpu16 3e-2 "bf16: GPU against CPU"
+# allocations NAME...: each run's device allocations after step 1 stay
+# what they were at step 1 (its metrics file's `allocations`)
+flat_allocations() {
+    for name in "$@"; do
+        sed -n 's/^{"step":.*"allocations":\([0-9]*\).*/\1/p' "$WORK/$name.jsonl" |
+            awk -v want="$steps" '{ n++; if (n == 1) first = $1; else if ($1 != first) bad++ }
+                END { exit !(n == want && bad == 0) }' || return 1
+    done
+}
 # the run says which device it used, and it was the GPU
 grep -q "^device = cuda" "$WORK/probe.out" && grep -q "^gemm: cuBLAS .* (sm_[0-9]*" "$WORK/probe.out"
 ok $? "the GPU run reports the CUDA backend"
@@ -82,4 +93,7 @@ agree llama_cpu32 llama_recompute 1e-4 "Llama fp32, full recomputation: GPU agai
 train llama16 cuda bf16
 train llama_cpu16 cpu bf16
 agree llama_cpu16 llama16 3e-2 "Llama bf16: GPU against CPU"
+flat_allocations probe gpu16 llama32 llama_recompute llama16
+ok $? "no GPU run allocates device memory after step 1 (metrics' allocations: $(
+    sed -n 's/^{"step":.*"allocations":\([0-9]*\).*/\1/p' "$WORK/gpu16.jsonl" | sort -u | tr '\n' ' '))"
 done_testing
