@@ -14,6 +14,8 @@
 # (on an H100: 2.4e-6 in fp32, 1.1e-2 in bf16). No GPU run allocates
 # device memory after its first step (the metrics' `allocations`: on a GPU
 # a cudaFree inside a step waits for the whole device, NCCL included).
+# The LM head on the GPU holds its whole microbatch of logits where the
+# CPU cuts it in two, as plan counts it for a GPU.
 #
 # Without a CUDA build, or without a GPU, it prints `1..0 # SKIP` and why.
 . "${TRI_SRCDIR:-.}/tests/lib.sh"
@@ -45,7 +47,7 @@ train() {
 
 train probe cuda fp32
 skip_without_gpu
-plan 11
+plan 12
 
 losses() { sed -n 's/.*"loss":\([^,}]*\).*/\1/p' "$1"; }
 
@@ -81,6 +83,28 @@ flat_allocations() {
 # the run says which device it used, and it was the GPU
 grep -q "^device = cuda" "$WORK/probe.out" && grep -q "^gemm: cuBLAS .* (sm_[0-9]*" "$WORK/probe.out"
 ok $? "the GPU run reports the CUDA backend"
+
+# The head's budget on a GPU is a sixteenth of its memory, on the CPU 16 Mi
+# logits: with a 262144-word vocabulary the 128 rows of a microbatch are
+# one chunk on the GPU and two of 64 on the CPU, 64 MiB more fp32 logits;
+# plan with device = cuda and --mem counts the GPU's (any GPU over 2 GiB).
+head_mib() {  # rank 0's activations (MiB) of a 0-step run ($1: trident train or plan)
+    awk -F/ '/^  rank   0:/ { print $4 + 0; exit }' "$1"
+}
+big_vocab="--set model.vocab_size=262144 --set train.steps=0"
+# shellcheck disable=SC2086
+run 1 train --config "$cfg" $big_vocab --set parallel.device=cuda
+on_gpu=$(head_mib "$WORK/out")
+# shellcheck disable=SC2086
+run 1 train --config "$cfg" $big_vocab --set parallel.device=cpu
+on_cpu=$(head_mib "$WORK/out")
+# shellcheck disable=SC2086
+"$TRIDENT" plan --config "$cfg" --world 1 $big_vocab --set parallel.device=cuda --mem 80 \
+    > "$WORK/plan.out" 2>&1
+planned=$(head_mib "$WORK/plan.out")
+awk -v g="$on_gpu" -v c="$on_cpu" -v p="$planned" \
+    'BEGIN { d = g - c; exit !(d > 63.9 && d < 64.1 && p == g) }'
+ok $? "the LM head on the GPU: activations $on_gpu MiB against $on_cpu on the CPU (one chunk, not two); plan for a GPU: $planned"
 
 cfg="$llama"
 train llama32 cuda fp32
