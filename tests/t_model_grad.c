@@ -251,7 +251,8 @@ static void check_recompute_rule(void)
 
 /* The head's chunks: the CPU's 16 Mi logits (GPT-2's 1,024 rows in 4 even
  * chunks of 256, as before), a GPU's sixteenth of its memory (GPT-2
- * small's 16 x 1024 rows in one chunk on an 80 GB card; a 128k-word
+ * small's 16 x 1024 rows in one chunk on an 80 GB card, whose 64 GiB
+ * power of two a 94 GB card shares; a 128k-word
  * vocabulary at 32k rows in even chunks within the budget), never less
  * than the CPU's; the model on the CPU takes the CPU's budget. */
 static void check_head_chunk_rule(void)
@@ -262,7 +263,8 @@ static void check_head_chunk_rule(void)
     int gpt2_gpu = model_head_chunk_rows(16 * 1024, 50257, gpu);
     int llama_gpu = model_head_chunk_rows(16 * 2048, 128256, gpu);
     int ok = cpu == MODEL_HEAD_CPU_LOGITS && cpu == 16LL << 20 && gpt2_cpu == 256
-          && gpu == h100 / 64 && gpt2_gpu == 16 * 1024
+          && gpu == (64LL << 30) / 64 && model_head_logit_budget(94LL * 1000 * 1000 * 1000) == gpu
+          && gpt2_gpu == 16 * 1024
           && (int64_t)llama_gpu * 128256 <= gpu && (16 * 2048) % llama_gpu == 0
           && model_head_logit_budget(small_gpu) == MODEL_HEAD_CPU_LOGITS;
     Rig r;

@@ -154,13 +154,19 @@ static void acts_free(BlockActs *a, int keep_input_only)
         ops_free(all[i]);
 }
 
-/* A sixteenth of a GPU's memory: GPT-2 small's whole head (3.3 GB of fp32
- * logits) on a 80 GB card, a 1B Llama's 128k-word head at T 2048 in four
- * chunks, and room left for the weights and activations beside it. Never
+/* A sixteenth of a GPU's memory, rounded down to a power of two first:
+ * GPT-2 small's whole head (3.3 GB of fp32 logits) on an 80 GB card (4 GiB
+ * of logits), a 1B Llama's 128k-word head at T 2048 in four chunks, and
+ * room left for the weights and activations beside it. The rounding makes
+ * cards of one class whose memory differs a little (80 and 94 GB H100s,
+ * what the driver reserves) cut the same chunks, as TP ranks must. Never
  * below the CPU's budget. */
 int64_t model_head_logit_budget(int64_t device_bytes)
 {
-    int64_t gpu = device_bytes / 16 / (int64_t)sizeof(float);
+    int64_t pow2 = 1;
+    while (device_bytes > 0 && pow2 <= device_bytes / 2)
+        pow2 *= 2;
+    int64_t gpu = device_bytes > 0 ? pow2 / 16 / (int64_t)sizeof(float) : 0;
     return gpu > MODEL_HEAD_CPU_LOGITS ? gpu : MODEL_HEAD_CPU_LOGITS;
 }
 

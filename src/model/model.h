@@ -219,7 +219,8 @@ int64_t model_kept_grad_width(const ModelConfig *mc, int tp);
 #define MODEL_HEAD_CPU_LOGITS (16LL << 20)
 /* The head's budget on a device of device_bytes of memory: the CPU's
  * (device_bytes 0: the CPU, or a GPU whose memory is not known), or, on a
- * GPU, a sixteenth of its memory in fp32 logits, so that GPT-2 small's
+ * GPU, a sixteenth of its memory (rounded down to a power of two) in fp32
+ * logits, so that GPT-2 small's
  * head (16 x 1024 rows x 50257 words, 3.3 GB) is one GEMM on a 80 GB
  * card instead of 50 that each re-read the weight gradient. Decided once
  * at set-up from ops_device_memory_bytes (all of the memory, the same on
