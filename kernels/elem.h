@@ -241,4 +241,23 @@ static inline TRI_HD int elem_isfinite(float f)
     return (elem_f32_bits(f) & 0x7f800000u) != 0x7f800000u;
 }
 
+/* ---- probe data ----------------------------------------------------------
+ * A value in [-1, 1) that looks random, for element i of matrix `which`:
+ * the GEMM peak probes fill their matrices with these. Periodic fills
+ * (i % 7) toggle fewer bits in the multipliers, and a GPU's tensor cores
+ * draw less power on them and hold a higher clock: such a probe read about
+ * 8-10% above a GEMM on real data (issue 34). The mixer is a 32-bit
+ * integer hash (xor-shift-multiply rounds); 24 of its bits make the
+ * value, which is then exact in fp32. */
+static inline TRI_HD float elem_probe_value(uint64_t i, uint32_t which)
+{
+    uint32_t x = (uint32_t)i ^ ((uint32_t)(i >> 32) * 0x9e3779b9u) ^ (which * 0x85ebca6bu);
+    x ^= x >> 16;
+    x *= 0x7feb352du;
+    x ^= x >> 15;
+    x *= 0x846ca68bu;
+    x ^= x >> 16;
+    return (float)(x >> 8) * (1.0f / 8388608.0f) - 1.0f;
+}
+
 #endif

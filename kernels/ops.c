@@ -210,6 +210,26 @@ static void check_dims(const char *fn, const char *names, int a, int b, int c)
 
 /* ---- memory ------------------------------------------------------------ */
 
+/* ops_alloc's and ops_alloc_host's calls per device (ops_device_allocations);
+ * atomic: an asynchronous checkpoint save allocates on its own thread. */
+static _Atomic int64_t allocations[2];
+
+static void count_allocation(ops_device dev)
+{
+    allocations[dev == OPS_CUDA]++;
+}
+
+int64_t ops_device_allocations(ops_device dev)
+{
+    if (dev == OPS_CPU)
+        return allocations[0] + scratch_cpu_growths();
+#if TRI_HAVE_CUDA
+    return allocations[1] + cuda_scratch_growths();
+#else
+    return allocations[1];
+#endif
+}
+
 ops_tensor ops_alloc(ops_dtype dtype, ops_device device, int64_t n)
 {
     ops_tensor t = { NULL, n, dtype, device };
@@ -226,6 +246,7 @@ ops_tensor ops_alloc(ops_dtype dtype, ops_device device, int64_t n)
     size_t bytes = ((size_t)n * esize + 63) & ~(size_t)63;
     if (bytes == 0)
         bytes = 64;
+    count_allocation(device);
 #if TRI_HAVE_CUDA
     if (device == OPS_CUDA) {
         t.data = alloc_cuda(bytes); /* zero-filled; fails through the fatal hook */
@@ -260,6 +281,7 @@ ops_tensor ops_alloc_host(ops_dtype dtype, int64_t n, ops_device near)
         if (n < 0 || (uint64_t)n > (SIZE_MAX - 64) / ops_dtype_size(dtype))
             FAIL("ops_alloc_host: %lld elements of %s", (long long)n, ops_dtype_name(dtype));
         size_t bytes = (size_t)n * ops_dtype_size(dtype);
+        count_allocation(OPS_CUDA); /* cudaMallocHost: the driver's, like a device buffer */
         return (ops_tensor){ alloc_pinned_cuda(bytes ? bytes : 64), n, dtype, OPS_CPU };
     }
 #endif
@@ -1096,6 +1118,16 @@ int ops_device_init(ops_device dev, int local_rank, int local_size, char *err,
     snprintf(err, err_size, "trident was built without CUDA; reconfigure with --with-cuda");
     return 1;
 #endif
+}
+
+int64_t ops_device_memory_bytes(ops_device dev)
+{
+#if TRI_HAVE_CUDA
+    if (dev == OPS_CUDA)
+        return cuda_device_memory_bytes();
+#endif
+    (void)dev;
+    return 0;
 }
 
 int ops_device_uuid(ops_device dev, unsigned char uuid[16])

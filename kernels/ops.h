@@ -161,6 +161,19 @@ const char *ops_device_count_error(ops_device dev);
  * that no two ranks of a node drive one GPU; returns 0 and leaves uuid
  * alone for the CPU. Call after ops_device_init. Not collective. */
 int ops_device_uuid(ops_device dev, unsigned char uuid[16]);
+/* The selected device's memory in bytes: all of it, the same on every
+ * rank that drives the same kind of GPU (what is free differs from rank to
+ * rank); 0 for the CPU, whose memory the host owns. Call after
+ * ops_device_init. Not collective. */
+int64_t ops_device_memory_bytes(ops_device dev);
+/* Allocations made so far on dev, scratch included: ops_alloc's, a
+ * scratch buffer's growing (cudaMallocAsync on a GPU), and, for a GPU,
+ * pinned host memory (ops_alloc_host near it). Set-up and the first step
+ * allocate; a steady step must not (on a GPU a cudaFree there waits for
+ * the whole device, NCCL included), and tests/t_gpu.sh and t_train.sh
+ * check through the metrics file's `allocations` that it stays put after
+ * step 1. Not collective. */
+int64_t ops_device_allocations(ops_device dev);
 int ops_device_init(ops_device dev, int local_rank, int local_size, char *err,
                     size_t err_size);
 void ops_device_finalize(ops_device dev);

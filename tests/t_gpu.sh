@@ -11,7 +11,11 @@
 # a small Llama (grouped-query attention, 4 query heads over 2 key/value
 # heads; RMSNorm, RoPE, SwiGLU, untied head), in fp32 with and without
 # full recomputation and in bf16: the ops only Llama uses, end to end
-# (on an H100: 2.4e-6 in fp32, 1.1e-2 in bf16).
+# (on an H100: 2.4e-6 in fp32, 1.1e-2 in bf16). No GPU run allocates
+# device memory after its first step (the metrics' `allocations`: on a GPU
+# a cudaFree inside a step waits for the whole device, NCCL included).
+# The LM head on the GPU holds its whole microbatch of logits where the
+# CPU cuts it in two, as plan counts it for a GPU.
 #
 # Without a CUDA build, or without a GPU, it prints `1..0 # SKIP` and why.
 . "${TRI_SRCDIR:-.}/tests/lib.sh"
@@ -43,7 +47,7 @@ train() {
 
 train probe cuda fp32
 skip_without_gpu
-plan 10
+plan 12
 
 losses() { sed -n 's/.*"loss":\([^,}]*\).*/\1/p' "$1"; }
 
@@ -67,9 +71,40 @@ ok "$rc" "bf16 on the GPU trains $steps steps (exit $rc)"
 [ "$rc" -eq 0 ] || sed 's/^/#   /' "$WORK/gpu16.out" | tail -n 15
 train cpu16 cpu bf16
 agree cpu16 gpu16 3e-2 "bf16: GPU against CPU"
+# allocations NAME...: each run's device allocations after step 1 stay
+# what they were at step 1 (its metrics file's `allocations`)
+flat_allocations() {
+    for name in "$@"; do
+        sed -n 's/^{"step":.*"allocations":\([0-9]*\).*/\1/p' "$WORK/$name.jsonl" |
+            awk -v want="$steps" '{ n++; if (n == 1) first = $1; else if ($1 != first) bad++ }
+                END { exit !(n == want && bad == 0) }' || return 1
+    done
+}
 # the run says which device it used, and it was the GPU
 grep -q "^device = cuda" "$WORK/probe.out" && grep -q "^gemm: cuBLAS .* (sm_[0-9]*" "$WORK/probe.out"
 ok $? "the GPU run reports the CUDA backend"
+
+# The head's budget on a GPU is a sixteenth of its memory, on the CPU 16 Mi
+# logits: with a 262144-word vocabulary the 128 rows of a microbatch are
+# one chunk on the GPU and two of 64 on the CPU, 64 MiB more fp32 logits;
+# plan with device = cuda and --mem counts the GPU's (any GPU over 2 GiB).
+head_mib() {  # rank 0's activations (MiB) of a 0-step run ($1: trident train or plan)
+    awk -F/ '/^  rank   0:/ { print $4 + 0; exit }' "$1"
+}
+big_vocab="--set model.vocab_size=262144 --set train.steps=0"
+# shellcheck disable=SC2086
+run 1 train --config "$cfg" $big_vocab --set parallel.device=cuda
+on_gpu=$(head_mib "$WORK/out")
+# shellcheck disable=SC2086
+run 1 train --config "$cfg" $big_vocab --set parallel.device=cpu
+on_cpu=$(head_mib "$WORK/out")
+# shellcheck disable=SC2086
+"$TRIDENT" plan --config "$cfg" --world 1 $big_vocab --set parallel.device=cuda --mem 80 \
+    > "$WORK/plan.out" 2>&1
+planned=$(head_mib "$WORK/plan.out")
+awk -v g="$on_gpu" -v c="$on_cpu" -v p="$planned" \
+    'BEGIN { d = g - c; exit !(d > 63.9 && d < 64.1 && p == g) }'
+ok $? "the LM head on the GPU: activations $on_gpu MiB against $on_cpu on the CPU (one chunk, not two); plan for a GPU: $planned"
 
 cfg="$llama"
 train llama32 cuda fp32
@@ -82,4 +117,7 @@ agree llama_cpu32 llama_recompute 1e-4 "Llama fp32, full recomputation: GPU agai
 train llama16 cuda bf16
 train llama_cpu16 cpu bf16
 agree llama_cpu16 llama16 3e-2 "Llama bf16: GPU against CPU"
+flat_allocations probe gpu16 llama32 llama_recompute llama16
+ok $? "no GPU run allocates device memory after step 1 (metrics' allocations: $(
+    sed -n 's/^{"step":.*"allocations":\([0-9]*\).*/\1/p' "$WORK/gpu16.jsonl" | sort -u | tr '\n' ' '))"
 done_testing

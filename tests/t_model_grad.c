@@ -249,11 +249,39 @@ static void check_recompute_rule(void)
     tap_ok(ok, "recompute: every:K picks layers by global index; the model keeps what it says");
 }
 
+/* The head's chunks: the CPU's 16 Mi logits (GPT-2's 1,024 rows in 4 even
+ * chunks of 256, as before), a GPU's sixteenth of its memory (GPT-2
+ * small's 16 x 1024 rows in one chunk on an 80 GB card, whose 64 GiB
+ * power of two a 94 GB card shares; a 128k-word
+ * vocabulary at 32k rows in even chunks within the budget), never less
+ * than the CPU's; the model on the CPU takes the CPU's budget. */
+static void check_head_chunk_rule(void)
+{
+    const int64_t h100 = 80LL * 1000 * 1000 * 1000, small_gpu = 1LL << 30;
+    int64_t cpu = model_head_logit_budget(0), gpu = model_head_logit_budget(h100);
+    int gpt2_cpu = model_head_chunk_rows(1024, 50257, cpu);
+    int gpt2_gpu = model_head_chunk_rows(16 * 1024, 50257, gpu);
+    int llama_gpu = model_head_chunk_rows(16 * 2048, 128256, gpu);
+    int ok = cpu == MODEL_HEAD_CPU_LOGITS && cpu == 16LL << 20 && gpt2_cpu == 256
+          && gpu == (64LL << 30) / 64 && model_head_logit_budget(94LL * 1000 * 1000 * 1000) == gpu
+          && gpt2_gpu == 16 * 1024
+          && (int64_t)llama_gpu * 128256 <= gpu && (16 * 2048) % llama_gpu == 0
+          && model_head_logit_budget(small_gpu) == MODEL_HEAD_CPU_LOGITS;
+    Rig r;
+    rig_create(&r, RECOMPUTE_NONE, 1, 0, SCHED_1F1B);
+    ok &= r.model.head_budget == MODEL_HEAD_CPU_LOGITS;
+    rig_destroy(&r);
+    tap_ok(ok, "head chunks: GPT-2 %d rows a chunk on the CPU, %d on an 80 GB GPU (one chunk); "
+           "a 128k vocabulary %d rows of 32768 on it; the CPU model takes the CPU's budget",
+           gpt2_cpu, gpt2_gpu, llama_gpu);
+}
+
 int main(int argc, char **argv)
 {
     tap_init(&argc, &argv);
-    tap_plan(20);
+    tap_plan(21);
     check_recompute_rule();
+    check_head_chunk_rule();
     check_model(RECOMPUTE_NONE, 1, 0, SCHED_1F1B, "tied embeddings");
     check_model(RECOMPUTE_NONE, 0, 0, SCHED_1F1B, "untied LM head");
     check_model(RECOMPUTE_FULL, 1, 0, SCHED_1F1B, "recompute=full");

@@ -38,6 +38,9 @@
  * block, a tail shorter than a pack), and so is the one-shard fused
  * cross-entropy (xent_fused_cuda) against xent_fused_cpu.
  *
+ * A scratch buffer grows in stream order: without a host wait, counted by
+ * ops_device_allocations, and not again for the same op (issue 35).
+ *
  * Without a GPU (or a driver) it checks what needs none and prints that
  * the GPU tests did not run. The plan is printed at the end (valid TAP),
  * since the number of checks follows the loops below. The big shapes'
@@ -829,6 +832,47 @@ static void test_wait_and_timer(void)
     buf_free(&c);
 }
 
+/* ---- scratch and allocations ------------------------------------------------ */
+
+/* A scratch buffer grows in stream order (issue 35): growing it waits for
+ * nothing on the host (no cudaFree, which would wait for the whole
+ * device), the op that grew it is right, the growth is counted by
+ * ops_device_allocations, and the same op again allocates nothing. The
+ * device's memory, which sizes the LM head's chunks, is known. */
+static void test_scratch_growth(void)
+{
+    const int M = 4096, N = 4096, K = 64; /* an fp32 dout block of M x N: 64 MiB */
+    Buf inp = buf_rand(OPS_BF16, (int64_t)M * K, -1.0f, 1.0f);
+    Buf w = buf_rand(OPS_BF16, (int64_t)N * K, -0.5f, 0.5f);
+    Buf dout = buf_rand(OPS_F32, (int64_t)M * N, -1.0f, 1.0f);
+    Buf dinp = buf_zero(OPS_BF16, (int64_t)M * K);
+    Buf dw = buf_zero(OPS_F32, (int64_t)N * K);
+    cuda_set_wait(counting_wait);
+    waits_seen = 0;
+    int64_t before = ops_device_allocations(OPS_CUDA);
+    matmul_bwd_cuda(dinp.d, dw.d, NULL, dout.d, OPS_F32, inp.d, w.d, OPS_BF16, M, N, K);
+    int64_t grown = ops_device_allocations(OPS_CUDA);
+    int waits = waits_seen;
+    cuda_set_wait(NULL);
+    matmul_bwd_cpu(dinp.h, dw.h, NULL, dout.h, OPS_F32, inp.h, w.h, OPS_BF16, M, N, K);
+    expect("matmul_bwd (fp32 dout, scratch grown)", OPS_BF16, "dinp", &dinp);
+    Buf dinp2 = buf_zero(OPS_BF16, (int64_t)M * K), dw2 = buf_zero(OPS_F32, (int64_t)N * K);
+    int64_t steady = ops_device_allocations(OPS_CUDA);
+    matmul_bwd_cuda(dinp2.d, dw2.d, NULL, dout.d, OPS_F32, inp.d, w.d, OPS_BF16, M, N, K);
+    int64_t after = ops_device_allocations(OPS_CUDA);
+    CHECK(grown > before && waits == 0 && after == steady,
+          "scratch grows in stream order: %lld allocation(s), %d host waits; the same op "
+          "again allocates %lld", (long long)(grown - before), waits, (long long)(after - steady));
+    int64_t mem = ops_device_memory_bytes(OPS_CUDA);
+    size_t free_b = 0, total_b = 0;
+    cudaMemGetInfo(&free_b, &total_b);
+    CHECK(mem == (int64_t)total_b && mem > ((int64_t)1 << 30),
+          "ops_device_memory_bytes: %.1f GiB", mem / 1073741824.0);
+    Buf *all[] = { &inp, &w, &dout, &dinp, &dw, &dinp2, &dw2 };
+    for (size_t i = 0; i < sizeof all / sizeof all[0]; i++)
+        buf_free(all[i]);
+}
+
 /* ---- GEMM info and rate ------------------------------------------------------ */
 
 static void test_gemm_info(void)
@@ -877,6 +921,7 @@ int main(int argc, char **argv)
     test_copy_rows();
     test_casts();
     test_wait_and_timer();
+    test_scratch_growth();
     for (size_t k = 0; k < sizeof dtypes / sizeof dtypes[0]; k++) {
         ops_dtype dt = dtypes[k];
         int big = dt != OPS_F16; /* real models' shapes: fp32 and bf16 */

@@ -466,6 +466,39 @@ static void test_gemm(void)
     tap_ok(peak > 0 && isfinite(peak), "ops_gemm_peak is positive and finite");
 }
 
+/* The GEMM peak probes' data (elem.h): in [-1, 1), centred, spread like a
+ * uniform draw, different for each matrix, and without the short period
+ * of the old i % 7 fill, which read above a GEMM on real data. */
+static void test_probe_values(void)
+{
+    enum { N = 1 << 16, MAX_PERIOD = 64 };
+    static float x[N];
+    double sum = 0.0, sumsq = 0.0;
+    int in_range = 1, same_as_other = 0;
+    for (int i = 0; i < N; i++) {
+        x[i] = elem_probe_value((uint64_t)i, 0);
+        in_range &= x[i] >= -1.0f && x[i] < 1.0f;
+        sum += x[i];
+        sumsq += (double)x[i] * x[i];
+        same_as_other += x[i] == elem_probe_value((uint64_t)i, 1);
+    }
+    double mean = sum / N, var = sumsq / N - mean * mean;
+    int worst_repeats = 0;
+    for (int p = 1; p <= MAX_PERIOD; p++) {
+        int repeats = 0;
+        for (int i = 0; i + p < N; i++)
+            repeats += x[i] == x[i + p];
+        if (repeats > worst_repeats)
+            worst_repeats = repeats;
+    }
+    tap_diag("probe values: mean %.4f, variance %.4f (uniform: 0.3333), "
+             "at most %d repeats at a period <= %d", mean, var, worst_repeats, MAX_PERIOD);
+    tap_ok(in_range && fabs(mean) < 0.02 && fabs(var - 1.0 / 3.0) < 0.02 &&
+           worst_repeats < N / 1000 && same_as_other < N / 1000,
+           "elem_probe_value: hashed values in [-1, 1), uniform-like, no "
+           "period up to %d, the two matrices differ", MAX_PERIOD);
+}
+
 /* ---- errors --------------------------------------------------------------- */
 
 static jmp_buf fatal_jump;
@@ -606,7 +639,7 @@ static void test_timer(void)
 int main(int argc, char **argv)
 {
     tap_init(&argc, &argv);
-    tap_plan(34);
+    tap_plan(35);
     test_dtypes();
     test_bf16();
     test_f16();
@@ -616,6 +649,7 @@ int main(int argc, char **argv)
     test_clip_scale();
     test_xent_loss();
     test_gemm();
+    test_probe_values();
     test_errors();
     test_copy_rows();
     test_timer();

@@ -38,7 +38,7 @@ sp-tp2-zero3:--set+parallel.tp=2+--set+parallel.zero=3+--set+parallel.sequence_p
 sp-pp2-tp2-every2:--set+parallel.tp=2+--set+parallel.pp=2+--set+train.recompute=every:2+--set+parallel.sequence_parallel=1+--set+train.grad_accum=4
 sp-tp4-llama-kv1:--set+model.arch=llama+--set+model.n_head=4+--set+model.n_kv_head=1+--set+model.ffn_dim=48+--set+parallel.tp=4+--set+model.tie_embeddings=0+--set+parallel.sequence_parallel=1
 sp-pp2-tp2-zb1:--set+parallel.tp=2+--set+parallel.pp=2+--set+parallel.schedule=zb1+--set+parallel.sequence_parallel=1+--set+train.grad_accum=4"
-plan $(($(echo "$CASES" | wc -l) + 24))
+plan $(($(echo "$CASES" | wc -l) + 25))
 # the rows of a memory table, one per rank: plan's "ranks A-B: ..." (equal
 # ranks on one line) written out as the trainer's "rank A: ..." lines
 table() {
@@ -296,4 +296,19 @@ ok $? "plan --hw h100 recommends offload where nothing else fits: $(grep '^faste
 rows=$(sed -n '/^layouts of/,$p' "$WORK/out2" | awk '$1 == 1 && $2 == 1 { print $7 }' | sort -u)
 grep -q "^  none: more ranks" "$WORK/out" && [ "$rows" = optimizer ]
 ok $? "the layouts that fit are those that offload (${rows:-none}); with device = cpu, where it frees nothing, none fit"
+# The head's logits on a GPU: a sixteenth of the device's memory, so GPT-2
+# small's head (16 x 1024 rows x 50257 words) is one chunk of 3,216 MiB of
+# fp32 logits where the CPU holds 328 rows at once: plan's memory (--mem
+# on device = cuda, and --hw h100's largest rank) counts the larger buffer.
+gpt2="${TRI_SRCDIR:-.}/jobs/configs/gpt2-124m.ini"
+acts_mib() {  # rank 0's planned activations (MiB) on device $1 with --mem 80
+    "$TRIDENT" plan --config "$gpt2" --world 1 --mem 80 --set parallel.device="$1" 2>&1 |
+        awk -F/ '/^  rank   0:/ { print $4 + 0 }'
+}
+on_cpu=$(acts_mib cpu) && on_gpu=$(acts_mib cuda)
+largest=$("$TRIDENT" plan --config "$gpt2" --world 1 --hw h100 2>&1 |
+    sed -n 's/.*MFU .*, largest rank \([0-9.]*\) GiB.*/\1/p' | head -n 1)
+awk -v c="$on_cpu" -v g="$on_gpu" -v l="$largest" \
+    'BEGIN { d = g - c; exit !(d > 3050 && d < 3110 && l + 0 >= (c + 3050) / 1024) }'
+ok $? "GPT-2 small's head on a GPU: activations $on_gpu MiB against $on_cpu on the CPU (one chunk of 16384 rows, not 50 of 328); plan --hw h100's largest rank $largest GiB"
 done_testing

@@ -1,11 +1,12 @@
 #!/bin/sh
 # t_train.sh - a short real run on the test corpus: the loss falls, the
-# metrics file has every documented field, runs are bitwise repeatable,
-# and the run ends with a generated sample; a start-up probe of the CPU's
+# metrics file has every documented field, nothing is allocated after
+# step 1 (the metrics' `allocations`, evaluation included), runs are
+# bitwise repeatable, and the run ends with a generated sample; a start-up probe of the CPU's
 # peak that read low is measured again.
 . "${TRI_SRCDIR:-.}/tests/lib.sh"
 np=${1:-1}
-plan 9
+plan 10
 cfg="$WORK/c.ini"
 write_config "$cfg" 30
 cat >> "$cfg" <<EOC
@@ -25,11 +26,17 @@ diag "loss $first -> $last"
 awk -v a="$first" -v b="$last" 'BEGIN { exit !(a > 5.0 && b < a - 1.5) }'
 ok $? "loss falls from ~ln(256) by more than 1.5 nats ($first -> $last)"
 missing=""
-for key in step loss lr grad_norm loss_scale tokens tokens_per_s step_ms mfu of_gemm_peak; do
+for key in step loss lr grad_norm loss_scale tokens tokens_per_s step_ms mfu of_gemm_peak allocations; do
     grep -q "\"$key\":" "$WORK/m.jsonl" || missing="$missing $key"
 done
 [ -z "$missing" ]
 ok $? "metrics lines carry every documented field${missing:+ (missing:$missing)}"
+# set-up and step 1 allocate (ops_device_allocations); later steps, and the
+# evaluations at steps 30 and 60, allocate nothing
+allocs=$(sed -n 's/^{"step":.*"allocations":\([0-9]*\).*/\1/p' "$WORK/m.jsonl" | sort -u)
+[ "$(echo "$allocs" | wc -l)" -eq 1 ] && [ "$allocs" -gt 0 ] &&
+    [ "$(grep -c '^{"step":' "$WORK/m.jsonl")" -eq 60 ]
+ok $? "no allocation after step 1: allocations $(echo "$allocs" | tr '\n' ' ')on all 60 step lines"
 # MFU is against the hardware's peak, which no GEMM exceeds: it is at most
 # the share of the GEMM library's peak, and both are fractions
 awk '/^{"step":/ { m = $0; g = $0

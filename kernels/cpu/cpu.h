@@ -97,6 +97,8 @@ typedef enum {
     SCRATCH_SLOTS
 } scratch_slot;
 void *scratch_cpu(scratch_slot slot, size_t bytes);
+/* How many times a scratch buffer has grown, for ops_device_allocations. */
+int64_t scratch_cpu_growths(void);
 
 /* Element i of a float-family buffer as fp32, and the reverse (rounding to
  * nearest even): elem.h's bits, through cast_vec.h's branch-free forms, so

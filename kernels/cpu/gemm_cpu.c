@@ -274,8 +274,8 @@ double ops_gemm_peak(double seconds)
         ops_fatal("ops_gemm_peak: out of memory for three 4 MiB matrices",
                   __FILE__, __LINE__);
     for (int64_t i = 0; i < (int64_t)n * n; i++) {
-        a[i] = (float)(i % 7) * 0.25f - 0.75f;
-        b[i] = (float)(i % 5) * 0.5f - 1.0f;
+        a[i] = elem_probe_value((uint64_t)i, 0);
+        b[i] = elem_probe_value((uint64_t)i, 1);
     }
     gemm_f32_cpu(0, 0, n, n, n, 1.0f, a, n, b, n, 0.0f, c, n); /* warm up */
     double best = INFINITY, start = omp_get_wtime();
@@ -309,8 +309,8 @@ double ops_gemm_peak_dtype(ops_dtype dtype, double seconds)
         ops_fatal("ops_gemm_peak_dtype: out of memory for three 2 MiB "
                   "matrices", __FILE__, __LINE__);
     for (int64_t i = 0; i < (int64_t)n * n; i++) {
-        store_f32_cpu(a, dtype, i, (float)(i % 7) * 0.25f - 0.75f);
-        store_f32_cpu(b, dtype, i, (float)(i % 5) * 0.5f - 1.0f);
+        store_f32_cpu(a, dtype, i, elem_probe_value((uint64_t)i, 0));
+        store_f32_cpu(b, dtype, i, elem_probe_value((uint64_t)i, 1));
     }
     gemm_cpu(dtype, 0, 1, n, n, n, a, n, b, n, NULL, 0, c, dtype, n);
     double best = INFINITY, start = omp_get_wtime();

@@ -131,6 +131,13 @@ static struct {
     size_t bytes;
 } scratch[SCRATCH_SLOTS];
 
+static int64_t scratch_growths;
+
+int64_t scratch_cpu_growths(void)
+{
+    return scratch_growths;
+}
+
 void *scratch_cpu(scratch_slot slot, size_t bytes)
 {
     if (bytes <= scratch[slot].bytes)
@@ -139,6 +146,7 @@ void *scratch_cpu(scratch_slot slot, size_t bytes)
      * block of a GEMM, say) does not reallocate every time */
     size_t want = bytes + bytes / 4;
     want = (want + 63) & ~(size_t)63;
+    scratch_growths++;
     free(scratch[slot].p);
     scratch[slot].p = aligned_alloc(64, want);
     scratch[slot].bytes = scratch[slot].p ? want : 0;

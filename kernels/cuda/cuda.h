@@ -14,8 +14,8 @@
  * ops.c has already checked sizes and dtypes. Every op is enqueued on the
  * compute stream and returns without waiting for the GPU, except
  * copy_cuda to or from host memory, which returns when the host side may
- * be used. The only other host waits: a scratch buffer growing (the first
- * steps), and free_cuda (cudaFree synchronises the device). Each goes
+ * be used. The only other host wait: free_cuda (cudaFree synchronises the
+ * device; a scratch buffer grows in stream order, without one). Each goes
  * through cuda_set_wait's hook, so a run can stop instead of hanging.
  *
  * This header is plain C with C linkage, so ops.c, src/ and the tests
@@ -67,6 +67,11 @@ void cuda_device_finalize(void);
 int cuda_device_index(void);
 /* The selected device's 16-byte UUID. */
 void cuda_device_uuid(unsigned char uuid[16]);
+/* The selected device's memory in bytes (all of it, not what is free). */
+int64_t cuda_device_memory_bytes(void);
+/* How many times a scratch buffer has grown (a stream-ordered allocation
+ * each), for ops_device_allocations. */
+int64_t cuda_scratch_growths(void);
 /* cudaStream_t of the compute stream. Communication runs on streams of
  * src/parallel/comm_nccl.c's, one per communicator. */
 void *cuda_compute_stream(void);
@@ -80,14 +85,14 @@ void cuda_synchronize(void);
 
 /* ---- host waits (device_cuda.cu) ----------------------------------------- */
 
-/* Every host wait of this backend (a copy to or from host memory, a
- * scratch buffer growing, cuda_synchronize) records an event behind the
- * work it waits for and hands it to this hook, which returns once the
- * event (a cudaEvent_t) has completed, or never. what names the wait ("a
- * copy between host and GPU"). The default, and NULL, is
- * cudaEventSynchronize. kernels/ never communicates, so it cannot tell a
- * slow GPU from a dead peer: src/parallel/comm_nccl.c installs a hook that polls
- * the event together with NCCL's asynchronous errors and a timeout. */
+/* Every host wait of this backend (a copy to or from host memory,
+ * cuda_synchronize) records an event behind the work it waits for and
+ * hands it to this hook, which returns once the event (a cudaEvent_t)
+ * has completed, or never. what names the wait ("a copy between host and
+ * GPU"). The default, and NULL, is cudaEventSynchronize. kernels/ never
+ * communicates, so it cannot tell a slow GPU from a dead peer:
+ * src/parallel/comm_nccl.c installs a hook that polls the event together
+ * with NCCL's asynchronous errors and a timeout. */
 typedef void (*cuda_wait_fn)(void *event, const char *what);
 void cuda_set_wait(cuda_wait_fn wait);
 /* Waits through the hook for the work queued so far on stream (a

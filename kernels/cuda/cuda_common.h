@@ -58,8 +58,9 @@ const cudaDeviceProp *device_prop_cuda(void);
 /* Device scratch kept for the life of the process, as scratch_cpu: each
  * slot is one buffer that only grows (its contents are not kept when it
  * does). All users run on the compute stream, so a slot is free again as
- * soon as the op that used it has been enqueued; growing one waits for the
- * stream (the first steps only). */
+ * soon as the op that used it has been enqueued; growing one (the first
+ * step only) is stream-ordered (cudaFreeAsync, cudaMallocAsync on the
+ * compute stream) and waits for nothing. */
 typedef enum {
     SCRATCH_CUDA_REDUCE,      /* partial sums: column sums, fp64 sums */
     SCRATCH_CUDA_MATMUL_DOUT, /* matmul_bwd: an fp32 dout block rounded to D */

@@ -25,6 +25,7 @@ static struct {
     cublasHandle_t blas;
     void *scratch[SCRATCH_CUDA_SLOTS];   /* see scratch_cuda */
     size_t scratch_bytes[SCRATCH_CUDA_SLOTS];
+    int64_t scratch_growths;             /* see cuda_scratch_growths */
 } ctx;
 
 /* Outside ctx: installed before or after cuda_device_init, and kept. */
@@ -116,21 +117,30 @@ void *scratch_cuda(scratch_slot_cuda slot, size_t bytes)
     require_ready();
     if (bytes <= ctx.scratch_bytes[slot])
         return ctx.scratch[slot];
-    /* work queued earlier may still use the old buffer */
-    cuda_wait_stream(ctx.compute, "a scratch buffer growing");
+    /* Stream-ordered: the old buffer goes back to the pool behind the work
+     * queued that may still use it, and the new one comes from the pool in
+     * stream order, so growing waits for nothing. cudaFree would wait for
+     * the whole device, NCCL's kernels on other streams included, inside
+     * the driver where the watchdog cannot see (issue 35). */
     if (ctx.scratch[slot])
-        TRI_CHECK_CUDA(cudaFree(ctx.scratch[slot]));
+        TRI_CHECK_CUDA(cudaFreeAsync(ctx.scratch[slot], ctx.compute));
     ctx.scratch[slot] = NULL;
     ctx.scratch_bytes[slot] = 0;
+    ctx.scratch_growths++;
     /* grow by a quarter more than asked, so growing stops after a few calls */
     size_t want = bytes + bytes / 4;
-    if (cudaMalloc(&ctx.scratch[slot], want) != cudaSuccess) {
+    if (cudaMallocAsync(&ctx.scratch[slot], want, ctx.compute) != cudaSuccess) {
         (void)cudaGetLastError();
         want = bytes;
-        TRI_CHECK_CUDA(cudaMalloc(&ctx.scratch[slot], want));
+        TRI_CHECK_CUDA(cudaMallocAsync(&ctx.scratch[slot], want, ctx.compute));
     }
     ctx.scratch_bytes[slot] = want;
     return ctx.scratch[slot];
+}
+
+int64_t cuda_scratch_growths(void)
+{
+    return ctx.scratch_growths;
 }
 
 /* ---- device selection ---------------------------------------------------- */
@@ -248,6 +258,13 @@ int cuda_device_init(int local_rank, int local_size, char *err,
     TRI_CHECK_CUBLAS(cublasSetMathMode(
         ctx.blas, (cublasMath_t)(CUBLAS_DEFAULT_MATH |
                                  CUBLAS_MATH_DISALLOW_REDUCED_PRECISION_REDUCTION)));
+    /* the pool behind scratch_cuda keeps what is freed into it: by default
+     * it would hand memory back to the driver at every synchronisation and
+     * map it again on the next growth */
+    cudaMemPool_t pool;
+    TRI_CHECK_CUDA(cudaDeviceGetDefaultMemPool(&pool, device));
+    uint64_t keep_all = UINT64_MAX;
+    TRI_CHECK_CUDA(cudaMemPoolSetAttribute(pool, cudaMemPoolAttrReleaseThreshold, &keep_all));
     ctx.ready = 1;
     return 0;
 }
@@ -256,11 +273,11 @@ void cuda_device_finalize(void)
 {
     if (!ctx.ready)
         return;
-    cuda_synchronize();
-    TRI_CHECK_CUBLAS(cublasDestroy(ctx.blas));
     for (int i = 0; i < SCRATCH_CUDA_SLOTS; i++)
         if (ctx.scratch[i])
-            TRI_CHECK_CUDA(cudaFree(ctx.scratch[i]));
+            TRI_CHECK_CUDA(cudaFreeAsync(ctx.scratch[i], ctx.compute));
+    cuda_synchronize();
+    TRI_CHECK_CUBLAS(cublasDestroy(ctx.blas));
     TRI_CHECK_CUDA(cudaStreamDestroy(ctx.compute));
     memset(&ctx, 0, sizeof ctx);
 }
@@ -274,6 +291,12 @@ void cuda_device_uuid(unsigned char uuid[16])
 {
     require_ready();
     memcpy(uuid, ctx.prop.uuid.bytes, 16);
+}
+
+int64_t cuda_device_memory_bytes(void)
+{
+    require_ready();
+    return (int64_t)ctx.prop.totalGlobalMem;
 }
 
 void *cuda_compute_stream(void)

@@ -152,12 +152,13 @@ double hardware_peak_cuda(ops_dtype dt, char *how, size_t how_size)
     return 0.0;
 }
 
-static __global__ void fill_pattern_kernel(void *x, ops_dtype dt, int64_t n,
-                                           int period, float step, float lo)
+/* Matrix `which` of the probe: hashed values, as on the CPU (elem.h). */
+static __global__ void fill_probe_kernel(void *x, ops_dtype dt, int64_t n,
+                                         uint32_t which)
 {
     for (int64_t i = blockIdx.x * (int64_t)blockDim.x + threadIdx.x; i < n;
          i += (int64_t)gridDim.x * blockDim.x)
-        store_f32_cuda(x, dt, i, (float)(i % period) * step + lo);
+        store_f32_cuda(x, dt, i, elem_probe_value((uint64_t)i, which));
 }
 
 double gemm_peak_cuda(ops_dtype dt, double seconds)
@@ -173,12 +174,12 @@ double gemm_peak_cuda(ops_dtype dt, double seconds)
     TRI_CHECK_CUDA(cudaMalloc(&b, bytes));
     TRI_CHECK_CUDA(cudaMalloc(&c, bytes));
     cudaStream_t s = stream_cuda();
-    fill_pattern_kernel<<<grid_for(elems, TRI_THREADS), TRI_THREADS, 0, s>>>(
-        a, dt, elems, 7, 0.25f, -0.75f);
-    TRI_CHECK_LAUNCH(fill_pattern_kernel);
-    fill_pattern_kernel<<<grid_for(elems, TRI_THREADS), TRI_THREADS, 0, s>>>(
-        b, dt, elems, 5, 0.5f, -1.0f);
-    TRI_CHECK_LAUNCH(fill_pattern_kernel);
+    fill_probe_kernel<<<grid_for(elems, TRI_THREADS), TRI_THREADS, 0, s>>>(
+        a, dt, elems, 0);
+    TRI_CHECK_LAUNCH(fill_probe_kernel);
+    fill_probe_kernel<<<grid_for(elems, TRI_THREADS), TRI_THREADS, 0, s>>>(
+        b, dt, elems, 1);
+    TRI_CHECK_LAUNCH(fill_probe_kernel);
     /* a linear layer's forward GEMM, c = a . b^T, as the model runs it */
     gemm_cuda(0, 1, n, n, n, 1.0f, a, n, b, n, 0.0f, c, n, dt, dt); /* warm up */
     cudaEvent_t t0, t1;

@@ -58,7 +58,8 @@ typedef struct {
     int64_t tokens, targets;
 } ModelSizes;
 
-static void model_sizes(const Config *cfg, int tp, int stage, ModelSizes *z)
+static void model_sizes(const Config *cfg, int tp, int stage, int64_t head_budget,
+                        ModelSizes *z)
 {
     const ModelConfig *mc = &cfg->model;
     const Arch *arch = arch_of(mc);
@@ -89,7 +90,7 @@ static void model_sizes(const Config *cfg, int tp, int stage, ModelSizes *z)
         z->lnf = z->d_lnf = N * C; /* gathered: the head reads every token */
         z->lnf_mean = z->mean;
         z->lnf_rstd = n;
-        z->chunk = model_head_chunk_rows(N, mc->vocab_size / tp);
+        z->chunk = model_head_chunk_rows(N, mc->vocab_size / tp, head_budget);
         z->logits = z->chunk * (mc->vocab_size / tp);
     }
     z->tokens = first ? N : 0;
@@ -107,7 +108,7 @@ static ops_tensor f32(const Model *m, int64_t n) { return buffer(m, OPS_F32, n);
 
 static void sizes_of(const Model *m, ModelSizes *z)
 {
-    model_sizes(m->cfg, m->grid->layout.tp, m->grid->layout.pp_stage, z);
+    model_sizes(m->cfg, m->grid->layout.tp, m->grid->layout.pp_stage, m->head_budget, z);
 }
 
 /* Allocates a block's activations (not the kept gradients: model_create
@@ -153,13 +154,30 @@ static void acts_free(BlockActs *a, int keep_input_only)
         ops_free(all[i]);
 }
 
-/* Logit rows held at once: at most about 16M floats, so the 50k-word head
- * never holds a full (N, V) matrix, and the N rows cut into chunks of even
- * size: 1,024 rows of GPT-2's head are 4 chunks of 256, not 3 of 333 and
- * one of 25, whose GEMMs ran at a fraction of the others' rate. */
-int model_head_chunk_rows(int64_t N, int Vl)
+/* A sixteenth of a GPU's memory, rounded down to a power of two first:
+ * GPT-2 small's whole head (3.3 GB of fp32 logits) on an 80 GB card (4 GiB
+ * of logits), a 1B Llama's 128k-word head at T 2048 in four chunks, and
+ * room left for the weights and activations beside it. The rounding makes
+ * cards of one class whose memory differs a little (80 and 94 GB H100s,
+ * what the driver reserves) cut the same chunks, as TP ranks must. Never
+ * below the CPU's budget. */
+int64_t model_head_logit_budget(int64_t device_bytes)
 {
-    int64_t most = (16LL << 20) / (Vl > 0 ? Vl : 1);
+    int64_t pow2 = 1;
+    while (device_bytes > 0 && pow2 <= device_bytes / 2)
+        pow2 *= 2;
+    int64_t gpu = device_bytes > 0 ? pow2 / 16 / (int64_t)sizeof(float) : 0;
+    return gpu > MODEL_HEAD_CPU_LOGITS ? gpu : MODEL_HEAD_CPU_LOGITS;
+}
+
+/* Logit rows held at once: at most budget floats, so the 50k-word head
+ * never holds more than the device affords, and the N rows cut into
+ * chunks of even size: 1,024 rows of GPT-2's head on the CPU are 4 chunks
+ * of 256, not 3 of 333 and one of 25, whose GEMMs ran at a fraction of the
+ * others' rate. */
+int model_head_chunk_rows(int64_t N, int Vl, int64_t budget)
+{
+    int64_t most = budget / (Vl > 0 ? Vl : 1);
     if (most < 1)
         most = 1;
     if (N <= most)
@@ -341,6 +359,7 @@ void model_create(Model *m, const Config *cfg, const Grid *g, int n_slots)
     params_build(&m->ps, cfg, &g->layout);
     find_params(m);
     int any = choose_recompute(m, cfg);
+    m->head_budget = model_head_logit_budget(ops_device_memory_bytes(g->device));
     scratch_alloc(m, any);
 
     ModelSizes z;
@@ -364,7 +383,7 @@ void model_create(Model *m, const Config *cfg, const Grid *g, int n_slots)
     }
     /* what plan predicts is what was allocated, buffer for buffer */
     if (model_activation_bytes(m) != model_planned_activation_bytes(cfg, g->layout.tp, g->layout.pp_stage,
-                                                                    n_slots))
+                                                                    n_slots, m->head_budget))
         fail_abort("model_create: the activations allocated differ from "
                    "model_planned_activation_bytes", __FILE__, __LINE__);
 }
@@ -694,10 +713,11 @@ static int64_t acts_bytes(const BlockActs *a, int keep_input_only)
     return b;
 }
 
-int64_t model_planned_activation_bytes(const Config *cfg, int tp, int stage, int n_slots)
+int64_t model_planned_activation_bytes(const Config *cfg, int tp, int stage, int n_slots,
+                                       int64_t head_budget)
 {
     ModelSizes z;
-    model_sizes(cfg, tp, stage, &z);
+    model_sizes(cfg, tp, stage, head_budget, &z);
     int64_t a = (int64_t)ops_dtype_size(model_dtype(cfg->train.precision)), C = cfg->model.n_embd;
     int64_t x = a * z.rows * C;
     int64_t block = 4 * x + a * (z.qkv + z.atty + z.fc + z.fcg)

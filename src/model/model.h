@@ -112,6 +112,8 @@ struct Model {
     ops_tensor loss_acc;          /* fp64 sum of token losses since the last
                                      model_reset_loss, on the device */
     int64_t loss_count;
+    int64_t head_budget;          /* logits the head may hold at once:
+                                     model_head_logit_budget of the device */
 
     UnitHook hook;                /* model_set_unit_hook's */
     void *hook_ctx;
@@ -212,10 +214,25 @@ int model_recomputed_layers(const TrainConfig *t, int first, int count);
  * model_backward_weights (zb1): the output gradients of its linear layers,
  * this TP rank's shard. Not collective. */
 int64_t model_kept_grad_width(const ModelConfig *mc, int tp);
+/* The fp32 logits the head may hold at once (its budget) on the CPU:
+ * 16 Mi, 64 MiB, about what a CPU's caches keep near the GEMM. */
+#define MODEL_HEAD_CPU_LOGITS (16LL << 20)
+/* The head's budget on a device of device_bytes of memory: the CPU's
+ * (device_bytes 0: the CPU, or a GPU whose memory is not known), or, on a
+ * GPU, a sixteenth of its memory (rounded down to a power of two) in fp32
+ * logits, so that GPT-2 small's
+ * head (16 x 1024 rows x 50257 words, 3.3 GB) is one GEMM on a 80 GB
+ * card instead of 50 that each re-read the weight gradient. Decided once
+ * at set-up from ops_device_memory_bytes (all of the memory, the same on
+ * every rank of a job on one kind of GPU, so TP ranks cut the same
+ * chunks), and by plan from the hardware's memory. Pure; not
+ * collective. */
+int64_t model_head_logit_budget(int64_t device_bytes);
 /* Rows of logits the head holds at once for N rows over a Vl-word local
- * vocabulary: at most about 16M floats, the N rows cut into even chunks.
- * plan.c sizes the same buffer with it. Not collective. */
-int model_head_chunk_rows(int64_t N, int Vl);
+ * vocabulary: at most budget logits (model_head_logit_budget), the N rows
+ * cut into even chunks. plan.c sizes the same buffer with it. Pure; not
+ * collective. */
+int model_head_chunk_rows(int64_t N, int Vl, int64_t budget);
 /* The global index of local block l (chunk l / chunk_len). Not
  * collective. */
 int model_block_layer(const Model *m, int l);
@@ -223,10 +240,12 @@ int model_block_layer(const Model *m, int l);
 /* Bytes of activations this rank allocated. Not collective. */
 int64_t model_activation_bytes(const Model *m);
 /* Bytes of activations that stage `stage` of cfg's layout, on one of tp
- * ranks with n_slots activation slots, allocates: a pure function of the
- * sizes model_create allocates by, which model_create checks its
- * allocation against and plan calls. Not collective. */
-int64_t model_planned_activation_bytes(const Config *cfg, int tp, int stage, int n_slots);
+ * ranks with n_slots activation slots and the head's budget head_budget
+ * (model_head_logit_budget), allocates: a pure function of the sizes
+ * model_create allocates by, which model_create checks its allocation
+ * against and plan calls. Not collective. */
+int64_t model_planned_activation_bytes(const Config *cfg, int tp, int stage, int n_slots,
+                                       int64_t head_budget);
 /* Model FLOPs of one forward over `tokens` tokens, for the whole model
  * (not this shard): GEMMs and attention, 2 per multiply-add. */
 double model_forward_flops(const ModelConfig *mc, double tokens);

@@ -251,8 +251,8 @@ void kernel_times_measure(const KernelShape *s, KernelTimes *layer, KernelTimes 
         time_linears(s->dtype, s->dtype, l->bias, l->count, M, l->out, l->in, layer);
     }
     time_elementwise(s, layer);
-    /* model.c runs the head in even chunks of at most 16 Mi logits */
-    int chunk = model_head_chunk_rows(M, (int)Vl);
+    /* model.c runs the head on the CPU in even chunks of at most 16 Mi logits */
+    int chunk = model_head_chunk_rows(M, (int)Vl, MODEL_HEAD_CPU_LOGITS);
     time_head_chunk(s->dtype, chunk, Vl, C, head);
     double chunks = (double)M / chunk;
     head->gemm_fwd *= chunks;

@@ -102,7 +102,14 @@ static void parameter_memory(const Config *cfg, const Layout *layout, PlanMemory
     mem->host = b.host;
 }
 
-PlanMemory plan_rank_memory(const Config *cfg, int world, int stage, int dp_rank, int tp_rank)
+int64_t plan_head_budget(const Config *cfg, double device_gib)
+{
+    int gpu = cfg->parallel.device == DEVICE_CUDA && device_gib > 0;
+    return model_head_logit_budget(gpu ? (int64_t)(device_gib * MIB * 1024.0) : 0);
+}
+
+PlanMemory plan_rank_memory(const Config *cfg, int world, int stage, int dp_rank, int tp_rank,
+                            int64_t head_budget)
 {
     Layout layout = layout_at(&cfg->parallel, layout_resolve_dp(&cfg->parallel, world), stage,
                               dp_rank, tp_rank);
@@ -110,7 +117,7 @@ PlanMemory plan_rank_memory(const Config *cfg, int world, int stage, int dp_rank
     parameter_memory(cfg, &layout, &mem);
     int slots = schedule_stage_slots(cfg->parallel.schedule, cfg->parallel.pp,
                                      cfg->parallel.virtual_stages, stage, cfg->train.grad_accum);
-    mem.activations = model_planned_activation_bytes(cfg, layout.tp, stage, slots);
+    mem.activations = model_planned_activation_bytes(cfg, layout.tp, stage, slots, head_budget);
     return mem;
 }
 
@@ -121,7 +128,7 @@ static int64_t total(PlanMemory m) { return m.weights + m.grads + m.optimizer + 
  * take the spare ones) and the last (the head); the first and last DP rank
  * (the last ZeRO block may be short); TP rank 0 (TP ranks hold the same
  * sizes). */
-PlanMemory plan_largest_rank(const Config *cfg, int world, int *stage_out)
+PlanMemory plan_largest_rank(const Config *cfg, int world, int64_t head_budget, int *stage_out)
 {
     PlanMemory best = {0};
     int dp = layout_resolve_dp(&cfg->parallel, world), pp = cfg->parallel.pp;
@@ -130,7 +137,7 @@ PlanMemory plan_largest_rank(const Config *cfg, int world, int *stage_out)
     for (int k = 0; k < 3; k++) {
         int s = stages[k];
         for (int j = 0; j < (dp > 1 ? 2 : 1); j++) {
-            PlanMemory m = plan_rank_memory(cfg, world, s, dp_ranks[j], 0);
+            PlanMemory m = plan_rank_memory(cfg, world, s, dp_ranks[j], 0, head_budget);
             if (total(m) > total(best)) {
                 best = m;
                 if (stage_out)
@@ -249,7 +256,8 @@ static int recommend(const Config *cands, int n, int world, double mem_gib)
     int best = -1;
     double best_bubble = 0.0, best_gib = 0.0;
     for (int i = 0; i < n; i++) {
-        double gib = total(plan_largest_rank(&cands[i], world, NULL)) / (MIB * 1024.0);
+        double gib = total(plan_largest_rank(&cands[i], world, plan_head_budget(&cands[i], mem_gib),
+                                             NULL)) / (MIB * 1024.0);
         double bubble = plan_bubble(&cands[i]);
         if (mem_gib > 0 && gib > mem_gib)
             continue;
@@ -276,7 +284,7 @@ static void print_schedules(const Config *cfg, int world, double mem_gib, Config
             "total MiB", "messages");
     for (int i = 0; i < n; i++) {
         const Config *c = &cands[i];
-        PlanMemory m = plan_largest_rank(c, world, NULL);
+        PlanMemory m = plan_largest_rank(c, world, plan_head_budget(c, mem_gib), NULL);
         fprintf(out, "  %-12s %2d %7.1f%% %16.3f %12.3f %9lld\n",
                 schedule_name(c->parallel.schedule), c->parallel.virtual_stages,
                 100.0 * plan_bubble(c), m.activations / MIB, total(m) / MIB,
@@ -334,7 +342,7 @@ static void print_memory_rows(const PlanMemory *rows, int n, const char *what, i
 }
 
 /* Every rank up to 16 ranks, else every stage (its DP rank 0, TP rank 0). */
-static void print_memory_table(const Config *cfg, int world, FILE *out)
+static void print_memory_table(const Config *cfg, int world, int64_t head_budget, FILE *out)
 {
     int host = plan_offloads(cfg);
     fprintf(out, "memory per rank (MiB): weights / grads / optimizer / activations%s\n",
@@ -343,8 +351,9 @@ static void print_memory_table(const Config *cfg, int world, FILE *out)
     int pp = cfg->parallel.pp, by_rank = world <= 16, n = by_rank ? world : pp;
     PlanMemory *rows = TRI_MALLOC((size_t)n * sizeof *rows, "plan's memory table");
     for (int i = 0; i < n; i++)
-        rows[i] = by_rank ? plan_rank_memory(cfg, world, i / (tp * dp), (i / tp) % dp, i % tp)
-                          : plan_rank_memory(cfg, world, i, 0, 0);
+        rows[i] = by_rank ? plan_rank_memory(cfg, world, i / (tp * dp), (i / tp) % dp, i % tp,
+                                             head_budget)
+                          : plan_rank_memory(cfg, world, i, 0, 0, head_budget);
     print_memory_rows(rows, n, by_rank ? "rank" : "stage", by_rank ? 0 : dp * tp, host, out);
     free(rows);
 }
@@ -459,7 +468,8 @@ static double relative_work(const Config *c, double bubble)
 static void collect_fit(const Config *c, void *ctx)
 {
     FitList *t = ctx;
-    double gib = total(plan_largest_rank(c, t->world, NULL)) / (MIB * 1024.0);
+    double gib = total(plan_largest_rank(c, t->world, plan_head_budget(c, t->mem_gib), NULL))
+               / (MIB * 1024.0);
     if (gib > t->mem_gib)
         return;
     if (t->n == t->cap) {
@@ -614,8 +624,9 @@ int plan_print(const Config *cfg, int world, double mem_gib, int all, Config *ad
             plan_offloads(cfg) ? ", offload optimizer" : "");
     print_costs(cfg, world, out);
     print_schedules(cfg, world, mem_gib, advice, out);
-    print_memory_table(cfg, world, out);
-    PlanMemory big = plan_largest_rank(cfg, world, &stage);
+    int64_t head_budget = plan_head_budget(cfg, mem_gib);
+    print_memory_table(cfg, world, head_budget, out);
+    PlanMemory big = plan_largest_rank(cfg, world, head_budget, &stage);
     fprintf(out, "largest rank: %.2f GiB (stage %d)", total(big) / (MIB * 1024.0), stage);
     if (plan_offloads(cfg))
         fprintf(out, " on its device, and %.2f GiB of host memory (offload)",

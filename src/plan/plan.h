@@ -35,14 +35,21 @@ int plan_offloads(const Config *cfg);
  * are for GPUs: device = auto becomes cuda, cpu stays. Pure. */
 void plan_assume_gpu(Config *cfg);
 
+/* The logits the head of cfg's run holds at once (model_head_logit_budget)
+ * on a device of device_gib GiB: a GPU's budget where cfg runs on GPUs
+ * (device = cuda, as plan_assume_gpu makes it for --mem and a GPU's --hw)
+ * and its memory is known, else the CPU's. Pure. */
+int64_t plan_head_budget(const Config *cfg, double device_gib);
+
 /* Memory of the rank at (stage, dp_rank, tp_rank) of a world of `world`
- * ranks. cfg must pass layout_check for that world. Not collective. */
+ * ranks, its head holding head_budget logits at once (plan_head_budget).
+ * cfg must pass layout_check for that world. Not collective. */
 PlanMemory plan_rank_memory(const Config *cfg, int world, int stage, int dp_rank,
-                            int tp_rank);
+                            int tp_rank, int64_t head_budget);
 
 /* The largest rank's memory (first, a middle and the last stage; first
  * and last DP rank); *stage (if not NULL) receives its stage. */
-PlanMemory plan_largest_rank(const Config *cfg, int world, int *stage);
+PlanMemory plan_largest_rank(const Config *cfg, int world, int64_t head_budget, int *stage);
 
 /* Calls visit for every layout of `world` ranks that keeps cfg's global
  * batch (grad_accum adjusted): dp x pp x tp with tp a power of two up to

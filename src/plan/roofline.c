@@ -304,7 +304,7 @@ Prediction roofline_predict(const Config *cfg, int world, const Hardware *hw)
     p.tokens_per_s = tokens / p.step;
     double flops = 3.0 * model_forward_flops(&cfg->model, tokens);
     p.mfu = flops / p.step / (world * peak(hw, cfg) / hw->gemm_efficiency / ranks_sharing);
-    PlanMemory mm = plan_largest_rank(cfg, world, NULL);
+    PlanMemory mm = plan_largest_rank(cfg, world, plan_head_budget(cfg, hw->mem_gib), NULL);
     p.memory_gib = (mm.weights + mm.grads + mm.optimizer + mm.activations) / GIB;
     p.host_gib = mm.host / GIB;
     return p;

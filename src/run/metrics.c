@@ -258,6 +258,7 @@ void metrics_write(Metrics *mt, const StepMetrics *s)
     json_number(f, "rank_busy_ms_median", s->rank_busy_ms_median);
     json_number(f, "rank_busy_ms_max", s->rank_busy_ms_max);
     json_number(f, "slowest_rank", s->slowest_rank >= 0 ? s->slowest_rank : NAN);
+    fprintf(f, ",\"allocations\":%lld", (long long)s->allocations);
     fprintf(f, "}\n");
     /* fprintf only fills stdio's buffer; fflush is where a full disk shows */
     errno = 0;

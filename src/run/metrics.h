@@ -30,6 +30,8 @@ typedef struct {
     double dp_wait_ms;     /* time the step waited for its DP reduction */
     double rank_busy_ms_median, rank_busy_ms_max;  /* straggler.h: NaN if none */
     int slowest_rank;      /* the rank of rank_busy_ms_max; -1 if none */
+    int64_t allocations;   /* rank 0's device allocations so far
+                              (ops_device_allocations): flat after step 1 */
     double eta_s;          /* NaN: not yet steady, and not shown */
 } StepMetrics;
 

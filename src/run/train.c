@@ -289,6 +289,7 @@ static void report(Trainer *t, const StepResult *r, double step_s, double val_lo
         .rank_busy_ms_median = spread->slowest_rank >= 0 ? spread->median_ms : NAN,
         .rank_busy_ms_max = spread->slowest_rank >= 0 ? spread->slowest_ms : NAN,
         .slowest_rank = spread->slowest_rank,
+        .allocations = ops_device_allocations(t->grid.device),
         .eta_s = eta_seconds(t),
     };
     metrics_print(stdout, &s);

@@ -362,7 +362,7 @@ static int check_memory_fits(Trainer *t)
     int rc = 0;
     if (t->grid.device == OPS_CPU) {
         PlanMemory m = plan_rank_memory(c, t->grid.layout.size, t->grid.layout.pp_stage, t->grid.layout.dp_rank,
-                                        t->grid.layout.tp_rank);
+                                        t->grid.layout.tp_rank, MODEL_HEAD_CPU_LOGITS);
         int64_t need = m.weights + m.grads + m.optimizer + m.activations + m.host;
         int64_t avail = host_memory_available();
         int share = t->grid.host_size > 0 ? t->grid.host_size : 1;
