@@ -680,7 +680,7 @@ static void test_timer(void)
 int main(int argc, char **argv)
 {
     tap_init(&argc, &argv);
-    tap_plan(35);
+    tap_plan(36);
     test_dtypes();
     test_bf16();
     test_f16();
