@@ -11,7 +11,7 @@
 np=${1:-2}
 TAMPER="${TRI_BUILDDIR:-.}/tests/ckpt_tamper"
 DIFF="${TRI_BUILDDIR:-.}/tests/ckpt_diff"
-plan 34
+plan 35
 cfg="$WORK/c.ini"
 write_config "$cfg"
 cat >> "$cfg" <<EOC
@@ -89,6 +89,19 @@ worst=$(loss_lines "$WORK/tp.jsonl" | sed 's/.*"loss":\([^,]*\).*/\1/' > "$WORK/
                                           END { if (n != 4) print "missing"; else printf "%.1e", w }')
 awk -v w="$worst" 'BEGIN { exit !(w != "missing" && w + 0 <= 1e-5) }'
 ok $? "a dp=2 checkpoint resumes on tp=2 zero=3, same global batch (loss max rel $worst)"
+
+# the layout attribute records cp where it is more than 1, and cp holds no
+# state: a checkpoint written at cp = 2 resumes at cp = 1
+run "$np" train --config "$cfg" --set train.steps=1 --set checkpoint.every=1 \
+    --set parallel.cp=2 --set checkpoint.dir="$WORK/cp2"
+"$TRIDENT" inspect "$WORK/cp2/step_00000001.h5" > "$WORK/cp2.txt" 2>&1
+run "$np" train --config "$cfg" --set train.steps=2 \
+    --set checkpoint.resume="$WORK/cp2/step_00000001.h5"
+resumed=$(grep -c "resumed from .*step_00000001.h5: step 1" "$WORK/out")
+"$TRIDENT" inspect "$WORK/step4.h5" > "$WORK/cp1.txt" 2>&1
+grep -q "layout .*world=$np dp=$((np / 2)) pp=1 tp=1 cp=2 zero=" "$WORK/cp2.txt" \
+    && grep -q "layout .*world=$np dp=$np pp=1 tp=1 zero=" "$WORK/cp1.txt" && [ "$resumed" = 1 ]
+ok $? "a cp = 2 checkpoint says so in its layout ($(grep -o 'world=[^z]*' "$WORK/cp2.txt")), a cp = 1 one as before, and it resumes at cp = 1 (resumed: $resumed)"
 
 # 4. signals: checkpoint at the next step boundary, then exit 75. Each
 # run has its own output file, created empty before the launch: the

@@ -205,6 +205,41 @@ static int counted_nodes_are_listed(void)
     return ok;
 }
 
+/* grid_print's lines on a grid of cp context-parallel ranks, in text. */
+static void printed(int cp, char *text, size_t size)
+{
+    Config cfg;
+    config_defaults(&cfg);
+    cfg.model.n_layer = 8;
+    cfg.parallel.cp = cp;
+    Grid g;
+    grid_create(&g, &cfg, MPI_COMM_WORLD);
+    FILE *f = fmemopen(text, size, "w");
+    grid_print(&g, f);
+    fclose(f);
+    grid_destroy(&g);
+}
+
+/* The start-up layout line names cp and lists the cp groups where cp > 1,
+ * and is as it was with cp = 1. */
+static int print_names_cp(int n)
+{
+    char text[1024] = "", want[128];
+    printed(1, text, sizeof text);
+    snprintf(want, sizeof want, "layout: %d ranks = dp %d x pp 1 x tp 1 (TP innermost)", n, n);
+    int ok = strstr(text, want) && !strstr(text, "cp");
+    if (n % 2 == 0) {
+        printed(2, text, sizeof text);
+        snprintf(want, sizeof want, "layout: %d ranks = dp %d x pp 1 x cp 2 x tp 1 (TP innermost)",
+                 n, n / 2);
+        ok &= strstr(text, want) && strstr(text, "  cp  groups: [0 1]") &&
+              strstr(text, n == 2 ? "  dp  groups: [0 1]" : "  dp  groups: [0 1 2 3");
+    }
+    if (!ok)
+        tap_diag("grid_print:\n%s", text);
+    return ok;
+}
+
 /* With node_size 1 every rank is alone on its pretended node, yet all of
  * them are on this one machine: host_rank/host_size (the GPU choice) must
  * say so, or ranks 0, 1, ... would all take GPU 0. */
@@ -303,7 +338,7 @@ int main(int argc, char **argv)
 {
     tap_init(&argc, &argv);
     int n = tap_size();
-    tap_plan(16);
+    tap_plan(17);
     int ok = 1, count = 0;
     for (int tp = 1; tp <= n; tp *= 2)
         for (int cp = 1; cp * tp <= n; cp *= 2)
@@ -342,6 +377,8 @@ int main(int argc, char **argv)
     tap_ok(first == 9 && cnt == 3, "12 layers on 4 stages: stage 3 has layers 9..11");
     tap_ok(two_level_table(), "DP is two-level with >1 node, >1 rank per node, equal counts");
     tap_ok(counted_nodes_are_listed(), "node_size's nodes counted (layout_dp_spot, layout_dp_places) as listed");
+    tap_ok(print_names_cp(n), "grid_print names cp and its groups where cp > 1, as before "
+           "with cp = 1");
     tap_ok(host_stays_real(), "node_size pretends nodes, but the GPU choice sees the machine");
     tap_ok(shared_gpus_found(), "two ranks holding one GPU UUID are found, distinct UUIDs pass");
     tap_ok(share_gpu_values(), "TRIDENT_TEST_SHARE_GPU: 1 shares, unset/empty/0 do not, other values are refused");

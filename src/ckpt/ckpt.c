@@ -141,11 +141,15 @@ static hid_t select_block(hid_t fspace, const Param *p, int64_t r0, int64_t nr, 
 static void write_root_attrs(H5Ctx *c, const Config *cfg, const Grid *g, const TrainState *st)
 {
     CkptRoot root;
-    char layout[160];
+    char layout[160], cp[24] = "";
+    /* cp only where it is more than 1: the attribute of a run without
+     * context parallelism is what it always was */
+    if (g->layout.cp > 1)
+        snprintf(cp, sizeof cp, " cp=%d", g->layout.cp);
     snprintf(layout, sizeof layout,
-             "world=%d dp=%d pp=%d tp=%d zero=%d schedule=%s virtual_stages=%d", g->layout.size, g->layout.dp,
-             g->layout.pp, g->layout.tp, cfg->parallel.zero, schedule_name(cfg->parallel.schedule),
-             cfg->parallel.virtual_stages);
+             "world=%d dp=%d pp=%d tp=%d%s zero=%d schedule=%s virtual_stages=%d", g->layout.size,
+             g->layout.dp, g->layout.pp, g->layout.tp, cp, cfg->parallel.zero,
+             schedule_name(cfg->parallel.schedule), cfg->parallel.virtual_stages);
     char *text = malloc(1 << 16);
     if (!text) {
         ckpt_fail(&c->f, "out of memory for the config text");

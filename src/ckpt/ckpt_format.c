@@ -158,12 +158,17 @@ SHAPE_CHECK(seq_len, 1)
 SHAPE_CHECK(vocab_size, 1)
 SHAPE_CHECK(tie_embeddings, 0)
 
+/* "world=W dp=D pp=P tp=T", then " cp=C" where the run had context
+ * parallelism (C = 1 where it is not written) */
 static int check_layout(const CkptRoot *r, char *why, size_t n)
 {
-    int world, dp, pp, tp;
-    if (sscanf(r->layout, "world=%d dp=%d pp=%d tp=%d", &world, &dp, &pp, &tp) != 4 || dp < 1
-        || pp < 1 || tp < 1 || (long long)dp * pp * tp != world)
-        return reason_set(why, n, "must be \"world=W dp=D pp=P tp=T ...\" with W = D * P * T");
+    int world, dp, pp, tp, cp = 1, used = 0;
+    int ok = sscanf(r->layout, "world=%d dp=%d pp=%d tp=%d%n", &world, &dp, &pp, &tp, &used) == 4;
+    if (ok && !strncmp(r->layout + used, " cp=", 4))
+        ok = sscanf(r->layout + used, " cp=%d", &cp) == 1;
+    if (!ok || dp < 1 || pp < 1 || tp < 1 || cp < 1 || (long long)dp * pp * cp * tp != world)
+        return reason_set(why, n, "must be \"world=W dp=D pp=P tp=T [cp=C] ...\" with W = D * P * "
+                          "C * T (C = 1 where not given)");
     return 0;
 }
 

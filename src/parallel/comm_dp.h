@@ -1,6 +1,10 @@
 /*
  * comm_dp.h - the reduction over data parallelism: flat, or in two levels.
  *
+ * Its group is the grid's dp_comm: the replicas, every rank that holds the
+ * same weights (dp x cp of them, layout_replicas), so a "DP rank" below is
+ * a replica rank (layout_replica_rank); with cp = 1 they are the DP ranks.
+ *
  * Across nodes, DP traffic runs in two levels (doc/design.md, Communication):
  * a reduce-scatter inside the node (dp_node), then one across nodes among
  * the ranks with the same place in their node (dp_cross), so the slow

@@ -233,9 +233,9 @@ int comm_nccl_test(int event)
 /* ---- set-up ------------------------------------------------------------- */
 
 /* Channels on the critical path (the next kernel needs their result: TP's
- * and KV's all-reduces, the pipeline's messages) get the GPU's highest
- * stream priority, so their kernels are scheduled ahead of a DP reduction
- * running beside the backward. Non-blocking streams: they must not
+ * and KV's all-reduces, CP's all-gathers, the pipeline's messages) get the
+ * GPU's highest stream priority, so their kernels are scheduled ahead of a
+ * DP reduction running beside the backward. Non-blocking streams: they must not
  * serialise against the legacy default stream of a library. */
 static void make_stream(int c, int urgent)
 {
@@ -354,6 +354,7 @@ int comm_nccl_init(const Grid *g, char *err, size_t err_size)
         nccl_env_print(stdout, loaded, NCCL_VERSION_CODE, order_set);
 
     create(COMM_TP, g->tp_comm, 1);
+    create(COMM_CP, g->cp_comm, 1); /* attention waits for its all-gathers */
     create(COMM_DP_NODE, g->dp_node, 0);
     create(COMM_DP_CROSS, g->dp_cross, 0);
     /* dp_node and dp_cross are split from dp_comm keyed by replica rank,

@@ -5,7 +5,7 @@
  * comm.c's MPI. Each grid group this rank belongs to gets one NCCL
  * communicator with the same members in the same rank order as its MPI
  * communicator (the ncclUniqueId comes from the group's rank 0 by
- * MPI_Bcast): TP, DP, DP_NODE, DP_CROSS, EMBED (first and last stage,
+ * MPI_Bcast): TP, CP, DP, DP_NODE, DP_CROSS, EMBED (first and last stage,
  * tied embeddings) and KV. A group of one rank gets none, and its
  * collectives are local. DP shares DP_NODE's or DP_CROSS's communicator
  * when one of them spans all of DP. WORLD has no NCCL communicator: the
@@ -25,7 +25,7 @@
  *
  * Streams. Each communicator runs on a stream of its own (DP on its
  * owner's when it shares one: a communicator's operations must be queued
- * on one stream), non-blocking; TP's, KV's and the links' at the GPU's
+ * on one stream), non-blocking; TP's, KV's, CP's and the links' at the GPU's
  * highest priority, as the next kernel waits for them. Every operation
  * first makes its stream wait for the work already queued on the compute
  * stream (an event), so NCCL sees the buffers the kernels wrote and
