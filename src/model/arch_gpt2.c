@@ -21,7 +21,6 @@
 #include "fail.h"
 #include "hf_config.h"
 #include "hf_map.h"
-#include "model_cp.h"
 #include "model_impl.h"
 #include "prof.h"
 

@@ -32,7 +32,6 @@
 #include "arch.h"
 #include "comm.h"
 #include "fail.h"
-#include "model_cp.h"
 #include "params_stage.h"
 #include "prof.h"
 
@@ -68,7 +67,7 @@ static void model_sizes(const Config *cfg, int tp, int stage, ModelSizes *z)
 {
     const ModelConfig *mc = &cfg->model;
     const Arch *arch = arch_of(mc);
-    /* a rank holds seq_len / cp tokens of each row (model_cp.h) */
+    /* a rank holds seq_len / cp tokens of each row (model.h, model_cp.c) */
     int64_t N = (int64_t)cfg->train.micro_batch * (mc->seq_len / cfg->parallel.cp);
     int64_t C = mc->n_embd, Cl = C / tp;
     int sp = cfg->parallel.sequence_parallel && tp > 1;

@@ -1,5 +1,20 @@
 /*
- * model_cp.c - context parallelism in the model; see model_cp.h.
+ * model_cp.c - context parallelism in the model ([parallel] cp): which
+ * part of each sequence this rank holds, the positions of its tokens, and
+ * attention over the whole sequence from the cp group's parts. model.h
+ * declares the chunks' places (pipeline.c reads them), model_impl.h the
+ * rest (the model's own files call them), as for model_tp.c: model.c
+ * calls down into this file, which reads the Model, so it has no header
+ * of its own (no include circle, tests/t_deps.sh).
+ *
+ * The seq_len tokens of a row are cut into 2*cp chunks of Tc = seq_len /
+ * (2 cp); cp rank i holds chunks i and 2cp-1-i (the "zigzag": an early
+ * chunk, cheap under the causal mask, beside a late, dear one, so every
+ * rank does the same attention work). The model's local tokens are
+ * chunk-major, [local chunk 0: rows x Tc][local chunk 1: rows x Tc], so
+ * m->T = seq_len / cp and everything per token (norms, GEMMs, residuals,
+ * the loss, sequence parallelism's slices, pipeline messages) runs as at
+ * cp = 1.
  *
  * Attention is an all-gather of qkv over the cp group (Llama 3's choice
  * over a ring: one collective a layer, and the fused kernels run as they
@@ -20,8 +35,6 @@
  * reduce-scatter sends. They live in the stage's scratch, sized at
  * set-up (model_cp_scratch_elems): nothing is allocated in a step.
  */
-#include "model_cp.h"
-
 #include "comm.h"
 #include "model_impl.h"
 

@@ -48,7 +48,6 @@
 #include "alloc.h"
 #include "comm.h"
 #include "fail.h"
-#include "model_cp.h"
 
 typedef struct {
     Pipeline *p;
@@ -161,7 +160,7 @@ static void give_slot(Exec *e, int s)
  * model lives: batch_on_device) into the slot's tokens (first chunk of the
  * model) and targets (last chunk): one strided copy each per chunk of the
  * sequence this rank holds (the whole row, or under context parallelism
- * its two chunks, chunk-major: model_cp.h), which a GPU queues without a
+ * its two chunks, chunk-major: model.h), which a GPU queues without a
  * host wait. */
 static void load_microbatch(Exec *e, ops_tensor batch, Action a, int s)
 {
