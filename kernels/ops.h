@@ -303,7 +303,9 @@ void ops_attention_rows_fwd(ops_tensor out, ops_tensor lse, ops_tensor qkv,
 /* Accumulates into dqkv (B,T,NH,3,hs): the q gradient of rows [q0, q0+Tq)
  * and the k, v gradients of rows [0, q0+Tq) (+=; the caller zeroes dqkv
  * first, so the windows of one sequence add up), from dout (B,Tq,NH*hs),
- * the forward's qkv, out and lse. Rows q0 + Tq .. T - 1 are not touched. */
+ * the forward's qkv, out and lse. Rows q0 + Tq .. T - 1 are not touched.
+ * The CUDA versions of both are checked on the host (t_attention_emu), not
+ * yet on a GPU (doc/gpu.md). */
 void ops_attention_rows_bwd(ops_tensor dqkv, ops_tensor dout, ops_tensor qkv,
                             ops_tensor out, ops_tensor lse,
                             int B, int T, int q0, int Tq, int NH, int hs);

@@ -15,6 +15,14 @@
  * lse; dP = dO V^T, D = rowsum(P * dP), dS = P * (dP - D) / sqrt(hs),
  * dQ = dS K, dK = dS^T Q, dV = P^T dO. dqkv starts as 0x7f bytes (a huge
  * value in every dtype), so an element the kernels fail to write fails.
+ *
+ * Row windows (context parallelism): the queries [q0, q0 + Tq) of T rows
+ * against keys [0, q0 + Tq), out, dout and lse of Tq rows, the gradients
+ * added (+=) into a dqkv that starts at 0.25 everywhere (exact in every
+ * dtype): the kernels must add the window's dq and every earlier key's
+ * dk, dv, and leave the rest at 0.25 (the reference's gradient there is
+ * 0). Unaligned windows, windows that end before T, and windows of one
+ * row put the tiles' edges where the whole sequence has none.
  * Tolerances, normwise (max |kernel - reference| over max |reference|):
  * fp32 1e-5 (fp32 sums over at most T = 70 terms: about 1e-6), bf16 2e-2
  * and fp16 4e-3 (one rounding of the stored result, 2^-8 and 2^-11 of the
@@ -74,74 +82,98 @@ static float uniform(void)
 
 static int n_tests;
 
-/* The CUDA-core kernels (fp32 in the trainer; any dtype here) */
+/* Where the kernels run: query rows [q0, q0 + Tq) of T; add: the
+ * gradients are added to dqkv (a window's) */
+struct Window {
+    int T, q0, Tq, add;
+};
+
+/* blocks of `rows` rows over n rows of each of BH heads */
+static unsigned grid_of(int BH, int n, int rows)
+{
+    return (unsigned)(BH * ((n + rows - 1) / rows));
+}
+
+/* The CUDA-core kernels (fp32 in the trainer; any dtype here): the query
+ * side's grid over the window's rows, the key side's over its keys */
 template <int HD>
 static void run_cuda_core(void *out, float *lse, float *D, void *dqkv, const void *dout,
-                          const void *qkv, ops_dtype dt, int B, int T, int NH, int hs)
+                          const void *qkv, ops_dtype dt, int B, Window w, int NH, int hs)
 {
     float scale = 1.0f / sqrtf((float)hs);
-    int BH = B * NH;
-    unsigned fwd_grid = BH * ((T + 15) / 16), bwd_grid = BH * ((T + 7) / 8);
-    launch(fwd_grid, [&] {
-        attention_fwd_kernel<HD>(out, lse, qkv, dt, BH, NH, T, hs, scale);
+    int BH = B * NH, T = w.T, q0 = w.q0, Tq = w.Tq;
+    launch(grid_of(BH, Tq, 16), [&] {
+        attention_fwd_kernel<HD>(out, lse, qkv, dt, BH, NH, T, q0, Tq, hs, scale);
     });
-    launch(bwd_grid, [&] {
-        attention_dq_kernel<HD>(dqkv, D, dout, qkv, out, lse, dt, BH, NH, T, hs, scale,
-                                dt != OPS_F32);
+    launch(grid_of(BH, Tq, 8), [&] {
+        attention_dq_kernel<HD>(dqkv, D, dout, qkv, out, lse, dt, BH, NH, T, q0, Tq, hs, scale,
+                                dt != OPS_F32, w.add);
     });
-    launch(bwd_grid, [&] {
-        attention_dkdv_kernel<HD>(dqkv, D, dout, qkv, lse, dt, BH, NH, T, hs, scale);
+    launch(grid_of(BH, q0 + Tq, 8), [&] {
+        attention_dkdv_kernel<HD>(dqkv, D, dout, qkv, lse, dt, BH, NH, T, q0, Tq, hs, scale,
+                                  w.add);
     });
 }
 
 /* The tensor-core kernels (bf16 and fp16) */
 template <int HD, bool BF16>
 static void run_mma(void *out, float *lse, float *D, void *dqkv, const void *dout,
-                    const void *qkv, int B, int T, int NH, int hs)
+                    const void *qkv, int B, Window w, int NH, int hs)
 {
     float scale = 1.0f / sqrtf((float)hs);
-    int BH = B * NH;
-    unsigned grid = BH * ((T + MMA_BLOCK_ROWS - 1) / MMA_BLOCK_ROWS);
-    launch(grid, [&] {
-        attention_mma_fwd_kernel<HD, BF16>(out, lse, qkv, BH, NH, T, hs, scale);
+    int BH = B * NH, T = w.T, q0 = w.q0, Tq = w.Tq;
+    launch(grid_of(BH, Tq, MMA_BLOCK_ROWS), [&] {
+        attention_mma_fwd_kernel<HD, BF16>(out, lse, qkv, BH, NH, T, q0, Tq, hs, scale);
     });
-    launch(grid, [&] {
-        attention_mma_dq_kernel<HD, BF16>(dqkv, D, dout, qkv, lse, BH, NH, T, hs, scale);
+    launch(grid_of(BH, Tq, MMA_BLOCK_ROWS), [&] {
+        attention_mma_dq_kernel<HD, BF16>(dqkv, D, dout, qkv, lse, BH, NH, T, q0, Tq, hs,
+                                          scale, w.add);
     });
-    launch(grid, [&] {
-        attention_mma_dkdv_kernel<HD, BF16>(dqkv, D, dout, qkv, lse, BH, NH, T, hs, scale);
+    launch(grid_of(BH, q0 + Tq, MMA_BLOCK_ROWS), [&] {
+        attention_mma_dkdv_kernel<HD, BF16>(dqkv, D, dout, qkv, lse, BH, NH, T, q0, Tq, hs,
+                                            scale, w.add);
     });
 }
 
 /* The three kernels of one family (mma: the tensor-core ones) on random
- * inputs, against the double reference. */
+ * inputs, against the double reference; for query rows [q0, q0 + Tq) of
+ * T when Tq > 0, added into dqkv. */
 template <int HD>
-static int check(int B, int T, int NH, int hs, ops_dtype dt, bool mma = false)
+static int check(int B, int T, int NH, int hs, ops_dtype dt, bool mma = false, int q0 = 0,
+                 int Tq = 0)
 {
-    int64_t nqkv = (int64_t)B * T * NH * 3 * hs, no = (int64_t)B * T * NH * hs;
+    const Window w = { T, q0, Tq > 0 ? Tq : T, Tq > 0 };
+    const int qend = q0 + w.Tq;
+    const double pre = w.add ? 0.25 : 0.0; /* dqkv before a window adds to it */
+    int64_t nqkv = (int64_t)B * T * NH * 3 * hs, no = (int64_t)B * w.Tq * NH * hs;
     size_t es = dt == OPS_F32 ? 4 : 2; /* no libkernels here */
     std::vector<char> qkv(nqkv * es), out(no * es), dout(no * es), dqkv(nqkv * es, 0x7f);
-    std::vector<float> lse((size_t)B * NH * T), D((size_t)B * NH * T);
-    for (int64_t i = 0; i < nqkv; i++)
+    std::vector<float> lse((size_t)B * NH * w.Tq), D((size_t)B * NH * w.Tq);
+    for (int64_t i = 0; i < nqkv; i++) {
         store_f32_cuda(qkv.data(), dt, i, uniform());
+        if (w.add)
+            store_f32_cuda(dqkv.data(), dt, i, (float)pre);
+    }
     for (int64_t i = 0; i < no; i++)
         store_f32_cuda(dout.data(), dt, i, uniform());
     if (!mma)
         run_cuda_core<HD>(out.data(), lse.data(), D.data(), dqkv.data(), dout.data(), qkv.data(),
-                          dt, B, T, NH, hs);
+                          dt, B, w, NH, hs);
     else if (dt == OPS_BF16)
         run_mma<HD, true>(out.data(), lse.data(), D.data(), dqkv.data(), dout.data(), qkv.data(),
-                          B, T, NH, hs);
+                          B, w, NH, hs);
     else
         run_mma<HD, false>(out.data(), lse.data(), D.data(), dqkv.data(), dout.data(), qkv.data(),
-                           B, T, NH, hs);
+                           B, w, NH, hs);
 
     auto x = [&](int b, int t, int h, int part, int d) {
         return (double)load_f32_cuda(qkv.data(), dt, (((int64_t)b * T + t) * NH + h) * 3 * hs
                                                      + part * hs + d);
     };
+    /* dout, out and lse of query t (of the sequence): row t - q0 of the window */
+    auto row = [&](int b, int t, int h) { return ((int64_t)b * w.Tq + t - q0) * NH + h; };
     auto g = [&](int b, int t, int h, int d) {
-        return (double)load_f32_cuda(dout.data(), dt, (((int64_t)b * T + t) * NH + h) * hs + d);
+        return (double)load_f32_cuda(dout.data(), dt, row(b, t, h) * hs + d);
     };
     double err_o = 0, max_o = 0, err_l = 0, err_g = 0, max_g = 0;
     double rs = 1.0 / sqrt((double)hs);
@@ -149,7 +181,7 @@ static int check(int B, int T, int NH, int hs, ops_dtype dt, bool mma = false)
         for (int h = 0; h < NH; h++) {
             std::vector<double> P((size_t)T * T, 0.0), dS((size_t)T * T, 0.0);
             std::vector<double> grad((size_t)3 * T * hs, 0.0); /* dq | dk | dv */
-            for (int i = 0; i < T; i++) {
+            for (int i = q0; i < qend; i++) {
                 double *p = &P[(size_t)i * T], mx = -1e300, sum = 0, Di = 0;
                 for (int j = 0; j <= i; j++) {
                     double s = 0;
@@ -161,14 +193,14 @@ static int check(int B, int T, int NH, int hs, ops_dtype dt, bool mma = false)
                 for (int j = 0; j <= i; j++)
                     sum += exp(p[j] - mx);
                 double L = mx + log(sum);
-                err_l = std::max(err_l, fabs(L - lse[((size_t)b * NH + h) * T + i]));
+                err_l = std::max(err_l, fabs(L - lse[((size_t)b * NH + h) * w.Tq + i - q0]));
                 for (int j = 0; j <= i; j++)
                     p[j] = exp(p[j] - L);
                 for (int d = 0; d < hs; d++) {
                     double o = 0;
                     for (int j = 0; j <= i; j++)
                         o += p[j] * x(b, j, h, 2, d);
-                    double got = load_f32_cuda(out.data(), dt, (((int64_t)b * T + i) * NH + h) * hs + d);
+                    double got = load_f32_cuda(out.data(), dt, row(b, i, h) * hs + d);
                     err_o = std::max(err_o, fabs(got - o));
                     max_o = std::max(max_o, fabs(o));
                 }
@@ -182,7 +214,7 @@ static int check(int B, int T, int NH, int hs, ops_dtype dt, bool mma = false)
                 for (int j = 0; j <= i; j++)
                     dS[(size_t)i * T + j] = p[j] * (dp[j] - Di) * rs;
             }
-            for (int i = 0; i < T; i++)
+            for (int i = q0; i < qend; i++)
                 for (int j = 0; j <= i; j++)
                     for (int d = 0; d < hs; d++) {
                         grad[(size_t)i * hs + d] += dS[(size_t)i * T + j] * x(b, j, h, 1, d);
@@ -194,7 +226,7 @@ static int check(int B, int T, int NH, int hs, ops_dtype dt, bool mma = false)
                     for (int d = 0; d < hs; d++) {
                         double want = grad[((size_t)part * T + t) * hs + d];
                         double got = load_f32_cuda(dqkv.data(), dt, (((int64_t)b * T + t) * NH + h)
-                                                                    * 3 * hs + part * hs + d);
+                                                                    * 3 * hs + part * hs + d) - pre;
                         double e = fabs(got - want);
                         if (!(e <= err_g))
                             err_g = e; /* NaN sticks */
@@ -204,16 +236,19 @@ static int check(int B, int T, int NH, int hs, ops_dtype dt, bool mma = false)
     double tol = dt == OPS_BF16 ? 2e-2 : dt == OPS_F16 ? 4e-3 : 1e-5;
     double eo = err_o / max_o, eg = err_g / max_g;
     int ok = eo <= tol && err_l <= 1e-5 && eg <= tol;
-    printf("%s %d - %s%s B=%d T=%d NH=%d hs=%d (HD %d): out %.1e, lse %.1e (tol 1e-05), "
+    char win[64] = "";
+    if (w.add)
+        snprintf(win, sizeof win, " rows [%d, %d)", q0, qend);
+    printf("%s %d - %s%s B=%d T=%d%s NH=%d hs=%d (HD %d): out %.1e, lse %.1e (tol 1e-05), "
            "dqkv %.1e (tol %.0e)\n", ok ? "ok" : "not ok", ++n_tests, mma ? "tensor cores, " : "",
-           dt == OPS_F32 ? "fp32" : dt == OPS_BF16 ? "bf16" : "fp16", B, T, NH, hs, HD, eo,
+           dt == OPS_F32 ? "fp32" : dt == OPS_BF16 ? "bf16" : "fp16", B, T, win, NH, hs, HD, eo,
            err_l, eg, tol);
     return ok;
 }
 
 int main()
 {
-    printf("1..15\n");
+    printf("1..23\n");
     int ok = 1;
     ok &= check<32>(1, 1, 1, 8, OPS_F32);      /* one row, one key */
     ok &= check<32>(2, 37, 3, 16, OPS_F32);    /* ragged: 37 rows, 2 key tiles */
@@ -232,5 +267,15 @@ int main()
     ok &= check<64>(1, 70, 1, 40, OPS_F16, true);    /* hs inside the bucket: element loads */
     ok &= check<128>(1, 100, 1, 128, OPS_BF16, true); /* Llama's head size: 32-row tiles */
     ok &= check<128>(1, 45, 2, 80, OPS_BF16, true);
+    /* row windows, added into dqkv: mid-sequence and unaligned, to the
+     * end, one row; then the tensor-core kernels */
+    ok &= check<64>(1, 70, 1, 64, OPS_F32, false, 37, 20);
+    ok &= check<32>(2, 37, 3, 16, OPS_F32, false, 5, 32);
+    ok &= check<32>(2, 37, 3, 16, OPS_BF16, false, 9, 17);
+    ok &= check<32>(1, 5, 1, 16, OPS_F32, false, 4, 1);
+    ok &= check<64>(1, 130, 2, 64, OPS_BF16, true, 70, 45);
+    ok &= check<64>(1, 128, 1, 64, OPS_F16, true, 64, 64);
+    ok &= check<128>(1, 100, 1, 128, OPS_BF16, true, 33, 40);
+    ok &= check<32>(1, 5, 1, 16, OPS_BF16, true, 4, 1);
     return ok ? 0 : 1;
 }

@@ -29,7 +29,10 @@
  * exact one are each checked against the CPU's fused kernel, and at
  * T = 4096 against the exact CPU kernel (attention_exact_cpu.c, which
  * keeps every probability), as is the CPU's fused one; there the GPU's
- * fused kernel is also checked against its exact one.
+ * fused kernel is also checked against its exact one. Context
+ * parallelism's row windows (attention_rows_*_cuda: queries [q0, q0 + Tq)
+ * of T, the backward adding into dqkv; rope at a first position t0) are
+ * checked against the CPU's, up to a window at 3072 of T = 4096.
  *
  * The bandwidth-bound kernels (cross-entropy, the elementwise maps,
  * LayerNorm) move 16-byte packs where pointers and rows are aligned and
@@ -481,14 +484,18 @@ static void test_llama(ops_dtype dt, int N, int C, int hs)
     expect("rmsnorm_bwd", dt, "dinp (+=)", &dinp);
     expect("rmsnorm_bwd", dt, "dw (+=)", &dw);
 
-    /* rotary: N rows as B = 1, T = N positions of C / hs heads of hs */
+    /* rotary: N rows as B = 1, T = N positions of C / hs heads of hs, from
+     * position 0, then from 3000 (a context-parallel rank's chunk) */
     Buf x = buf_rand(dt, (int64_t)N * C, -1.0f, 1.0f);
-    rope_cpu(x.h, dt, 1, N, 0, C / hs, hs, 500000.0, 0);
-    rope_cuda(x.d, dt, 1, N, 0, C / hs, hs, 500000.0, 0);
-    expect("rope_fwd", dt, "x", &x);
-    rope_cpu(x.h, dt, 1, N, 0, C / hs, hs, 500000.0, 1);
-    rope_cuda(x.d, dt, 1, N, 0, C / hs, hs, 500000.0, 1);
-    expect("rope_bwd", dt, "dx", &x);
+    static const int first[] = { 0, 3000 };
+    for (int f = 0; f < 2; f++)
+        for (int inverse = 0; inverse < 2; inverse++) {
+            char op[64];
+            snprintf(op, sizeof op, "rope_%s t0=%d", inverse ? "bwd" : "fwd", first[f]);
+            rope_cpu(x.h, dt, 1, N, first[f], C / hs, hs, 500000.0, inverse);
+            rope_cuda(x.d, dt, 1, N, first[f], C / hs, hs, 500000.0, inverse);
+            expect(op, dt, inverse ? "dx" : "x", &x);
+        }
 
     int64_t n = (int64_t)N * C;
     Buf gate = buf_rand(dt, n, -4.0f, 4.0f), up = buf_rand(dt, n, -2.0f, 2.0f);
@@ -581,6 +588,33 @@ static void test_attention(ops_dtype dt, int B, int T, int NH, int hs)
     Buf *all[] = { &qkv, &out, &lse, &dout, &dqkv };
     for (size_t i = 0; i < sizeof all / sizeof all[0]; i++)
         buf_free(all[i]);
+}
+
+/* Context parallelism's row windows: query rows [q0, q0 + Tq) of T
+ * against keys [0, q0 + Tq), the GPU's fused kernels against the CPU's
+ * (tolerances as expect()'s). The backward adds into a dqkv that holds
+ * the same random values on both sides, from the CPU's out and lse. */
+static void test_attention_rows(ops_dtype dt, int B, int T, int q0, int Tq, int NH, int hs)
+{
+    int64_t all = (int64_t)B * T * NH * 3 * hs, win = (int64_t)B * Tq * NH * hs;
+    Buf qkv = buf_rand(dt, all, -1.0f, 1.0f), dqkv = buf_rand(dt, all, -1.0f, 1.0f);
+    Buf out = buf_zero(dt, win), lse = buf_zero(OPS_F32, (int64_t)B * NH * Tq);
+    Buf dout = buf_rand(dt, win, -1.0f, 1.0f);
+    char op[96];
+    snprintf(op, sizeof op, "attention rows [%d, %d) B=%d T=%d NH=%d hs=%d", q0, q0 + Tq, B, T,
+             NH, hs);
+    attention_rows_fwd_cpu(out.h, lse.h, qkv.h, dt, B, T, q0, Tq, NH, hs);
+    attention_rows_fwd_cuda(out.d, lse.d, qkv.d, dt, B, T, q0, Tq, NH, hs);
+    expect(op, dt, "fwd out", &out);
+    expect(op, dt, "fwd lse", &lse);
+    upload(&out);
+    upload(&lse);
+    attention_rows_bwd_cpu(dqkv.h, dout.h, qkv.h, out.h, lse.h, dt, B, T, q0, Tq, NH, hs, 1);
+    attention_rows_bwd_cuda(dqkv.d, dout.d, qkv.d, out.d, lse.d, dt, B, T, q0, Tq, NH, hs, 1);
+    expect(op, dt, "bwd dqkv (+=)", &dqkv);
+    Buf *bufs[] = { &qkv, &dqkv, &out, &lse, &dout };
+    for (size_t i = 0; i < sizeof bufs / sizeof bufs[0]; i++)
+        buf_free(bufs[i]);
 }
 
 /* b's host copy := bytes (the reference of the next expect()). */
@@ -892,6 +926,9 @@ int main(int argc, char **argv)
         test_attention(dt, 2, 37, 3, 16);
         test_attention(dt, 1, 64, 2, 32);
         test_attention(dt, 3, 100, 2, 80);
+        test_attention_rows(dt, 2, 100, 37, 40, 3, 16);
+        test_attention_rows(dt, 1, 300, 200, 100, 2, 64);
+        test_attention_rows(dt, 1, 130, 129, 1, 1, 80);
         /* tokens in [0, 60), this shard [10, 50): some on other shards */
         test_embedding(dt, 3, 100, 70, 10, 40, 60);
         test_xent(dt, 9, 1000, 500, 2000, 0);
@@ -914,6 +951,7 @@ int main(int argc, char **argv)
         test_attention(dt, 1, 1024, 4, 64);
         test_attention(dt, 1, 1024, 2, 128);
         test_attention(dt, 1, 4096, 1, 64);
+        test_attention_rows(dt, 1, 4096, 3072, 512, 2, 128);
         test_attention_exact(dt, 4096, 128);
         test_embedding(dt, 2, 2048, 768, 0, 50304, 50304);
         /* GPT-2's vocabulary whole; Llama 3's split in two, this shard the upper half */

@@ -565,6 +565,47 @@ static void test_copy_rows(void)
     ops_free(&f);
 }
 
+/* The bad calls of window_fails */
+enum { BAD_ROWS_FWD, BAD_ROWS_BWD, BAD_ROPE_AT };
+
+/* Runs one context-parallel op (which) on a window [q0, q0 + Tq) of a
+ * sequence of 8 rows (for rope: t0 = q0, Tq rows) and returns whether it
+ * reached the fatal handler with a message containing want. */
+static int window_fails(int which, int q0, int Tq, const char *want)
+{
+    enum { T = 8, HS = 2 };
+    ops_tensor qkv = f32(3 * T * HS), dqkv = f32(3 * T * HS), out = f32(T * HS), lse = f32(T);
+    ops_set_fatal_handler(catch_fatal);
+    fatal_msg[0] = '\0';
+    if (setjmp(fatal_jump) == 0) {
+        if (which == BAD_ROWS_FWD)
+            ops_attention_rows_fwd(out, lse, qkv, 1, T, q0, Tq, 1, HS);
+        else if (which == BAD_ROWS_BWD)
+            ops_attention_rows_bwd(dqkv, out, qkv, out, lse, 1, T, q0, Tq, 1, HS);
+        else
+            ops_rope_fwd_at(out, 1, Tq, q0, 1, HS, 1e4);
+    }
+    ops_set_fatal_handler(NULL);
+    ops_free(&qkv); ops_free(&dqkv); ops_free(&out); ops_free(&lse);
+    if (!strstr(fatal_msg, want))
+        tap_diag("fatal message \"%s\" lacks \"%s\"", fatal_msg, want);
+    return strstr(fatal_msg, want) != NULL;
+}
+
+/* Context parallelism's ops refuse a window outside the sequence, naming
+ * the op and the rows, and take one that fills it. */
+static void test_window_errors(void)
+{
+    int bad = window_fails(BAD_ROWS_FWD, 5, 4, "ops_attention_rows_fwd: query rows [5, 5 + 4) "
+                           "are not inside the sequence's T = 8");
+    bad &= window_fails(BAD_ROWS_BWD, -1, 2, "ops_attention_rows_bwd: query rows [-1, -1 + 2)");
+    bad &= window_fails(BAD_ROPE_AT, -3, 8, "ops_rope_fwd_at: first position t0 = -3 of T = 8 "
+                        "rows is negative");
+    int good = window_fails(BAD_ROWS_FWD, 4, 4, "") && fatal_msg[0] == '\0';
+    tap_ok(bad && good, "attention rows outside [0, T) and a negative rope position: fatal, "
+           "naming the op and the rows; rows [4, 8) of 8 run");
+}
+
 static void sleep_s(double s)
 {
     struct timespec ts = {0, (long)(s * 1e9)};
@@ -606,7 +647,7 @@ static void test_timer(void)
 int main(int argc, char **argv)
 {
     tap_init(&argc, &argv);
-    tap_plan(34);
+    tap_plan(35);
     test_dtypes();
     test_bf16();
     test_f16();
@@ -618,6 +659,7 @@ int main(int argc, char **argv)
     test_gemm();
     test_errors();
     test_copy_rows();
+    test_window_errors();
     test_timer();
     return tap_done();
 }

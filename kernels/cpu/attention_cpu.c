@@ -103,9 +103,9 @@ typedef struct {
 
 /* The online softmax of one tile: s (nr rows of stride ATT_KEYS, nc
  * columns from key c0, the first row at position a0) becomes exp(s - m)
- * with m each row's running max, zero past the diagonal; l gains the row sums; alpha[i] receives the
- * factor by which row i's output so far must be scaled (0 on the first
- * key tile, which the output GEMM overwrites). */
+ * with m each row's running max, zero past the diagonal; l gains the row
+ * sums; alpha[i] receives the factor by which row i's output so far must
+ * be scaled (0 on the first key tile, which the output GEMM overwrites). */
 TRI_CLONES static void online_softmax(float *s, float *m, float *l, float *alpha,
                                       int nr, int nc, int a0, int c0)
 {
@@ -204,11 +204,12 @@ TRI_CLONES static void tile_ds(float *dp, const float *p, const float *D,
  * dv (keys [0, q0 + Tq)), row stride ldd, are written (=), or with
  * accumulate added to (+=); q points at the window's first query row, k
  * and v at the first key row (stride sh.ld); dout and o have stride sh.ldo
- * and Tq rows; s and dp are ATT_ROWS x ATT_KEYS tiles. With exact_d, D = rowsum(P * dP) in a first sweep over
- * the key tiles instead of rowsum(dO * O): bf16 and fp16 need it, as their
- * O is rounded (2^-9 of an element) and dP - D cancels, which put dq off
- * by tens of percent in places against the fp32 op; when the row fits one
- * key tile (T <= ATT_KEYS) the sweep's P and dP are used directly, so it
+ * and Tq rows; s and dp are ATT_ROWS x ATT_KEYS tiles. With exact_d,
+ * D = rowsum(P * dP) in a first sweep over the key tiles instead of
+ * rowsum(dO * O): bf16 and fp16 need it, as their O is rounded (2^-9 of
+ * an element) and dP - D cancels, which put dq off by tens of percent in
+ * places against the fp32 op; when the row's keys fit one key tile
+ * (q0 + Tq <= ATT_KEYS) the sweep's P and dP are used directly, so it
  * costs nothing there. fp32's O is the forward's own, so it takes the
  * dot product and saves the sweep's two GEMMs per tile. */
 static void head_bwd(float *dq, float *dk, float *dv, int ldd, float *s,

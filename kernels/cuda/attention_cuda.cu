@@ -55,6 +55,17 @@
  * (the last query tiles, the first key tiles) so the short ones fill the
  * tail.
  *
+ * Row windows (context parallelism, ops.h's ops_attention_rows_fwd/bwd):
+ * the query-side kernels run over the window's rows [q0, q0 + Tq), the
+ * key side over the keys [0, q0 + Tq) they read; out, dout, lse and D hold
+ * the window's Tq rows, reached through offsets that start q0 rows early
+ * (attention_tile_cuda.h), so every index stays the row's position in the
+ * sequence and only bounds and offsets change. The window's backward adds
+ * to dqkv (old value plus the sum, rounded once); the whole sequence's
+ * (q0 = 0, Tq = T: the same arithmetic as before windows) stores.
+ * tests/t_attention_emu checks windows on the host; t_ops_cuda has their
+ * GPU checks, not yet run on a GPU.
+ *
  * Precision, as the CPU: inputs widened to fp32 through elem.h's loads,
  * fp32 arithmetic, elem_expf for the probabilities, one rounding at each
  * store. The order of additions differs from the CPU's (tiles of 32 keys
@@ -137,17 +148,20 @@ static __device__ __forceinline__ void add_weighted_rows(float (*acc)[HD / 32], 
 }
 
 /* Row t of a (T, hs) matrix at base + t*ld, from this warp's registers
- * acc (dimension lane + 32c) times mul, rounded once to dt; t < T. */
+ * acc (dimension lane + 32c) times mul, rounded once to dt; t < T. With
+ * add, the row's old value is added first (a window's gradients). */
 template <int HD>
 static __device__ void store_row(void *dst, ops_dtype dt, int64_t base, int64_t ld, int t,
-                                 const float *acc, float mul, int hs)
+                                 const float *acc, float mul, int hs, int add = 0)
 {
     int lane = threadIdx.x % 32;
 #pragma unroll
     for (int c = 0; c < HD / 32; c++) {
         int d = lane + 32 * c;
+        int64_t at = base + (int64_t)t * ld + d;
         if (d < hs)
-            store_f32_cuda(dst, dt, base + (int64_t)t * ld + d, acc[c] * mul);
+            store_f32_cuda(dst, dt, at, add ? load_f32_cuda(dst, dt, at) + acc[c] * mul
+                                            : acc[c] * mul);
     }
 }
 
@@ -156,15 +170,15 @@ static __device__ void store_row(void *dst, ops_dtype dt, int64_t base, int64_t 
 template <int HD>
 static __global__ void __launch_bounds__(ATT_THREADS)
 attention_fwd_kernel(void *out, float *lse, const void *qkv, ops_dtype dt,
-                     int BH, int NH, int T, int hs, float scale)
+                     int BH, int NH, int T, int first, int Tq, int hs, float scale)
 {
     constexpr int R = ATT_FWD_ROWS, BR = ATT_WARPS * R, C = HD / 32;
     __shared__ float qs[BR][HD];
     __shared__ float ks[ATT_KEYS][HD + 1]; /* padded: lane j reads row j */
     __shared__ float vs[ATT_KEYS][HD];     /* read across a row: no padding needed */
-    const Tile tl = tile_of_block(BH, NH, T, hs, BR, R, 1);
-    const int lane = tl.lane, row0 = tl.row0, q0 = tl.t0, kend = tl.end;
-    load_rows<HD>(&qs[0][0], HD, BR, qkv, dt, tl.qkv, tl.ld, q0, T, hs);
+    const Tile tl = tile_of_block(BH, NH, T, first, Tq, hs, BR, R, 1);
+    const int lane = tl.lane, row0 = tl.row0, q0 = tl.t0, kend = tl.end, qend = tl.qend;
+    load_rows<HD>(&qs[0][0], HD, BR, qkv, dt, tl.qkv, tl.ld, q0, qend, hs);
     float m[R], l[R], o[R][C], p[R];
 #pragma unroll
     for (int r = 0; r < R; r++) {
@@ -176,17 +190,17 @@ attention_fwd_kernel(void *out, float *lse, const void *qkv, ops_dtype dt,
     }
     for (int c0 = 0; c0 < kend; c0 += ATT_KEYS) {
         __syncthreads(); /* the previous tile is read (and qs is loaded) */
-        load_rows<HD>(&ks[0][0], HD + 1, ATT_KEYS, qkv, dt, tl.qkv + hs, tl.ld, c0, T, hs);
-        load_rows<HD>(&vs[0][0], HD, ATT_KEYS, qkv, dt, tl.qkv + 2 * hs, tl.ld, c0, T, hs);
+        load_rows<HD>(&ks[0][0], HD + 1, ATT_KEYS, qkv, dt, tl.qkv + hs, tl.ld, c0, qend, hs);
+        load_rows<HD>(&vs[0][0], HD, ATT_KEYS, qkv, dt, tl.qkv + 2 * hs, tl.ld, c0, qend, hs);
         __syncthreads();
         float s[R]; /* q_r . k_j for this lane's key j */
         dot_rows<R>(s, &qs[row0][0], HD, &ks[lane][0], hs);
         int j = c0 + lane;
 #pragma unroll
         for (int r = 0; r < R; r++) {
-            /* a row past T (the ragged last tile) attends as row T-1, so
-             * its numbers stay finite; it is not stored */
-            int t = min(q0 + row0 + r, T - 1);
+            /* a row past the window (the ragged last tile) attends as
+             * its last row, so its numbers stay finite; it is not stored */
+            int t = min(q0 + row0 + r, qend - 1);
             int valid = j <= t;
             float x = valid ? s[r] * scale : -INFINITY;
             float mx = warp_allreduce(x, MaxOp());
@@ -207,11 +221,11 @@ attention_fwd_kernel(void *out, float *lse, const void *qkv, ops_dtype dt,
     for (int r = 0; r < R; r++) {
         float sum = warp_allreduce(l[r], SumOp());
         int t = q0 + row0 + r;
-        if (t >= T)
+        if (t >= qend)
             continue;
         store_row<HD>(out, dt, tl.out, tl.ldo, t, o[r], 1.0f / sum, hs);
         if (lane == 0)
-            lse[(int64_t)tl.bh * T + t] = m[r] + logf(sum);
+            lse[tl.lse + t] = m[r] + logf(sum);
     }
 }
 
@@ -228,27 +242,28 @@ static __device__ __forceinline__ void probs_and_ds(float *p, float *ds, float s
 }
 
 /* D, then dQ, for a tile of query rows. exact_d: D = rowsum(P * dP) from
- * a first sweep over the key tiles (bf16, fp16), else rowsum(dO * O). */
+ * a first sweep over the key tiles (bf16, fp16), else rowsum(dO * O).
+ * add: dQ is added to dqkv (a window's), else stored. */
 template <int HD>
 static __global__ void __launch_bounds__(ATT_THREADS)
 attention_dq_kernel(void *dqkv, float *Dsum, const void *dout, const void *qkv,
                     const void *out, const float *lse, ops_dtype dt, int BH, int NH,
-                    int T, int hs, float scale, int exact_d)
+                    int T, int first, int Tq, int hs, float scale, int exact_d, int add)
 {
     constexpr int R = ATT_BWD_ROWS, BR = ATT_WARPS * R, C = HD / 32;
     __shared__ float qs[BR][HD], gs[BR][HD]; /* q and dO of the tile's rows */
     __shared__ float ks[ATT_KEYS][HD + 1], vs[ATT_KEYS][HD + 1];
-    const Tile tl = tile_of_block(BH, NH, T, hs, BR, R, 1);
-    const int lane = tl.lane, row0 = tl.row0, q0 = tl.t0, kend = tl.end;
-    load_rows<HD>(&qs[0][0], HD, BR, qkv, dt, tl.qkv, tl.ld, q0, T, hs);
-    load_rows<HD>(&gs[0][0], HD, BR, dout, dt, tl.out, tl.ldo, q0, T, hs);
+    const Tile tl = tile_of_block(BH, NH, T, first, Tq, hs, BR, R, 1);
+    const int lane = tl.lane, row0 = tl.row0, q0 = tl.t0, kend = tl.end, qend = tl.qend;
+    load_rows<HD>(&qs[0][0], HD, BR, qkv, dt, tl.qkv, tl.ld, q0, qend, hs);
+    load_rows<HD>(&gs[0][0], HD, BR, dout, dt, tl.out, tl.ldo, q0, qend, hs);
     __syncthreads();
     float li[R], D[R], dq[R][C];
-    int t[R]; /* a row past T computes as row T-1 and is not stored */
+    int t[R]; /* a row past the window computes as its last and is not stored */
 #pragma unroll
     for (int r = 0; r < R; r++) {
-        t[r] = min(q0 + row0 + r, T - 1);
-        li[r] = lse[(int64_t)tl.bh * T + t[r]];
+        t[r] = min(q0 + row0 + r, qend - 1);
+        li[r] = lse[tl.lse + t[r]];
         float part = 0.0f;
 #pragma unroll
         for (int c = 0; c < C; c++) {
@@ -264,8 +279,9 @@ attention_dq_kernel(void *dqkv, float *Dsum, const void *dout, const void *qkv,
     for (int sweep = exact_d ? 0 : 1; sweep < 2; sweep++) {
         for (int c0 = 0; c0 < kend; c0 += ATT_KEYS) {
             __syncthreads(); /* the previous tile is read */
-            load_rows<HD>(&ks[0][0], HD + 1, ATT_KEYS, qkv, dt, tl.qkv + hs, tl.ld, c0, T, hs);
-            load_rows<HD>(&vs[0][0], HD + 1, ATT_KEYS, qkv, dt, tl.qkv + 2 * hs, tl.ld, c0, T, hs);
+            load_rows<HD>(&ks[0][0], HD + 1, ATT_KEYS, qkv, dt, tl.qkv + hs, tl.ld, c0, qend, hs);
+            load_rows<HD>(&vs[0][0], HD + 1, ATT_KEYS, qkv, dt, tl.qkv + 2 * hs, tl.ld, c0, qend,
+                          hs);
             __syncthreads();
             float s[R], dp[R], p[R], ds[R];
             dot_rows<R>(s, &qs[row0][0], HD, &ks[lane][0], hs);
@@ -287,30 +303,30 @@ attention_dq_kernel(void *dqkv, float *Dsum, const void *dout, const void *qkv,
     }
 #pragma unroll
     for (int r = 0; r < R; r++) {
-        if (q0 + row0 + r >= T)
+        if (q0 + row0 + r >= qend)
             continue;
-        store_row<HD>(dqkv, dt, tl.qkv, tl.ld, t[r], dq[r], 1.0f, hs);
+        store_row<HD>(dqkv, dt, tl.qkv, tl.ld, t[r], dq[r], 1.0f, hs, add);
         if (lane == 0)
-            Dsum[(int64_t)tl.bh * T + t[r]] = D[r];
+            Dsum[tl.lse + t[r]] = D[r];
     }
 }
 
-/* dK and dV for a tile of keys, from the query tiles at and below the
- * diagonal; D from attention_dq_kernel. */
+/* dK and dV for a tile of keys, from the window's query tiles at and
+ * below the diagonal; D from attention_dq_kernel. add: as there. */
 template <int HD>
 static __global__ void __launch_bounds__(ATT_THREADS)
 attention_dkdv_kernel(void *dqkv, const float *Dsum, const void *dout, const void *qkv,
-                      const float *lse, ops_dtype dt, int BH, int NH, int T, int hs,
-                      float scale)
+                      const float *lse, ops_dtype dt, int BH, int NH, int T, int first,
+                      int Tq, int hs, float scale, int add)
 {
     constexpr int R = ATT_BWD_ROWS, BK = ATT_WARPS * R, C = HD / 32;
     __shared__ float ks[BK][HD], vs[BK][HD]; /* k and v of the tile's keys */
     __shared__ float qs[ATT_KEYS][HD + 1], gs[ATT_KEYS][HD + 1]; /* q, dO of 32 queries */
     __shared__ float ls[ATT_KEYS], Ds[ATT_KEYS];
-    const Tile tl = tile_of_block(BH, NH, T, hs, BK, R, 0);
-    const int lane = tl.lane, row0 = tl.row0, k0 = tl.t0;
-    load_rows<HD>(&ks[0][0], HD, BK, qkv, dt, tl.qkv + hs, tl.ld, k0, T, hs);
-    load_rows<HD>(&vs[0][0], HD, BK, qkv, dt, tl.qkv + 2 * hs, tl.ld, k0, T, hs);
+    const Tile tl = tile_of_block(BH, NH, T, first, Tq, hs, BK, R, 0);
+    const int lane = tl.lane, row0 = tl.row0, k0 = tl.t0, qend = tl.qend;
+    load_rows<HD>(&ks[0][0], HD, BK, qkv, dt, tl.qkv + hs, tl.ld, k0, qend, hs);
+    load_rows<HD>(&vs[0][0], HD, BK, qkv, dt, tl.qkv + 2 * hs, tl.ld, k0, qend, hs);
     float dk[R][C], dv[R][C];
 #pragma unroll
     for (int r = 0; r < R; r++) {
@@ -318,15 +334,16 @@ attention_dkdv_kernel(void *dqkv, const float *Dsum, const void *dout, const voi
         for (int c = 0; c < C; c++)
             dk[r][c] = dv[r][c] = 0.0f;
     }
-    /* from the query tile holding key k0: earlier queries see none of these keys */
-    for (int i0 = k0 / ATT_KEYS * ATT_KEYS; i0 < T; i0 += ATT_KEYS) {
+    /* from the query tile holding key k0 (or the window's first query):
+     * earlier queries see none of these keys */
+    for (int i0 = max(k0 / ATT_KEYS * ATT_KEYS, first); i0 < qend; i0 += ATT_KEYS) {
         __syncthreads(); /* the previous tile is read (and ks, vs are loaded) */
-        load_rows<HD>(&qs[0][0], HD + 1, ATT_KEYS, qkv, dt, tl.qkv, tl.ld, i0, T, hs);
-        load_rows<HD>(&gs[0][0], HD + 1, ATT_KEYS, dout, dt, tl.out, tl.ldo, i0, T, hs);
+        load_rows<HD>(&qs[0][0], HD + 1, ATT_KEYS, qkv, dt, tl.qkv, tl.ld, i0, qend, hs);
+        load_rows<HD>(&gs[0][0], HD + 1, ATT_KEYS, dout, dt, tl.out, tl.ldo, i0, qend, hs);
         if (threadIdx.x < ATT_KEYS) {
             int i = i0 + threadIdx.x;
-            ls[threadIdx.x] = i < T ? lse[(int64_t)tl.bh * T + i] : 0.0f;
-            Ds[threadIdx.x] = i < T ? Dsum[(int64_t)tl.bh * T + i] : 0.0f;
+            ls[threadIdx.x] = i < qend ? lse[tl.lse + i] : 0.0f;
+            Ds[threadIdx.x] = i < qend ? Dsum[tl.lse + i] : 0.0f;
         }
         __syncthreads();
         int i = i0 + lane; /* this lane's query */
@@ -336,17 +353,17 @@ attention_dkdv_kernel(void *dqkv, const float *Dsum, const void *dout, const voi
 #pragma unroll
         for (int r = 0; r < R; r++)
             probs_and_ds(&p[r], &ds[r], s[r], dp[r], ls[lane], Ds[lane],
-                         i < T && i >= k0 + row0 + r, scale);
+                         i < qend && i >= k0 + row0 + r, scale);
         add_weighted_rows<R, HD>(dv, p, &gs[0][0], HD + 1);
         add_weighted_rows<R, HD>(dk, ds, &qs[0][0], HD + 1);
     }
 #pragma unroll
     for (int r = 0; r < R; r++) {
         int j = k0 + row0 + r;
-        if (j >= T)
+        if (j >= qend)
             continue;
-        store_row<HD>(dqkv, dt, tl.qkv + hs, tl.ld, j, dk[r], 1.0f, hs);
-        store_row<HD>(dqkv, dt, tl.qkv + 2 * hs, tl.ld, j, dv[r], 1.0f, hs);
+        store_row<HD>(dqkv, dt, tl.qkv + hs, tl.ld, j, dk[r], 1.0f, hs, add);
+        store_row<HD>(dqkv, dt, tl.qkv + 2 * hs, tl.ld, j, dv[r], 1.0f, hs, add);
     }
 }
 
@@ -373,81 +390,81 @@ int attention_head_bucket_cuda(int hs)
 
 template <int HD>
 static void fwd_launch(void *out, float *lse, const void *qkv, ops_dtype dt,
-                       int B, int T, int NH, int hs)
+                       int B, int T, int first, int Tq, int NH, int hs)
 {
-    unsigned grid = attention_grid_cuda("attention_fwd_cuda", B, NH, T, hs,
+    unsigned grid = attention_grid_cuda("attention_fwd_cuda", B, NH, Tq, hs,
                                    ATT_WARPS * ATT_FWD_ROWS);
     attention_fwd_kernel<HD><<<grid, ATT_THREADS, 0, stream_cuda()>>>(
-        out, lse, qkv, dt, B * NH, NH, T, hs, 1.0f / sqrtf((float)hs));
+        out, lse, qkv, dt, B * NH, NH, T, first, Tq, hs, 1.0f / sqrtf((float)hs));
     TRI_CHECK_LAUNCH(attention_fwd_kernel);
 }
 
+/* The query side's grid covers the window's Tq rows, the key side's the
+ * first + Tq keys they read. */
 template <int HD>
 static void bwd_launch(void *dqkv, const void *dout, const void *qkv, const void *out,
-                       const float *lse, ops_dtype dt, int B, int T, int NH, int hs)
+                       const float *lse, ops_dtype dt, int B, int T, int first, int Tq,
+                       int NH, int hs, int add)
 {
-    unsigned grid = attention_grid_cuda("attention_bwd_cuda", B, NH, T, hs,
-                                   ATT_WARPS * ATT_BWD_ROWS);
+    int rows = ATT_WARPS * ATT_BWD_ROWS;
+    unsigned qgrid = attention_grid_cuda("attention_bwd_cuda", B, NH, Tq, hs, rows);
+    unsigned kgrid = attention_grid_cuda("attention_bwd_cuda", B, NH, first + Tq, hs, rows);
     float scale = 1.0f / sqrtf((float)hs);
     float *D = (float *)scratch_cuda(SCRATCH_CUDA_ATTENTION_D,
-                                     (size_t)B * NH * T * sizeof(float));
+                                     (size_t)B * NH * Tq * sizeof(float));
     cudaStream_t s = stream_cuda();
-    attention_dq_kernel<HD><<<grid, ATT_THREADS, 0, s>>>(
-        dqkv, D, dout, qkv, out, lse, dt, B * NH, NH, T, hs, scale, dt != OPS_F32);
+    attention_dq_kernel<HD><<<qgrid, ATT_THREADS, 0, s>>>(
+        dqkv, D, dout, qkv, out, lse, dt, B * NH, NH, T, first, Tq, hs, scale,
+        dt != OPS_F32, add);
     TRI_CHECK_LAUNCH(attention_dq_kernel);
-    attention_dkdv_kernel<HD><<<grid, ATT_THREADS, 0, s>>>(
-        dqkv, D, dout, qkv, lse, dt, B * NH, NH, T, hs, scale);
+    attention_dkdv_kernel<HD><<<kgrid, ATT_THREADS, 0, s>>>(
+        dqkv, D, dout, qkv, lse, dt, B * NH, NH, T, first, Tq, hs, scale, add);
     TRI_CHECK_LAUNCH(attention_dkdv_kernel);
-}
-
-void attention_fwd_cuda(void *out, float *lse, const void *qkv, ops_dtype dt,
-                        int B, int T, int NH, int hs)
-{
-    if (B <= 0 || T <= 0 || NH <= 0)
-        return;
-    if (dt != OPS_F32) {
-        attention_mma_fwd_cuda(out, lse, qkv, dt, B, T, NH, hs);
-        return;
-    }
-    switch (attention_head_bucket_cuda(hs)) {
-    case 32: fwd_launch<32>(out, lse, qkv, dt, B, T, NH, hs); break;
-    case 64: fwd_launch<64>(out, lse, qkv, dt, B, T, NH, hs); break;
-    default: fwd_launch<128>(out, lse, qkv, dt, B, T, NH, hs); break;
-    }
-}
-
-void attention_bwd_cuda(void *dqkv, const void *dout, const void *qkv,
-                        const void *out, const float *lse, ops_dtype dt,
-                        int B, int T, int NH, int hs)
-{
-    if (B <= 0 || T <= 0 || NH <= 0)
-        return;
-    if (dt != OPS_F32) {
-        attention_mma_bwd_cuda(dqkv, dout, qkv, lse, dt, B, T, NH, hs);
-        return;
-    }
-    switch (attention_head_bucket_cuda(hs)) {
-    case 32: bwd_launch<32>(dqkv, dout, qkv, out, lse, dt, B, T, NH, hs); break;
-    case 64: bwd_launch<64>(dqkv, dout, qkv, out, lse, dt, B, T, NH, hs); break;
-    default: bwd_launch<128>(dqkv, dout, qkv, out, lse, dt, B, T, NH, hs); break;
-    }
 }
 
 void attention_rows_fwd_cuda(void *out, float *lse, const void *qkv, ops_dtype dt,
                              int B, int T, int q0, int Tq, int NH, int hs)
 {
-    if (q0 != 0 || Tq != T)
-        ops_fatalf(__FILE__, __LINE__, "attention_rows_fwd_cuda: query rows [%d, %d) of "
-                   "T = %d: the CUDA kernels take only whole sequences yet", q0, q0 + Tq, T);
-    attention_fwd_cuda(out, lse, qkv, dt, B, T, NH, hs);
+    if (B <= 0 || Tq <= 0 || NH <= 0)
+        return;
+    if (dt != OPS_F32) {
+        attention_mma_fwd_cuda(out, lse, qkv, dt, B, T, q0, Tq, NH, hs);
+        return;
+    }
+    switch (attention_head_bucket_cuda(hs)) {
+    case 32: fwd_launch<32>(out, lse, qkv, dt, B, T, q0, Tq, NH, hs); break;
+    case 64: fwd_launch<64>(out, lse, qkv, dt, B, T, q0, Tq, NH, hs); break;
+    default: fwd_launch<128>(out, lse, qkv, dt, B, T, q0, Tq, NH, hs); break;
+    }
 }
 
 void attention_rows_bwd_cuda(void *dqkv, const void *dout, const void *qkv,
                              const void *out, const float *lse, ops_dtype dt,
                              int B, int T, int q0, int Tq, int NH, int hs, int accumulate)
 {
-    if (q0 != 0 || Tq != T || accumulate)
-        ops_fatalf(__FILE__, __LINE__, "attention_rows_bwd_cuda: query rows [%d, %d) of "
-                   "T = %d: the CUDA kernels take only whole sequences yet", q0, q0 + Tq, T);
-    attention_bwd_cuda(dqkv, dout, qkv, out, lse, dt, B, T, NH, hs);
+    if (B <= 0 || Tq <= 0 || NH <= 0)
+        return;
+    if (dt != OPS_F32) {
+        attention_mma_bwd_cuda(dqkv, dout, qkv, lse, dt, B, T, q0, Tq, NH, hs, accumulate);
+        return;
+    }
+    int add = accumulate;
+    switch (attention_head_bucket_cuda(hs)) {
+    case 32: bwd_launch<32>(dqkv, dout, qkv, out, lse, dt, B, T, q0, Tq, NH, hs, add); break;
+    case 64: bwd_launch<64>(dqkv, dout, qkv, out, lse, dt, B, T, q0, Tq, NH, hs, add); break;
+    default: bwd_launch<128>(dqkv, dout, qkv, out, lse, dt, B, T, q0, Tq, NH, hs, add); break;
+    }
+}
+
+void attention_fwd_cuda(void *out, float *lse, const void *qkv, ops_dtype dt,
+                        int B, int T, int NH, int hs)
+{
+    attention_rows_fwd_cuda(out, lse, qkv, dt, B, T, 0, T, NH, hs);
+}
+
+void attention_bwd_cuda(void *dqkv, const void *dout, const void *qkv,
+                        const void *out, const float *lse, ops_dtype dt,
+                        int B, int T, int NH, int hs)
+{
+    attention_rows_bwd_cuda(dqkv, dout, qkv, out, lse, dt, B, T, 0, T, NH, hs, 0);
 }

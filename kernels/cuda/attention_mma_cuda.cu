@@ -36,6 +36,10 @@
  * every kernel to. D = rowsum(P * dP) from a first sweep of the dQ kernel
  * (the rounded O would make dP - D cancel badly), as attention_cuda.cu.
  *
+ * Row windows (context parallelism) as attention_cuda.cu's: the query
+ * side over the window's rows, the key side over the keys they read, the
+ * window's backward adding to dqkv.
+ *
  * tests/t_attention_emu runs these kernels on the host (each CUDA thread a
  * host thread, the mma computed from the fragments as the PTX manual lays
  * them out) against a double reference; tests/t_ops_cuda checks them on a
@@ -171,11 +175,12 @@ static __device__ __forceinline__ float quad_allreduce(float v, Op op)
 /* Rows row0..row0+15 of a (T, hs) tile of dst (element base + t*ld + d)
  * from a warp's accumulators acc (NO blocks of 8 columns) times mul[0]
  * (row g) and mul[1] (row g + 8), rounded once to dt; rows past T and
- * columns past hs are not stored. */
+ * columns past hs are not stored. With add, the old value is added first
+ * (a window's gradients). */
 template <int NO>
 static __device__ void store_rows16(void *dst, ops_dtype dt, int64_t base, int64_t ld,
                                     int row0, int T, int hs, const float (*acc)[4],
-                                    const float mul[2], int lane)
+                                    const float mul[2], int lane, int add = 0)
 {
 #pragma unroll
     for (int half = 0; half < 2; half++) {
@@ -187,9 +192,10 @@ static __device__ void store_rows16(void *dst, ops_dtype dt, int64_t base, int64
 #pragma unroll
             for (int e = 0; e < 2; e++) {
                 int d = n * 8 + 2 * (lane % 4) + e;
+                int64_t at = base + (int64_t)t * ld + d;
+                float x = acc[n][2 * half + e] * mul[half];
                 if (d < hs)
-                    store_f32_cuda(dst, dt, base + (int64_t)t * ld + d,
-                                   acc[n][2 * half + e] * mul[half]);
+                    store_f32_cuda(dst, dt, at, add ? load_f32_cuda(dst, dt, at) + x : x);
             }
         }
     }
@@ -212,19 +218,19 @@ static __device__ void own_rows_fragments(uint32_t (*a)[4], uint16_t *stage, con
 }
 
 /* This lane's two accumulator rows of a query-side warp, g and g + 8 (one
- * past T computes as row T - 1, so its numbers stay finite, and is not
- * stored), and the warp's last row. */
+ * past the window computes as its last row, so its numbers stay finite,
+ * and is not stored), and the warp's last row. */
 struct WarpRows {
     int row[2], last;
 };
 
-static __device__ WarpRows warp_rows(const Tile &tl, int T)
+static __device__ WarpRows warp_rows(const Tile &tl)
 {
-    int r0 = tl.t0 + tl.row0;
+    int r0 = tl.t0 + tl.row0, end = tl.qend - 1;
     WarpRows w;
-    w.row[0] = min(r0 + tl.lane / 4, T - 1);
-    w.row[1] = min(r0 + tl.lane / 4 + 8, T - 1);
-    w.last = min(r0 + 15, T - 1);
+    w.row[0] = min(r0 + tl.lane / 4, end);
+    w.row[1] = min(r0 + tl.lane / 4 + 8, end);
+    w.last = min(r0 + 15, end);
     return w;
 }
 
@@ -232,29 +238,29 @@ static __device__ WarpRows warp_rows(const Tile &tl, int T)
 
 template <int HD, bool BF16>
 static __global__ void __launch_bounds__(MMA_THREADS)
-attention_mma_fwd_kernel(void *out, float *lse, const void *qkv, int BH, int NH, int T, int hs,
-                         float scale)
+attention_mma_fwd_kernel(void *out, float *lse, const void *qkv, int BH, int NH, int T,
+                         int first, int Tq, int hs, float scale)
 {
     constexpr int LD = HD + 8, KT = MMA_TILE(HD), NS = KT / 8, NO = HD / 8, NK = HD / 16;
     __shared__ __align__(16) uint16_t qs[MMA_BLOCK_ROWS * LD];
     __shared__ __align__(16) uint16_t ks[KT * LD], vs[KT * LD];
     const ops_dtype dt = BF16 ? OPS_BF16 : OPS_F16;
     const uint16_t *src = (const uint16_t *)qkv;
-    const Tile tl = tile_of_block(BH, NH, T, hs, MMA_BLOCK_ROWS, 16, 1);
-    const int lane = tl.lane, r0 = tl.t0 + tl.row0;
-    const WarpRows w = warp_rows(tl, T);
+    const Tile tl = tile_of_block(BH, NH, T, first, Tq, hs, MMA_BLOCK_ROWS, 16, 1);
+    const int lane = tl.lane, r0 = tl.t0 + tl.row0, qend = tl.qend;
+    const WarpRows w = warp_rows(tl);
     const int *row = w.row;
     const int last = w.last;
     uint32_t qa[NK][4];
-    own_rows_fragments<HD>(qa, qs, src, tl.qkv, tl.ld, tl, T, hs);
+    own_rows_fragments<HD>(qa, qs, src, tl.qkv, tl.ld, tl, qend, hs);
     float m[2] = { -INFINITY, -INFINITY }, l[2] = { 0.0f, 0.0f }, o[NO][4];
 #pragma unroll
     for (int n = 0; n < NO; n++)
         o[n][0] = o[n][1] = o[n][2] = o[n][3] = 0.0f;
     for (int c0 = 0; c0 < tl.end; c0 += KT) {
         __syncthreads(); /* the previous tile is read */
-        load_tile16<HD>(ks, KT, src, tl.qkv + hs, tl.ld, c0, T, hs);
-        load_tile16<HD>(vs, KT, src, tl.qkv + 2 * hs, tl.ld, c0, T, hs);
+        load_tile16<HD>(ks, KT, src, tl.qkv + hs, tl.ld, c0, qend, hs);
+        load_tile16<HD>(vs, KT, src, tl.qkv + 2 * hs, tl.ld, c0, qend, hs);
         __syncthreads();
         if (c0 > last)
             continue; /* every key after every row of the warp */
@@ -306,35 +312,36 @@ attention_mma_fwd_kernel(void *out, float *lse, const void *qkv, int BH, int NH,
         l[i] = quad_allreduce(l[i], SumOp());
         inv[i] = 1.0f / l[i];
         int t = r0 + lane / 4 + 8 * i;
-        if (t < T && lane % 4 == 0)
-            lse[(int64_t)tl.bh * T + t] = m[i] + logf(l[i]);
+        if (t < qend && lane % 4 == 0)
+            lse[tl.lse + t] = m[i] + logf(l[i]);
     }
-    store_rows16<NO>(out, dt, tl.out, tl.ldo, r0, T, hs, o, inv, lane);
+    store_rows16<NO>(out, dt, tl.out, tl.ldo, r0, qend, hs, o, inv, lane);
 }
 
 /* ---- backward ------------------------------------------------------------ */
 
 /* D (a first sweep over the key tiles: rowsum(P * dP)), then dQ = dS K,
- * for a block's 64 query rows. */
+ * for a block's 64 query rows; add: dQ is added to dqkv (a window's). */
 template <int HD, bool BF16>
 static __global__ void __launch_bounds__(MMA_THREADS)
 attention_mma_dq_kernel(void *dqkv, float *Dsum, const void *dout, const void *qkv,
-                        const float *lse, int BH, int NH, int T, int hs, float scale)
+                        const float *lse, int BH, int NH, int T, int first, int Tq, int hs,
+                        float scale, int add)
 {
     constexpr int LD = HD + 8, KT = MMA_TILE(HD), NS = KT / 8, NO = HD / 8, NK = HD / 16;
     __shared__ __align__(16) uint16_t stage[MMA_BLOCK_ROWS * LD]; /* Q, then dO */
     __shared__ __align__(16) uint16_t ks[KT * LD], vs[KT * LD];
     const ops_dtype dt = BF16 ? OPS_BF16 : OPS_F16;
     const uint16_t *src = (const uint16_t *)qkv;
-    const Tile tl = tile_of_block(BH, NH, T, hs, MMA_BLOCK_ROWS, 16, 1);
-    const int lane = tl.lane, r0 = tl.t0 + tl.row0;
-    const WarpRows w = warp_rows(tl, T);
+    const Tile tl = tile_of_block(BH, NH, T, first, Tq, hs, MMA_BLOCK_ROWS, 16, 1);
+    const int lane = tl.lane, r0 = tl.t0 + tl.row0, qend = tl.qend;
+    const WarpRows w = warp_rows(tl);
     const int *row = w.row;
     const int last = w.last;
     uint32_t qa[NK][4], ga[NK][4];
-    own_rows_fragments<HD>(qa, stage, src, tl.qkv, tl.ld, tl, T, hs);
-    own_rows_fragments<HD>(ga, stage, (const uint16_t *)dout, tl.out, tl.ldo, tl, T, hs);
-    const float li[2] = { lse[(int64_t)tl.bh * T + row[0]], lse[(int64_t)tl.bh * T + row[1]] };
+    own_rows_fragments<HD>(qa, stage, src, tl.qkv, tl.ld, tl, qend, hs);
+    own_rows_fragments<HD>(ga, stage, (const uint16_t *)dout, tl.out, tl.ldo, tl, qend, hs);
+    const float li[2] = { lse[tl.lse + row[0]], lse[tl.lse + row[1]] };
     float D[2] = { 0.0f, 0.0f }, dq[NO][4];
 #pragma unroll
     for (int n = 0; n < NO; n++)
@@ -342,8 +349,8 @@ attention_mma_dq_kernel(void *dqkv, float *Dsum, const void *dout, const void *q
     for (int sweep = 0; sweep < 2; sweep++) {
         for (int c0 = 0; c0 < tl.end; c0 += KT) {
             __syncthreads(); /* the previous tile is read */
-            load_tile16<HD>(ks, KT, src, tl.qkv + hs, tl.ld, c0, T, hs);
-            load_tile16<HD>(vs, KT, src, tl.qkv + 2 * hs, tl.ld, c0, T, hs);
+            load_tile16<HD>(ks, KT, src, tl.qkv + hs, tl.ld, c0, qend, hs);
+            load_tile16<HD>(vs, KT, src, tl.qkv + 2 * hs, tl.ld, c0, qend, hs);
             __syncthreads();
             if (c0 > last)
                 continue;
@@ -376,21 +383,23 @@ attention_mma_dq_kernel(void *dqkv, float *Dsum, const void *dout, const void *q
         }
     }
     const float one[2] = { 1.0f, 1.0f };
-    store_rows16<NO>(dqkv, dt, tl.qkv, tl.ld, r0, T, hs, dq, one, lane);
+    store_rows16<NO>(dqkv, dt, tl.qkv, tl.ld, r0, qend, hs, dq, one, lane, add);
 #pragma unroll
     for (int i = 0; i < 2; i++) {
         int t = r0 + lane / 4 + 8 * i;
-        if (t < T && lane % 4 == 0)
-            Dsum[(int64_t)tl.bh * T + t] = D[i];
+        if (t < qend && lane % 4 == 0)
+            Dsum[tl.lse + t] = D[i];
     }
 }
 
-/* dK = dS^T Q and dV = P^T dO for a block's 64 keys, from the query tiles
- * at and below the diagonal; D from attention_mma_dq_kernel. */
+/* dK = dS^T Q and dV = P^T dO for a block's 64 keys, from the window's
+ * query tiles at and below the diagonal; D from attention_mma_dq_kernel;
+ * add: as there. */
 template <int HD, bool BF16>
 static __global__ void __launch_bounds__(MMA_THREADS)
 attention_mma_dkdv_kernel(void *dqkv, const float *Dsum, const void *dout, const void *qkv,
-                          const float *lse, int BH, int NH, int T, int hs, float scale)
+                          const float *lse, int BH, int NH, int T, int first, int Tq, int hs,
+                          float scale, int add)
 {
     constexpr int LD = HD + 8, QT = MMA_TILE(HD), NS = QT / 8, NO = HD / 8, NK = HD / 16;
     __shared__ __align__(16) uint16_t stage[MMA_BLOCK_ROWS * LD]; /* K, then V */
@@ -398,28 +407,28 @@ attention_mma_dkdv_kernel(void *dqkv, const float *Dsum, const void *dout, const
     __shared__ float ls[QT], Ds[QT];
     const ops_dtype dt = BF16 ? OPS_BF16 : OPS_F16;
     const uint16_t *src = (const uint16_t *)qkv, *g16 = (const uint16_t *)dout;
-    const Tile tl = tile_of_block(BH, NH, T, hs, MMA_BLOCK_ROWS, 16, 0);
+    const Tile tl = tile_of_block(BH, NH, T, first, Tq, hs, MMA_BLOCK_ROWS, 16, 0);
     const int lane = tl.lane, k0 = tl.t0 + tl.row0; /* the warp's first key */
-    const int key[2] = { k0 + lane / 4, k0 + lane / 4 + 8 };
+    const int key[2] = { k0 + lane / 4, k0 + lane / 4 + 8 }, qend = tl.qend;
     uint32_t ka[NK][4], va[NK][4];
-    own_rows_fragments<HD>(ka, stage, src, tl.qkv + hs, tl.ld, tl, T, hs);
-    own_rows_fragments<HD>(va, stage, src, tl.qkv + 2 * hs, tl.ld, tl, T, hs);
+    own_rows_fragments<HD>(ka, stage, src, tl.qkv + hs, tl.ld, tl, qend, hs);
+    own_rows_fragments<HD>(va, stage, src, tl.qkv + 2 * hs, tl.ld, tl, qend, hs);
     float dk[NO][4], dv[NO][4];
 #pragma unroll
     for (int n = 0; n < NO; n++)
 #pragma unroll
         for (int e = 0; e < 4; e++)
             dk[n][e] = dv[n][e] = 0.0f;
-    /* from the query tile holding the block's first key: earlier queries
-     * see none of its keys */
-    for (int i0 = tl.t0 / QT * QT; i0 < T; i0 += QT) {
+    /* from the query tile holding the block's first key (or the window's
+     * first query): earlier queries see none of its keys */
+    for (int i0 = max(tl.t0 / QT * QT, first); i0 < qend; i0 += QT) {
         __syncthreads(); /* the previous tile is read */
-        load_tile16<HD>(qs, QT, src, tl.qkv, tl.ld, i0, T, hs);
-        load_tile16<HD>(gs, QT, g16, tl.out, tl.ldo, i0, T, hs);
+        load_tile16<HD>(qs, QT, src, tl.qkv, tl.ld, i0, qend, hs);
+        load_tile16<HD>(gs, QT, g16, tl.out, tl.ldo, i0, qend, hs);
         if (threadIdx.x < QT) {
             int i = i0 + threadIdx.x;
-            ls[threadIdx.x] = i < T ? lse[(int64_t)tl.bh * T + i] : 0.0f;
-            Ds[threadIdx.x] = i < T ? Dsum[(int64_t)tl.bh * T + i] : 0.0f;
+            ls[threadIdx.x] = i < qend ? lse[tl.lse + i] : 0.0f;
+            Ds[threadIdx.x] = i < qend ? Dsum[tl.lse + i] : 0.0f;
         }
         __syncthreads();
         if (i0 + QT - 1 < k0)
@@ -432,7 +441,7 @@ attention_mma_dkdv_kernel(void *dqkv, const float *Dsum, const void *dout, const
 #pragma unroll
             for (int e = 0; e < 4; e++) {
                 int c = n * 8 + 2 * (lane % 4) + (e & 1), q = i0 + c;
-                float p = q < T && q >= key[e / 2] ? elem_expf(st[n][e] * scale - ls[c]) : 0.0f;
+                float p = q < qend && q >= key[e / 2] ? elem_expf(st[n][e] * scale - ls[c]) : 0.0f;
                 st[n][e] = p;
                 dpt[n][e] = p * (dpt[n][e] - Ds[c]) * scale; /* dS^T */
             }
@@ -446,73 +455,80 @@ attention_mma_dkdv_kernel(void *dqkv, const float *Dsum, const void *dout, const
         }
     }
     const float one[2] = { 1.0f, 1.0f };
-    store_rows16<NO>(dqkv, dt, tl.qkv + hs, tl.ld, k0, T, hs, dk, one, lane);
-    store_rows16<NO>(dqkv, dt, tl.qkv + 2 * hs, tl.ld, k0, T, hs, dv, one, lane);
+    store_rows16<NO>(dqkv, dt, tl.qkv + hs, tl.ld, k0, qend, hs, dk, one, lane, add);
+    store_rows16<NO>(dqkv, dt, tl.qkv + 2 * hs, tl.ld, k0, qend, hs, dv, one, lane, add);
 }
 
 /* ---- launches ------------------------------------------------------------ */
 
 template <int HD, bool BF16>
-static void mma_fwd(void *out, float *lse, const void *qkv, int B, int T, int NH, int hs)
+static void mma_fwd(void *out, float *lse, const void *qkv, int B, int T, int first, int Tq,
+                    int NH, int hs)
 {
-    unsigned grid = attention_grid_cuda("attention_fwd_cuda", B, NH, T, hs, MMA_BLOCK_ROWS);
+    unsigned grid = attention_grid_cuda("attention_fwd_cuda", B, NH, Tq, hs, MMA_BLOCK_ROWS);
     attention_mma_fwd_kernel<HD, BF16><<<grid, MMA_THREADS, 0, stream_cuda()>>>(
-        out, lse, qkv, B * NH, NH, T, hs, 1.0f / sqrtf((float)hs));
+        out, lse, qkv, B * NH, NH, T, first, Tq, hs, 1.0f / sqrtf((float)hs));
     TRI_CHECK_LAUNCH(attention_mma_fwd_kernel);
 }
 
+/* The query side's grid covers the window's Tq rows, the key side's the
+ * first + Tq keys they read. */
 template <int HD, bool BF16>
 static void mma_bwd(void *dqkv, const void *dout, const void *qkv, const float *lse,
-                    int B, int T, int NH, int hs)
+                    int B, int T, int first, int Tq, int NH, int hs, int add)
 {
-    unsigned grid = attention_grid_cuda("attention_bwd_cuda", B, NH, T, hs, MMA_BLOCK_ROWS);
+    const char *fn = "attention_bwd_cuda";
+    unsigned qgrid = attention_grid_cuda(fn, B, NH, Tq, hs, MMA_BLOCK_ROWS);
+    unsigned kgrid = attention_grid_cuda(fn, B, NH, first + Tq, hs, MMA_BLOCK_ROWS);
     float scale = 1.0f / sqrtf((float)hs);
     float *D = (float *)scratch_cuda(SCRATCH_CUDA_ATTENTION_D,
-                                     (size_t)B * NH * T * sizeof(float));
+                                     (size_t)B * NH * Tq * sizeof(float));
     cudaStream_t s = stream_cuda();
-    attention_mma_dq_kernel<HD, BF16><<<grid, MMA_THREADS, 0, s>>>(
-        dqkv, D, dout, qkv, lse, B * NH, NH, T, hs, scale);
+    attention_mma_dq_kernel<HD, BF16><<<qgrid, MMA_THREADS, 0, s>>>(
+        dqkv, D, dout, qkv, lse, B * NH, NH, T, first, Tq, hs, scale, add);
     TRI_CHECK_LAUNCH(attention_mma_dq_kernel);
-    attention_mma_dkdv_kernel<HD, BF16><<<grid, MMA_THREADS, 0, s>>>(
-        dqkv, D, dout, qkv, lse, B * NH, NH, T, hs, scale);
+    attention_mma_dkdv_kernel<HD, BF16><<<kgrid, MMA_THREADS, 0, s>>>(
+        dqkv, D, dout, qkv, lse, B * NH, NH, T, first, Tq, hs, scale, add);
     TRI_CHECK_LAUNCH(attention_mma_dkdv_kernel);
 }
 
 template <bool BF16>
-static void mma_fwd_dtype(void *out, float *lse, const void *qkv, int B, int T, int NH, int hs)
+static void mma_fwd_dtype(void *out, float *lse, const void *qkv, int B, int T, int first,
+                          int Tq, int NH, int hs)
 {
     switch (attention_head_bucket_cuda(hs)) {
-    case 32: mma_fwd<32, BF16>(out, lse, qkv, B, T, NH, hs); break;
-    case 64: mma_fwd<64, BF16>(out, lse, qkv, B, T, NH, hs); break;
-    default: mma_fwd<128, BF16>(out, lse, qkv, B, T, NH, hs); break;
+    case 32: mma_fwd<32, BF16>(out, lse, qkv, B, T, first, Tq, NH, hs); break;
+    case 64: mma_fwd<64, BF16>(out, lse, qkv, B, T, first, Tq, NH, hs); break;
+    default: mma_fwd<128, BF16>(out, lse, qkv, B, T, first, Tq, NH, hs); break;
     }
 }
 
 template <bool BF16>
 static void mma_bwd_dtype(void *dqkv, const void *dout, const void *qkv, const float *lse,
-                          int B, int T, int NH, int hs)
+                          int B, int T, int first, int Tq, int NH, int hs, int add)
 {
     switch (attention_head_bucket_cuda(hs)) {
-    case 32: mma_bwd<32, BF16>(dqkv, dout, qkv, lse, B, T, NH, hs); break;
-    case 64: mma_bwd<64, BF16>(dqkv, dout, qkv, lse, B, T, NH, hs); break;
-    default: mma_bwd<128, BF16>(dqkv, dout, qkv, lse, B, T, NH, hs); break;
+    case 32: mma_bwd<32, BF16>(dqkv, dout, qkv, lse, B, T, first, Tq, NH, hs, add); break;
+    case 64: mma_bwd<64, BF16>(dqkv, dout, qkv, lse, B, T, first, Tq, NH, hs, add); break;
+    default: mma_bwd<128, BF16>(dqkv, dout, qkv, lse, B, T, first, Tq, NH, hs, add); break;
     }
 }
 
 void attention_mma_fwd_cuda(void *out, float *lse, const void *qkv, ops_dtype dt,
-                            int B, int T, int NH, int hs)
+                            int B, int T, int q0, int Tq, int NH, int hs)
 {
     if (dt == OPS_BF16)
-        mma_fwd_dtype<true>(out, lse, qkv, B, T, NH, hs);
+        mma_fwd_dtype<true>(out, lse, qkv, B, T, q0, Tq, NH, hs);
     else
-        mma_fwd_dtype<false>(out, lse, qkv, B, T, NH, hs);
+        mma_fwd_dtype<false>(out, lse, qkv, B, T, q0, Tq, NH, hs);
 }
 
 void attention_mma_bwd_cuda(void *dqkv, const void *dout, const void *qkv, const float *lse,
-                            ops_dtype dt, int B, int T, int NH, int hs)
+                            ops_dtype dt, int B, int T, int q0, int Tq, int NH, int hs,
+                            int accumulate)
 {
     if (dt == OPS_BF16)
-        mma_bwd_dtype<true>(dqkv, dout, qkv, lse, B, T, NH, hs);
+        mma_bwd_dtype<true>(dqkv, dout, qkv, lse, B, T, q0, Tq, NH, hs, accumulate);
     else
-        mma_bwd_dtype<false>(dqkv, dout, qkv, lse, B, T, NH, hs);
+        mma_bwd_dtype<false>(dqkv, dout, qkv, lse, B, T, q0, Tq, NH, hs, accumulate);
 }

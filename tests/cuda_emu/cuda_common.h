@@ -40,6 +40,7 @@ extern "C" {
 #define __launch_bounds__(threads)
 #define __shared__ static
 #define __align__(n) __attribute__((aligned(n)))
+using std::max;
 using std::min;
 
 struct uint4 {
