@@ -5,9 +5,11 @@
 # ("gpt2") and Llama with grouped-query attention ("gqa", 4 query heads
 # over 2 key/value heads) models at seq_len 256, and GPT-2 at 512
 # ("long"), each layout against its model's single-rank run: every
-# per-step loss within relative 1e-5 and the final weights (the
-# checkpoints' logical tensors, tests/ckpt_diff) within 1e-5; "bf16" (the
-# gqa model in bf16) within t_layouts_llama's bf16 tolerances. The layouts
+# per-step loss and validation loss within relative 1e-5 (the evaluation
+# cuts its microbatches into chunks as the training does) and the final
+# weights (the checkpoints' logical tensors, tests/ckpt_diff) within 1e-5;
+# "bf16" (the gqa model in bf16) within t_layouts_llama's bf16
+# tolerances. The layouts
 # compose cp with tp (sequence parallelism), pp (1F1B and zb1), dp with
 # ZeRO 1-3 (overlapped, the default, and not), and recompute.
 #
@@ -44,7 +46,8 @@ decay_steps = 6
 [data]
 train = $WORK/long.txt
 [eval]
-every = 0
+every = 2
+batches = 1
 [log]
 every = 1
 sample_tokens = 0
@@ -86,16 +89,20 @@ train() {
 }
 
 losses() { sed -n 's/^{"step":.*"loss":\([^,]*\).*/\1/p' "$1"; }
+# the per-step losses, then the validation losses (steps 2 and 4): the
+# evaluation's microbatches are cut into chunks as the training's
+both_losses() { losses "$1"; sed -n 's/^{"step":.*"val_loss":\([^,}]*\).*/\1/p' "$1"; }
 # within WORST TOL: whether max_rel's answer is a number within TOL
 within() { awk -v w="$1" -v t="$2" 'BEGIN { exit !(w != "missing" && w + 0 <= t + 0) }'; }
 
 # matches MODEL RUN TOL WTOL STATUS: two TAP lines, RUN's 4 per-step
-# losses and its final weights against MODEL's single-rank run
+# and 2 validation losses and its final weights against MODEL's
+# single-rank run
 matches() {
-    losses "$WORK/$2.jsonl" > "$WORK/$2.loss"
-    worst=$(max_rel "$WORK/$1.ref.loss" "$WORK/$2.loss" 4)
+    both_losses "$WORK/$2.jsonl" > "$WORK/$2.loss"
+    worst=$(max_rel "$WORK/$1.ref.loss" "$WORK/$2.loss" 6)
     within "$worst" "$3"
-    ok $? "$2: 4 per-step losses match the single rank (max rel $worst, tol $3)"
+    ok $? "$2: 4 per-step and 2 validation losses match the single rank (max rel $worst, tol $3)"
     [ "$5" -eq 0 ] || sed 's/^/# /' "$WORK/$2.out" | tail -n 5
     result=$("$DIFF" "$WORK/$1-1x1x1/step_00000004.h5" "$WORK/$2/step_00000004.h5" "$4")
     ok $? "$2: final weights match ($result)"
@@ -109,7 +116,7 @@ EOL
     status=$?
     if [ "$name" = 1x1x1 ]; then
         [ $status -eq 0 ] || sed 's/^/# /' "$WORK/$model-$name.out"
-        losses "$WORK/$model-$name.jsonl" > "$WORK/$model.ref.loss"
+        both_losses "$WORK/$model-$name.jsonl" > "$WORK/$model.ref.loss"
     elif [ "$model" = bf16 ]; then
         matches "$model" "$model-$name" 2e-3 1e-2 $status   # t_layouts_llama's bf16 bounds
     else
