@@ -322,18 +322,6 @@ static int choose_recompute(Model *m, const Config *cfg)
     return any;
 }
 
-/* What context parallelism's cut and collectives need, which
- * config_validate words for the user; here only as a guard. */
-static void check_cp(const Model *m)
-{
-    if (m->cp != m->cfg->parallel.cp || m->seq_len % (2 * m->cp) != 0)
-        fail_abort("model_create: [model] seq_len must be cut into 2 * [parallel] cp equal "
-                   "chunks (config_validate checks it)", __FILE__, __LINE__);
-    if (m->cp > 1 && (int64_t)m->B * m->T * 3 * m->C / m->grid->layout.tp > INT32_MAX)
-        fail_abort("model_create: a rank's qkv passes the 2^31 elements MPI counts take at "
-                   "[parallel] cp > 1; lower [train] micro_batch", __FILE__, __LINE__);
-}
-
 void model_create(Model *m, const Config *cfg, const Grid *g, int n_slots)
 {
     memset(m, 0, sizeof *m);
@@ -364,7 +352,7 @@ void model_create(Model *m, const Config *cfg, const Grid *g, int n_slots)
     layout_chunk_layers(cfg->model.n_layer, g->layout.pp, m->n_chunks, g->layout.pp_stage, 0, &m->layer0,
                       &m->chunk_len);
     m->n_local = m->n_chunks * m->chunk_len; /* config_validate: chunks are equal */
-    check_cp(m);
+    model_cp_check(m);
     params_build(&m->ps, cfg, &g->layout);
     find_params(m);
     int any = choose_recompute(m, cfg);

@@ -36,6 +36,7 @@
  * set-up (model_cp_scratch_elems): nothing is allocated in a step.
  */
 #include "comm.h"
+#include "fail.h"
 #include "model_impl.h"
 
 int model_cp_chunks(const Model *m) { return m->cp > 1 ? 2 : 1; }
@@ -58,6 +59,16 @@ int64_t model_cp_scratch_elems(const Config *cfg, int tp)
         return 0;
     int64_t Cl = (int64_t)(mc->n_head / tp) * (mc->n_embd / mc->n_head);
     return (int64_t)cfg->train.micro_batch * mc->seq_len * 3 * Cl;
+}
+
+void model_cp_check(const Model *m)
+{
+    if (m->cp != m->cfg->parallel.cp || m->seq_len % (2 * m->cp) != 0)
+        fail_abort("model_create: [model] seq_len must be cut into 2 * [parallel] cp equal "
+                   "chunks (config_validate checks it)", __FILE__, __LINE__);
+    if (m->cp > 1 && (int64_t)m->B * m->T * 3 * m->C / m->grid->layout.tp > INT32_MAX)
+        fail_abort("model_create: a rank's qkv passes the 2^31 elements MPI counts take at "
+                   "[parallel] cp > 1; lower [train] micro_batch", __FILE__, __LINE__);
 }
 
 /* Local chunk h of a chunk-major tensor of `width` elements a token. */

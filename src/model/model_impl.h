@@ -156,6 +156,12 @@ void model_cp_rope_bwd(const Model *m, ops_tensor dx, int rows, int H, double th
 void model_cp_position_fwd(const Model *m, ops_tensor x, ops_tensor wpe, int rows);
 void model_cp_position_bwd(const Model *m, ops_tensor dwpe, ops_tensor dx, int rows);
 
+/* Stops (an internal error) unless the Model's cp is the config's and
+ * seq_len cuts into 2 cp chunks, which config_validate words for the
+ * user, or if a rank's qkv passes the int counts of the collectives. Not
+ * collective. */
+void model_cp_check(const Model *m);
+
 /* Elements of each of the two scratch buffers attention over the cp
  * group needs (the gathered qkv and the whole sequence's qkv, and in the
  * backward its gradient natural and rank-major): micro_batch x seq_len
