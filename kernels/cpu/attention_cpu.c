@@ -51,6 +51,9 @@
  * window's backward accumulates (+=) into a dqkv the caller zeroed, so
  * the windows of one sequence add their dk, dv into one tensor; the
  * whole-sequence op overwrites, as ops.h states.
+ * Measured at q0 = 0 (B=1 T=1024 NH=12 hs=64, one thread, best of 25,
+ * alternating runs on a shared machine): fwd/bwd 20.4/43.8 ms fp32 and
+ * 20.3/52.7 ms bf16, against 20.7/43.8 and 20.1/51.8 before windows.
  *
  * bf16 and fp16: each thread widens its head's q, k, v (and out, dout) to
  * fp32 in its share of a scratch buffer, runs the fp32 head code on the
