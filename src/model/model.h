@@ -75,7 +75,10 @@ typedef struct BlockParams {
 struct Model {
     const Config *cfg;
     const Grid *grid;
-    int B, T, C, NH, V, hs;       /* B: microbatch rows */
+    int B, T, C, NH, V, hs;       /* B: microbatch rows; T: the tokens of
+                                     a row this rank holds, seq_len / cp */
+    int seq_len, cp, cp_rank;     /* the whole row, and this rank's place
+                                     in its cp group (model_cp.c) */
     int NHl, Vl, v0;              /* local heads, local vocab rows and start */
     const struct Arch *arch;      /* [model] arch's descriptor (arch.h) */
     int NKVl;                     /* local key/value heads (llama) */
@@ -186,6 +189,22 @@ ops_tensor model_stage_grad(Model *m, int slot);
 /* Elements of one message between stages for a forward of `rows` rows:
  * the tokens this rank holds times C. Not collective. */
 int64_t model_stage_elems(const Model *m, int rows);
+
+/* Context parallelism ([parallel] cp; model_cp.c): each row's seq_len
+ * tokens are cut into 2 cp chunks and cp rank i holds chunks i and
+ * 2cp-1-i (the zigzag), chunk-major: [local chunk 0: rows x Tc][local
+ * chunk 1: rows x Tc], so m->T = seq_len / cp. At cp = 1 the row is one
+ * chunk in natural order. */
+/* The chunks of each row this rank holds: 1 at cp = 1, else 2. Not
+ * collective. */
+int model_cp_chunks(const Model *m);
+/* Tokens of one local chunk of a row: m->T / model_cp_chunks. Not
+ * collective. */
+int model_cp_chunk_len(const Model *m);
+/* The position in the row (0 .. seq_len-1) of local chunk h's first
+ * token: the t0 of RoPE and of the position table, and where pipeline.c
+ * cuts the chunk out of the batch. Not collective. */
+int64_t model_cp_chunk_start(const Model *m, int h);
 
 /* Last stage only: logits (Vl) of row `row`, position t, after the last
  * forward with rows >= row+1. Collective on tp. */

@@ -2,8 +2,8 @@
  * model_impl.h - what the stage machinery (model.c) shares with the
  * architectures' blocks (arch_gpt2.c, arch_llama.c): a block's
  * activations, the stage's scratch, and the helpers every block calls
- * (model_tp.c). Only those files include it; everything else goes
- * through model.h.
+ * (model_tp.c, and model_cp.c's positions and attention). Only those
+ * files include it; everything else goes through model.h.
  *
  * llama reuses gpt2's activation slots where the meaning carries over:
  * ln1/ln2 hold the RMSNorm outputs (no mean), qkv the rotated q and the
@@ -50,6 +50,12 @@ typedef struct ModelScratch {
     ops_tensor logits;       /* (chunk, Vl) */
     ops_tensor rowmax, stats, losses;  /* chunk; stats = sumexp | target */
     int chunk;               /* rows of logits held at once */
+    /* context parallelism (model_cp.c), each B x seq_len tokens of 3Cl:
+     * the cp group's qkv as gathered (rank-major; in the backward then
+     * the whole dqkv), the sequence's qkv in natural order (in the
+     * backward then the rank-major dqkv); and the collectives' counts */
+    ops_tensor cp_gathered, cp_sequence;
+    int *cp_counts;
 } ModelScratch;
 
 /* The first n elements of t, so each op sees exactly its shape. */
@@ -117,5 +123,49 @@ ops_tensor model_row_parallel_grad(Model *m, ops_tensor dres, int64_t N);
  * column-parallel layers after it) summed over TP, for the local rows
  * (all-reduce, or reduce-scatter). Collective on tp. */
 ops_tensor model_norm_output_grad(Model *m, int64_t N);
+
+/* ---- context parallelism (model_cp.c) ------------------------------------
+ *
+ * Only three things know where a token sits: the microbatch load
+ * (pipeline.c, through model_cp_chunk_start), the positions (RoPE and the
+ * learned position table) and attention, below. At cp = 1 each makes
+ * exactly the call the model made before cp existed, so training is
+ * bitwise unchanged. */
+
+/* Causal attention of this rank's query tokens over the whole sequence:
+ * out (rows * m->T, NHl*hs) and lse (2 chunks of (rows, NHl, Tc)) from
+ * the local qkv (rows * m->T, 3 NHl hs), chunk-major. At cp > 1 the
+ * cp group's qkv is gathered into the scratch first. Collective on cp. */
+void model_cp_attention_fwd(Model *m, ops_tensor out, ops_tensor lse, ops_tensor qkv, int rows);
+/* Its backward: dqkv (the local tokens', overwritten) from dout, and the
+ * forward's qkv, out and lse. At cp > 1 qkv is gathered again (never
+ * kept whole, so activations stay 1/cp) and each rank's key and value
+ * gradients, which every later chunk's queries add to, are summed over
+ * the group by a reduce-scatter. Collective on cp. */
+void model_cp_attention_bwd(Model *m, ops_tensor dqkv, ops_tensor dout, ops_tensor qkv,
+                            ops_tensor out, ops_tensor lse, int rows);
+
+/* Rotary embeddings in place on x (rows * m->T, H heads of hs), each
+ * local chunk at its true positions; and their backward. Not collective. */
+void model_cp_rope_fwd(const Model *m, ops_tensor x, int rows, int H, double theta);
+void model_cp_rope_bwd(const Model *m, ops_tensor dx, int rows, int H, double theta);
+
+/* x (rows * m->T, C) += the position table's rows of each local chunk's
+ * positions; and the backward into the table's gradient dwpe. Not
+ * collective. */
+void model_cp_position_fwd(const Model *m, ops_tensor x, ops_tensor wpe, int rows);
+void model_cp_position_bwd(const Model *m, ops_tensor dwpe, ops_tensor dx, int rows);
+
+/* Stops (an internal error) unless the Model's cp is the config's and
+ * seq_len cuts into 2 cp chunks, which config_validate words for the
+ * user, or if a rank's qkv passes the int counts of the collectives. Not
+ * collective. */
+void model_cp_check(const Model *m);
+
+/* Elements of each of the two scratch buffers attention over the cp
+ * group needs (the gathered qkv and the whole sequence's qkv, and in the
+ * backward its gradient natural and rank-major): micro_batch x seq_len
+ * tokens of 3 NH/tp heads; 0 at cp = 1. Not collective. */
+int64_t model_cp_scratch_elems(const Config *cfg, int tp);
 
 #endif
