@@ -167,7 +167,7 @@ ok $? "plan lists the layouts that fit 80 GiB"
 # last line trains.
 fits() { sed -n '/^layouts of/,/^[^ ]/p' "$1" | awk '$1 ~ /^[0-9]+$/'; }
 sorted() {  # the rows' work never falls
-    awk '{ b = $9; sub(/%/, "", b); w = ($6 == "full" ? 4 / 3 : 1) / (1 - b / 100)
+    awk '{ b = $10; sub(/%/, "", b); w = ($7 == "full" ? 4 / 3 : 1) / (1 - b / 100)
            if (NR > 1 && w < last - 1e-9) bad = 1; last = w } END { exit bad }'
 }
 more=$(sed -n 's/^  \.\.\. and \([0-9]*\) more (--all shows them)$/\1/p' "$WORK/out")
@@ -184,7 +184,7 @@ ok $? "plan --mem 80 --all: all $((10 + more)) layouts, sorted"
 advice=$(tail -n 1 "$WORK/out")
 # shellcheck disable=SC2086  # the pasted options, split on purpose
 "$TRIDENT" plan --config "$WORK/g175.ini" --world 1024 ${advice#train with: } > "$WORK/out2" 2>&1
-echo "$best" | awk '{ printf "plan: 1024 ranks = dp %d x pp %d x tp %d, zero %d,\n", $1, $2, $3, $5 }' \
+echo "$best" | awk '{ printf "plan: 1024 ranks = dp %d x pp %d x cp %d x tp %d, zero %d,\n", $1, $2, $4, $3, $6 }' \
     > "$WORK/want"
 grep -qF "$(cat "$WORK/want")" "$WORK/out2"
 ok $? "the last line trains the best layout ($advice; $(head -n 1 "$WORK/out2"))"
@@ -293,7 +293,7 @@ grep -q "^fastest layout on 1 x h100 that fits 80 GiB: .*, offload optimizer$" "
 ok $? "plan --hw h100 recommends offload where nothing else fits: $(grep '^fastest' "$WORK/out")"
 "$TRIDENT" plan --config "$WORK/g7.ini" --world 1 --mem 80 --set parallel.device=cpu > "$WORK/out" 2>&1
 "$TRIDENT" plan --config "$WORK/g7.ini" --world 1 --mem 80 > "$WORK/out2" 2>&1
-rows=$(sed -n '/^layouts of/,$p' "$WORK/out2" | awk '$1 == 1 && $2 == 1 { print $7 }' | sort -u)
+rows=$(sed -n '/^layouts of/,$p' "$WORK/out2" | awk '$1 == 1 && $2 == 1 { print $8 }' | sort -u)
 grep -q "^  none: more ranks" "$WORK/out" && [ "$rows" = optimizer ]
 ok $? "the layouts that fit are those that offload (${rows:-none}); with device = cpu, where it frees nothing, none fit"
 done_testing
