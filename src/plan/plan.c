@@ -514,7 +514,28 @@ typedef struct {
     double mem_gib;
     double least_cp1_gib;   /* the least memory of a layout at cp 1, fitting or not */
     Fit *fits;
+    /* the last bubble simulated, and the pipeline it is of: the options
+     * of one layout and schedule (visit_options) share it, and the
+     * simulation is most of the search's time (the more so at cp > 1,
+     * whose fewer DP ranks take more microbatches) */
+    ParallelConfig bubble_of;
+    int bubble_ga;
+    double bubble;
 } FitList;
+
+/* plan_bubble(c), simulated again only when c's pipeline differs from the
+ * last one's. */
+static double fit_bubble(FitList *t, const Config *c)
+{
+    const ParallelConfig *p = &c->parallel, *last = &t->bubble_of;
+    if (t->bubble_ga != c->train.grad_accum || last->schedule != p->schedule
+        || last->pp != p->pp || last->virtual_stages != p->virtual_stages) {
+        t->bubble = plan_bubble(c);
+        t->bubble_of = *p;
+        t->bubble_ga = c->train.grad_accum;
+    }
+    return t->bubble;
+}
 
 /* The work of a step relative to one without recompute or bubble: full
  * recompute runs the forward twice (4 passes of work for 3), and the
@@ -536,7 +557,7 @@ static void collect_fit(const Config *c, void *ctx)
         t->cap = t->cap ? 2 * t->cap : 64;
         t->fits = TRI_REALLOC(t->fits, (size_t)t->cap * sizeof *t->fits, "plan's layouts");
     }
-    double bubble = plan_bubble(c);
+    double bubble = fit_bubble(t, c);
     t->fits[t->n++] = (Fit){*c, gib, bubble, relative_work(c, bubble)};
 }
 
