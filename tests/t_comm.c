@@ -1,7 +1,8 @@
 /*
  * t_comm.c - comm's host-value helpers on the world (before and after the
  * grid exists), and comm_dp's reductions: with pretended nodes of two
- * ranks they run in two levels and give what one flat collective gives.
+ * ranks they run in two levels and give what one flat collective gives;
+ * with cp > 1 they run over the replicas, dp x cp ranks.
  */
 #include <mpi.h>
 #include <stdint.h>
@@ -15,7 +16,7 @@
 #include "grid.h"
 #include "tap.h"
 
-static void layout(Config *cfg, int node_size)
+static void layout(Config *cfg, int node_size, int cp)
 {
     config_defaults(cfg);
     cfg->model.n_layer = 8;
@@ -23,6 +24,7 @@ static void layout(Config *cfg, int node_size)
     cfg->model.n_embd = 64;
     cfg->parallel.dp = 0;
     cfg->parallel.pp = cfg->parallel.tp = 1;
+    cfg->parallel.cp = cp;
     cfg->parallel.node_size = node_size;
 }
 
@@ -75,10 +77,12 @@ static float value(int sender, int owner, int j)
     return (float)((sender + 1) * 100 + owner * 10 + j);
 }
 
-/* Each DP rank r owns a block of r + 1 elements. */
+/* Each DP rank r (a replica: dp x cp of them) owns a block of r + 1
+ * elements. */
 static int dp_reductions(const Grid *g, CommDp *d)
 {
-    int dp = g->layout.dp, me = g->layout.dp_rank, total = dp * (dp + 1) / 2, ok = 1;
+    int dp = layout_replicas(&g->layout), me = layout_replica_rank(&g->layout);
+    int total = dp * (dp + 1) / 2, ok = 1;
     const int *order = comm_dp_order(d);
     int *counts = calloc((size_t)dp, sizeof *counts);
     float *send = calloc((size_t)total, sizeof *send), *recv = calloc((size_t)total, sizeof *recv);
@@ -117,20 +121,23 @@ static int dp_reductions(const Grid *g, CommDp *d)
     return ok;
 }
 
-/* comm_dp on a grid with nodes of node_size ranks (0: the real ones):
- * the decision is layout_dp_two_level's, the reductions are right. */
-static int dp_on_nodes(int node_size, int *two_level)
+/* comm_dp on a grid of cp context-parallel ranks with nodes of node_size
+ * ranks (0: the real ones): the decision is layout_dp_two_level's over
+ * the replicas, the reductions are right. */
+static int dp_on_nodes(int node_size, int cp, int *two_level)
 {
     Config cfg;
-    layout(&cfg, node_size);
+    layout(&cfg, node_size, cp);
     Grid g;
     grid_create(&g, &cfg, MPI_COMM_WORLD);
     CommDp *d = comm_dp_create(&g);
-    int *node_of = calloc((size_t)g.layout.dp, sizeof *node_of);
-    for (int r = 0; r < g.layout.dp; r++)
-        node_of[r] = node_size > 0 ? layout_world_rank(&g.layout, 0, r, 0) / node_size : 0;
+    int replicas = layout_replicas(&g.layout);
+    int *node_of = calloc((size_t)replicas, sizeof *node_of);
+    for (int r = 0; r < replicas; r++)
+        node_of[r] = node_size > 0 ? layout_replica_world_rank(&g.layout, 0, r, 0) / node_size : 0;
     *two_level = comm_dp_two_level(d);
-    int ok = *two_level == layout_dp_two_level(node_of, g.layout.dp) || node_size == 0;
+    int ok = *two_level == layout_dp_two_level(node_of, replicas) || node_size == 0;
+    ok &= replicas == g.layout.size && comm_size(&g, COMM_DP) == replicas;
     ok &= dp_reductions(&g, d);
     free(node_of);
     comm_dp_destroy(d);
@@ -193,14 +200,14 @@ int main(int argc, char **argv)
 {
     tap_init(&argc, &argv);
     int n = tap_size();
-    tap_plan(8);
+    tap_plan(10);
     Grid w;
     grid_world_only(&w, MPI_COMM_WORLD);
     tap_ok(w.layout.size == n && w.layout.rank == tap_rank() && comm_size(&w, COMM_WORLD) == n
            && comm_size(&w, COMM_DP) == 0, "a world-only grid has the world and no other group");
     tap_ok(scalars(&w) && bytes(&w), "scalars and bytes on a world-only grid");
     Config cfg;
-    layout(&cfg, 0);
+    layout(&cfg, 0, 1);
     Grid g;
     grid_create(&g, &cfg, MPI_COMM_WORLD);
     tap_ok(scalars(&g) && bytes(&g), "scalars and bytes on a full grid");
@@ -213,13 +220,25 @@ int main(int argc, char **argv)
            "fp32 and bf16 blocks of uneven length all-gathered in place over %d ranks", n);
     grid_destroy(&g);
     int two = 0;
-    tap_ok(dp_on_nodes(0, &two), "dp %d on this machine: %s, blocks summed and gathered", n,
+    tap_ok(dp_on_nodes(0, 1, &two), "dp %d on this machine: %s, blocks summed and gathered", n,
            two ? "two levels" : "flat");
     two = 0;
-    int ok = n % 2 != 0 || dp_on_nodes(2, &two);
+    int ok = n % 2 != 0 || dp_on_nodes(2, 1, &two);
     tap_ok(ok && two == (n >= 4 && n % 2 == 0),
            "dp %d on pretended nodes of 2: %s", n,
            n % 2 ? "not run (odd world)" : two ? "two levels, blocks summed and gathered"
                                                : "flat, blocks summed and gathered");
+    /* context parallelism: the reduction's group is every cp rank of
+     * every dp rank, flat and over two levels */
+    two = 0;
+    ok = n % 2 != 0 || dp_on_nodes(0, 2, &two);
+    tap_ok(ok, "dp %d x cp 2 on this machine: the replicas' blocks summed and gathered%s", n / 2,
+           n % 2 ? " (not run: odd world)" : "");
+    two = 0;
+    ok = n % 4 != 0 || dp_on_nodes(2, 2, &two);
+    tap_ok(ok && two == (n % 4 == 0),
+           "dp %d x cp 2 on pretended nodes of 2: %s", n / 2,
+           n % 4 ? "not run (world not a multiple of 4)"
+                 : two ? "two levels over the replicas, blocks summed and gathered" : "flat");
     return tap_done();
 }

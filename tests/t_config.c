@@ -543,6 +543,23 @@ static void test_rule_errors(void)
              "[train]\nmicro_batch = 2\n[log]\nsample_tokens = 5\n" BASE, 0,
              "[log] sample_tokens = 5: generation with sequence_parallel needs [model] seq_len "
              "(3) divisible by tp (2)", NULL);
+    /* context parallelism (issue 39): its own words for the chunks, the
+     * slices and generation; its size in the product of the layout */
+    FILE_ERR("cp: seq_len cut into 2 cp chunks", "[model]\nseq_len = 8\n[parallel]\ncp = 3\n"
+             BASE, 0, "[parallel] cp = 3: needs [model] seq_len (8) divisible by 2 * cp = 6: "
+             "each sequence is cut into 2 cp chunks, two for each cp rank", NULL);
+    FILE_ERR("cp with sequence_parallel: each TP rank a slice of the cp rank's tokens",
+             "[model]\nseq_len = 12\n[parallel]\ntp = 4\ncp = 2\nsequence_parallel = true\n"
+             "[train]\nmicro_batch = 1\n[log]\nsample_tokens = 0\n" BASE, 0,
+             "[parallel] sequence_parallel = true: needs [train] micro_batch * [model] seq_len / "
+             "[parallel] cp = 1 * 12 / 2 = 6 divisible by tp (4)", NULL);
+    FILE_ERR("cp > 1: an asked-for sample is refused, naming both keys",
+             "[parallel]\ncp = 2\n[log]\nsample_tokens = 5\n" BASE, 0,
+             "[log] sample_tokens = 5: generation needs [parallel] cp = 1 (this config's is 2)",
+             NULL);
+    FILE_ERR("cp in the layout's product", "[parallel]\npp = 2\ncp = 2147483647\n" BASE, 0,
+             "[parallel] cp = 2147483647: pp * cp * tp = 2 * 2147483647 * 1 = 4294967294 is more "
+             "ranks than an MPI world holds", NULL);
     static Config sp;
     Outcome o = run("[model]\nseq_len = 3\n[parallel]\nsequence_parallel = true\n"
                     "[train]\nmicro_batch = 1\n" BASE, NULL, 0, &sp);
@@ -790,6 +807,15 @@ static void test_run_defaults(void)
            "an explicit sample_tokens there is still refused, naming the key");
     tap_diag("%s", o.msg ? o.msg : "");
     outcome_free(&o);
+    /* context parallelism cuts every row: no default sample, said why */
+    const char *const cp[] = { "parallel.cp=2" };
+    o = run(BASE, cp, 1, &c);
+    off = config_off(&c, text, sizeof text);
+    tap_ok(o.rc == 0 && c.log.sample_tokens == 0 &&
+           strstr(text, "a sample at the end ([log] sample_tokens; none by default here: generation "
+                        "needs [parallel] cp = 1 (this config's is 2)"),
+           "cp = 2: the default sample falls back to none, with a note naming cp: %s", text);
+    outcome_free(&o);
 
     /* a dir so long that dir/metrics.jsonl would not fit a path */
     static char ini[CONFIG_PATH_MAX + 256];
@@ -884,7 +910,7 @@ int main(int argc, char **argv)
         return 0;
     }
     tap_init(&argc, &argv);
-    tap_plan(125);
+    tap_plan(130);
     test_defaults();
     test_builtin();
     test_full_file();

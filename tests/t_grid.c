@@ -109,7 +109,7 @@ static int check_layout(int dp, int pp, int cp, int tp, int node_size)
     return ok;
 }
 
-static int rejects(int world, int dp, int pp, int tp, int n_layer, const char *needle)
+static int rejects(int world, int dp, int pp, int cp, int tp, int n_layer, const char *needle)
 {
     Config cfg;
     config_defaults(&cfg);
@@ -118,6 +118,7 @@ static int rejects(int world, int dp, int pp, int tp, int n_layer, const char *n
     cfg.model.vocab_size = 256;
     cfg.parallel.dp = dp;
     cfg.parallel.pp = pp;
+    cfg.parallel.cp = cp;
     cfg.parallel.tp = tp;
     char msg[512] = "";
     FILE *f = fmemopen(msg, sizeof msg, "w");
@@ -156,49 +157,51 @@ static int two_level_table(void)
     return ok;
 }
 
-/* layout_dp_spot and layout_dp_places, which count, against the nodes
- * listed rank by rank (world rank / node_size) and layout_dp_two_level on
- * that list: every DP group of every layout of up to 48 ranks and every
- * node_size that keeps TP on a node. */
+/* layout_dp_spot and layout_dp_places of the DP group (the replicas, dp x
+ * cp ranks) at stage s and TP rank t of p, against its nodes listed rank
+ * by rank (world rank / node_size) and layout_dp_two_level on that list. */
+static int group_nodes_counted(const ParallelConfig *p, int s, int t)
+{
+    int ok = 1, node_of[48], place_of[48], replicas = p->dp * p->cp, ns = p->node_size;
+    Layout l = layout_at(p, p->dp, s, 0, t);
+    for (int d = 0; d < replicas; d++) {
+        node_of[d] = rank_of(&l, s, d / p->cp, d % p->cp, t) / ns;
+        place_of[d] = d == 0 || node_of[d] != node_of[d - 1] ? 0 : place_of[d - 1] + 1;
+        LayoutDpSpot at = layout_dp_spot(&l, d);
+        if (at.node != node_of[d] - node_of[0] || at.place != place_of[d]) {
+            tap_diag("world %d tp %d cp %d pp %d node_size %d stage %d: DP rank %d at node %d "
+                     "place %d, counted %d %d", l.size, p->tp, p->cp, p->pp, ns, s, d,
+                     node_of[d] - node_of[0], place_of[d], at.node, at.place);
+            ok = 0;
+        }
+    }
+    int want = layout_dp_two_level(node_of, replicas) ? place_of[replicas - 1] + 1 : 0;
+    if (layout_dp_places(&l) != want) {
+        tap_diag("world %d tp %d cp %d pp %d node_size %d stage %d: places %d, listed %d",
+                 l.size, p->tp, p->cp, p->pp, ns, s, layout_dp_places(&l), want);
+        ok = 0;
+    }
+    return ok;
+}
+
+/* group_nodes_counted on every DP group of every layout of up to 48
+ * ranks with cp 1, 2 or 4, and every node_size that keeps TP on a node. */
 static int counted_nodes_are_listed(void)
 {
-    int ok = 1, node_of[48], place_of[48];
+    int ok = 1;
     for (int world = 1; world <= 48; world++)
         for (int tp = 1; tp <= world; tp++)
-            for (int pp = 1; pp * tp <= world; pp++) {
-                if (world % (tp * pp))
-                    continue;
-                int dp = world / (tp * pp);
-                for (int ns = tp; ns <= world; ns += tp) {
-                    if (world % ns)
+            for (int cp = 1; cp <= 4; cp *= 2)
+                for (int pp = 1; pp * cp * tp <= world; pp++) {
+                    if (world % (tp * cp * pp))
                         continue;
-                    ParallelConfig p = {.dp = dp, .pp = pp, .tp = tp, .cp = 1, .node_size = ns};
-                    for (int s = 0; s < pp; s++)
-                        for (int t = 0; t < tp; t++) {
-                            Layout l = layout_at(&p, dp, s, 0, t);
-                            for (int d = 0; d < dp; d++) {
-                                node_of[d] = layout_world_rank(&l, s, d, t) / ns;
-                                place_of[d] = d == 0 || node_of[d] != node_of[d - 1]
-                                              ? 0 : place_of[d - 1] + 1;
-                                LayoutDpSpot at = layout_dp_spot(&l, d);
-                                if (at.node != node_of[d] - node_of[0] || at.place != place_of[d]) {
-                                    tap_diag("world %d tp %d pp %d node_size %d stage %d: DP rank "
-                                             "%d at node %d place %d, counted %d %d", world, tp,
-                                             pp, ns, s, d, node_of[d] - node_of[0], place_of[d],
-                                             at.node, at.place);
-                                    ok = 0;
-                                }
-                            }
-                            int want = layout_dp_two_level(node_of, dp) ? place_of[dp - 1] + 1 : 0;
-                            if (layout_dp_places(&l) != want) {
-                                tap_diag("world %d tp %d pp %d node_size %d stage %d: places %d, "
-                                         "listed %d", world, tp, pp, ns, s, layout_dp_places(&l),
-                                         want);
-                                ok = 0;
-                            }
-                        }
+                    ParallelConfig p = {.dp = world / (tp * cp * pp), .pp = pp, .tp = tp,
+                                        .cp = cp};
+                    for (p.node_size = tp; p.node_size <= world; p.node_size += tp)
+                        for (int s = 0; world % p.node_size == 0 && s < pp; s++)
+                            for (int t = 0; t < tp; t++)
+                                ok &= group_nodes_counted(&p, s, t);
                 }
-            }
     return ok;
 }
 
@@ -313,15 +316,21 @@ int main(int argc, char **argv)
            n);
     tap_ok(n < 2 || check_layout(0, 1, 1, 1, 1), "node_size 1 pretends one rank per node");
     tap_ok(n < 4 || check_layout(n / 2, 1, 1, 2, 2), "node_size 2 with tp 2: TP stays on a node");
-    tap_ok(rejects(8, 2, 2, 1, 8, "dp * pp * tp"), "dp*pp*tp != world is refused");
-    tap_ok(rejects(4, 0, 3, 1, 8, "not a multiple"), "dp=0 with world not a multiple of pp*tp");
-    tap_ok(rejects(8, 1, 1, 8, 8, "n_head"), "n_head not divisible by tp");
-    tap_ok(rejects(8, 1, 8, 1, 4, "layers"), "fewer layers than stages");
+    tap_ok(rejects(8, 2, 2, 1, 1, 8, "dp * pp * tp = 2 * 2 * 1 = 4")
+           && rejects(8, 2, 1, 2, 1, 8, "dp * pp * cp * tp = 2 * 1 * 2 * 1 = 4, but 8"),
+           "dp*pp*cp*tp != world is refused, naming cp where it is more than 1");
+    tap_ok(rejects(4, 0, 3, 1, 1, 8, "not a multiple of pp * tp = 3 * 1")
+           && rejects(4, 0, 1, 3, 1, 8, "not a multiple of pp * cp * tp = 1 * 3 * 1"),
+           "dp=0 with world not a multiple of pp*cp*tp");
+    tap_ok(rejects(8, 1, 1, 1, 8, 8, "n_head"), "n_head not divisible by tp");
+    tap_ok(rejects(8, 1, 8, 1, 1, 4, "layers"), "fewer layers than stages");
     ParallelConfig pc = {.dp = 0, .pp = 2, .tp = 4, .cp = 1};
     int auto_dp = layout_resolve_dp(&pc, 64);
+    pc.cp = 2;
+    int auto_cp_dp = layout_resolve_dp(&pc, 64);
     pc.dp = 3;
-    tap_ok(auto_dp == 8 && layout_resolve_dp(&pc, 64) == 3,
-           "dp = 0 resolves to world / (pp * tp); a set dp stays");
+    tap_ok(auto_dp == 8 && auto_cp_dp == 4 && layout_resolve_dp(&pc, 64) == 3,
+           "dp = 0 resolves to world / (pp * cp * tp); a set dp stays");
     int first, cnt, all = 1, next = 0;
     for (int s = 0; s < 3; s++) {
         layout_stage_layers(8, 3, s, &first, &cnt);

@@ -15,7 +15,7 @@
 np=${1:-2}
 TAMPER="${TRI_BUILDDIR:-.}/tests/ckpt_tamper"
 limit=${TRI_MATRIX_LIMIT:-60}      # seconds any one case may take
-plan 212
+plan 218
 # shellcheck disable=SC3045
 ulimit -c 0 2>/dev/null            # a crash is detected below, not left as a core file
 t_start=$(date +%s)
@@ -1050,6 +1050,22 @@ train M195 1 "\[log\] sample_tokens = 8: generation with sequence_parallel needs
     "sequence_parallel: generation's one row not divisible by tp" --set parallel.tp=2 \
     --set parallel.sequence_parallel=true --set train.micro_batch=2 --set model.seq_len=31 \
     --set log.sample_tokens=8
+
+# ---- context parallelism: cp's chunks, slices, generation and world ----------
+train M274 1 "\[parallel\] cp = 3: needs \[model\] seq_len (32) divisible by 2 \* cp = 6" \
+    "cp: seq_len not cut into 2 cp chunks" --set parallel.cp=3
+train M275 1 "\[parallel\] sequence_parallel = true: needs \[train\] micro_batch \* \[model\] seq_len / \[parallel\] cp = 1 \* 12 / 2 = 6 divisible by tp (4)" \
+    "cp: a cp rank's tokens not divisible by tp" --set model.n_head=4 --set parallel.tp=4 \
+    --set parallel.cp=2 --set parallel.sequence_parallel=true --set train.micro_batch=1 \
+    --set model.seq_len=12
+train M276 1 "\[log\] sample_tokens = 8: generation needs \[parallel\] cp = 1 (this config's is 2)" \
+    "cp: a sample asked for with cp > 1" --set parallel.cp=2 --set log.sample_tokens=8
+train M277 1 "\[parallel\] cp = 2147483647: pp \* cp \* tp = 2 \* 2147483647 \* 1 = 4294967294 is more ranks than an MPI world holds" \
+    "cp: the layout's product overflows" --set parallel.pp=2 --set parallel.cp=2147483647
+train M278 1 "\[parallel\] dp \* pp \* cp \* tp = 3 \* 1 \* 2 \* 1 = 6, but $np ranks were started" \
+    "cp: dp x pp x cp x tp is not the world" --set parallel.dp=3 --set parallel.cp=2
+train M279 1 "\[parallel\] dp = 0: the world size $np is not a multiple of pp \* cp \* tp = 1 \* 3 \* 1" \
+    "cp: the world not a multiple of pp x cp x tp" --set parallel.cp=3 --set model.seq_len=48
 
 # ---- HuggingFace and llm.c models: init_from and export (issue 15) ----
 le64() { le32 "$1"; le32 0; }

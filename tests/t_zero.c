@@ -2,7 +2,8 @@
  * t_zero.c - ZeRO's sizes: what a real Zero allocates and reports equals
  * zero_state_bytes of its table and layout, on DP groups of 1, 2 and 4
  * ranks, every stage, fp32 and bf16, with and without overlap, flat and
- * two-level; the owned shards add up to the whole; [train] offload moves
+ * two-level, and over dp x cp replicas; the owned shards add up to the
+ * whole; [train] offload moves
  * the optimizer state, and nothing else, to host memory; and the rules
  * that choose the stage a rank runs and whether it overlaps.
  */
@@ -39,14 +40,14 @@ static int same(ZeroBytes a, ZeroBytes b)
         && a.host == b.host;
 }
 
-/* The block of rows a DP rank owns: its place in the DP reduction's order
- * (over two levels not its DP rank). */
+/* The block of rows a DP rank (a replica: dp x cp of them) owns: its
+ * place in the DP reduction's order (over two levels not its DP rank). */
 static int block_of_rank(const Grid *g)
 {
     CommDp *d = comm_dp_create(g);
     int block = -1;
-    for (int k = 0; k < g->layout.dp; k++)
-        if (comm_dp_order(d)[k] == g->layout.dp_rank)
+    for (int k = 0; k < layout_replicas(&g->layout); k++)
+        if (comm_dp_order(d)[k] == layout_replica_rank(&g->layout))
             block = k;
     comm_dp_destroy(d);
     return block;
@@ -62,9 +63,10 @@ static int real_equals_pure(MPI_Comm comm, const Config *c, int places, ZeroByte
     grid_create(&g, c, comm);
     model_create(&m, c, &g, 1);
     Zero *z = zero_create(&m, c, &g);
-    ZeroLayout l = {zero_stage(c->parallel.zero, g.layout.dp), g.layout.dp, block_of_rank(&g),
+    int replicas = layout_replicas(&g.layout);
+    ZeroLayout l = {zero_stage(c->parallel.zero, replicas), replicas, block_of_rank(&g),
                     model_dtype(c->train.precision), places, 0, 0};
-    l.overlap = zero_overlaps(c->parallel.overlap, l.stage, g.layout.dp, places, g.device);
+    l.overlap = zero_overlaps(c->parallel.overlap, l.stage, replicas, places, g.device);
     *mine = zero_bytes(z);
     int ok = same(*mine, zero_state_bytes(&m.ps, &l));
     if (!ok)
@@ -149,11 +151,34 @@ static int offload_moves_optimizer(void)
     return ok;
 }
 
+/* Context parallelism: ZeRO shards over the replicas, every cp rank of
+ * every dp rank. With pp = tp = 1 a rank's replica rank is its world rank
+ * at any cp, so dp n/cp x cp holds exactly what dp n holds, zero 1 and 3. */
+static int shards_over_replicas(int n)
+{
+    int ok = 1;
+    for (int zero = 1; zero <= 3; zero += 2) {
+        Config c;
+        ZeroBytes plain, cut;
+        small_config(&c, zero, PRECISION_FP32, 1, 0);
+        ok &= real_equals_pure(MPI_COMM_WORLD, &c, 0, &plain);
+        for (c.parallel.cp = 2; c.parallel.cp <= n; c.parallel.cp *= 2) {
+            ok &= real_equals_pure(MPI_COMM_WORLD, &c, 0, &cut) && same(plain, cut);
+            if (!same(plain, cut))
+                tap_diag("zero %d cp %d: %lld/%lld/%lld bytes, dp %d alone %lld/%lld/%lld",
+                         zero, c.parallel.cp, (long long)cut.weights, (long long)cut.grads,
+                         (long long)cut.optimizer, n, (long long)plain.weights,
+                         (long long)plain.grads, (long long)plain.optimizer);
+        }
+    }
+    return ok;
+}
+
 int main(int argc, char **argv)
 {
     tap_init(&argc, &argv);
     int n = tap_size();
-    tap_plan(6);
+    tap_plan(7);
     tap_ok(zero_stage(3, 1) == 0 && zero_stage(0, 1) == 0 && zero_stage(2, 4) == 2 &&
            zero_stage(0, 4) == 0,
            "zero_stage: one DP rank runs stage 0 whatever the config says");
@@ -199,6 +224,8 @@ int main(int argc, char **argv)
     tap_ok(two_level, "node_size 2 on 4 ranks: each rank owns the block at its place in the "
            "reduction's order, and two levels add a scratch for one parameter's share in "
            "the node, no overlap");
+    tap_ok(shards_over_replicas(n), "cp 2 to %d: ZeRO 1 and 3 shard over dp x cp replicas, as "
+           "dp %d alone does%s", n, n, n < 2 ? " (nothing to cut on one rank)" : "");
     tap_ok(offload_moves_optimizer(),
            "offload: master and moments to the host, with the staging; the device keeps none");
     return tap_done();

@@ -138,7 +138,8 @@ const KeyDef config_keys[] = {
      * default never makes a valid config fail (layout_sample_fits) */
     { KEY("log", "sample_tokens", K_INT, log.sample_tokens, "auto"), .min = 0, .max = INT_MAX,
       .flags = AUTO_INT,
-      .auto_is = "200, or none (with a note) where sequence_parallel cannot generate" },
+      .auto_is = "200, or none (with a note) where cp > 1 or sequence_parallel cannot "
+                 "generate" },
     { KEY("log", "profile", K_BOOL, log.profile, "false") },
 
     REAL_KEY("fault", "timeout", fault.timeout, "600", 0, 604800, 0),

@@ -173,10 +173,12 @@ int config_off(const Config *cfg, char *buf, size_t size)
     char sample[CONFIG_MSG_MAX];
     if (layout_sample_fits(cfg))
         snprintf(sample, sizeof sample, "a sample at the end ([log] sample_tokens)");
-    else
+    else {
+        char why[CONFIG_MSG_MAX / 2];
+        layout_sample_why(cfg, why, sizeof why);
         snprintf(sample, sizeof sample, "a sample at the end ([log] sample_tokens; none by "
-                 "default here: generation with sequence_parallel needs [model] seq_len (%d) "
-                 "divisible by tp (%d))", cfg->model.seq_len, cfg->parallel.tp);
+                 "default here: %s)", why);
+    }
     const struct { int off; const char *what; } parts[] = {
         {cfg->eval.every == 0, "validation ([eval] every)"},
         /* with a dir, metrics are on unless set empty */

@@ -1,5 +1,8 @@
 /*
- * comm_dp.c - the reduction over data parallelism; see comm_dp.h.
+ * comm_dp.c - the reduction over data parallelism; see comm_dp.h. Its
+ * group is dp_comm, the replicas (dp x cp ranks, layout_replicas): a
+ * "DP rank" here is a replica rank (layout_replica_rank), which is the DP
+ * rank itself where cp = 1.
  *
  * With two levels, position layout_dp_block(l, n, nodes) = l * nodes + n
  * of the packing order holds the DP rank at place l of node n (its dp_node
@@ -36,11 +39,12 @@ static int *ints(int n)
 static int *dp_places(const Grid *g)
 {
     int mine[3] = {g->node, g->dp_node_rank, g->dp_cross_rank};
-    int *all = ints(3 * g->layout.dp), *counts = ints(g->layout.dp);
-    for (int r = 0; r < g->layout.dp; r++)
+    int dp = layout_replicas(&g->layout);
+    int *all = ints(3 * dp), *counts = ints(dp);
+    for (int r = 0; r < dp; r++)
         counts[r] = 3;
     comm_allgather(g, COMM_DP, (ops_tensor){mine, 3, OPS_I32, OPS_CPU},
-                   (ops_tensor){all, 3 * (int64_t)g->layout.dp, OPS_I32, OPS_CPU}, counts);
+                   (ops_tensor){all, 3 * (int64_t)dp, OPS_I32, OPS_CPU}, counts);
     free(counts);
     return all;
 }
@@ -53,7 +57,7 @@ static void check_pretended_nodes(const CommDp *d, const int *all)
 {
     const Layout *l = &d->g->layout;
     int ok = layout_dp_places(l) == (d->two_level ? d->places : 0);
-    for (int r = 0; r < l->dp && ok; r++) {
+    for (int r = 0; r < layout_replicas(l) && ok; r++) {
         LayoutDpSpot s = layout_dp_spot(l, r);
         ok = all[3 * r] - all[0] == s.node && all[3 * r + 1] == s.place
              && (!d->two_level || all[3 * r + 2] == s.node);
@@ -66,23 +70,24 @@ static void check_pretended_nodes(const CommDp *d, const int *all)
 CommDp *comm_dp_create(const Grid *g)
 {
     CommDp *d = TRI_CALLOC(1, sizeof *d, "the DP reduction");
+    int dp = layout_replicas(&g->layout);
     d->g = g;
-    d->order = ints(g->layout.dp);
-    d->node_counts = ints(g->layout.dp);
-    d->cross_counts = ints(g->layout.dp);
-    for (int r = 0; r < g->layout.dp; r++)
+    d->order = ints(dp);
+    d->node_counts = ints(dp);
+    d->cross_counts = ints(dp);
+    for (int r = 0; r < dp; r++)
         d->order[r] = r;
-    if (g->layout.dp == 1)
+    if (dp == 1)
         return d;
-    int *all = dp_places(g), *node_of = ints(g->layout.dp);
-    for (int r = 0; r < g->layout.dp; r++)
+    int *all = dp_places(g), *node_of = ints(dp);
+    for (int r = 0; r < dp; r++)
         node_of[r] = all[3 * r];
-    d->two_level = layout_dp_two_level(node_of, g->layout.dp);
+    d->two_level = layout_dp_two_level(node_of, dp);
     d->nodes = g->dp_cross_size;
     d->places = g->dp_node_size;
-    for (int r = 0; r < g->layout.dp && d->two_level; r++) {
+    for (int r = 0; r < dp && d->two_level; r++) {
         int place = all[3 * r + 1], node = all[3 * r + 2];
-        if (place >= d->places || node >= d->nodes || d->nodes * d->places != g->layout.dp)
+        if (place >= d->places || node >= d->nodes || d->nodes * d->places != dp)
             fail_abort("the dp_node and dp_cross groups do not tile the DP group",
                        __FILE__, __LINE__);
         d->order[layout_dp_block(place, node, d->nodes)] = r;

@@ -8,7 +8,8 @@
  * group of one rank gets none. The state is process-wide, like comm.c's
  * timers: one rank, one GPU, one set of channels.
  *
- * Compiled only in NCCL builds. The only file of src/ that names CUDA or
+ * Compiled only in NCCL builds. With comm_nccl_events.c (the events of
+ * its nonblocking operations) the only file of src/ that names CUDA or
  * NCCL types, and the only one that includes a kernels/ header besides
  * ops.h: kernels/cuda/cuda.h, for the compute stream the kernels run on.
  *
@@ -33,6 +34,7 @@
 
 #include "alloc.h"
 #include "comm_link.h"
+#include "comm_nccl_events.h"
 #include "fail.h"
 #include "gpu_wait.h"
 #include "nccl_env.h"
@@ -54,22 +56,12 @@ typedef struct {
     char last_op[96];    /* the latest operation queued, for a stopped wait */
 } Channel;
 
-/* Events that mark the end of nonblocking operations (CommRequest's
- * event): slots handed out and returned, grown as needed, so a step's
- * requests do not create and destroy events. */
-typedef struct {
-    cudaEvent_t *event;
-    char *busy;
-    int n;
-} EventPool;
-
 static struct {
     int ready;
     Channel ch[N_CHANNELS];
     int last_channel;           /* the latest operation of all, for a timeout */
     int pp, pp_rank;
     cudaEvent_t compute_done, comm_done;
-    EventPool pool;
 } nc;
 
 static const char *channel_name(int c)
@@ -219,64 +211,22 @@ static void wait_event(void *event, const char *what)
     fail_stop(v == GPU_WAIT_PEER_FAILED ? TRI_EXIT_ERROR : TRI_EXIT_WATCHDOG, msg);
 }
 
-/* ---- events of nonblocking operations ------------------------------------ */
-
-static int event_take(void)
-{
-    EventPool *p = &nc.pool;
-    for (int i = 0; i < p->n; i++) {
-        if (!p->busy[i]) {
-            p->busy[i] = 1;
-            return i;
-        }
-    }
-    int n = p->n ? 2 * p->n : 16, slot = p->n;
-    p->event = TRI_REALLOC(p->event, sizeof *p->event * (size_t)n, "the communication events");
-    p->busy = TRI_REALLOC(p->busy, (size_t)n, "the communication events");
-    for (int i = p->n; i < n; i++) {
-        CHECK_CUDA(cudaEventCreateWithFlags(&p->event[i], cudaEventDisableTiming));
-        p->busy[i] = 0;
-    }
-    p->n = n;
-    p->busy[slot] = 1;
-    return slot;
-}
-
-static cudaEvent_t event_of(int slot, const char *fn)
-{
-    if (slot < 0 || slot >= nc.pool.n || !nc.pool.busy[slot])
-        FAILF("%s: %d is not an operation in flight (completed twice?)", fn, slot);
-    return nc.pool.event[slot];
-}
-
-static void event_give(int slot)
-{
-    nc.pool.busy[slot] = 0;
-}
-
-static void events_destroy(void)
-{
-    for (int i = 0; i < nc.pool.n; i++)
-        CHECK_CUDA(cudaEventDestroy(nc.pool.event[i]));
-    free(nc.pool.event);
-    free(nc.pool.busy);
-    memset(&nc.pool, 0, sizeof nc.pool);
-}
+/* ---- events of nonblocking operations (comm_nccl_events.c) --------------- */
 
 void comm_nccl_wait(int event)
 {
-    cudaEvent_t ev = event_of(event, "comm_nccl_wait");
+    cudaEvent_t ev = nccl_event_of(event, "comm_nccl_wait");
     CHECK_CUDA(cudaStreamWaitEvent((cudaStream_t)cuda_compute_stream(), ev, 0));
-    event_give(event);
+    nccl_event_give(event);
 }
 
 int comm_nccl_test(int event)
 {
-    cudaError_t e = cudaEventQuery(event_of(event, "comm_nccl_test"));
+    cudaError_t e = cudaEventQuery(nccl_event_of(event, "comm_nccl_test"));
     if (e == cudaErrorNotReady)
         return 0;
     CHECK_CUDA(e);
-    event_give(event);
+    nccl_event_give(event);
     return 1;
 }
 
@@ -406,11 +356,11 @@ int comm_nccl_init(const Grid *g, char *err, size_t err_size)
     create(COMM_TP, g->tp_comm, 1);
     create(COMM_DP_NODE, g->dp_node, 0);
     create(COMM_DP_CROSS, g->dp_cross, 0);
-    /* dp_node and dp_cross are split from dp_comm keyed by dp_rank, so a
-     * group spanning all of DP has DP's members in DP's order */
-    if (g->dp_node_size == g->layout.dp)
+    /* dp_node and dp_cross are split from dp_comm keyed by replica rank,
+     * so a group spanning all of DP has DP's members in DP's order */
+    if (g->dp_node_size == layout_replicas(&g->layout))
         share(COMM_DP, COMM_DP_NODE);
-    else if (g->dp_cross_size == g->layout.dp)
+    else if (g->dp_cross_size == layout_replicas(&g->layout))
         share(COMM_DP, COMM_DP_CROSS);
     else
         create(COMM_DP, g->dp_comm, 0);
@@ -461,7 +411,7 @@ void comm_nccl_finalize(void)
         finalize_channel(LINK_CHANNEL(order[i]));
     for (int c = 0; c < N_CHANNELS; c++)
         nc.ch[c].comm = NULL;
-    events_destroy();
+    nccl_events_destroy();
     CHECK_CUDA(cudaEventDestroy(nc.compute_done));
     CHECK_CUDA(cudaEventDestroy(nc.comm_done));
     ops_set_fatal_handler(fail_abort);
@@ -553,8 +503,8 @@ static void end(const Channel *ch)
  * channel's stream, whose slot the request keeps. */
 static void end_async(const Channel *ch, int *event)
 {
-    *event = event_take();
-    CHECK_CUDA(cudaEventRecord(nc.pool.event[*event], ch->stream));
+    *event = nccl_event_take();
+    CHECK_CUDA(cudaEventRecord(nccl_event_of(*event, "end_async"), ch->stream));
 }
 
 static char *elem_at(ops_tensor t, int64_t i)

@@ -128,26 +128,66 @@ int layout_rules_check(const Config *c, ConfigKeyProblem *p)
 
 int layout_sample_fits(const Config *c)
 {
-    /* generation runs one row at a time: T tokens sliced over TP */
-    return !c->parallel.sequence_parallel || c->model.seq_len % c->parallel.tp == 0;
+    /* generation runs one whole row at a time (no cp rank holds one):
+     * T tokens sliced over TP */
+    return c->parallel.cp == 1
+        && (!c->parallel.sequence_parallel || c->model.seq_len % c->parallel.tp == 0);
+}
+
+int layout_sample_why(const Config *c, char *why, size_t n)
+{
+    if (c->parallel.cp > 1)
+        return reason_set(why, n, "generation needs [parallel] cp = 1 (this config's is %d): it "
+                          "runs whole rows of seq_len tokens, which context parallelism cuts "
+                          "over cp ranks", c->parallel.cp);
+    return reason_set(why, n, "generation with sequence_parallel needs [model] seq_len (%d) "
+                      "divisible by tp (%d)", c->model.seq_len, c->parallel.tp);
+}
+
+/* Context parallelism cuts each sequence into 2 cp chunks, two for each
+ * cp rank (the first and the mirrored last, so that every rank does the
+ * same share of causal attention's work); cp = 1 cuts nothing. */
+static int chunks_check(const Config *c, ConfigKeyProblem *p)
+{
+    long long chunks = 2LL * c->parallel.cp;
+    if (c->parallel.cp == 1 || c->model.seq_len % chunks == 0)
+        return 0;
+    reason_set(p->why, sizeof p->why, "needs [model] seq_len (%d) divisible by 2 * cp = %lld: "
+               "each sequence is cut into 2 cp chunks, two for each cp rank",
+               c->model.seq_len, chunks);
+    return refuse(p, "parallel", "cp");
+}
+
+/* Each TP rank's slice of the microbatch's flattened tokens (model.c):
+ * with context parallelism, of this cp rank's share of them. */
+static int slices_check(const Config *c, ConfigKeyProblem *p)
+{
+    const ParallelConfig *pl = &c->parallel;
+    long long tokens = (long long)c->train.micro_batch * c->model.seq_len / pl->cp;
+    if (!pl->sequence_parallel || tokens % pl->tp == 0)
+        return 0;
+    if (pl->cp > 1)
+        reason_set(p->why, sizeof p->why, "needs [train] micro_batch * [model] seq_len / "
+                   "[parallel] cp = %d * %d / %d = %lld divisible by tp (%d): each TP rank holds "
+                   "an equal slice of its cp rank's tokens of the microbatch",
+                   c->train.micro_batch, c->model.seq_len, pl->cp, tokens, pl->tp);
+    else
+        reason_set(p->why, sizeof p->why, "needs [train] micro_batch * [model] seq_len = %d * "
+                   "%d = %lld divisible by tp (%d): each TP rank holds an equal slice of the "
+                   "microbatch's tokens", c->train.micro_batch, c->model.seq_len, tokens, pl->tp);
+    return refuse(p, "parallel", "sequence_parallel");
 }
 
 int layout_sequence_rules_check(const Config *c, ConfigKeyProblem *p)
 {
-    const ModelConfig *m = &c->model;
-    const ParallelConfig *pl = &c->parallel;
-    /* each TP rank's slice of the microbatch's flattened tokens (model.c) */
-    long long tokens = (long long)c->train.micro_batch * m->seq_len;
-    if (pl->sequence_parallel && tokens % pl->tp) {
-        reason_set(p->why, sizeof p->why, "needs [train] micro_batch * [model] seq_len = %d * "
-                   "%d = %lld divisible by tp (%d): each TP rank holds an equal slice of the "
-                   "microbatch's tokens", c->train.micro_batch, m->seq_len, tokens, pl->tp);
-        return refuse(p, "parallel", "sequence_parallel");
-    }
+    if (chunks_check(c, p) || slices_check(c, p))
+        return 1;
     if (c->log.sample_tokens > 0 && !layout_sample_fits(c)) {
-        reason_set(p->why, sizeof p->why, "generation with sequence_parallel needs [model] "
-                   "seq_len (%d) divisible by tp (%d): it runs one row of seq_len tokens",
-                   m->seq_len, pl->tp);
+        char why[sizeof p->why];
+        layout_sample_why(c, why, sizeof why);
+        /* the sequence-parallel reason says why a row matters */
+        reason_set(p->why, sizeof p->why, "%s%s", why,
+                   c->parallel.cp > 1 ? "" : ": it runs one row of seq_len tokens");
         return refuse(p, "log", "sample_tokens");
     }
     return 0;
@@ -301,15 +341,16 @@ int layout_dp_two_level(const int *node_of, int dp)
     return two_levels(dp, per_node, same);
 }
 
-/* A DP group's rank d is world rank (pp_stage dp + d) tp + tp_rank, and a
- * node holds node_size / tp whole TP groups (layout_check), so d sits on
- * world node (pp_stage dp + d) / (node_size / tp). */
+/* A DP group's rank d (a replica: dp x cp of them) is world rank
+ * (pp_stage replicas + d) tp + tp_rank, and a node holds node_size / tp
+ * whole TP groups (layout_check), so d sits on world node
+ * (pp_stage replicas + d) / (node_size / tp). */
 LayoutDpSpot layout_dp_spot(const Layout *l, int dp_rank)
 {
     LayoutDpSpot s = {0, dp_rank};
     if (l->node_size <= 0)
         return s;
-    int64_t q = l->node_size / l->tp, start = (int64_t)l->pp_stage * l->dp;
+    int64_t q = l->node_size / l->tp, start = (int64_t)l->pp_stage * layout_replicas(l);
     int64_t at = start + dp_rank, node = at / q;
     s.node = (int)(node - start / q);
     s.place = (int)(at - (s.node == 0 ? start : node * q));
@@ -320,7 +361,7 @@ int layout_dp_places(const Layout *l)
 {
     if (l->node_size <= 0)
         return 0;
-    int64_t q = l->node_size / l->tp, dp = l->dp;
+    int64_t q = l->node_size / l->tp, dp = layout_replicas(l);
     int64_t first = q - ((int64_t)l->pp_stage * dp) % q; /* the group's ranks on its first node */
     if (first > dp)
         first = dp;

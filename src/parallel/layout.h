@@ -87,19 +87,25 @@ int layout_check(const Config *cfg, int world, FILE *err);
  * broken one in p. */
 int layout_rules_check(const Config *cfg, ConfigKeyProblem *p);
 
-/* What sequence parallelism needs of the tokens, which needs no world
- * size either: each TP rank an equal slice of a microbatch's tokens, and
- * of one row's when the run samples. 0 or 1 as layout_rules_check; apart
+/* What context and sequence parallelism need of the tokens, which needs
+ * no world size either: seq_len cut into 2 cp equal chunks, each TP rank
+ * an equal slice of a microbatch's tokens on its cp rank (micro_batch *
+ * seq_len / cp), and a layout that can generate when the run samples. 0 or 1 as layout_rules_check; apart
  * from it because config_validate checks the architecture's keys between
  * the two, and keeps that order of its messages. */
 int layout_sequence_rules_check(const Config *cfg, ConfigKeyProblem *p);
 
 /* Whether the layout can generate text (the end-of-run sample, `trident
- * sample`): generation runs one row of seq_len tokens, which sequence
- * parallelism slices over TP, so it needs seq_len divisible by tp. The
- * rule above refuses a sample asked for where this is 0; config_load
- * turns the default sample off here instead. Not collective. */
+ * sample`): generation runs one whole row of seq_len tokens, so it needs
+ * cp = 1 (context parallelism cuts rows over cp ranks), and with
+ * sequence parallelism, which slices the row over TP, seq_len divisible
+ * by tp. The rule above refuses a sample asked for where this is 0;
+ * config_load turns the default sample off here instead. Not collective. */
 int layout_sample_fits(const Config *cfg);
+
+/* Why layout_sample_fits is 0 for cfg, in the words of its note and its
+ * refusal, naming the key; returns 1 (reason.h). Not collective. */
+int layout_sample_why(const Config *cfg, char *why, size_t n);
 
 /* The DP size of a world of `world` ranks: [parallel] dp, or world /
  * (pp * cp * tp) when dp = 0. The one place that rule lives: the trainer's grid
@@ -117,6 +123,10 @@ void layout_stage_layers(int n_layer, int pp, int stage, int *first, int *count)
  * layout_stage_layers. */
 void layout_chunk_layers(int n_layer, int pp, int v, int stage, int chunk, int *first,
                          int *count);
+
+/* The DP group of the rules below is the replica group (dp_comm: dp x cp
+ * ranks, layout_replicas) and its "DP rank" the replica rank
+ * (layout_replica_rank); with cp = 1 both are the plain DP ones. */
 
 /* Whether a DP group reduces in two levels (inside each node on dp_node,
  * then across nodes on dp_cross; comm_dp.h): more than one node, more than

@@ -76,7 +76,8 @@ static int64_t per_block(int64_t one, int64_t two, int n) { return one + (n - 1)
 static void parameter_memory(const Config *cfg, const Layout *layout, PlanMemory *mem)
 {
     ZeroLayout l;
-    int replicas = layout_replicas(layout);
+    /* ZeRO shards over the replicas (dp x cp ranks), as zero.c does */
+    int replicas = layout_replicas(layout), replica = layout_replica_rank(layout);
     l.stage = zero_stage(cfg->parallel.zero, replicas);
     l.dp = replicas;
     l.dtype = model_dtype(cfg->train.precision);
@@ -84,9 +85,8 @@ static void parameter_memory(const Config *cfg, const Layout *layout, PlanMemory
      * says), as comm_dp.c checks the trainer's; the rank's block is its
      * place in comm_dp_order, its replica rank over one level */
     l.places = layout_dp_places(layout);
-    LayoutDpSpot at = layout_dp_spot(layout, layout_replica_rank(layout));
-    l.dp_rank = l.places ? layout_dp_block(at.place, at.node, replicas / l.places)
-                         : layout_replica_rank(layout);
+    LayoutDpSpot at = layout_dp_spot(layout, replica);
+    l.dp_rank = l.places ? layout_dp_block(at.place, at.node, replicas / l.places) : replica;
     l.overlap = zero_overlaps(cfg->parallel.overlap, l.stage, replicas, l.places, OPS_CPU);
     l.offload = plan_offloads(cfg);
     int layers = params_stage_layers(cfg, layout);

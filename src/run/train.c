@@ -549,7 +549,8 @@ static RunEnd run_steps(Trainer *t)
             printf("start-up: first step done %.2f s after the process started (MPI_Init to here)\n",
                    timer_now() - t->started);
         profile_step(t, step_s, first);
-        double comm_s = comm_seconds(COMM_TP) + comm_seconds(COMM_DP) + comm_seconds(COMM_KV);
+        double comm_s = comm_seconds(COMM_TP) + comm_seconds(COMM_DP) + comm_seconds(COMM_KV)
+                        + comm_seconds(COMM_CP);
         if (r.give_up) {
             StragglerReport none = {.slowest_rank = -1};
             if (is_root(t))

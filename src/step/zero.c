@@ -67,7 +67,7 @@ struct Zero {
     const Config *cfg;
     const Grid *g;
     int stage;
-    int dp;
+    int dp;                   /* the replicas sharing the state (layout_replicas) */
     int block;                /* the block of rows this rank owns: its place in
                                  comm_dp_order (its DP rank over one level) */
     Bucket *buckets;          /* zero 0/1: units, each parameter once */
@@ -565,15 +565,18 @@ Zero *zero_create(Model *m, const Config *cfg, const Grid *g)
     z->m = m;
     z->cfg = cfg;
     z->g = g;
-    z->stage = zero_stage(cfg->parallel.zero, g->layout.dp);
-    z->dp = g->layout.dp;
+    /* ZeRO's group is the replicas (dp x cp ranks): they hold the same
+     * weights, so they share the optimizer state */
+    int replicas = layout_replicas(&g->layout);
+    z->stage = zero_stage(cfg->parallel.zero, replicas);
+    z->dp = replicas;
     z->gathered_unit = -1;
     z->exposed = ops_timer_on(g->device);
     z->reduction = comm_dp_create(g);
-    z->block = block_of(z->reduction, g->layout.dp, g->layout.dp_rank);
+    z->block = block_of(z->reduction, replicas, layout_replica_rank(&g->layout));
     build_buckets(z);
     count_owned_rows(z);
-    z->overlap = zero_overlaps(cfg->parallel.overlap, z->stage, g->layout.dp,
+    z->overlap = zero_overlaps(cfg->parallel.overlap, z->stage, replicas,
                                comm_dp_two_level(z->reduction), g->device);
     z->units_of = TRI_CALLOC((size_t)m->ps.n + 1, sizeof *z->units_of, "ZeRO's unit counts");
     z->units_left = TRI_CALLOC((size_t)m->ps.n + 1, sizeof *z->units_left, "ZeRO's unit counts");

@@ -58,9 +58,10 @@ int zero_overlaps(int overlap, int stage, int dp, int hierarchical, ops_device d
 /* What sizes a rank's ZeRO state, besides its parameter table. */
 typedef struct {
     int stage;          /* zero_stage's */
-    int dp;
+    int dp;             /* the replicas that share the state: dp x cp
+                           (layout_replicas) */
     int dp_rank;        /* the rank's block: its place in comm_dp_order, which
-                           is its DP rank over one level */
+                           is its replica rank over one level */
     ops_dtype dtype;    /* the weights' compute dtype */
     int places;         /* two DP levels: the DP ranks each node holds;
                            0: one level */
