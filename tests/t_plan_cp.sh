@@ -90,9 +90,11 @@ bcp=$(echo "$best" | awk '{ print $4 }')
 [ "$rc" -eq 0 ] && [ "${bcp:-1}" -gt 1 ] &&
     grep -q "^context parallelism, cp $bcp (.*): no layout at cp 1 fits 5.0 GiB, the least a rank needs there is" "$WORK/out"
 ok $? "plan --mem 5 proposes cp ${bcp:-1} for a 256k-token sequence and says why ($(grep '^context parallelism' "$WORK/out"))"
+# the config samples at the end (sample_tokens = auto), which cp > 1 cannot:
+# the last line turns the sample off with cp
 grep -Eq '^ +dp +pp +tp +cp +ga +zero ' "$WORK/out" &&
-    tail -n 1 "$WORK/out" | grep -q -- "--set parallel.cp=$bcp"
-ok $? "the layout table names cp, and the last line sets it ($(tail -n 1 "$WORK/out"))"
+    tail -n 1 "$WORK/out" | grep -q -- "--set parallel.cp=$bcp .*--set log.sample_tokens=0$"
+ok $? "the layout table names cp, and the last line sets it, the sample off ($(tail -n 1 "$WORK/out"))"
 # planned with the advised options, plan keeps them: cp is what it
 # advises there too, and its last line adds nothing
 advice=$(tail -n 1 "$WORK/out")

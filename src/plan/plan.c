@@ -109,6 +109,12 @@ int plan_rank_seq_len(const Config *cfg)
     return cfg->model.seq_len / cfg->parallel.cp;
 }
 
+int plan_replicas(const Config *cfg, int world)
+{
+    Layout l = layout_at(&cfg->parallel, layout_resolve_dp(&cfg->parallel, world), 0, 0, 0);
+    return layout_replicas(&l);
+}
+
 /* The activations a stage allocates for its local tokens: model.c's
  * arithmetic on a sequence of seq_len / cp tokens, as the model holds
  * under context parallelism. */
@@ -151,7 +157,7 @@ PlanMemory plan_largest_rank(const Config *cfg, int world, int *stage_out)
     PlanMemory best = {0};
     int dp = layout_resolve_dp(&cfg->parallel, world), pp = cfg->parallel.pp;
     int stages[3] = {0, pp > 2 ? 1 : 0, pp - 1};
-    int last_replica = dp * cfg->parallel.cp > 1;
+    int last_replica = plan_replicas(cfg, world) > 1;
     for (int k = 0; k < 3; k++) {
         int s = stages[k];
         for (int j = 0; j <= last_replica; j++) {
@@ -194,7 +200,7 @@ PlanComm plan_communication(const Config *cfg, int world)
     PlanComm c = {0};
     int tp = cfg->parallel.tp, pp = cfg->parallel.pp;
     /* the DP reduction runs over the replicas: dp x cp ranks */
-    int group = layout_resolve_dp(&cfg->parallel, world) * cfg->parallel.cp;
+    int group = plan_replicas(cfg, world);
     int ga = t->grad_accum, zero = zero_stage(cfg->parallel.zero, group);
     double a = (double)ops_dtype_size(model_dtype(cfg->train.precision));
     /* a microbatch's local tokens: 1/cp of each sequence */
@@ -396,7 +402,7 @@ static void print_memory_table(const Config *cfg, int world, FILE *out)
         rows[i] = layout_memory(cfg, &l);
     }
     print_memory_rows(rows, n, by_rank ? "rank" : "stage",
-                      by_rank ? 0 : dp * cfg->parallel.cp * tp, host, out);
+                      by_rank ? 0 : plan_replicas(cfg, world) * tp, host, out);
     free(rows);
 }
 
@@ -474,6 +480,10 @@ static int visit_layout(const Config *cfg, int world, int64_t global, int pp, in
     c.parallel.dp = dp;
     c.parallel.sequence_parallel = 0;
     c.train.grad_accum = (int)(global / (mb * dp));
+    /* generation needs whole rows (layout_sample_fits): at cp > 1 the run
+     * samples nothing, as config_load makes [log] sample_tokens = auto */
+    if (cp > 1)
+        c.log.sample_tokens = 0;
     /* cp's own rules (seq_len a multiple of 2 cp) are the config's */
     if (layout_check(&c, world, fail_stream(0)) != 0 || (cp > 1 && !allowed(&c)))
         return 0;
@@ -708,6 +718,7 @@ void plan_print_advice(const Config *cfg, const Config *advice, const char *cons
     advise_int(out, "parallel.virtual_stages", p->virtual_stages, a->virtual_stages);
     advise_word(out, "parallel.sequence_parallel", p->sequence_parallel ? "true" : "false",
                 a->sequence_parallel ? "true" : "false");
+    advise_int(out, "log.sample_tokens", cfg->log.sample_tokens, advice->log.sample_tokens);
     fputc('\n', out);
 }
 

@@ -49,6 +49,10 @@ PlanMemory plan_rank_memory(const Config *cfg, int world, int stage, int dp_rank
  * parallelism gives each rank of its group two of 2 cp chunks). Pure. */
 int plan_rank_seq_len(const Config *cfg);
 
+/* The ranks that hold the same weights and reduce their gradients
+ * together on `world` ranks: layout_replicas, dp x cp. Pure. */
+int plan_replicas(const Config *cfg, int world);
+
 /* The largest rank's memory (first, a middle and the last stage; first
  * and last replica, dp x cp); *stage (if not NULL) receives its stage. */
 PlanMemory plan_largest_rank(const Config *cfg, int world, int *stage);
@@ -124,7 +128,8 @@ int plan_print(const Config *cfg, int world, double mem_gib, int all, Config *ad
  * `trident train` for advice: plan's own --set options (sets, as given,
  * quoted for the shell where needed), then a --set for each layout key
  * (dp, pp, cp, tp, grad_accum, zero, recompute, offload, schedule,
- * virtual_stages, sequence_parallel) whose advised value differs from
+ * virtual_stages, sequence_parallel, and log.sample_tokens, which cp > 1
+ * turns off) whose advised value differs from
  * cfg's. Not collective. */
 void plan_print_advice(const Config *cfg, const Config *advice, const char *const *sets,
                        int n_sets, FILE *out);

@@ -237,7 +237,7 @@ static StageWork stage_work(const Config *cfg, const Hardware *hw)
 static double optimizer_elements(const Config *cfg, int world)
 {
     double n = (double)params_local_count(cfg, 0, 0);
-    int replicas = layout_resolve_dp(&cfg->parallel, world) * cfg->parallel.cp;
+    int replicas = plan_replicas(cfg, world);
     if (zero_stage(cfg->parallel.zero, replicas) >= 1)
         n /= replicas;
     return n;
