@@ -716,29 +716,42 @@ void ops_rmsnorm_bwd(ops_tensor dinp, ops_tensor dw, ops_tensor dout, ops_tensor
                                  dt, N, C));
 }
 
-static void rope(const char *fn, ops_tensor x, int B, int T, int H, int hs, double theta,
-                 int inverse)
+static void rope(const char *fn, ops_tensor x, int B, int T, int t0, int H, int hs,
+                 double theta, int inverse)
 {
     check_dims(fn, "B, T, H", B, T, H);
     if (hs <= 0 || hs % 2)
         FAIL("%s: head size %d must be positive and even", fn, hs);
+    if (t0 < 0 || t0 > INT32_MAX - T)
+        FAIL("%s: first position t0 = %d of T = %d rows is negative or past 2^31 - 1", fn,
+             t0, T);
     ops_dtype dt;
     ops_device dev = CHECK_ARGS(fn, &dt,
         { "x", x, (int64_t)B * T * H * hs, ARG_D, 0 });
     if (dev == OPS_CPU)
-        rope_cpu(x.data, dt, B, T, H, hs, theta, inverse);
+        rope_cpu(x.data, dt, B, T, t0, H, hs, theta, inverse);
     else
-        ON_CUDA(rope_cuda(x.data, dt, B, T, H, hs, theta, inverse));
+        ON_CUDA(rope_cuda(x.data, dt, B, T, t0, H, hs, theta, inverse));
 }
 
 void ops_rope_fwd(ops_tensor x, int B, int T, int H, int hs, double theta)
 {
-    rope("ops_rope_fwd", x, B, T, H, hs, theta, 0);
+    rope("ops_rope_fwd", x, B, T, 0, H, hs, theta, 0);
 }
 
 void ops_rope_bwd(ops_tensor dx, int B, int T, int H, int hs, double theta)
 {
-    rope("ops_rope_bwd", dx, B, T, H, hs, theta, 1);
+    rope("ops_rope_bwd", dx, B, T, 0, H, hs, theta, 1);
+}
+
+void ops_rope_fwd_at(ops_tensor x, int B, int T, int t0, int H, int hs, double theta)
+{
+    rope("ops_rope_fwd_at", x, B, T, t0, H, hs, theta, 0);
+}
+
+void ops_rope_bwd_at(ops_tensor dx, int B, int T, int t0, int H, int hs, double theta)
+{
+    rope("ops_rope_bwd_at", dx, B, T, t0, H, hs, theta, 1);
 }
 
 void ops_swiglu_fwd(ops_tensor out, ops_tensor gate, ops_tensor up, int64_t n)
@@ -819,47 +832,83 @@ void ops_gqa_reduce(ops_tensor dq, ops_tensor dk, ops_tensor dv, ops_tensor dqkv
 
 /* ---- attention --------------------------------------------------------- */
 
-void ops_attention_fwd(ops_tensor out, ops_tensor lse, ops_tensor qkv,
-                       int B, int T, int NH, int hs)
+/* The shape checks of every attention op: the window [q0, q0 + Tq) must
+ * lie in [0, T) (the whole-sequence ops pass q0 = 0, Tq = T). */
+static void check_attention(const char *fn, int B, int T, int q0, int Tq, int NH, int hs)
 {
-    static const char fn[] = "ops_attention_fwd";
     check_dims(fn, "B, T, NH", B, T, NH);
     if (hs <= 0)
         FAIL("%s: head size %d must be positive", fn, hs);
-    int64_t rows = (int64_t)B * T;
+    if (q0 < 0 || Tq < 0 || q0 > T - Tq)
+        FAIL("%s: query rows [%d, %d + %d) are not inside the sequence's T = %d", fn, q0,
+             q0, Tq, T);
+}
+
+static void attention_fwd(const char *fn, ops_tensor out, ops_tensor lse, ops_tensor qkv,
+                          int B, int T, int q0, int Tq, int NH, int hs)
+{
+    check_attention(fn, B, T, q0, Tq, NH, hs);
+    int64_t rows = (int64_t)B * Tq;
     ops_dtype dt;
     ops_device dev = CHECK_ARGS(fn, &dt,
         { "out", out, rows * NH * hs, ARG_D, 0 },
         { "lse", lse, rows * NH, ARG_F32, 0 },
-        { "qkv", qkv, rows * NH * 3 * hs, ARG_D, 0 });
+        { "qkv", qkv, (int64_t)B * T * NH * 3 * hs, ARG_D, 0 });
     if (dev == OPS_CPU)
-        attention_fwd_cpu(out.data, lse.data, qkv.data, dt, B, T, NH, hs);
+        attention_rows_fwd_cpu(out.data, lse.data, qkv.data, dt, B, T, q0, Tq, NH, hs);
     else
-        ON_CUDA(attention_fwd_cuda(out.data, lse.data, qkv.data, dt, B, T, NH, hs));
+        ON_CUDA(attention_rows_fwd_cuda(out.data, lse.data, qkv.data, dt, B, T, q0, Tq, NH,
+                                        hs));
+}
+
+void ops_attention_fwd(ops_tensor out, ops_tensor lse, ops_tensor qkv,
+                       int B, int T, int NH, int hs)
+{
+    attention_fwd("ops_attention_fwd", out, lse, qkv, B, T, 0, T, NH, hs);
+}
+
+void ops_attention_rows_fwd(ops_tensor out, ops_tensor lse, ops_tensor qkv,
+                            int B, int T, int q0, int Tq, int NH, int hs)
+{
+    attention_fwd("ops_attention_rows_fwd", out, lse, qkv, B, T, q0, Tq, NH, hs);
+}
+
+/* accumulate: the window's op adds into dqkv, the whole sequence's
+ * overwrites it (ops.h). */
+static void attention_bwd(const char *fn, ops_tensor dqkv, ops_tensor dout, ops_tensor qkv,
+                          ops_tensor out, ops_tensor lse, int B, int T, int q0, int Tq,
+                          int NH, int hs, int accumulate)
+{
+    check_attention(fn, B, T, q0, Tq, NH, hs);
+    int64_t rows = (int64_t)B * Tq, all = (int64_t)B * T * NH * 3 * hs;
+    ops_dtype dt;
+    ops_device dev = CHECK_ARGS(fn, &dt,
+        { "dqkv", dqkv, all, ARG_D, 0 },
+        { "dout", dout, rows * NH * hs, ARG_D, 0 },
+        { "qkv", qkv, all, ARG_D, 0 },
+        { "out", out, rows * NH * hs, ARG_D, 0 },
+        { "lse", lse, rows * NH, ARG_F32, 0 });
+    if (dev == OPS_CPU)
+        attention_rows_bwd_cpu(dqkv.data, dout.data, qkv.data, out.data, lse.data, dt, B, T,
+                               q0, Tq, NH, hs, accumulate);
+    else
+        ON_CUDA(attention_rows_bwd_cuda(dqkv.data, dout.data, qkv.data, out.data, lse.data,
+                                        dt, B, T, q0, Tq, NH, hs, accumulate));
 }
 
 void ops_attention_bwd(ops_tensor dqkv, ops_tensor dout, ops_tensor qkv,
                        ops_tensor out, ops_tensor lse,
                        int B, int T, int NH, int hs)
 {
-    static const char fn[] = "ops_attention_bwd";
-    check_dims(fn, "B, T, NH", B, T, NH);
-    if (hs <= 0)
-        FAIL("%s: head size %d must be positive", fn, hs);
-    int64_t rows = (int64_t)B * T;
-    ops_dtype dt;
-    ops_device dev = CHECK_ARGS(fn, &dt,
-        { "dqkv", dqkv, rows * NH * 3 * hs, ARG_D, 0 },
-        { "dout", dout, rows * NH * hs, ARG_D, 0 },
-        { "qkv", qkv, rows * NH * 3 * hs, ARG_D, 0 },
-        { "out", out, rows * NH * hs, ARG_D, 0 },
-        { "lse", lse, rows * NH, ARG_F32, 0 });
-    if (dev == OPS_CPU)
-        attention_bwd_cpu(dqkv.data, dout.data, qkv.data, out.data, lse.data,
-                          dt, B, T, NH, hs);
-    else
-        ON_CUDA(attention_bwd_cuda(dqkv.data, dout.data, qkv.data, out.data,
-                                   lse.data, dt, B, T, NH, hs));
+    attention_bwd("ops_attention_bwd", dqkv, dout, qkv, out, lse, B, T, 0, T, NH, hs, 0);
+}
+
+void ops_attention_rows_bwd(ops_tensor dqkv, ops_tensor dout, ops_tensor qkv,
+                            ops_tensor out, ops_tensor lse,
+                            int B, int T, int q0, int Tq, int NH, int hs)
+{
+    attention_bwd("ops_attention_rows_bwd", dqkv, dout, qkv, out, lse, B, T, q0, Tq, NH, hs,
+                  1);
 }
 
 int ops_attention_max_head_size(ops_device dev)

@@ -256,6 +256,11 @@ void ops_rmsnorm_bwd(ops_tensor dinp, ops_tensor dw, ops_tensor dout, ops_tensor
  * back by the same angles. */
 void ops_rope_fwd(ops_tensor x, int B, int T, int H, int hs, double theta);
 void ops_rope_bwd(ops_tensor dx, int B, int T, int H, int hs, double theta);
+/* ops_rope_fwd/bwd for rows of T tokens at positions t0 .. t0 + T - 1
+ * (ops_rope_fwd is t0 = 0): a context-parallel rank's chunk of a longer
+ * sequence rotates by its tokens' positions in that sequence. */
+void ops_rope_fwd_at(ops_tensor x, int B, int T, int t0, int H, int hs, double theta);
+void ops_rope_bwd_at(ops_tensor dx, int B, int T, int t0, int H, int hs, double theta);
 /* out = silu(gate) * up */
 void ops_swiglu_fwd(ops_tensor out, ops_tensor gate, ops_tensor up, int64_t n);
 /* dgate = dout * up * silu'(gate), dup = dout * silu(gate)   (overwrite;
@@ -288,6 +293,20 @@ void ops_attention_fwd(ops_tensor out, ops_tensor lse, ops_tensor qkv,
 void ops_attention_bwd(ops_tensor dqkv, ops_tensor dout, ops_tensor qkv,
                        ops_tensor out, ops_tensor lse,
                        int B, int T, int NH, int hs);
+/* Context parallelism's windows (issue 39). Causal attention for query
+ * rows [q0, q0 + Tq) of T-token sequences: the queries at positions q0..,
+ * keys and values at 0 .. q0 + Tq - 1, all read from qkv (B,T,NH,3,hs).
+ * out (B,Tq,NH*hs) and lse (B,NH,Tq), overwritten. ops_attention_fwd is
+ * q0 = 0, Tq = T (the same code and bits). 0 <= q0 <= q0 + Tq <= T. */
+void ops_attention_rows_fwd(ops_tensor out, ops_tensor lse, ops_tensor qkv,
+                            int B, int T, int q0, int Tq, int NH, int hs);
+/* Accumulates into dqkv (B,T,NH,3,hs): the q gradient of rows [q0, q0+Tq)
+ * and the k, v gradients of rows [0, q0+Tq) (+=; the caller zeroes dqkv
+ * first, so the windows of one sequence add up), from dout (B,Tq,NH*hs),
+ * the forward's qkv, out and lse. Rows q0 + Tq .. T - 1 are not touched. */
+void ops_attention_rows_bwd(ops_tensor dqkv, ops_tensor dout, ops_tensor qkv,
+                            ops_tensor out, ops_tensor lse,
+                            int B, int T, int q0, int Tq, int NH, int hs);
 /* The largest head size hs the attention ops take on dev, 0 for any: the
  * CUDA kernels size their tiles and registers for hs <= 128 (the CPU's
  * have no limit). Not collective. */

@@ -483,11 +483,11 @@ static void test_llama(ops_dtype dt, int N, int C, int hs)
 
     /* rotary: N rows as B = 1, T = N positions of C / hs heads of hs */
     Buf x = buf_rand(dt, (int64_t)N * C, -1.0f, 1.0f);
-    rope_cpu(x.h, dt, 1, N, C / hs, hs, 500000.0, 0);
-    rope_cuda(x.d, dt, 1, N, C / hs, hs, 500000.0, 0);
+    rope_cpu(x.h, dt, 1, N, 0, C / hs, hs, 500000.0, 0);
+    rope_cuda(x.d, dt, 1, N, 0, C / hs, hs, 500000.0, 0);
     expect("rope_fwd", dt, "x", &x);
-    rope_cpu(x.h, dt, 1, N, C / hs, hs, 500000.0, 1);
-    rope_cuda(x.d, dt, 1, N, C / hs, hs, 500000.0, 1);
+    rope_cpu(x.h, dt, 1, N, 0, C / hs, hs, 500000.0, 1);
+    rope_cuda(x.d, dt, 1, N, 0, C / hs, hs, 500000.0, 1);
     expect("rope_bwd", dt, "dx", &x);
 
     int64_t n = (int64_t)N * C;
@@ -552,8 +552,8 @@ static void test_attention(ops_dtype dt, int B, int T, int NH, int hs)
     Buf out = buf_zero(dt, rows * NH * hs), lse = buf_zero(OPS_F32, rows * NH);
     Buf dout = buf_rand(dt, rows * NH * hs, -1.0f, 1.0f);
     Buf dqkv = buf_zero(dt, rows * NH * 3 * hs);
-    attention_fwd_cpu(out.h, lse.h, qkv.h, dt, B, T, NH, hs);
-    attention_bwd_cpu(dqkv.h, dout.h, qkv.h, out.h, lse.h, dt, B, T, NH, hs);
+    attention_rows_fwd_cpu(out.h, lse.h, qkv.h, dt, B, T, 0, T, NH, hs);
+    attention_rows_bwd_cpu(dqkv.h, dout.h, qkv.h, out.h, lse.h, dt, B, T, 0, T, NH, hs, 0);
     for (size_t k = 0; k < sizeof gpu / sizeof gpu[0]; k++) {
         char op[96];
         snprintf(op, sizeof op, "%s B=%d T=%d NH=%d hs=%d", gpu[k].name, B, T, NH, hs);
@@ -647,8 +647,8 @@ static void test_attention_exact(ops_dtype dt, int T, int hs)
      * uploaded where the GPU's were */
     void *lse_h = xmalloc((size_t)B * NH * T * sizeof(float));
     void *out_f = xmalloc(bytes_of(&out)), *dqkv_f = xmalloc(bytes_of(&dqkv));
-    attention_fwd_cpu(out_f, lse_h, qkv.h, dt, B, T, NH, hs);
-    attention_bwd_cpu(dqkv_f, dout.h, qkv.h, out_f, lse_h, dt, B, T, NH, hs);
+    attention_rows_fwd_cpu(out_f, lse_h, qkv.h, dt, B, T, 0, T, NH, hs);
+    attention_rows_bwd_cpu(dqkv_f, dout.h, qkv.h, out_f, lse_h, dt, B, T, 0, T, NH, hs, 0);
     set_host(&out, exact_out);
     set_host(&dqkv, exact_dqkv);
     set_device(&out, out_f);

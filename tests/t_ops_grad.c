@@ -342,6 +342,7 @@ static void test_layernorm(void)
 typedef struct {
     int B, T, NH, hs;
     ops_tensor out, lse, qkv, r;
+    int q0, Tq; /* the row window of att_rows_objective */
 } att_ctx;
 
 static double att_objective(void *p)
@@ -414,25 +415,27 @@ static void move_part(const att_ctx *c, float *dst, float *qkv, int part,
         }
 }
 
-/* The objective as a function of one part only: x holds that part. */
+/* The objective as a function of one part only: x holds that part; f
+ * is the objective (att_objective when NULL). */
 typedef struct {
     att_ctx *c;
     int part;
     float *x;
+    objective_fn f;
 } att_part_ctx;
 
 static double att_part_objective(void *p)
 {
     att_part_ctx *pc = p;
     move_part(pc->c, pc->x, fp(pc->c->qkv), pc->part, 1);
-    return att_objective(pc->c);
+    return pc->f ? pc->f(pc->c) : att_objective(pc->c);
 }
 
 static void test_attention(int B, int T, int NH, int hs)
 {
     int64_t n = (int64_t)B * T * NH * hs;
     att_ctx c = { B, T, NH, hs, f32(n), f32((int64_t)B * NH * T),
-                  f32(3 * n), f32(n) };
+                  f32(3 * n), f32(n), 0, T };
     fill(c.qkv, -1.5f, 1.5f);
     fill(c.r, -1, 1);
     set_all(c.lse, NAN);
@@ -451,7 +454,7 @@ static void test_attention(int B, int T, int NH, int hs)
         snprintf(what, sizeof what, "attention T=%d %s", T, names[part]);
         move_part(&c, x, fp(c.qkv), part, 0);
         move_part(&c, a, fp(dqkv), part, 0);
-        att_part_ctx pc = { &c, part, x };
+        att_part_ctx pc = { &c, part, x, NULL };
         check_grad(what, att_part_objective, &pc, x, a, n);
         att_part_objective(&pc); /* restore qkv, out, lse */
     }
@@ -486,6 +489,16 @@ static double scaled_diff(ops_tensor a, ops_tensor r)
     return worst;
 }
 
+/* n elements of dtype dt, uniform in [-size, size) rounded to dt. */
+static ops_tensor random_of(ops_dtype dt, int64_t n, float size)
+{
+    ops_tensor x = f32(n), y = ops_alloc(dt, OPS_CPU, n);
+    fill(x, -size, size);
+    ops_cast(y, x);
+    ops_free(&x);
+    return y;
+}
+
 static int same_bytes(ops_tensor a, ops_tensor b)
 {
     size_t es = ops_dtype_size(a.dtype);
@@ -504,12 +517,7 @@ static void test_attention_exact(ops_dtype dt, int B, int T, int NH, int hs)
 {
     double tol = dt == OPS_F32 ? 2e-5 : 4e-3;
     int64_t n = (int64_t)B * T * NH * hs, probs = (int64_t)B * NH * T * T;
-    ops_tensor q32 = f32(3 * n), g32 = f32(n);
-    fill(q32, -2.0f, 2.0f);
-    fill(g32, -1.0f, 1.0f);
-    ops_tensor qkv = ops_alloc(dt, OPS_CPU, 3 * n), dout = ops_alloc(dt, OPS_CPU, n);
-    ops_cast(qkv, q32);
-    ops_cast(dout, g32);
+    ops_tensor qkv = random_of(dt, 3 * n, 2.0f), dout = random_of(dt, n, 1.0f);
     ops_tensor out = ops_alloc(dt, OPS_CPU, n), out_r = ops_alloc(dt, OPS_CPU, n);
     ops_tensor dqkv = ops_alloc(dt, OPS_CPU, 3 * n), dqkv_r = ops_alloc(dt, OPS_CPU, 3 * n);
     ops_tensor lse = f32((int64_t)B * NH * T), att = f32(probs), scratch = f32(probs);
@@ -534,8 +542,108 @@ static void test_attention_exact(ops_dtype dt, int B, int T, int NH, int hs)
     omp_set_num_threads(threads);
     tap_ok(same_bytes(out, out1) && same_bits(lse, lse1) && same_bytes(dqkv, dqkv1),
            "%s attention T=%d: 1 thread gives the bits of 3", ops_dtype_name(dt), T);
-    ops_tensor all[] = { q32, g32, qkv, dout, out, out_r, dqkv, dqkv_r, lse, att,
+    ops_tensor all[] = { qkv, dout, out, out_r, dqkv, dqkv_r, lse, att,
                          scratch, out1, lse1, dqkv1 };
+    for (size_t i = 0; i < sizeof all / sizeof all[0]; i++)
+        ops_free(&all[i]);
+}
+
+/* ---- context parallelism's row windows ------------------------------------ */
+
+static double att_rows_objective(void *p)
+{
+    att_ctx *c = p;
+    ops_attention_rows_fwd(c->out, c->lse, c->qkv, c->B, c->T, c->q0, c->Tq, c->NH, c->hs);
+    return dot(fp(c->out), fp(c->r), c->out.n);
+}
+
+/* The window [q0, q0 + Tq) of a T-token sequence, q0 > 0, against finite
+ * differences: dq of the window's rows, dk and dv of every earlier key
+ * (and zero for the rows after the window, which the window never reads). */
+static void test_attention_rows_grad(int B, int T, int q0, int Tq, int NH, int hs)
+{
+    int64_t n = (int64_t)B * T * NH * hs, nw = (int64_t)B * Tq * NH * hs;
+    att_ctx c = { B, T, NH, hs, f32(nw), f32((int64_t)B * NH * Tq), f32(3 * n), f32(nw),
+                  q0, Tq };
+    fill(c.qkv, -1.5f, 1.5f);
+    fill(c.r, -1, 1);
+    att_rows_objective(&c);
+    ops_tensor dqkv = f32(3 * n);
+    ops_attention_rows_bwd(dqkv, c.r, c.qkv, c.out, c.lse, B, T, q0, Tq, NH, hs);
+    static const char *names[] = { "dq", "dk", "dv" };
+    float *x = malloc((size_t)n * sizeof *x), *a = malloc((size_t)n * sizeof *a);
+    for (int part = 0; part < 3; part++) {
+        char what[96];
+        snprintf(what, sizeof what, "attention rows [%d, %d) of T=%d %s", q0, q0 + Tq, T,
+                 names[part]);
+        move_part(&c, x, fp(c.qkv), part, 0);
+        move_part(&c, a, fp(dqkv), part, 0);
+        att_part_ctx pc = { &c, part, x, att_rows_objective };
+        check_grad(what, att_part_objective, &pc, x, a, n);
+        att_part_objective(&pc); /* restore qkv */
+    }
+    free(x);
+    free(a);
+    ops_free(&c.out); ops_free(&c.lse); ops_free(&c.qkv); ops_free(&c.r); ops_free(&dqkv);
+}
+
+/* Rows [t0, t0 + rows) of each of B sequences of `width` elements a row:
+ * from src (src_T rows a sequence, from row src_t0) to dst (dst_T, from
+ * dst_t0). */
+static void copy_seq_rows(ops_tensor dst, int dst_T, int dst_t0, ops_tensor src, int src_T,
+                          int src_t0, int B, int rows, int64_t width)
+{
+    for (int b = 0; b < B; b++)
+        ops_copy(ops_view(dst, ((int64_t)b * dst_T + dst_t0) * width, rows * width),
+                 ops_view(src, ((int64_t)b * src_T + src_t0) * width, rows * width));
+}
+
+/* The whole sequence as its windows: the rows op at q0 = 0, Tq = T gives
+ * the whole op's bits (the same code); the windows cut at `cuts` (zigzag
+ * chunks of context parallelism, in the order the ranks would run them),
+ * each forward's out and lse put in place and each backward added into
+ * one zeroed dqkv, give the whole op's out, lse and dqkv to round-off. The
+ * windows' query tiles break where the whole sequence's do (multiples of
+ * 64 rows), but their GEMMs have other shapes, and a 16-bit dqkv is
+ * rounded once per window that adds to it: tol 1e-5 of the largest
+ * element in fp32, 1e-2 (two roundings of 2^-8) in bf16. */
+static void test_attention_windows(ops_dtype dt, int B, int T, int NH, int hs,
+                                   const int *cuts, int windows)
+{
+    double tol = dt == OPS_F32 ? 1e-5 : 1e-2;
+    int64_t n = (int64_t)B * T * NH * hs, C = (int64_t)NH * hs;
+    ops_tensor qkv = random_of(dt, 3 * n, 2.0f), dout = random_of(dt, n, 1.0f);
+    ops_tensor out = ops_alloc(dt, OPS_CPU, n), lse = f32((int64_t)B * NH * T);
+    ops_tensor dqkv = ops_alloc(dt, OPS_CPU, 3 * n);
+    ops_attention_fwd(out, lse, qkv, B, T, NH, hs);
+    ops_attention_bwd(dqkv, dout, qkv, out, lse, B, T, NH, hs);
+
+    ops_tensor out_r = ops_alloc(dt, OPS_CPU, n), lse_r = f32(lse.n);
+    ops_tensor dqkv_r = ops_alloc(dt, OPS_CPU, 3 * n);
+    ops_attention_rows_fwd(out_r, lse_r, qkv, B, T, 0, T, NH, hs);
+    ops_attention_rows_bwd(dqkv_r, dout, qkv, out_r, lse_r, B, T, 0, T, NH, hs);
+    tap_ok(same_bytes(out, out_r) && same_bits(lse, lse_r) && same_bytes(dqkv, dqkv_r),
+           "%s attention rows [0, T=%d) give the whole op's bits (out, lse, dqkv)",
+           ops_dtype_name(dt), T);
+
+    ops_zero(dqkv_r);
+    for (int w = 0; w < windows; w++) {
+        int q0 = cuts[2 * w], Tq = cuts[2 * w + 1] - q0;
+        ops_tensor ow = ops_alloc(dt, OPS_CPU, (int64_t)B * Tq * C);
+        ops_tensor gw = ops_alloc(dt, OPS_CPU, ow.n), lw = f32((int64_t)B * NH * Tq);
+        ops_attention_rows_fwd(ow, lw, qkv, B, T, q0, Tq, NH, hs);
+        copy_seq_rows(out_r, T, q0, ow, Tq, 0, B, Tq, C);
+        copy_seq_rows(lse_r, T, q0, lw, Tq, 0, B * NH, Tq, 1);
+        copy_seq_rows(gw, Tq, 0, dout, T, q0, B, Tq, C);
+        ops_attention_rows_bwd(dqkv_r, gw, qkv, ow, lw, B, T, q0, Tq, NH, hs);
+        ops_free(&ow); ops_free(&gw); ops_free(&lw);
+    }
+    double eo = scaled_diff(out_r, out), el = scaled_diff(lse_r, lse);
+    double ed = scaled_diff(dqkv_r, dqkv);
+    tap_ok(eo < tol && el < tol && ed < tol, "%s attention T=%d as %d windows: out %.1e, "
+           "lse %.1e, accumulated dqkv %.1e off the whole op (of the largest; tol %.0e)",
+           ops_dtype_name(dt), T, windows, eo, el, ed, tol);
+    ops_tensor all[] = { qkv, dout, out, lse, dqkv, out_r, lse_r, dqkv_r };
     for (size_t i = 0; i < sizeof all / sizeof all[0]; i++)
         ops_free(&all[i]);
 }
@@ -949,6 +1057,31 @@ static double rope_reference_err(const rope_ctx *c)
     return worst;
 }
 
+/* ops_rope_fwd_at(x, T, t0) is rows [t0, t0 + T) of ops_rope_fwd over
+ * t0 + T rows (the same angles, so the same bits), and its backward is
+ * its transpose: <fwd_at(x), y> = <x, bwd_at(y)> (in double, to fp32
+ * round-off). */
+static void test_rope_at(int t0)
+{
+    enum { T = 4, B = 2 };
+    int64_t row = RO_H * RO_HS, n = (int64_t)B * T * row, nl = (int64_t)B * (t0 + T) * row;
+    ops_tensor x = f32(n), y = f32(n), xl = f32(nl), bx = f32(n);
+    fill(x, -1, 1);
+    fill(y, -1, 1);
+    fill(xl, -1, 1);
+    copy_seq_rows(xl, t0 + T, t0, x, T, 0, B, T, row);
+    ops_tensor fx = clone(x), by = clone(y);
+    ops_rope_fwd_at(fx, B, T, t0, RO_H, RO_HS, RO_THETA);
+    ops_rope_fwd(xl, B, t0 + T, RO_H, RO_HS, RO_THETA);
+    copy_seq_rows(bx, T, 0, xl, t0 + T, t0, B, T, row);
+    tap_ok(same_bits(fx, bx), "rope_at t0=%d: rows [t0, t0+T) of rope over t0+T rows", t0);
+    ops_rope_bwd_at(by, B, T, t0, RO_H, RO_HS, RO_THETA);
+    double lhs = dot(fp(fx), fp(y), n), rhs = dot(fp(x), fp(by), n);
+    tap_ok(fabs(lhs - rhs) <= 1e-5 * (fabs(lhs) + 1.0),
+           "rope_bwd_at t0=%d is rope_fwd_at's transpose (%.9g vs %.9g)", t0, lhs, rhs);
+    ops_free(&x); ops_free(&y); ops_free(&xl); ops_free(&bx); ops_free(&fx); ops_free(&by);
+}
+
 static void test_rope(void)
 {
     rope_ctx c = { f32(RO_N), f32(RO_N), f32(RO_N) };
@@ -1049,7 +1182,7 @@ static void test_gqa(void)
 int main(int argc, char **argv)
 {
     tap_init(&argc, &argv);
-    tap_plan(63);
+    tap_plan(81);
     test_matmul();
     test_gelu();
     test_layernorm();
@@ -1060,6 +1193,14 @@ int main(int argc, char **argv)
     test_attention_exact(OPS_F32, 1, 1024, 2, 16);
     test_attention_exact(OPS_BF16, 2, 300, 3, 8);
     test_attention_exact(OPS_BF16, 1, 1024, 2, 16);
+    static const int zigzag[] = { 225, 300, 0, 75, 150, 225, 75, 150 };
+    static const int ragged[] = { 0, 1, 1, 130, 130, 290, 290, 300 };
+    test_attention_windows(OPS_F32, 2, 300, 3, 8, zigzag, 4);
+    test_attention_windows(OPS_F32, 1, 300, 2, 16, ragged, 4);
+    test_attention_windows(OPS_BF16, 2, 300, 3, 8, zigzag, 4);
+    test_attention_windows(OPS_F16, 1, 300, 2, 16, ragged, 4);
+    test_attention_rows_grad(2, 9, 4, 3, 2, 4);
+    test_attention_rows_grad(1, 80, 60, 12, 1, 3);
     test_embedding();
     test_xent();
     test_add();
@@ -1067,6 +1208,8 @@ int main(int argc, char **argv)
     test_reduction_order();
     test_rmsnorm();
     test_rope();
+    test_rope_at(0);
+    test_rope_at(37);
     test_swiglu();
     test_gqa();
     return tap_done();

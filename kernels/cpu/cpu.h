@@ -242,8 +242,8 @@ void rmsnorm_fwd_cpu(void *out, float *rstd, const void *inp, const void *w,
                      ops_dtype dt, int N, int C, float eps);
 void rmsnorm_bwd_cpu(void *dinp, float *dw, const void *dout, const void *inp,
                      const void *w, const float *rstd, ops_dtype dt, int N, int C);
-/* inverse: rotate back (the backward) */
-void rope_cpu(void *x, ops_dtype dt, int B, int T, int H, int hs, double theta,
+/* Positions t0 .. t0 + T - 1; inverse: rotate back (the backward) */
+void rope_cpu(void *x, ops_dtype dt, int B, int T, int t0, int H, int hs, double theta,
               int inverse);
 void swiglu_fwd_cpu(void *out, const void *gate, const void *up, ops_dtype dt,
                     int64_t n);
@@ -256,12 +256,16 @@ void gqa_reduce_cpu(void *dq, void *dk, void *dv, const void *dqkv, ops_dtype dt
 
 /* ---- attention (attention_cpu.c, attention_exact_cpu.c) ----------------- */
 
-/* Fused: lse (B,NH,T) fp32 is each row's log-sum-exp (ops.h). */
-void attention_fwd_cpu(void *out, float *lse, const void *qkv, ops_dtype dt,
-                       int B, int T, int NH, int hs);
-void attention_bwd_cpu(void *dqkv, const void *dout, const void *qkv,
-                       const void *out, const float *lse, ops_dtype dt,
-                       int B, int T, int NH, int hs);
+/* Fused, for query rows [q0, q0 + Tq) of T-token sequences (ops.h's
+ * ops_attention_rows_fwd/bwd; the whole-sequence ops are q0 = 0, Tq = T):
+ * out (B,Tq,NH*hs), lse (B,NH,Tq) fp32 each row's log-sum-exp. The
+ * backward adds into dqkv with accumulate; without, it overwrites, which
+ * only the whole sequence (q0 = 0, Tq = T) may ask. */
+void attention_rows_fwd_cpu(void *out, float *lse, const void *qkv, ops_dtype dt,
+                            int B, int T, int q0, int Tq, int NH, int hs);
+void attention_rows_bwd_cpu(void *dqkv, const void *dout, const void *qkv,
+                            const void *out, const float *lse, ops_dtype dt,
+                            int B, int T, int q0, int Tq, int NH, int hs, int accumulate);
 /* The reference that keeps the probabilities: att (B,NH,T,T) fp32, zero
  * above the diagonal; scratch B*NH*T*T fp32. For tests and benchmarks. */
 void attention_exact_fwd_cpu(void *out, float *att, const void *qkv, ops_dtype dt,

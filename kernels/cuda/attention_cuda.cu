@@ -432,3 +432,22 @@ void attention_bwd_cuda(void *dqkv, const void *dout, const void *qkv,
     default: bwd_launch<128>(dqkv, dout, qkv, out, lse, dt, B, T, NH, hs); break;
     }
 }
+
+void attention_rows_fwd_cuda(void *out, float *lse, const void *qkv, ops_dtype dt,
+                             int B, int T, int q0, int Tq, int NH, int hs)
+{
+    if (q0 != 0 || Tq != T)
+        ops_fatalf(__FILE__, __LINE__, "attention_rows_fwd_cuda: query rows [%d, %d) of "
+                   "T = %d: the CUDA kernels take only whole sequences yet", q0, q0 + Tq, T);
+    attention_fwd_cuda(out, lse, qkv, dt, B, T, NH, hs);
+}
+
+void attention_rows_bwd_cuda(void *dqkv, const void *dout, const void *qkv,
+                             const void *out, const float *lse, ops_dtype dt,
+                             int B, int T, int q0, int Tq, int NH, int hs, int accumulate)
+{
+    if (q0 != 0 || Tq != T || accumulate)
+        ops_fatalf(__FILE__, __LINE__, "attention_rows_bwd_cuda: query rows [%d, %d) of "
+                   "T = %d: the CUDA kernels take only whole sequences yet", q0, q0 + Tq, T);
+    attention_bwd_cuda(dqkv, dout, qkv, out, lse, dt, B, T, NH, hs);
+}

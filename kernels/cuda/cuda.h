@@ -183,8 +183,8 @@ void rmsnorm_fwd_cuda(void *out, float *rstd, const void *inp, const void *w,
                      ops_dtype dt, int N, int C, float eps);
 void rmsnorm_bwd_cuda(void *dinp, float *dw, const void *dout, const void *inp,
                      const void *w, const float *rstd, ops_dtype dt, int N, int C);
-/* inverse: rotate back (the backward) */
-void rope_cuda(void *x, ops_dtype dt, int B, int T, int H, int hs, double theta,
+/* Positions t0 .. t0 + T - 1; inverse: rotate back (the backward) */
+void rope_cuda(void *x, ops_dtype dt, int B, int T, int t0, int H, int hs, double theta,
               int inverse);
 void swiglu_fwd_cuda(void *out, const void *gate, const void *up, ops_dtype dt,
                     int64_t n);
@@ -205,6 +205,15 @@ void attention_fwd_cuda(void *out, float *lse, const void *qkv, ops_dtype dt,
 void attention_bwd_cuda(void *dqkv, const void *dout, const void *qkv,
                         const void *out, const float *lse, ops_dtype dt,
                         int B, int T, int NH, int hs);
+/* Query rows [q0, q0 + Tq) against keys [0, q0 + Tq), as ops.h's
+ * ops_attention_rows_fwd/bwd: out (B,Tq,NH*hs), lse (B,NH,Tq); the
+ * backward adds into dqkv with accumulate, else overwrites (only the whole
+ * sequence, q0 = 0 and Tq = T, may ask that). */
+void attention_rows_fwd_cuda(void *out, float *lse, const void *qkv, ops_dtype dt,
+                             int B, int T, int q0, int Tq, int NH, int hs);
+void attention_rows_bwd_cuda(void *dqkv, const void *dout, const void *qkv,
+                             const void *out, const float *lse, ops_dtype dt,
+                             int B, int T, int q0, int Tq, int NH, int hs, int accumulate);
 /* The tensor-core kernels attention_fwd_cuda and attention_bwd_cuda run
  * for bf16 and fp16 (attention_mma_cuda.cu), same arguments. */
 void attention_mma_fwd_cuda(void *out, float *lse, const void *qkv, ops_dtype dt,

@@ -118,15 +118,16 @@ void rmsnorm_bwd_cuda(void *dinp, float *dw, const void *dout, const void *inp,
 
 /* ---- rotary embeddings ------------------------------------------------------ */
 
-/* One thread per (row, head, pair). */
-static __global__ void rope_kernel(void *x, ops_dtype dt, int64_t pairs, int T, int H,
+/* One thread per (row, head, pair); row t of a sequence sits at position
+ * t0 + t. */
+static __global__ void rope_kernel(void *x, ops_dtype dt, int64_t pairs, int T, int t0, int H,
                                    int hs, double theta, int inverse)
 {
     int half = hs / 2;
     GRID_STRIDE(p, pairs) {
         int i = (int)(p % half);
         int64_t nh = p / half;
-        int t = (int)((nh / H) % T);
+        int t = t0 + (int)((nh / H) % T);
         float c, s;
         elem_rope_cos_sin(t, i, hs, theta, &c, &s);
         if (inverse)
@@ -139,12 +140,12 @@ static __global__ void rope_kernel(void *x, ops_dtype dt, int64_t pairs, int T, 
     }
 }
 
-void rope_cuda(void *x, ops_dtype dt, int B, int T, int H, int hs, double theta,
+void rope_cuda(void *x, ops_dtype dt, int B, int T, int t0, int H, int hs, double theta,
                int inverse)
 {
     int64_t pairs = (int64_t)B * T * H * (hs / 2);
     if (pairs > 0)
-        LAUNCH(rope_kernel, pairs, x, dt, pairs, T, H, hs, theta, inverse);
+        LAUNCH(rope_kernel, pairs, x, dt, pairs, T, t0, H, hs, theta, inverse);
 }
 
 /* ---- SwiGLU ------------------------------------------------------------------ */

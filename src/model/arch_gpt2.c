@@ -21,6 +21,7 @@
 #include "fail.h"
 #include "hf_config.h"
 #include "hf_map.h"
+#include "model_cp.h"
 #include "model_impl.h"
 #include "prof.h"
 
@@ -99,8 +100,8 @@ static void block_forward(Model *m, const BlockParams *p, BlockActs *a,
                       head_of(a->x, n * C), W(m, p->ln1w), W(m, p->ln1b), (int)n, (int)C));
     PROF(PROF_MATMUL, ops_matmul_fwd(head_of(a->qkv, N * 3 * Cl), model_column_input(m, a->ln1, N),
                    W(m, p->qkvw), W(m, p->qkvb), (int)N, (int)(3 * Cl), (int)C));
-    PROF(PROF_ATTENTION, ops_attention_fwd(head_of(a->atty, N * Cl), a->lse, head_of(a->qkv, N * 3 * Cl),
-                      rows, m->T, m->NHl, m->hs));
+    PROF(PROF_ATTENTION, model_cp_attention_fwd(m, head_of(a->atty, N * Cl), a->lse,
+                                                head_of(a->qkv, N * 3 * Cl), rows));
     ops_tensor y = model_row_parallel(m, a->atty, p->projw, p->projb, N, Cl);
     PROF(PROF_RESIDUAL, ops_add(head_of(a->xmid, n * C), head_of(a->x, n * C), y, n * C));
     PROF(PROF_LAYERNORM, ops_layernorm_fwd(head_of(a->ln2, n * C), a->ln2_mean, a->ln2_rstd,
@@ -152,8 +153,8 @@ static void block_backward(Model *m, const BlockParams *p, BlockActs *a,
     dout = model_row_parallel_grad(m, dres, N);
     model_linear_bwd(m, d_atty, p->projw, p->projb, dout, head_of(a->atty, N * Cl),
                      kept_next(a, &at, N * C), N, C, Cl);
-    PROF(PROF_ATTENTION, ops_attention_bwd(d_qkv, d_atty, head_of(a->qkv, N * 3 * Cl),
-                      head_of(a->atty, N * Cl), a->lse, rows, m->T, m->NHl, m->hs));
+    PROF(PROF_ATTENTION, model_cp_attention_bwd(m, d_qkv, d_atty, head_of(a->qkv, N * 3 * Cl),
+                                                head_of(a->atty, N * Cl), a->lse, rows));
     ops_tensor ln1 = a->kept.data ? OPS_NONE : model_column_input(m, a->ln1, N);
     model_linear_bwd(m, d_ln, p->qkvw, p->qkvb, d_qkv, ln1, kept_next(a, &at, N * 3 * Cl), N,
                      3 * Cl, C);

@@ -35,6 +35,7 @@
 #include "fail.h"
 #include "hf_config.h"
 #include "hf_map.h"
+#include "model_cp.h"
 #include "model_impl.h"
 #include "prof.h"
 
@@ -165,13 +166,12 @@ static void block_forward(Model *m, const BlockParams *p, BlockActs *a, ops_tens
     PROF(PROF_MATMUL, ops_matmul_fwd(q, ln1, W(m, p->qkvw), OPS_NONE, (int)N, (int)Cl, (int)C));
     PROF(PROF_MATMUL, ops_matmul_fwd(k, ln1, W(m, p->kw), OPS_NONE, (int)N, (int)KVl, (int)C));
     PROF(PROF_MATMUL, ops_matmul_fwd(v, ln1, W(m, p->vw), OPS_NONE, (int)N, (int)KVl, (int)C));
-    PROF(PROF_ATTENTION, ops_rope_fwd(q, rows, m->T, m->NHl, m->hs, theta));
-    PROF(PROF_ATTENTION, ops_rope_fwd(k, rows, m->T, m->NKVl, m->hs, theta));
+    PROF(PROF_ATTENTION, model_cp_rope_fwd(m, q, rows, m->NHl, theta));
+    PROF(PROF_ATTENTION, model_cp_rope_fwd(m, k, rows, m->NKVl, theta));
     PROF(PROF_ATTENTION, ops_gqa_expand(head_of(a->qkv, N * 3 * Cl), q, k, v, (int)N, m->NHl,
                                         m->NKVl, m->hs));
-    PROF(PROF_ATTENTION, ops_attention_fwd(head_of(a->atty, N * Cl), a->lse,
-                                           head_of(a->qkv, N * 3 * Cl), rows, m->T, m->NHl,
-                                           m->hs));
+    PROF(PROF_ATTENTION, model_cp_attention_fwd(m, head_of(a->atty, N * Cl), a->lse,
+                                                head_of(a->qkv, N * 3 * Cl), rows));
     ops_tensor y = model_row_parallel(m, a->atty, p->projw, -1, N, Cl);
     PROF(PROF_RESIDUAL, ops_add(head_of(a->xmid, n * C), head_of(a->x, n * C), y, n * C));
 
@@ -247,12 +247,11 @@ static void block_backward(Model *m, const BlockParams *p, BlockActs *a, ops_ten
     dout = model_row_parallel_grad(m, dres, N);
     model_linear_bwd(m, d_atty, p->projw, -1, dout, head_of(a->atty, N * Cl),
                      kept_next(a, &at, N * C), N, C, Cl);
-    PROF(PROF_ATTENTION, ops_attention_bwd(d_qkv, d_atty, head_of(a->qkv, N * 3 * Cl),
-                                           head_of(a->atty, N * Cl), a->lse, rows, m->T,
-                                           m->NHl, m->hs));
+    PROF(PROF_ATTENTION, model_cp_attention_bwd(m, d_qkv, d_atty, head_of(a->qkv, N * 3 * Cl),
+                                                head_of(a->atty, N * Cl), a->lse, rows));
     PROF(PROF_ATTENTION, ops_gqa_reduce(dq, dk, dv, d_qkv, (int)N, m->NHl, m->NKVl, m->hs));
-    PROF(PROF_ATTENTION, ops_rope_bwd(dq, rows, m->T, m->NHl, m->hs, theta));
-    PROF(PROF_ATTENTION, ops_rope_bwd(dk, rows, m->T, m->NKVl, m->hs, theta));
+    PROF(PROF_ATTENTION, model_cp_rope_bwd(m, dq, rows, m->NHl, theta));
+    PROF(PROF_ATTENTION, model_cp_rope_bwd(m, dk, rows, m->NKVl, theta));
     ops_tensor ln1 = a->kept.data ? OPS_NONE : model_column_input(m, a->ln1, N);
     model_linear_bwd(m, d_ln, p->qkvw, -1, dq, ln1, kept_next(a, &at, N * Cl), N, Cl, C);
     add_input_grad(m, dk, p->kw, N, KVl);

@@ -17,6 +17,9 @@
  * carry the difference, so the blocks read the same either way.
  *
  * Shapes: B rows of T tokens, N = B*T, C channels; Cl = C/tp, NHl = NH/tp.
+ * T is the tokens of a row this rank holds: seq_len, or seq_len / cp
+ * under context parallelism, whose positions and attention model_cp.c
+ * handles.
  */
 #include "model.h"
 #include "model_impl.h"
@@ -29,6 +32,7 @@
 #include "arch.h"
 #include "comm.h"
 #include "fail.h"
+#include "model_cp.h"
 #include "params_stage.h"
 #include "prof.h"
 
@@ -52,6 +56,8 @@ typedef struct {
     int64_t kept;          /* zb1's kept output gradients */
     /* the stage's scratch */
     int64_t tmp, gathered, slice, d_ln, d_fc, qkv_raw, d_atty, d_qkv;
+    int64_t cp_seq;        /* each of context parallelism's two
+                              whole-sequence buffers (model_cp.c) */
     int64_t lnf, lnf_mean, lnf_rstd, d_lnf;      /* the head: last stage */
     int64_t chunk, logits;                       /* fp32 */
     /* per slot: the stage's input ids and targets (int32) */
@@ -62,7 +68,9 @@ static void model_sizes(const Config *cfg, int tp, int stage, ModelSizes *z)
 {
     const ModelConfig *mc = &cfg->model;
     const Arch *arch = arch_of(mc);
-    int64_t N = (int64_t)cfg->train.micro_batch * mc->seq_len, C = mc->n_embd, Cl = C / tp;
+    /* a rank holds seq_len / cp tokens of each row (model_cp.h) */
+    int64_t N = (int64_t)cfg->train.micro_batch * (mc->seq_len / cfg->parallel.cp);
+    int64_t C = mc->n_embd, Cl = C / tp;
     int sp = cfg->parallel.sequence_parallel && tp > 1;
     int first = stage == 0, last = stage == cfg->parallel.pp - 1;
     int64_t n = sp ? N / tp : N;
@@ -85,6 +93,7 @@ static void model_sizes(const Config *cfg, int tp, int stage, ModelSizes *z)
     z->qkv_raw = N * w.qkv_raw;
     z->d_atty = N * Cl;
     z->d_qkv = N * 3 * Cl;
+    z->cp_seq = model_cp_scratch_elems(cfg, tp);
     if (last) {
         z->lnf = z->d_lnf = N * C; /* gathered: the head reads every token */
         z->lnf_mean = z->mean;
@@ -186,6 +195,9 @@ static void scratch_alloc(Model *m, int any_recompute)
     s->qkv_raw = act(m, z.qkv_raw);
     s->d_atty = act(m, z.d_atty);
     s->d_qkv = act(m, z.d_qkv);
+    s->cp_gathered = act(m, z.cp_seq);
+    s->cp_sequence = act(m, z.cp_seq);
+    s->cp_counts = TRI_CALLOC((size_t)m->cp, sizeof *s->cp_counts, "context parallelism's counts");
     s->lnf = act(m, z.lnf);
     s->lnf_mean = f32(m, z.lnf_mean);
     s->lnf_rstd = f32(m, z.lnf_rstd);
@@ -311,13 +323,28 @@ static int choose_recompute(Model *m, const Config *cfg)
     return any;
 }
 
+/* What context parallelism's cut and collectives need, which
+ * config_validate words for the user; here only as a guard. */
+static void check_cp(const Model *m)
+{
+    if (m->cp != m->cfg->parallel.cp || m->seq_len % (2 * m->cp) != 0)
+        fail_abort("model_create: [model] seq_len must be cut into 2 * [parallel] cp equal "
+                   "chunks (config_validate checks it)", __FILE__, __LINE__);
+    if (m->cp > 1 && (int64_t)m->B * m->T * 3 * m->C / m->grid->layout.tp > INT32_MAX)
+        fail_abort("model_create: a rank's qkv passes the 2^31 elements MPI counts take at "
+                   "[parallel] cp > 1; lower [train] micro_batch", __FILE__, __LINE__);
+}
+
 void model_create(Model *m, const Config *cfg, const Grid *g, int n_slots)
 {
     memset(m, 0, sizeof *m);
     m->cfg = cfg;
     m->grid = g;
     m->B = cfg->train.micro_batch;
-    m->T = cfg->model.seq_len;
+    m->seq_len = cfg->model.seq_len;
+    m->cp = g->layout.cp;
+    m->cp_rank = g->layout.cp_rank;
+    m->T = m->seq_len / m->cp;
     m->C = cfg->model.n_embd;
     m->NH = cfg->model.n_head;
     m->V = cfg->model.vocab_size;
@@ -338,6 +365,7 @@ void model_create(Model *m, const Config *cfg, const Grid *g, int n_slots)
     layout_chunk_layers(cfg->model.n_layer, g->layout.pp, m->n_chunks, g->layout.pp_stage, 0, &m->layer0,
                       &m->chunk_len);
     m->n_local = m->n_chunks * m->chunk_len; /* config_validate: chunks are equal */
+    check_cp(m);
     params_build(&m->ps, cfg, &g->layout);
     find_params(m);
     int any = choose_recompute(m, cfg);
@@ -388,9 +416,10 @@ void model_destroy(Model *m)
     ops_tensor *all[] = {&s->tmp, &s->gathered, &s->slice, &s->d_ln, &s->d_fc, &s->d_atty,
                          &s->d_qkv, &s->qkv_raw, &s->lnf, &s->lnf_mean, &s->lnf_rstd,
                          &s->d_lnf, &s->logits, &s->rowmax, &s->stats, &s->losses,
-                         &m->loss_acc};
+                         &s->cp_gathered, &s->cp_sequence, &m->loss_acc};
     for (size_t i = 0; i < sizeof all / sizeof all[0]; i++)
         ops_free(all[i]);
+    free(s->cp_counts);
     free(s);
     free(m->acts);
     free(m->out);
@@ -420,14 +449,14 @@ static void embed_forward(Model *m, int slot, int rows)
     PROF(PROF_EMBEDDING, ops_embedding_fwd(e, head_of(m->tokens[slot], N), W(m, m->p_wte), m->v0, m->Vl,
                       (int)N, (int)C));
     if (m->sp && positions && m->grid->layout.tp_rank == 0)
-        PROF(PROF_EMBEDDING, ops_position_fwd(e, W(m, m->p_wpe), rows, m->T, (int)C));
+        PROF(PROF_EMBEDDING, model_cp_position_fwd(m, e, W(m, m->p_wpe), rows));
     if (m->sp) {
         ops_copy(x, model_sum_rows(m, e, N));
         return;
     }
     PROF(PROF_TP_COMM, model_tp_allreduce(m, x, N * C));
     if (positions)
-        PROF(PROF_EMBEDDING, ops_position_fwd(x, W(m, m->p_wpe), rows, m->T, (int)C));
+        PROF(PROF_EMBEDDING, model_cp_position_fwd(m, x, W(m, m->p_wpe), rows));
 }
 
 /* Vocab-parallel: each phase's row statistics are combined over the TP
@@ -566,7 +595,7 @@ static void embed_backward(Model *m, int slot, int rows)
     PROF(PROF_EMBEDDING, ops_embedding_bwd(G(m, m->p_wte), head_of(m->tokens[slot], N), dx, m->v0, m->Vl,
                       (int)N, (int)C));
     if (m->p_wpe >= 0)
-        PROF(PROF_EMBEDDING, ops_position_bwd(G(m, m->p_wpe), dx, rows, m->T, (int)C));
+        PROF(PROF_EMBEDDING, model_cp_position_bwd(m, G(m, m->p_wpe), dx, rows));
 }
 
 /* One backward pass over the chunk's blocks, last to first, each inside
@@ -717,7 +746,7 @@ int64_t model_planned_activation_bytes(const Config *cfg, int tp, int stage, int
                      + input_only * x + (chunk_len - input_only) * block + chunk_len * a * z.kept;
     int64_t scratch = model_stage_recomputes(cfg, stage, NULL) > 0 ? block - x : 0;
     scratch += a * (z.tmp + z.gathered + z.slice + z.d_ln + z.d_fc + z.qkv_raw + z.d_atty
-                    + z.d_qkv + z.lnf + z.d_lnf);
+                    + z.d_qkv + 2 * z.cp_seq + z.lnf + z.d_lnf);
     scratch += 4 * (z.lnf_mean + z.lnf_rstd + z.logits + 4 * z.chunk);
     return n_slots * per_slot + scratch;
 }
@@ -737,7 +766,8 @@ int64_t model_activation_bytes(const Model *m)
     b += acts_bytes(&r, 0);
     const ops_tensor all[] = {s->tmp, s->gathered, s->slice, s->d_ln, s->d_fc, s->d_atty, s->d_qkv,
                               s->qkv_raw, s->lnf, s->lnf_mean, s->lnf_rstd, s->d_lnf, s->logits,
-                              s->rowmax, s->stats, s->losses};
+                              s->rowmax, s->stats, s->losses, s->cp_gathered,
+                              s->cp_sequence};
     for (size_t i = 0; i < sizeof all / sizeof all[0]; i++)
         b += tensor_bytes(all[i]);
     return b;

@@ -75,7 +75,10 @@ typedef struct BlockParams {
 struct Model {
     const Config *cfg;
     const Grid *grid;
-    int B, T, C, NH, V, hs;       /* B: microbatch rows */
+    int B, T, C, NH, V, hs;       /* B: microbatch rows; T: the tokens of
+                                     a row this rank holds, seq_len / cp */
+    int seq_len, cp, cp_rank;     /* the whole row, and this rank's place
+                                     in its cp group (model_cp.h) */
     int NHl, Vl, v0;              /* local heads, local vocab rows and start */
     const struct Arch *arch;      /* [model] arch's descriptor (arch.h) */
     int NKVl;                     /* local key/value heads (llama) */

@@ -50,6 +50,12 @@ typedef struct ModelScratch {
     ops_tensor logits;       /* (chunk, Vl) */
     ops_tensor rowmax, stats, losses;  /* chunk; stats = sumexp | target */
     int chunk;               /* rows of logits held at once */
+    /* context parallelism (model_cp.c), each B x seq_len tokens of 3Cl:
+     * the cp group's qkv as gathered (rank-major; in the backward then
+     * the whole dqkv), the sequence's qkv in natural order (in the
+     * backward then the rank-major dqkv); and the collectives' counts */
+    ops_tensor cp_gathered, cp_sequence;
+    int *cp_counts;
 } ModelScratch;
 
 /* The first n elements of t, so each op sees exactly its shape. */

@@ -48,6 +48,7 @@
 #include "alloc.h"
 #include "comm.h"
 #include "fail.h"
+#include "model_cp.h"
 
 typedef struct {
     Pipeline *p;
@@ -156,23 +157,28 @@ static void give_slot(Exec *e, int s)
     post_recv_forward(e, a, s);
 }
 
-/* Splits microbatch mb of the batch (rows of T+1 tokens, where the
+/* Splits microbatch mb of the batch (rows of seq_len+1 tokens, where the
  * model lives: batch_on_device) into the slot's tokens (first chunk of the
- * model) and targets (last chunk): one strided copy each, which a GPU
- * queues without a host wait. */
+ * model) and targets (last chunk): one strided copy each per chunk of the
+ * sequence this rank holds (the whole row, or under context parallelism
+ * its two chunks, chunk-major: model_cp.h), which a GPU queues without a
+ * host wait. */
 static void load_microbatch(Exec *e, ops_tensor batch, Action a, int s)
 {
     Model *m = e->m;
-    int64_t T = m->T, rows = e->rows;
-    /* the microbatch's rows, less the last row's last token for the
-     * inputs and its first for the targets */
-    int64_t first = (int64_t)a.mb * rows * (T + 1), n = rows * (T + 1) - 1;
-    if (!has_input(e, a))
-        ops_copy_rows(ops_view(m->tokens[s], 0, rows * T), ops_view(batch, first, n),
-                      rows, T, T + 1);
-    if (!has_output(e, a))
-        ops_copy_rows(ops_view(m->targets[s], 0, rows * T), ops_view(batch, first + 1, n),
-                      rows, T, T + 1);
+    int64_t T = m->seq_len, Tc = model_cp_chunk_len(m), rows = e->rows;
+    /* each row's Tc tokens from t0 on, the targets one further: the view
+     * ends at the last row's chunk */
+    int64_t first = (int64_t)a.mb * rows * (T + 1), n = (rows - 1) * (T + 1) + Tc;
+    for (int h = 0; h < model_cp_chunks(m); h++) {
+        int64_t t0 = model_cp_chunk_start(m, h), local = h * rows * Tc;
+        if (!has_input(e, a))
+            ops_copy_rows(ops_view(m->tokens[s], local, rows * Tc),
+                          ops_view(batch, first + t0, n), rows, Tc, T + 1);
+        if (!has_output(e, a))
+            ops_copy_rows(ops_view(m->targets[s], local, rows * Tc),
+                          ops_view(batch, first + t0 + 1, n), rows, Tc, T + 1);
+    }
 }
 
 /* The step's batch (n_mb microbatches of rows x (T+1) host tokens) where
@@ -186,7 +192,7 @@ static ops_tensor batch_on_device(Exec *e, const int32_t *batch)
     int reads = e->stage == 0 || e->stage == e->pp - 1;
     if (!reads || !batch)
         return OPS_NONE;
-    int64_t n = (int64_t)e->n_mb * e->rows * (m->T + 1);
+    int64_t n = (int64_t)e->n_mb * e->rows * (m->seq_len + 1);
     ops_tensor host = {(void *)batch, n, OPS_I32, OPS_CPU};
     if (m->grid->device == OPS_CPU)
         return host;
