@@ -4,7 +4,8 @@
 # equals the one the trainer prints from its real allocations (for gpt2
 # and llama, replicated key/value heads included, zb1's kept gradients
 # too, with and without sequence parallelism, which must shrink the
-# activations; offload on the CPU, where it changes nothing); plan prints
+# activations, and with context parallelism (cp 2 with pp, and with tp,
+# sequence parallelism and ZeRO-3); offload on the CPU, where it changes nothing); plan prints
 # each schedule's bubble and memory and recommends one; plan handles a 175B
 # model on 1024 ranks, with the layouts that fit 80 GiB; and plan moves
 # the optimizer state to a host column with [train] offload, and
@@ -37,7 +38,9 @@ pp4-interleaved-llama-recompute:--set+model.arch=llama+--set+parallel.pp=4+--set
 sp-tp2-zero3:--set+parallel.tp=2+--set+parallel.zero=3+--set+parallel.sequence_parallel=1
 sp-pp2-tp2-every2:--set+parallel.tp=2+--set+parallel.pp=2+--set+train.recompute=every:2+--set+parallel.sequence_parallel=1+--set+train.grad_accum=4
 sp-tp4-llama-kv1:--set+model.arch=llama+--set+model.n_head=4+--set+model.n_kv_head=1+--set+model.ffn_dim=48+--set+parallel.tp=4+--set+model.tie_embeddings=0+--set+parallel.sequence_parallel=1
-sp-pp2-tp2-zb1:--set+parallel.tp=2+--set+parallel.pp=2+--set+parallel.schedule=zb1+--set+parallel.sequence_parallel=1+--set+train.grad_accum=4"
+sp-pp2-tp2-zb1:--set+parallel.tp=2+--set+parallel.pp=2+--set+parallel.schedule=zb1+--set+parallel.sequence_parallel=1+--set+train.grad_accum=4
+cp2-pp2-zero1:--set+parallel.cp=2+--set+parallel.pp=2+--set+parallel.zero=1+--set+train.grad_accum=4
+llama-cp2-tp2-sp-zero3:--set+model.arch=llama+--set+model.n_kv_head=1+--set+model.ffn_dim=48+--set+parallel.cp=2+--set+parallel.tp=2+--set+parallel.sequence_parallel=1+--set+parallel.zero=3+--set+model.tie_embeddings=0"
 plan $(($(echo "$CASES" | wc -l) + 24))
 # the rows of a memory table, one per rank: plan's "ranks A-B: ..." (equal
 # ranks on one line) written out as the trainer's "rank A: ..." lines

@@ -115,17 +115,6 @@ int plan_replicas(const Config *cfg, int world)
     return layout_replicas(&l);
 }
 
-/* The activations a stage allocates for its local tokens: model.c's
- * arithmetic on a sequence of seq_len / cp tokens, as the model holds
- * under context parallelism. */
-static int64_t activation_bytes(const Config *cfg, int tp, int stage, int slots)
-{
-    Config local = *cfg;
-    local.model.seq_len = plan_rank_seq_len(cfg);
-    local.parallel.cp = 1;
-    return model_planned_activation_bytes(&local, tp, stage, slots);
-}
-
 /* The memory of the rank at layout's place. */
 static PlanMemory layout_memory(const Config *cfg, const Layout *layout)
 {
@@ -134,7 +123,9 @@ static PlanMemory layout_memory(const Config *cfg, const Layout *layout)
     int slots = schedule_stage_slots(cfg->parallel.schedule, cfg->parallel.pp,
                                      cfg->parallel.virtual_stages, layout->pp_stage,
                                      cfg->train.grad_accum);
-    mem.activations = activation_bytes(cfg, layout->tp, layout->pp_stage, slots);
+    /* the model's own count: its seq_len / cp tokens of each row, and at
+     * cp > 1 the whole-sequence buffers of attention over the group */
+    mem.activations = model_planned_activation_bytes(cfg, layout->tp, layout->pp_stage, slots);
     return mem;
 }
 

@@ -7,9 +7,10 @@
  * the communication volume per step of each group; and which layouts of
  * the world fit a given memory per device. Context parallelism (cp) is in
  * all of them: a rank holds seq_len / cp tokens of each sequence, so its
- * activations, its compute and its share of every per-token message fall
- * by cp, and attention's all-gathers and reduce-scatter over the cp group
- * come on top (plan_communication).
+ * activations (model.c's count, with attention's two whole-sequence
+ * buffers at cp > 1), its compute and its share of every per-token
+ * message fall by cp, and attention's all-gathers and reduce-scatter over
+ * the cp group come on top (plan_communication).
  *
  * Parameter state is zero_state_bytes, the sizes zero.c allocates by;
  * activations follow model.c's allocation rules, restated as arithmetic.
