@@ -12,7 +12,7 @@
 # activations' dtype, over the busiest stage's layers and grad_accum
 # microbatches.
 . "${TRI_SRCDIR:-.}/tests/lib.sh"
-plan 10
+plan 11
 # A Llama of 8 layers, 1024 wide, GQA, 32k-token sequences, bf16.
 cfg="$WORK/long.ini"
 cat > "$cfg" <<EOC
@@ -114,4 +114,11 @@ ok $? "planned as advised, the layout keeps cp $bcp and plan changes nothing ($(
 "$TRIDENT" plan --config "$cfg" --world 8 --set model.seq_len=262144 --mem 13.2 > "$WORK/out" 2>&1
 grep -q "^context parallelism, cp [248] (.*): layouts at cp 1 fit 13.2 GiB too, this one is less work$" "$WORK/out"
 ok $? "plan --mem 13.2: cp for less work where cp 1 fits too ($(grep '^context parallelism' "$WORK/out"))"
+# One sequence on 2 ranks of a model with one head and one layer: no tp,
+# no pp, and a global batch of 1 leaves cp 1 no layout; cp 2 is the only
+# one, and plan says why without a figure for cp 1.
+"$TRIDENT" plan --config "$cfg" --world 2 --set parallel.cp=2 --set model.n_head=1 \
+    --set model.n_kv_head=1 --set model.n_layer=1 --set train.grad_accum=1 --mem 80 > "$WORK/out" 2>&1
+grep -q "^context parallelism, cp 2 (.*): no layout at cp 1 is valid here$" "$WORK/out"
+ok $? "plan --mem: cp 2 where no cp 1 layout keeps the batch ($(grep '^context parallelism, cp' "$WORK/out"))"
 done_testing

@@ -638,7 +638,9 @@ void plan_print_cp_reason(const Config *best, double least_cp1_gib, double mem_g
         return;
     fprintf(out, "context parallelism, cp %d (%d tokens of each %d-token sequence a rank): ", cp,
             plan_rank_seq_len(best), best->model.seq_len);
-    if (least_cp1_gib > mem_gib)
+    if (least_cp1_gib <= 0.0) /* none was valid: the batch, the rules */
+        fprintf(out, "no layout at cp 1 is valid here\n");
+    else if (least_cp1_gib > mem_gib)
         fprintf(out, "no layout at cp 1 fits %.1f GiB, the least a rank needs there is %.2f GiB\n",
                 mem_gib, least_cp1_gib);
     else

@@ -92,8 +92,9 @@ PlanComm plan_communication(const Config *cfg, int world);
 
 /* After a search whose best layout is `best`: when it has cp > 1, one line
  * saying why: no layout at cp 1 fits mem_gib (least_cp1_gib: the least
- * memory a rank needs at cp 1), or else it is `better` ("less work",
- * "faster") than those that do. Nothing for cp 1. Not collective. */
+ * memory a rank needs at cp 1; 0 when no cp 1 layout was valid), or else
+ * it is `better` ("less work", "faster") than those that do. Nothing for
+ * cp 1. Not collective. */
 void plan_print_cp_reason(const Config *best, double least_cp1_gib, double mem_gib,
                           const char *better, FILE *out);
 
