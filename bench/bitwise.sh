@@ -95,9 +95,20 @@ compare_case() {
 # "stages A-B:" rows written out one per rank or stage, the schedules
 # table once (it was printed twice), the layouts that fit --mem without
 # their header's ordering note, and all lines sorted, so that only the
-# numbers and the rows count.
+# numbers and the rows count. Context parallelism (issue 39) added what a
+# plan at cp 1 writes as "x cp 1 x", ", cp 0", a zero "context-parallel
+# traffic" term and the layout table's cp column, whose cp 1 rows are
+# compared (cp > 1 rows are new layouts); tables' runs of blanks count as one.
 plan_figures() {
     sed -n '/^plan: /,$p' | grep -v '^train with:' | awk '
+        { gsub(/ x cp 1 x /, " x "); sub(/, cp 0$/, "") }
+        /^  context-parallel traffic \(exposed\) +0\.00 ms/ { next }
+        /^ +dp +pp +tp / { sub(/ +cp /, " "); gsub(/ +/, " "); print; next }
+        /^ +[0-9]+ +[0-9]+ +[0-9]+ +[0-9]+ +[0-9]+ +[0-9]+ +(none|full) / {
+            if ($4 != 1) next   # a cp column: only cp 1 rows
+            $4 = ""
+        }
+        /^ *[0-9]+ +[0-9]+ +[0-9]+ +[0-9]+ +[0-9]+ +(none|full) / { $1 = $1; gsub(/ +/, " "); print; next }
         /^  (rank|stage)s [0-9]+-[0-9]+: / {
             what = substr($1, 1, length($1) - 1); split($2, r, "-"); sub(/:$/, "", r[2])
             row = $0; sub(/^  [a-z]+ [0-9]+-[0-9]+: /, "", row); sub(/\(each of their/, "(each of its", row)

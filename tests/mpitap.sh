@@ -26,6 +26,9 @@ default_timeout=300
 # 26 traced trainings of 2 to 8 ranks: 30 s on 2 idle cores, 270 s at a
 # load of 24
 [ "$name" != t_comm_trace ] || default_timeout=900
+# two dozen trainings of 4 ranks beside plan's searches: 3.5 to 4.6 min
+# under a load of 20
+[ "$name" != t_plan ] || default_timeout=600
 timeout_s=${TRI_TEST_TIMEOUT:-$default_timeout}
 
 MPIEXEC=${MPIEXEC:-mpiexec}

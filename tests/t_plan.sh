@@ -4,7 +4,8 @@
 # equals the one the trainer prints from its real allocations (for gpt2
 # and llama, replicated key/value heads included, zb1's kept gradients
 # too, with and without sequence parallelism, which must shrink the
-# activations; offload on the CPU, where it changes nothing); plan prints
+# activations, and with context parallelism (cp 2 with pp, and with tp,
+# sequence parallelism and ZeRO-3); offload on the CPU, where it changes nothing); plan prints
 # each schedule's bubble and memory and recommends one; plan handles a 175B
 # model on 1024 ranks, with the layouts that fit 80 GiB; and plan moves
 # the optimizer state to a host column with [train] offload, and
@@ -37,7 +38,9 @@ pp4-interleaved-llama-recompute:--set+model.arch=llama+--set+parallel.pp=4+--set
 sp-tp2-zero3:--set+parallel.tp=2+--set+parallel.zero=3+--set+parallel.sequence_parallel=1
 sp-pp2-tp2-every2:--set+parallel.tp=2+--set+parallel.pp=2+--set+train.recompute=every:2+--set+parallel.sequence_parallel=1+--set+train.grad_accum=4
 sp-tp4-llama-kv1:--set+model.arch=llama+--set+model.n_head=4+--set+model.n_kv_head=1+--set+model.ffn_dim=48+--set+parallel.tp=4+--set+model.tie_embeddings=0+--set+parallel.sequence_parallel=1
-sp-pp2-tp2-zb1:--set+parallel.tp=2+--set+parallel.pp=2+--set+parallel.schedule=zb1+--set+parallel.sequence_parallel=1+--set+train.grad_accum=4"
+sp-pp2-tp2-zb1:--set+parallel.tp=2+--set+parallel.pp=2+--set+parallel.schedule=zb1+--set+parallel.sequence_parallel=1+--set+train.grad_accum=4
+cp2-pp2-zero1:--set+parallel.cp=2+--set+parallel.pp=2+--set+parallel.zero=1+--set+train.grad_accum=4
+llama-cp2-tp2-sp-zero3:--set+model.arch=llama+--set+model.n_kv_head=1+--set+model.ffn_dim=48+--set+parallel.cp=2+--set+parallel.tp=2+--set+parallel.sequence_parallel=1+--set+parallel.zero=3+--set+model.tie_embeddings=0"
 plan $(($(echo "$CASES" | wc -l) + 25))
 # the rows of a memory table, one per rank: plan's "ranks A-B: ..." (equal
 # ranks on one line) written out as the trainer's "rank A: ..." lines
@@ -167,7 +170,7 @@ ok $? "plan lists the layouts that fit 80 GiB"
 # last line trains.
 fits() { sed -n '/^layouts of/,/^[^ ]/p' "$1" | awk '$1 ~ /^[0-9]+$/'; }
 sorted() {  # the rows' work never falls
-    awk '{ b = $9; sub(/%/, "", b); w = ($6 == "full" ? 4 / 3 : 1) / (1 - b / 100)
+    awk '{ b = $10; sub(/%/, "", b); w = ($7 == "full" ? 4 / 3 : 1) / (1 - b / 100)
            if (NR > 1 && w < last - 1e-9) bad = 1; last = w } END { exit bad }'
 }
 more=$(sed -n 's/^  \.\.\. and \([0-9]*\) more (--all shows them)$/\1/p' "$WORK/out")
@@ -184,7 +187,7 @@ ok $? "plan --mem 80 --all: all $((10 + more)) layouts, sorted"
 advice=$(tail -n 1 "$WORK/out")
 # shellcheck disable=SC2086  # the pasted options, split on purpose
 "$TRIDENT" plan --config "$WORK/g175.ini" --world 1024 ${advice#train with: } > "$WORK/out2" 2>&1
-echo "$best" | awk '{ printf "plan: 1024 ranks = dp %d x pp %d x tp %d, zero %d,\n", $1, $2, $3, $5 }' \
+echo "$best" | awk '{ printf "plan: 1024 ranks = dp %d x pp %d x cp %d x tp %d, zero %d,\n", $1, $2, $4, $3, $6 }' \
     > "$WORK/want"
 grep -qF "$(cat "$WORK/want")" "$WORK/out2"
 ok $? "the last line trains the best layout ($advice; $(head -n 1 "$WORK/out2"))"
@@ -293,7 +296,7 @@ grep -q "^fastest layout on 1 x h100 that fits 80 GiB: .*, offload optimizer$" "
 ok $? "plan --hw h100 recommends offload where nothing else fits: $(grep '^fastest' "$WORK/out")"
 "$TRIDENT" plan --config "$WORK/g7.ini" --world 1 --mem 80 --set parallel.device=cpu > "$WORK/out" 2>&1
 "$TRIDENT" plan --config "$WORK/g7.ini" --world 1 --mem 80 > "$WORK/out2" 2>&1
-rows=$(sed -n '/^layouts of/,$p' "$WORK/out2" | awk '$1 == 1 && $2 == 1 { print $7 }' | sort -u)
+rows=$(sed -n '/^layouts of/,$p' "$WORK/out2" | awk '$1 == 1 && $2 == 1 { print $8 }' | sort -u)
 grep -q "^  none: more ranks" "$WORK/out" && [ "$rows" = optimizer ]
 ok $? "the layouts that fit are those that offload (${rows:-none}); with device = cpu, where it frees nothing, none fit"
 # The head's logits on a GPU: a sixteenth of the device's memory, so GPT-2

@@ -70,7 +70,9 @@ static ZeroBytes state_bytes(const Config *cfg, const Layout *layout, const Zero
 static int64_t per_block(int64_t one, int64_t two, int n) { return one + (n - 1) * (two - one); }
 
 /* zero.c's arenas: full or owned weights, gradients and Adam state, as
- * zero_state_bytes sizes them. Overlap assumes host buffers (a CPU run). */
+ * zero_state_bytes sizes them, over the rank's replicas (dp x cp: the
+ * ranks that hold the same weights and reduce their gradients together).
+ * Overlap assumes host buffers (a CPU run). */
 static void parameter_memory(const Config *cfg, const Layout *layout, PlanMemory *mem)
 {
     ZeroLayout l;
@@ -108,36 +110,61 @@ int64_t plan_head_budget(const Config *cfg, double device_gib)
     return model_head_logit_budget(gpu ? (int64_t)(device_gib * MIB * 1024.0) : 0);
 }
 
+int plan_rank_seq_len(const Config *cfg)
+{
+    return cfg->model.seq_len / cfg->parallel.cp;
+}
+
+int plan_replicas(const Config *cfg, int world)
+{
+    Layout l = layout_at(&cfg->parallel, layout_resolve_dp(&cfg->parallel, world), 0, 0, 0);
+    return layout_replicas(&l);
+}
+
+/* The memory of the rank at layout's place, its head holding head_budget
+ * logits at once. */
+static PlanMemory layout_memory(const Config *cfg, const Layout *layout, int64_t head_budget)
+{
+    PlanMemory mem = {0};
+    parameter_memory(cfg, layout, &mem);
+    int slots = schedule_stage_slots(cfg->parallel.schedule, cfg->parallel.pp,
+                                     cfg->parallel.virtual_stages, layout->pp_stage,
+                                     cfg->train.grad_accum);
+    /* the model's own count: its seq_len / cp tokens of each row, and at
+     * cp > 1 the whole-sequence buffers of attention over the group */
+    mem.activations = model_planned_activation_bytes(cfg, layout->tp, layout->pp_stage, slots,
+                                                     head_budget);
+    return mem;
+}
+
 PlanMemory plan_rank_memory(const Config *cfg, int world, int stage, int dp_rank, int tp_rank,
                             int64_t head_budget)
 {
     Layout layout = layout_at(&cfg->parallel, layout_resolve_dp(&cfg->parallel, world), stage,
                               dp_rank, tp_rank);
-    PlanMemory mem = {0};
-    parameter_memory(cfg, &layout, &mem);
-    int slots = schedule_stage_slots(cfg->parallel.schedule, cfg->parallel.pp,
-                                     cfg->parallel.virtual_stages, stage, cfg->train.grad_accum);
-    mem.activations = model_planned_activation_bytes(cfg, layout.tp, stage, slots, head_budget);
-    return mem;
+    return layout_memory(cfg, &layout, head_budget);
 }
 
 static int64_t total(PlanMemory m) { return m.weights + m.grads + m.optimizer + m.activations; }
 
 /* The largest rank: the first stage (embeddings, the most microbatches in
  * flight), stage 1 (a middle stage with the most layers: earlier stages
- * take the spare ones) and the last (the head); the first and last DP rank
- * (the last ZeRO block may be short); TP rank 0 (TP ranks hold the same
- * sizes). */
+ * take the spare ones) and the last (the head); the first and last
+ * replica (the last ZeRO block may be short); TP rank 0 (TP ranks hold the
+ * same sizes). */
 PlanMemory plan_largest_rank(const Config *cfg, int world, int64_t head_budget, int *stage_out)
 {
     PlanMemory best = {0};
     int dp = layout_resolve_dp(&cfg->parallel, world), pp = cfg->parallel.pp;
     int stages[3] = {0, pp > 2 ? 1 : 0, pp - 1};
-    int dp_ranks[2] = {0, dp - 1};
+    int last_replica = plan_replicas(cfg, world) > 1;
     for (int k = 0; k < 3; k++) {
         int s = stages[k];
-        for (int j = 0; j < (dp > 1 ? 2 : 1); j++) {
-            PlanMemory m = plan_rank_memory(cfg, world, s, dp_ranks[j], 0, head_budget);
+        for (int j = 0; j <= last_replica; j++) {
+            Layout l = layout_at(&cfg->parallel, dp, s, j ? dp - 1 : 0, 0);
+            if (j)
+                l.cp_rank = l.cp - 1;
+            PlanMemory m = layout_memory(cfg, &l, head_budget);
             if (total(m) > total(best)) {
                 best = m;
                 if (stage_out)
@@ -153,16 +180,32 @@ PlanMemory plan_largest_rank(const Config *cfg, int world, int64_t head_budget, 
 static double ring_allreduce(double bytes, int p) { return p > 1 ? 2.0 * (p - 1) / p * bytes : 0; }
 static double ring_share(double bytes, int p) { return p > 1 ? (double)(p - 1) / p * bytes : 0; }
 
+/* Context parallelism's bytes per layer and microbatch: each collective
+ * moves the q|k|v of a whole sequence's B x T tokens, 3C/tp wide (the
+ * heads' k and v expanded: model_cp.c gathers the attention's input),
+ * and a ring sends (cp-1)/cp of it. */
+static double cp_layer_bytes(const Config *cfg)
+{
+    const ModelConfig *mc = &cfg->model;
+    double a = (double)ops_dtype_size(model_dtype(cfg->train.precision));
+    double qkv = (double)cfg->train.micro_batch * mc->seq_len * 3.0 * mc->n_embd
+                 / cfg->parallel.tp * a;
+    return ring_share(qkv, cfg->parallel.cp);
+}
+
 PlanComm plan_communication(const Config *cfg, int world)
 {
     const ModelConfig *mc = &cfg->model;
     const TrainConfig *t = &cfg->train;
     PlanComm c = {0};
     int tp = cfg->parallel.tp, pp = cfg->parallel.pp;
-    int dp = layout_resolve_dp(&cfg->parallel, world);
-    int ga = t->grad_accum, zero = zero_stage(cfg->parallel.zero, dp);
+    /* the DP reduction runs over the replicas: dp x cp ranks */
+    int group = plan_replicas(cfg, world);
+    int ga = t->grad_accum, zero = zero_stage(cfg->parallel.zero, group);
     double a = (double)ops_dtype_size(model_dtype(cfg->train.precision));
-    double act = (double)t->micro_batch * mc->seq_len * mc->n_embd * a;
+    /* a microbatch's local tokens: 1/cp of each sequence */
+    double tokens = (double)t->micro_batch * plan_rank_seq_len(cfg);
+    double act = tokens * mc->n_embd * a;
     int layers, recomputed = model_stage_recomputes(cfg, 0, &layers);
     /* per block: two all-reduces forward, two backward, two more when the
      * block is recomputed; the embedding's and the head's come on top.
@@ -178,21 +221,25 @@ PlanComm plan_communication(const Config *cfg, int world)
      * every block's backward (arch_llama.c) */
     int replicas = arch_kv_replicas(mc, tp);
     if (replicas > 1) {
-        double kv = (double)t->micro_batch * mc->seq_len * (mc->n_embd / mc->n_head) * a;
+        double kv = tokens * (mc->n_embd / mc->n_head) * a;
         c.tp += ga * layers * 2.0 * ring_allreduce(kv, replicas);
     }
+    /* attention over the cp group: three collectives a layer, one more
+     * where the layer's forward runs again (recompute) */
+    c.cp_layer = cp_layer_bytes(cfg);
+    c.cp = ga * (3.0 * layers + recomputed) * c.cp_layer;
     /* an activation out and a gradient back per microbatch and chunk, a
      * slice each under sequence parallelism */
     c.pp = pp > 1 ? 2.0 * ga * cfg->parallel.virtual_stages * act / (sp ? tp : 1) : 0.0;
     double n = (double)params_local_count(cfg, 0, 0);
     switch (zero) {
-    case 0: c.dp = ring_allreduce(4 * n, dp); break;
-    case 1: c.dp = ring_share(4 * n, dp) + ring_share(a * n, dp); break;
-    case 2: c.dp = ga * ring_share(4 * n, dp) + ring_share(a * n, dp); break;
-    case 3: c.dp = ga * ring_share(4 * n, dp) + 2.0 * ga * ring_share(a * n, dp); break;
+    case 0: c.dp = ring_allreduce(4 * n, group); break;
+    case 1: c.dp = ring_share(4 * n, group) + ring_share(a * n, group); break;
+    case 2: c.dp = ga * ring_share(4 * n, group) + ring_share(a * n, group); break;
+    case 3: c.dp = ga * ring_share(4 * n, group) + 2.0 * ga * ring_share(a * n, group); break;
     }
     if (pp > 1 && mc->tie_embeddings)
-        c.embed = ring_allreduce(4.0 * mc->vocab_size / tp * mc->n_embd / dp, 2);
+        c.embed = ring_allreduce(4.0 * mc->vocab_size / tp * mc->n_embd / group, 2);
     return c;
 }
 
@@ -341,7 +388,7 @@ static void print_memory_rows(const PlanMemory *rows, int n, const char *what, i
     }
 }
 
-/* Every rank up to 16 ranks, else every stage (its DP rank 0, TP rank 0). */
+/* Every rank up to 16 ranks, else every stage (its DP, CP and TP rank 0). */
 static void print_memory_table(const Config *cfg, int world, int64_t head_budget, FILE *out)
 {
     int host = plan_offloads(cfg);
@@ -350,11 +397,13 @@ static void print_memory_table(const Config *cfg, int world, int64_t head_budget
     int dp = layout_resolve_dp(&cfg->parallel, world), tp = cfg->parallel.tp;
     int pp = cfg->parallel.pp, by_rank = world <= 16, n = by_rank ? world : pp;
     PlanMemory *rows = TRI_MALLOC((size_t)n * sizeof *rows, "plan's memory table");
-    for (int i = 0; i < n; i++)
-        rows[i] = by_rank ? plan_rank_memory(cfg, world, i / (tp * dp), (i / tp) % dp, i % tp,
-                                             head_budget)
-                          : plan_rank_memory(cfg, world, i, 0, 0, head_budget);
-    print_memory_rows(rows, n, by_rank ? "rank" : "stage", by_rank ? 0 : dp * tp, host, out);
+    for (int i = 0; i < n; i++) {
+        Layout l = by_rank ? layout_of_rank(&cfg->parallel, world, i)
+                           : layout_at(&cfg->parallel, dp, i, 0, 0);
+        rows[i] = layout_memory(cfg, &l, head_budget);
+    }
+    print_memory_rows(rows, n, by_rank ? "rank" : "stage",
+                      by_rank ? 0 : plan_replicas(cfg, world) * tp, host, out);
     free(rows);
 }
 
@@ -376,8 +425,14 @@ static void print_costs(const Config *cfg, int world, FILE *out)
             100.0 * plan_bubble(cfg),
             schedule_messages(cfg->parallel.schedule, pp, v, t->grad_accum));
     PlanComm c = plan_communication(cfg, world);
-    fprintf(out, "communication per step, bytes sent by one rank: tp %.4g, dp %.4g (zero %d), pp %.4g in %d messages, tied embedding %.4g\n",
-            c.tp, c.dp, cfg->parallel.zero, c.pp, pp > 1 ? 2 * t->grad_accum : 0, c.embed);
+    fprintf(out, "communication per step, bytes sent by one rank: tp %.4g, dp %.4g (zero %d), pp %.4g in %d messages, tied embedding %.4g, cp %.4g\n",
+            c.tp, c.dp, cfg->parallel.zero, c.pp, pp > 1 ? 2 * t->grad_accum : 0, c.embed, c.cp);
+    if (cfg->parallel.cp > 1)
+        fprintf(out, "context parallelism: cp %d, %d tokens of each sequence a rank; per layer and "
+                "microbatch %.4g bytes in each of 3 collectives over cp (q|k|v all-gathered "
+                "forward, again and its gradient reduce-scattered backward), attention 1/%d of "
+                "the causal work a rank (zigzag chunks)\n",
+                cfg->parallel.cp, plan_rank_seq_len(cfg), c.cp_layer, cfg->parallel.cp);
 }
 
 /* Whether sequence parallelism slices anything on cfg's tp, and the
@@ -410,37 +465,51 @@ static int visit_options(Config c, int offloads, PlanVisit visit, void *ctx)
     return visited;
 }
 
+/* Every schedule and option of the layout dp x pp x cp x tp, if the
+ * layout's rules and the config's accept it at the global batch. */
+static int visit_layout(const Config *cfg, int world, int64_t global, int pp, int cp, int tp,
+                        int offloads, PlanVisit visit, void *ctx)
+{
+    int64_t mb = cfg->train.micro_batch;
+    int dp = world / (tp * cp * pp);
+    if (world % (tp * cp * pp) || global % (mb * dp))
+        return 0;
+    Config c = with_schedule(cfg, SCHED_1F1B, 1);
+    c.parallel.tp = tp;
+    c.parallel.cp = cp;
+    c.parallel.pp = pp;
+    c.parallel.dp = dp;
+    c.parallel.sequence_parallel = 0;
+    c.train.grad_accum = (int)(global / (mb * dp));
+    /* generation needs whole rows (layout_sample_fits): at cp > 1 the run
+     * samples nothing, as config_load makes [log] sample_tokens = auto */
+    if (cp > 1)
+        c.log.sample_tokens = 0;
+    /* cp's own rules (seq_len a multiple of 2 cp) are the config's */
+    if (layout_check(&c, world, fail_stream(0)) != 0 || (cp > 1 && !allowed(&c)))
+        return 0;
+    /* GPipe never beats 1F1B (the same bubble, more memory); two chunks
+     * take most of what interleaving gives. With one stage 1F1B is every
+     * schedule's step in the least memory. */
+    int visited = visit_options(c, offloads, visit, ctx);
+    if (pp > 1)
+        visited += visit_options(with_schedule(&c, SCHED_ZB1, 1), offloads, visit, ctx);
+    if (interleaves(&c, 2))
+        visited += visit_options(with_schedule(&c, SCHED_INTERLEAVED, 2), offloads, visit, ctx);
+    return visited;
+}
+
 int plan_each_layout(const Config *cfg, int world, int max_tp, PlanVisit visit, void *ctx)
 {
     int64_t mb = cfg->train.micro_batch;
     int64_t global = mb * cfg->train.grad_accum * layout_resolve_dp(&cfg->parallel, world);
     int visited = 0, offloads = on_gpu(cfg); /* on the CPU offload frees nothing */
-    for (int tp = 1; tp <= max_tp && tp <= world; tp *= 2) {
-        /* pp <= n_layer (layout_check), which also keeps pp * tp from
-         * overflowing at a world near INT_MAX */
-        for (int pp = 1; pp <= world / tp && pp <= cfg->model.n_layer; pp++) {
-            int dp = world / (tp * pp);
-            if (world % (tp * pp) || global % (mb * dp))
-                continue;
-            Config c = with_schedule(cfg, SCHED_1F1B, 1);
-            c.parallel.tp = tp;
-            c.parallel.pp = pp;
-            c.parallel.dp = dp;
-            c.parallel.sequence_parallel = 0;
-            c.train.grad_accum = (int)(global / (mb * dp));
-            if (layout_check(&c, world, fail_stream(0)) != 0)
-                continue;
-            /* GPipe never beats 1F1B (the same bubble, more memory); two
-             * chunks take most of what interleaving gives. With one stage
-             * 1F1B is every schedule's step in the least memory. */
-            visited += visit_options(c, offloads, visit, ctx);
-            if (pp > 1)
-                visited += visit_options(with_schedule(&c, SCHED_ZB1, 1), offloads, visit, ctx);
-            if (interleaves(&c, 2))
-                visited += visit_options(with_schedule(&c, SCHED_INTERLEAVED, 2), offloads,
-                                         visit, ctx);
-        }
-    }
+    for (int tp = 1; tp <= max_tp && tp <= world; tp *= 2)
+        for (int cp = 1; cp <= PLAN_MAX_CP && cp <= world / tp; cp *= 2)
+            /* pp <= n_layer (layout_check), which also keeps the product
+             * from overflowing at a world near INT_MAX */
+            for (int pp = 1; pp <= world / (tp * cp) && pp <= cfg->model.n_layer; pp++)
+                visited += visit_layout(cfg, world, global, pp, cp, tp, offloads, visit, ctx);
     return visited;
 }
 
@@ -454,8 +523,30 @@ typedef struct {
 typedef struct {
     int world, n, cap;
     double mem_gib;
+    double least_cp1_gib;   /* the least memory of a layout at cp 1, fitting or not */
     Fit *fits;
+    /* the last bubble simulated, and the pipeline it is of: the options
+     * of one layout and schedule (visit_options) share it, and the
+     * simulation is most of the search's time (the more so at cp > 1,
+     * whose fewer DP ranks take more microbatches) */
+    ParallelConfig bubble_of;
+    int bubble_ga;
+    double bubble;
 } FitList;
+
+/* plan_bubble(c), simulated again only when c's pipeline differs from the
+ * last one's. */
+static double fit_bubble(FitList *t, const Config *c)
+{
+    const ParallelConfig *p = &c->parallel, *last = &t->bubble_of;
+    if (t->bubble_ga != c->train.grad_accum || last->schedule != p->schedule
+        || last->pp != p->pp || last->virtual_stages != p->virtual_stages) {
+        t->bubble = plan_bubble(c);
+        t->bubble_of = *p;
+        t->bubble_ga = c->train.grad_accum;
+    }
+    return t->bubble;
+}
 
 /* The work of a step relative to one without recompute or bubble: full
  * recompute runs the forward twice (4 passes of work for 3), and the
@@ -469,28 +560,33 @@ static void collect_fit(const Config *c, void *ctx)
 {
     FitList *t = ctx;
     double gib = total(plan_largest_rank(c, t->world, plan_head_budget(c, t->mem_gib), NULL))
-               / (MIB * 1024.0);
+                 / (MIB * 1024.0);
+    if (c->parallel.cp == 1 && (t->least_cp1_gib == 0.0 || gib < t->least_cp1_gib))
+        t->least_cp1_gib = gib;
     if (gib > t->mem_gib)
         return;
     if (t->n == t->cap) {
         t->cap = t->cap ? 2 * t->cap : 64;
         t->fits = TRI_REALLOC(t->fits, (size_t)t->cap * sizeof *t->fits, "plan's layouts");
     }
-    double bubble = plan_bubble(c);
+    double bubble = fit_bubble(t, c);
     t->fits[t->n++] = (Fit){*c, gib, bubble, relative_work(c, bubble)};
 }
 
 static int compare_int(int a, int b) { return (a > b) - (a < b); }
 
 /* Best first: the least relative work, then without offload (its
- * transfers are not in the work), then less tensor parallelism and a
- * lower ZeRO stage (less communication), then the least memory. */
+ * transfers are not in the work), then less context and tensor
+ * parallelism and a lower ZeRO stage (less communication), then the least
+ * memory. */
 static int better_fit(const void *pa, const void *pb)
 {
     const Fit *a = pa, *b = pb;
     if (fabs(a->work - b->work) > 1e-9)
         return a->work < b->work ? -1 : 1;
     int by = compare_int(plan_offloads(&a->c), plan_offloads(&b->c));
+    if (!by)
+        by = compare_int(a->c.parallel.cp, b->c.parallel.cp);
     if (!by)
         by = compare_int(a->c.parallel.tp, b->c.parallel.tp);
     if (!by)
@@ -504,8 +600,8 @@ static void print_fit(const Fit *f, FILE *out)
 {
     const Config *c = &f->c;
     int v = c->parallel.virtual_stages;
-    fprintf(out, "  %5d %5d %5d %4d %4d %9s %9s %10.2f %5.1f%% %s%s%s\n", c->parallel.dp,
-            c->parallel.pp, c->parallel.tp, c->train.grad_accum, c->parallel.zero,
+    fprintf(out, "  %5d %5d %5d %3d %4d %4d %9s %9s %10.2f %5.1f%% %s%s%s\n", c->parallel.dp,
+            c->parallel.pp, c->parallel.tp, c->parallel.cp, c->train.grad_accum, c->parallel.zero,
             c->train.recompute == RECOMPUTE_FULL ? "full" : "none",
             plan_offloads(c) ? "optimizer" : "none", f->gib, 100.0 * f->bubble,
             schedule_name(c->parallel.schedule), v > 1 ? " v=2" : "",
@@ -514,17 +610,17 @@ static void print_fit(const Fit *f, FILE *out)
 
 /* The layouts of plan_each_layout (tp up to 8) that fit mem_gib, best
  * first, the first PLAN_FITS_SHOWN of them unless all; the best goes to
- * *advice (left alone when none fits). */
+ * *advice (left alone when none fits), with why it has cp > 1 if so. */
 static void print_fits(const Config *cfg, int world, double mem_gib, int all, Config *advice,
                        FILE *out)
 {
     int64_t global = (int64_t)cfg->train.micro_batch * cfg->train.grad_accum
                      * layout_resolve_dp(&cfg->parallel, world);
     fprintf(out, "\nlayouts of %d ranks within %.1f GiB per device, global batch %lld (largest rank), "
-            "best first (least work with recompute and bubble, then no offload, less tp, "
-            "lower zero, less memory):\n", world, mem_gib, (long long)global);
-    fprintf(out, "  %5s %5s %5s %4s %4s %9s %9s %10s %6s %s\n", "dp", "pp", "tp", "ga", "zero",
-            "recompute", "offload", "GiB", "bubble", "schedule");
+            "best first (least work with recompute and bubble, then no offload, less cp, less "
+            "tp, lower zero, less memory):\n", world, mem_gib, (long long)global);
+    fprintf(out, "  %5s %5s %5s %3s %4s %4s %9s %9s %10s %6s %s\n", "dp", "pp", "tp", "cp", "ga",
+            "zero", "recompute", "offload", "GiB", "bubble", "schedule");
     FitList t = {.world = world, .mem_gib = mem_gib};
     Config gpu = *cfg;
     plan_assume_gpu(&gpu);
@@ -538,9 +634,28 @@ static void print_fits(const Config *cfg, int world, double mem_gib, int all, Co
         print_fit(&t.fits[i], out);
     if (shown < t.n)
         fprintf(out, "  ... and %d more (--all shows them)\n", t.n - shown);
-    if (t.n)
+    if (t.n) {
         *advice = t.fits[0].c;
+        plan_print_cp_reason(advice, t.least_cp1_gib, mem_gib, "less work", out);
+    }
     free(t.fits);
+}
+
+void plan_print_cp_reason(const Config *best, double least_cp1_gib, double mem_gib,
+                          const char *better, FILE *out)
+{
+    int cp = best->parallel.cp;
+    if (cp == 1)
+        return;
+    fprintf(out, "context parallelism, cp %d (%d tokens of each %d-token sequence a rank): ", cp,
+            plan_rank_seq_len(best), best->model.seq_len);
+    if (least_cp1_gib <= 0.0) /* none was valid: the batch, the rules */
+        fprintf(out, "no layout at cp 1 is valid here\n");
+    else if (least_cp1_gib > mem_gib)
+        fprintf(out, "no layout at cp 1 fits %.1f GiB, the least a rank needs there is %.2f GiB\n",
+                mem_gib, least_cp1_gib);
+    else
+        fprintf(out, "layouts at cp 1 fit %.1f GiB too, this one is %s\n", mem_gib, better);
 }
 
 /* " --set KEY=VALUE" (an int) where the advice differs from the config. */
@@ -595,6 +710,7 @@ void plan_print_advice(const Config *cfg, const Config *advice, const char *cons
     if (p->dp != 0) /* dp = 0 follows pp and tp by itself */
         advise_int(out, "parallel.dp", p->dp, a->dp);
     advise_int(out, "parallel.pp", p->pp, a->pp);
+    advise_int(out, "parallel.cp", p->cp, a->cp);
     advise_int(out, "parallel.tp", p->tp, a->tp);
     advise_int(out, "train.grad_accum", cfg->train.grad_accum, advice->train.grad_accum);
     advise_int(out, "parallel.zero", p->zero, a->zero);
@@ -606,6 +722,7 @@ void plan_print_advice(const Config *cfg, const Config *advice, const char *cons
     advise_int(out, "parallel.virtual_stages", p->virtual_stages, a->virtual_stages);
     advise_word(out, "parallel.sequence_parallel", p->sequence_parallel ? "true" : "false",
                 a->sequence_parallel ? "true" : "false");
+    advise_int(out, "log.sample_tokens", cfg->log.sample_tokens, advice->log.sample_tokens);
     fputc('\n', out);
 }
 
@@ -616,8 +733,8 @@ int plan_print(const Config *cfg, int world, double mem_gib, int all, Config *ad
         return 1;
     int dp = layout_resolve_dp(&cfg->parallel, world), stage = 0;
     *advice = *cfg;
-    fprintf(out, "plan: %d ranks = dp %d x pp %d x tp %d, zero %d, %s, recompute %s%s\n", world,
-            dp, cfg->parallel.pp, cfg->parallel.tp, cfg->parallel.zero,
+    fprintf(out, "plan: %d ranks = dp %d x pp %d x cp %d x tp %d, zero %d, %s, recompute %s%s\n",
+            world, dp, cfg->parallel.pp, cfg->parallel.cp, cfg->parallel.tp, cfg->parallel.zero,
             ops_dtype_name(model_dtype(cfg->train.precision)),
             cfg->train.recompute == RECOMPUTE_NONE ? "none"
             : cfg->train.recompute == RECOMPUTE_FULL ? "full" : "every:K",

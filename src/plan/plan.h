@@ -5,7 +5,12 @@
  * ZeRO stage and recompute policy; FLOPs per step; the pipeline bubble
  * and memory of each schedule, and the one to use;
  * the communication volume per step of each group; and which layouts of
- * the world fit a given memory per device.
+ * the world fit a given memory per device. Context parallelism (cp) is in
+ * all of them: a rank holds seq_len / cp tokens of each sequence, so its
+ * activations (model.c's count, with attention's two whole-sequence
+ * buffers at cp > 1), its compute and its share of every per-token
+ * message fall by cp, and attention's all-gathers and reduce-scatter over
+ * the cp group come on top (plan_communication).
  *
  * Parameter state is zero_state_bytes, the sizes zero.c allocates by;
  * activations follow model.c's allocation rules, restated as arithmetic.
@@ -42,18 +47,28 @@ void plan_assume_gpu(Config *cfg);
 int64_t plan_head_budget(const Config *cfg, double device_gib);
 
 /* Memory of the rank at (stage, dp_rank, tp_rank) of a world of `world`
- * ranks, its head holding head_budget logits at once (plan_head_budget).
- * cfg must pass layout_check for that world. Not collective. */
+ * ranks (its cp rank 0), its head holding head_budget logits at once
+ * (plan_head_budget). cfg must pass layout_check for that world. Not
+ * collective. */
 PlanMemory plan_rank_memory(const Config *cfg, int world, int stage, int dp_rank,
                             int tp_rank, int64_t head_budget);
 
+/* The tokens of one sequence that a rank holds: seq_len / cp (context
+ * parallelism gives each rank of its group two of 2 cp chunks). Pure. */
+int plan_rank_seq_len(const Config *cfg);
+
+/* The ranks that hold the same weights and reduce their gradients
+ * together on `world` ranks: layout_replicas, dp x cp. Pure. */
+int plan_replicas(const Config *cfg, int world);
+
 /* The largest rank's memory (first, a middle and the last stage; first
- * and last DP rank); *stage (if not NULL) receives its stage. */
+ * and last replica, dp x cp); *stage (if not NULL) receives its stage. */
 PlanMemory plan_largest_rank(const Config *cfg, int world, int64_t head_budget, int *stage);
 
 /* Calls visit for every layout of `world` ranks that keeps cfg's global
- * batch (grad_accum adjusted): dp x pp x tp with tp a power of two up to
- * max_tp that layout_check accepts, each ZeRO stage, recompute none and
+ * batch (grad_accum adjusted): dp x pp x cp x tp with tp a power of two up
+ * to max_tp and cp 1, 2, 4 or 8 (PLAN_MAX_CP) that layout_check and the
+ * config's rules accept (seq_len a multiple of 2 cp), each ZeRO stage, recompute none and
  * full, offload none and optimizer where plan_offloads would count it (on
  * the CPU it frees nothing), sequence parallelism off and, with tp > 1,
  * on, and with pp > 1 the schedules 1f1b, zb1 and (where the layout
@@ -67,11 +82,28 @@ int plan_each_layout(const Config *cfg, int world, int max_tp, PlanVisit visit, 
  * Not collective. */
 double plan_bubble(const Config *cfg);
 
-/* Bytes one rank sends per step in each group (ring algorithms). */
+/* The largest context-parallel group plan's search tries. */
+#define PLAN_MAX_CP 8
+
+/* Bytes one rank sends per step in each group (ring algorithms). cp:
+ * context parallelism's, per layer and microbatch an all-gather of q|k|v
+ * in the forward (and again in a recomputed forward), another and a
+ * reduce-scatter of its gradient in the backward: (cp-1)/cp x B x T x
+ * 3C/tp elements each, in the activations' dtype; cp_layer is one of
+ * them. Not collective. */
 typedef struct {
     double tp, dp, pp, embed;
+    double cp, cp_layer;
 } PlanComm;
 PlanComm plan_communication(const Config *cfg, int world);
+
+/* After a search whose best layout is `best`: when it has cp > 1, one line
+ * saying why: no layout at cp 1 fits mem_gib (least_cp1_gib: the least
+ * memory a rank needs at cp 1; 0 when no cp 1 layout was valid), or else
+ * it is `better` ("less work", "faster") than those that do. Nothing for
+ * cp 1. Not collective. */
+void plan_print_cp_reason(const Config *best, double least_cp1_gib, double mem_gib,
+                          const char *better, FILE *out);
 
 /* The most chunks a stage plan considers for the interleaved schedule. */
 #define PLAN_MAX_CHUNKS 8
@@ -104,8 +136,9 @@ int plan_print(const Config *cfg, int world, double mem_gib, int all, Config *ad
 /* The last line of a plan: "train with:" and the options to paste into
  * `trident train` for advice: plan's own --set options (sets, as given,
  * quoted for the shell where needed), then a --set for each layout key
- * (dp, pp, tp, grad_accum, zero, recompute, offload, schedule,
- * virtual_stages, sequence_parallel) whose advised value differs from
+ * (dp, pp, cp, tp, grad_accum, zero, recompute, offload, schedule,
+ * virtual_stages, sequence_parallel, and log.sample_tokens, which cp > 1
+ * turns off) whose advised value differs from
  * cfg's. Not collective. */
 void plan_print_advice(const Config *cfg, const Config *advice, const char *const *sets,
                        int n_sets, FILE *out);

@@ -127,6 +127,7 @@ static void stage_layers(const Config *cfg, int s, int *layers, int *recomputed)
 
 typedef struct {
     double gemm_flops;     /* per microbatch, per rank of the busiest stage */
+    double attention_flops; /* ... of them, attention's products */
     double elem_bytes;     /* per microbatch */
     double gemm_seconds;   /* the CPU profile: the stage's kernels timed, */
     double elem_seconds;   /* else 0 */
@@ -164,18 +165,33 @@ static void timed_stage(const Config *cfg, int layers, int re, int with_head, St
     w->gemm_f = fwd / w->gemm_seconds;
     w->gemm_w = (layers * layer.gemm_bwd / 2.0 + re * recomputes_twice(cfg) * layer.gemm_fwd)
                 / w->gemm_seconds;
+    /* timed on whole sequences: a cp rank holds 1/cp of the tokens and,
+     * with the zigzag chunks, 1/cp of attention's causal work */
+    w->gemm_seconds /= cfg->parallel.cp;
+    w->elem_seconds /= cfg->parallel.cp;
 }
 
-/* One microbatch on the busiest stage, one TP rank: GEMM FLOPs (3 forward
- * passes' worth, plus recomputed forwards; the LM head on the last stage
- * counts when it is the busier) and elementwise bytes. */
+/* Attention's products per token of a layer: the part of its FLOPs that
+ * grows with the sequence (scores and values over seq_len keys). */
+static double attention_flops_per_token(const ModelConfig *m)
+{
+    ModelConfig no_context = *m;
+    no_context.seq_len = 0;
+    return model_layer_flops(m, 1.0) - model_layer_flops(&no_context, 1.0);
+}
+
+/* One microbatch on the busiest stage, one TP and CP rank: GEMM FLOPs (3
+ * forward passes' worth, plus recomputed forwards; the LM head on the last
+ * stage counts when it is the busier) and elementwise bytes, on the rank's
+ * seq_len / cp tokens of each sequence (each still attends over the whole
+ * sequence, so attention's share stays per token as at cp 1). */
 static StageWork stage_work(const Config *cfg, const Hardware *hw)
 {
     const ModelConfig *m = &cfg->model;
     double a = (double)ops_dtype_size(model_dtype(cfg->train.precision));
     double tp = cfg->parallel.tp;
-    double C = m->n_embd, T = m->seq_len, V = m->vocab_size;
-    double tokens = (double)cfg->train.micro_batch * T;
+    double C = m->n_embd, V = m->vocab_size;
+    double tokens = (double)cfg->train.micro_batch * plan_rank_seq_len(cfg);
     int layers, re; /* stage 0 has the most blocks: the first stages take the spare ones */
     stage_layers(cfg, 0, &layers, &re);
     double layer_flops = model_layer_flops(m, tokens) / tp;
@@ -206,6 +222,8 @@ static StageWork stage_work(const Config *cfg, const Hardware *hw)
             with_head = 1;
         }
     }
+    w.attention_flops = (3.0 * layers + re * (1 + twice)) * tokens
+                        * attention_flops_per_token(m) / tp;
     w.gemm_f = (layers * layer_flops + (with_head ? head_flops : 0.0)) / w.gemm_flops;
     w.gemm_w = (layers + re * twice) * layer_flops / w.gemm_flops;
     w.gemm_seconds = w.elem_seconds = 0.0;
@@ -214,13 +232,14 @@ static StageWork stage_work(const Config *cfg, const Hardware *hw)
     return w;
 }
 
-/* Parameters the busiest rank's optimizer updates (its ZeRO rows). */
+/* Parameters the busiest rank's optimizer updates (its ZeRO rows, over
+ * the dp x cp replicas). */
 static double optimizer_elements(const Config *cfg, int world)
 {
     double n = (double)params_local_count(cfg, 0, 0);
-    int dp = layout_resolve_dp(&cfg->parallel, world);
-    if (zero_stage(cfg->parallel.zero, dp) >= 1)
-        n /= dp;
+    int replicas = plan_replicas(cfg, world);
+    if (zero_stage(cfg->parallel.zero, replicas) >= 1)
+        n /= replicas;
     return n;
 }
 
@@ -267,7 +286,7 @@ Prediction roofline_predict(const Config *cfg, int world, const Hardware *hw)
 {
     Prediction p;
     memset(&p, 0, sizeof p);
-    int tp = cfg->parallel.tp, pp = cfg->parallel.pp;
+    int tp = cfg->parallel.tp, pp = cfg->parallel.pp, cp = cfg->parallel.cp;
     int dp = layout_resolve_dp(&cfg->parallel, world);
     int m = cfg->train.grad_accum;
     StageWork w = stage_work(cfg, hw);
@@ -277,15 +296,23 @@ Prediction roofline_predict(const Config *cfg, int world, const Hardware *hw)
     double gemm_mb = hw->shared ? w.gemm_seconds * ranks_sharing : w.gemm_flops / gemm_rate;
     double elem_mb = hw->shared ? w.elem_seconds * ranks_sharing : w.elem_bytes / mem;
     double tp_per_mb = c.tp / m / (group_bw(hw, tp) / ranks_sharing);
-    double pp_per_mb = c.pp / m / (group_bw(hw, tp * dp * pp) / ranks_sharing);
+    double pp_per_mb = c.pp / m / (group_bw(hw, tp * cp * dp * pp) / ranks_sharing);
     p.gemm = m * gemm_mb;
     p.elementwise = m * elem_mb;
     p.tp = m * tp_per_mb;
     p.pp = m * pp_per_mb;
+    /* the cp group spans tp x cp consecutive ranks (cp sits outside tp);
+     * attention's own time can hide its traffic (a ring overlapped with
+     * the blocks of attention, issue 39), on a shared CPU nothing does */
+    p.cp_link = group_bw(hw, tp * cp) / ranks_sharing;
+    p.cp_total = c.cp / p.cp_link;
+    p.attention = m * w.attention_flops / gemm_rate;
+    p.cp_exposed = hw->shared ? p.cp_total : fmax(p.cp_total - p.attention, 0.0);
+    double cp_per_mb = p.cp_exposed / m;
     /* the busiest stage does m microbatches; the schedule's idle time on
      * top, simulated with that stage's forward, backward and weight pass
      * (1F1B and GPipe: (pp-1) microbatch times; interleaved (pp-1)/v) */
-    StageCost cost = microbatch_cost(&w, gemm_mb, elem_mb, tp_per_mb + pp_per_mb);
+    StageCost cost = microbatch_cost(&w, gemm_mb, elem_mb, tp_per_mb + pp_per_mb + cp_per_mb);
     double makespan;
     schedule_simulate(cfg->parallel.schedule, pp, cfg->parallel.virtual_stages, m, cost,
                       &makespan);
@@ -293,13 +320,14 @@ Prediction roofline_predict(const Config *cfg, int world, const Hardware *hw)
     if (p.bubble < 0.0) /* rounding */
         p.bubble = 0.0;
     p.optimizer = optimizer_seconds(cfg, world, hw, mem);
-    p.dp_total = c.dp / (group_bw(hw, tp * dp) / ranks_sharing);
+    p.dp_total = c.dp / (group_bw(hw, tp * cp * dp) / ranks_sharing);
     /* with overlap the reduction runs behind the backward (about two
      * thirds of the compute); a shared CPU has no idle resource to hide
      * it behind */
     double hideable = cfg->parallel.overlap && !hw->shared ? (2.0 / 3.0) * (p.gemm + p.elementwise) : 0.0;
     p.dp_exposed = p.dp_total > hideable ? p.dp_total - hideable : 0.0;
-    p.step = p.gemm + p.elementwise + p.tp + p.pp + p.bubble + p.optimizer + p.dp_exposed;
+    p.step = p.gemm + p.elementwise + p.tp + p.pp + p.cp_exposed + p.bubble + p.optimizer
+             + p.dp_exposed;
     double tokens = (double)cfg->train.micro_batch * m * dp * cfg->model.seq_len;
     p.tokens_per_s = tokens / p.step;
     double flops = 3.0 * model_forward_flops(&cfg->model, tokens);
@@ -326,6 +354,7 @@ void roofline_print(const Config *cfg, int world, const Hardware *hw, const Pred
         {hw->shared ? "GEMMs (timed)" : "GEMMs", p->gemm},
         {hw->shared ? "elementwise ops (timed)" : "elementwise ops (memory-bound)", p->elementwise},
         {"tensor-parallel all-reduces", p->tp}, {"pipeline transfers", p->pp},
+        {"context-parallel traffic (exposed)", p->cp_exposed},
         {"pipeline bubble", p->bubble},
         {plan_offloads(cfg) && !hw->shared ? "optimizer (offloaded, overlapped)" : "optimizer",
          p->optimizer},
@@ -336,6 +365,12 @@ void roofline_print(const Config *cfg, int world, const Hardware *hw, const Pred
                 100.0 * terms[i].s / p->step);
     fprintf(out, "  %-36s %10.2f ms  (DP reduction in all: %.2f ms)\n", "step", 1e3 * p->step,
             1e3 * p->dp_total);
+    if (cfg->parallel.cp > 1)
+        fprintf(out, "  cp traffic %.4g GB/step, %.2f ms at link %.4g GB/s, attention %.2f ms: %s "
+                "(cp %d over the %s link)\n",
+                plan_communication(cfg, world).cp / 1e9, 1e3 * p->cp_total, p->cp_link / 1e9,
+                1e3 * p->attention, p->cp_exposed > 0.0 ? "exposed" : "hidden", cfg->parallel.cp,
+                cfg->parallel.tp * cfg->parallel.cp <= hw->per_node ? "in-node" : "cross-node");
     fprintf(out, "  tokens/s %.4g, MFU %.1f%%, largest rank %.1f GiB", p->tokens_per_s,
             100.0 * p->mfu, p->memory_gib);
     if (plan_offloads(cfg) && !hw->shared)
@@ -348,6 +383,7 @@ typedef struct {
     int world, found;
     Config best;
     Prediction pred;
+    double least_cp1_gib;   /* the least memory of a layout at cp 1, fitting or not */
 } Search;
 
 static void consider(const Config *c, void *ctx)
@@ -356,6 +392,8 @@ static void consider(const Config *c, void *ctx)
     Prediction p = roofline_predict(c, s->world, s->hw);
     /* on the CPU profile the device is the host: offloading frees nothing */
     double need = p.memory_gib + (s->hw->shared ? p.host_gib : 0.0);
+    if (c->parallel.cp == 1 && (s->least_cp1_gib == 0.0 || need < s->least_cp1_gib))
+        s->least_cp1_gib = need;
     if (s->hw->mem_gib > 0 && need > s->hw->mem_gib)
         return;
     if (!s->found || p.step < s->pred.step) {
@@ -366,12 +404,14 @@ static void consider(const Config *c, void *ctx)
 }
 
 int roofline_recommend(const Config *cfg, int world, const Hardware *hw, Config *best,
-                       Prediction *pred)
+                       Prediction *pred, double *least_cp1_gib)
 {
     Search s = {.hw = hw, .world = world};
     plan_each_layout(cfg, world, hw->per_node, consider, &s);
     *best = s.best;
     *pred = s.pred;
+    if (least_cp1_gib)
+        *least_cp1_gib = s.least_cp1_gib;
     return s.found ? 0 : 1;
 }
 
@@ -389,16 +429,19 @@ int roofline_print_plan(const Config *cfg, int world, const char *hw_name, Confi
     roofline_print(cfg, world, &hw, &p, out);
     Config best;
     Prediction bp;
-    if (roofline_recommend(cfg, world, &hw, &best, &bp) == 0) {
+    double least_cp1_gib;
+    if (roofline_recommend(cfg, world, &hw, &best, &bp, &least_cp1_gib) == 0) {
         *advice = best;
-        fprintf(out, "\nfastest layout on %d x %s that fits %.3g GiB: dp %d x pp %d x tp %d, grad_accum %d, zero %d, recompute %s, schedule %s (%d chunk%s a stage), sequence_parallel %s, offload %s\n",
-                world, hw.name, hw.mem_gib, best.parallel.dp, best.parallel.pp, best.parallel.tp,
+        fprintf(out, "\nfastest layout on %d x %s that fits %.3g GiB: dp %d x pp %d x cp %d x tp %d, grad_accum %d, zero %d, recompute %s, schedule %s (%d chunk%s a stage), sequence_parallel %s, offload %s\n",
+                world, hw.name, hw.mem_gib, best.parallel.dp, best.parallel.pp, best.parallel.cp,
+                best.parallel.tp,
                 best.train.grad_accum, best.parallel.zero,
                 best.train.recompute == RECOMPUTE_FULL ? "full" : "none",
                 schedule_name(best.parallel.schedule), best.parallel.virtual_stages,
                 best.parallel.virtual_stages > 1 ? "s" : "",
                 best.parallel.sequence_parallel ? "true" : "false",
                 plan_offloads(&best) ? "optimizer" : "none");
+        plan_print_cp_reason(&best, least_cp1_gib, hw.mem_gib, "faster", out);
         roofline_print(&best, world, &hw, &bp, out);
     } else {
         fprintf(out, "\nno layout of %d x %s fits %.3g GiB per device\n", world, hw.name,

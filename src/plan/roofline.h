@@ -9,7 +9,11 @@
  * all-reduces at the in-node link bandwidth; pipeline transfers and the
  * data-parallel reduction at the in-node or cross-node bandwidth, whichever
  * the group spans (the DP part minus what hides behind the backward when
- * overlap is on); and the schedule's bubble, simulated (schedule.h) with
+ * overlap is on); context parallelism's collectives at the link the cp
+ * group spans, minus what attention's own compute could hide (the figure
+ * of a ring overlapped with attention's blocks, issue 39: the all-gather
+ * the model runs today does not overlap), a cp rank holding 1/cp of the
+ * tokens and of attention's causal work; and the schedule's bubble, simulated (schedule.h) with
  * the busiest stage's microbatch split into forward, backward to the input
  * and weight gradients (1F1B and GPipe: pp-1 microbatch times; zb1 hides
  * the weight-gradient GEMMs, about a third of the GEMMs, in it).
@@ -56,6 +60,9 @@ int roofline_hardware(const char *name, int world, ops_dtype dtype, Hardware *hw
 typedef struct {
     double gemm, elementwise, optimizer;   /* seconds per step, busiest rank */
     double tp, pp, dp_exposed, dp_total;   /* communication */
+    double cp_total, cp_exposed;           /* context parallelism's, and what */
+    double attention;                      /* ... attention's compute leaves of it */
+    double cp_link;                        /* bytes/s the cp group's link gives a rank */
     double bubble;
     double step;                           /* the prediction */
     double tokens_per_s, mfu;
@@ -80,10 +87,11 @@ int roofline_print_plan(const Config *cfg, int world, const char *hw_name, Confi
                         FILE *err);
 
 /* The fastest layout of `world` devices that fits hw's memory, keeping the
- * global batch: every dp x pp x tp (tp within a node), ZeRO stage,
+ * global batch: every dp x pp x cp x tp (tp within a node), ZeRO stage,
  * recompute policy and schedule (plan_each_layout). Fills best (layout in cfg) and returns 0, or non-zero
- * when nothing fits. Not collective. */
+ * when nothing fits; *least_cp1_gib (if not NULL) receives the least
+ * memory a layout at cp 1 needs. Not collective. */
 int roofline_recommend(const Config *cfg, int world, const Hardware *hw, Config *best,
-                       Prediction *pred);
+                       Prediction *pred, double *least_cp1_gib);
 
 #endif
