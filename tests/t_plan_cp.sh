@@ -5,7 +5,7 @@
 # plan advises; plan proposes cp, and says why, for a sequence that fits
 # no layout at cp 1; the communication line's cp bytes and the roofline's
 # line "cp traffic X GB/step, Y ms at link Z GB/s, attention W ms:
-# hidden|exposed" agree with the formula, computed here from the config:
+# exposed (... a ring ... would [not] hide it)" agree with the formula, computed here from the config:
 # per layer and microbatch three collectives (forward all-gather of q|k|v,
 # backward all-gather and reduce-scatter of its gradient) and one more
 # per recomputed layer, each (cp-1)/cp x B x T x 3C/tp elements of the
@@ -72,7 +72,8 @@ echo "$line" | awk -v want="$step" '{
     sub(/:$/, "", w)
     ok = x > 0 && (x - want / 1e9) / x < 2e-3 && (x - want / 1e9) / x > -2e-3 && z == 450
     ok = ok && y > 0 && (y - 1e3 * x / z) / y < 2e-3 && (y - 1e3 * x / z) / y > -2e-3
-    ok = ok && (verdict == (y > w ? "exposed" : "hidden"))
+    ok = ok && verdict == "exposed"
+    ok = ok && (index($0, "would not hide it") > 0) == (y > w)
     exit !ok }'
 ok $? "the cp traffic line agrees with the formula, the link and the attention time ($line)"
 grep -Eq '^  context-parallel traffic \(exposed\) +[0-9.]+ ms' "$WORK/out"
@@ -85,16 +86,17 @@ grep -q '^  cp traffic .* at link 50 GB/s, .*(cp 2 over the cross-node link)$' "
 ok $? "a cp group across nodes is priced at the cross-node link ($(grep -m 1 '^  cp traffic' "$WORK/out"))"
 
 # A 256k-token sequence of this model fits no layout of 8 ranks at cp 1 in
-# 5 GiB (the least there is 5.5 GiB: tp 8, full recompute): plan's search
+# 5.5 GiB (the least there is 5.69 GiB on a GPU, whose head holds a
+# sixteenth of the device's memory in logits at once): plan's search
 # proposes cp and says why, its table has a cp column, and the last line
 # trains it.
-"$TRIDENT" plan --config "$cfg" --world 8 --set model.seq_len=262144 --mem 5 > "$WORK/out" 2>&1
+"$TRIDENT" plan --config "$cfg" --world 8 --set model.seq_len=262144 --mem 5.5 > "$WORK/out" 2>&1
 rc=$?
 best=$(sed -n '/^layouts of/,/^[^ ]/p' "$WORK/out" | awk '$1 ~ /^[0-9]+$/' | head -n 1)
 bcp=$(echo "$best" | awk '{ print $4 }')
 [ "$rc" -eq 0 ] && [ "${bcp:-1}" -gt 1 ] &&
-    grep -q "^context parallelism, cp $bcp (.*): no layout at cp 1 fits 5.0 GiB, the least a rank needs there is" "$WORK/out"
-ok $? "plan --mem 5 proposes cp ${bcp:-1} for a 256k-token sequence and says why ($(grep '^context parallelism' "$WORK/out"))"
+    grep -q "^context parallelism, cp $bcp (.*): no layout at cp 1 fits 5.5 GiB, the least a rank needs there is" "$WORK/out"
+ok $? "plan --mem 5.5 proposes cp ${bcp:-1} for a 256k-token sequence and says why ($(grep '^context parallelism' "$WORK/out"))"
 # the config samples at the end (sample_tokens = auto), which cp > 1 cannot:
 # the last line turns the sample off with cp
 grep -Eq '^ +dp +pp +tp +cp +ga +zero ' "$WORK/out" &&
@@ -104,7 +106,7 @@ ok $? "the layout table names cp, and the last line sets it, the sample off ($(t
 # advises there too, and its last line adds nothing
 advice=$(tail -n 1 "$WORK/out")
 # shellcheck disable=SC2086  # the pasted options, split on purpose
-"$TRIDENT" plan --config "$cfg" --world 8 --mem 5 ${advice#train with: } > "$WORK/out2" 2>&1
+"$TRIDENT" plan --config "$cfg" --world 8 --mem 5.5 ${advice#train with: } > "$WORK/out2" 2>&1
 grep -q "^plan: 8 ranks = dp [0-9]* x pp [0-9]* x cp $bcp x tp " "$WORK/out2" &&
     [ "$(tail -n 1 "$WORK/out2")" = "$advice" ]
 ok $? "planned as advised, the layout keeps cp $bcp and plan changes nothing ($(grep '^plan:' "$WORK/out2"))"

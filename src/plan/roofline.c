@@ -301,13 +301,15 @@ Prediction roofline_predict(const Config *cfg, int world, const Hardware *hw)
     p.elementwise = m * elem_mb;
     p.tp = m * tp_per_mb;
     p.pp = m * pp_per_mb;
-    /* the cp group spans tp x cp consecutive ranks (cp sits outside tp);
-     * attention's own time can hide its traffic (a ring overlapped with
-     * the blocks of attention, issue 39), on a shared CPU nothing does */
+    /* the cp group spans tp x cp consecutive ranks (cp sits outside tp).
+     * trident's attention over the group all-gathers before it computes
+     * and reduce-scatters after (model_cp.c): nothing overlaps it, so all
+     * of it is exposed. The attention's own time is printed beside it:
+     * what a ring overlapped with the blocks of attention could hide. */
     p.cp_link = group_bw(hw, tp * cp) / ranks_sharing;
     p.cp_total = c.cp / p.cp_link;
     p.attention = m * w.attention_flops / gemm_rate;
-    p.cp_exposed = hw->shared ? p.cp_total : fmax(p.cp_total - p.attention, 0.0);
+    p.cp_exposed = p.cp_total;
     double cp_per_mb = p.cp_exposed / m;
     /* the busiest stage does m microbatches; the schedule's idle time on
      * top, simulated with that stage's forward, backward and weight pass
@@ -366,10 +368,12 @@ void roofline_print(const Config *cfg, int world, const Hardware *hw, const Pred
     fprintf(out, "  %-36s %10.2f ms  (DP reduction in all: %.2f ms)\n", "step", 1e3 * p->step,
             1e3 * p->dp_total);
     if (cfg->parallel.cp > 1)
-        fprintf(out, "  cp traffic %.4g GB/step, %.2f ms at link %.4g GB/s, attention %.2f ms: %s "
-                "(cp %d over the %s link)\n",
+        fprintf(out, "  cp traffic %.4g GB/step, %.2f ms at link %.4g GB/s, attention %.2f ms: "
+                "exposed (the all-gather does not overlap; a ring overlapped with attention "
+                "would %s) (cp %d over the %s link)\n",
                 plan_communication(cfg, world).cp / 1e9, 1e3 * p->cp_total, p->cp_link / 1e9,
-                1e3 * p->attention, p->cp_exposed > 0.0 ? "exposed" : "hidden", cfg->parallel.cp,
+                1e3 * p->attention, p->cp_total > p->attention ? "not hide it" : "hide it",
+                cfg->parallel.cp,
                 cfg->parallel.tp * cfg->parallel.cp <= hw->per_node ? "in-node" : "cross-node");
     fprintf(out, "  tokens/s %.4g, MFU %.1f%%, largest rank %.1f GiB", p->tokens_per_s,
             100.0 * p->mfu, p->memory_gib);
