@@ -13,6 +13,9 @@
 #  - tp 2 with sequence parallelism (the TP all-gathers and
 #    reduce-scatters), and a Llama model whose one key/value head is
 #    replicated over tp 2 (its kv communicator);
+#  - cp 2 (context parallelism: attention's all-gather of q|k|v and the
+#    reduce-scatter of its gradient over COMM_CP, the row-window kernels,
+#    RoPE at each chunk's positions in the Llama model);
 #  - the faults: one rank stopped (kill -STOP) mid-run, and one killed
 #    (kill -9) in another run; nothing may hang: the job must end within
 #    [fault] timeout plus a minute. The stop must end it with exit 76
@@ -23,8 +26,8 @@
 #    rank died of a signal, often before NCCL notices).
 # On 4 ranks (tests/t_gpu_comm.np4.tap, not in make check's list; run by
 # bench/gpu_check.sh): two-level DP (node_size 2: the dp_node and
-# dp_cross communicators), tp 2 x dp 2 with sequence parallelism, and the
-# Llama model on tp 2 x pp 2.
+# dp_cross communicators), tp 2 x dp 2 with sequence parallelism, the
+# Llama model on tp 2 x pp 2, and cp 2 x tp 2 with sequence parallelism.
 # On 8 ranks (tests/t_gpu_comm.np8.tap, not in make check's list; the
 # first hour on a real node, doc/gpu.md's runbook): dp 2 x pp 2 x tp 2
 # with sequence parallelism and ZeRO 1 overlapped (every communicator
@@ -77,7 +80,7 @@ if [ "$rc" -ne 0 ] && grep -q -e "visible GPUs" -e "the same GPU" "$WORK/out"; t
     echo "1..0 # SKIP fewer than $np GPUs on this node (TRIDENT_TEST_SHARE_GPU=1 and NCCL_MULTI_RANK_GPU_ENABLE=1 share one)"
     exit 0
 fi
-if [ "$np" -ge 4 ]; then plan 3; else plan 10; fi
+case "$np" in 8) plan 3 ;; 4) plan 4 ;; *) plan 12 ;; esac
 grep '^nccl:' "$WORK/probe.out" | sed 's/^/# /'
 
 losses() { sed -n 's/.*"loss":\([^,}]*\).*/\1/p' "$1"; }
@@ -156,6 +159,8 @@ if [ "$np" -eq 4 ]; then
     # shellcheck disable=SC2086  # a list of settings
     same llama_tp_pp "Llama, its key/value head replicated over tp 2, x pp 2" \
         $llama --set parallel.tp=2 --set parallel.pp=2 --set train.grad_accum=4
+    same cp_tp_sp "cp 2 x tp 2, sequence parallel (COMM_CP beside the TP collectives)" \
+        --set parallel.cp=2 --set parallel.tp=2 --set parallel.sequence_parallel=1
     done_testing
 fi
 
@@ -169,6 +174,11 @@ same tp_sp "tp 2, sequence parallel (TP all-gathers and reduce-scatters)" \
 # shellcheck disable=SC2086  # a list of settings
 same llama_tp "Llama, its one key/value head replicated over tp 2 (the kv communicator)" \
     $llama --set parallel.tp=2
+same cp "cp 2 (attention's all-gather and reduce-scatter over COMM_CP, the row windows)" \
+    --set parallel.cp=2
+# shellcheck disable=SC2086  # a list of settings
+same llama_cp "Llama at cp 2 (RoPE at each chunk's positions, grouped-query heads)" \
+    $llama --set parallel.cp=2
 
 fault stop STOP --set parallel.pp=2 --set train.grad_accum=4
 said=$(grep -m 1 "trident: \(waited [0-9]* s for the GPU (.*the latest operation queued: NCCL \|watchdog: no progress for [0-9.]* s: waiting in .*GPU\)" "$WORK/stop.out")
