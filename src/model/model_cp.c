@@ -63,7 +63,7 @@ int64_t model_cp_scratch_elems(const Config *cfg, int tp)
 
 void model_cp_check(const Model *m)
 {
-    if (m->cp != m->cfg->parallel.cp || m->seq_len % (2 * m->cp) != 0)
+    if (m->cp != m->cfg->parallel.cp || (m->cp > 1 && m->seq_len % (2 * m->cp) != 0))
         fail_abort("model_create: [model] seq_len must be cut into 2 * [parallel] cp equal "
                    "chunks (config_validate checks it)", __FILE__, __LINE__);
     if (m->cp > 1 && (int64_t)m->B * m->T * 3 * m->C / m->grid->layout.tp > INT32_MAX)
