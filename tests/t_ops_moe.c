@@ -71,7 +71,8 @@ static double dot(const float *a, const float *b, int64_t n)
 typedef double (*loss_fn)(void *ctx);
 
 /* Whether grad matches the central difference of loss over each element
- * of x, within 2e-3 + 2e-2 |grad|: fp32 forwards with h = 1e-2. */
+ * of x, within 5e-4 + 2e-3 |grad|: fp32 forwards with h = 1e-2 (a 1% error
+ * in a gradient fails). */
 static int fd_matches(const char *what, float *x, int64_t n, const float *grad,
                       loss_fn loss, void *ctx)
 {
@@ -87,7 +88,7 @@ static int fd_matches(const char *what, float *x, int64_t n, const float *grad,
         float down = x[i];
         x[i] = x0;
         double num = (lp - lm) / ((double)up - down);
-        double err = fabs(num - grad[i]) / (2e-3 + 2e-2 * fabs(grad[i]));
+        double err = fabs(num - grad[i]) / (5e-4 + 2e-3 * fabs(grad[i]));
         if (err > worst)
             worst = err;
         if (err > 1.0)

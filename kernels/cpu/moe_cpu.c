@@ -12,23 +12,6 @@
 
 #include "cpu.h"
 
-/* The k largest of v[0..E) into ids, decreasing; a strict > keeps the
- * lower index on a tie. */
-static void top_k(int32_t *ids, const float *v, int E, int k)
-{
-    for (int j = 0; j < k; j++) {
-        int best = -1;
-        for (int e = 0; e < E; e++) {
-            int taken = 0;
-            for (int i = 0; i < j; i++)
-                taken |= ids[i] == e;
-            if (!taken && (best < 0 || v[e] > v[best]))
-                best = e;
-        }
-        ids[j] = best;
-    }
-}
-
 /* p = softmax(z) over n; returns log-sum-exp of z. */
 static float softmax_row(float *p, const float *z, int n)
 {
@@ -52,7 +35,7 @@ void moe_router_fwd_cpu(int32_t *ids, float *weights, float *probs, const float 
         float *p = probs + (int64_t)t * E, *w = weights + (int64_t)t * k;
         int32_t *id = ids + (int64_t)t * k;
         softmax_row(p, z, E);
-        top_k(id, z, E, k);
+        elem_moe_top_k(id, z, E, k);
         if (order == OPS_MOE_SOFTMAX_TOPK) {
             float s = 0.0f;
             for (int j = 0; j < k; j++)
@@ -171,18 +154,7 @@ void moe_permute_cpu(int32_t *order, int32_t *row_of, int32_t *offsets, int32_t 
                      const int32_t *ids, int N, int E, int k, int capacity)
 {
     int64_t pairs = (int64_t)N * k;
-    for (int e = 0; e <= E; e++)
-        offsets[e] = 0;
-    for (int64_t p = 0; p < pairs; p++)
-        offsets[ids[p] + 1]++;
-    int32_t lost = 0;
-    for (int e = 0; e < E; e++) {
-        if (capacity > 0 && offsets[e + 1] > capacity) {
-            lost += offsets[e + 1] - capacity;
-            offsets[e + 1] = capacity;
-        }
-        offsets[e + 1] += offsets[e];
-    }
+    int32_t lost = elem_moe_offsets(offsets, ids, pairs, E, capacity);
     /* Pairs in index order (token, then slot) fill each expert's rows in
      * that order: the sort is stable. fill[e] counts up to the next row. */
     int32_t fill[E];

@@ -11,17 +11,6 @@
  */
 #include "cuda_common.h"
 
-#define GRID_STRIDE(i, n)                                                     \
-    for (int64_t i = blockIdx.x * (int64_t)blockDim.x + threadIdx.x; i < (n); \
-         i += (int64_t)gridDim.x * blockDim.x)
-
-#define LAUNCH(kernel, n, ...)                                                \
-    do {                                                                      \
-        kernel<<<grid_for((n), TRI_THREADS), TRI_THREADS, 0, stream_cuda()>>>( \
-            __VA_ARGS__);                                                     \
-        TRI_CHECK_LAUNCH(kernel);                                             \
-    } while (0)
-
 /* Row max and log-sum-exp of z[0..n). */
 static __device__ float row_lse(const float *z, int n, float *max_out)
 {
@@ -50,17 +39,7 @@ static __global__ void router_fwd_kernel(int32_t *ids, float *weights, float *pr
         for (int e = 0; e < E; e++)
             p[e] = (float)(expf(z[e] - m) / s);
         (void)lse;
-        for (int j = 0; j < k; j++) { /* ties: lower index (strict >) */
-            int best = -1;
-            for (int e = 0; e < E; e++) {
-                int taken = 0;
-                for (int i = 0; i < j; i++)
-                    taken |= id[i] == e;
-                if (!taken && (best < 0 || z[e] > z[best]))
-                    best = e;
-            }
-            id[j] = best;
-        }
+        elem_moe_top_k(id, z, E, k);
         if (order == OPS_MOE_SOFTMAX_TOPK) {
             float S = 0.0f;
             for (int j = 0; j < k; j++)
@@ -228,18 +207,7 @@ static __global__ void permute_kernel(int32_t *order, int32_t *row_of, int32_t *
                                       int k, int capacity)
 {
     int64_t pairs = (int64_t)N * k;
-    for (int e = 0; e <= E; e++)
-        offsets[e] = 0;
-    for (int64_t p = 0; p < pairs; p++)
-        offsets[ids[p] + 1]++;
-    int32_t lost = 0;
-    for (int e = 0; e < E; e++) {
-        if (capacity > 0 && offsets[e + 1] > capacity) {
-            lost += offsets[e + 1] - capacity;
-            offsets[e + 1] = capacity;
-        }
-        offsets[e + 1] += offsets[e];
-    }
+    int32_t lost = elem_moe_offsets(offsets, ids, pairs, E, capacity);
     for (int64_t p = 0; p < pairs; p++)
         order[p] = -1;
     /* Expert by expert, pairs in index order fill its rows: O(E * N * k)
