@@ -260,4 +260,46 @@ static inline TRI_HD float elem_probe_value(uint64_t i, uint32_t which)
     return (float)(x >> 8) * (1.0f / 8388608.0f) - 1.0f;
 }
 
+/* ---- mixture-of-experts routing (moe_cpu.c, moe_cuda.cu) ------------------
+ * One token's or one sort's bookkeeping, the same code on both sides so
+ * that the CPU tests check the GPU's routing. */
+
+/* The k largest of z[0..E) into ids, in decreasing order; a strict > keeps
+ * the lower index on a tie, so equal logits route alike everywhere. */
+static inline TRI_HD void elem_moe_top_k(int32_t *ids, const float *z, int E, int k)
+{
+    for (int j = 0; j < k; j++) {
+        int best = -1;
+        for (int e = 0; e < E; e++) {
+            int taken = 0;
+            for (int i = 0; i < j; i++)
+                taken |= ids[i] == e;
+            if (!taken && (best < 0 || z[e] > z[best]))
+                best = e;
+        }
+        ids[j] = best;
+    }
+}
+
+/* offsets[0..E] of a counting sort of the pairs' expert ids: expert e's
+ * rows are [offsets[e], offsets[e+1]), each expert cut to capacity when
+ * capacity > 0. Returns the number of pairs the cut dropped. */
+static inline TRI_HD int32_t elem_moe_offsets(int32_t *offsets, const int32_t *ids,
+                                              int64_t pairs, int E, int capacity)
+{
+    for (int e = 0; e <= E; e++)
+        offsets[e] = 0;
+    for (int64_t p = 0; p < pairs; p++)
+        offsets[ids[p] + 1]++;
+    int32_t dropped = 0;
+    for (int e = 0; e < E; e++) {
+        if (capacity > 0 && offsets[e + 1] > capacity) {
+            dropped += offsets[e + 1] - capacity;
+            offsets[e + 1] = capacity;
+        }
+        offsets[e + 1] += offsets[e];
+    }
+    return dropped;
+}
+
 #endif

@@ -373,6 +373,87 @@ void ops_xent_fused(ops_tensor losses, ops_tensor dlogits, ops_tensor logits,
                     ops_tensor rowmax, ops_tensor sumexp, ops_tensor target_logit,
                     ops_tensor targets, int N, int V, float grad_scale);
 
+/* ---- mixture of experts (issue 38; not yet used by the model) ---------
+ * Mixtral/Qwen-MoE routing, one device. N tokens, E experts, k experts per
+ * token, R = rows sent to experts (N*k when dropless). A (token, slot)
+ * pair is p = token*k + slot. Routing is deterministic: a tie between
+ * experts goes to the lower index, and the permutation orders the rows by
+ * expert, then token, then slot, so every layout and device routes alike.
+ * Router tensors (logits, probs, weights, losses) are fp32; expert ids,
+ * offsets and the row maps int32; token and expert rows are D. */
+typedef enum {
+    OPS_MOE_SOFTMAX_TOPK = 0, /* Mixtral: softmax over E, top-k, weights
+                               * renormalised over the k */
+    OPS_MOE_TOPK_SOFTMAX = 1  /* top-k of the logits, softmax over the k
+                               * (a Qwen-MoE / DeepSeek option) */
+} ops_moe_order;
+
+/* ids(N,k) = the k experts of largest logit per token, in decreasing order
+ * (ties: lower index first; the same experts as the largest softmax
+ * probabilities, without their rounding ties); weights(N,k) as `order`
+ * says; probs(N,E) = softmax over E of logits, in both orders, for the
+ * backward and the load-balancing loss. 1 <= k <= E. */
+void ops_moe_router_fwd(ops_tensor ids, ops_tensor weights, ops_tensor probs,
+                        ops_tensor logits, int N, int E, int k, ops_moe_order order);
+/* dlogits(N,E) += the gradient of the weights' loss from dweights(N,k),
+ * through the forward's ids, weights and probs. */
+void ops_moe_router_bwd(ops_tensor dlogits, ops_tensor dweights, ops_tensor ids,
+                        ops_tensor weights, ops_tensor probs, int N, int E, int k,
+                        ops_moe_order order);
+/* Switch/GShard load balancing: frac(E) = share of the N*k routed pairs
+ * that chose each expert (sums to 1), mean_prob(E) = mean over tokens of
+ * probs, loss(1) = E * sum_e frac_e * mean_prob_e (1 when balanced;
+ * HuggingFace's Mixtral loss is k times this). All fp32. */
+void ops_moe_aux_fwd(ops_tensor loss, ops_tensor frac, ops_tensor mean_prob,
+                     ops_tensor probs, ops_tensor ids, int N, int E, int k);
+/* dlogits(N,E) += the gradient of coeff * loss through probs (frac is a
+ * count and carries none). */
+void ops_moe_aux_bwd(ops_tensor dlogits, ops_tensor probs, ops_tensor frac,
+                     int N, int E, float coeff);
+/* Router z-loss: lse(N) = logsumexp of each row of logits, loss(1) = mean
+ * of lse^2. */
+void ops_moe_zloss_fwd(ops_tensor loss, ops_tensor lse, ops_tensor logits, int N, int E);
+/* dlogits(N,E) += coeff * d loss / d logits, from the forward's lse. */
+void ops_moe_zloss_bwd(ops_tensor dlogits, ops_tensor logits, ops_tensor lse,
+                       int N, int E, float coeff);
+/* The stable counting sort of the N*k pairs by expert. capacity > 0 keeps
+ * at most capacity pairs per expert (the first by token, then slot) and
+ * drops the rest; 0 keeps all (dropless). Writes offsets(E+1): expert e's
+ * rows are [offsets[e], offsets[e+1]), R = offsets[E]; order(N*k): the pair
+ * of row r for r < R (the rest -1); row_of(N*k): the row of pair p, -1 when
+ * dropped; dropped(1): the number of dropped pairs. All int32. */
+void ops_moe_permute(ops_tensor order, ops_tensor row_of, ops_tensor offsets,
+                     ops_tensor dropped, ops_tensor ids, int N, int E, int k,
+                     int capacity);
+/* xs(R,C) = x[order[r] / k]: token rows into expert-contiguous order. */
+void ops_moe_gather(ops_tensor xs, ops_tensor x, ops_tensor order, int R, int C, int k);
+/* dx(N,C) = sum over the kept slots s of dxs[row_of[t*k+s]], in slot order
+ * (overwrite; a token with all its pairs dropped gets 0). */
+void ops_moe_gather_bwd(ops_tensor dx, ops_tensor dxs, ops_tensor row_of, int N, int C,
+                        int k);
+/* out(N,C) = sum over kept slots of weights[t,s] * ys[row_of[t*k+s]], in
+ * slot order, in fp32, rounded once (overwrite). */
+void ops_moe_combine_fwd(ops_tensor out, ops_tensor ys, ops_tensor weights,
+                         ops_tensor row_of, int N, int C, int k);
+/* dys(R,C) = weights[t,s] * dout[t] for the row of each kept pair
+ * (overwrite); dweights(N,k) = dout[t] . ys[row] (overwrite, 0 for a
+ * dropped pair). Either may be absent. */
+void ops_moe_combine_bwd(ops_tensor dys, ops_tensor dweights, ops_tensor dout,
+                         ops_tensor ys, ops_tensor weights, ops_tensor row_of,
+                         int N, int C, int k);
+/* The experts' linear layers, grouped: for each expert e, rows
+ * [offsets[e], offsets[e+1]) of out(R,N) = those of inp(R,K) . w_e^T, with
+ * w (E,N,K). offsets(E+1) is HOST memory (a GPU caller downloads
+ * ops_moe_permute's, one host wait per layer). One ops_matmul_fwd per
+ * expert with rows, so each result is bit for bit that call's. */
+void ops_moe_grouped_matmul_fwd(ops_tensor out, ops_tensor inp, ops_tensor w,
+                                const int32_t *offsets, int E, int N, int K);
+/* Per expert, ops_matmul_bwd's halves: dinp rows (overwrite; skipped if
+ * absent), dw_e(N,K) += (skipped if absent), dw fp32 (E,N,K). */
+void ops_moe_grouped_matmul_bwd(ops_tensor dinp, ops_tensor dw, ops_tensor dout,
+                                ops_tensor inp, ops_tensor w, const int32_t *offsets,
+                                int E, int N, int K);
+
 /* ---- optimizer -------------------------------------------------------- */
 
 typedef struct {

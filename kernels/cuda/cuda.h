@@ -272,6 +272,33 @@ void xent_finish_cuda(float *losses, void *dlogits, const void *logits,
                       const float *target_logit, const int32_t *targets,
                       int v0, int N, int Vl, float grad_scale);
 
+/* ---- mixture of experts (moe_cuda.cu; not yet run on a GPU) ----------
+ * Router tensors fp32, ids and maps int32, rows of dtype dt; order is an
+ * ops_moe_order. dweights, dys may be NULL (combine_bwd). */
+void moe_router_fwd_cuda(int32_t *ids, float *weights, float *probs, const float *logits,
+                         int N, int E, int k, int order);
+void moe_router_bwd_cuda(float *dlogits, const float *dweights, const int32_t *ids,
+                         const float *weights, const float *probs, int N, int E, int k,
+                         int order);
+void moe_aux_fwd_cuda(float *loss, float *frac, float *mean_prob, const float *probs,
+                      const int32_t *ids, int N, int E, int k);
+void moe_aux_bwd_cuda(float *dlogits, const float *probs, const float *frac, int N, int E,
+                      float coeff);
+void moe_zloss_fwd_cuda(float *loss, float *lse, const float *logits, int N, int E);
+void moe_zloss_bwd_cuda(float *dlogits, const float *logits, const float *lse, int N, int E,
+                        float coeff);
+void moe_permute_cuda(int32_t *order, int32_t *row_of, int32_t *offsets, int32_t *dropped,
+                      const int32_t *ids, int N, int E, int k, int capacity);
+void moe_gather_cuda(void *xs, const void *x, ops_dtype dt, const int32_t *order, int R,
+                     int C, int k);
+void moe_gather_bwd_cuda(void *dx, const void *dxs, ops_dtype dt, const int32_t *row_of,
+                         int N, int C, int k);
+void moe_combine_fwd_cuda(void *out, const void *ys, ops_dtype dt, const float *weights,
+                          const int32_t *row_of, int N, int C, int k);
+void moe_combine_bwd_cuda(void *dys, float *dweights, const void *dout, const void *ys,
+                          ops_dtype dt, const float *weights, const int32_t *row_of,
+                          int N, int C, int k);
+
 /* ---- optimizer (adamw_cuda.cu) ------------------------------------------- */
 
 /* grad is F32, BF16 or F16 (gdt); wcopy may be NULL, else of dtype wdt. */

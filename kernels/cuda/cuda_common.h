@@ -127,6 +127,19 @@ static inline unsigned grid_for(int64_t n, int threads)
     return (unsigned)(blocks > 0 ? blocks : 1);
 }
 
+/* A loop over i in [0, n) that any grid covers, and a launch of kernel on
+ * the compute stream with enough blocks for n such iterations. */
+#define GRID_STRIDE(i, n)                                                     \
+    for (int64_t i = blockIdx.x * (int64_t)blockDim.x + threadIdx.x; i < (n); \
+         i += (int64_t)gridDim.x * blockDim.x)
+
+#define LAUNCH(kernel, n, ...)                                                \
+    do {                                                                      \
+        kernel<<<grid_for((n), TRI_THREADS), TRI_THREADS, 0, stream_cuda()>>>( \
+            __VA_ARGS__);                                                     \
+        TRI_CHECK_LAUNCH(kernel);                                             \
+    } while (0)
+
 /* ---- dtypes ------------------------------------------------------------------ */
 
 /* Element i of a float-family buffer as fp32, and the reverse, through

@@ -27,10 +27,6 @@
  */
 #include "cuda_common.h"
 
-#define GRID_STRIDE(i, n)                                                     \
-    for (int64_t i = blockIdx.x * (int64_t)blockDim.x + threadIdx.x; i < (n); \
-         i += (int64_t)gridDim.x * blockDim.x)
-
 /* out = f(a) over n elements: the whole packs, then the tail alone. */
 template <ops_dtype DT, int VEC, typename F>
 static __global__ void map1_kernel(void *out, const void *a, int64_t n, F f)

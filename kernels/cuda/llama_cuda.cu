@@ -13,17 +13,6 @@
 
 #define RMS_ROWS_PER_BLOCK (TRI_THREADS / 32)
 
-#define GRID_STRIDE(i, n)                                                     \
-    for (int64_t i = blockIdx.x * (int64_t)blockDim.x + threadIdx.x; i < (n); \
-         i += (int64_t)gridDim.x * blockDim.x)
-
-#define LAUNCH(kernel, n, ...)                                                \
-    do {                                                                      \
-        kernel<<<grid_for((n), TRI_THREADS), TRI_THREADS, 0, stream_cuda()>>>( \
-            __VA_ARGS__);                                                     \
-        TRI_CHECK_LAUNCH(kernel);                                             \
-    } while (0)
-
 /* ---- RMSNorm --------------------------------------------------------------- */
 
 static __global__ void rmsnorm_fwd_kernel(void *out, float *rstd, const void *inp,

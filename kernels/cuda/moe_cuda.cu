@@ -1,0 +1,332 @@
+/*
+ * moe_cuda.cu - the twins of cpu/moe_cpu.c: mixture-of-experts routing,
+ * permutation, gather and combine (issue 38).
+ *
+ * NOT YET RUN ON A GPU: these compile and link in the CUDA build, but no
+ * test has executed them on a device (tests/t_ops_moe.c checks the CPU
+ * backend). They are deliberately simple: one thread per token (router,
+ * losses) or per element (gather, combine), per-token work in the CPU's
+ * order so the results match it, and the counting sort on one thread,
+ * which keeps it stable and deterministic (a parallel scan is for later).
+ */
+#include "cuda_common.h"
+
+/* Row max and log-sum-exp of z[0..n). */
+static __device__ float row_lse(const float *z, int n, float *max_out)
+{
+    float m = z[0];
+    for (int i = 1; i < n; i++)
+        m = z[i] > m ? z[i] : m;
+    double s = 0.0;
+    for (int i = 0; i < n; i++)
+        s += expf(z[i] - m);
+    *max_out = m;
+    return m + (float)log(s);
+}
+
+static __global__ void router_fwd_kernel(int32_t *ids, float *weights, float *probs,
+                                         const float *logits, int N, int E, int k,
+                                         int order)
+{
+    GRID_STRIDE(t, N) {
+        const float *z = logits + t * E;
+        float *p = probs + t * E, *w = weights + t * k;
+        int32_t *id = ids + t * k;
+        float m, lse = row_lse(z, E, &m);
+        double s = 0.0;
+        for (int e = 0; e < E; e++)
+            s += expf(z[e] - m);
+        for (int e = 0; e < E; e++)
+            p[e] = (float)(expf(z[e] - m) / s);
+        (void)lse;
+        elem_moe_top_k(id, z, E, k);
+        if (order == OPS_MOE_SOFTMAX_TOPK) {
+            float S = 0.0f;
+            for (int j = 0; j < k; j++)
+                S += p[id[j]];
+            for (int j = 0; j < k; j++)
+                w[j] = p[id[j]] / S;
+        } else {
+            float mk = z[id[0]];
+            double sk = 0.0;
+            for (int j = 0; j < k; j++)
+                sk += expf(z[id[j]] - mk);
+            for (int j = 0; j < k; j++)
+                w[j] = (float)(expf(z[id[j]] - mk) / sk);
+        }
+    }
+}
+
+void moe_router_fwd_cuda(int32_t *ids, float *weights, float *probs, const float *logits,
+                         int N, int E, int k, int order)
+{
+    if (N > 0)
+        LAUNCH(router_fwd_kernel, N, ids, weights, probs, logits, N, E, k, order);
+}
+
+static __global__ void router_bwd_kernel(float *dlogits, const float *dweights,
+                                         const int32_t *ids, const float *weights,
+                                         const float *probs, int N, int E, int k,
+                                         int order)
+{
+    GRID_STRIDE(t, N) {
+        float *dz = dlogits + t * E;
+        const float *w = weights + t * k, *dw = dweights + t * k, *p = probs + t * E;
+        const int32_t *id = ids + t * k;
+        float wdw = 0.0f;
+        for (int j = 0; j < k; j++)
+            wdw += w[j] * dw[j];
+        if (order == OPS_MOE_SOFTMAX_TOPK) {
+            float S = 0.0f, dot = 0.0f;
+            for (int j = 0; j < k; j++)
+                S += p[id[j]];
+            for (int j = 0; j < k; j++)
+                dot += p[id[j]] * ((dw[j] - wdw) / S);
+            for (int e = 0; e < E; e++) {
+                float dp = 0.0f;
+                for (int j = 0; j < k; j++)
+                    if (id[j] == e)
+                        dp = (dw[j] - wdw) / S;
+                dz[e] += p[e] * (dp - dot);
+            }
+        } else {
+            for (int j = 0; j < k; j++)
+                dz[id[j]] += w[j] * (dw[j] - wdw);
+        }
+    }
+}
+
+void moe_router_bwd_cuda(float *dlogits, const float *dweights, const int32_t *ids,
+                         const float *weights, const float *probs, int N, int E, int k,
+                         int order)
+{
+    if (N > 0)
+        LAUNCH(router_bwd_kernel, N, dlogits, dweights, ids, weights, probs, N, E, k, order);
+}
+
+/* One thread per expert: its mean probability and its share of the pairs;
+ * the loss is summed by one thread after them, in expert order. */
+static __global__ void aux_stats_kernel(float *frac, float *mean_prob, const float *probs,
+                                        const int32_t *ids, int N, int E, int k)
+{
+    GRID_STRIDE(e, E) {
+        double s = 0.0;
+        for (int t = 0; t < N; t++)
+            s += probs[(int64_t)t * E + e];
+        float count = 0.0f;
+        for (int64_t p = 0; p < (int64_t)N * k; p++)
+            count += ids[p] == e ? 1.0f : 0.0f;
+        mean_prob[e] = N > 0 ? (float)(s / N) : 0.0f;
+        frac[e] = N > 0 ? count / ((float)N * k) : 0.0f;
+    }
+}
+
+static __global__ void aux_loss_kernel(float *loss, const float *frac,
+                                       const float *mean_prob, int E)
+{
+    double l = 0.0;
+    for (int e = 0; e < E; e++)
+        l += (double)frac[e] * mean_prob[e];
+    loss[0] = (float)(E * l);
+}
+
+void moe_aux_fwd_cuda(float *loss, float *frac, float *mean_prob, const float *probs,
+                      const int32_t *ids, int N, int E, int k)
+{
+    if (E > 0)
+        LAUNCH(aux_stats_kernel, E, frac, mean_prob, probs, ids, N, E, k);
+    aux_loss_kernel<<<1, 1, 0, stream_cuda()>>>(loss, frac, mean_prob, E);
+    TRI_CHECK_LAUNCH(aux_loss_kernel);
+}
+
+static __global__ void aux_bwd_kernel(float *dlogits, const float *probs, const float *frac,
+                                      int N, int E, float coeff)
+{
+    GRID_STRIDE(t, N) {
+        const float *p = probs + t * E;
+        float dot = 0.0f;
+        for (int e = 0; e < E; e++)
+            dot += p[e] * (coeff * E * frac[e] / N);
+        for (int e = 0; e < E; e++)
+            dlogits[t * E + e] += p[e] * (coeff * E * frac[e] / N - dot);
+    }
+}
+
+void moe_aux_bwd_cuda(float *dlogits, const float *probs, const float *frac, int N, int E,
+                      float coeff)
+{
+    if (N > 0)
+        LAUNCH(aux_bwd_kernel, N, dlogits, probs, frac, N, E, coeff);
+}
+
+static __global__ void zloss_lse_kernel(float *lse, const float *logits, int N, int E)
+{
+    GRID_STRIDE(t, N) {
+        float m;
+        lse[t] = row_lse(logits + t * E, E, &m);
+    }
+}
+
+static __global__ void zloss_mean_kernel(float *loss, const float *lse, int N)
+{
+    double s = 0.0;
+    for (int t = 0; t < N; t++)
+        s += (double)lse[t] * lse[t];
+    loss[0] = N > 0 ? (float)(s / N) : 0.0f;
+}
+
+void moe_zloss_fwd_cuda(float *loss, float *lse, const float *logits, int N, int E)
+{
+    if (N > 0)
+        LAUNCH(zloss_lse_kernel, N, lse, logits, N, E);
+    zloss_mean_kernel<<<1, 1, 0, stream_cuda()>>>(loss, lse, N);
+    TRI_CHECK_LAUNCH(zloss_mean_kernel);
+}
+
+static __global__ void zloss_bwd_kernel(float *dlogits, const float *logits,
+                                        const float *lse, int N, int E, float coeff)
+{
+    GRID_STRIDE(i, (int64_t)N * E) {
+        int64_t t = i / E;
+        dlogits[i] += coeff * 2.0f * lse[t] / N * expf(logits[i] - lse[t]);
+    }
+}
+
+void moe_zloss_bwd_cuda(float *dlogits, const float *logits, const float *lse, int N, int E,
+                        float coeff)
+{
+    if ((int64_t)N * E > 0)
+        LAUNCH(zloss_bwd_kernel, (int64_t)N * E, dlogits, logits, lse, N, E, coeff);
+}
+
+/* The CPU's serial counting sort on one thread: stable by construction.
+ * offsets[e+1] counts first, then becomes the running end of expert e;
+ * order's unused tail is -1. */
+static __global__ void permute_kernel(int32_t *order, int32_t *row_of, int32_t *offsets,
+                                      int32_t *dropped, const int32_t *ids, int N, int E,
+                                      int k, int capacity)
+{
+    int64_t pairs = (int64_t)N * k;
+    int32_t lost = elem_moe_offsets(offsets, ids, pairs, E, capacity);
+    for (int64_t p = 0; p < pairs; p++)
+        order[p] = -1;
+    /* Expert by expert, pairs in index order fill its rows: O(E * N * k)
+     * on one thread, but no scratch array. */
+    for (int e = 0; e < E; e++) {
+        int32_t r = offsets[e];
+        for (int64_t p = 0; p < pairs; p++)
+            if (ids[p] == e) {
+                if (r < offsets[e + 1]) {
+                    order[r] = (int32_t)p;
+                    row_of[p] = r++;
+                } else {
+                    row_of[p] = -1;
+                }
+            }
+    }
+    dropped[0] = lost;
+}
+
+void moe_permute_cuda(int32_t *order, int32_t *row_of, int32_t *offsets, int32_t *dropped,
+                      const int32_t *ids, int N, int E, int k, int capacity)
+{
+    permute_kernel<<<1, 1, 0, stream_cuda()>>>(order, row_of, offsets, dropped, ids, N, E,
+                                               k, capacity);
+    TRI_CHECK_LAUNCH(permute_kernel);
+}
+
+static __global__ void gather_kernel(void *xs, const void *x, ops_dtype dt,
+                                     const int32_t *order, int64_t total, int C, int k)
+{
+    GRID_STRIDE(i, total) {
+        int64_t r = i / C, c = i % C;
+        store_f32_cuda(xs, dt, i, load_f32_cuda(x, dt, (int64_t)(order[r] / k) * C + c));
+    }
+}
+
+void moe_gather_cuda(void *xs, const void *x, ops_dtype dt, const int32_t *order, int R,
+                     int C, int k)
+{
+    int64_t total = (int64_t)R * C;
+    if (total > 0)
+        LAUNCH(gather_kernel, total, xs, x, dt, order, total, C, k);
+}
+
+static __global__ void gather_bwd_kernel(void *dx, const void *dxs, ops_dtype dt,
+                                         const int32_t *row_of, int64_t total, int C,
+                                         int k)
+{
+    GRID_STRIDE(i, total) {
+        int64_t t = i / C, c = i % C;
+        float s = 0.0f;
+        for (int j = 0; j < k; j++) {
+            int32_t r = row_of[t * k + j];
+            if (r >= 0)
+                s += load_f32_cuda(dxs, dt, (int64_t)r * C + c);
+        }
+        store_f32_cuda(dx, dt, i, s);
+    }
+}
+
+void moe_gather_bwd_cuda(void *dx, const void *dxs, ops_dtype dt, const int32_t *row_of,
+                         int N, int C, int k)
+{
+    int64_t total = (int64_t)N * C;
+    if (total > 0)
+        LAUNCH(gather_bwd_kernel, total, dx, dxs, dt, row_of, total, C, k);
+}
+
+static __global__ void combine_fwd_kernel(void *out, const void *ys, ops_dtype dt,
+                                          const float *weights, const int32_t *row_of,
+                                          int64_t total, int C, int k)
+{
+    GRID_STRIDE(i, total) {
+        int64_t t = i / C, c = i % C;
+        float s = 0.0f;
+        for (int j = 0; j < k; j++) {
+            int64_t p = t * k + j;
+            if (row_of[p] >= 0)
+                s += weights[p] * load_f32_cuda(ys, dt, (int64_t)row_of[p] * C + c);
+        }
+        store_f32_cuda(out, dt, i, s);
+    }
+}
+
+void moe_combine_fwd_cuda(void *out, const void *ys, ops_dtype dt, const float *weights,
+                          const int32_t *row_of, int N, int C, int k)
+{
+    int64_t total = (int64_t)N * C;
+    if (total > 0)
+        LAUNCH(combine_fwd_kernel, total, out, ys, dt, weights, row_of, total, C, k);
+}
+
+/* One thread per pair: its row's gradient and its weight's dot product. */
+static __global__ void combine_bwd_kernel(void *dys, float *dweights, const void *dout,
+                                          const void *ys, ops_dtype dt,
+                                          const float *weights, const int32_t *row_of,
+                                          int64_t pairs, int C, int k)
+{
+    GRID_STRIDE(p, pairs) {
+        int64_t t = p / k, r = row_of[p];
+        float dot = 0.0f;
+        for (int c = 0; c < C && r >= 0; c++) {
+            float g = load_f32_cuda(dout, dt, t * C + c);
+            if (ys)
+                dot += g * load_f32_cuda(ys, dt, r * C + c);
+            if (dys)
+                store_f32_cuda(dys, dt, r * C + c, weights[p] * g);
+        }
+        if (dweights)
+            dweights[p] = dot;
+    }
+}
+
+void moe_combine_bwd_cuda(void *dys, float *dweights, const void *dout, const void *ys,
+                          ops_dtype dt, const float *weights, const int32_t *row_of,
+                          int N, int C, int k)
+{
+    int64_t pairs = (int64_t)N * k;
+    if (pairs > 0)
+        LAUNCH(combine_bwd_kernel, pairs, dys, dweights, dout, ys, dt, weights, row_of,
+               pairs, C, k);
+}
