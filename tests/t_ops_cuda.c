@@ -74,11 +74,7 @@ static uint64_t rng_state = 0x9e3779b97f4a7c15ull;
 
 static float uniform(float lo, float hi)
 {
-    rng_state ^= rng_state >> 12;
-    rng_state ^= rng_state << 25;
-    rng_state ^= rng_state >> 27;
-    uint64_t r = rng_state * 0x2545f4914f6cdd1dull;
-    return lo + (hi - lo) * (float)((r >> 40) * (1.0 / 16777216.0));
+    return tap_uniform(&rng_state, lo, hi);
 }
 
 static const ops_dtype dtypes[] = { OPS_F32, OPS_BF16, OPS_F16 };

@@ -123,3 +123,12 @@ double tap_max_abs_diff(const float *a, const float *b, long n)
     }
     return worst;
 }
+
+float tap_uniform(uint64_t *state, float lo, float hi)
+{
+    *state ^= *state >> 12;
+    *state ^= *state << 25;
+    *state ^= *state >> 27;
+    uint64_t r = *state * 0x2545f4914f6cdd1dull;
+    return lo + (hi - lo) * (float)((r >> 40) * (1.0 / 16777216.0));
+}

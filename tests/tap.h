@@ -5,10 +5,13 @@
  * the verdicts are reduced with MIN, and only rank 0 prints, so the TAP
  * stream stays clean however many ranks run. Diagnostics from other ranks go
  * to stderr, which the tap driver logs without parsing. The exit status of
- * tap_done agrees with the TAP verdict.
+ * tap_done agrees with the TAP verdict. It also holds the tests' one random
+ * number generator, tap_uniform.
  */
 #ifndef TRI_TESTS_TAP_H
 #define TRI_TESTS_TAP_H
+
+#include <stdint.h>
 
 /* MPI_Init plus bookkeeping. Collective on world. */
 void tap_init(int *argc, char ***argv);
@@ -27,6 +30,11 @@ int tap_done(void);
 /* World rank and size, for tests. */
 int tap_rank(void);
 int tap_size(void);
+
+/* Uniform in [lo, hi) from xorshift64* on *state: the same numbers on
+ * every platform. Each test program keeps its own state (and seed), so
+ * its inputs do not depend on another's draws. */
+float tap_uniform(uint64_t *state, float lo, float hi);
 
 /* Largest |a-b| / max(|b|, floor) over n floats. */
 double tap_max_rel_diff(const float *a, const float *b, long n, double floor);
