@@ -30,6 +30,11 @@ typedef enum { PRECISION_FP32 = 0, PRECISION_BF16 = 1, PRECISION_FP16 = 2 } Prec
 /* [train] offload: where the optimizer state lives (offload.h). */
 typedef enum { OFFLOAD_NONE = 0, OFFLOAD_OPTIMIZER = 1 } OffloadKind;
 typedef enum { ARCH_GPT2 = 0, ARCH_LLAMA = 1 } ModelArch;
+/* [model] moe_router: softmax over the experts, top-k, weights
+ * renormalised over the k (Mixtral; Qwen-MoE's norm_topk_prob = true), or
+ * the top-k softmax probabilities as they are (Qwen2-MoE's default,
+ * DeepSeek-V2). */
+typedef enum { MOE_ROUTER_SOFTMAX_TOPK_NORM = 0, MOE_ROUTER_SOFTMAX_TOPK = 1 } MoeRouter;
 /* [model] tie_embeddings = auto: tied for gpt2, untied for llama. */
 #define TIE_AUTO (-1)
 /* [log] sample_tokens = auto (its default): config_load makes it
@@ -50,12 +55,27 @@ typedef struct {
     int ffn_dim;             /* 0: 4 * n_embd (llama only) */
     double norm_eps;         /* RMSNorm epsilon (llama only) */
     double rope_theta;       /* rotary base (llama only) */
+    /* Mixture of experts (llama only; doc/moe.md): 0 experts is the dense
+     * model. A layer L is MoE when (L + 1) % moe_every == 0. */
+    int n_expert;            /* routed experts of a MoE layer; 0: dense */
+    int top_k;               /* experts each token goes to */
+    int moe_ffn_dim;         /* an expert's SwiGLU width; 0: ffn_dim */
+    int n_shared_expert;     /* experts every token goes through, as one
+                                gated SwiGLU of n_shared_expert *
+                                moe_ffn_dim (Qwen2-MoE) */
+    int moe_every;           /* every how-many-th layer is MoE */
+    MoeRouter moe_router;    /* how the router weighs its top-k */
+    double moe_aux_loss;     /* load-balancing loss weight */
+    double moe_z_loss;       /* router z-loss weight */
+    double moe_capacity;     /* capacity factor; 0: dropless */
 } ModelConfig;
 
 typedef struct {
     int dp, pp, tp;          /* dp = 0: world / (pp * cp * tp) */
     int cp;                  /* context parallelism: each sequence cut over
                                 cp ranks (layout.h) */
+    int ep;                  /* expert parallelism: each MoE layer's experts
+                                split over ep of the DP ranks (layout.h) */
     ScheduleKind schedule;
     int virtual_stages;      /* chunks of layers per stage: >= 2 with
                                 the interleaved schedule, else 1 */

@@ -37,6 +37,7 @@ static const char *const PRECISION_WORDS[] = { "fp32", "bf16", "fp16", NULL };
 static const char *const OFFLOAD_WORDS[] = { "none", "optimizer", NULL };
 static const char *const FORMAT_WORDS[] = { "text", "tokens", "indexed", NULL };
 static const char *const ARCH_WORDS[] = { "gpt2", "llama", NULL };
+static const char *const MOE_ROUTER_WORDS[] = { "softmax_topk_norm", "softmax_topk", NULL };
 
 #define KEY(s, n, t, f, d) \
     .section = (s), .name = (n), .type = (t), .offset = offsetof(Config, f), \
@@ -70,6 +71,23 @@ const KeyDef config_keys[] = {
       .flags = ARCH_KEY },
     REAL_KEY("model", "norm_eps", model.norm_eps, "1e-5", 0, 1, OPEN_MIN | ARCH_KEY),
     REAL_KEY("model", "rope_theta", model.rope_theta, "10000", 1, INFINITY, OPEN_MIN | ARCH_KEY),
+    /* mixture of experts: left out of the stored config while at their
+     * defaults, so a dense model's config reads as before they came */
+    { KEY("model", "n_expert", K_INT, model.n_expert, "0"), .min = 0, .max = 65536,
+      .flags = OMIT_UNSET },
+    { KEY("model", "top_k", K_INT, model.top_k, "2"), .min = 1, .max = 65536,
+      .flags = OMIT_UNSET },
+    { KEY("model", "moe_ffn_dim", K_INT, model.moe_ffn_dim, "0"), .min = 0, .max = INT_MAX,
+      .flags = OMIT_UNSET },
+    { KEY("model", "n_shared_expert", K_INT, model.n_shared_expert, "0"), .min = 0,
+      .max = 65536, .flags = OMIT_UNSET },
+    { KEY("model", "moe_every", K_INT, model.moe_every, "1"), .min = 1, .max = INT_MAX,
+      .flags = OMIT_UNSET },
+    { KEY("model", "moe_router", K_ENUM, model.moe_router, "softmax_topk_norm"),
+      .words = MOE_ROUTER_WORDS, .flags = OMIT_UNSET },
+    REAL_KEY("model", "moe_aux_loss", model.moe_aux_loss, "0.01", 0, INFINITY, OMIT_UNSET),
+    REAL_KEY("model", "moe_z_loss", model.moe_z_loss, "0", 0, INFINITY, OMIT_UNSET),
+    REAL_KEY("model", "moe_capacity", model.moe_capacity, "0", 0, INFINITY, OMIT_UNSET),
 
     INT_KEY("parallel", "dp", parallel.dp, "0", 0, INT_MAX),
     INT_KEY("parallel", "pp", parallel.pp, "1", 1, INT_MAX),
@@ -77,6 +95,8 @@ const KeyDef config_keys[] = {
     /* left out of the stored config while 1: a checkpoint of a run
      * without context parallelism reads as it did before the key came */
     { KEY("parallel", "cp", K_INT, parallel.cp, "1"), .min = 1, .max = INT_MAX,
+      .flags = OMIT_UNSET },
+    { KEY("parallel", "ep", K_INT, parallel.ep, "1"), .min = 1, .max = INT_MAX,
       .flags = OMIT_UNSET },
     ENUM_KEY("parallel", "schedule", parallel.schedule, "1f1b", SCHEDULE_WORDS),
     INT_KEY("parallel", "virtual_stages", parallel.virtual_stages, "1", 1, INT_MAX),

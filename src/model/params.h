@@ -49,6 +49,9 @@ typedef struct {
     int counts_in_norm;        /* this rank counts its owned rows in norms */
     int writes_ckpt;           /* this rank writes its owned rows */
     int is_copy;               /* the last stage's copy of a tied wte */
+    int expert;                /* a routed expert's tensor (MoE): held by one
+                                  ep rank, its gradients reduced and ZeRO-
+                                  sharded over COMM_EDP, not COMM_DP */
     ops_tensor w;              /* the block, compute dtype; under ZeRO-3
                                   valid only while its unit is gathered */
     ops_tensor g;              /* gradients of the block, fp32 */

@@ -73,6 +73,8 @@ MPI_Comm comm_mpi(const Grid *g, CommGroup group)
     case COMM_EMBED: return g->embed_comm;
     case COMM_KV: return g->kv_comm;
     case COMM_CP: return g->cp_comm;
+    case COMM_EP: return g->ep_comm;
+    case COMM_EDP: return g->edp_comm;
     }
     return MPI_COMM_NULL;
 }

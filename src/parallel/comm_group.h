@@ -16,11 +16,13 @@ typedef enum {
     COMM_WORLD, COMM_TP, COMM_DP, COMM_PP, COMM_DP_NODE, COMM_DP_CROSS,
     COMM_EMBED,
     COMM_KV,     /* TP ranks that hold the same key/value heads (llama, arch.h) */
-    COMM_CP      /* the ranks that share each sequence (context parallelism) */
+    COMM_CP,     /* the ranks that share each sequence (context parallelism) */
+    COMM_EP,     /* the DP ranks that split each MoE layer's experts (ep) */
+    COMM_EDP     /* the ranks holding the same experts (layout_expert_replicas) */
 } CommGroup;
 
 /* How many groups there are: the size of a table kept per group. */
-#define COMM_GROUP_COUNT (COMM_CP + 1)
+#define COMM_GROUP_COUNT (COMM_EDP + 1)
 
 typedef enum { COMM_SUM, COMM_MAX, COMM_MIN } CommOp;
 

@@ -64,6 +64,11 @@ void grid_create(Grid *g, const Config *cfg, MPI_Comm world)
                        l->cp_rank);
     g->dp_comm = split(world, l->pp_stage * l->tp + l->tp_rank, replica);
     g->pp_comm = split(world, replica * l->tp + l->tp_rank, l->pp_stage);
+    /* expert parallelism: ep consecutive DP ranks split the experts */
+    g->ep_comm = split(world, ((l->pp_stage * l->dp + l->dp_rank / l->ep) * l->cp + l->cp_rank)
+                                  * l->tp + l->tp_rank, l->ep_rank);
+    g->edp_comm = split(world, (l->pp_stage * l->ep + l->ep_rank) * l->tp + l->tp_rank,
+                        layout_expert_replica_rank(l));
     int ends = l->pp_stage == 0 || l->pp_stage == l->pp - 1;
     g->embed_comm = split(world, ends ? replica * l->tp + l->tp_rank : MPI_UNDEFINED,
                           l->pp_stage);
@@ -96,6 +101,8 @@ void grid_destroy(Grid *g)
     free_comm(&g->cp_comm);
     free_comm(&g->dp_comm);
     free_comm(&g->pp_comm);
+    free_comm(&g->ep_comm);
+    free_comm(&g->edp_comm);
     free_comm(&g->embed_comm);
     free_comm(&g->kv_comm);
     free_comm(&g->dp_node);
@@ -128,6 +135,7 @@ void grid_world_only(Grid *g, MPI_Comm world)
     MPI_Comm_rank(world, &g->layout.rank);
     MPI_Comm_size(world, &g->layout.size);
     g->tp_comm = g->cp_comm = g->dp_comm = g->pp_comm = MPI_COMM_NULL;
+    g->ep_comm = g->edp_comm = MPI_COMM_NULL;
     g->dp_node = g->dp_cross = g->embed_comm = g->node_comm = MPI_COMM_NULL;
     g->kv_comm = g->host_comm = MPI_COMM_NULL;
     g->device = OPS_CPU;

@@ -44,6 +44,12 @@ typedef struct {
     MPI_Comm dp_comm;            /* same tp_rank, pp_stage: the replicas,
                                     rank = layout_replica_rank */
     MPI_Comm pp_comm;            /* same tp_rank, dp_rank, cp_rank: the pipeline */
+    MPI_Comm ep_comm;            /* same pp_stage, tp_rank, cp_rank and
+                                    dp_rank / ep: the ranks that split each
+                                    MoE layer's experts; rank = ep_rank */
+    MPI_Comm edp_comm;           /* same pp_stage, tp_rank, ep_rank: the
+                                    ranks holding the same experts, rank =
+                                    layout_expert_replica_rank */
     MPI_Comm dp_node;            /* replicas on this node */
     MPI_Comm dp_cross;           /* replicas with this dp_node_rank, one per node */
     MPI_Comm embed_comm;         /* first and last stage (tied embeddings) */

@@ -256,7 +256,9 @@ static Layout layout_place(const ParallelConfig *p, int dp, int pp_stage, int dp
 {
     Layout l = {.size = dp * p->pp * p->cp * p->tp, .dp = dp, .pp = p->pp, .tp = p->tp,
                 .cp = p->cp, .dp_rank = dp_rank, .pp_stage = pp_stage, .tp_rank = tp_rank,
-                .cp_rank = cp_rank, .node_size = p->node_size};
+                .cp_rank = cp_rank, .node_size = p->node_size,
+                .ep = p->ep > 0 ? p->ep : 1};
+    l.ep_rank = dp_rank % l.ep;
     l.rank = layout_replica_world_rank(&l, pp_stage, layout_replica_rank(&l), tp_rank);
     return l;
 }
@@ -283,6 +285,16 @@ int layout_replicas(const Layout *l)
 int layout_replica_rank(const Layout *l)
 {
     return l->dp_rank * l->cp + l->cp_rank;
+}
+
+int layout_expert_replicas(const Layout *l)
+{
+    return l->dp / l->ep * l->cp;
+}
+
+int layout_expert_replica_rank(const Layout *l)
+{
+    return l->dp_rank / l->ep * l->cp + l->cp_rank;
 }
 
 int layout_replica_world_rank(const Layout *l, int pp_stage, int replica_rank, int tp_rank)

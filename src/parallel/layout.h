@@ -39,6 +39,10 @@ typedef struct {
     int dp, pp, tp, cp;              /* group sizes */
     int dp_rank, pp_stage, tp_rank;  /* this rank's place */
     int cp_rank;                     /* which chunks of each sequence it holds */
+    int ep, ep_rank;                 /* expert parallelism: ep consecutive DP
+                                        ranks split each MoE layer's experts;
+                                        ep_rank = dp_rank % ep holds experts
+                                        [ep_rank, ep_rank + 1) * n_expert / ep */
     int node_size;                   /* [parallel] node_size: nodes pretended to
                                         hold that many world ranks; 0: real nodes */
 } Layout;
@@ -71,6 +75,12 @@ int layout_replicas(const Layout *l);
  * in dp_comm, and the block of every ZeRO-sharded tensor it owns. */
 int layout_replica_rank(const Layout *l);
 
+/* The ranks that hold the same experts and reduce the experts' gradients
+ * together (the grid's edp_comm, COMM_EDP): the replicas with the same
+ * ep_rank, dp / ep * cp of them. ZeRO shards expert tensors over them. */
+int layout_expert_replicas(const Layout *l);
+/* This rank's place among them, (dp_rank / ep) * cp + cp_rank. */
+int layout_expert_replica_rank(const Layout *l);
 /* Checks that the layout of cfg fits a world of `world` ranks: dp*pp*tp,
  * divisibility by tp, layers per stage, node_size. Writes the reason on err
  * and returns non-zero. The rules it shares with layout_rules_check (tp
