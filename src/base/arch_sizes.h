@@ -29,6 +29,18 @@ int arch_kv_replicas(const ModelConfig *m, int tp);
 /* Key/value heads one TP rank holds. */
 int arch_kv_heads_local(const ModelConfig *m, int tp);
 
+/* Mixture of experts ([model] n_expert > 0; doc/moe.md). */
+/* Whether global layer `layer` is a MoE layer: n_expert > 0 and
+ * (layer + 1) % moe_every == 0 (Qwen2-MoE's decoder_sparse_step). */
+int arch_layer_is_moe(const ModelConfig *m, int layer);
+/* How many of the n_layer layers are MoE. */
+int arch_moe_layer_count(const ModelConfig *m);
+/* A routed expert's SwiGLU width: moe_ffn_dim, or ffn_dim when 0. */
+int arch_moe_ffn_dim(const ModelConfig *m);
+/* The shared expert's SwiGLU width: n_shared_expert * arch_moe_ffn_dim
+ * (0 without shared experts). */
+int arch_shared_ffn_dim(const ModelConfig *m);
+
 /* Copies arch and the llama keys from src to dst: a checkpoint's root
  * attributes carry gpt2's shape keys, its stored config the rest. */
 void arch_copy_keys(ModelConfig *dst, const ModelConfig *src);
