@@ -15,7 +15,10 @@
 # device memory after its first step (the metrics' `allocations`: on a GPU
 # a cudaFree inside a step waits for the whole device, NCCL included).
 # The LM head on the GPU holds its whole microbatch of logits where the
-# CPU cuts it in two, as plan counts it for a GPU.
+# CPU cuts it in two, as plan counts it for a GPU. Then a mixture of
+# experts (the same Llama with 4 experts, top 2, a shared expert, a
+# capacity that drops some pairs): routing, the permutation, the grouped
+# GEMMs and the aux loss on the device against the CPU, fp32 and bf16.
 #
 # Without a CUDA build, or without a GPU, it prints `1..0 # SKIP` and why.
 . "${TRI_SRCDIR:-.}/tests/lib.sh"
@@ -47,7 +50,7 @@ train() {
 
 train probe cuda fp32
 skip_without_gpu
-plan 12
+plan 14
 
 losses() { sed -n 's/.*"loss":\([^,}]*\).*/\1/p' "$1"; }
 
@@ -117,7 +120,26 @@ agree llama_cpu32 llama_recompute 1e-4 "Llama fp32, full recomputation: GPU agai
 train llama16 cuda bf16
 train llama_cpu16 cpu bf16
 agree llama_cpu16 llama16 3e-2 "Llama bf16: GPU against CPU"
-flat_allocations probe gpu16 llama32 llama_recompute llama16
+moe="model.n_expert=4"
+for key in top_k=2 n_shared_expert=1 moe_ffn_dim=32 moe_capacity=1.25 moe_aux_loss=0.05; do
+    printf 'model.%s\n' "$key"
+done > "$WORK/moe.keys"
+# train_moe NAME DEVICE PRECISION: train with the MoE keys on top of $cfg
+train_moe() {
+    # shellcheck disable=SC2046  # one --set per line of moe.keys
+    run 1 train --config "$cfg" --set parallel.device="$2" --set train.precision="$3" \
+        --set train.steps=$steps --set log.metrics="$WORK/$1.jsonl" --set "$moe" \
+        $(sed 's/^/--set /' "$WORK/moe.keys")
+    cp "$WORK/out" "$WORK/$1.out"
+}
+train_moe moe32 cuda fp32
+[ "$rc" -eq 0 ] || sed 's/^/#   /' "$WORK/moe32.out" | tail -n 15
+train_moe moe_cpu32 cpu fp32
+agree moe_cpu32 moe32 1e-4 "MoE Llama fp32 (4 experts, top 2, shared, capacity 1.25): GPU against CPU"
+train_moe moe16 cuda bf16
+train_moe moe_cpu16 cpu bf16
+agree moe_cpu16 moe16 3e-2 "MoE Llama bf16: GPU against CPU"
+flat_allocations probe gpu16 llama32 llama_recompute llama16 moe32 moe16
 ok $? "no GPU run allocates device memory after step 1 (metrics' allocations: $(
     sed -n 's/^{"step":.*"allocations":\([0-9]*\).*/\1/p' "$WORK/gpu16.jsonl" | sort -u | tr '\n' ' '))"
 done_testing

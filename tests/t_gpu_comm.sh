@@ -16,6 +16,9 @@
 #  - cp 2 (context parallelism: attention's all-gather of q|k|v and the
 #    reduce-scatter of its gradient over COMM_CP, the row-window kernels,
 #    RoPE at each chunk's positions in the Llama model);
+#  - a MoE Llama at ep 2 (4 experts, top 2, a shared expert): tokens to
+#    their experts' rank and back by NCCL's grouped send/receive on
+#    COMM_EP, the experts' gradients reduced over COMM_EDP;
 #  - the faults: one rank stopped (kill -STOP) mid-run, and one killed
 #    (kill -9) in another run; nothing may hang: the job must end within
 #    [fault] timeout plus a minute. The stop must end it with exit 76
@@ -27,7 +30,8 @@
 # On 4 ranks (tests/t_gpu_comm.np4.tap, not in make check's list; run by
 # bench/gpu_check.sh): two-level DP (node_size 2: the dp_node and
 # dp_cross communicators), tp 2 x dp 2 with sequence parallelism, the
-# Llama model on tp 2 x pp 2, and cp 2 x tp 2 with sequence parallelism.
+# Llama model on tp 2 x pp 2, cp 2 x tp 2 with sequence parallelism, and
+# the MoE Llama on ep 2 x tp 2.
 # On 8 ranks (tests/t_gpu_comm.np8.tap, not in make check's list; the
 # first hour on a real node, doc/gpu.md's runbook): dp 2 x pp 2 x tp 2
 # with sequence parallelism and ZeRO 1 overlapped (every communicator
@@ -53,6 +57,7 @@ write_config "$cfg"
 steps=12
 fault_timeout=${TRI_GPU_FAULT_TIMEOUT:-20}
 llama="--set model.arch=llama --set model.n_kv_head=1 --set model.ffn_dim=48 --set model.tie_embeddings=false"
+moe="$llama --set model.n_expert=4 --set model.top_k=2 --set model.n_shared_expert=1 --set model.moe_ffn_dim=32"
 
 # train NAME DEVICE SETTINGS...: an $np-rank run; metrics to $WORK/NAME.jsonl
 # (shell variables are global: train's are run_*, same's case_*)
@@ -80,7 +85,7 @@ if [ "$rc" -ne 0 ] && grep -q -e "visible GPUs" -e "the same GPU" "$WORK/out"; t
     echo "1..0 # SKIP fewer than $np GPUs on this node (TRIDENT_TEST_SHARE_GPU=1 and NCCL_MULTI_RANK_GPU_ENABLE=1 share one)"
     exit 0
 fi
-case "$np" in 8) plan 3 ;; 4) plan 4 ;; *) plan 12 ;; esac
+case "$np" in 8) plan 3 ;; 4) plan 5 ;; *) plan 13 ;; esac
 grep '^nccl:' "$WORK/probe.out" | sed 's/^/# /'
 
 losses() { sed -n 's/.*"loss":\([^,}]*\).*/\1/p' "$1"; }
@@ -161,6 +166,9 @@ if [ "$np" -eq 4 ]; then
         $llama --set parallel.tp=2 --set parallel.pp=2 --set train.grad_accum=4
     same cp_tp_sp "cp 2 x tp 2, sequence parallel (COMM_CP beside the TP collectives)" \
         --set parallel.cp=2 --set parallel.tp=2 --set parallel.sequence_parallel=1
+    # shellcheck disable=SC2086  # a list of settings
+    same moe_ep_tp "MoE Llama, ep 2 x tp 2 (the all-to-all on COMM_EP beside TP's), zero 1" \
+        $moe --set parallel.ep=2 --set parallel.dp=2 --set parallel.tp=2 --set parallel.zero=1
     done_testing
 fi
 
@@ -179,6 +187,9 @@ same cp "cp 2 (attention's all-gather and reduce-scatter over COMM_CP, the row w
 # shellcheck disable=SC2086  # a list of settings
 same llama_cp "Llama at cp 2 (RoPE at each chunk's positions, grouped-query heads)" \
     $llama --set parallel.cp=2
+# shellcheck disable=SC2086  # a list of settings
+same moe_ep "MoE Llama at ep 2 (tokens to their experts and back by NCCL send/receive; experts reduced over edp), zero 1 overlapped" \
+    $moe --set parallel.ep=2 --set parallel.dp=2 --set parallel.zero=1 --set parallel.overlap=true
 
 fault stop STOP --set parallel.pp=2 --set train.grad_accum=4
 said=$(grep -m 1 "trident: \(waited [0-9]* s for the GPU (.*the latest operation queued: NCCL \|watchdog: no progress for [0-9.]* s: waiting in .*GPU\)" "$WORK/stop.out")
