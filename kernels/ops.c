@@ -1315,6 +1315,33 @@ void ops_moe_combine_bwd(ops_tensor dys, ops_tensor dweights, ops_tensor dout,
                                      weights.data, row_of.data, N, C, k));
 }
 
+void ops_moe_sigmoid_fwd(ops_tensor gate, ops_tensor logit, int N)
+{
+    static const char fn[] = "ops_moe_sigmoid_fwd";
+    check_dims(fn, "N", N, 0, 0);
+    ops_device dev = CHECK_ARGS(fn, NULL,
+        { "gate", gate, N, ARG_F32, 0 },
+        { "logit", logit, N, ARG_F32, 0 });
+    if (dev == OPS_CPU)
+        moe_sigmoid_fwd_cpu(gate.data, logit.data, N);
+    else
+        ON_CUDA(moe_sigmoid_fwd_cuda(gate.data, logit.data, N));
+}
+
+void ops_moe_sigmoid_bwd(ops_tensor dlogit, ops_tensor dgate, ops_tensor gate, int N)
+{
+    static const char fn[] = "ops_moe_sigmoid_bwd";
+    check_dims(fn, "N", N, 0, 0);
+    ops_device dev = CHECK_ARGS(fn, NULL,
+        { "dlogit", dlogit, N, ARG_F32, 0 },
+        { "dgate", dgate, N, ARG_F32, 0 },
+        { "gate", gate, N, ARG_F32, 0 });
+    if (dev == OPS_CPU)
+        moe_sigmoid_bwd_cpu(dlogit.data, dgate.data, gate.data, N);
+    else
+        ON_CUDA(moe_sigmoid_bwd_cuda(dlogit.data, dgate.data, gate.data, N));
+}
+
 /* offsets are host memory the caller filled: each must lie in [0, R]
  * rising, or the views below would address past the tensors. */
 static void check_offsets(const char *fn, const int32_t *offsets, int E)

@@ -442,6 +442,10 @@ void ops_moe_combine_fwd(ops_tensor out, ops_tensor ys, ops_tensor weights,
 void ops_moe_combine_bwd(ops_tensor dys, ops_tensor dweights, ops_tensor dout,
                          ops_tensor ys, ops_tensor weights, ops_tensor row_of,
                          int N, int C, int k);
+/* The shared expert's gate (Qwen2-MoE): gate(N) = sigmoid(logit(N));
+ * its backward dlogit = dgate * gate * (1 - gate) (overwrite). fp32. */
+void ops_moe_sigmoid_fwd(ops_tensor gate, ops_tensor logit, int N);
+void ops_moe_sigmoid_bwd(ops_tensor dlogit, ops_tensor dgate, ops_tensor gate, int N);
 /* The experts' linear layers, grouped: for each expert e, rows
  * [offsets[e], offsets[e+1]) of out(R,N) = those of inp(R,K) . w[e]^T, with
  * w an array of E tensors (N,K), one per expert (each expert is its own

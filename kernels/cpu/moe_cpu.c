@@ -230,3 +230,18 @@ void moe_combine_bwd_cpu(void *dys, float *dweights, const void *dout, const voi
                 dweights[p] = dot;
         }
 }
+
+/* The shared expert's gate: the logistic function of its logit. */
+void moe_sigmoid_fwd_cpu(float *gate, const float *logit, int N)
+{
+    #pragma omp parallel for schedule(static)
+    for (int t = 0; t < N; t++)
+        gate[t] = 1.0f / (1.0f + expf(-logit[t]));
+}
+
+void moe_sigmoid_bwd_cpu(float *dlogit, const float *dgate, const float *gate, int N)
+{
+    #pragma omp parallel for schedule(static)
+    for (int t = 0; t < N; t++)
+        dlogit[t] = dgate[t] * gate[t] * (1.0f - gate[t]);
+}

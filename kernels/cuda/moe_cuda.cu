@@ -318,3 +318,26 @@ void moe_combine_bwd_cuda(void *dys, float *dweights, const void *dout, const vo
         LAUNCH(combine_bwd_kernel, pairs, dys, dweights, dout, ys, dt, weights, row_of,
                pairs, C, k);
 }
+
+static __global__ void sigmoid_fwd_kernel(float *gate, const float *logit, int N)
+{
+    GRID_STRIDE(t, N) gate[t] = 1.0f / (1.0f + expf(-logit[t]));
+}
+
+void moe_sigmoid_fwd_cuda(float *gate, const float *logit, int N)
+{
+    if (N > 0)
+        LAUNCH(sigmoid_fwd_kernel, N, gate, logit, N);
+}
+
+static __global__ void sigmoid_bwd_kernel(float *dlogit, const float *dgate,
+                                          const float *gate, int N)
+{
+    GRID_STRIDE(t, N) dlogit[t] = dgate[t] * gate[t] * (1.0f - gate[t]);
+}
+
+void moe_sigmoid_bwd_cuda(float *dlogit, const float *dgate, const float *gate, int N)
+{
+    if (N > 0)
+        LAUNCH(sigmoid_bwd_kernel, N, dlogit, dgate, gate, N);
+}
