@@ -527,6 +527,9 @@ static int visit_layout(const Config *cfg, int world, int64_t global, int pp, in
     int visited = 0, experts = cfg->model.n_expert;
     for (int ep = 1; ep == 1 || (experts > 0 && dp % ep == 0 && experts % ep == 0); ep *= 2) {
         c.parallel.ep = ep;
+        /* nor at ep > 1 (layout_sample_fits): the run samples nothing */
+        if (ep > 1)
+            c.log.sample_tokens = 0;
         if (ep > 1 && (layout_check(&c, world, fail_stream(0)) != 0 || !allowed(&c)))
             continue;
         visited += visit_schedules(&c, pp, offloads, visit, ctx);
