@@ -102,9 +102,11 @@ typedef struct Arch {
 
     /* The parameter table: a block's tensors, in order, added to ps as
      * unit "h.L" (params_stage.c builds the rest of a stage around it),
-     * and where each lands in BlockParams (indices into the unit). */
+     * and where each lands in BlockParams (from the unit of global layer
+     * `layer`: its indices into ParamSet.p, and its size). */
     void (*build_block)(ParamSet *ps, int layer, const ModelConfig *m, const Layout *layout);
-    void (*block_roles)(const int *unit_idx, struct BlockParams *p);
+    void (*block_roles)(const Unit *unit, const ModelConfig *m, int layer,
+                        struct BlockParams *p);
     /* Elements of the logical tensors of block `layer` (global index: a
      * MoE layer, arch_layer_is_moe, holds all n_expert experts and the
      * router). Elements of one routed expert (NULL: no experts), which a
