@@ -1,6 +1,6 @@
 #!/bin/sh
 # t_plan_moe.sh - `trident plan` with a mixture of experts ([model]
-# n_expert, [parallel] ep; issue 38), plan alone: total against active
+# n_expert, [parallel] ep; issue 38): total against active
 # parameters and the model's FLOPs on a known shape, each against the
 # arithmetic done here from the config (a MoE layer: router E x C, E
 # experts of 3 Fm x C, a shared expert of 3 Fs x C and its 1 x C gate; a
@@ -8,9 +8,13 @@
 # 46.7 B total, 12.9 B active; the expert all-to-all's bytes (per MoE layer
 # and microbatch 2 forward, 2 backward, 2 more recomputed, each (ep-1)/ep
 # of B T top_k rows of C elements) and their time at the link the ep group
-# spans; the layout search tries ep 1, 2, 4, ... dividing dp and n_expert.
+# spans; the layout search tries ep 1, 2, 4, ... dividing dp and n_expert,
+# and picks ep > 1 (saying why) where ep 1 does not fit or is slower; and
+# against the trainer: plan's per-rank memory at ep 1, 2 and 4, ZeRO 1 and
+# 3, equals what the trainer allocates for a tiny MoE model on 4 ranks.
 . "${TRI_SRCDIR:-.}/tests/lib.sh"
-plan 8
+np=${1:-4}
+plan 14
 # 4 layers, MoE every second (layers 1 and 3), 4 experts of 96, top 2, one
 # shared expert (96), GQA; dense layers' MLP 128; fp32.
 cfg="$WORK/moe.ini"
@@ -121,4 +125,58 @@ sed -n '/^layouts of/,/^[^ ]/p' "$WORK/out" | awk '$1 ~ /^[0-9]+$/ {
         seen[ep] = 1; bad += $1 % ep != 0 }
     END { exit !(seen[1] && seen[2] && seen[4] && !seen[8] && bad == 0) }'
 ok $? "plan --mem tries ep 1, 2 and 4, each dividing dp"
+# Where experts are most of the model and little else shards them (one
+# layer: no pp; one head: no tp; no cp with experts), the search picks
+# ep > 1 and says why: in 20 GiB no layout at ep 1 fits (ZeRO's
+# unit-sized buffers hold the one huge block), and on 8 H100s ep 8 is the
+# fastest (no expert gradients to reduce, an eighth of the optimizer's
+# rows) though ep 1 fits too.
+wide="$WORK/wide.ini"
+cat > "$wide" <<EOC
+[model]
+arch = llama
+n_layer = 1
+n_embd = 4096
+n_head = 1
+ffn_dim = 14336
+seq_len = 128
+vocab_size = 32000
+tie_embeddings = false
+n_expert = 64
+top_k = 2
+[train]
+micro_batch = 1
+grad_accum = 1
+precision = bf16
+[data]
+train = none.bin
+format = tokens
+EOC
+"$TRIDENT" plan --config "$wide" --world 8 --mem 20 > "$WORK/out" 2>&1
+best=$(sed -n '/^layouts of/,/^[^ ]/p' "$WORK/out" | awk '$1 ~ /^[0-9]+$/' | head -n 1)
+bep=$(echo "$best" | sed -n 's/.* ep=\([0-9]*\)$/\1/p')
+[ "${bep:-1}" -gt 1 ] &&
+    grep -q "^expert parallelism, ep $bep (.*): no layout at ep 1 fits 20.0 GiB, the least a rank needs there is" "$WORK/out" &&
+    tail -n 1 "$WORK/out" | grep -q -- "--set parallel.ep=$bep "
+ok $? "plan --mem 20 picks ep ${bep:-1} where no ep 1 layout fits, and says so ($(grep '^expert parallelism' "$WORK/out"))"
+"$TRIDENT" plan --config "$wide" --world 8 --hw h100 > "$WORK/out" 2>&1
+grep -q "^fastest layout on 8 x h100 .*: dp 8 x pp 1 x cp 1 x tp 1," "$WORK/out" &&
+    grep -q "^expert parallelism, ep 8 (8 of the 64 experts of each MoE layer a rank): layouts at ep 1 fit 80.0 GiB too, this one is faster$" "$WORK/out" &&
+    tail -n 1 "$WORK/out" | grep -q -- "--set parallel.ep=8 "
+ok $? "plan --hw h100 picks ep 8 as the fastest, and says why ($(grep '^expert parallelism' "$WORK/out"))"
+
+# The experts' memory against the trainer's: for a tiny MoE Llama on $np
+# ranks, plan's per-rank table equals the one the trainer prints at
+# start-up from its allocations, at ep 1, 2 and 4 (each rank n_expert / ep
+# experts of every MoE layer) and ZeRO 1 and 3 (the experts' state
+# sharded over their dp / ep replicas), with a shared expert, and with
+# dense and MoE layers alternating (moe_every 2: every block built).
+mcfg="$WORK/m.ini"
+write_config "$mcfg"
+MOE="--set+model.arch=llama+--set+model.n_expert=4+--set+model.top_k=2+--set+model.moe_ffn_dim=48+--set+model.tie_embeddings=0"
+CASES="ep1-zero1:$MOE+--set+parallel.zero=1
+ep2-zero1:$MOE+--set+parallel.ep=2+--set+parallel.zero=1
+ep4-zero3-shared:$MOE+--set+parallel.ep=4+--set+parallel.zero=3+--set+model.n_shared_expert=1
+ep2-zero3-every2:$MOE+--set+parallel.ep=2+--set+parallel.zero=3+--set+model.moe_every=2+--set+model.n_layer=4"
+plan_memory_cases "$np" "$mcfg" "$CASES"
 done_testing
