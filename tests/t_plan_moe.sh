@@ -11,10 +11,11 @@
 # spans; the layout search tries ep 1, 2, 4, ... dividing dp and n_expert,
 # and picks ep > 1 (saying why) where ep 1 does not fit or is slower; and
 # against the trainer: plan's per-rank memory at ep 1, 2 and 4, ZeRO 1 and
-# 3, equals what the trainer allocates for a tiny MoE model on 4 ranks.
+# 3, equals what the trainer allocates for a tiny MoE model on 4 ranks,
+# and the all-to-alls the trainer issues (traced) are the ones plan counts.
 . "${TRI_SRCDIR:-.}/tests/lib.sh"
 np=${1:-4}
-plan 14
+plan 15
 # 4 layers, MoE every second (layers 1 and 3), 4 experts of 96, top 2, one
 # shared expert (96), GQA; dense layers' MLP 128; fp32.
 cfg="$WORK/moe.ini"
@@ -174,9 +175,33 @@ ok $? "plan --hw h100 picks ep 8 as the fastest, and says why ($(grep '^expert p
 mcfg="$WORK/m.ini"
 write_config "$mcfg"
 MOE="--set+model.arch=llama+--set+model.n_expert=4+--set+model.top_k=2+--set+model.moe_ffn_dim=48+--set+model.tie_embeddings=0"
+MOE_SETS=$(echo "$MOE" | tr '+' ' ')
 CASES="ep1-zero1:$MOE+--set+parallel.zero=1
 ep2-zero1:$MOE+--set+parallel.ep=2+--set+parallel.zero=1
 ep4-zero3-shared:$MOE+--set+parallel.ep=4+--set+parallel.zero=3+--set+model.n_shared_expert=1
 ep2-zero3-every2:$MOE+--set+parallel.ep=2+--set+parallel.zero=3+--set+model.moe_every=2+--set+model.n_layer=4"
 plan_memory_cases "$np" "$mcfg" "$CASES"
+# The trainer's all-to-alls, traced (TRIDENT_COMM_TRACE) on 2 ranks at ep
+# 2 with full recomputation: each rank issues on the ep group as many as
+# plan counts (12 a microbatch here, 2 microbatches), and all the ranks'
+# calls together send B T top_k rows of C elements a call (each rank's
+# dispatch; what returns, the same), whatever the routing's split among
+# the ranks: plan's bytes for one, (ep-1)/ep of them in fp32.
+sets="--set parallel.ep=2 --set train.recompute=full --set train.grad_accum=2 --set train.steps=1"
+export TRIDENT_COMM_TRACE="$WORK/trace"
+# shellcheck disable=SC2086
+run 2 train --config "$mcfg" $MOE_SETS $sets
+unset TRIDENT_COMM_TRACE
+# shellcheck disable=SC2086
+"$TRIDENT" plan --config "$mcfg" --world 2 $MOE_SETS $sets > "$WORK/plan.out" 2>&1
+line=$(grep '^expert all-to-all: ' "$WORK/plan.out")
+cat "$WORK/trace"/rank-*.trace 2>/dev/null | awk -v plan="$(echo "$line" | awk '{ print $3, $9 }')" '
+    $1 == "coll" && $2 ~ /^ep@/ && $4 == "alltoallv" { calls++ }
+    $1 == "a2a" { n = split(substr($4, 6), s, ","); for (i = 1; i <= n; i++) sent += s[i] }
+    END {
+        split(plan, p, " ")        # plan: one call, bytes to the other rank; calls a microbatch
+        rows = 4 * 32 * 2 * 32     # micro_batch x seq_len x top_k x n_embd
+        ok = calls > 0 && calls == 2 * 2 * p[2] && sent == calls * rows
+        exit !(ok && (p[1] - rows * 4 / 2) / p[1] < 1e-3 && (p[1] - rows * 4 / 2) / p[1] > -1e-3) }'
+ok $? "the trainer's all-to-alls are plan's: $(grep -c '^coll ep@[0-9]* [0-9]* alltoallv' "$WORK/trace/rank-00000.trace" 2>/dev/null) on rank 0, plan's count x 2 microbatches, $((4 * 32 * 2 * 32)) elements a call over the ranks ($line)"
 done_testing
