@@ -6,7 +6,7 @@
 # experts of 3 Fm x C, a shared expert of 3 Fs x C and its 1 x C gate; a
 # token goes through top_k of the experts); Mixtral 8x7B's published
 # 46.7 B total, 12.9 B active; the expert all-to-all's bytes (per MoE layer
-# and microbatch 2 forward, 2 backward, 2 more recomputed, each (ep-1)/ep
+# and microbatch 2 forward, 2 backward, 2 more recomputed, 4 under zb1; each (ep-1)/ep
 # of B T top_k rows of C elements) and their time at the link the ep group
 # spans; the layout search tries ep 1, 2, 4, ... dividing dp and n_expert,
 # and picks ep > 1 (saying why) where ep 1 does not fit or is slower; and
@@ -15,7 +15,7 @@
 # and the all-to-alls the trainer issues (traced) are the ones plan counts.
 . "${TRI_SRCDIR:-.}/tests/lib.sh"
 np=${1:-4}
-plan 15
+plan 16
 # 4 layers, MoE every second (layers 1 and 3), 4 experts of 96, top 2, one
 # shared expert (96), GQA; dense layers' MLP 128; fp32.
 cfg="$WORK/moe.ini"
@@ -204,4 +204,18 @@ cat "$WORK/trace"/rank-*.trace 2>/dev/null | awk -v plan="$(echo "$line" | awk '
         ok = calls > 0 && calls == 2 * 2 * p[2] && sent == calls * rows
         exit !(ok && (p[1] - rows * 4 / 2) / p[1] < 1e-3 && (p[1] - rows * 4 / 2) / p[1] > -1e-3) }'
 ok $? "the trainer's all-to-alls are plan's: $(grep -c '^coll ep@[0-9]* [0-9]* alltoallv' "$WORK/trace/rank-00000.trace" 2>/dev/null) on rank 0, plan's count x 2 microbatches, $((4 * 32 * 2 * 32)) elements a call over the ranks ($line)"
+# Under zb1 the weight pass runs a recomputed layer's forward again, and
+# its all-to-alls: on pp 2 x dp 2 at ep 2 every rank issues plan's count
+# (8 a microbatch for its stage's one MoE layer) x 2 microbatches.
+sets="--set parallel.ep=2 --set parallel.pp=2 --set parallel.schedule=zb1 --set train.recompute=full --set train.grad_accum=2 --set train.steps=1"
+export TRIDENT_COMM_TRACE="$WORK/trace-zb1"
+# shellcheck disable=SC2086
+run 4 train --config "$mcfg" $MOE_SETS $sets
+unset TRIDENT_COMM_TRACE
+# shellcheck disable=SC2086
+per=$("$TRIDENT" plan --config "$mcfg" --world 4 $MOE_SETS $sets 2>&1 |
+    sed -n 's/^expert all-to-all: .* bytes a rank in each, \([0-9]*\) a microbatch on stage 0 .*/\1/p')
+counts=$(for f in "$WORK/trace-zb1"/rank-*.trace; do grep -c '^coll ep@[0-9]* [0-9]* alltoallv' "$f"; done | sort -u | tr '\n' ' ')
+[ "$rc" -eq 0 ] && [ "$counts" = "$((2 * ${per:-0})) " ]
+ok $? "zb1 with recompute: every rank's all-to-alls (${counts% }) are plan's ${per:-?} a microbatch x 2"
 done_testing

@@ -9,6 +9,7 @@
 #include "layout.h"
 #include "model.h"
 #include "params_stage.h"
+#include "schedule.h"
 
 static int ep_of(const Config *cfg) { return cfg->parallel.ep > 0 ? cfg->parallel.ep : 1; }
 
@@ -29,14 +30,16 @@ double plan_moe_alltoall_bytes(const Config *cfg)
 int plan_moe_alltoalls(const Config *cfg, int stage)
 {
     const ParallelConfig *p = &cfg->parallel;
-    int n = 0;
+    /* zb1's weight pass runs a recomputed layer's forward a second time,
+     * its all-to-alls with it (traced: 8 a microbatch for one MoE layer) */
+    int reruns = p->schedule == SCHED_ZB1 ? 2 : 1, n = 0;
     for (int c = 0; c < p->virtual_stages; c++) {
         int first, count;
         layout_chunk_layers(cfg->model.n_layer, p->pp, p->virtual_stages, stage, c, &first,
                             &count);
         for (int l = first; l < first + count; l++)
             if (arch_layer_is_moe(&cfg->model, l))
-                n += 4 + 2 * model_layer_recomputes(&cfg->train, l);
+                n += 4 + 2 * reruns * model_layer_recomputes(&cfg->train, l);
     }
     return n;
 }
@@ -63,7 +66,8 @@ void plan_moe_print(const Config *cfg, double step_bytes, FILE *out)
         return;
     }
     fprintf(out, "expert all-to-all: %.4g bytes a rank in each, %d a microbatch on stage 0 "
-            "(per MoE layer 2 forward, 2 backward, 2 more recomputed), %.4g bytes a step over "
+            "(per MoE layer 2 forward, 2 backward, 2 more recomputed, 4 under zb1), %.4g bytes "
+            "a step over "
             "ep %d (%d world ranks); exposed: nothing overlaps it\n",
             plan_moe_alltoall_bytes(cfg), plan_moe_alltoalls(cfg, 0), step_bytes, ep,
             plan_moe_ep_span(cfg));

@@ -7,7 +7,7 @@
  * their experts and the experts' outputs back (moe_ep.h): per layer and
  * microbatch two all-to-alls in the forward (dispatch and return), two in
  * the backward (their gradients), two more where the layer's forward runs
- * again (recompute). Each moves, from one rank, the (ep-1)/ep of its N
+ * again (recompute; twice under zb1). Each moves, from one rank, the (ep-1)/ep of its N
  * top_k rows whose experts live elsewhere (routing assumed even; dropless),
  * n_embd wide in the activations' dtype: every TP rank of the ep group
  * sends the same whole rows. The ep group is ep consecutive DP ranks, so
@@ -28,7 +28,8 @@
 double plan_moe_alltoall_bytes(const Config *cfg);
 
 /* The all-to-alls stage `stage` runs per microbatch: 4 per MoE layer, 2
- * more per recomputed MoE layer. Pure. */
+ * more per recomputed MoE layer (4 under zb1, whose weight pass runs the
+ * forward again). Pure. */
 int plan_moe_alltoalls(const Config *cfg, int stage);
 
 /* The world ranks an ep group spans: tp x cp x ep (its ranks are DP ranks
