@@ -15,7 +15,7 @@
 np=${1:-2}
 TAMPER="${TRI_BUILDDIR:-.}/tests/ckpt_tamper"
 limit=${TRI_MATRIX_LIMIT:-60}      # seconds any one case may take
-plan 228
+plan 229
 # shellcheck disable=SC3045
 ulimit -c 0 2>/dev/null            # a crash is detected below, not left as a core file
 t_start=$(date +%s)
@@ -1098,6 +1098,9 @@ train M288 1 "\[model\] moe_every = 3: more than n_layer (2): no layer would be 
 # shellcheck disable=SC2086
 train M289 1 "\[log\] sample_tokens = 8: generation needs \[parallel\] ep = 1 (this config's is 2)" \
     "moe: a sample asked for at ep > 1" $E --set parallel.ep=2 --set log.sample_tokens=8
+# shellcheck disable=SC2086
+train M290 1 "\[model\] n_shared_expert = 65536: the shared expert's width n_shared_expert \* moe_ffn_dim = 65536 \* 40000 is more than 2147483647" \
+    "moe: the shared expert's width past an int" $E --set model.n_shared_expert=65536 --set model.moe_ffn_dim=40000
 
 # ---- HuggingFace and llm.c models: init_from and export (issue 15) ----
 le64() { le32 "$1"; le32 0; }
