@@ -44,7 +44,7 @@ int main(int argc, char **argv)
     }
     ModelConfig mc = {.arch = ARCH_GPT2, .n_layer = n_layer, .n_embd = a[1], .n_head = a[2],
                       .seq_len = a[3], .vocab_size = a[4]};
-    KernelShape shape = kernel_times_shape(&mc, OPS_F32, a[5], 1);
+    KernelShape shape = kernel_times_shape(&mc, 0, OPS_F32, a[5], 1);
     KernelTimes layer, head;
     kernel_times_measure(&shape, &layer, &head);
     int layers = n_layer / pp;

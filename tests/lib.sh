@@ -109,3 +109,41 @@ every_rank() {
     done
     echo "$f"
 }
+
+# memory_table FILE: the rows of the memory table in FILE, one per rank:
+# plan's "ranks A-B: ..." (equal ranks on one line) written out as the
+# trainer's "rank A: ..." lines
+memory_table() {
+    sed -n '/^memory per rank/,/^[^ m]/p' "$1" | awk '
+        /^  ranks [0-9]+-[0-9]+: / {
+            split($2, r, "-"); sub(/:$/, "", r[2])
+            row = $0; sub(/^  ranks [0-9]+-[0-9]+: /, "", row)
+            for (i = r[1] + 0; i <= r[2] + 0; i++) printf "  rank %3d: %s\n", i, row
+            next
+        }
+        /^  rank / { print }'
+}
+
+# plan_memory_cases NP CONFIG CASES: for each line NAME:SETS of CASES (SETS
+# the options with + for blanks), the trainer's memory table at start-up
+# on NP ranks (0 steps) against plan's for the same world: one ok each,
+# the difference (and the trainer's complaint) as comments when they
+# differ.
+plan_memory_cases() {
+    for c in $3; do
+        name=${c%%:*}
+        sets=$(echo "${c#*:}" | tr '+' ' ')
+        # shellcheck disable=SC2086  # the options, split on purpose
+        run "$1" train --config "$2" --set train.steps=0 $sets
+        memory_table "$WORK/out" > "$WORK/train.mem"
+        # shellcheck disable=SC2086
+        "$TRIDENT" plan --config "$2" --world "$1" $sets > "$WORK/plan.out" 2>&1
+        memory_table "$WORK/plan.out" > "$WORK/plan.mem"
+        [ -s "$WORK/train.mem" ] && cmp -s "$WORK/train.mem" "$WORK/plan.mem"
+        ok $? "$name: plan's per-rank memory equals the trainer's ($(wc -l < "$WORK/plan.mem") ranks)"
+        cmp -s "$WORK/train.mem" "$WORK/plan.mem" || {
+            diff "$WORK/train.mem" "$WORK/plan.mem" | sed 's/^/# /'
+            grep "trident:" "$WORK/out" | head -n 3 | sed 's/^/# /'
+        }
+    done
+}

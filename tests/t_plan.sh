@@ -42,31 +42,7 @@ sp-pp2-tp2-zb1:--set+parallel.tp=2+--set+parallel.pp=2+--set+parallel.schedule=z
 cp2-pp2-zero1:--set+parallel.cp=2+--set+parallel.pp=2+--set+parallel.zero=1+--set+train.grad_accum=4
 llama-cp2-tp2-sp-zero3:--set+model.arch=llama+--set+model.n_kv_head=1+--set+model.ffn_dim=48+--set+parallel.cp=2+--set+parallel.tp=2+--set+parallel.sequence_parallel=1+--set+parallel.zero=3+--set+model.tie_embeddings=0"
 plan $(($(echo "$CASES" | wc -l) + 25))
-# the rows of a memory table, one per rank: plan's "ranks A-B: ..." (equal
-# ranks on one line) written out as the trainer's "rank A: ..." lines
-table() {
-    sed -n '/^memory per rank/,/^[^ m]/p' "$1" | awk '
-        /^  ranks [0-9]+-[0-9]+: / {
-            split($2, r, "-"); sub(/:$/, "", r[2])
-            row = $0; sub(/^  ranks [0-9]+-[0-9]+: /, "", row)
-            for (i = r[1] + 0; i <= r[2] + 0; i++) printf "  rank %3d: %s\n", i, row
-            next
-        }
-        /^  rank / { print }'
-}
-for c in $CASES; do
-    name=${c%%:*}
-    sets=$(echo "${c#*:}" | tr '+' ' ')
-    # shellcheck disable=SC2086
-    run "$np" train --config "$cfg" --set train.steps=0 $sets
-    table "$WORK/out" > "$WORK/train.mem"
-    # shellcheck disable=SC2086
-    "$TRIDENT" plan --config "$cfg" --world "$np" $sets > "$WORK/plan.out" 2>&1
-    table "$WORK/plan.out" > "$WORK/plan.mem"
-    [ -s "$WORK/train.mem" ] && cmp -s "$WORK/train.mem" "$WORK/plan.mem"
-    ok $? "$name: plan's per-rank memory equals the trainer's ($(wc -l < "$WORK/plan.mem") ranks)"
-    cmp -s "$WORK/train.mem" "$WORK/plan.mem" || diff "$WORK/train.mem" "$WORK/plan.mem" | sed 's/^/# /'
-done
+plan_memory_cases "$np" "$cfg" "$CASES"
 # zb1 on pp 4, 8 microbatches: with f = b = w the simulator's bubble is
 # 3/27 = 11.1% against 1F1B's and GPipe's 3/11 = 27.3% (t_schedule derives
 # both; 4 layers cannot be interleaved on 4 stages); zb1's kept gradients
@@ -94,10 +70,10 @@ advice=$(tail -n 1 "$WORK/out")
 ok $? "plan prints its schedules table once and ends with the options to train what it advises ($advice)"
 # shellcheck disable=SC2086  # the pasted options, split on purpose
 run 4 train --config "$cfg" --set train.steps=0 ${advice#train with: }
-table "$WORK/out" > "$WORK/train.mem"
+memory_table "$WORK/out" > "$WORK/train.mem"
 "$TRIDENT" plan --config "$cfg" --world 4 --set parallel.pp=4 --set train.grad_accum=8 \
     --set parallel.schedule=zb1 > "$WORK/plan.out" 2>&1
-table "$WORK/plan.out" > "$WORK/plan.mem"
+memory_table "$WORK/plan.out" > "$WORK/plan.mem"
 [ "$rc" -eq 0 ] && grep -q "schedule = zb1" "$WORK/out" && [ -s "$WORK/train.mem" ] &&
     cmp -s "$WORK/train.mem" "$WORK/plan.mem" && [ "$(tail -n 1 "$WORK/plan.out")" = \
     "train with: --set parallel.pp=4 --set train.grad_accum=8 --set parallel.schedule=zb1" ]
@@ -106,7 +82,7 @@ ok $? "the pasted options train (exit $rc) with plan's memory for zb1; planned a
 # the same.
 "$TRIDENT" plan --config "$cfg" --world 4 --set parallel.zero=0 > "$WORK/out" 2>&1
 [ "$(sed -n '/^memory per rank/,/^[^ m]/p' "$WORK/out" | grep -c '^  rank')" -eq 1 ] &&
-    grep -q '^  ranks 0-3: ' "$WORK/out" && [ "$(table "$WORK/out" | wc -l)" -eq 4 ]
+    grep -q '^  ranks 0-3: ' "$WORK/out" && [ "$(memory_table "$WORK/out" | wc -l)" -eq 4 ]
 ok $? "plan: four equal ranks on one line ($(grep '^  ranks' "$WORK/out"))"
 "$TRIDENT" plan --config "$cfg" --world 4 --set parallel.pp=4 --set train.grad_accum=8 \
     --set parallel.schedule=zb1 > "$WORK/out" 2>&1
@@ -135,7 +111,7 @@ ok $? "plan: 1f1b when neither interleaved nor zb1 fits $gib GiB"
 acts() {  # the trainer's rank 0 activations (MiB) with sequence_parallel=$1
     run "$np" train --config "$cfg" --set train.steps=0 --set parallel.tp=4 --set model.n_head=4 \
         --set parallel.sequence_parallel="$1"
-    table "$WORK/out" | awk 'NR == 1 { print $NF }'
+    memory_table "$WORK/out" | awk 'NR == 1 { print $NF }'
 }
 without=$(acts 0) with=$(acts 1)
 awk -v a="$without" -v b="$with" 'BEGIN { exit !(b > 0 && b < a) }'
@@ -202,7 +178,7 @@ expect 2 "--all: it lists every layout that fits --mem GIB, and no --mem was giv
 layers_mib() {  # the weights column (MiB) of stage 0's row for n_layer=$1
     timeout 120 "$TRIDENT" plan --config "$cfg" --world 8 --mem 80 --set model.n_layer="$1" \
         --set parallel.pp=2 --set train.grad_accum=2 > "$WORK/out" 2>&1 || return 1
-    table "$WORK/out" | awk 'NR == 1 { print $3 }'
+    memory_table "$WORK/out" | awk 'NR == 1 { print $3 }'
 }
 start=$(date +%s)
 w1=$(layers_mib 1000) && w100=$(layers_mib 100000)

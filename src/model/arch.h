@@ -70,7 +70,7 @@ typedef struct {
     int out, in, count, bias;
 } ArchLinear;
 
-#define ARCH_MAX_LINEARS 8
+#define ARCH_MAX_LINEARS 12
 
 /* A key an architecture refuses (its check_keys): which, and why; the
  * config words it ("trident: FILE: [model] KEY = VALUE: WHY"). */
@@ -107,8 +107,12 @@ typedef struct Arch {
     void (*build_block)(ParamSet *ps, int layer, const ModelConfig *m, const Layout *layout);
     void (*block_roles)(const Unit *unit, const ModelConfig *m, int layer,
                         struct BlockParams *p);
-    /* Elements of one block's logical tensors. */
-    int64_t (*block_numel)(const ModelConfig *m);
+    /* Elements of the logical tensors of block `layer` (global index: a
+     * MoE layer, arch_layer_is_moe, holds all n_expert experts and the
+     * router). Elements of one routed expert (NULL: no experts), which a
+     * token skips unless routed to it: total against active parameters. */
+    int64_t (*block_numel)(const ModelConfig *m, int layer);
+    int64_t (*expert_numel)(const ModelConfig *m);
 
     /* The block's compute (model.c runs them inside the unit hooks). */
     ArchBlockPass *forward, *backward, *weights;
@@ -117,15 +121,17 @@ typedef struct Arch {
      * weight pass: its linear layers' output gradients, this TP shard. */
     int64_t (*kept_grad_width)(const ModelConfig *m, int tp);
 
-    /* Costs per token of one block's forward, for the whole model (not a
-     * shard): FLOPs, 2 per multiply-add; and the bytes its elementwise
-     * work streams with a-byte activations, tp ranks and the norms on
-     * 1/sp of the tokens (the roofline). */
-    double (*layer_flops)(const ModelConfig *m);
-    double (*layer_bytes)(const ModelConfig *m, double a, double tp, double sp);
-    /* The block's GEMMs on one TP shard, for the CPU profile; returns how
-     * many are in out (at most ARCH_MAX_LINEARS). */
-    int (*linears)(const ModelConfig *m, int tp, ArchLinear *out);
+    /* Costs per token of block `layer`'s forward (global index: dense and
+     * MoE layers differ), for the whole model (not a shard): FLOPs, 2 per
+     * multiply-add, a MoE layer's for the top_k experts a token goes
+     * through (active, not total); and the bytes its elementwise work
+     * streams with a-byte activations, tp ranks and the norms on 1/sp of
+     * the tokens (the roofline). */
+    double (*layer_flops)(const ModelConfig *m, int layer);
+    double (*layer_bytes)(const ModelConfig *m, int layer, double a, double tp, double sp);
+    /* Block `layer`'s GEMMs on one TP shard, for the CPU profile; returns
+     * how many are in out (at most ARCH_MAX_LINEARS). */
+    int (*linears)(const ModelConfig *m, int layer, int tp, ArchLinear *out);
 
     /* HuggingFace: the names table, config.json, and the check of a
      * directory's config.json against [model] (init_from); an llm.c .bin's

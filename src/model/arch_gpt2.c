@@ -84,8 +84,10 @@ static void block_roles(const Unit *unit, const ModelConfig *m, int layer, Block
                        u[6], u[7], u[8], u[9], u[10], u[11], -1, -1, -1, .layer = layer};
 }
 
-static int64_t block_numel(const ModelConfig *m)
+/* Every GPT-2 block is alike: `layer` is not read (arch.h). */
+static int64_t block_numel(const ModelConfig *m, int layer)
 {
+    (void)layer;
     int64_t C = m->n_embd;
     return 2 * C + 3 * C * C + 3 * C + C * C + C + 2 * C + 4 * C * C + 4 * C + 4 * C * C + C;
 }
@@ -202,8 +204,9 @@ static int64_t kept_grad_width(const ModelConfig *m, int tp)
 
 /* QKV 3C^2, out C^2, MLP 8C^2 multiply-adds; attention scores and values
  * T*C each (all T x T, as computed). */
-static double layer_flops(const ModelConfig *m)
+static double layer_flops(const ModelConfig *m, int layer)
 {
+    (void)layer;
     double C = m->n_embd, T = m->seq_len;
     return 24.0 * C * C + 4.0 * T * C;
 }
@@ -215,14 +218,16 @@ static double layer_flops(const ModelConfig *m)
  * GEMM term's tensor-core rate does not see; neither cost has been
  * measured on a GPU). The norms and residual adds run on 1/sp of the
  * tokens. */
-static double layer_bytes(const ModelConfig *m, double a, double tp, double sp)
+static double layer_bytes(const ModelConfig *m, int layer, double a, double tp, double sp)
 {
+    (void)layer;
     double C = m->n_embd, T = m->seq_len, NH = m->n_head;
     return a * C * ((4.0 + 6.0) / sp + 8.0 / tp) + 8.0 * NH / tp * T / 2.0;
 }
 
-static int linears(const ModelConfig *m, int tp, ArchLinear *out)
+static int linears(const ModelConfig *m, int layer, int tp, ArchLinear *out)
 {
+    (void)layer;
     int C = m->n_embd, Cl = C / tp;
     out[0] = (ArchLinear){3 * Cl, C, 1, 1};
     out[1] = (ArchLinear){C, Cl, 1, 1};

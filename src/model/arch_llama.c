@@ -181,11 +181,28 @@ static void block_roles(const Unit *unit, const ModelConfig *m, int layer, Block
     }
 }
 
-static int64_t block_numel(const ModelConfig *m)
+/* One routed expert: gate, up and down, Fm x C each. */
+static int64_t expert_numel(const ModelConfig *m)
 {
-    int64_t C = m->n_embd, F = arch_ffn_dim(m);
+    return 3 * (int64_t)arch_moe_ffn_dim(m) * m->n_embd;
+}
+
+/* The MLP of block `layer`: the dense SwiGLU, or in a MoE layer the
+ * router (E x C), every routed expert and the shared expert (3 Fs x C)
+ * with its gate (1 x C). */
+static int64_t mlp_numel(const ModelConfig *m, int layer)
+{
+    int64_t C = m->n_embd, Fs = arch_shared_ffn_dim(m);
+    if (!arch_layer_is_moe(m, layer))
+        return 3 * (int64_t)arch_ffn_dim(m) * C;
+    return m->n_expert * (C + expert_numel(m)) + (Fs ? 3 * Fs * C + C : 0);
+}
+
+static int64_t block_numel(const ModelConfig *m, int layer)
+{
+    int64_t C = m->n_embd;
     int64_t KV = (int64_t)arch_kv_heads(m) * (C / m->n_head);
-    return 2 * C + 2 * C * C + 2 * KV * C + 3 * F * C;
+    return 2 * C + 2 * C * C + 2 * KV * C + mlp_numel(m, layer);
 }
 
 /* ---- the block ---------------------------------------------------------- */
@@ -393,34 +410,88 @@ static int64_t kept_grad_width(const ModelConfig *m, int tp)
     return 2 * C + 2 * (int64_t)(arch_ffn_dim(m) / tp) + Cl + 2 * KVl;
 }
 
-/* q and o C^2 each, k and v C*KV each (grouped-query), gate, up and down
- * C*F each (SwiGLU); attention as GPT-2's. */
-static double layer_flops(const ModelConfig *m)
+/* Multiply-adds per token of block `layer`'s MLP: the dense SwiGLU (3 C F),
+ * or in a MoE layer the router (C E), the top_k routed experts a token
+ * goes through (3 C Fm each: active, not total) and the shared expert
+ * (3 C Fs and its 1 x C gate). Tokens a capacity drops are still
+ * counted: the model's work, as MFU counts it. */
+static double mlp_macs(const ModelConfig *m, int layer)
+{
+    double C = m->n_embd, Fs = arch_shared_ffn_dim(m);
+    if (!arch_layer_is_moe(m, layer))
+        return 3.0 * C * arch_ffn_dim(m);
+    return C * m->n_expert + m->top_k * 3.0 * C * arch_moe_ffn_dim(m)
+           + (Fs ? 3.0 * C * Fs + C : 0.0);
+}
+
+/* q and o C^2 each, k and v C*KV each (grouped-query), the MLP's
+ * (mlp_macs); attention as GPT-2's. */
+static double layer_flops(const ModelConfig *m, int layer)
 {
     double C = m->n_embd, T = m->seq_len;
-    double KV = (double)arch_kv_heads(m) * (C / m->n_head), F = arch_ffn_dim(m);
-    return 2.0 * (2.0 * C * C + 2.0 * C * KV + 3.0 * C * F) + 4.0 * T * C;
+    double KV = (double)arch_kv_heads(m) * (C / m->n_head);
+    return 2.0 * (2.0 * C * C + 2.0 * C * KV + mlp_macs(m, layer)) + 4.0 * T * C;
 }
 
-/* As GPT-2's, and: SwiGLU reads gate and up and writes its product (3F),
- * rotary embeddings rewrite q and k, the key/value expansion writes
- * q|k|v (3C) from q, k, v: all split over TP. */
-static double layer_bytes(const ModelConfig *m, double a, double tp, double sp)
+/* Elements per token the MLP's elementwise work streams: SwiGLU reads
+ * gate and up and writes its product (3F, split over TP). A MoE layer's
+ * SwiGLU runs on top_k Fm + Fs; besides, on every TP rank alike (the
+ * routed rows are whole), the permutation gathers top_k copies of the
+ * row (read and written, 2kC), the combine reads the top_k expert outputs
+ * and writes the sum ((k+1)C), and the router's softmax reads and writes
+ * E fp32 logits and its top-k reads them again (counted as 3E elements of
+ * 4 bytes: eps against the rest). */
+static double mlp_bytes(const ModelConfig *m, int layer, double a, double tp)
+{
+    double C = m->n_embd;
+    if (!arch_layer_is_moe(m, layer))
+        return a * 3.0 * arch_ffn_dim(m) / tp;
+    double k = m->top_k, swiglu = k * arch_moe_ffn_dim(m) + arch_shared_ffn_dim(m);
+    return a * (3.0 * swiglu / tp + (3.0 * k + 1.0) * C) + 4.0 * 3.0 * m->n_expert;
+}
+
+/* As GPT-2's, and: the MLP's (mlp_bytes), rotary embeddings rewrite q and
+ * k, the key/value expansion writes q|k|v (3C) from q, k, v: all split
+ * over TP. */
+static double layer_bytes(const ModelConfig *m, int layer, double a, double tp, double sp)
 {
     double C = m->n_embd, T = m->seq_len, NH = m->n_head;
-    double KV = (double)arch_kv_heads(m) * (C / NH), F = arch_ffn_dim(m);
-    return a * (C * 10.0 / sp + (3.0 * F + 2.0 * (C + KV) + 4.0 * C + 2.0 * KV) / tp)
-           + 8.0 * NH / tp * T / 2.0;
+    double KV = (double)arch_kv_heads(m) * (C / NH);
+    return a * (C * 10.0 / sp + (2.0 * (C + KV) + 4.0 * C + 2.0 * KV) / tp)
+           + mlp_bytes(m, layer, a, tp) + 8.0 * NH / tp * T / 2.0;
 }
 
-/* q, k and v, the output projection, gate and up, down. */
-static int linears(const ModelConfig *m, int tp, ArchLinear *out)
+/* A MoE layer's GEMMs after attention's: the router (E x C, whole on
+ * every TP rank), the routed experts' gate and up (Fm/tp x C) and down
+ * (C x Fm/tp), counted as top_k GEMMs of all the tokens each: the FLOPs
+ * of the grouped GEMMs over N top_k rows (their smaller pieces may run a
+ * little slower than this times), then the shared expert and its gate. */
+static int moe_linears(const ModelConfig *m, int tp, ArchLinear *out)
+{
+    int C = m->n_embd, Fml = arch_moe_ffn_dim(m) / tp, Fsl = arch_shared_ffn_dim(m) / tp;
+    int n = 0, k = m->top_k;
+    out[n++] = (ArchLinear){m->n_expert, C, 1, 0};
+    out[n++] = (ArchLinear){Fml, C, 2 * k, 0};
+    out[n++] = (ArchLinear){C, Fml, k, 0};
+    if (Fsl) {
+        out[n++] = (ArchLinear){Fsl, C, 2, 0};
+        out[n++] = (ArchLinear){C, Fsl, 1, 0};
+        out[n++] = (ArchLinear){1, C, 1, 0};
+    }
+    return n;
+}
+
+/* q, k and v, the output projection, then the MLP's: gate and up, down,
+ * or a MoE layer's (moe_linears). */
+static int linears(const ModelConfig *m, int layer, int tp, ArchLinear *out)
 {
     int C = m->n_embd, Cl = C / tp, Fl = arch_ffn_dim(m) / tp;
     int KVl = arch_kv_heads_local(m, tp) * (C / m->n_head);
     out[0] = (ArchLinear){Cl, C, 1, 0};
     out[1] = (ArchLinear){KVl, C, 2, 0};
     out[2] = (ArchLinear){C, Cl, 1, 0};
+    if (arch_layer_is_moe(m, layer))
+        return 3 + moe_linears(m, tp, out + 3);
     out[3] = (ArchLinear){Fl, C, 2, 0};
     out[4] = (ArchLinear){C, Fl, 1, 0};
     return 5;
@@ -525,6 +596,7 @@ const Arch arch_llama = {
     .positions = 0, .norm_bias = 0, .rotary = 1, .gated_mlp = 1,
     .tied_head = 0, .writes_arch_keys = 1, .check_keys = check_keys,
     .build_block = build_block, .block_roles = block_roles, .block_numel = block_numel,
+    .expert_numel = expert_numel,
     .forward = block_forward, .backward = block_backward, .weights = block_weights,
     .widths = widths, .kept_grad_width = kept_grad_width,
     .layer_flops = layer_flops, .layer_bytes = layer_bytes, .linears = linears,

@@ -757,14 +757,17 @@ int64_t model_kept_grad_width(const ModelConfig *mc, int tp)
     return arch_of(mc)->kept_grad_width(mc, tp);
 }
 
-double model_layer_flops(const ModelConfig *mc, double tokens)
+double model_layer_flops(const ModelConfig *mc, int layer, double tokens)
 {
-    return tokens * arch_of(mc)->layer_flops(mc);
+    return tokens * arch_of(mc)->layer_flops(mc, layer);
 }
 
 double model_forward_flops(const ModelConfig *mc, double tokens)
 {
-    double C = mc->n_embd, V = mc->vocab_size;
-    /* the blocks, and the head's C*V multiply-adds per token */
-    return tokens * (mc->n_layer * arch_of(mc)->layer_flops(mc) + 2.0 * C * V);
+    double C = mc->n_embd, V = mc->vocab_size, blocks = 0.0;
+    /* each block (dense and MoE layers differ), and the head's C*V
+     * multiply-adds per token */
+    for (int l = 0; l < mc->n_layer; l++)
+        blocks += arch_of(mc)->layer_flops(mc, l);
+    return tokens * (blocks + 2.0 * C * V);
 }

@@ -297,9 +297,12 @@ int64_t model_activation_bytes(const Model *m);
 int64_t model_planned_activation_bytes(const Config *cfg, int tp, int stage, int n_slots,
                                        int64_t head_budget);
 /* Model FLOPs of one forward over `tokens` tokens, for the whole model
- * (not this shard): GEMMs and attention, 2 per multiply-add. */
+ * (not this shard): GEMMs and attention, 2 per multiply-add; a MoE
+ * layer's for the top_k experts each token goes through (active FLOPs:
+ * what MFU counts). Not collective. */
 double model_forward_flops(const ModelConfig *mc, double tokens);
-/* The same for one transformer block (no embeddings, no head). */
-double model_layer_flops(const ModelConfig *mc, double tokens);
+/* The same for transformer block `layer` (global index; no embeddings,
+ * no head). Not collective. */
+double model_layer_flops(const ModelConfig *mc, int layer, double tokens);
 
 #endif

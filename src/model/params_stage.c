@@ -71,28 +71,47 @@ void params_build_layers(ParamSet *ps, const Config *cfg, const Layout *layout, 
     }
 }
 
-/* Elements of the stage's table with its first max_layers blocks. */
-static int64_t built_count(const Config *cfg, const Layout *l, int max_layers)
+/* Elements of the stage's table with its first max_layers blocks: all of
+ * them, or (experts_only) the routed experts' (Param.expert). */
+static int64_t built_count(const Config *cfg, const Layout *l, int max_layers, int experts_only)
 {
     ParamSet ps;
     params_build_layers(&ps, cfg, l, max_layers);
     int64_t n = 0;
     for (int i = 0; i < ps.n; i++)
-        n += params_local_numel(&ps.p[i]);
+        if (!experts_only || ps.p[i].expert)
+            n += params_local_numel(&ps.p[i]);
     params_free(&ps);
     return n;
 }
 
+int params_blocks_alike(const ModelConfig *m)
+{
+    return m->n_expert == 0 || m->moe_every == 1;
+}
+
+static int64_t stage_count(const Config *cfg, int pp_stage, int tp_rank, int experts_only)
+{
+    /* the blocks do not depend on dp but on the ep rank: the first of ep
+     * DP ranks stands for any (each holds n_expert / ep experts) */
+    int ep = cfg->parallel.ep > 0 ? cfg->parallel.ep : 1;
+    Layout l = layout_at(&cfg->parallel, ep, pp_stage, 0, tp_rank);
+    int layers = params_stage_layers(cfg, &l);
+    if (layers <= 2 || !params_blocks_alike(&cfg->model))
+        return built_count(cfg, &l, layers, experts_only);
+    /* the blocks are alike: the stage's ends, and one block per layer */
+    int64_t one = built_count(cfg, &l, 1, experts_only);
+    return one + (layers - 1) * (built_count(cfg, &l, 2, experts_only) - one);
+}
+
 int64_t params_local_count(const Config *cfg, int pp_stage, int tp_rank)
 {
-    /* the blocks do not depend on dp: one DP rank stands for any */
-    Layout l = layout_at(&cfg->parallel, 1, pp_stage, 0, tp_rank);
-    int layers = params_stage_layers(cfg, &l);
-    if (layers <= 2)
-        return built_count(cfg, &l, layers);
-    /* the blocks are alike: the stage's ends, and one block per layer */
-    int64_t one = built_count(cfg, &l, 1);
-    return one + (layers - 1) * (built_count(cfg, &l, 2) - one);
+    return stage_count(cfg, pp_stage, tp_rank, 0);
+}
+
+int64_t params_local_expert_count(const Config *cfg, int pp_stage, int tp_rank)
+{
+    return stage_count(cfg, pp_stage, tp_rank, 1);
 }
 
 int64_t params_logical_count(const ModelConfig *m)
@@ -101,9 +120,20 @@ int64_t params_logical_count(const ModelConfig *m)
     const Arch *arch = arch_of(m);
     /* wte, wpe where there is one, the blocks, the final norm's gain and
      * bias where it has one */
-    int64_t n = V * C + (arch->positions ? T * C : 0) + m->n_layer * arch->block_numel(m)
-              + (arch->norm_bias ? 2 : 1) * C;
+    int64_t n = V * C + (arch->positions ? T * C : 0) + (arch->norm_bias ? 2 : 1) * C;
+    for (int l = 0; l < m->n_layer; l++)
+        n += arch->block_numel(m, l);
     if (!m->tie_embeddings)
         n += V * C;
     return n;
+}
+
+int64_t params_active_count(const ModelConfig *m)
+{
+    const Arch *arch = arch_of(m);
+    int64_t skipped = m->n_expert > m->top_k && arch->expert_numel
+                      ? (int64_t)arch_moe_layer_count(m) * (m->n_expert - m->top_k)
+                        * arch->expert_numel(m)
+                      : 0;
+    return params_logical_count(m) - skipped;
 }

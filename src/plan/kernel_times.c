@@ -262,14 +262,24 @@ void kernel_times_measure(const KernelShape *s, KernelTimes *layer, KernelTimes 
         cache[cached++] = (CachedTimes){*s, *layer, *head};
 }
 
-KernelShape kernel_times_shape(const ModelConfig *m, ops_dtype d, int B, int tp)
+/* The width per token the MLP's activation runs on, one TP rank: a MoE
+ * layer's SwiGLU over its top_k routed experts' rows and the shared
+ * expert's. */
+static int activation_width(const ModelConfig *m, int layer, int tp)
+{
+    if (!arch_layer_is_moe(m, layer))
+        return arch_ffn_dim(m) / tp;
+    return (m->top_k * arch_moe_ffn_dim(m) + arch_shared_ffn_dim(m)) / tp;
+}
+
+KernelShape kernel_times_shape(const ModelConfig *m, int layer, ops_dtype d, int B, int tp)
 {
     const Arch *arch = arch_of(m);
     KernelShape s = {.dtype = d, .B = B, .T = m->seq_len, .C = m->n_embd, .NH = m->n_head,
                      .V = m->vocab_size, .tp = tp, .layer_norm = arch->norm_bias,
                      .rotary = arch->rotary, .gated_mlp = arch->gated_mlp,
-                     .NKVl = arch_kv_heads_local(m, tp), .Fl = arch_ffn_dim(m) / tp};
-    s.n_linears = arch->linears(m, tp, s.linears);
+                     .NKVl = arch_kv_heads_local(m, tp), .Fl = activation_width(m, layer, tp)};
+    s.n_linears = arch->linears(m, layer, tp, s.linears);
     return s;
 }
 

@@ -42,9 +42,11 @@ typedef struct {
  * rows, with its fused loss). Cached by shape. */
 void kernel_times_measure(const KernelShape *shape, KernelTimes *layer, KernelTimes *head);
 
-/* The shape of one of m's layers, as its architecture's descriptor gives
- * it: microbatches of B rows in dtype d, on one of tp ranks. */
-KernelShape kernel_times_shape(const ModelConfig *m, ops_dtype d, int B, int tp);
+/* The shape of m's layer `layer` (global index: dense and MoE layers
+ * differ), as its architecture's descriptor gives it: microbatches of B
+ * rows in dtype d, on one of tp ranks. A MoE layer's experts are timed as
+ * top_k GEMMs of all the rows (arch_llama.c's linears). */
+KernelShape kernel_times_shape(const ModelConfig *m, int layer, ops_dtype d, int B, int tp);
 
 /* Seconds per parameter of the optimizer step: the clipping norm's pass
  * over the fp32 gradient, then AdamW on fp32 master, m and v from that

@@ -21,6 +21,8 @@
 #include "model.h"
 #include "params.h"
 #include "params_stage.h"
+#include "plan_moe.h"
+#include "plan_reason.h"
 #include "schedule.h"
 #include "zero.h"
 #include "ops.h"
@@ -93,8 +95,10 @@ static void parameter_memory(const Config *cfg, const Layout *layout, PlanMemory
     l.edp = layout_expert_replicas(layout);
     l.edp_rank = layout_expert_replica_rank(layout);
     int layers = params_stage_layers(cfg, layout);
-    ZeroBytes b = state_bytes(cfg, layout, &l, layers < 2 ? layers : 1);
-    if (layers > 1) {
+    /* where dense and MoE layers alternate, the blocks differ: all built */
+    int alike = params_blocks_alike(&cfg->model);
+    ZeroBytes b = state_bytes(cfg, layout, &l, layers < 2 || !alike ? layers : 1);
+    if (layers > 1 && alike) {
         ZeroBytes two = state_bytes(cfg, layout, &l, 2);
         b.weights = per_block(b.weights, two.weights, layers);
         b.grads = per_block(b.grads, two.grads, layers);
@@ -196,6 +200,18 @@ static double cp_layer_bytes(const Config *cfg)
     return ring_share(qkv, cfg->parallel.cp);
 }
 
+/* Bytes a rank sends per step to reduce n fp32 gradients over `group`
+ * ranks and, under ZeRO, gather their a-byte weights. */
+static double dp_bytes(int zero, double n, int group, int ga, double a)
+{
+    switch (zero) {
+    case 1: return ring_share(4 * n, group) + ring_share(a * n, group);
+    case 2: return ga * ring_share(4 * n, group) + ring_share(a * n, group);
+    case 3: return ga * ring_share(4 * n, group) + 2.0 * ga * ring_share(a * n, group);
+    }
+    return ring_allreduce(4 * n, group);
+}
+
 PlanComm plan_communication(const Config *cfg, int world)
 {
     const ModelConfig *mc = &cfg->model;
@@ -234,13 +250,14 @@ PlanComm plan_communication(const Config *cfg, int world)
     /* an activation out and a gradient back per microbatch and chunk, a
      * slice each under sequence parallelism */
     c.pp = pp > 1 ? 2.0 * ga * cfg->parallel.virtual_stages * act / (sp ? tp : 1) : 0.0;
-    double n = (double)params_local_count(cfg, 0, 0);
-    switch (zero) {
-    case 0: c.dp = ring_allreduce(4 * n, group); break;
-    case 1: c.dp = ring_share(4 * n, group) + ring_share(a * n, group); break;
-    case 2: c.dp = ga * ring_share(4 * n, group) + ring_share(a * n, group); break;
-    case 3: c.dp = ga * ring_share(4 * n, group) + 2.0 * ga * ring_share(a * n, group); break;
-    }
+    /* the routed experts reduce over their own replicas, dp / ep x cp */
+    double experts = (double)params_local_expert_count(cfg, 0, 0);
+    double dense = (double)params_local_count(cfg, 0, 0) - experts;
+    int ep = cfg->parallel.ep > 0 ? cfg->parallel.ep : 1, expert_group = group / ep;
+    c.dp = dp_bytes(zero, dense, group, ga, a)
+           + dp_bytes(zero_stage(cfg->parallel.zero, expert_group), experts, expert_group, ga, a);
+    c.ep_layer = plan_moe_alltoall_bytes(cfg);
+    c.ep = ga * plan_moe_alltoalls(cfg, 0) * c.ep_layer;
     if (pp > 1 && mc->tie_embeddings)
         c.embed = ring_allreduce(4.0 * mc->vocab_size / tp * mc->n_embd / group, 2);
     return c;
@@ -430,6 +447,7 @@ static void print_costs(const Config *cfg, int world, FILE *out)
     PlanComm c = plan_communication(cfg, world);
     fprintf(out, "communication per step, bytes sent by one rank: tp %.4g, dp %.4g (zero %d), pp %.4g in %d messages, tied embedding %.4g, cp %.4g\n",
             c.tp, c.dp, cfg->parallel.zero, c.pp, pp > 1 ? 2 * t->grad_accum : 0, c.embed, c.cp);
+    plan_moe_print(cfg, c.ep, out);
     if (cfg->parallel.cp > 1)
         fprintf(out, "context parallelism: cp %d, %d tokens of each sequence a rank; per layer and "
                 "microbatch %.4g bytes in each of 3 collectives over cp (q|k|v all-gathered "
@@ -468,6 +486,20 @@ static int visit_options(Config c, int offloads, PlanVisit visit, void *ctx)
     return visited;
 }
 
+/* Every option of c's layout with the schedules worth trying: GPipe
+ * never beats 1F1B (the same bubble, more memory); two chunks take most
+ * of what interleaving gives. With one stage 1F1B is every schedule's
+ * step in the least memory. */
+static int visit_schedules(const Config *c, int pp, int offloads, PlanVisit visit, void *ctx)
+{
+    int visited = visit_options(*c, offloads, visit, ctx);
+    if (pp > 1)
+        visited += visit_options(with_schedule(c, SCHED_ZB1, 1), offloads, visit, ctx);
+    if (interleaves(c, 2))
+        visited += visit_options(with_schedule(c, SCHED_INTERLEAVED, 2), offloads, visit, ctx);
+    return visited;
+}
+
 /* Every schedule and option of the layout dp x pp x cp x tp, if the
  * layout's rules and the config's accept it at the global batch. */
 static int visit_layout(const Config *cfg, int world, int64_t global, int pp, int cp, int tp,
@@ -488,17 +520,23 @@ static int visit_layout(const Config *cfg, int world, int64_t global, int pp, in
      * samples nothing, as config_load makes [log] sample_tokens = auto */
     if (cp > 1)
         c.log.sample_tokens = 0;
+    c.parallel.ep = 1;
     /* cp's own rules (seq_len a multiple of 2 cp) are the config's */
     if (layout_check(&c, world, fail_stream(0)) != 0 || (cp > 1 && !allowed(&c)))
         return 0;
-    /* GPipe never beats 1F1B (the same bubble, more memory); two chunks
-     * take most of what interleaving gives. With one stage 1F1B is every
-     * schedule's step in the least memory. */
-    int visited = visit_options(c, offloads, visit, ctx);
-    if (pp > 1)
-        visited += visit_options(with_schedule(&c, SCHED_ZB1, 1), offloads, visit, ctx);
-    if (interleaves(&c, 2))
-        visited += visit_options(with_schedule(&c, SCHED_INTERLEAVED, 2), offloads, visit, ctx);
+    /* experts split over ep of the dp ranks: 1, 2, 4, ... while ep divides
+     * dp and n_expert (where one does not, neither do its multiples);
+     * ep's own rules are the config's */
+    int visited = 0, experts = cfg->model.n_expert;
+    for (int ep = 1; ep == 1 || (experts > 0 && dp % ep == 0 && experts % ep == 0); ep *= 2) {
+        c.parallel.ep = ep;
+        /* nor at ep > 1 (layout_sample_fits): the run samples nothing */
+        if (ep > 1)
+            c.log.sample_tokens = 0;
+        if (ep > 1 && (layout_check(&c, world, fail_stream(0)) != 0 || !allowed(&c)))
+            continue;
+        visited += visit_schedules(&c, pp, offloads, visit, ctx);
+    }
     return visited;
 }
 
@@ -527,6 +565,7 @@ typedef struct {
     int world, n, cap;
     double mem_gib;
     double least_cp1_gib;   /* the least memory of a layout at cp 1, fitting or not */
+    double least_ep1_gib;   /* ... and at ep 1 */
     Fit *fits;
     /* the last bubble simulated, and the pipeline it is of: the options
      * of one layout and schedule (visit_options) share it, and the
@@ -566,6 +605,8 @@ static void collect_fit(const Config *c, void *ctx)
                  / (MIB * 1024.0);
     if (c->parallel.cp == 1 && (t->least_cp1_gib == 0.0 || gib < t->least_cp1_gib))
         t->least_cp1_gib = gib;
+    if (c->parallel.ep == 1 && (t->least_ep1_gib == 0.0 || gib < t->least_ep1_gib))
+        t->least_ep1_gib = gib;
     if (gib > t->mem_gib)
         return;
     if (t->n == t->cap) {
@@ -579,7 +620,7 @@ static void collect_fit(const Config *c, void *ctx)
 static int compare_int(int a, int b) { return (a > b) - (a < b); }
 
 /* Best first: the least relative work, then without offload (its
- * transfers are not in the work), then less context and tensor
+ * transfers are not in the work), then less context, tensor and expert
  * parallelism and a lower ZeRO stage (less communication), then the least
  * memory. */
 static int better_fit(const void *pa, const void *pb)
@@ -593,6 +634,8 @@ static int better_fit(const void *pa, const void *pb)
     if (!by)
         by = compare_int(a->c.parallel.tp, b->c.parallel.tp);
     if (!by)
+        by = compare_int(a->c.parallel.ep, b->c.parallel.ep);
+    if (!by)
         by = compare_int(a->c.parallel.zero, b->c.parallel.zero);
     if (!by)
         by = (a->gib > b->gib) - (a->gib < b->gib);
@@ -603,12 +646,15 @@ static void print_fit(const Fit *f, FILE *out)
 {
     const Config *c = &f->c;
     int v = c->parallel.virtual_stages;
-    fprintf(out, "  %5d %5d %5d %3d %4d %4d %9s %9s %10.2f %5.1f%% %s%s%s\n", c->parallel.dp,
+    char ep[16] = "";
+    if (c->parallel.ep > 1)
+        snprintf(ep, sizeof ep, " ep=%d", c->parallel.ep);
+    fprintf(out, "  %5d %5d %5d %3d %4d %4d %9s %9s %10.2f %5.1f%% %s%s%s%s\n", c->parallel.dp,
             c->parallel.pp, c->parallel.tp, c->parallel.cp, c->train.grad_accum, c->parallel.zero,
             c->train.recompute == RECOMPUTE_FULL ? "full" : "none",
             plan_offloads(c) ? "optimizer" : "none", f->gib, 100.0 * f->bubble,
             schedule_name(c->parallel.schedule), v > 1 ? " v=2" : "",
-            c->parallel.sequence_parallel ? " sp" : "");
+            c->parallel.sequence_parallel ? " sp" : "", ep);
 }
 
 /* The layouts of plan_each_layout (tp up to 8) that fit mem_gib, best
@@ -621,7 +667,8 @@ static void print_fits(const Config *cfg, int world, double mem_gib, int all, Co
                      * layout_resolve_dp(&cfg->parallel, world);
     fprintf(out, "\nlayouts of %d ranks within %.1f GiB per device, global batch %lld (largest rank), "
             "best first (least work with recompute and bubble, then no offload, less cp, less "
-            "tp, lower zero, less memory):\n", world, mem_gib, (long long)global);
+            "tp%s, lower zero, less memory):\n", world, mem_gib, (long long)global,
+            cfg->model.n_expert > 0 ? ", less ep" : "");
     fprintf(out, "  %5s %5s %5s %3s %4s %4s %9s %9s %10s %6s %s\n", "dp", "pp", "tp", "cp", "ga",
             "zero", "recompute", "offload", "GiB", "bubble", "schedule");
     FitList t = {.world = world, .mem_gib = mem_gib};
@@ -640,93 +687,9 @@ static void print_fits(const Config *cfg, int world, double mem_gib, int all, Co
     if (t.n) {
         *advice = t.fits[0].c;
         plan_print_cp_reason(advice, t.least_cp1_gib, mem_gib, "less work", out);
+        plan_print_ep_reason(advice, t.least_ep1_gib, mem_gib, "less work", out);
     }
     free(t.fits);
-}
-
-void plan_print_cp_reason(const Config *best, double least_cp1_gib, double mem_gib,
-                          const char *better, FILE *out)
-{
-    int cp = best->parallel.cp;
-    if (cp == 1)
-        return;
-    fprintf(out, "context parallelism, cp %d (%d tokens of each %d-token sequence a rank): ", cp,
-            plan_rank_seq_len(best), best->model.seq_len);
-    if (least_cp1_gib <= 0.0) /* none was valid: the batch, the rules */
-        fprintf(out, "no layout at cp 1 is valid here\n");
-    else if (least_cp1_gib > mem_gib)
-        fprintf(out, "no layout at cp 1 fits %.1f GiB, the least a rank needs there is %.2f GiB\n",
-                mem_gib, least_cp1_gib);
-    else
-        fprintf(out, "layouts at cp 1 fit %.1f GiB too, this one is %s\n", mem_gib, better);
-}
-
-/* " --set KEY=VALUE" (an int) where the advice differs from the config. */
-static void advise_int(FILE *out, const char *key, int now, int advised)
-{
-    if (now != advised)
-        fprintf(out, " --set %s=%d", key, advised);
-}
-
-static void advise_word(FILE *out, const char *key, const char *now, const char *advised)
-{
-    if (strcmp(now, advised))
-        fprintf(out, " --set %s=%s", key, advised);
-}
-
-static const char *recompute_word(const TrainConfig *t, char *buf, size_t n)
-{
-    if (t->recompute == RECOMPUTE_EVERY)
-        snprintf(buf, n, "every:%d", t->recompute_every);
-    else
-        snprintf(buf, n, "%s", t->recompute == RECOMPUTE_FULL ? "full" : "none");
-    return buf;
-}
-
-/* One word of the user's own, quoted for a POSIX shell where it needs it. */
-static void print_shell_word(const char *w, FILE *out)
-{
-    if (*w && w[strspn(w, "ABCDEFGHIJKLMNOPQRSTUVWXYZabcdefghijklmnopqrstuvwxyz0123456789._=:/+,-")] == '\0') {
-        fputs(w, out);
-        return;
-    }
-    fputc('\'', out);
-    for (; *w; w++) {
-        if (*w == '\'')
-            fputs("'\\''", out); /* close, an escaped quote, reopen */
-        else
-            fputc(*w, out);
-    }
-    fputc('\'', out);
-}
-
-void plan_print_advice(const Config *cfg, const Config *advice, const char *const *sets,
-                       int n_sets, FILE *out)
-{
-    const ParallelConfig *p = &cfg->parallel, *a = &advice->parallel;
-    char now[32], advised[32];
-    fputs("train with:", out);
-    for (int i = 0; i < n_sets; i++) {
-        fputs(" --set ", out);
-        print_shell_word(sets[i], out);
-    }
-    if (p->dp != 0) /* dp = 0 follows pp and tp by itself */
-        advise_int(out, "parallel.dp", p->dp, a->dp);
-    advise_int(out, "parallel.pp", p->pp, a->pp);
-    advise_int(out, "parallel.cp", p->cp, a->cp);
-    advise_int(out, "parallel.tp", p->tp, a->tp);
-    advise_int(out, "train.grad_accum", cfg->train.grad_accum, advice->train.grad_accum);
-    advise_int(out, "parallel.zero", p->zero, a->zero);
-    advise_word(out, "train.recompute", recompute_word(&cfg->train, now, sizeof now),
-                recompute_word(&advice->train, advised, sizeof advised));
-    advise_word(out, "train.offload", cfg->train.offload ? "optimizer" : "none",
-                advice->train.offload ? "optimizer" : "none");
-    advise_word(out, "parallel.schedule", schedule_name(p->schedule), schedule_name(a->schedule));
-    advise_int(out, "parallel.virtual_stages", p->virtual_stages, a->virtual_stages);
-    advise_word(out, "parallel.sequence_parallel", p->sequence_parallel ? "true" : "false",
-                a->sequence_parallel ? "true" : "false");
-    advise_int(out, "log.sample_tokens", cfg->log.sample_tokens, advice->log.sample_tokens);
-    fputc('\n', out);
 }
 
 int plan_print(const Config *cfg, int world, double mem_gib, int all, Config *advice, FILE *out,

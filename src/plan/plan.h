@@ -67,7 +67,8 @@ PlanMemory plan_largest_rank(const Config *cfg, int world, int64_t head_budget, 
 
 /* Calls visit for every layout of `world` ranks that keeps cfg's global
  * batch (grad_accum adjusted): dp x pp x cp x tp with tp a power of two up
- * to max_tp and cp 1, 2, 4 or 8 (PLAN_MAX_CP) that layout_check and the
+ * to max_tp and cp 1, 2, 4 or 8 (PLAN_MAX_CP), with experts ep 1, 2, 4, ...
+ * dividing dp and n_expert, that layout_check and the
  * config's rules accept (seq_len a multiple of 2 cp), each ZeRO stage, recompute none and
  * full, offload none and optimizer where plan_offloads would count it (on
  * the CPU it frees nothing), sequence parallelism off and, with tp > 1,
@@ -85,7 +86,10 @@ double plan_bubble(const Config *cfg);
 /* The largest context-parallel group plan's search tries. */
 #define PLAN_MAX_CP 8
 
-/* Bytes one rank sends per step in each group (ring algorithms). cp:
+/* Bytes one rank sends per step in each group (ring algorithms). dp:
+ * the dense parameters' reduction over the dp x cp replicas and the
+ * routed experts' over their dp / ep x cp replicas. ep: the all-to-alls
+ * of the MoE layers (plan_moe.h). cp:
  * context parallelism's, per layer and microbatch an all-gather of q|k|v
  * in the forward (and again in a recomputed forward), another and a
  * reduce-scatter of its gradient in the backward: (cp-1)/cp x B x T x
@@ -94,16 +98,10 @@ double plan_bubble(const Config *cfg);
 typedef struct {
     double tp, dp, pp, embed;
     double cp, cp_layer;
+    double ep, ep_layer;   /* expert parallelism's all-to-alls (plan_moe.h):
+                              a step's on stage 0, and one of them */
 } PlanComm;
 PlanComm plan_communication(const Config *cfg, int world);
-
-/* After a search whose best layout is `best`: when it has cp > 1, one line
- * saying why: no layout at cp 1 fits mem_gib (least_cp1_gib: the least
- * memory a rank needs at cp 1; 0 when no cp 1 layout was valid), or else
- * it is `better` ("less work", "faster") than those that do. Nothing for
- * cp 1. Not collective. */
-void plan_print_cp_reason(const Config *best, double least_cp1_gib, double mem_gib,
-                          const char *better, FILE *out);
 
 /* The most chunks a stage plan considers for the interleaved schedule. */
 #define PLAN_MAX_CHUNKS 8
@@ -136,7 +134,7 @@ int plan_print(const Config *cfg, int world, double mem_gib, int all, Config *ad
 /* The last line of a plan: "train with:" and the options to paste into
  * `trident train` for advice: plan's own --set options (sets, as given,
  * quoted for the shell where needed), then a --set for each layout key
- * (dp, pp, cp, tp, grad_accum, zero, recompute, offload, schedule,
+ * (dp, pp, cp, tp, ep, grad_accum, zero, recompute, offload, schedule,
  * virtual_stages, sequence_parallel, and log.sample_tokens, which cp > 1
  * turns off) whose advised value differs from
  * cfg's. Not collective. */

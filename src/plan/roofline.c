@@ -24,6 +24,8 @@
 #include "model.h"
 #include "params_stage.h"
 #include "plan.h"
+#include "plan_moe.h"
+#include "plan_reason.h"
 #include "schedule.h"
 #include "params.h"
 #include "schedule.h"
@@ -118,11 +120,39 @@ static double peak(const Hardware *hw, const Config *cfg)
 
 /* ---- the counts -------------------------------------------------------- */
 
-/* The layers of stage s over all its chunks, and how many of them
- * recompute. */
-static void stage_layers(const Config *cfg, int s, int *layers, int *recomputed)
+/* Stage s's layers over all its chunks: how many, how many recompute,
+ * and per token the sums of their forward FLOPs (whole width, not a TP
+ * shard) and elementwise bytes, of all of them and of the recomputed
+ * ones: a MoE model's dense and MoE layers differ, so each is priced as
+ * the architecture prices its index. */
+typedef struct {
+    int layers, recomputed, moe, moe_recomputed;
+    double flops, re_flops, bytes, re_bytes;
+} StageLayers;
+
+static StageLayers stage_layers(const Config *cfg, int s, double a, double tp, double sp)
 {
-    *recomputed = model_stage_recomputes(cfg, s, layers);
+    const ModelConfig *m = &cfg->model;
+    const Arch *arch = arch_of(m);
+    StageLayers t = {0};
+    for (int c = 0; c < cfg->parallel.virtual_stages; c++) {
+        int first, count;
+        layout_chunk_layers(m->n_layer, cfg->parallel.pp, cfg->parallel.virtual_stages, s, c,
+                            &first, &count);
+        for (int l = first; l < first + count; l++) {
+            int re = model_layer_recomputes(&cfg->train, l), moe = arch_layer_is_moe(m, l);
+            double f = arch->layer_flops(m, l), b = arch->layer_bytes(m, l, a, tp, sp);
+            t.layers++;
+            t.moe += moe;
+            t.recomputed += re;
+            t.moe_recomputed += re && moe;
+            t.flops += f;
+            t.bytes += b;
+            t.re_flops += re ? f : 0.0;
+            t.re_bytes += re ? b : 0.0;
+        }
+    }
+    return t;
 }
 
 typedef struct {
@@ -142,29 +172,51 @@ static int recomputes_twice(const Config *cfg)
     return cfg->parallel.schedule == SCHED_ZB1;
 }
 
-/* The CPU profile's timed kernels for one microbatch of `layers` layers
- * (`re` of them recomputed) and, if `with_head`, the LM head. */
-static void timed_stage(const Config *cfg, int layers, int re, int with_head, StageWork *w)
+/* A layer of m that is MoE (moe) or dense, to time as the stand-in of
+ * its kind: the first of each (arch_layer_is_moe). */
+static int layer_of_kind(const ModelConfig *m, int moe)
+{
+    for (int l = 0; l < m->n_layer; l++)
+        if (arch_layer_is_moe(m, l) == moe)
+            return l;
+    return 0;
+}
+
+/* The CPU profile's timed kernels for one microbatch of the stage's
+ * layers (dense and MoE ones timed each at their own shapes, the
+ * recomputed ones' forwards again) and, if `with_head`, the LM head. */
+static void timed_stage(const Config *cfg, const StageLayers *sl, int with_head, StageWork *w)
 {
     const ModelConfig *m = &cfg->model;
-    int tp = cfg->parallel.tp;
-    KernelShape shape = kernel_times_shape(m, model_dtype(cfg->train.precision),
-                                          cfg->train.micro_batch, tp);
-    KernelTimes layer, head;
-    kernel_times_measure(&shape, &layer, &head);
-    int re_runs = re * (1 + recomputes_twice(cfg));
-    w->gemm_seconds = layers * (layer.gemm_fwd + layer.gemm_bwd) + re_runs * layer.gemm_fwd;
-    w->elem_seconds = layers * (layer.elem_fwd + layer.elem_bwd) + re_runs * layer.elem_fwd;
-    double fwd = layers * layer.gemm_fwd;
+    int tp = cfg->parallel.tp, twice = recomputes_twice(cfg);
+    ops_dtype d = model_dtype(cfg->train.precision);
+    KernelTimes layer[2], head;
+    double fwd = 0.0, bwd = 0.0;
+    w->gemm_seconds = w->elem_seconds = 0.0;
+    for (int moe = 0; moe <= 1; moe++) {
+        int n = moe ? sl->moe : sl->layers - sl->moe;
+        int re = moe ? sl->moe_recomputed : sl->recomputed - sl->moe_recomputed;
+        if (!n)
+            continue;
+        KernelShape shape = kernel_times_shape(m, layer_of_kind(m, moe), d,
+                                               cfg->train.micro_batch, tp);
+        kernel_times_measure(&shape, &layer[moe], &head);
+        int re_runs = re * (1 + twice);
+        w->gemm_seconds += n * (layer[moe].gemm_fwd + layer[moe].gemm_bwd)
+                           + re_runs * layer[moe].gemm_fwd;
+        w->elem_seconds += n * (layer[moe].elem_fwd + layer[moe].elem_bwd)
+                           + re_runs * layer[moe].elem_fwd;
+        fwd += n * layer[moe].gemm_fwd;
+        /* the backward's GEMMs are its two halves, dinp and dW, alike */
+        bwd += n * layer[moe].gemm_bwd / 2.0 + re * twice * layer[moe].gemm_fwd;
+    }
     if (with_head) {
         w->gemm_seconds += head.gemm_fwd + head.gemm_bwd;
         w->elem_seconds += head.elem_fwd + head.elem_bwd;
         fwd += head.gemm_fwd + head.gemm_bwd;
     }
-    /* the backward's GEMMs are its two halves, dinp and dW, alike */
     w->gemm_f = fwd / w->gemm_seconds;
-    w->gemm_w = (layers * layer.gemm_bwd / 2.0 + re * recomputes_twice(cfg) * layer.gemm_fwd)
-                / w->gemm_seconds;
+    w->gemm_w = bwd / w->gemm_seconds;
     /* timed on whole sequences: a cp rank holds 1/cp of the tokens and,
      * with the zigzag chunks, 1/cp of attention's causal work */
     w->gemm_seconds /= cfg->parallel.cp;
@@ -172,12 +224,13 @@ static void timed_stage(const Config *cfg, int layers, int re, int with_head, St
 }
 
 /* Attention's products per token of a layer: the part of its FLOPs that
- * grows with the sequence (scores and values over seq_len keys). */
+ * grows with the sequence (scores and values over seq_len keys), alike
+ * in every layer. */
 static double attention_flops_per_token(const ModelConfig *m)
 {
     ModelConfig no_context = *m;
     no_context.seq_len = 0;
-    return model_layer_flops(m, 1.0) - model_layer_flops(&no_context, 1.0);
+    return model_layer_flops(m, 0, 1.0) - model_layer_flops(&no_context, 0, 1.0);
 }
 
 /* One microbatch on the busiest stage, one TP and CP rank: GEMM FLOPs (3
@@ -192,18 +245,17 @@ static StageWork stage_work(const Config *cfg, const Hardware *hw)
     double tp = cfg->parallel.tp;
     double C = m->n_embd, V = m->vocab_size;
     double tokens = (double)cfg->train.micro_batch * plan_rank_seq_len(cfg);
-    int layers, re; /* stage 0 has the most blocks: the first stages take the spare ones */
-    stage_layers(cfg, 0, &layers, &re);
-    double layer_flops = model_layer_flops(m, tokens) / tp;
     /* the elementwise work per token per layer is the architecture's; a CPU
      * plan times the kernels instead (timed_stage). Sequence parallelism
      * runs the norms and residual adds on 1/tp of the tokens. */
     double sp = cfg->parallel.sequence_parallel ? tp : 1.0;
-    double layer_bytes = tokens * arch_of(m)->layer_bytes(m, a, tp, sp);
+    /* stage 0 has the most blocks: the first stages take the spare ones */
+    StageLayers sl = stage_layers(cfg, 0, a, tp, sp);
     StageWork w;
     int twice = recomputes_twice(cfg);
-    w.gemm_flops = (3.0 * layers + re * (1 + twice)) * layer_flops;
-    w.elem_bytes = (3.0 * layers + re * (1 + twice)) * layer_bytes;
+    double per_rank = tokens / tp; /* FLOPs per token to a rank's FLOPs */
+    w.gemm_flops = (3.0 * sl.flops + (1 + twice) * sl.re_flops) * per_rank;
+    w.elem_bytes = (3.0 * sl.bytes + (1 + twice) * sl.re_bytes) * tokens;
     double head_flops = 3.0 * tokens * 2.0 * C * V / tp;
     double head_bytes = tokens * 20.0 * V / tp; /* fp32 logits: write, max, sumexp, finish */
     int with_head = cfg->parallel.pp == 1;
@@ -211,36 +263,40 @@ static StageWork stage_work(const Config *cfg, const Hardware *hw)
         w.gemm_flops += head_flops;
         w.elem_bytes += head_bytes;
     } else {
-        int last_layers, last_re;
-        stage_layers(cfg, cfg->parallel.pp - 1, &last_layers, &last_re);
-        double last = (3.0 * last_layers + last_re * (1 + twice)) * layer_flops + head_flops;
-        if (last > w.gemm_flops) {
-            w.gemm_flops = last;
-            w.elem_bytes = (3.0 * last_layers) * layer_bytes + head_bytes;
-            layers = last_layers;
-            re = last_re;
+        StageLayers last = stage_layers(cfg, cfg->parallel.pp - 1, a, tp, sp);
+        double last_flops = (3.0 * last.flops + (1 + twice) * last.re_flops) * per_rank
+                            + head_flops;
+        if (last_flops > w.gemm_flops) {
+            w.gemm_flops = last_flops;
+            w.elem_bytes = 3.0 * last.bytes * tokens + head_bytes;
+            sl = last;
             with_head = 1;
         }
     }
-    w.attention_flops = (3.0 * layers + re * (1 + twice)) * tokens
+    w.attention_flops = (3.0 * sl.layers + sl.recomputed * (1 + twice)) * tokens
                         * attention_flops_per_token(m) / tp;
-    w.gemm_f = (layers * layer_flops + (with_head ? head_flops : 0.0)) / w.gemm_flops;
-    w.gemm_w = (layers + re * twice) * layer_flops / w.gemm_flops;
+    w.gemm_f = (sl.flops * per_rank + (with_head ? head_flops : 0.0)) / w.gemm_flops;
+    w.gemm_w = (sl.flops + sl.re_flops * twice) * per_rank / w.gemm_flops;
     w.gemm_seconds = w.elem_seconds = 0.0;
     if (hw->shared)
-        timed_stage(cfg, layers, re, with_head, &w);
+        timed_stage(cfg, &sl, with_head, &w);
     return w;
 }
 
 /* Parameters the busiest rank's optimizer updates (its ZeRO rows, over
- * the dp x cp replicas). */
+ * the dp x cp replicas, and its experts' over theirs). */
 static double optimizer_elements(const Config *cfg, int world)
 {
-    double n = (double)params_local_count(cfg, 0, 0);
+    /* the routed experts' rows shard over their own replicas, dp / ep x cp */
+    double experts = (double)params_local_expert_count(cfg, 0, 0);
+    double dense = (double)params_local_count(cfg, 0, 0) - experts;
     int replicas = plan_replicas(cfg, world);
+    int expert_replicas = replicas / (cfg->parallel.ep > 0 ? cfg->parallel.ep : 1);
     if (zero_stage(cfg->parallel.zero, replicas) >= 1)
-        n /= replicas;
-    return n;
+        dense /= replicas;
+    if (zero_stage(cfg->parallel.zero, expert_replicas) >= 1)
+        experts /= expert_replicas;
+    return dense + experts;
 }
 
 /* Seconds of the optimizer step: AdamW reads and writes master, m and v
@@ -311,6 +367,11 @@ Prediction roofline_predict(const Config *cfg, int world, const Hardware *hw)
     p.attention = m * w.attention_flops / gemm_rate;
     p.cp_exposed = p.cp_total;
     double cp_per_mb = p.cp_exposed / m;
+    /* the experts' all-to-alls run between the ep group's ranks, ep DP
+     * ranks tp x cp apart; the layer waits for them (nothing overlaps) */
+    p.ep_link = group_bw(hw, plan_moe_ep_span(cfg)) / ranks_sharing;
+    p.ep = c.ep / p.ep_link;
+    cp_per_mb += p.ep / m;
     /* the busiest stage does m microbatches; the schedule's idle time on
      * top, simulated with that stage's forward, backward and weight pass
      * (1F1B and GPipe: (pp-1) microbatch times; interleaved (pp-1)/v) */
@@ -328,8 +389,8 @@ Prediction roofline_predict(const Config *cfg, int world, const Hardware *hw)
      * it behind */
     double hideable = cfg->parallel.overlap && !hw->shared ? (2.0 / 3.0) * (p.gemm + p.elementwise) : 0.0;
     p.dp_exposed = p.dp_total > hideable ? p.dp_total - hideable : 0.0;
-    p.step = p.gemm + p.elementwise + p.tp + p.pp + p.cp_exposed + p.bubble + p.optimizer
-             + p.dp_exposed;
+    p.step = p.gemm + p.elementwise + p.tp + p.pp + p.cp_exposed + p.ep + p.bubble
+             + p.optimizer + p.dp_exposed;
     double tokens = (double)cfg->train.micro_batch * m * dp * cfg->model.seq_len;
     p.tokens_per_s = tokens / p.step;
     double flops = 3.0 * model_forward_flops(&cfg->model, tokens);
@@ -352,19 +413,23 @@ void roofline_print(const Config *cfg, int world, const Hardware *hw, const Pred
     else
         fprintf(out, "predicted step on %d x %s (%s GEMMs at %.1f TFLOP/s sustained, memory %.1f GB/s):\n",
                 world, hw->name, dtype, peak(hw, cfg) / 1e12, hw->mem_bw / 1e9);
-    const struct { const char *what; double s; } terms[] = {
-        {hw->shared ? "GEMMs (timed)" : "GEMMs", p->gemm},
-        {hw->shared ? "elementwise ops (timed)" : "elementwise ops (memory-bound)", p->elementwise},
-        {"tensor-parallel all-reduces", p->tp}, {"pipeline transfers", p->pp},
-        {"context-parallel traffic (exposed)", p->cp_exposed},
-        {"pipeline bubble", p->bubble},
+    /* a dense model's printout has no experts' row */
+    int moe = cfg->model.n_expert > 0;
+    const struct { const char *what; double s; int shown; } terms[] = {
+        {hw->shared ? "GEMMs (timed)" : "GEMMs", p->gemm, 1},
+        {hw->shared ? "elementwise ops (timed)" : "elementwise ops (memory-bound)", p->elementwise, 1},
+        {"tensor-parallel all-reduces", p->tp, 1}, {"pipeline transfers", p->pp, 1},
+        {"context-parallel traffic (exposed)", p->cp_exposed, 1},
+        {"expert all-to-alls (exposed)", p->ep, moe},
+        {"pipeline bubble", p->bubble, 1},
         {plan_offloads(cfg) && !hw->shared ? "optimizer (offloaded, overlapped)" : "optimizer",
-         p->optimizer},
-        {"data-parallel reduction (exposed)", p->dp_exposed},
+         p->optimizer, 1},
+        {"data-parallel reduction (exposed)", p->dp_exposed, 1},
     };
     for (size_t i = 0; i < sizeof terms / sizeof terms[0]; i++)
-        fprintf(out, "  %-36s %10.2f ms  %5.1f%%\n", terms[i].what, 1e3 * terms[i].s,
-                100.0 * terms[i].s / p->step);
+        if (terms[i].shown)
+            fprintf(out, "  %-36s %10.2f ms  %5.1f%%\n", terms[i].what, 1e3 * terms[i].s,
+                    100.0 * terms[i].s / p->step);
     fprintf(out, "  %-36s %10.2f ms  (DP reduction in all: %.2f ms)\n", "step", 1e3 * p->step,
             1e3 * p->dp_total);
     if (cfg->parallel.cp > 1)
@@ -375,6 +440,11 @@ void roofline_print(const Config *cfg, int world, const Hardware *hw, const Pred
                 1e3 * p->attention, p->cp_total > p->attention ? "not hide it" : "hide it",
                 cfg->parallel.cp,
                 cfg->parallel.tp * cfg->parallel.cp <= hw->per_node ? "in-node" : "cross-node");
+    if (cfg->parallel.ep > 1)
+        fprintf(out, "  expert all-to-alls %.4g GB/step, %.2f ms at link %.4g GB/s: exposed (no "
+                "overlap with compute is built) (ep %d over the %s link)\n",
+                plan_communication(cfg, world).ep / 1e9, 1e3 * p->ep, p->ep_link / 1e9,
+                cfg->parallel.ep, plan_moe_ep_span(cfg) <= hw->per_node ? "in-node" : "cross-node");
     fprintf(out, "  tokens/s %.4g, MFU %.1f%%, largest rank %.1f GiB", p->tokens_per_s,
             100.0 * p->mfu, p->memory_gib);
     if (plan_offloads(cfg) && !hw->shared)
@@ -388,6 +458,7 @@ typedef struct {
     Config best;
     Prediction pred;
     double least_cp1_gib;   /* the least memory of a layout at cp 1, fitting or not */
+    double least_ep1_gib;   /* ... and at ep 1 */
 } Search;
 
 static void consider(const Config *c, void *ctx)
@@ -398,6 +469,8 @@ static void consider(const Config *c, void *ctx)
     double need = p.memory_gib + (s->hw->shared ? p.host_gib : 0.0);
     if (c->parallel.cp == 1 && (s->least_cp1_gib == 0.0 || need < s->least_cp1_gib))
         s->least_cp1_gib = need;
+    if (c->parallel.ep == 1 && (s->least_ep1_gib == 0.0 || need < s->least_ep1_gib))
+        s->least_ep1_gib = need;
     if (s->hw->mem_gib > 0 && need > s->hw->mem_gib)
         return;
     if (!s->found || p.step < s->pred.step) {
@@ -408,7 +481,7 @@ static void consider(const Config *c, void *ctx)
 }
 
 int roofline_recommend(const Config *cfg, int world, const Hardware *hw, Config *best,
-                       Prediction *pred, double *least_cp1_gib)
+                       Prediction *pred, double *least_cp1_gib, double *least_ep1_gib)
 {
     Search s = {.hw = hw, .world = world};
     plan_each_layout(cfg, world, hw->per_node, consider, &s);
@@ -416,6 +489,8 @@ int roofline_recommend(const Config *cfg, int world, const Hardware *hw, Config 
     *pred = s.pred;
     if (least_cp1_gib)
         *least_cp1_gib = s.least_cp1_gib;
+    if (least_ep1_gib)
+        *least_ep1_gib = s.least_ep1_gib;
     return s.found ? 0 : 1;
 }
 
@@ -433,8 +508,8 @@ int roofline_print_plan(const Config *cfg, int world, const char *hw_name, Confi
     roofline_print(cfg, world, &hw, &p, out);
     Config best;
     Prediction bp;
-    double least_cp1_gib;
-    if (roofline_recommend(cfg, world, &hw, &best, &bp, &least_cp1_gib) == 0) {
+    double least_cp1_gib, least_ep1_gib;
+    if (roofline_recommend(cfg, world, &hw, &best, &bp, &least_cp1_gib, &least_ep1_gib) == 0) {
         *advice = best;
         fprintf(out, "\nfastest layout on %d x %s that fits %.3g GiB: dp %d x pp %d x cp %d x tp %d, grad_accum %d, zero %d, recompute %s, schedule %s (%d chunk%s a stage), sequence_parallel %s, offload %s\n",
                 world, hw.name, hw.mem_gib, best.parallel.dp, best.parallel.pp, best.parallel.cp,
@@ -446,6 +521,7 @@ int roofline_print_plan(const Config *cfg, int world, const char *hw_name, Confi
                 best.parallel.sequence_parallel ? "true" : "false",
                 plan_offloads(&best) ? "optimizer" : "none");
         plan_print_cp_reason(&best, least_cp1_gib, hw.mem_gib, "faster", out);
+        plan_print_ep_reason(&best, least_ep1_gib, hw.mem_gib, "faster", out);
         roofline_print(&best, world, &hw, &bp, out);
     } else {
         fprintf(out, "\nno layout of %d x %s fits %.3g GiB per device\n", world, hw.name,

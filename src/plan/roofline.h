@@ -13,7 +13,8 @@
  * group spans, minus what attention's own compute could hide (the figure
  * of a ring overlapped with attention's blocks, issue 39: the all-gather
  * the model runs today does not overlap), a cp rank holding 1/cp of the
- * tokens and of attention's causal work; and the schedule's bubble, simulated (schedule.h) with
+ * tokens and of attention's causal work; the experts' all-to-alls at the
+ * link the ep group spans, all exposed (plan_moe.h); and the schedule's bubble, simulated (schedule.h) with
  * the busiest stage's microbatch split into forward, backward to the input
  * and weight gradients (1F1B and GPipe: pp-1 microbatch times; zb1 hides
  * the weight-gradient GEMMs, about a third of the GEMMs, in it).
@@ -63,6 +64,8 @@ typedef struct {
     double cp_total, cp_exposed;           /* context parallelism's, and what */
     double attention;                      /* ... attention's compute leaves of it */
     double cp_link;                        /* bytes/s the cp group's link gives a rank */
+    double ep;                             /* the experts' all-to-alls, all exposed */
+    double ep_link;                        /* bytes/s the ep group's link gives a rank */
     double bubble;
     double step;                           /* the prediction */
     double tokens_per_s, mfu;
@@ -89,9 +92,10 @@ int roofline_print_plan(const Config *cfg, int world, const char *hw_name, Confi
 /* The fastest layout of `world` devices that fits hw's memory, keeping the
  * global batch: every dp x pp x cp x tp (tp within a node), ZeRO stage,
  * recompute policy and schedule (plan_each_layout). Fills best (layout in cfg) and returns 0, or non-zero
- * when nothing fits; *least_cp1_gib (if not NULL) receives the least
- * memory a layout at cp 1 needs. Not collective. */
+ * when nothing fits; *least_cp1_gib and *least_ep1_gib (if not NULL)
+ * receive the least memory a layout at cp 1, at ep 1, needs. Not
+ * collective. */
 int roofline_recommend(const Config *cfg, int world, const Hardware *hw, Config *best,
-                       Prediction *pred, double *least_cp1_gib);
+                       Prediction *pred, double *least_cp1_gib, double *least_ep1_gib);
 
 #endif
