@@ -96,8 +96,9 @@ static int bias_of(const Config *c, const char *name, int64_t rows, const char *
     return !none && !strcmp(t.hf, hf) && t.ndim == 1 && t.hf_shape[0] == rows;
 }
 
-/* c's config.json, edited by `edit` (a JSON object merged in; NULL: none;
- * "-KEY" removes KEY), checked against c: 0 and why = "" if accepted. */
+/* c's config.json, edited by `edit` (a JSON object merged in, a null
+ * removing its key; NULL: none; "-KEY" removes KEY), checked against c: 0
+ * and why = "" if accepted. */
 static int check(const Config *c, const char *edit, char *why, size_t n)
 {
     why[0] = '\0';
@@ -107,8 +108,12 @@ static int check(const Config *c, const char *edit, char *why, size_t n)
     if (edit && edit[0] == '-') {
         json_object_del(root, edit + 1);
     } else if (edit) {
-        json_t *more = json_loads(edit, 0, NULL);
+        json_t *more = json_loads(edit, 0, NULL), *v;
+        const char *key;
         json_object_update(root, more);
+        json_object_foreach(more, key, v)
+            if (json_is_null(v))
+                json_object_del(root, key);
         json_decref(more);
     }
     int rc = arch_of(&c->model)->hf_check(root, "d/config.json", c, why, n);
@@ -251,10 +256,25 @@ static void refusals(void)
            && refused(&c, "{\"sliding_window\": 4096}", "sliding_window = 4096")
            && refused(&c, "-rope_theta", "no rope_theta, so transformers' default 1e+06")
            && refused(&c, "-num_key_value_heads", "num_key_value_heads is absent (so 8), "
-                      "[model] n_kv_head = 2"),
+                      "[model] n_kv_head = 2")
+           && refused(&c, "{\"rope_parameters\": {\"rope_type\": \"default\", "
+                      "\"rope_theta\": 500000.0}}", "rope_parameters.rope_theta is not what "
+                      "trident computes")
+           && refused(&c, "{\"rope_parameters\": {\"rope_type\": \"yarn\", "
+                      "\"rope_theta\": 10000.0, \"factor\": 4.0}}",
+                      "rope_parameters.rope_type is not what trident computes"),
            "Mixtral's config.json: model_type, num_local_experts (and its default), "
            "num_experts_per_tok, intermediate_size, sliding_window, rope_theta's and "
-           "num_key_value_heads' defaults: each refused by name");
+           "num_key_value_heads' defaults, transformers 5's rope_parameters: each refused by "
+           "name");
+    char why[1024];
+    tap_ok(check(&c, "-rope_theta", why, sizeof why) == 1
+           && check(&c, "{\"rope_theta\": null, \"rope_parameters\": {\"rope_type\": "
+                    "\"default\", \"rope_theta\": 10000.0}}", why, sizeof why) == 0
+           && refused(&c, "{\"rope_theta\": null, \"rope_parameters\": {\"rope_type\": "
+                      "\"default\"}}", "rope_parameters holds no rope_theta"),
+           "transformers 5's rope_parameters with [model] rope_theta stands for rope_theta "
+           "(without it, Mixtral's default 1e6 would be taken)");
     qwen2_moe(&c);
     tap_ok(refused(&c, "{\"model_type\": \"mixtral\"}", "model_type is mixtral, [model] is "
                    "Qwen2-MoE's")
@@ -282,7 +302,7 @@ static void refusals(void)
 int main(int argc, char **argv)
 {
     tap_init(&argc, &argv);
-    tap_plan(11);
+    tap_plan(12);
     names();
     config_json();
     inexpressible();

@@ -259,6 +259,33 @@ static int check_kv_heads(json_t *root, const char *path, const ModelConfig *m, 
                       path, kv ? "null" : "absent", dflt, arch_kv_heads(m));
 }
 
+/* transformers 5 writes the rotary embedding as rope_parameters
+ * ({"rope_type": "default", "rope_theta": ...}) where 4 wrote rope_theta
+ * and rope_scaling: an unscaled one with trident's theta, or nothing. */
+static int check_rope_parameters(json_t *root, const char *path, const ModelConfig *m,
+                                 char *why, size_t n)
+{
+    json_t *rope = json_object_get(root, "rope_parameters");
+    if (!rope || json_is_null(rope))
+        return 0;
+    const char *key;
+    json_t *v;
+    json_object_foreach(rope, key, v) {
+        if (!strcmp(key, "rope_type") && json_is_string(v)
+            && !strcmp(json_string_value(v), "default"))
+            continue;
+        if (!strcmp(key, "rope_theta") && json_is_number(v) && json_number_value(v) == m->rope_theta)
+            continue;
+        return reason_set(why, n, "%s: rope_parameters.%s is not what trident computes (an "
+                          "unscaled rotary embedding, rope_type \"default\", rope_theta = "
+                          "[model] rope_theta = %g)", path, key, m->rope_theta);
+    }
+    if (!json_is_object(rope) || !json_object_get(rope, "rope_theta"))
+        return reason_set(why, n, "%s: rope_parameters holds no rope_theta, [model] rope_theta "
+                          "= %g", path, m->rope_theta);
+    return 0;
+}
+
 /* The fields every format shares: the shapes, the norm, the rotary
  * embedding, the activation. */
 static int check_common(json_t *root, const char *path, const Config *cfg, HfFormat f,
@@ -278,8 +305,11 @@ static int check_common(json_t *root, const char *path, const Config *cfg, HfFor
                               why, n));
     TRI_TRY(hf_config_real(root, path, "rms_norm_eps", FORMATS[f].norm_eps, "[model] norm_eps",
                            m->norm_eps, why, n));
-    TRI_TRY(hf_config_real(root, path, "rope_theta", FORMATS[f].rope_theta,
-                           "[model] rope_theta", m->rope_theta, why, n));
+    json_t *rope = json_object_get(root, "rope_parameters");
+    if (json_object_get(root, "rope_theta") || !rope || json_is_null(rope))
+        TRI_TRY(hf_config_real(root, path, "rope_theta", FORMATS[f].rope_theta,
+                               "[model] rope_theta", m->rope_theta, why, n));
+    TRI_TRY(check_rope_parameters(root, path, m, why, n));
     TRI_TRY(hf_config_none(root, path, "rope_scaling", "trident's rotary embedding is not "
                            "scaled (rope_scaling must be null)", why, n));
     return hf_config_word(root, path, "hidden_act", SILU, "trident's SwiGLU uses silu", why, n);
