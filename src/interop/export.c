@@ -186,8 +186,8 @@ static int plan_tensors(Plan *p, const ParamSet *ps, const Config *cfg, const Ex
         Item *it = &p->items[p->n];
         it->lp = &ps->p[i];
         if (hf_map_tensor(cfg, HF_NAMES_HF, it->lp, &it->hf)) {
-            fprintf(err, "trident: export: tensor %s has no HuggingFace name in hf_map.c\n",
-                    it->lp->name);
+            fprintf(err, "trident: export: tensor %s has no HuggingFace name in its "
+                    "architecture's tables (hf_map.h)\n", it->lp->name);
             return 1;
         }
         plan_entry(p, a, &in_shard);
