@@ -9,8 +9,8 @@
 # format's forward pass from the export alone giving the run's loss
 # (within 1e-5 relative). The runs train on one window (a file of seq_len
 # + 1 bytes), so a step's loss is the cross-entropy of that window. Then
-# init_from: the round trip gives bitwise the checkpoint's weights (1 rank
-# and ep = 2), and a run started from the export trains on exactly as the
+# init_from: the round trip gives bitwise the checkpoint's weights (1 rank,
+# ep = 2 and tp = 2), and a run started from the export trains on exactly as the
 # run that wrote it (the same losses and final weights, bitwise); a missing
 # expert, an extra one, config.json fields and nonzero or missing biases
 # refused by name; a model neither format expresses refused by export, and
@@ -19,7 +19,7 @@
 DIFF="${TRI_BUILDDIR:-.}/tests/ckpt_diff"
 CHECK="${TRI_SRCDIR:-.}/tests/hf_check.py"
 CHECK_MOE="${TRI_SRCDIR:-.}/tests/hf_check_moe.py"
-plan 17
+plan 18
 if ! command -v python3 >/dev/null 2>&1 || ! command -v h5dump >/dev/null 2>&1; then
     echo "# python3 and h5dump (hdf5-tools) are needed" >&2
     exit 1
@@ -75,8 +75,8 @@ sed 's/^/# /' "$WORK/check"
 [ $st = 0 ] && grep -q '"MixtralForCausalLM"' "$WORK/em/config.json"
 ok $? "MixtralForCausalLM's names, shapes and values as hf_check_moe.py reads them; its forward pass from the export gives the run's loss"
 
-# 2. init_from: bitwise the weights, on 1 rank and with the experts split
-# over ep = 2
+# 2. init_from: bitwise the weights, on 1 rank, with the experts split
+# over ep = 2, and over tp = 2
 run 1 train --config "$cfg" --set checkpoint.init_from="$WORK/em" --set checkpoint.dir="$WORK/r1"
 expect 0 "initialised from .*em (HuggingFace safetensors): step 0" "init_from the Mixtral export"
 "$DIFF" "$M" "$WORK/r1/step_00000001.h5" 0 > "$WORK/diff" 2>&1
@@ -87,6 +87,12 @@ run 2 train --config "$cfg" --set checkpoint.init_from="$WORK/em" --set checkpoi
 st=$?
 [ $rc = 0 ] && [ $st = 0 ]
 ok $? "... and on ep = 2 (2 experts a rank): $(cat "$WORK/diff")"
+run 2 train --config "$cfg" --set checkpoint.init_from="$WORK/em" --set checkpoint.dir="$WORK/r3" \
+    --set parallel.tp=2
+"$DIFF" "$M" "$WORK/r3/step_00000001.h5" 0 > "$WORK/diff" 2>&1
+st=$?
+[ $rc = 0 ] && [ $st = 0 ]
+ok $? "... and on tp = 2 (each expert's rows or columns split, the router whole): $(cat "$WORK/diff")"
 
 # 3. it trains on from the export as it would have without it
 trainon="--set train.steps=3 --set train.lr=3e-3 --set train.warmup=1"
