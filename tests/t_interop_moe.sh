@@ -81,18 +81,16 @@ run 1 train --config "$cfg" --set checkpoint.init_from="$WORK/em" --set checkpoi
 expect 0 "initialised from .*em (HuggingFace safetensors): step 0" "init_from the Mixtral export"
 "$DIFF" "$M" "$WORK/r1/step_00000001.h5" 0 > "$WORK/diff" 2>&1
 ok $? "export then init_from gives bitwise the checkpoint's weights: $(cat "$WORK/diff")"
-run 2 train --config "$cfg" --set checkpoint.init_from="$WORK/em" --set checkpoint.dir="$WORK/r2" \
-    --set parallel.ep=2
-"$DIFF" "$M" "$WORK/r2/step_00000001.h5" 0 > "$WORK/diff" 2>&1
-st=$?
-[ $rc = 0 ] && [ $st = 0 ]
-ok $? "... and on ep = 2 (2 experts a rank): $(cat "$WORK/diff")"
-run 2 train --config "$cfg" --set checkpoint.init_from="$WORK/em" --set checkpoint.dir="$WORK/r3" \
-    --set parallel.tp=2
-"$DIFF" "$M" "$WORK/r3/step_00000001.h5" 0 > "$WORK/diff" 2>&1
-st=$?
-[ $rc = 0 ] && [ $st = 0 ]
-ok $? "... and on tp = 2 (each expert's rows or columns split, the router whole): $(cat "$WORK/diff")"
+for split in ep tp; do
+    run 2 train --config "$cfg" --set checkpoint.init_from="$WORK/em" \
+        --set checkpoint.dir="$WORK/r_$split" --set parallel.$split=2
+    "$DIFF" "$M" "$WORK/r_$split/step_00000001.h5" 0 > "$WORK/diff" 2>&1
+    st=$?
+    how="2 experts a rank"
+    [ $split = tp ] && how="each expert's rows or columns split, the router whole"
+    [ $rc = 0 ] && [ $st = 0 ]
+    ok $? "... and on $split = 2 ($how): $(cat "$WORK/diff")"
+done
 
 # 3. it trains on from the export as it would have without it
 trainon="--set train.steps=3 --set train.lr=3e-3 --set train.warmup=1"
