@@ -37,8 +37,11 @@ def main():
     with open(window, "rb") as f:
         tokens = list(f.read())
     device = "cuda" if torch.cuda.is_available() else "cpu"
-    model = transformers.AutoModelForCausalLM.from_pretrained(d, torch_dtype=torch.float32)
-    model = model.to(device).eval()
+    # fp32 whatever the version's name for the argument (dtype in 5,
+    # torch_dtype in 4): the export is F32 and from_pretrained's default
+    # is fp32; .float() makes sure
+    model = transformers.AutoModelForCausalLM.from_pretrained(d)
+    model = model.float().to(device).eval()
     if type(model).__name__ != cfg["architectures"][0]:
         print("FAIL: transformers built %s, config.json names %s" % (type(model).__name__,
                                                                    cfg["architectures"][0]))
