@@ -26,6 +26,13 @@
 #              stays linear in T
 #     pytorch  the same model in PyTorch on the same GPU (bf16 autocast,
 #              eager and torch.compile; bench/pytorch_gpt2.py)
+#     interop  a tiny Mixtral- and a Qwen2-MoE-shaped llama, trained one
+#              step at lr = 0 on one window (fp32; on the CPU, then on the
+#              GPU), exported, and run by transformers' MixtralForCausalLM
+#              and Qwen2MoeForCausalLM (bench/hf_moe_logits.py): their
+#              logits against the modeling files' math, their
+#              cross-entropy against trident's loss, 1e-5 relative. About
+#              a minute (a guess: not yet run)
 #   (default: all of them, in that order: the most telling first, so a
 #   call cut short keeps them)
 #
@@ -41,7 +48,7 @@ root=$(cd "$(dirname "$0")/.." && pwd)
 cd "$root" || exit 1
 bundle=${GPU_BUNDLE:-$root/.gpu/bundle.tar.xz}
 OUT=${OUT:-$root/gpu-out}
-SECTIONS=${1:-"env comm tests gpt2 profile long pytorch"}
+SECTIONS=${1:-"env comm tests interop gpt2 profile long pytorch"}
 STEPS=${GPU_STEPS:-20}
 LOGS=${TMPDIR:-/tmp}/trident-gpu-logs
 rm -rf "$LOGS"
@@ -246,6 +253,62 @@ section_pytorch() {
             python3 bench/pytorch_gpt2.py 12 768 12 1024 50304 16 "$STEPS" \
             > "$LOGS/pytorch-$mode.out" 2>&1
         note "pytorch gpt2 bf16 $mode: exit $?, $(tail -n 1 "$LOGS/pytorch-$mode.out")"
+    done
+}
+
+# A MoE llama exported and read by transformers (issue 38 item 4): the
+# run's loss is the cross-entropy of its one window, which transformers
+# computes again from the export
+section_interop() {
+    printf 'Mixture of expert' > "$LOGS/window.txt"   # seq_len + 1 bytes
+    cat > "$LOGS/moe.ini" <<EOF
+[model]
+arch = llama
+n_layer = 2
+n_embd = 64
+n_head = 4
+n_kv_head = 2
+seq_len = 16
+vocab_size = 256
+tie_embeddings = false
+n_expert = 4
+top_k = 2
+moe_ffn_dim = 96
+[train]
+micro_batch = 2
+steps = 1
+lr = 0
+min_lr = 0
+warmup = 0
+precision = fp32
+[data]
+train = $LOGS/window.txt
+val = $LOGS/window.txt
+[eval]
+every = 0
+[log]
+every = 1
+sample_tokens = 0
+EOF
+    for fmt in mixtral qwen2_moe; do
+        more=""
+        [ "$fmt" = qwen2_moe ] && more="--set model.n_shared_expert=1 --set model.moe_every=2 --set model.moe_router=softmax_topk"
+        for dev in cpu cuda; do
+            name="moe-$fmt-$dev"
+            # shellcheck disable=SC2086
+            limited 120 mpirun -n 1 ./trident train --config "$LOGS/moe.ini" $more \
+                --set parallel.device=$dev --set checkpoint.dir="$LOGS/$name" \
+                --set log.metrics="$LOGS/$name.jsonl" > "$LOGS/$name.out" 2>&1
+            rc=$?
+            loss=$(sed -n 's/.*"step":1,"loss":\([^,]*\),.*/\1/p' "$LOGS/$name.jsonl" 2>/dev/null)
+            [ "$rc" -eq 0 ] && limited 60 ./trident export "$LOGS/$name/step_00000001.h5" \
+                --format hf "$LOGS/hf-$name" >> "$LOGS/$name.out" 2>&1
+            rc=$?
+            [ "$rc" -eq 0 ] && limited 300 python3 bench/hf_moe_logits.py "$LOGS/hf-$name" \
+                "$LOGS/window.txt" "$loss" >> "$LOGS/$name.out" 2>&1
+            rc=$?
+            note "interop $fmt, trident on $dev: exit $rc, $(tail -n 1 "$LOGS/$name.out")"
+        done
     done
 }
 

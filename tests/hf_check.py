@@ -469,12 +469,16 @@ def edit(d, out, edits):
     refusals and for published models' quirks: NAME=COPY adds tensor NAME,
     a copy of COPY; NAME[I]=X sets element I (flat) of NAME to the float X
     (nan, inf); config.KEY=JSON sets a field of config.json to a JSON value;
-    -config.KEY removes one; strip=PREFIX takes PREFIX off every tensor
-    name that has it (HF hub's gpt2 files lack "transformer.")."""
+    -config.KEY removes one; -NAME removes tensor NAME; strip=PREFIX takes
+    PREFIX off every tensor name that has it (HF hub's gpt2 files lack
+    "transformer.")."""
     tensors, cfg = read_floats_and_config(d)
     for e in edits:
         if e.startswith("-config."):
             del cfg[e[len("-config."):]]
+            continue
+        if e.startswith("-"):
+            del tensors[e[1:]]
             continue
         target, value = e.split("=", 1)
         if target == "strip":

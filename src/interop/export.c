@@ -126,6 +126,7 @@ static int claim_dir(const ExportArgs *a, FILE *err)
 typedef struct {
     const Param *lp;
     HfTensor hf;
+    int zeros;              /* HF's zero bias of lp (Qwen2-MoE's q, k, v) */
 } Item;
 
 typedef struct {
@@ -149,12 +150,33 @@ static void plan_free(Plan *p)
     free(p->shard_of);
 }
 
+/* Item i's safetensors entry, and the shard it falls in: transformers'
+ * rule, a tensor opens a new shard when it would take the current one
+ * past the limit; one larger than the limit sits alone. */
+static void plan_entry(Plan *p, const ExportArgs *a, uint64_t *in_shard)
+{
+    const Item *it = &p->items[p->n];
+    StEntry *e = &p->entries[p->n];
+    *e = (StEntry){it->hf.hf, a->bf16 ? OPS_BF16 : OPS_F32, it->hf.ndim,
+                   {it->hf.hf_shape[0], it->hf.hf_shape[1]}};
+    uint64_t bytes = st_data_bytes(e, 1);
+    if (p->n && *in_shard + bytes > a->max_shard) {
+        p->n_shards++;
+        *in_shard = 0;
+    }
+    p->shard_of[p->n++] = p->n_shards;
+    *in_shard += bytes;
+}
+
+/* Every tensor of ps by its HF name, each followed by its zero bias where
+ * the format has one. */
 static int plan_tensors(Plan *p, const ParamSet *ps, const Config *cfg, const ExportArgs *a,
                         FILE *err)
 {
-    p->items = calloc((size_t)ps->n, sizeof *p->items);
-    p->entries = calloc((size_t)ps->n, sizeof *p->entries);
-    p->shard_of = calloc((size_t)ps->n, sizeof *p->shard_of);
+    size_t most = 2 * (size_t)ps->n;
+    p->items = calloc(most, sizeof *p->items);
+    p->entries = calloc(most, sizeof *p->entries);
+    p->shard_of = calloc(most, sizeof *p->shard_of);
     if (!p->items || !p->entries || !p->shard_of) {
         fprintf(err, "trident: export: out of memory\n");
         return 1;
@@ -164,23 +186,17 @@ static int plan_tensors(Plan *p, const ParamSet *ps, const Config *cfg, const Ex
         Item *it = &p->items[p->n];
         it->lp = &ps->p[i];
         if (hf_map_tensor(cfg, HF_NAMES_HF, it->lp, &it->hf)) {
-            fprintf(err, "trident: export: tensor %s has no HuggingFace name in hf_map.c\n",
-                    it->lp->name);
+            fprintf(err, "trident: export: tensor %s has no HuggingFace name in its "
+                    "architecture's tables (hf_map.h)\n", it->lp->name);
             return 1;
         }
-        StEntry *e = &p->entries[p->n];
-        *e = (StEntry){it->hf.hf, a->bf16 ? OPS_BF16 : OPS_F32, it->hf.ndim,
-                       {it->hf.hf_shape[0], it->hf.hf_shape[1]}};
-        /* transformers' rule: a tensor opens a new shard when it would
-         * take the current one past the limit; one larger than the limit
-         * sits alone */
-        uint64_t bytes = st_data_bytes(e, 1);
-        if (p->n && in_shard + bytes > a->max_shard) {
-            p->n_shards++;
-            in_shard = 0;
+        plan_entry(p, a, &in_shard);
+        Item *bias = &p->items[p->n];
+        if (!hf_map_zero_bias(cfg, &ps->p[i], &bias->hf)) {
+            bias->lp = &ps->p[i];
+            bias->zeros = 1;
+            plan_entry(p, a, &in_shard);
         }
-        p->shard_of[p->n++] = p->n_shards;
-        in_shard += bytes;
     }
     p->n_shards++;
     return 0;
@@ -248,11 +264,14 @@ static int write_shard(const Plan *p, int s, hid_t file, const ExportArgs *a, fl
         const Item *it = &p->items[i];
         /* the vocabulary's padding rows are the tensor's last: the first
          * hf.rows rows are the ones HF keeps */
-        if (read_weights(file, a->ckpt, it->lp, raw, err)) {
+        if (it->zeros) {
+            memset(hf, 0, (size_t)it->hf.rows * sizeof *hf);
+        } else if (read_weights(file, a->ckpt, it->lp, raw, err)) {
             st_write_abort(&w);
             return 1;
+        } else {
+            hf_map_to_hf(&it->hf, raw, hf);
         }
-        hf_map_to_hf(&it->hf, raw, hf);
         if (st_write_tensor(&w, hf, why, sizeof why)) {
             st_write_abort(&w);
             fprintf(err, "trident: export: %s\n", why);
@@ -396,7 +415,7 @@ static int write_tokenizer(const char *dir, const Config *cfg, FILE *err)
 }
 
 static int write_all(const Plan *p, hid_t file, const Config *cfg, const ExportArgs *a,
-                     FILE *err)
+                     json_t *config, FILE *err)
 {
     int64_t most = 1;
     for (int i = 0; i < p->n; i++)
@@ -415,17 +434,30 @@ static int write_all(const Plan *p, hid_t file, const Config *cfg, const ExportA
         rc = write_json(a->dir, INDEX_NAME, index, err);
         json_decref(index);
     }
-    if (!rc) {
-        json_t *config = hf_map_config_json(cfg, a->bf16 ? "bfloat16" : "float32");
+    if (!rc)
         rc = write_json(a->dir, CONFIG_NAME, config, err);
-        json_decref(config);
-    }
     if (!rc && p->tokenizer)
         rc = write_tokenizer(a->dir, cfg, err);
     rc = rc ? rc : publish(p, a, err);
     if (rc)
         remove_temps(p, a);
     return rc;
+}
+
+/* config.json for the checkpoint's model, or NULL where no format
+ * expresses it (the reason names the key). A capacity factor is a
+ * training setting HF's formats do not hold: said, since transformers'
+ * models then compute what trident's would without dropping. */
+static json_t *model_config(const Config *cfg, const ExportArgs *a, FILE *out, FILE *err)
+{
+    char why[1024];
+    json_t *config = hf_map_config_json(cfg, a->bf16 ? "bfloat16" : "float32", why, sizeof why);
+    if (!config)
+        fprintf(err, "trident: export: %s: %s\n", a->ckpt, why);
+    else if (cfg->model.n_expert && cfg->model.moe_capacity > 0)
+        fprintf(out, "note: export: [model] moe_capacity = %g has no HuggingFace field: "
+                "transformers' MoE layers drop no token\n", cfg->model.moe_capacity);
+    return config;
 }
 
 int export_hf(const ExportArgs *a, FILE *out, FILE *err)
@@ -448,6 +480,9 @@ int export_hf(const ExportArgs *a, FILE *out, FILE *err)
     int rc = f.rc;
     if (rc)
         fputs(f.msg, err);
+    /* a model no format expresses is refused before DIR is made */
+    json_t *config = rc ? NULL : model_config(&root->stored, a, out, err);
+    rc = rc || !config;
     rc = rc ? rc : claim_dir(a, err);
     ParamSet ps = {0};
     Plan plan = {0};
@@ -455,8 +490,9 @@ int export_hf(const ExportArgs *a, FILE *out, FILE *err)
         ckpt_logical_tensors(&root->stored, &ps);
         plan.tokenizer = root->stored.data.tokenizer[0] != '\0';
         rc = plan_tensors(&plan, &ps, &root->stored, a, err)
-             || write_all(&plan, f.id, &root->stored, a, err);
+             || write_all(&plan, f.id, &root->stored, a, config, err);
     }
+    json_decref(config);
     if (!rc)
         fprintf(out, "trident: exported %s to %s: %d tensors in %d file%s (%s), config.json%s\n",
                 a->ckpt, a->dir, plan.n, plan.n_shards, plan.n_shards > 1 ? "s" : "",

@@ -384,6 +384,35 @@ static int check_unread(const Source *s, const StTensor *const *read, int n_read
     return 0;
 }
 
+/* The zero bias the source's format keeps for trident weight lp, if any
+ * (hf_map_zero_bias: Qwen2-MoE's q, k, v biases, which trident's
+ * attention lacks), in *t: present, 1-D of lp's rows, and all zeros, for
+ * any other bias would change what the model computes. */
+static int check_zero_bias(const Source *s, const Config *cfg, const Param *lp,
+                           const StTensor **t, char *why, size_t n)
+{
+    HfTensor map;
+    const StFile *f;
+    *t = NULL;
+    if (s->names != HF_NAMES_HF || hf_map_zero_bias(cfg, lp, &map))
+        return 0;
+    if (!(*t = find(s, map.hf, &f)))
+        return reason_set(why, n, "%s: tensor %s is missing (the bias of trident's %s, which "
+                          "must be zeros)", s->path, map.hf, lp->name);
+    if ((*t)->ndim != 1 || (*t)->shape[0] != map.rows)
+        return reason_set(why, n, "%s: tensor %s is not 1-D of %lld values (the bias of "
+                          "trident's %s)", f->path, map.hf, (long long)map.rows, lp->name);
+    float *v = TRI_MALLOC((size_t)map.rows * sizeof *v, "init_from's bias check");
+    int rc = st_read_f32(f, *t, 0, map.rows, 0, 1, v, why, n);
+    for (int64_t i = 0; i < map.rows && !rc; i++)
+        if (v[i] != 0.0f)
+            rc = reason_set(why, n, "%s: tensor %s holds %g at [%lld]: trident's attention "
+                            "has no bias, so it reads this one only if all zeros (trident's "
+                            "export writes zeros)", f->path, map.hf, v[i], (long long)i);
+    free(v);
+    return rc;
+}
+
 /* Rank 0: every tensor [model] needs is in the source with its shape and
  * a float dtype, and every tensor of the source is read. */
 static int check_all(const Config *cfg, char *why, size_t n)
@@ -393,12 +422,15 @@ static int check_all(const Config *cfg, char *why, size_t n)
     ParamSet ps = {0};
     if (!rc) {
         ckpt_logical_tensors(cfg, &ps);
-        const StTensor **read = TRI_CALLOC((size_t)ps.n + 1, sizeof *read, "init_from's check");
+        /* each tensor's, then its zero bias's, then a tied head's */
+        const StTensor **read = TRI_CALLOC(2 * (size_t)ps.n + 1, sizeof *read,
+                                           "init_from's check");
         const StTensor *wte = NULL, *head = NULL;
         for (int i = 0; i < ps.n && !rc; i++) {
             HfTensor map;
             const StFile *f;
-            rc = source_tensor(&s, cfg, &ps.p[i], &map, &f, &read[i], why, n);
+            rc = source_tensor(&s, cfg, &ps.p[i], &map, &f, &read[i], why, n)
+                 || check_zero_bias(&s, cfg, &ps.p[i], &read[ps.n + i], why, n);
             if (!strcmp(ps.p[i].name, "wte"))
                 wte = read[i];
             if (!rc && !strcmp(ps.p[i].name, "lm_head") && read[i] == wte)
@@ -407,8 +439,8 @@ static int check_all(const Config *cfg, char *why, size_t n)
                        "%s\n", s.path, wte->name);
         }
         rc = rc || check_tied_head(&s, wte, &head, why, n);
-        read[ps.n] = head;
-        rc = rc || check_unread(&s, read, ps.n + 1, why, n);
+        read[2 * ps.n] = head;
+        rc = rc || check_unread(&s, read, 2 * ps.n + 1, why, n);
         free(read);
         params_free(&ps);
     }

@@ -42,6 +42,7 @@ struct Model;
 struct BlockActs;
 struct BlockParams;
 struct HfName;
+struct HfTable;
 struct json_t;
 
 /* A block's pass over one microbatch of `rows` rows: forward (io is where
@@ -133,14 +134,17 @@ typedef struct Arch {
      * how many are in out (at most ARCH_MAX_LINEARS). */
     int (*linears)(const ModelConfig *m, int layer, int tp, ArchLinear *out);
 
-    /* HuggingFace: the names table, config.json, and the check of a
-     * directory's config.json against [model] (init_from); an llm.c .bin's
-     * table where llm.c writes this architecture, else NULL. */
-    const struct HfName *hf_names;
-    size_t n_hf_names;
+    /* HuggingFace: the names tables of a model m (hf_map.h's HfTable, at
+     * most HF_TABLES_MAX, written to out; returns how many), config.json
+     * (NULL, with the reason on why naming the key, for a model no format
+     * expresses), and the check of a directory's config.json against
+     * [model] (init_from); an llm.c .bin's table where llm.c writes this
+     * architecture, else NULL. */
+    int (*hf_tables)(const ModelConfig *m, struct HfTable *out);
     const struct HfName *llmc_names;
     size_t n_llmc_names;
-    struct json_t *(*hf_config)(const Config *cfg, const char *torch_dtype);
+    struct json_t *(*hf_config)(const Config *cfg, const char *torch_dtype, char *why,
+                                size_t n);
     int (*hf_check)(struct json_t *root, const char *path, const Config *cfg, char *why,
                     size_t n);
 } Arch;

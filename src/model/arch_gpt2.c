@@ -284,8 +284,18 @@ static const HfName LLMC_NAMES[] = {
     {"lnf.b", "lnf.b", HF_PERM_NONE, 0, 0, 0},
 };
 
-static json_t *hf_config(const Config *cfg, const char *torch_dtype)
+static int hf_tables(const ModelConfig *m, HfTable *out)
 {
+    (void)m;
+    out[0] = (HfTable){GPT2_NAMES, sizeof GPT2_NAMES / sizeof GPT2_NAMES[0]};
+    return 1;
+}
+
+/* Every GPT-2 is expressible: why is never written. */
+static json_t *hf_config(const Config *cfg, const char *torch_dtype, char *why, size_t n)
+{
+    (void)why;
+    (void)n;
     const ModelConfig *m = &cfg->model;
     /* dropout is 0: trident trains without it, and HF's evaluation mode
      * ignores it anyway; LayerNorm eps is kernels/elem.h's TRI_LN_EPS */
@@ -358,7 +368,7 @@ const Arch arch_gpt2 = {
     .forward = block_forward, .backward = block_backward, .weights = block_weights,
     .widths = widths, .kept_grad_width = kept_grad_width,
     .layer_flops = layer_flops, .layer_bytes = layer_bytes, .linears = linears,
-    .hf_names = GPT2_NAMES, .n_hf_names = sizeof GPT2_NAMES / sizeof GPT2_NAMES[0],
+    .hf_tables = hf_tables,
     .llmc_names = LLMC_NAMES, .n_llmc_names = sizeof LLMC_NAMES / sizeof LLMC_NAMES[0],
     .hf_config = hf_config, .hf_check = hf_check,
 };

@@ -1,7 +1,7 @@
 /*
  * arch_llama.c - the Llama architecture's descriptor (arch.h): its block's
- * parameters, forward and backward, sizes and costs, and its HuggingFace
- * (LlamaForCausalLM) names.
+ * parameters, forward and backward, sizes and costs; its HuggingFace
+ * formats are hf_llama.c's.
  *
  * Split the Megatron way, as arch_gpt2.c splits GPT-2: q, k, v, gate and up
  * are column-parallel (each TP rank has whole query heads, whole or
@@ -34,11 +34,11 @@
 #include "arch_moe.h"
 #include "comm.h"
 #include "fail.h"
-#include "hf_config.h"
-#include "hf_map.h"
+#include "hf_llama.h"
 #include "model_impl.h"
 #include "moe.h"
 #include "prof.h"
+#include "reason.h"
 
 /* ---- the config --------------------------------------------------------- */
 
@@ -497,100 +497,6 @@ static int linears(const ModelConfig *m, int layer, int tp, ArchLinear *out)
     return 5;
 }
 
-/* ---- HuggingFace -------------------------------------------------------- */
-
-/* transformers' LlamaForCausalLM (modeling_llama.py): every Linear is
- * (out, in) like trident's, and trident keeps q and k rows in HF's rotary
- * layout (rotate_half) already (checkpoint-format.md), so nothing moves
- * but the vocabulary's padding; k and v have n_kv_head heads; no biases. */
-static const HfName LLAMA_NAMES[] = {
-    {"wte", "model.embed_tokens.weight", HF_PERM_NONE, 0, 1, 0},
-    {"h.%d.ln1.w", "model.layers.%d.input_layernorm.weight", HF_PERM_NONE, 0, 0, 0},
-    {"h.%d.attn.q.w", "model.layers.%d.self_attn.q_proj.weight", HF_PERM_NONE, 0, 0, 0},
-    {"h.%d.attn.k.w", "model.layers.%d.self_attn.k_proj.weight", HF_PERM_NONE, 0, 0, 0},
-    {"h.%d.attn.v.w", "model.layers.%d.self_attn.v_proj.weight", HF_PERM_NONE, 0, 0, 0},
-    {"h.%d.attn.o.w", "model.layers.%d.self_attn.o_proj.weight", HF_PERM_NONE, 0, 0, 0},
-    {"h.%d.ln2.w", "model.layers.%d.post_attention_layernorm.weight", HF_PERM_NONE, 0, 0, 0},
-    {"h.%d.mlp.gate.w", "model.layers.%d.mlp.gate_proj.weight", HF_PERM_NONE, 0, 0, 0},
-    {"h.%d.mlp.up.w", "model.layers.%d.mlp.up_proj.weight", HF_PERM_NONE, 0, 0, 0},
-    {"h.%d.mlp.down.w", "model.layers.%d.mlp.down_proj.weight", HF_PERM_NONE, 0, 0, 0},
-    {"lnf.w", "model.norm.weight", HF_PERM_NONE, 0, 0, 0},
-    {"lm_head", "lm_head.weight", HF_PERM_NONE, 0, 1, 0},
-};
-
-static json_t *hf_config(const Config *cfg, const char *torch_dtype)
-{
-    const ModelConfig *m = &cfg->model;
-    return json_pack("{s:[s], s:s, s:i, s:i, s:i, s:i, s:i, s:i, s:i, s:i, s:f, s:f, s:s, "
-                     "s:b, s:b, s:f, s:b, s:f, s:n, s:s}",
-                     "architectures", "LlamaForCausalLM",
-                     "model_type", "llama",
-                     "vocab_size", hf_map_vocab(cfg),
-                     "hidden_size", m->n_embd,
-                     "intermediate_size", arch_ffn_dim(m),
-                     "num_hidden_layers", m->n_layer,
-                     "num_attention_heads", m->n_head,
-                     "num_key_value_heads", arch_kv_heads(m),
-                     "head_dim", m->n_embd / m->n_head,
-                     "max_position_embeddings", m->seq_len,
-                     "rms_norm_eps", m->norm_eps,
-                     "rope_theta", m->rope_theta,
-                     "hidden_act", "silu",
-                     "attention_bias", 0,
-                     "mlp_bias", 0,
-                     "attention_dropout", 0.0,
-                     "tie_word_embeddings", m->tie_embeddings,
-                     "initializer_range", m->init_std,
-                     "rope_scaling",
-                     "torch_dtype", torch_dtype);
-}
-
-/* The activation of trident's SwiGLU, as transformers names it. */
-static const char *const SILU[] = {"silu", NULL};
-
-/* LlamaForCausalLM's config.json against [model] (arch = llama): the
- * shapes, then every field that changes what the weights compute, each
- * against what trident does (absent: LlamaConfig's default);
- * tie_word_embeddings is init_from's (a tied source may be untied). */
-static int hf_check(json_t *root, const char *path, const Config *cfg, char *why, size_t n)
-{
-    const ModelConfig *m = &cfg->model;
-    const char *type = json_string_value(json_object_get(root, "model_type"));
-    if (!type || strcmp(type, "llama"))
-        return reason_set(why, n, "%s: model_type is %s, [model] arch is llama", path,
-                          type ? type : "missing");
-    /* HF's default for num_key_value_heads is num_attention_heads */
-    json_t *kv = json_object_get(root, "num_key_value_heads");
-    TRI_TRY(hf_config_int(root, path, "hidden_size", "n_embd", m->n_embd, why, n));
-    TRI_TRY(hf_config_int(root, path, "num_hidden_layers", "n_layer", m->n_layer, why, n));
-    TRI_TRY(hf_config_int(root, path, "num_attention_heads", "n_head", m->n_head, why, n));
-    if (kv && !json_is_null(kv))
-        TRI_TRY(hf_config_int(root, path, "num_key_value_heads", "n_kv_head", arch_kv_heads(m),
-                              why, n));
-    else if (arch_kv_heads(m) != m->n_head)
-        return reason_set(why, n, "%s: no num_key_value_heads (so %d), [model] n_kv_head = %d",
-                          path, m->n_head, arch_kv_heads(m));
-    TRI_TRY(hf_config_int(root, path, "intermediate_size", "ffn_dim", arch_ffn_dim(m), why, n));
-    TRI_TRY(hf_config_int(root, path, "vocab_size", "vocab_used (or vocab_size)",
-                          hf_map_vocab(cfg), why, n));
-    TRI_TRY(hf_config_context(root, path, "max_position_embeddings", m->seq_len, why, n));
-    json_t *head_dim = json_object_get(root, "head_dim");
-    if (head_dim && !json_is_null(head_dim))
-        TRI_TRY(hf_config_int(root, path, "head_dim", "n_embd / n_head", m->n_embd / m->n_head,
-                              why, n));
-    TRI_TRY(hf_config_real(root, path, "rms_norm_eps", 1e-6, "[model] norm_eps", m->norm_eps,
-                           why, n));
-    TRI_TRY(hf_config_real(root, path, "rope_theta", 10000.0, "[model] rope_theta",
-                           m->rope_theta, why, n));
-    TRI_TRY(hf_config_none(root, path, "rope_scaling", "trident's rotary embedding is not "
-                           "scaled (rope_scaling must be null)", why, n));
-    TRI_TRY(hf_config_word(root, path, "hidden_act", SILU, "trident's SwiGLU uses silu", why, n));
-    TRI_TRY(hf_config_bool(root, path, "attention_bias", 0,
-                           "trident's llama always has attention_bias", 0, why, n));
-    return hf_config_bool(root, path, "mlp_bias", 0,
-                          "trident's llama always has mlp_bias", 0, why, n);
-}
-
 const Arch arch_llama = {
     .name = "llama",
     .positions = 0, .norm_bias = 0, .rotary = 1, .gated_mlp = 1,
@@ -600,7 +506,7 @@ const Arch arch_llama = {
     .forward = block_forward, .backward = block_backward, .weights = block_weights,
     .widths = widths, .kept_grad_width = kept_grad_width,
     .layer_flops = layer_flops, .layer_bytes = layer_bytes, .linears = linears,
-    .hf_names = LLAMA_NAMES, .n_hf_names = sizeof LLAMA_NAMES / sizeof LLAMA_NAMES[0],
+    .hf_tables = hf_llama_tables,
     .llmc_names = NULL, .n_llmc_names = 0, /* llm.c writes GPT-2 only */
-    .hf_config = hf_config, .hf_check = hf_check,
+    .hf_config = hf_llama_config, .hf_check = hf_llama_check,
 };

@@ -50,6 +50,17 @@ int hf_config_int(json_t *root, const char *path, const char *json, const char *
                       !v || json_is_integer(v) ? "" : " (not an integer)", key, want);
 }
 
+int hf_config_int_or(json_t *root, const char *path, const char *json, int dflt, const char *key,
+                     int want, char *why, size_t n)
+{
+    if (json_object_get(root, json))
+        return hf_config_int(root, path, json, key, want, why, n);
+    if (dflt == want)
+        return 0;
+    return reason_set(why, n, "%s: no %s, so transformers' default %d, [model] %s = %d", path,
+                      json, dflt, key, want);
+}
+
 int hf_config_context(json_t *root, const char *path, const char *json, int seq_len, char *why,
                       size_t n)
 {

@@ -20,6 +20,9 @@
 /* root's integer `json` equals want, [model]'s `key`. */
 int hf_config_int(json_t *root, const char *path, const char *json, const char *key, int want,
                   char *why, size_t n);
+/* root's integer `json` (dflt when absent) equals want, [model]'s `key`. */
+int hf_config_int_or(json_t *root, const char *path, const char *json, int dflt, const char *key,
+                     int want, char *why, size_t n);
 /* root's integer `json`, the positions the model was made for, is at
  * least [model] seq_len. */
 int hf_config_context(json_t *root, const char *path, const char *json, int seq_len, char *why,

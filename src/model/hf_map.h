@@ -3,7 +3,8 @@
  * state dict, one table per architecture (doc/interop.md prints them).
  *
  * An entry names a trident tensor and its HuggingFace twin ("%d" standing
- * for the layer) and how the elements move: a permutation of trident's
+ * for the layer, a second "%d" for the expert of a mixture of experts:
+ * "h.%d.moe.e.%d.gate.w") and how the elements move: a permutation of trident's
  * rows (GPT-2's QKV: trident stores the rows head by head, [head][q,k,v]
  * [head_dim], HF as [q|k|v]), then a transpose (GPT-2's Conv1D stores
  * (in, out), trident (out, in)), and whether the rows are vocabulary rows,
@@ -25,7 +26,11 @@
 
 typedef enum {
     HF_PERM_NONE,
-    HF_PERM_QKV       /* rows [head][q,k,v][hs] -> [q,k,v][head][hs] */
+    HF_PERM_QKV,      /* rows [head][q,k,v][hs] -> [q,k,v][head][hs] */
+    HF_ZERO_BIAS      /* not a twin: HF's bias of this trident weight, which
+                         trident's model lacks (Qwen2-MoE's q, k, v), one
+                         value per row: written as zeros, read back only
+                         if all zero (hf_map_zero_bias) */
 } HfPerm;
 
 typedef struct HfName {
@@ -37,6 +42,16 @@ typedef struct HfName {
     int longer_ok;         /* a source may hold more rows (wpe: a longer
                               context); trident reads the first ones */
 } HfName;
+
+/* One table of entries; an architecture's names are up to HF_TABLES_MAX
+ * of them, searched in turn (llama's attention and norms, then its MLP's
+ * or its experts' names: arch.h's hf_tables). */
+typedef struct HfTable {
+    const HfName *names;
+    size_t n;
+} HfTable;
+
+#define HF_TABLES_MAX 3
 
 /* Whose names: HuggingFace's, or trident's own for an llm.c .bin (whose
  * tensors init_from.c names after trident's, one per layer). */
@@ -56,6 +71,10 @@ typedef struct {
  * in out. Returns 0, or -1 when the table has no entry for it. */
 int hf_map_tensor(const Config *cfg, HfNames names, const Param *lp, HfTensor *out);
 
+/* The zero bias HF keeps for trident weight lp (HF_ZERO_BIAS), a 1-D
+ * tensor of lp's rows, in out. Returns 0, or -1 when it has none. */
+int hf_map_zero_bias(const Config *cfg, const Param *lp, HfTensor *out);
+
 /* The HF row of trident row r (before any transpose). */
 int64_t hf_map_row(const HfTensor *t, int64_t r);
 
@@ -72,7 +91,9 @@ static inline int hf_map_vocab(const Config *cfg)
 void hf_map_to_hf(const HfTensor *t, const float *in, float *out);
 
 /* config.json for cfg's model, as transformers' from_pretrained reads it;
- * torch_dtype names the stored dtype ("float32", "bfloat16"). */
-json_t *hf_map_config_json(const Config *cfg, const char *torch_dtype);
+ * torch_dtype names the stored dtype ("float32", "bfloat16"). NULL, with
+ * the reason on why naming the key, for a model no HuggingFace format
+ * expresses (a MoE llama without a shared expert whose layers alternate). */
+json_t *hf_map_config_json(const Config *cfg, const char *torch_dtype, char *why, size_t n);
 
 #endif
