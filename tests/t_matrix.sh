@@ -351,13 +351,14 @@ fi
 # fill.sh: the disk fills up while a save is being written. Every step
 # saves; in the first save every rank stops itself once its tensors are in
 # the temporary file (the save_pause fault), the tmpfs is filled, and the
-# ranks go on, into the checksums and the close. The run must end, exit 1,
+# ranks go on, into the checksums and the close (with a 2 s deadline, the
+# close_fast fault, instead of 30 s). The run must end, exit 1,
 # with latest naming a complete checkpoint (a save that got through would
 # stop in the next one for good, and the case fail at its time limit).
 pause_all=""
 r=0
 while [ $r -lt "$np" ]; do
-    pause_all="$pause_all${pause_all:+,}save_pause:$r:0"
+    pause_all="$pause_all${pause_all:+,}save_pause:$r:0,close_fast:$r:0"
     r=$((r + 1))
 done
 cat > "$WORK/fill.sh" <<EOS

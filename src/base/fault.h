@@ -7,7 +7,9 @@
  * fails, as on a full disk), save_pause (the rank stops itself with
  * SIGSTOP once its tensors of the step's checkpoint are in the temporary
  * file, before the checksums and the close: a test fills the disk then,
- * in mid-save), save_slow (an asynchronous save reads its
+ * in mid-save), close_fast (the save's close gets a 2 s deadline instead
+ * of 30 s: a test that fills the disk mid-save need not wait out the real
+ * one; see ckpt.c, close_with_deadline), save_slow (an asynchronous save reads its
  * snapshot slowly, 20 ms per read, so it stays in flight), async_kill
  * (the rank kills itself with SIGKILL halfway through writing the tensors
  * of an asynchronous save), data_open (this rank alone cannot read the

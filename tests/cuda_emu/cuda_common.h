@@ -5,8 +5,12 @@
  *
  * It stands in for kernels/cuda/cuda_common.h: the test compiles a copy of
  * the kernel file's device code (up to its launches) with this directory
- * first on the include path. Each CUDA thread of a block is a host thread;
- * __syncthreads is a barrier of the block's threads, __shfl_sync an
+ * first on the include path. Each CUDA thread of a block is a fiber (its
+ * own stack and registers) on one host thread, and the fibers take turns:
+ * one runs until it waits at a barrier, then the next (in a fixed order,
+ * so a run is reproducible; on 2 shared cores, 128 host threads per block
+ * spent most of the test's time waking each other up). __syncthreads is a
+ * barrier of the block's threads, __shfl_sync an
  * exchange through one slot per lane between two barriers of the warp's,
  * __shared__ a static (one block runs at a time). The loads, stores and
  * warp reductions are cuda_common.h's, on the host. A tensor-core mma is
@@ -15,7 +19,8 @@
  * reads back by the PTX manual's fragment layouts (those cuda_common.h
  * states), summing in fp32. So every index, mask, tile bound, fragment
  * layout and synchronisation of the kernels runs; what does not is the
- * hardware: a race that a barrier here hides, warp-synchronous
+ * hardware: a race that a barrier here hides (between two barriers the
+ * fibers run one after another, in turn), warp-synchronous
  * assumptions, nvcc's fused multiply-adds, the tensor cores' own order of
  * additions.
  */
@@ -23,7 +28,6 @@
 #define TRI_TESTS_CUDA_EMU_CUDA_COMMON_H
 
 #include <algorithm>
-#include <barrier>
 #include <cmath>
 #include <cstdint>
 #include <cstring>
@@ -54,11 +58,19 @@ static inline uint4 make_uint4(unsigned x, unsigned y, unsigned z, unsigned w)
 struct EmuDim {
     unsigned x;
 };
-extern thread_local EmuDim threadIdx, blockIdx;
+/* the running fiber's thread (the switch sets it) and the block */
+extern EmuDim threadIdx, blockIdx;
 extern EmuDim blockDim;
+/* A barrier of `expected` fibers: each arrival but the last lets the
+ * other fibers run until the last one arrives (t_attention_emu.cpp). */
+struct EmuBarrier {
+    int expected, arrived;
+    unsigned phase;
+    void arrive_and_wait();
+};
 /* the running block's barriers: the block, and each of its 4 warps */
-extern std::barrier<> *emu_block_barrier;
-extern std::barrier<> *emu_warp_barrier[4];
+extern EmuBarrier *emu_block_barrier;
+extern EmuBarrier *emu_warp_barrier[4];
 extern float emu_warp_slot[4][32];
 /* each warp's posted mma fragments, per lane */
 struct EmuMma {
