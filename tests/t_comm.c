@@ -2,7 +2,8 @@
  * t_comm.c - comm's host-value helpers on the world (before and after the
  * grid exists), and comm_dp's reductions: with pretended nodes of two
  * ranks they run in two levels and give what one flat collective gives;
- * with cp > 1 they run over the replicas, dp x cp ranks.
+ * with cp > 1 they run over the replicas, dp x cp ranks. The all-to-all
+ * (expert parallelism's) moves uneven and empty blocks to their peers.
  */
 #include <mpi.h>
 #include <stdint.h>
@@ -196,11 +197,76 @@ static int allgather_in_place(const Grid *g, ops_dtype dtype)
     return ok;
 }
 
+/* Rank r sends peer j a2a_count(r, j) elements: uneven, and zero for
+ * some pairs (every pair at some rank count), itself included. */
+static int64_t a2a_count(int r, int j)
+{
+    return (r + 2 * j) % 3;
+}
+
+/* An element's value names its sender, receiver and place (i < 3): small
+ * enough to be exact in bf16 up to 9 ranks. */
+static float a2a_value(int sender, int receiver, int64_t i)
+{
+    return (float)((sender * tap_size() + receiver) * 3 + i);
+}
+
+/* comm_alltoallv over the world in dtype (fp32, bf16: small integers,
+ * exact), every block where its prefix sum says, and a receive buffer
+ * longer than the counts keeps its tail. */
+static int alltoallv_world(const Grid *g, ops_dtype dtype)
+{
+    int n = g->layout.size, me = g->layout.rank, ok = 1;
+    int64_t sc[n], rc[n], out = 0, in = 0;
+    for (int j = 0; j < n; j++) {
+        sc[j] = a2a_count(me, j);
+        rc[j] = a2a_count(j, me);
+        out += sc[j];
+        in += rc[j];
+    }
+    float f[out + 1], got[in + 2];
+    int64_t k = 0;
+    for (int j = 0; j < n; j++)
+        for (int64_t i = 0; i < sc[j]; i++)
+            f[k++] = a2a_value(me, j, i);
+    ops_tensor send = ops_alloc(dtype, OPS_CPU, out + 1), recv = ops_alloc(dtype, OPS_CPU, in + 2);
+    for (int64_t i = 0; i < in + 2; i++)
+        got[i] = -1.0f;
+    ops_cast(ops_view(send, 0, out), host(f, out));
+    ops_cast(recv, host(got, in + 2));
+    comm_alltoallv(g, COMM_WORLD, send, sc, recv, rc);
+    ops_cast(host(got, in + 2), recv);
+    k = 0;
+    for (int j = 0; j < n; j++)
+        for (int64_t i = 0; i < rc[j]; i++)
+            ok &= got[k++] == a2a_value(j, me, i);
+    ok &= got[in] == -1.0f && got[in + 1] == -1.0f;
+    ops_free(&send);
+    ops_free(&recv);
+    return ok;
+}
+
+/* comm_alltoall_int64: two values per peer, each naming sender and
+ * receiver, beyond 32 bits. */
+static int alltoall_counts(const Grid *g)
+{
+    int n = g->layout.size, me = g->layout.rank, ok = 1;
+    int64_t send[2 * n], recv[2 * n];
+    for (int j = 0; j < n; j++) {
+        send[2 * j] = ((int64_t)me << 33) + j;
+        send[2 * j + 1] = -(int64_t)(me * n + j);
+    }
+    comm_alltoall_int64(g, COMM_WORLD, send, recv, 2);
+    for (int j = 0; j < n; j++)
+        ok &= recv[2 * j] == ((int64_t)j << 33) + me && recv[2 * j + 1] == -(int64_t)(j * n + me);
+    return ok;
+}
+
 int main(int argc, char **argv)
 {
     tap_init(&argc, &argv);
     int n = tap_size();
-    tap_plan(10);
+    tap_plan(12);
     Grid w;
     grid_world_only(&w, MPI_COMM_WORLD);
     tap_ok(w.layout.size == n && w.layout.rank == tap_rank() && comm_size(&w, COMM_WORLD) == n
@@ -218,6 +284,10 @@ int main(int argc, char **argv)
            n);
     tap_ok(allgather_in_place(&g, OPS_F32) && allgather_in_place(&g, OPS_BF16),
            "fp32 and bf16 blocks of uneven length all-gathered in place over %d ranks", n);
+    tap_ok(alltoallv_world(&g, OPS_F32) && alltoallv_world(&g, OPS_BF16),
+           "fp32 and bf16 all-to-all over %d ranks: uneven and zero counts, each block in place",
+           n);
+    tap_ok(alltoall_counts(&g), "int64 counts exchanged all-to-all over %d ranks", n);
     grid_destroy(&g);
     int two = 0;
     tap_ok(dp_on_nodes(0, 1, &two), "dp %d on this machine: %s, blocks summed and gathered", n,

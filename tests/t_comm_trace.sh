@@ -11,7 +11,9 @@
 # layout that quietly stopped using it fails. Then three doctored copies
 # of a good trace (a call dropped, a count changed, two sends swapped)
 # must fail the checker with a message naming the communicator or link,
-# the ranks and the first differing call; a trace directory that already
+# the ranks and the first differing call; expert parallelism's
+# all-to-alls (tests/t_moe_ep) pair every send count with its receive,
+# and one doctored count fails; a trace directory that already
 # holds a trace is refused, and left as it was; and tracing changes no
 # loss.
 . "${TRI_SRCDIR:-.}/tests/lib.sh"
@@ -53,7 +55,7 @@ dp2-pp2-tp2:8:^send pp@:parallel.dp=2,parallel.pp=2,parallel.tp=2
 dp2-pp2-tp2-sp-zero3-gpipe:8:^coll dp@.* allgather:parallel.dp=2,parallel.pp=2,parallel.tp=2,parallel.sequence_parallel=1,parallel.zero=3,parallel.schedule=gpipe
 dp4-two-level-pp2-zero2:8:^coll dp_node@:parallel.dp=4,parallel.node_size=2,parallel.pp=2,parallel.zero=2"
 count=$(echo "$LAYOUTS" | wc -l)
-plan $((2 * count + 8))
+plan $((2 * count + 11))
 
 # trace NAME RANKS SETTINGS: a traced run into $WORK/NAME (its output in
 # $WORK/NAME.out, its metrics in $WORK/NAME.jsonl); exit status in $rc.
@@ -119,6 +121,33 @@ if [ -d "$good" ]; then
         "two activation sends swapped in rank 0's trace"
 else
     for what in dropped count swapped; do ok 0 "doctored: $what # SKIP needs 4 ranks"; done
+fi
+
+# Expert parallelism's all-to-all (tests/t_moe_ep on 2 ranks: ep 2, one
+# and three experts per rank, counts uneven and zero; on more ranks its
+# grids of several ep sizes would give two ep groups one trace ID, which
+# a run's single grid never does): the trace pairs every rank's send to a
+# peer with the peer's receive, and a count doctored on one side fails.
+if [ "$np" -ge 2 ]; then
+    TRIDENT_COMM_TRACE="$WORK/a2a" $TRI_MPIEXEC -n 2 "${TRI_BUILDDIR:-.}/tests/t_moe_ep" \
+        < /dev/null > "$WORK/a2a.out" 2>&1
+    rc=$?
+    if [ $rc -eq 0 ] && "$CHECK" "$WORK/a2a" > "$WORK/a2a.check" 2>&1; then
+        ok 0 "all-to-all over ep (2 ranks): $(cat "$WORK/a2a.check")"
+    else
+        ok 1 "all-to-all over ep (2 ranks): the run exited $rc, or its trace failed the check"
+        sed 's/^/# /' "$WORK/a2a.check" "$WORK/a2a.out" 2>/dev/null | tail -n 12
+    fi
+    grep -q -E "^a2a ep@[0-9]+ [0-9]+ send=[0-9]+,[0-9]+ recv=" "$WORK/a2a"/rank-00000.trace
+    ok $? "the all-to-all trace holds its a2a lines on ep"
+    good="$WORK/a2a"
+    # rank 0's first send count to its ep rank 1, made one larger
+    # shellcheck disable=SC2016
+    doctor a2a-count '/^a2a ep@/ && !done { sub(/send=[0-9]+,[0-9]+/, "&1"); done = 1 } { print }'
+    doctored a2a-count "communicator ep@0 \(world ranks 0,1\): all-to-all #[0-9]+: world rank 0 \(its rank 0\) sent [0-9]+ elements to its rank 1, but world rank 1 \(its rank 1\) received [0-9]+ from its rank 0" \
+        "an all-to-all's send count changed in rank 0's trace"
+else
+    for what in run lines doctored; do ok 0 "all-to-all trace: $what # SKIP needs 2 ranks"; done
 fi
 
 # A trace is never overwritten: a second run into the same directory

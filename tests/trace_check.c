@@ -9,7 +9,9 @@
  *     numbered in turn;
  *   - on each pipeline link (a communicator, a kind, a sending and a
  *     receiving rank), the sender's sends are the receiver's receives
- *     (count, dtype, order).
+ *     (count, dtype, order);
+ *   - in each all-to-all (an a2a line after its coll line), what rank i
+ *     sent rank j is what j received from i, for every pair.
  *
  * Usage: trace_check DIR. Exit 0 and one line of totals when all holds;
  * exit 1 and, for each communicator or link that fails, one line naming
@@ -38,6 +40,17 @@ typedef struct {
     long n, cap;
 } Calls;
 
+/* One rank's counts in one all-to-all: per group rank, sent and received. */
+typedef struct {
+    long seq;
+    long long *send, *recv;
+} Exchange;
+
+typedef struct {
+    Exchange *v;
+    long n, cap;
+} Exchanges;
+
 typedef struct {
     char id[ID_LEN];
     char *members;           /* as the first rank that declared it wrote them */
@@ -45,6 +58,7 @@ typedef struct {
     int *world;              /* [size]: each member's world rank */
     int *declared;           /* [size]: whether that member declared it */
     Calls *calls;            /* [size]: each member's collectives */
+    Exchanges *a2a;          /* [size]: each member's all-to-all counts */
 } Comm;
 
 typedef struct {
@@ -130,7 +144,8 @@ static Comm *declare(const char *path, long line, const char *id, int size,
     c->world = calloc((size_t)size, sizeof *c->world);
     c->declared = calloc((size_t)size, sizeof *c->declared);
     c->calls = calloc((size_t)size, sizeof *c->calls);
-    if (!c->members || !c->world || !c->declared || !c->calls || size < 1
+    c->a2a = calloc((size_t)size, sizeof *c->a2a);
+    if (!c->members || !c->world || !c->declared || !c->calls || !c->a2a || size < 1
         || !parse_members(members, c->world, size))
         bad_file(path, line, "a communicator's members do not parse");
     return c;
@@ -151,6 +166,43 @@ static Link *find_link(Comm *c, const char *kind, int from, int to)
     l->from = from;
     l->to = to;
     return l;
+}
+
+/* "LABEL=C0,C1,..." of size counts at *p into a new array; NULL when it
+ * does not parse. */
+static long long *parse_counts(const char **p, const char *label, int size)
+{
+    size_t n = strlen(label);
+    while (**p == ' ')
+        (*p)++;
+    if (strncmp(*p, label, n) != 0 || (*p)[n] != '=')
+        return NULL;
+    *p += n + 1;
+    long long *v = calloc((size_t)size, sizeof *v);
+    for (int r = 0; v && r < size; r++) {
+        char *end;
+        v[r] = strtoll(*p, &end, 10);
+        if (end == *p || (r + 1 < size && *end != ',')) {
+            free(v);
+            return NULL;
+        }
+        *p = *end == ',' ? end + 1 : end;
+    }
+    return v;
+}
+
+/* An a2a line's counts, after its number, for member me of c. */
+static void read_exchange(const char *path, long line, Comm *c, int me, long seq,
+                          const char *rest)
+{
+    Exchanges *x = &c->a2a[me];
+    x->v = grow(x->v, x->n, &x->cap, sizeof *x->v);
+    Exchange *e = &x->v[x->n++];
+    e->seq = seq;
+    e->send = parse_counts(&rest, "send", c->size);
+    e->recv = e->send ? parse_counts(&rest, "recv", c->size) : NULL;
+    if (!e->recv)
+        bad_file(path, line, "an a2a line wants send=C0,... recv=C0,... (a count per member)");
 }
 
 /* ---- reading one rank's file ------------------------------------------------ */
@@ -206,6 +258,10 @@ static void read_line(const char *path, long line, char *text, int world_rank,
         push(&c->calls[me], seq, rest);
         return;
     }
+    if (strcmp(what, "a2a") == 0) {
+        read_exchange(path, line, c, me, seq, rest);
+        return;
+    }
     char kind[16];
     int peer;
     if (sscanf(rest, "%15s %d %n", kind, &peer, &n) != 2 || peer < 0 || peer >= c->size)
@@ -215,7 +271,7 @@ static void read_line(const char *path, long line, char *text, int world_rank,
     else if (strcmp(what, "recv") == 0)
         push(&find_link(c, kind, peer, me)->received, seq, rest + n);
     else
-        bad_file(path, line, "not a comm, coll, send or recv line");
+        bad_file(path, line, "not a comm, coll, a2a, send or recv line");
 }
 
 /* Reads one file; returns the world size its header states. */
@@ -311,6 +367,36 @@ static void check_link(const Link *l)
     failures++;
 }
 
+/* Every all-to-all's counts pair up: member i's k-th a2a line says it
+ * sent member j what j's k-th says it received from i. (Whether each
+ * member made the same all-to-alls is check_comm's: the coll lines.) */
+static void check_exchanges(const Comm *c)
+{
+    for (int i = 0; i < c->size; i++) {
+        for (int j = 0; j < c->size; j++) {
+            const Exchanges *a = &c->a2a[i], *b = &c->a2a[j];
+            if (a->n != b->n) {
+                printf("trace_check: communicator %s (world ranks %s): world rank %d (its rank "
+                       "%d) made %ld all-to-alls, world rank %d (its rank %d) %ld\n", c->id,
+                       c->members, c->world[i], i, a->n, c->world[j], j, b->n);
+                failures++;
+                return;
+            }
+            for (long k = 0; k < a->n; k++) {
+                if (a->v[k].send[j] == b->v[k].recv[i] && a->v[k].seq == b->v[k].seq)
+                    continue;
+                printf("trace_check: communicator %s (world ranks %s): all-to-all #%ld: world "
+                       "rank %d (its rank %d) sent %lld elements to its rank %d, but world rank "
+                       "%d (its rank %d) received %lld from its rank %d (#%ld)\n", c->id,
+                       c->members, a->v[k].seq, c->world[i], i, a->v[k].send[j], j,
+                       c->world[j], j, b->v[k].recv[i], i, b->v[k].seq);
+                failures++;
+                return;
+            }
+        }
+    }
+}
+
 static int is_trace_file(const char *name)
 {
     size_t n = strlen(name);
@@ -353,6 +439,7 @@ int main(int argc, char **argv)
     long calls = 0, messages = 0;
     for (int i = 0; i < n_comms; i++) {
         check_comm(comms[i]);
+        check_exchanges(comms[i]);
         for (int m = 0; m < comms[i]->size; m++)
             calls += comms[i]->calls[m].n;
     }

@@ -283,6 +283,89 @@ void comm_allgather(const Grid *g, CommGroup group, ops_tensor send,
     blocking_end(b);
 }
 
+/* ---- all-to-all ------------------------------------------------------------- */
+
+/* MPI counts are ints; what says which call's count is too large. */
+static int mpi_count(size_t n, const char *what)
+{
+    if (n > INT_MAX)
+        fail_abort(what, __FILE__, __LINE__);
+    return (int)n;
+}
+
+/* A peer's count as MPI's int, naming the call when it is too large. */
+static int peer_count(int64_t n, const char *what)
+{
+    if (n < 0)
+        fail_abort("comm_alltoallv: a negative count", __FILE__, __LINE__);
+    return mpi_count((size_t)n, what);
+}
+
+/* Both sides' totals fit their buffers, of one dtype. */
+static void check_alltoallv(int size, ops_tensor send, const int64_t *send_counts,
+                            ops_tensor recv, const int64_t *recv_counts)
+{
+    int64_t out = 0, in = 0;
+    for (int r = 0; r < size; r++) {
+        out += send_counts[r];
+        in += recv_counts[r];
+    }
+    if (send.dtype != recv.dtype || out > send.n || in > recv.n || send.device != recv.device)
+        fail_abort("comm_alltoallv: the counts exceed the buffers, or send and recv differ "
+                   "in dtype or device", __FILE__, __LINE__);
+}
+
+static void run_alltoallv(const Grid *g, CommGroup group, ops_tensor send,
+                          const int64_t *send_counts, ops_tensor recv,
+                          const int64_t *recv_counts)
+{
+    int size = comm_size(g, group);
+    if (size < 1)
+        fail_abort("comm_alltoallv on a group this rank is not in", __FILE__, __LINE__);
+    check_alltoallv(size, send, send_counts, recv, recv_counts);
+    if (size == 1) {
+        if (send_counts[0] > 0)
+            ops_copy(ops_view(recv, 0, recv_counts[0]), ops_view(send, 0, send_counts[0]));
+        return;
+    }
+    DEVICE_TO_NCCL(send, comm_nccl_alltoallv(g, group, send, send_counts, recv, recv_counts));
+    int sc[size], sd[size], rc[size], rd[size];
+    int64_t so = 0, ro = 0;
+    for (int r = 0; r < size; r++) {
+        sc[r] = peer_count(send_counts[r], "comm_alltoallv: over 2^31 elements to a peer");
+        rc[r] = peer_count(recv_counts[r], "comm_alltoallv: over 2^31 elements from a peer");
+        sd[r] = peer_count(so, "comm_alltoallv: over 2^31 elements sent");
+        rd[r] = peer_count(ro, "comm_alltoallv: over 2^31 elements received");
+        so += sc[r];
+        ro += rc[r];
+    }
+    double t0 = timer_now();
+    TRI_CHECK_MPI(MPI_Alltoallv(send.data, sc, sd, mpi_type(send.dtype), recv.data, rc, rd,
+                                mpi_type(recv.dtype), comm_mpi(g, group)));
+    comm_time[group] += timer_now() - t0;
+}
+
+void comm_alltoallv(const Grid *g, CommGroup group, ops_tensor send,
+                    const int64_t *send_counts, ops_tensor recv, const int64_t *recv_counts)
+{
+    Blocking b = blocking_begin("comm_alltoallv", comm_group_name(group));
+    if (comm_tracing())
+        comm_trace_exchange(comm_mpi(g, group), comm_group_name(group), "alltoallv",
+                            ops_dtype_name(send.dtype), send_counts, recv_counts);
+    run_alltoallv(g, group, send, send_counts, recv, recv_counts);
+    blocking_end(b);
+}
+
+void comm_alltoall_int64(const Grid *g, CommGroup group, const int64_t *send, int64_t *recv,
+                         int per_peer)
+{
+    Blocking b = blocking_begin("comm_alltoall_int64", comm_group_name(group));
+    trace(g, group, "alltoall", per_peer, "int64", -1, NULL);
+    TRI_CHECK_MPI(MPI_Alltoall(send, per_peer, MPI_INT64_T, recv, per_peer, MPI_INT64_T,
+                               comm_mpi(g, group)));
+    blocking_end(b);
+}
+
 int comm_request_done(const CommRequest *req)
 {
     return req->mpi == MPI_REQUEST_NULL && req->event < 0;
@@ -354,14 +437,6 @@ static MPI_Datatype scalar_type(CommScalar type, size_t *size)
     }
     *size = 0;
     return MPI_DATATYPE_NULL;
-}
-
-/* MPI counts are ints; what says which call's count is too large. */
-static int mpi_count(size_t n, const char *what)
-{
-    if (n > INT_MAX)
-        fail_abort(what, __FILE__, __LINE__);
-    return (int)n;
 }
 
 static void run_allreduce_scalars(const Grid *g, CommGroup group, void *v, int n,

@@ -60,6 +60,28 @@ void comm_reduce_scatter(const Grid *g, CommGroup group, ops_tensor send,
 void comm_allgather(const Grid *g, CommGroup group, ops_tensor send,
                     ops_tensor recv, const int *counts);
 
+/* ---- all-to-all ----------------------------------------------------------- */
+
+/* Every rank sends send_counts[j] elements to group rank j and receives
+ * recv_counts[j] from it: both buffers packed in group-rank order, each
+ * peer's block at the prefix sum of the counts before it (expert
+ * parallelism's rows to their experts and back). recv_counts[j] must be
+ * what rank j sends this rank (comm_alltoall_int64 exchanges the counts
+ * first). Any dtype, moved as it is (nothing is summed); send and recv
+ * share it and may not overlap. Host buffers over MPI, device buffers
+ * over NCCL (a group of sends and receives on the group's stream); a
+ * group of one rank copies its block. Traced with each rank's counts, so
+ * that tests/trace_check can pair rank i's send to j with j's receive
+ * from i. Collective on group. */
+void comm_alltoallv(const Grid *g, CommGroup group, ops_tensor send,
+                    const int64_t *send_counts, ops_tensor recv, const int64_t *recv_counts);
+/* Host values: per_peer of send (group size x per_peer, rank-major) to
+ * each group rank, so recv[j * per_peer ...] is rank j's block for this
+ * rank; per_peer alike on every rank. Always over MPI. Collective on
+ * group. */
+void comm_alltoall_int64(const Grid *g, CommGroup group, const int64_t *send, int64_t *recv,
+                         int per_peer);
+
 /* ---- nonblocking ------------------------------------------------------- */
 
 /* An operation in flight. Host buffers: an MPI request. Device buffers:

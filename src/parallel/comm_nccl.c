@@ -281,7 +281,7 @@ static void create(CommGroup group, MPI_Comm mpi, int urgent)
 static void share(CommGroup group, CommGroup with)
 {
     nc.ch[group] = nc.ch[with];
-    nc.ch[group].owner = with;
+    nc.ch[group].owner = nc.ch[with].owner; /* EDP shares DP, itself perhaps shared */
     nc.ch[group].last_op[0] = '\0';
 }
 
@@ -370,6 +370,13 @@ int comm_nccl_init(const Grid *g, char *err, size_t err_size)
     record(COMM_PP, g->pp_comm);
     create(COMM_EMBED, g->embed_comm, 0);
     create(COMM_KV, g->kv_comm, 1);
+    /* expert parallelism: the all-to-all is waited for like TP's; at ep = 1
+     * the experts' replicas are DP's, in its order (layout.h) */
+    create(COMM_EP, g->ep_comm, 1);
+    if (g->layout.ep > 1)
+        create(COMM_EDP, g->edp_comm, 0);
+    else
+        share(COMM_EDP, COMM_DP);
     create_links(g);
     record(COMM_WORLD, MPI_COMM_NULL);
     nc.ch[COMM_WORLD].size = g->layout.size;
@@ -639,6 +646,41 @@ void comm_nccl_allgather(const Grid *g, CommGroup group, ops_tensor send,
         }
         TRI_CHECK_NCCL(ncclGroupEnd());
     }
+    end(ch);
+}
+
+void comm_nccl_alltoallv(const Grid *g, CommGroup group, ops_tensor send,
+                         const int64_t *send_counts, ops_tensor recv,
+                         const int64_t *recv_counts)
+{
+    static const char fn[] = "comm_nccl_alltoallv";
+    (void)g;
+    Channel *ch = group_channel(group, fn);
+    int64_t out = 0, in = 0;
+    for (int r = 0; r < ch->size; r++) {
+        out += send_counts[r];
+        in += recv_counts[r];
+    }
+    check_buf(send, out, fn, "send");
+    check_buf(recv, in, fn, "recv");
+    if (!ch->comm) /* comm.c copies a group of one rank's block */
+        FAILF("%s: a group of one rank", fn);
+    ncclDataType_t type = nccl_type(send.dtype);
+    cudaStream_t s = begin(ch, "all-to-all of %lld elements out, %lld in on %s",
+                           (long long)out, (long long)in, channel_name(group));
+    out = in = 0;
+    TRI_CHECK_NCCL(ncclGroupStart());
+    for (int r = 0; r < ch->size; r++) {
+        if (send_counts[r] > 0)
+            TRI_CHECK_NCCL(ncclSend(elem_at(send, out), (size_t)send_counts[r], type, r,
+                                    ch->comm, s));
+        if (recv_counts[r] > 0)
+            TRI_CHECK_NCCL(ncclRecv(elem_at(recv, in), (size_t)recv_counts[r], type, r,
+                                    ch->comm, s));
+        out += send_counts[r];
+        in += recv_counts[r];
+    }
+    TRI_CHECK_NCCL(ncclGroupEnd());
     end(ch);
 }
 

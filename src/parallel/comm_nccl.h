@@ -6,9 +6,11 @@
  * communicator with the same members in the same rank order as its MPI
  * communicator (the ncclUniqueId comes from the group's rank 0 by
  * MPI_Bcast): TP, CP, DP, DP_NODE, DP_CROSS, EMBED (first and last stage,
- * tied embeddings) and KV. A group of one rank gets none, and its
- * collectives are local. DP shares DP_NODE's or DP_CROSS's communicator
- * when one of them spans all of DP. WORLD has no NCCL communicator: the
+ * tied embeddings), KV, and with ep > 1 EP and EDP (expert parallelism's
+ * all-to-all and its experts' DP reduction). A group of one rank gets
+ * none, and its collectives are local. DP shares DP_NODE's or DP_CROSS's
+ * communicator when one of them spans all of DP; at ep = 1 EDP is DP
+ * (the same members in the same order) and shares its communicator. WORLD has no NCCL communicator: the
  * world-wide reductions (loss scale, inf check) are single values the
  * host reads anyway, so they stay on MPI. PP has none either: pipeline
  * messages go device to device over links (below).
@@ -23,10 +25,10 @@
  * its own link. The four are created together (ncclGroupStart/End), so no
  * order of creation across the ranks of the ring can deadlock.
  *
- * Streams. Each communicator runs on a stream of its own (DP on its
- * owner's when it shares one: a communicator's operations must be queued
- * on one stream), non-blocking; TP's, KV's, CP's and the links' at the GPU's
- * highest priority, as the next kernel waits for them. Every operation
+ * Streams. Each communicator runs on a stream of its own (DP and EDP on
+ * their owner's when they share one: a communicator's operations must be
+ * queued on one stream), non-blocking; TP's, KV's, CP's, EP's and the
+ * links' at the GPU's highest priority, as the next kernel waits for them. Every operation
  * first makes its stream wait for the work already queued on the compute
  * stream (an event), so NCCL sees the buffers the kernels wrote and
  * overwrites none that a queued kernel still reads. The blocking
@@ -79,8 +81,8 @@
 #include "ops.h"
 
 /* Creates the NCCL communicators of this rank's groups (in the fixed order
- * TP, DP_NODE, DP_CROSS, DP, EMBED, KV, so no two ranks wait on each other
- * in opposite orders), then its pipeline links, and their streams. Needs
+ * TP, CP, DP_NODE, DP_CROSS, DP, EMBED, KV, EP, EDP, so no two ranks wait
+ * on each other in opposite orders), then its pipeline links, and their streams. Needs
  * cuda_device_init first. Returns non-zero with
  * a message in err when CUDA is not set up; NCCL failing is fatal.
  * Collective on world, after grid_create. */
@@ -108,6 +110,14 @@ void comm_nccl_reduce_scatter(const Grid *g, CommGroup group, ops_tensor send,
  * on group. */
 void comm_nccl_allgather(const Grid *g, CommGroup group, ops_tensor send,
                          ops_tensor recv, const int *counts);
+
+/* comm_alltoallv on device buffers: send_counts[r] elements of send (packed
+ * in group-rank order) to group rank r, recv_counts[r] from it into recv
+ * (packed alike), as one group of ncclSend and ncclRecv on the group's
+ * stream; zero counts post nothing. Collective on group. */
+void comm_nccl_alltoallv(const Grid *g, CommGroup group, ops_tensor send,
+                         const int64_t *send_counts, ops_tensor recv,
+                         const int64_t *recv_counts);
 
 /* ---- nonblocking ---------------------------------------------------------- */
 

@@ -180,6 +180,31 @@ void comm_trace_collective(MPI_Comm comm, const char *name, const char *operatio
     pthread_mutex_unlock(&trace_lock);
 }
 
+static void print_counts(const char *label, const int64_t *counts, int n)
+{
+    fprintf(trace_file, " %s=", label);
+    for (int r = 0; r < n; r++)
+        fprintf(trace_file, "%s%" PRId64, r ? "," : "", counts[r]);
+}
+
+void comm_trace_exchange(MPI_Comm comm, const char *name, const char *operation,
+                         const char *dtype, const int64_t *send_counts,
+                         const int64_t *recv_counts)
+{
+    if (comm == MPI_COMM_NULL)
+        return;
+    pthread_mutex_lock(&trace_lock);
+    TraceComm *c = entry_of(comm, name);
+    int64_t seq = c->calls++;
+    fprintf(trace_file, "coll %s %" PRId64 " %s n=%d %s root=- a2a\n", c->id, seq, operation,
+            c->size, dtype);
+    fprintf(trace_file, "a2a %s %" PRId64, c->id, seq);
+    print_counts("send", send_counts, c->size);
+    print_counts("recv", recv_counts, c->size);
+    fputc('\n', trace_file);
+    pthread_mutex_unlock(&trace_lock);
+}
+
 void comm_trace_message(MPI_Comm comm, int sends, CommLink kind, int64_t count,
                         const char *dtype, int peer)
 {

@@ -20,6 +20,11 @@
  *                                    rank's place in it, its size and its
  *                                    members' world ranks in group order
  *   coll ID SEQ OPERATION n=COUNT DTYPE root=ROOT DETAIL
+ *   a2a ID SEQ send=C0,C1,... recv=C0,C1,...
+ *                                    right after an all-to-all's coll line
+ *                                    (its n is the group's size, DETAIL
+ *                                    "a2a"): the elements this rank sent
+ *                                    to and received from each group rank
  *   send ID SEQ KIND PEER n=COUNT DTYPE
  *   recv ID SEQ KIND PEER n=COUNT DTYPE
  *
@@ -66,6 +71,14 @@ static inline int comm_tracing(void)
  * collective; thread-safe. */
 void comm_trace_collective(MPI_Comm comm, const char *name, const char *operation,
                            int64_t count, const char *dtype, int root, const char *detail);
+
+/* Records an all-to-all on comm (comm_alltoallv): its coll line, the
+ * same on every member, and its a2a line of this rank's counts per group
+ * rank, which differ (the checker pairs them: rank i's send to j is j's
+ * receive from i). Not collective; thread-safe. */
+void comm_trace_exchange(MPI_Comm comm, const char *name, const char *operation,
+                         const char *dtype, const int64_t *send_counts,
+                         const int64_t *recv_counts);
 
 /* Records a pipeline message this rank posts on the pp communicator
  * comm: sends (1) or receives (0) count elements of dtype of kind to or
