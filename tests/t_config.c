@@ -281,6 +281,54 @@ static void test_full_file(void)
            "config_to_ini returns the full length and truncates like snprintf");
 }
 
+/* The keys of a mixture of experts (issue 38) are left out of a dense
+ * model's stored config, which reads as before they came; a MoE model's
+ * stored config holds every one of them and loads back the same. */
+static void test_moe_stored(void)
+{
+    static const char *const moe_lines[] = {
+        "n_expert = ", "top_k = ", "moe_ffn_dim = ", "n_shared_expert = ", "moe_every = ",
+        "moe_router = ", "moe_aux_loss = ", "moe_z_loss = ", "moe_capacity = ", "\nep = ",
+    };
+    static const char MOE[] =
+        "[model]\narch = llama\nn_expert = 8\ntop_k = 3\nmoe_ffn_dim = 96\n"
+        "n_shared_expert = 2\nmoe_every = 2\nmoe_router = softmax_topk\nmoe_aux_loss = 0.02\n"
+        "moe_z_loss = 0.001\nmoe_capacity = 1.25\n[parallel]\ndp = 4\nep = 4\n" BASE;
+    static Config c;
+    static char text[1 << 16];
+    size_t n = sizeof moe_lines / sizeof moe_lines[0];
+    /* tiny.ini spells out every MoE key at its default: a dense llama */
+    Outcome o = run("[model]\narch = llama\nn_expert = 0\ntop_k = 2\nmoe_ffn_dim = 0\n"
+                    "n_shared_expert = 0\nmoe_every = 1\nmoe_router = softmax_topk_norm\n"
+                    "moe_aux_loss = 1e-2\nmoe_z_loss = 0\nmoe_capacity = 0\n"
+                    "[parallel]\nep = 1\n" BASE, NULL, 0, &c);
+    config_to_ini(&c, text, sizeof text);
+    size_t absent = 0;
+    for (size_t i = 0; i < n; i++)
+        absent += strstr(text, moe_lines[i]) == NULL;
+    tap_ok(o.rc == 0 && absent == n && round_trips(&c),
+           "a dense llama that spells out every MoE key at its default stores none of them");
+    if (o.rc)
+        tap_diag("%.*s", (int)o.len, o.msg);
+    outcome_free(&o);
+
+    o = run(MOE, NULL, 0, &c);
+    config_to_ini(&c, text, sizeof text);
+    size_t present = 0;
+    for (size_t i = 0; i < n; i++)
+        present += strstr(text, moe_lines[i]) != NULL;
+    const ModelConfig *m = &c.model;
+    tap_ok(o.rc == 0 && present == n && m->n_expert == 8 && m->top_k == 3 &&
+           m->moe_ffn_dim == 96 && m->n_shared_expert == 2 && m->moe_every == 2 &&
+           m->moe_router == MOE_ROUTER_SOFTMAX_TOPK && m->moe_aux_loss == 0.02 &&
+           m->moe_z_loss == 0.001 && m->moe_capacity == 1.25 && c.parallel.ep == 4 &&
+           round_trips(&c),
+           "a MoE config stores every MoE key and round-trips");
+    if (o.rc)
+        tap_diag("%.*s", (int)o.len, o.msg);
+    outcome_free(&o);
+}
+
 static void test_overrides(void)
 {
     static Config c;
@@ -580,6 +628,46 @@ static void test_rule_errors(void)
            "config_validate re-checks ranges of a config built in code");
     tap_diag("%.*s", (int)(len ? len - 1 : 0), msg);
     free(msg);
+    /* mixture of experts (issue 38; doc/moe.md): its keys' rules */
+#define LLAMA_MOE "[model]\narch = llama\nn_expert = 4\n"
+    FILE_ERR("moe: a MoE key on a dense model", "[model]\ntop_k = 1\n" BASE, 0,
+             "[model] top_k = 1: applies to n_expert > 0 only (this config's n_expert is 0: a "
+             "dense model)", NULL);
+    FILE_ERR("moe: the router's order on a dense model", "[model]\narch = llama\n"
+             "moe_router = softmax_topk\n" BASE, 0,
+             "[model] moe_router = softmax_topk: applies to n_expert > 0 only", NULL);
+    FILE_ERR("moe: n_expert with arch = gpt2", "[model]\nn_expert = 4\n" BASE, 0,
+             "[model] n_expert = 4: applies to arch = llama only (this config's arch is gpt2)",
+             NULL);
+    FILE_ERR("moe: top_k more than n_expert", LLAMA_MOE "top_k = 5\n" BASE, 0,
+             "[model] top_k = 5: more than n_expert (4): each token goes to top_k different "
+             "experts", NULL);
+    FILE_ERR("moe: no MoE layer", LLAMA_MOE "moe_every = 5\n" BASE, 0,
+             "[model] moe_every = 5: more than n_layer (4): no layer would be a MoE layer", NULL);
+    FILE_ERR("moe: an expert's width not divisible by tp",
+             LLAMA_MOE "moe_ffn_dim = 66\n[parallel]\ntp = 4\n" BASE, 0,
+             "[model] moe_ffn_dim = 66: 66 is not divisible by tp (4): each expert is split "
+             "across TP ranks", NULL);
+    FILE_ERR("moe: the shared expert's width past an int",
+             LLAMA_MOE "moe_ffn_dim = 1000000\nn_shared_expert = 65536\n" BASE, 0,
+             "[model] n_shared_expert = 65536: the shared expert's width n_shared_expert * "
+             "moe_ffn_dim = 65536 * 1000000 is more than 2147483647", NULL);
+    FILE_ERR("moe: ep on a dense model", "[parallel]\nep = 2\n" BASE, 0,
+             "[parallel] ep = 2: applies to n_expert > 0 only (this config's n_expert is 0", NULL);
+    FILE_ERR("moe: ep not dividing n_expert", LLAMA_MOE "[parallel]\nep = 3\n" BASE, 0,
+             "[parallel] ep = 3: n_expert (4) is not divisible by ep: each ep rank holds "
+             "n_expert / ep experts of every MoE layer", NULL);
+    FILE_ERR("moe: ep not dividing a given dp", LLAMA_MOE "[parallel]\ndp = 3\nep = 2\n" BASE,
+             0, "[parallel] ep = 2: dp (3) is not divisible by ep: the expert-parallel ranks "
+             "are carved out of the data-parallel ones", NULL);
+    FILE_ERR("moe: cp with experts", LLAMA_MOE "[parallel]\ncp = 2\n" BASE, 0,
+             "[parallel] cp = 2: context parallelism with a mixture of experts (n_expert = 4) "
+             "is not built", NULL);
+    FILE_ERR("moe: an asked-for sample at ep > 1",
+             LLAMA_MOE "[parallel]\nep = 2\n[log]\nsample_tokens = 5\n" BASE, 0,
+             "[log] sample_tokens = 5: generation needs [parallel] ep = 1 (this config's is 2): "
+             "it runs without the all-to-all", NULL);
+
 }
 
 static void test_set_errors(void)
@@ -633,6 +721,19 @@ static void test_aliases(void)
              "[training]: unknown section (did you mean [train]? known: model,", NULL);
     FILE_ERR("a key before any section, by another name", "learning_rate = 1\n" BASE, 1,
              "learning_rate: key before any [section] header (did you mean [train] lr?)", NULL);
+    FILE_ERR("num_local_experts (Mixtral)", "[model]\nnum_local_experts = 8\n" BASE, 2,
+             "[model] num_local_experts: unknown key in [model] (did you mean n_expert?)", NULL);
+    FILE_ERR("num_experts_per_tok", "[model]\nnum_experts_per_tok = 2\n" BASE, 2,
+             "(did you mean top_k?)", NULL);
+    FILE_ERR("moe_intermediate_size (Qwen2-MoE)", "[model]\nmoe_intermediate_size = 64\n" BASE,
+             2, "(did you mean moe_ffn_dim?)", NULL);
+    FILE_ERR("decoder_sparse_step", "[model]\ndecoder_sparse_step = 2\n" BASE, 2,
+             "(did you mean moe_every?)", NULL);
+    FILE_ERR("router_aux_loss_coef", "[model]\nrouter_aux_loss_coef = 0.02\n" BASE, 2,
+             "(did you mean moe_aux_loss?)", NULL);
+    FILE_ERR("expert_model_parallel_size, in another section",
+             "[model]\nexpert_model_parallel_size = 2\n" BASE, 2,
+             "(did you mean [parallel] ep?)", NULL);
     SET_ERR("--set lr=", "lr=3e-4",
             "trident: --set lr=3e-4: expected section.key=value (did you mean --set train.lr=3e-4?)",
             NULL);
@@ -754,6 +855,22 @@ static void test_changed_keys(void)
  * as the guide's corpus.ini) gets what tiny.ini's run has: validation, a
  * metrics file beside the checkpoints, a sample at the end; set empty or
  * 0, each is off. */
+/* The config of the overrides ov (one of them `parallel.KEY=2`) loads
+ * with the default sample off, and the note of what is off names KEY. */
+static void default_sample_off(const char *const *ov, int n, const char *key)
+{
+    static Config c;
+    char text[16384], want[256];
+    Outcome o = run(BASE, ov, n, &c);
+    config_off(&c, text, sizeof text);
+    snprintf(want, sizeof want, "a sample at the end ([log] sample_tokens; none by default here: "
+             "generation needs [parallel] %s = 1 (this config's is 2)", key);
+    tap_ok(o.rc == 0 && c.log.sample_tokens == 0 && strstr(text, want),
+           "%s = 2: the default sample falls back to none, with a note naming %s: %s", key, key,
+           text);
+    outcome_free(&o);
+}
+
 static void test_run_defaults(void)
 {
     static Config c;
@@ -807,15 +924,12 @@ static void test_run_defaults(void)
            "an explicit sample_tokens there is still refused, naming the key");
     tap_diag("%s", o.msg ? o.msg : "");
     outcome_free(&o);
-    /* context parallelism cuts every row: no default sample, said why */
+    /* context parallelism cuts every row, and expert parallelism splits
+     * the experts generation would need: no default sample, said why */
     const char *const cp[] = { "parallel.cp=2" };
-    o = run(BASE, cp, 1, &c);
-    off = config_off(&c, text, sizeof text);
-    tap_ok(o.rc == 0 && c.log.sample_tokens == 0 &&
-           strstr(text, "a sample at the end ([log] sample_tokens; none by default here: generation "
-                        "needs [parallel] cp = 1 (this config's is 2)"),
-           "cp = 2: the default sample falls back to none, with a note naming cp: %s", text);
-    outcome_free(&o);
+    default_sample_off(cp, 1, "cp");
+    const char *const ep[] = { "model.arch=llama", "model.n_expert=4", "parallel.ep=2" };
+    default_sample_off(ep, 3, "ep");
 
     /* a dir so long that dir/metrics.jsonl would not fit a path */
     static char ini[CONFIG_PATH_MAX + 256];
@@ -910,10 +1024,11 @@ int main(int argc, char **argv)
         return 0;
     }
     tap_init(&argc, &argv);
-    tap_plan(130);
+    tap_plan(151);
     test_defaults();
     test_builtin();
     test_full_file();
+    test_moe_stored();
     test_overrides();
     test_syntax_variants();
     test_file_errors();

@@ -15,7 +15,7 @@
 np=${1:-2}
 TAMPER="${TRI_BUILDDIR:-.}/tests/ckpt_tamper"
 limit=${TRI_MATRIX_LIMIT:-60}      # seconds any one case may take
-plan 218
+plan 229
 # shellcheck disable=SC3045
 ulimit -c 0 2>/dev/null            # a crash is detected below, not left as a core file
 t_start=$(date +%s)
@@ -1066,6 +1066,41 @@ train M278 1 "\[parallel\] dp \* pp \* cp \* tp = 3 \* 1 \* 2 \* 1 = 6, but $np 
     "cp: dp x pp x cp x tp is not the world" --set parallel.dp=3 --set parallel.cp=2
 train M279 1 "\[parallel\] dp = 0: the world size $np is not a multiple of pp \* cp \* tp = 1 \* 3 \* 1" \
     "cp: the world not a multiple of pp x cp x tp" --set parallel.cp=3 --set model.seq_len=48
+
+# ---- mixture of experts: its keys, ep and the layout (issue 38; doc/moe.md) ----
+E="--set model.arch=llama --set model.n_expert=4"
+train M280 1 "\[model\] n_expert = 4: applies to arch = llama only (this config's arch is gpt2)" \
+    "moe: n_expert with arch = gpt2" --set model.n_expert=4
+# shellcheck disable=SC2086
+train M281 1 "\[model\] moe_aux_loss = 0.1: applies to n_expert > 0 only (this config's n_expert is 0" \
+    "moe: a MoE key on a dense model" $L --set model.moe_aux_loss=0.1
+# shellcheck disable=SC2086
+train M282 1 "\[model\] top_k = 5: more than n_expert (4): each token goes to top_k different experts" \
+    "moe: top_k more than n_expert" $E --set model.top_k=5
+# shellcheck disable=SC2086
+train M283 1 "\[model\] moe_ffn_dim = 33: 33 is not divisible by tp (2): each expert is split across TP ranks" \
+    "moe: an expert's width not divisible by tp" $E --set model.moe_ffn_dim=33 --set parallel.tp=2
+# shellcheck disable=SC2086
+train M284 1 "\[parallel\] ep = 2: n_expert (3) is not divisible by ep" \
+    "moe: ep not dividing n_expert" $E --set model.n_expert=3 --set parallel.ep=2
+# shellcheck disable=SC2086
+train M285 1 "\[parallel\] ep = 2: applies to n_expert > 0 only" \
+    "moe: ep on a dense model" $L --set parallel.ep=2
+# shellcheck disable=SC2086
+train M286 1 "\[parallel\] ep = 4: dp (2) is not divisible by ep: the expert-parallel ranks are carved out of the data-parallel ones" \
+    "moe: ep not dividing the world's dp" $E --set parallel.ep=4
+# shellcheck disable=SC2086
+train M287 1 "\[parallel\] cp = 2: context parallelism with a mixture of experts (n_expert = 4) is not built" \
+    "moe: cp with experts" $E --set parallel.cp=2
+# shellcheck disable=SC2086
+train M288 1 "\[model\] moe_every = 3: more than n_layer (2): no layer would be a MoE layer" \
+    "moe: no MoE layer" $E --set model.moe_every=3
+# shellcheck disable=SC2086
+train M289 1 "\[log\] sample_tokens = 8: generation needs \[parallel\] ep = 1 (this config's is 2)" \
+    "moe: a sample asked for at ep > 1" $E --set parallel.ep=2 --set log.sample_tokens=8
+# shellcheck disable=SC2086
+train M290 1 "\[model\] n_shared_expert = 65536: the shared expert's width n_shared_expert \* moe_ffn_dim = 65536 \* 40000 is more than 2147483647" \
+    "moe: the shared expert's width past an int" $E --set model.n_shared_expert=65536 --set model.moe_ffn_dim=40000
 
 # ---- HuggingFace and llm.c models: init_from and export (issue 15) ----
 le64() { le32 "$1"; le32 0; }

@@ -52,6 +52,29 @@ static int worded(const Config *c, char *msg, size_t n,
     return fail_key(c, msg, n, p.section, p.key, "%s", p.why);
 }
 
+/* The keys of a mixture of experts mean nothing to a dense model: one set
+ * while n_expert = 0 is refused rather than silently trained without (the
+ * key table's default is what config_to_ini leaves out, so a default
+ * passes, whatever the file spells it as). ep is the layout's (layout.c). */
+static int moe_keys_check(const Config *c, char *msg, size_t n)
+{
+    static const char *const moe_keys[] = {
+        "top_k", "moe_ffn_dim", "n_shared_expert", "moe_every", "moe_router",
+        "moe_aux_loss", "moe_z_loss", "moe_capacity",
+    };
+    if (c->model.n_expert > 0)
+        return 0;
+    for (size_t i = 0; i < sizeof moe_keys / sizeof moe_keys[0]; i++) {
+        const KeyDef *k = config_key_find("model", moe_keys[i]);
+        char value[CONFIG_VALUE_MAX];
+        config_value_format(k, c, value, sizeof value);
+        if (strcmp(value, k->def))
+            return fail_key(c, msg, n, "model", moe_keys[i], "applies to n_expert > 0 only "
+                            "(this config's n_expert is 0: a dense model)");
+    }
+    return 0;
+}
+
 /* Rules between keys. Warmup longer than the run is legal (the run ends
  * warming up), so warmup <= steps is not one of them. */
 int config_rules_check(const Config *c, char *msg, size_t n)
@@ -94,6 +117,8 @@ int config_rules_check(const Config *c, char *msg, size_t n)
     if (worded(c, msg, n, layout_rules_check))
         return 1;
     if (worded(c, msg, n, arch_of(&c->model)->check_keys))
+        return 1;
+    if (moe_keys_check(c, msg, n))
         return 1;
     if (worded(c, msg, n, layout_sequence_rules_check))
         return 1;

@@ -41,6 +41,8 @@ static int check_keys(const Config *c, ArchKeyProblem *p)
         key = "norm_eps";
     else if (m->rope_theta != 10000.0)
         key = "rope_theta";
+    else if (m->n_expert != 0)
+        key = "n_expert";
     if (!key)
         return 0;
     reason_set(p->why, sizeof p->why, "applies to arch = llama only (this config's arch is gpt2)");

@@ -31,6 +31,7 @@
 #include <stdio.h>
 #include <string.h>
 
+#include "arch_moe.h"
 #include "comm.h"
 #include "fail.h"
 #include "hf_config.h"
@@ -67,7 +68,7 @@ static int check_keys(const Config *c, ArchKeyProblem *p)
                    "across TP ranks", arch_ffn_dim(m), tp);
         return arch_refuse(p, "model", "ffn_dim");
     }
-    return 0;
+    return arch_moe_check_keys(c, p);
 }
 
 /* ---- parameters --------------------------------------------------------- */

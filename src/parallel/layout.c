@@ -107,6 +107,37 @@ static int layout_products_check(const ParallelConfig *pl, ConfigKeyProblem *p)
     return refuse(p, "parallel", key);
 }
 
+/* Expert parallelism splits each MoE layer's n_expert experts over ep of
+ * the data-parallel ranks (layout.h), so ep needs experts, divides them,
+ * and divides dp: the dp given, or, from layout_check, the world's (0:
+ * not known yet). Context parallelism with experts is not built. */
+static int experts_check(const Config *c, int dp, ConfigKeyProblem *p)
+{
+    const ParallelConfig *pl = &c->parallel;
+    int experts = c->model.n_expert;
+    if (pl->ep > 1 && experts == 0) {
+        reason_set(p->why, sizeof p->why, "applies to n_expert > 0 only (this config's "
+                   "n_expert is 0: a dense model has no experts to split)");
+        return refuse(p, "parallel", "ep");
+    }
+    if (experts % pl->ep) {
+        reason_set(p->why, sizeof p->why, "n_expert (%d) is not divisible by ep: each ep rank "
+                   "holds n_expert / ep experts of every MoE layer", experts);
+        return refuse(p, "parallel", "ep");
+    }
+    if (dp % pl->ep) {
+        reason_set(p->why, sizeof p->why, "dp (%d) is not divisible by ep: the expert-parallel "
+                   "ranks are carved out of the data-parallel ones", dp);
+        return refuse(p, "parallel", "ep");
+    }
+    if (pl->cp > 1 && experts > 0) {
+        reason_set(p->why, sizeof p->why, "context parallelism with a mixture of experts "
+                   "(n_expert = %d) is not built: MoE models train at cp = 1", experts);
+        return refuse(p, "parallel", "cp");
+    }
+    return 0;
+}
+
 int layout_rules_check(const Config *c, ConfigKeyProblem *p)
 {
     const ModelConfig *m = &c->model;
@@ -123,6 +154,8 @@ int layout_rules_check(const Config *c, ConfigKeyProblem *p)
                    "across TP ranks)", m->n_head);
         return refuse(p, "parallel", "tp");
     }
+    if (experts_check(c, pl->dp, p))
+        return 1;
     return virtual_stages_check(c, p);
 }
 
@@ -130,7 +163,7 @@ int layout_sample_fits(const Config *c)
 {
     /* generation runs one whole row at a time (no cp rank holds one):
      * T tokens sliced over TP */
-    return c->parallel.cp == 1
+    return c->parallel.cp == 1 && c->parallel.ep == 1
         && (!c->parallel.sequence_parallel || c->model.seq_len % c->parallel.tp == 0);
 }
 
@@ -140,6 +173,10 @@ int layout_sample_why(const Config *c, char *why, size_t n)
         return reason_set(why, n, "generation needs [parallel] cp = 1 (this config's is %d): it "
                           "runs whole rows of seq_len tokens, which context parallelism cuts "
                           "over cp ranks", c->parallel.cp);
+    if (c->parallel.ep > 1)
+        return reason_set(why, n, "generation needs [parallel] ep = 1 (this config's is %d): it "
+                          "runs without the all-to-all that sends tokens to the experts "
+                          "expert parallelism splits over ep ranks", c->parallel.ep);
     return reason_set(why, n, "generation with sequence_parallel needs [model] seq_len (%d) "
                       "divisible by tp (%d)", c->model.seq_len, c->parallel.tp);
 }
@@ -187,7 +224,8 @@ int layout_sequence_rules_check(const Config *c, ConfigKeyProblem *p)
         layout_sample_why(c, why, sizeof why);
         /* the sequence-parallel reason says why a row matters */
         reason_set(p->why, sizeof p->why, "%s%s", why,
-                   c->parallel.cp > 1 ? "" : ": it runs one row of seq_len tokens");
+                   c->parallel.cp > 1 || c->parallel.ep > 1 ? ""
+                                                            : ": it runs one row of seq_len tokens");
         return refuse(p, "log", "sample_tokens");
     }
     return 0;
@@ -230,6 +268,17 @@ int layout_check(const Config *cfg, int world, FILE *err)
     if (arch_ffn_dim(m) % p->tp != 0) {
         fprintf(err, "trident: [parallel] tp = %d: ffn_dim (%d) is not divisible by tp; the MLP is split across TP ranks\n",
                 p->tp, arch_ffn_dim(m));
+        return 1;
+    }
+    if (m->n_expert > 0 && arch_moe_ffn_dim(m) % p->tp != 0) {
+        fprintf(err, "trident: [parallel] tp = %d: moe_ffn_dim (%d) is not divisible by tp; each expert is split across TP ranks\n",
+                p->tp, arch_moe_ffn_dim(m));
+        return 1;
+    }
+    ConfigKeyProblem experts;
+    if (experts_check(cfg, dp, &experts)) {
+        fprintf(err, "trident: [parallel] %s = %d: %s\n", experts.key,
+                strcmp(experts.key, "cp") ? p->ep : p->cp, experts.why);
         return 1;
     }
     if (m->vocab_size % p->tp != 0) {

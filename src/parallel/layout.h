@@ -82,8 +82,9 @@ int layout_expert_replicas(const Layout *l);
 /* This rank's place among them, (dp_rank / ep) * cp + cp_rank. */
 int layout_expert_replica_rank(const Layout *l);
 /* Checks that the layout of cfg fits a world of `world` ranks: dp*pp*tp,
- * divisibility by tp, layers per stage, node_size. Writes the reason on err
- * and returns non-zero. The rules it shares with layout_rules_check (tp
+ * divisibility by tp (the experts' width too), ep's rules (it needs
+ * experts and divides them and dp; no cp with experts), layers per stage,
+ * node_size. Writes the reason on err and returns non-zero. The rules it shares with layout_rules_check (tp
  * divides the heads, a stage holds a layer) are the same tests, worded
  * for the world. */
 int layout_check(const Config *cfg, int world, FILE *err);
@@ -91,9 +92,10 @@ int layout_check(const Config *cfg, int world, FILE *err);
 /* The layout rules that need no world size, which config_validate checks
  * first (config_rules.c words them): a stage holds a layer, no product of
  * the layout's sizes is more ranks than an MPI world holds (INT_MAX), tp
- * divides the heads, and the interleaved schedule's (virtual_stages only
- * with it, >= 2 chunks a stage, pp >= 2, equal chunks of layers,
- * microbatches in groups of pp). 0 when they hold; else 1 with the first
+ * divides the heads, expert parallelism's (ep > 1 only with n_expert > 0,
+ * dividing n_expert and a given dp; cp = 1 with experts), and the
+ * interleaved schedule's (virtual_stages only with it, >= 2 chunks a
+ * stage, pp >= 2, equal chunks of layers, microbatches in groups of pp). 0 when they hold; else 1 with the first
  * broken one in p. */
 int layout_rules_check(const Config *cfg, ConfigKeyProblem *p);
 
@@ -107,7 +109,8 @@ int layout_sequence_rules_check(const Config *cfg, ConfigKeyProblem *p);
 
 /* Whether the layout can generate text (the end-of-run sample, `trident
  * sample`): generation runs one whole row of seq_len tokens, so it needs
- * cp = 1 (context parallelism cuts rows over cp ranks), and with
+ * cp = 1 (context parallelism cuts rows over cp ranks), ep = 1 (it has
+ * no all-to-all to reach the experts on other ranks), and with
  * sequence parallelism, which slices the row over TP, seq_len divisible
  * by tp. The rule above refuses a sample asked for where this is 0;
  * config_load turns the default sample off here instead. Not collective. */

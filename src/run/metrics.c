@@ -227,6 +227,23 @@ static void json_key_number(FILE *f, const char *prefix, const char *name, doubl
         fprintf(f, "\":null");
 }
 
+/* A MoE run's fields; the per-layer list is the file's alone. */
+static void json_moe(FILE *f, const MoeStepMetrics *m)
+{
+    json_number(f, "moe_aux", m->aux);
+    if (!isnan(m->z))
+        json_number(f, "moe_z", m->z);
+    json_number(f, "moe_load_max", m->load_max);
+    fprintf(f, ",\"moe_load_max_layer\":%d,\"moe_load\":[", m->load_max_layer);
+    for (int i = 0; i < m->n_layers; i++) {
+        if (isfinite(m->load[i]))
+            fprintf(f, "%s%.9g", i ? "," : "", m->load[i]);
+        else
+            fprintf(f, "%snull", i ? "," : "");
+    }
+    fprintf(f, "],\"moe_dropped\":%lld", (long long)m->dropped);
+}
+
 void metrics_write(Metrics *mt, const StepMetrics *s)
 {
     FILE *f = mt->jsonl;
@@ -259,6 +276,8 @@ void metrics_write(Metrics *mt, const StepMetrics *s)
     json_number(f, "rank_busy_ms_max", s->rank_busy_ms_max);
     json_number(f, "slowest_rank", s->slowest_rank >= 0 ? s->slowest_rank : NAN);
     fprintf(f, ",\"allocations\":%lld", (long long)s->allocations);
+    if (s->moe)
+        json_moe(f, s->moe);
     fprintf(f, "}\n");
     /* fprintf only fills stdio's buffer; fflush is where a full disk shows */
     errno = 0;
@@ -293,6 +312,15 @@ void metrics_print(FILE *out, const StepMetrics *s)
     else
         fprintf(out, " | mfu %.1f%%", 100.0 * s->mfu);
     fprintf(out, " (%.1f%% of GEMM peak)", 100.0 * s->of_gemm_peak);
+    if (s->moe) {
+        const MoeStepMetrics *m = s->moe;
+        fprintf(out, " | moe aux %.3f", m->aux);
+        if (!isnan(m->z))
+            fprintf(out, " z %.3g", m->z);
+        fprintf(out, " load %.2f (h.%d)", m->load_max, m->load_max_layer);
+        if (m->capacity)
+            fprintf(out, " dropped %lld", (long long)m->dropped);
+    }
     if (!isnan(s->eta_s))
         fprintf(out, " | eta %s", eta);
     fprintf(out, "%s\n", s->skipped ? " | update skipped (gradients not finite)" : "");

@@ -10,6 +10,21 @@
 #include <stdint.h>
 #include <stdio.h>
 
+/* A mixture of experts' figures of a step (doc/moe.md, "The metrics"),
+ * from the training forwards of the step on every rank (moe_metrics.h
+ * gathers them). */
+typedef struct {
+    double aux;            /* load-balancing loss, mean over MoE layers
+                              and microbatches */
+    double z;              /* router z-loss, the same mean; NaN: no z-loss */
+    double load_max;       /* the worst MoE layer's max over mean expert load */
+    int load_max_layer;    /* that layer's global index */
+    int n_layers;          /* MoE layers: load's length */
+    const double *load;    /* each MoE layer's max over mean, in layer order */
+    int64_t dropped;       /* (token, slot) pairs the capacity dropped */
+    int capacity;          /* [model] moe_capacity > 0: drops are possible */
+} MoeStepMetrics;
+
 typedef struct {
     int step;              /* 1-based: steps completed */
     int steps;             /* of the run */
@@ -33,6 +48,7 @@ typedef struct {
     int64_t allocations;   /* rank 0's device allocations so far
                               (ops_device_allocations): flat after step 1 */
     double eta_s;          /* NaN: not yet steady, and not shown */
+    const MoeStepMetrics *moe; /* NULL: a dense model (nothing written) */
 } StepMetrics;
 
 typedef struct {
