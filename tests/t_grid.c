@@ -2,7 +2,8 @@
  * t_grid.c - the process grid on 1, 2, 4 and 8 ranks: every layout that
  * fits the world (pp x dp x cp x tp), TP innermost then CP, groups of the
  * right sizes and members (dp_comm the replicas, dp x cp), the bad layouts
- * refused with their reason, and when DP reduces in two levels.
+ * refused with their reason, and when DP reduces in two levels; with ep,
+ * the expert-parallel groups (ep_comm, edp_comm) and their arithmetic.
  */
 #include <mpi.h>
 #include <stdio.h>
@@ -56,9 +57,40 @@ static int pp_member(const Layout *l, int i)
 {
     return rank_of(l, i, l->dp_rank, l->cp_rank, l->tp_rank);
 }
+/* ep consecutive DP ranks, ranked by ep_rank = dp_rank % ep */
+static int ep_member(const Layout *l, int i)
+{
+    return rank_of(l, l->pp_stage, l->dp_rank / l->ep * l->ep + i, l->cp_rank, l->tp_rank);
+}
+/* the replicas with this ep_rank, ranked by (dp_rank / ep) * cp + cp_rank */
+static int edp_member(const Layout *l, int i)
+{
+    return rank_of(l, l->pp_stage, i / l->cp * l->ep + l->ep_rank, i % l->cp, l->tp_rank);
+}
 
-/* This rank's place and its groups on a grid of dp x pp x cp x tp. */
-static int check_layout(int dp, int pp, int cp, int tp, int node_size)
+/* Expert parallelism's place and groups: ep_rank, the expert replicas,
+ * ep_comm and edp_comm's sizes, ranks and members, and comm.h's names for
+ * them. */
+static int check_ep(const Grid *g, int ep)
+{
+    const Layout *l = &g->layout;
+    int edp = l->dp / ep * l->cp, s, r;
+    int ok = l->ep == ep && l->ep_rank == l->dp_rank % ep;
+    ok &= layout_expert_replicas(l) == edp
+          && layout_expert_replica_rank(l) == l->dp_rank / ep * l->cp + l->cp_rank;
+    MPI_Comm_size(g->ep_comm, &s); ok &= s == ep;
+    MPI_Comm_size(g->edp_comm, &s); ok &= s == edp;
+    MPI_Comm_rank(g->ep_comm, &r); ok &= r == l->ep_rank;
+    MPI_Comm_rank(g->edp_comm, &r); ok &= r == layout_expert_replica_rank(l);
+    ok &= members_are(g->ep_comm, l, ep_member) && members_are(g->edp_comm, l, edp_member);
+    ok &= comm_mpi(g, COMM_EP) == g->ep_comm && comm_size(g, COMM_EP) == ep;
+    ok &= comm_mpi(g, COMM_EDP) == g->edp_comm && comm_size(g, COMM_EDP) == edp;
+    return ok;
+}
+
+/* This rank's place and its groups on a grid of dp x pp x cp x tp, ep
+ * of the DP ranks splitting the experts. */
+static int check_layout(int dp, int pp, int cp, int tp, int node_size, int ep)
 {
     Config cfg;
     config_defaults(&cfg);
@@ -70,10 +102,13 @@ static int check_layout(int dp, int pp, int cp, int tp, int node_size)
     cfg.parallel.cp = cp;
     cfg.parallel.tp = tp;
     cfg.parallel.node_size = node_size;
+    cfg.parallel.ep = ep;
+    cfg.model.n_expert = ep > 1 ? 2 * ep : 0;
     Grid g;
     grid_create(&g, &cfg, MPI_COMM_WORLD);
     const Layout *l = &g.layout;
     int replicas = l->dp * cp;
+    int ok_ep = check_ep(&g, ep);
     int ok = l->dp * l->pp * l->cp * l->tp == l->size && l->cp == cp;
     ok &= l->rank == rank_of(l, l->pp_stage, l->dp_rank, l->cp_rank, l->tp_rank);
     ok &= l->tp_rank == l->rank % tp && l->cp_rank == (l->rank / tp) % cp; /* TP, then CP */
@@ -106,7 +141,7 @@ static int check_layout(int dp, int pp, int cp, int tp, int node_size)
     if (node_size > 0)
         ok &= g.n_nodes == g.layout.size / node_size && g.node == g.layout.rank / node_size;
     grid_destroy(&g);
-    return ok;
+    return ok && ok_ep;
 }
 
 static int rejects(int world, int dp, int pp, int cp, int tp, int n_layer, const char *needle)
@@ -205,13 +240,16 @@ static int counted_nodes_are_listed(void)
     return ok;
 }
 
-/* grid_print's lines on a grid of cp context-parallel ranks, in text. */
-static void printed(int cp, char *text, size_t size)
+/* grid_print's lines on a grid of cp context-parallel ranks, ep of the
+ * DP ranks splitting the experts, in text. */
+static void printed(int cp, int ep, char *text, size_t size)
 {
     Config cfg;
     config_defaults(&cfg);
     cfg.model.n_layer = 8;
+    cfg.model.n_expert = ep > 1 ? 2 * ep : 0;
     cfg.parallel.cp = cp;
+    cfg.parallel.ep = ep;
     Grid g;
     grid_create(&g, &cfg, MPI_COMM_WORLD);
     FILE *f = fmemopen(text, size, "w");
@@ -220,16 +258,35 @@ static void printed(int cp, char *text, size_t size)
     grid_destroy(&g);
 }
 
+/* With ep > 1 the layout line says ep and the ep and edp groups are
+ * listed; with ep = 1 neither. */
+static int print_names_ep(int n)
+{
+    char text[1024] = "", want[128];
+    printed(1, 1, text, sizeof text);
+    int ok = !strstr(text, "ep ") && !strstr(text, "edp");
+    if (n % 2 == 0) {
+        printed(1, 2, text, sizeof text);
+        snprintf(want, sizeof want, "layout: %d ranks = dp %d (ep 2) x pp 1 x tp 1 (TP innermost)",
+                 n, n);
+        ok &= strstr(text, want) && strstr(text, "  ep  groups: [0 1]")
+              && strstr(text, n == 2 ? "  edp groups: [0] [1]\n" : "  edp groups: [0 2");
+    }
+    if (!ok)
+        tap_diag("grid_print:\n%s", text);
+    return ok;
+}
+
 /* The start-up layout line names cp and lists the cp groups where cp > 1,
  * and is as it was with cp = 1. */
 static int print_names_cp(int n)
 {
     char text[1024] = "", want[128];
-    printed(1, text, sizeof text);
+    printed(1, 1, text, sizeof text);
     snprintf(want, sizeof want, "layout: %d ranks = dp %d x pp 1 x tp 1 (TP innermost)", n, n);
     int ok = strstr(text, want) && !strstr(text, "cp");
     if (n % 2 == 0) {
-        printed(2, text, sizeof text);
+        printed(2, 1, text, sizeof text);
         snprintf(want, sizeof want, "layout: %d ranks = dp %d x pp 1 x cp 2 x tp 1 (TP innermost)",
                  n, n / 2);
         ok &= strstr(text, want) && strstr(text, "  cp  groups: [0 1]") &&
@@ -338,19 +395,20 @@ int main(int argc, char **argv)
 {
     tap_init(&argc, &argv);
     int n = tap_size();
-    tap_plan(17);
+    tap_plan(18);
     int ok = 1, count = 0;
     for (int tp = 1; tp <= n; tp *= 2)
         for (int cp = 1; cp * tp <= n; cp *= 2)
             for (int pp = 1; pp * cp * tp <= n; pp *= 2)
-                if (n % (tp * cp * pp) == 0) {
-                    ok &= check_layout(n / (tp * cp * pp), pp, cp, tp, 0);
-                    count++;
-                }
-    tap_ok(ok, "all %d layouts of %d ranks, cp among them: sizes, members and rank order", count,
-           n);
-    tap_ok(n < 2 || check_layout(0, 1, 1, 1, 1), "node_size 1 pretends one rank per node");
-    tap_ok(n < 4 || check_layout(n / 2, 1, 1, 2, 2), "node_size 2 with tp 2: TP stays on a node");
+                for (int ep = 1; n % (tp * cp * pp) == 0 && ep <= n / (tp * cp * pp); ep *= 2)
+                    if ((n / (tp * cp * pp)) % ep == 0) {
+                        ok &= check_layout(n / (tp * cp * pp), pp, cp, tp, 0, ep);
+                        count++;
+                    }
+    tap_ok(ok, "all %d layouts of %d ranks, cp and ep among them: sizes, members and rank order "
+           "(ep and edp groups too)", count, n);
+    tap_ok(n < 2 || check_layout(0, 1, 1, 1, 1, 1), "node_size 1 pretends one rank per node");
+    tap_ok(n < 4 || check_layout(n / 2, 1, 1, 2, 2, 1), "node_size 2 with tp 2: TP stays on a node");
     tap_ok(rejects(8, 2, 2, 1, 1, 8, "dp * pp * tp = 2 * 2 * 1 = 4")
            && rejects(8, 2, 1, 2, 1, 8, "dp * pp * cp * tp = 2 * 1 * 2 * 1 = 4, but 8"),
            "dp*pp*cp*tp != world is refused, naming cp where it is more than 1");
@@ -379,6 +437,8 @@ int main(int argc, char **argv)
     tap_ok(counted_nodes_are_listed(), "node_size's nodes counted (layout_dp_spot, layout_dp_places) as listed");
     tap_ok(print_names_cp(n), "grid_print names cp and its groups where cp > 1, as before "
            "with cp = 1");
+    tap_ok(print_names_ep(n), "grid_print says ep and lists the ep and edp groups where ep > 1, "
+           "neither with ep = 1");
     tap_ok(host_stays_real(), "node_size pretends nodes, but the GPU choice sees the machine");
     tap_ok(shared_gpus_found(), "two ranks holding one GPU UUID are found, distinct UUIDs pass");
     tap_ok(share_gpu_values(), "TRIDENT_TEST_SHARE_GPU: 1 shares, unset/empty/0 do not, other values are refused");

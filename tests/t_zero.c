@@ -5,9 +5,13 @@
  * two-level, and over dp x cp replicas; the owned shards add up to the
  * whole; [train] offload moves
  * the optimizer state, and nothing else, to host memory; and the rules
- * that choose the stage a rank runs and whether it overlaps.
+ * that choose the stage a rank runs and whether it overlaps; with ep,
+ * routed experts' tensors sized, partitioned, reduced and gathered over
+ * the ranks holding them (COMM_EDP), the norm counting each once.
  */
+#include <math.h>
 #include <stdio.h>
+#include <stdlib.h>
 #include <string.h>
 
 #include "comm_dp.h"
@@ -15,6 +19,7 @@
 #include "config_load.h"
 #include "grid.h"
 #include "model.h"
+#include "optim.h"
 #include "tap.h"
 #include "zero.h"
 
@@ -65,7 +70,7 @@ static int real_equals_pure(MPI_Comm comm, const Config *c, int places, ZeroByte
     Zero *z = zero_create(&m, c, &g);
     int replicas = layout_replicas(&g.layout);
     ZeroLayout l = {zero_stage(c->parallel.zero, replicas), replicas, block_of_rank(&g),
-                    model_dtype(c->train.precision), places, 0, 0};
+                    model_dtype(c->train.precision), places, 0, 0, 0, 0};
     l.overlap = zero_overlaps(c->parallel.overlap, l.stage, replicas, places, g.device);
     *mine = zero_bytes(z);
     int ok = same(*mine, zero_state_bytes(&m.ps, &l));
@@ -132,7 +137,7 @@ static int offload_moves_optimizer(void)
             grid_create(&g, &c, MPI_COMM_WORLD);
             model_create(&m, &c, &g, 1);
             ZeroLayout l = {zero_stage(zero, g.layout.dp), g.layout.dp, g.layout.dp_rank, model_dtype(c.train.precision),
-                            0, 0, 0};
+                            0, 0, 0, 0, 0};
             ZeroBytes on = zero_state_bytes(&m.ps, &l), off;
             l.offload = 1;
             off = zero_state_bytes(&m.ps, &l);
@@ -174,11 +179,197 @@ static int shards_over_replicas(int n)
     return ok;
 }
 
+/* ---- routed experts' state over COMM_EDP ----------------------------------
+ * No MoE model is needed: a dense model on dp = world has its MLP tensors
+ * marked as routed experts' (Param.expert), as a MoE layer's are, so with
+ * ep > 1 each ep rank's copy stands for other experts, shared by the
+ * ranks with that ep rank alone (world rank r % ep, as pp = tp = cp = 1).
+ */
+
+static int marked_expert(const Param *p) { return strstr(p->name, ".mlp.") != NULL; }
+
+/* World rank r's gradient of element e of parameter i: small integers,
+ * so every sum is exact in fp32. */
+static float grad_value(int r, int i, int64_t e) { return (float)((r + 1) * ((i + e) % 5 + 1)); }
+
+/* World rank r's own weight value of element e of parameter i (exact in fp32). */
+static float weight_value(int r, int i, int64_t e) { return (float)(r * 1000 + (i * 7 + e) % 997); }
+
+/* Whether world rank r shares p's state with world rank me. */
+static int shares(const Param *p, int r, int me, int ep)
+{
+    return !p->expert || r % ep == me % ep;
+}
+
+static float group_sum(const Param *p, int i, int64_t e, int me, int n, int ep)
+{
+    float sum = 0.0f;
+    for (int r = 0; r < n; r++)
+        if (shares(p, r, me, ep))
+            sum += grad_value(r, i, e);
+    return sum;
+}
+
+/* comm_dp_order of the world's replicas: DP rank order, over two
+ * pretended nodes by place in the node first. */
+static const int *dense_order;
+
+/* The world rank owning row `row` of p among me's group: block k of an
+ * expert's edp ranks is its k-th member (one level always), of the
+ * replicas DP rank dense_order[k]. */
+static int owner_of(const Param *p, int64_t row, int me, int n, int ep)
+{
+    int size = p->expert ? n / ep : n;
+    for (int k = 0; k < size; k++) {
+        int64_t r0, rows;
+        zero_partition(p->lrows, size, k, &r0, &rows);
+        if (row >= r0 && row < r0 + rows)
+            return p->expert ? k * ep + me % ep : dense_order[k];
+    }
+    return -1;
+}
+
+static void put(ops_tensor t, const float *v)
+{
+    ops_copy(t, (ops_tensor){(void *)v, t.n, OPS_F32, OPS_CPU});
+}
+
+static void hook(Model *m, int unit, UnitEvent ev)
+{
+    if (m->hook)
+        m->hook(m->hook_ctx, unit, ev, 1);
+}
+
+/* One step's backward without a model pass: each unit's gradients set to
+ * grad_value, in the units' hooks, the last unit first; then the
+ * reduction. */
+static void backward(Model *m, Zero *z, int me, float *buf)
+{
+    zero_begin_step(z);
+    for (int u = m->ps.n_units - 1; u >= 0; u--) {
+        hook(m, u, UNIT_BEFORE_BACKWARD);
+        for (int j = 0; j < m->ps.units[u].n; j++) {
+            int i = m->ps.units[u].idx[j];
+            Param *p = &m->ps.p[i];
+            for (int64_t e = 0; e < p->g.n; e++)
+                buf[e] = grad_value(me, i, e);
+            put(p->g, buf);
+        }
+        hook(m, u, UNIT_AFTER_BACKWARD);
+    }
+    zero_reduce_grads(z);
+}
+
+/* Each parameter's owned rows: the partition of its group, and the sum of
+ * its group's gradients there; the norm counts every element of each
+ * expert once over the world. */
+static int reduced_right(Model *m, Zero *z, int me, int n, int ep, int block,
+                         const char **why)
+{
+    int ok = 1;
+    double want_sq = 0.0;
+    for (int i = 0; i < m->ps.n; i++) {
+        const Param *p = &m->ps.p[i];
+        int64_t r0, rows, u0, urows;
+        zero_partition(p->lrows, p->expert ? n / ep : n, p->expert ? me / ep : block, &r0, &rows);
+        if (p->zrow0 != r0 || p->zrows != rows)
+            *why = "an owned block is not its group's partition", ok = 0;
+        zero_update_rows(z, p, &u0, &urows);
+        float *og = malloc(sizeof *og * (size_t)(p->og.n + 1));
+        ops_copy((ops_tensor){og, p->og.n, OPS_F32, OPS_CPU}, p->og);
+        for (int64_t e = 0; e < p->zrows * p->lcols; e++)
+            if (og[(p->zrow0 - u0) * p->lcols + e] != group_sum(p, i, p->zrow0 * p->lcols + e, me, n, ep))
+                *why = "an owned gradient is not its group's sum", ok = 0;
+        free(og);
+        /* every element once: a dense tensor's over the world, an
+         * expert's once per ep rank (each stands for other experts) */
+        for (int q = 0; q < (p->expert ? ep : 1); q++)
+            for (int64_t e = 0; e < params_local_numel(p); e++) {
+                double g = group_sum(p, i, e, q, n, ep);
+                want_sq += g * g;
+            }
+    }
+    double norm = optim_grad_norm(m, z), want = sqrt(want_sq);
+    if (fabs(norm - want) > 1e-9 * want)
+        *why = "the gradient norm does not count each element once", ok = 0;
+    return ok;
+}
+
+/* The weights gathered (zero 1/2 after the update, zero 3 before a unit's
+ * forward) hold each row from its owner in the parameter's group. */
+static int gathered_right(Model *m, Zero *z, int stage, int me, int n, int ep, const char **why)
+{
+    if (stage == 0)
+        return 1;
+    ParamSet *ps = &m->ps;
+    float buf[1 << 14];
+    for (int i = 0; i < ps->n; i++) {
+        Param *p = &ps->p[i];
+        for (int64_t e = 0; e < p->master.n; e++)
+            buf[e] = weight_value(me, i, p->zrow0 * p->lcols + e);
+        put(p->master, buf);
+    }
+    if (stage < 3)
+        zero_gather_weights(z);
+    int ok = 1;
+    for (int u = 0; u < ps->n_units; u++) {
+        hook(m, u, UNIT_BEFORE_FORWARD);
+        for (int j = 0; j < ps->units[u].n; j++) {
+            int i = ps->units[u].idx[j];
+            Param *p = &ps->p[i];
+            ops_copy((ops_tensor){buf, p->w.n, OPS_F32, OPS_CPU}, p->w);
+            for (int64_t e = 0; e < p->w.n; e++)
+                if (buf[e] != weight_value(owner_of(p, e / p->lcols, me, n, ep), i, e))
+                    *why = "a gathered row is not its owner's", ok = 0;
+        }
+        hook(m, u, UNIT_AFTER_FORWARD);
+    }
+    return ok;
+}
+
+/* Zero `stage` over dp = world with ep of the ranks splitting the
+ * (marked) experts: its sizes are zero_state_bytes with edp, its
+ * reduction and gathers run over each tensor's group. */
+static int experts_over_edp(int ep, int stage, int overlap, int node_size, const char **why)
+{
+    Config c;
+    small_config(&c, stage, PRECISION_FP32, overlap, node_size);
+    c.model.tie_embeddings = 0;
+    c.parallel.ep = ep;
+    Grid g;
+    Model m;
+    grid_create(&g, &c, MPI_COMM_WORLD);
+    model_create(&m, &c, &g, 1);
+    for (int i = 0; i < m.ps.n; i++)
+        m.ps.p[i].expert = ep > 1 && marked_expert(&m.ps.p[i]);
+    Zero *z = zero_create(&m, &c, &g);
+    int n = g.layout.size, me = g.layout.rank, replicas = layout_replicas(&g.layout);
+    ZeroLayout l = {zero_stage(stage, replicas), replicas, block_of_rank(&g),
+                    OPS_F32, node_size ? layout_dp_places(&g.layout) : 0, 0, 0,
+                    layout_expert_replicas(&g.layout), layout_expert_replica_rank(&g.layout)};
+    l.overlap = zero_overlaps(overlap, l.stage, replicas, l.places, g.device);
+    int ok = same(zero_bytes(z), zero_state_bytes(&m.ps, &l));
+    if (!ok)
+        *why = "zero_bytes differs from zero_state_bytes with edp";
+    float *buf = malloc(sizeof *buf * (1 << 14));
+    CommDp *d = comm_dp_create(&g);
+    dense_order = comm_dp_order(d);
+    backward(&m, z, me, buf);
+    ok &= reduced_right(&m, z, me, n, ep, l.dp_rank, why);
+    ok &= gathered_right(&m, z, l.stage, me, n, ep, why);
+    comm_dp_destroy(d);
+    free(buf);
+    zero_destroy(z);
+    model_destroy(&m);
+    grid_destroy(&g);
+    return ok;
+}
+
 int main(int argc, char **argv)
 {
     tap_init(&argc, &argv);
     int n = tap_size();
-    tap_plan(7);
+    tap_plan(11);
     tap_ok(zero_stage(3, 1) == 0 && zero_stage(0, 1) == 0 && zero_stage(2, 4) == 2 &&
            zero_stage(0, 4) == 0,
            "zero_stage: one DP rank runs stage 0 whatever the config says");
@@ -228,5 +419,29 @@ int main(int argc, char **argv)
            "dp %d alone does%s", n, n, n < 2 ? " (nothing to cut on one rank)" : "");
     tap_ok(offload_moves_optimizer(),
            "offload: master and moments to the host, with the staging; the device keeps none");
+    for (int ep = 1; ep <= n; ep *= 2) {
+        if (n % ep)
+            continue;
+        const char *why = "";
+        ok = 1;
+        for (int stage = 0; stage <= 3; stage++)
+            for (int overlap = 0; overlap <= 1; overlap++)
+                ok &= experts_over_edp(ep, stage, overlap, 0, &why);
+        MPI_Allreduce(MPI_IN_PLACE, &ok, 1, MPI_INT, MPI_LAND, MPI_COMM_WORLD);
+        tap_ok(ok, "ep %d on %d ranks, zero 0-3 with and without overlap: experts' state sized, "
+               "partitioned, reduced and gathered over their %d ranks, dense over %d; the norm "
+               "counts each element once%s%s", ep, n, n / ep, n, ok ? "" : ": ", why);
+    }
+    for (int ep = n * 2; ep <= 4; ep *= 2)
+        tap_ok(1, "ep %d # SKIP needs %d ranks", ep, ep);
+    /* two pretended nodes of two: the dense tensors reduce in two levels,
+     * the experts flat over their edp ranks (0 and 2, 1 and 3: one per
+     * node) */
+    const char *why = "";
+    ok = n != 4 || (experts_over_edp(2, 0, 0, 2, &why) && experts_over_edp(2, 1, 0, 2, &why)
+                    && experts_over_edp(2, 3, 0, 2, &why));
+    MPI_Allreduce(MPI_IN_PLACE, &ok, 1, MPI_INT, MPI_LAND, MPI_COMM_WORLD);
+    tap_ok(ok, "node_size 2, ep 2, zero 0, 1 and 3: dense tensors in two levels, experts flat "
+           "over edp%s%s%s", n != 4 ? " # SKIP needs 4 ranks" : "", ok ? "" : ": ", why);
     return tap_done();
 }

@@ -354,6 +354,7 @@ void ckpt_logical_tensors(const Config *cfg, ParamSet *out)
 {
     Config one = *cfg;
     one.parallel.pp = one.parallel.tp = one.parallel.cp = 1;
+    one.parallel.ep = 1; /* every expert, each by its name: resumes on any ep */
     one.parallel.virtual_stages = 1; /* one chunk: every layer, in order */
     Layout whole = layout_at(&one.parallel, 1, 0, 0, 0); /* one rank holds everything */
     params_build(out, &one, &whole);

@@ -169,8 +169,9 @@ char *ckpt_attr_read_string(hid_t obj, const char *name);
 /* ---- datasets --------------------------------------------------------- */
 
 /* Every tensor of the model cfg describes once, in its full logical shape
- * (the parameter table of a one-stage, one-TP-rank layout): what a
- * checkpoint holds, whatever layout wrote it. Free with params_free.
+ * (the parameter table of a one-stage, one-TP-rank layout, ep = 1: every
+ * routed expert by name): what a checkpoint holds, whatever layout wrote
+ * it. Free with params_free.
  * Not collective. */
 void ckpt_logical_tensors(const Config *cfg, ParamSet *out);
 

@@ -158,19 +158,43 @@ static int pp_member(const Layout *l, int k, int i)
     return layout_replica_world_rank(l, i, k / l->tp, k % l->tp);
 }
 
+/* An EP group: ep consecutive DP ranks (dp_rank / ep alike) of one
+ * stage, cp rank and TP rank, ranked by ep_rank. Group k counts TP ranks
+ * fastest, then cp ranks, then the dp / ep runs, then stages. */
+static int ep_member(const Layout *l, int k, int i)
+{
+    int t = k % l->tp, c = (k / l->tp) % l->cp, runs = l->dp / l->ep;
+    int run = (k / (l->tp * l->cp)) % runs, stage = k / (l->tp * l->cp * runs);
+    return layout_replica_world_rank(l, stage, (run * l->ep + i) * l->cp + c, t);
+}
+/* An EDP group: the replicas of one stage and TP rank with one ep_rank,
+ * ranked by layout_expert_replica_rank, (dp_rank / ep) x cp + cp_rank.
+ * Group k counts TP ranks fastest, then ep ranks, then stages. */
+static int edp_member(const Layout *l, int k, int i)
+{
+    int t = k % l->tp, e = (k / l->tp) % l->ep, stage = k / (l->tp * l->ep);
+    return layout_replica_world_rank(l, stage, ((i / l->cp) * l->ep + e) * l->cp + i % l->cp, t);
+}
+
 void grid_print(const Grid *g, FILE *out)
 {
     const Layout *l = &g->layout;
     int replicas = layout_replicas(l);
-    char cp[32] = "";
+    char cp[32] = "", ep[32] = "";
     if (l->cp > 1) /* a run without context parallelism keeps its line */
         snprintf(cp, sizeof cp, " x cp %d", l->cp);
-    fprintf(out, "layout: %d ranks = dp %d x pp %d%s x tp %d (TP innermost), %d node%s of %d rank%s\n",
-            l->size, l->dp, l->pp, cp, l->tp, g->n_nodes, g->n_nodes > 1 ? "s" : "",
+    if (l->ep > 1) /* ep splits dp: no factor of the world of its own */
+        snprintf(ep, sizeof ep, " (ep %d)", l->ep);
+    fprintf(out, "layout: %d ranks = dp %d%s x pp %d%s x tp %d (TP innermost), %d node%s of %d rank%s\n",
+            l->size, l->dp, ep, l->pp, cp, l->tp, g->n_nodes, g->n_nodes > 1 ? "s" : "",
             g->local_size, g->local_size > 1 ? "s" : "");
     print_group(out, "tp", l, replicas * l->pp, l->tp, tp_member);
     if (l->cp > 1)
         print_group(out, "cp", l, l->dp * l->pp * l->tp, l->cp, cp_member);
     print_group(out, "dp", l, l->tp * l->pp, replicas, dp_member);
     print_group(out, "pp", l, replicas * l->tp, l->pp, pp_member);
+    if (l->ep > 1) {
+        print_group(out, "ep", l, l->pp * l->tp * l->cp * (l->dp / l->ep), l->ep, ep_member);
+        print_group(out, "edp", l, l->pp * l->tp * l->ep, layout_expert_replicas(l), edp_member);
+    }
 }

@@ -89,6 +89,9 @@ static void parameter_memory(const Config *cfg, const Layout *layout, PlanMemory
     l.dp_rank = l.places ? layout_dp_block(at.place, at.node, replicas / l.places) : replica;
     l.overlap = zero_overlaps(cfg->parallel.overlap, l.stage, replicas, l.places, OPS_CPU);
     l.offload = plan_offloads(cfg);
+    /* routed experts' state is shared by the replicas with their ep rank */
+    l.edp = layout_expert_replicas(layout);
+    l.edp_rank = layout_expert_replica_rank(layout);
     int layers = params_stage_layers(cfg, layout);
     ZeroBytes b = state_bytes(cfg, layout, &l, layers < 2 ? layers : 1);
     if (layers > 1) {

@@ -16,6 +16,9 @@
  * for GPT-2 small, 2 x 2.1 GB for Llama 3 8B at tp 1). Checkpoints and
  * the optimizer find a rank's rows through zrow0, whatever block it is.
  * A bucket is the parameters whose gradients are final together (a unit).
+ * A routed expert's tensor (Param.expert) goes through the same steps over
+ * COMM_EDP instead, flat, its blocks in EDP rank order (zero_state.c's
+ * zero_param_rows); what a rank holds is counted there.
  *
  * Overlap (zero 0 and 1, one level, host or GPU): a bucket's reduction
  * starts, nonblocking, as soon as the last microbatch's backward has made
@@ -34,6 +37,7 @@
  * (ops_timer): a host clock would read nothing there.
  */
 #include "zero.h"
+#include "zero_state.h"
 
 #include <limits.h>
 #include <stdio.h>
@@ -70,6 +74,8 @@ struct Zero {
     int dp;                   /* the replicas sharing the state (layout_replicas) */
     int block;                /* the block of rows this rank owns: its place in
                                  comm_dp_order (its DP rank over one level) */
+    int edp, eblock;          /* routed experts' tensors: the ranks sharing
+                                 their state (COMM_EDP), this rank's block */
     Bucket *buckets;          /* zero 0/1: units, each parameter once */
     int n_buckets;
     Bucket *units;            /* zero 2/3: units as the model uses them */
@@ -96,19 +102,6 @@ struct Zero {
     ops_timer exposed;        /* the compute stream waiting for them */
 };
 
-void zero_partition(int64_t rows, int dp, int block, int64_t *row0, int64_t *n)
-{
-    int64_t each = (rows + dp - 1) / dp;
-    int64_t start = each * block;
-    if (start > rows)
-        start = rows;
-    int64_t end = start + each;
-    if (end > rows)
-        end = rows;
-    *row0 = start;
-    *n = end - start;
-}
-
 void zero_update_rows(const Zero *z, const Param *p, int64_t *row0, int64_t *rows)
 {
     if (z->stage == 0) {
@@ -120,122 +113,11 @@ void zero_update_rows(const Zero *z, const Param *p, int64_t *row0, int64_t *row
     }
 }
 
-/* ---- sizes ------------------------------------------------------------- */
-
-int zero_stage(int zero, int dp)
-{
-    /* with one DP rank there is nothing to shard or reduce: every stage is
-     * stage 0, with no copies and no collectives */
-    return dp == 1 ? 0 : zero;
-}
-
-int zero_overlaps(int overlap, int stage, int dp, int hierarchical, ops_device device)
-{
-    (void)device; /* the host's MPI and a GPU's NCCL both overlap */
-    return overlap && stage <= 1 && dp > 1 && !hierarchical;
-}
-
-/* Elements that size a rank's state. */
-typedef struct {
-    int64_t full;     /* its local blocks */
-    int64_t owned;    /* its owned rows of them */
-    int64_t update;   /* rows its optimizer updates: all under zero 0, else the owned */
-    int64_t unit;     /* the largest unit, as the model uses it (zero 2/3's
-                         transient gradients, zero 3's gathered weights) */
-    int64_t scratch;  /* two levels: the largest node-level share of one
-                         parameter (comm_dp's scratch; at least 1) */
-    int64_t share;    /* the most of one parameter's elements this rank owns
-                         (at least 1): zero 2/3's receive buffer */
-} StateCounts;
-
-static int64_t larger(int64_t a, int64_t b) { return a > b ? a : b; }
-
-/* The elements of p that comm_dp's scratch holds over two levels for the
- * rank owning `block`: its place's share inside the node. Blocks go by
- * place, then by node (layout_dp_block, comm_dp_order), so a place's share
- * of a reduce-scatter or all-gather is its nodes' run of blocks; of zero
- * 0's all-reduce, its part of the elements (comm_dp.c). */
-static int64_t node_share(const Param *p, const ZeroLayout *l)
-{
-    int nodes = l->dp / l->places, place = layout_dp_block_place(l->dp_rank, nodes);
-    int64_t first, n, last, m;
-    if (l->stage == 0) { /* the elements cut as rows are (comm_dp.c's part_count) */
-        zero_partition(params_local_numel(p), l->places, place, &first, &n);
-        return n;
-    }
-    zero_partition(p->lrows, l->dp, layout_dp_block(place, 0, nodes), &first, &n);
-    zero_partition(p->lrows, l->dp, layout_dp_block(place, nodes - 1, nodes), &last, &m);
-    return (last + m - first) * p->lcols;
-}
-
-static StateCounts state_counts(const ParamSet *ps, const ZeroLayout *l)
-{
-    StateCounts c = {0};
-    for (int i = 0; i < ps->n; i++) {
-        const Param *p = &ps->p[i];
-        int64_t row0, rows;
-        zero_partition(p->lrows, l->dp, l->dp_rank, &row0, &rows);
-        c.full += params_local_numel(p);
-        c.owned += rows * p->lcols;
-        c.share = larger(c.share, rows * p->lcols);
-        if (l->places)
-            c.scratch = larger(c.scratch, node_share(p, l));
-    }
-    c.share = larger(c.share, 1);
-    c.scratch = larger(c.scratch, 1);
-    c.update = l->stage == 0 ? c.full : c.owned;
-    for (int u = 0; u < ps->n_units; u++) {
-        int64_t n = 0;
-        for (int i = 0; i < ps->units[u].n; i++)
-            n += params_local_numel(&ps->p[ps->units[u].idx[i]]);
-        c.unit = larger(c.unit, n);
-    }
-    return c;
-}
-
-/* fp32 master rows of their own: the weights are another dtype, or only
- * owned weights exist (zero 3, where the master rows are the weights), or
- * the master lives in host memory (offload). */
-static int separate_master(const ZeroLayout *l)
-{
-    return l->dtype != OPS_F32 || l->stage == 3 || l->offload;
-}
-
-/* fp32 buffers beside the gradients and owned rows:
- *  - zero 2/3: the unit's transient gradients (unit-sized), and one
- *    parameter's share to receive its reduction into before adding it;
- *  - two levels: comm_dp's scratch for a node-level share of one
- *    parameter (the collectives go parameter by parameter). */
-static int64_t buffer_elements(const StateCounts *n, const ZeroLayout *l)
-{
-    return (l->stage >= 2 ? n->unit + n->share : 0) + (l->places ? n->scratch : 0);
-}
-
-ZeroBytes zero_state_bytes(const ParamSet *ps, const ZeroLayout *l)
-{
-    StateCounts n = state_counts(ps, l);
-    int64_t w = (int64_t)ops_dtype_size(l->dtype), f32 = (int64_t)sizeof(float);
-    int64_t master = separate_master(l) ? n.update * f32 : 0;
-    ZeroBytes b = {0};
-    /* zero 3: the owned master rows (unless offloaded), and the buffer a
-     * unit is gathered into */
-    b.weights = l->stage < 3 || l->offload ? 0 : master;
-    b.weights += l->stage < 3 ? n.full * w : n.unit * w;
-    b.grads = ((l->stage < 2 ? n.full : 0) + (l->stage > 0 ? n.owned : 0)
-               + buffer_elements(&n, l)) * f32;
-    int64_t optimizer = (l->stage < 3 || l->offload ? master : 0) + 2 * n.update * f32;
-    if (l->offload)
-        b.host = optimizer + offload_staging_bytes(l->dtype, OFFLOAD_CHUNK);
-    else
-        b.optimizer = optimizer;
-    return b;
-}
-
 static ZeroLayout layout_of(const Zero *z)
 {
     int places = comm_dp_two_level(z->reduction) ? z->g->dp_node_size : 0;
     ZeroLayout l = {z->stage, z->dp, z->block, z->m->act_dtype, places, z->overlap,
-                    z->offload != NULL};
+                    z->offload != NULL, z->edp, z->eblock};
     return l;
 }
 
@@ -289,13 +171,13 @@ static void allocate_state(Zero *z)
     ParamSet *ps = &z->m->ps;
     ops_dtype wdt = z->m->act_dtype;
     ZeroLayout l = layout_of(z);
-    StateCounts n = state_counts(ps, &l);
+    ZeroCounts n = zero_counts(ps, &l);
     for (int i = 0; i < ps->n; i++) {
         Param *p = &ps->p[i];
-        zero_partition(p->lrows, z->dp, z->block, &p->zrow0, &p->zrows);
+        zero_param_rows(p, &l, &p->zrow0, &p->zrows);
     }
     int keep_full_weights = z->stage < 3, keep_full_grads = z->stage < 2;
-    int own_master = separate_master(&l);
+    int own_master = zero_separate_master(&l);
     ops_tensor w = keep_full_weights ? arena(z, wdt, n.full, &z->bytes.weights) : OPS_NONE;
     ops_tensor g = keep_full_grads ? arena(z, OPS_F32, n.full, &z->bytes.grads) : OPS_NONE;
     ops_tensor og = z->stage == 0 ? OPS_NONE : arena(z, OPS_F32, n.owned, &z->bytes.grads);
@@ -353,21 +235,24 @@ static int block_of(const CommDp *d, int dp, int rank)
     fail_abort("a DP rank missing from comm_dp_order", __FILE__, __LINE__);
 }
 
-/* Each parameter's elements per DP rank, its owned rows' (rank
- * order[k] owns block k): the counts of its collectives. MPI counts are
- * ints. */
+/* Each parameter's elements per rank of its group, its owned rows' (DP
+ * rank order[k] owns block k; an expert's EDP rank k, block k): the counts
+ * of its collectives. MPI counts are ints. */
 static void count_owned_rows(Zero *z)
 {
     ParamSet *ps = &z->m->ps;
     const int *order = comm_dp_order(z->reduction);
+    ZeroLayout l = layout_of(z);
     z->param_counts = TRI_CALLOC((size_t)ps->n * (size_t)z->dp + 1, sizeof *z->param_counts,
                                  "ZeRO's per-rank counts");
     for (int i = 0; i < ps->n; i++) {
         const Param *p = &ps->p[i];
-        for (int k = 0; k < z->dp; k++) {
-            int r = order[k];
+        int size, mine;
+        int group = zero_param_group(p, &l, &size, &mine);
+        for (int k = 0; k < size; k++) {
+            int r = group == COMM_DP ? order[k] : k;
             int64_t row0, n;
-            zero_partition(p->lrows, z->dp, k, &row0, &n);
+            zero_partition(p->lrows, size, k, &row0, &n);
             if (n * p->lcols > INT_MAX) {
                 char what[160];
                 snprintf(what, sizeof what, "parameter %s: a DP rank's %lld elements "
@@ -387,13 +272,18 @@ static const int *owned_counts(const Zero *z, int param)
 
 /* ---- the collectives, parameter by parameter ---------------------------- */
 
-/* Parameter idx's gradients, summed over DP: this rank's owned rows of
- * the sum into `into` (its owned rows, or zero 2/3's receive buffer). */
+/* Parameter idx's gradients, summed over DP (a routed expert's over the
+ * ranks holding it, flat): this rank's owned rows of the sum into `into`
+ * (its owned rows, or zero 2/3's receive buffer). */
 static void reduce_scatter_param(Zero *z, int idx, ops_tensor into)
 {
     Param *p = &z->m->ps.p[idx];
-    PROF(PROF_DP_COMM, comm_dp_reduce_scatter(z->reduction, p->g, into,
-                                              owned_counts(z, idx), z->mid));
+    if (p->expert)
+        PROF(PROF_DP_COMM, comm_reduce_scatter(z->g, COMM_EDP, p->g, into,
+                                               owned_counts(z, idx)));
+    else
+        PROF(PROF_DP_COMM, comm_dp_reduce_scatter(z->reduction, p->g, into,
+                                                  owned_counts(z, idx), z->mid));
 }
 
 /* zero 2/3: parameter idx's gradients (a unit's transient ones), summed
@@ -415,8 +305,11 @@ static void gather_param(Zero *z, int idx, int from_master)
     ops_tensor mine = ops_view(p->w, p->zrow0 * p->lcols, p->zrows * p->lcols);
     if (from_master)
         ops_cast(mine, p->master);
-    PROF(PROF_DP_COMM, comm_dp_allgather(z->reduction, mine, p->w, owned_counts(z, idx),
-                                         z->mid));
+    if (p->expert)
+        PROF(PROF_DP_COMM, comm_allgather(z->g, COMM_EDP, mine, p->w, owned_counts(z, idx)));
+    else
+        PROF(PROF_DP_COMM, comm_dp_allgather(z->reduction, mine, p->w, owned_counts(z, idx),
+                                             z->mid));
 }
 
 /* ---- overlapping the reduction with the backward pass ------------------- */
@@ -445,10 +338,11 @@ static void flight_start(Zero *z, int b)
      * per parameter */
     for (int i = 0; i < bk->n; i++) {
         Param *p = &z->m->ps.p[bk->idx[i]];
+        CommGroup group = p->expert ? COMM_EDP : COMM_DP;
         if (z->stage == 0)
-            comm_iallreduce(z->g, COMM_DP, p->g, p->g.n, &f->req[f->n_req++]);
+            comm_iallreduce(z->g, group, p->g, p->g.n, &f->req[f->n_req++]);
         else
-            comm_ireduce_scatter(z->g, COMM_DP, p->g, p->og, owned_counts(z, bk->idx[i]),
+            comm_ireduce_scatter(z->g, group, p->g, p->og, owned_counts(z, bk->idx[i]),
                                  &f->req[f->n_req++]);
     }
     z->bucket_started[b] = 1;
@@ -574,6 +468,9 @@ Zero *zero_create(Model *m, const Config *cfg, const Grid *g)
     z->exposed = ops_timer_on(g->device);
     z->reduction = comm_dp_create(g);
     z->block = block_of(z->reduction, replicas, layout_replica_rank(&g->layout));
+    /* a routed expert's tensor lives on the replicas with its ep rank */
+    z->edp = layout_expert_replicas(&g->layout);
+    z->eblock = layout_expert_replica_rank(&g->layout);
     build_buckets(z);
     count_owned_rows(z);
     z->overlap = zero_overlaps(cfg->parallel.overlap, z->stage, replicas,
@@ -691,8 +588,11 @@ void zero_reduce_grads(Zero *z)
         for (int b = 0; b < z->n_buckets; b++) {
             const Bucket *bk = &z->buckets[b];
             for (int i = 0; i < bk->n; i++) {
-                ops_tensor g = z->m->ps.p[bk->idx[i]].g;
-                PROF(PROF_DP_COMM, comm_dp_allreduce(z->reduction, g, z->mid));
+                const Param *p = &z->m->ps.p[bk->idx[i]];
+                if (p->expert)
+                    PROF(PROF_DP_COMM, comm_allreduce(z->g, COMM_EDP, p->g, p->g.n, COMM_SUM));
+                else
+                    PROF(PROF_DP_COMM, comm_dp_allreduce(z->reduction, p->g, z->mid));
             }
         }
     } else if (z->stage == 1) {

@@ -5,7 +5,10 @@
  * of dim-0 rows of every local tensor; the last block may be short. Block
  * k goes to the k-th rank in the DP reduction's order (comm_dp_order: DP
  * rank order over one level), so every collective runs in place on the
- * tensor itself. Then:
+ * tensor itself. A routed expert's tensor (Param.expert, MoE with ep > 1)
+ * is held by the ranks with its ep rank alone: its rows are cut among
+ * those (COMM_EDP, layout_expert_replicas, in their rank order, one level)
+ * and its gradients reduced over them. Then:
  *   zero 0: every rank keeps full weights, gradients and optimizer state;
  *           gradients are all-reduced (the baseline);
  *   zero 1: fp32 master weights and Adam moments exist only for owned rows;
@@ -37,47 +40,9 @@
 #include "grid.h"
 #include "model.h"
 #include "offload.h"
-
-typedef struct {
-    int64_t weights, grads, optimizer;   /* bytes this rank holds on its device */
-    int64_t host;    /* [train] offload: the optimizer state and staging in host memory */
-} ZeroBytes;
+#include "zero_state.h"
 
 typedef struct Zero Zero;
-
-/* The stage a rank runs when [parallel] zero is `zero` over dp ranks: 0
- * with one DP rank, else `zero`. Not collective. */
-int zero_stage(int zero, int dp);
-
-/* Whether DP reductions start during the backward: [parallel] overlap,
- * stage 0 or 1, more than one DP rank, one DP level (not hierarchical),
- * on either device (the host over MPI, a GPU over NCCL on the DP stream).
- * Not collective. */
-int zero_overlaps(int overlap, int stage, int dp, int hierarchical, ops_device device);
-
-/* What sizes a rank's ZeRO state, besides its parameter table. */
-typedef struct {
-    int stage;          /* zero_stage's */
-    int dp;             /* the replicas that share the state: dp x cp
-                           (layout_replicas) */
-    int dp_rank;        /* the rank's block: its place in comm_dp_order, which
-                           is its replica rank over one level */
-    ops_dtype dtype;    /* the weights' compute dtype */
-    int places;         /* two DP levels: the DP ranks each node holds;
-                           0: one level */
-    int overlap;        /* zero_overlaps's */
-    int offload;        /* offload_active's: master and moments in host memory */
-} ZeroLayout;
-
-/* Bytes of weights, gradients and optimizer state that the rank with
- * parameter table ps holds under l: full or owned weights in the compute
- * dtype, fp32 gradients (full, owned, zero 2/3's unit-sized work buffer
- * and one parameter's share to receive into, and two levels' scratch for
- * one parameter's node-level share), fp32 master rows and Adam moments;
- * with offload the
- * master rows and moments, and the staging slots, count as host memory.
- * Not collective. */
-ZeroBytes zero_state_bytes(const ParamSet *ps, const ZeroLayout *l);
 
 /* Decides ownership, allocates weights, gradients and optimizer state for
  * m's parameters, and installs the unit hooks ZeRO-2/3 need. Learns how
@@ -112,10 +77,6 @@ void zero_gather_weights(Zero *z);
  * owned block. og, master, m and v cover exactly these rows.
  * Not collective. */
 void zero_update_rows(const Zero *z, const Param *p, int64_t *row0, int64_t *rows);
-
-/* Block `block` of `rows` rows cut into dp blocks of ceil(rows / dp), the
- * last short or empty. Not collective. */
-void zero_partition(int64_t rows, int dp, int block, int64_t *row0, int64_t *n);
 
 /* What this rank allocated: zero_state_bytes of its table and layout.
  * Not collective. */
