@@ -1121,7 +1121,7 @@ void ops_moe_router_fwd(ops_tensor ids, ops_tensor weights, ops_tensor probs,
 {
     static const char fn[] = "ops_moe_router_fwd";
     check_moe_dims(fn, N, E, k);
-    if (order != OPS_MOE_SOFTMAX_TOPK && order != OPS_MOE_TOPK_SOFTMAX)
+    if (order != OPS_MOE_SOFTMAX_TOPK && order != OPS_MOE_SOFTMAX_TOPK_RAW)
         FAIL("%s: unknown order %d", fn, (int)order);
     ops_device dev = CHECK_ARGS(fn, NULL,
         { "ids", ids, (int64_t)N * k, ARG_I32, 0 },
@@ -1141,7 +1141,7 @@ void ops_moe_router_bwd(ops_tensor dlogits, ops_tensor dweights, ops_tensor ids,
 {
     static const char fn[] = "ops_moe_router_bwd";
     check_moe_dims(fn, N, E, k);
-    if (order != OPS_MOE_SOFTMAX_TOPK && order != OPS_MOE_TOPK_SOFTMAX)
+    if (order != OPS_MOE_SOFTMAX_TOPK && order != OPS_MOE_SOFTMAX_TOPK_RAW)
         FAIL("%s: unknown order %d", fn, (int)order);
     ops_device dev = CHECK_ARGS(fn, NULL,
         { "dlogits", dlogits, (int64_t)N * E, ARG_F32, 0 },
@@ -1315,6 +1315,33 @@ void ops_moe_combine_bwd(ops_tensor dys, ops_tensor dweights, ops_tensor dout,
                                      weights.data, row_of.data, N, C, k));
 }
 
+void ops_moe_sigmoid_fwd(ops_tensor gate, ops_tensor logit, int N)
+{
+    static const char fn[] = "ops_moe_sigmoid_fwd";
+    check_dims(fn, "N", N, 0, 0);
+    ops_device dev = CHECK_ARGS(fn, NULL,
+        { "gate", gate, N, ARG_F32, 0 },
+        { "logit", logit, N, ARG_F32, 0 });
+    if (dev == OPS_CPU)
+        moe_sigmoid_fwd_cpu(gate.data, logit.data, N);
+    else
+        ON_CUDA(moe_sigmoid_fwd_cuda(gate.data, logit.data, N));
+}
+
+void ops_moe_sigmoid_bwd(ops_tensor dlogit, ops_tensor dgate, ops_tensor gate, int N)
+{
+    static const char fn[] = "ops_moe_sigmoid_bwd";
+    check_dims(fn, "N", N, 0, 0);
+    ops_device dev = CHECK_ARGS(fn, NULL,
+        { "dlogit", dlogit, N, ARG_F32, 0 },
+        { "dgate", dgate, N, ARG_F32, 0 },
+        { "gate", gate, N, ARG_F32, 0 });
+    if (dev == OPS_CPU)
+        moe_sigmoid_bwd_cpu(dlogit.data, dgate.data, gate.data, N);
+    else
+        ON_CUDA(moe_sigmoid_bwd_cuda(dlogit.data, dgate.data, gate.data, N));
+}
+
 /* offsets are host memory the caller filled: each must lie in [0, R]
  * rising, or the views below would address past the tensors. */
 static void check_offsets(const char *fn, const int32_t *offsets, int E)
@@ -1335,7 +1362,21 @@ static ops_tensor row_block(ops_tensor t, int64_t r0, int64_t rows, int64_t cols
     return t.data ? ops_view(t, r0 * cols, rows * cols) : t;
 }
 
-void ops_moe_grouped_matmul_fwd(ops_tensor out, ops_tensor inp, ops_tensor w,
+/* Each expert's weight (and gradient, when given) must be present with
+ * N*K elements of the expected dtype; the views stop at those counts. */
+static void check_expert_weights(const char *fn, const char *what, const ops_tensor *w,
+                                 int E, int64_t NK, int grad)
+{
+    char name[32];
+    if (!w)
+        FAIL("%s: required argument %s is missing", fn, what);
+    for (int e = 0; e < E; e++) {
+        snprintf(name, sizeof name, "%s[%d]", what, e);
+        CHECK_ARGS(fn, NULL, { name, w[e], NK, grad ? ARG_GRAD : ARG_D, 0 });
+    }
+}
+
+void ops_moe_grouped_matmul_fwd(ops_tensor out, ops_tensor inp, const ops_tensor *w,
                                 const int32_t *offsets, int E, int N, int K)
 {
     static const char fn[] = "ops_moe_grouped_matmul_fwd";
@@ -1344,20 +1385,19 @@ void ops_moe_grouped_matmul_fwd(ops_tensor out, ops_tensor inp, ops_tensor w,
     int64_t R = offsets[E];
     CHECK_ARGS(fn, NULL,
         { "out", out, R * N, ARG_D_OR_F32, 0 },
-        { "inp", inp, R * K, ARG_D, 0 },
-        { "w", w, (int64_t)E * N * K, ARG_D, 0 });
+        { "inp", inp, R * K, ARG_D, 0 });
+    check_expert_weights(fn, "w", w, E, (int64_t)N * K, 0);
     for (int e = 0; e < E; e++) {
         int rows = offsets[e + 1] - offsets[e];
         if (rows > 0)
             ops_matmul_fwd(row_block(out, offsets[e], rows, N),
-                           row_block(inp, offsets[e], rows, K),
-                           ops_view(w, (int64_t)e * N * K, (int64_t)N * K), OPS_NONE,
+                           row_block(inp, offsets[e], rows, K), w[e], OPS_NONE,
                            rows, N, K);
     }
 }
 
-void ops_moe_grouped_matmul_bwd(ops_tensor dinp, ops_tensor dw, ops_tensor dout,
-                                ops_tensor inp, ops_tensor w, const int32_t *offsets,
+void ops_moe_grouped_matmul_bwd(ops_tensor dinp, const ops_tensor *dw, ops_tensor dout,
+                                ops_tensor inp, const ops_tensor *w, const int32_t *offsets,
                                 int E, int N, int K)
 {
     static const char fn[] = "ops_moe_grouped_matmul_bwd";
@@ -1366,18 +1406,19 @@ void ops_moe_grouped_matmul_bwd(ops_tensor dinp, ops_tensor dw, ops_tensor dout,
     int64_t R = offsets[E];
     CHECK_ARGS(fn, NULL,
         { "dinp", dinp, R * K, ARG_D, 1 },
-        { "dw", dw, (int64_t)E * N * K, ARG_GRAD, 1 },
         { "dout", dout, R * N, ARG_D_OR_F32, 0 },
-        { "inp", inp, R * K, ARG_D, !dw.data },
-        { "w", w, (int64_t)E * N * K, ARG_D, !dinp.data });
+        { "inp", inp, R * K, ARG_D, !dw });
+    if (dw)
+        check_expert_weights(fn, "dw", dw, E, (int64_t)N * K, 1);
+    if (dinp.data)
+        check_expert_weights(fn, "w", w, E, (int64_t)N * K, 0);
     for (int e = 0; e < E; e++) {
         int rows = offsets[e + 1] - offsets[e];
         if (rows > 0)
-            ops_matmul_bwd(row_block(dinp, offsets[e], rows, K),
-                           row_block(dw, e, 1, (int64_t)N * K), OPS_NONE,
-                           row_block(dout, offsets[e], rows, N),
-                           row_block(inp, offsets[e], rows, K),
-                           row_block(w, e, 1, (int64_t)N * K), rows, N, K);
+            ops_matmul_bwd(row_block(dinp, offsets[e], rows, K), dw ? dw[e] : OPS_NONE,
+                           OPS_NONE, row_block(dout, offsets[e], rows, N),
+                           row_block(inp, offsets[e], rows, K), w ? w[e] : OPS_NONE,
+                           rows, N, K);
     }
 }
 

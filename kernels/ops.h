@@ -373,7 +373,7 @@ void ops_xent_fused(ops_tensor losses, ops_tensor dlogits, ops_tensor logits,
                     ops_tensor rowmax, ops_tensor sumexp, ops_tensor target_logit,
                     ops_tensor targets, int N, int V, float grad_scale);
 
-/* ---- mixture of experts (issue 38; not yet used by the model) ---------
+/* ---- mixture of experts (issue 38; src/model/moe.c) -------------------
  * Mixtral/Qwen-MoE routing, one device. N tokens, E experts, k experts per
  * token, R = rows sent to experts (N*k when dropless). A (token, slot)
  * pair is p = token*k + slot. Routing is deterministic: a tie between
@@ -384,8 +384,9 @@ void ops_xent_fused(ops_tensor losses, ops_tensor dlogits, ops_tensor logits,
 typedef enum {
     OPS_MOE_SOFTMAX_TOPK = 0, /* Mixtral: softmax over E, top-k, weights
                                * renormalised over the k */
-    OPS_MOE_TOPK_SOFTMAX = 1  /* top-k of the logits, softmax over the k
-                               * (a Qwen-MoE / DeepSeek option) */
+    OPS_MOE_SOFTMAX_TOPK_RAW = 1 /* softmax over E, top-k, the k probabilities
+                                  * as they are, not renormalised (Qwen2-MoE's
+                                  * norm_topk_prob = false, DeepSeek-V2) */
 } ops_moe_order;
 
 /* ids(N,k) = the k experts of largest logit per token, in decreasing order
@@ -441,17 +442,23 @@ void ops_moe_combine_fwd(ops_tensor out, ops_tensor ys, ops_tensor weights,
 void ops_moe_combine_bwd(ops_tensor dys, ops_tensor dweights, ops_tensor dout,
                          ops_tensor ys, ops_tensor weights, ops_tensor row_of,
                          int N, int C, int k);
+/* The shared expert's gate (Qwen2-MoE): gate(N) = sigmoid(logit(N));
+ * its backward dlogit = dgate * gate * (1 - gate) (overwrite). fp32. */
+void ops_moe_sigmoid_fwd(ops_tensor gate, ops_tensor logit, int N);
+void ops_moe_sigmoid_bwd(ops_tensor dlogit, ops_tensor dgate, ops_tensor gate, int N);
 /* The experts' linear layers, grouped: for each expert e, rows
- * [offsets[e], offsets[e+1]) of out(R,N) = those of inp(R,K) . w_e^T, with
- * w (E,N,K). offsets(E+1) is HOST memory (a GPU caller downloads
+ * [offsets[e], offsets[e+1]) of out(R,N) = those of inp(R,K) . w[e]^T, with
+ * w an array of E tensors (N,K), one per expert (each expert is its own
+ * parameter). offsets(E+1) is HOST memory (a GPU caller downloads
  * ops_moe_permute's, one host wait per layer). One ops_matmul_fwd per
  * expert with rows, so each result is bit for bit that call's. */
-void ops_moe_grouped_matmul_fwd(ops_tensor out, ops_tensor inp, ops_tensor w,
+void ops_moe_grouped_matmul_fwd(ops_tensor out, ops_tensor inp, const ops_tensor *w,
                                 const int32_t *offsets, int E, int N, int K);
 /* Per expert, ops_matmul_bwd's halves: dinp rows (overwrite; skipped if
- * absent), dw_e(N,K) += (skipped if absent), dw fp32 (E,N,K). */
-void ops_moe_grouped_matmul_bwd(ops_tensor dinp, ops_tensor dw, ops_tensor dout,
-                                ops_tensor inp, ops_tensor w, const int32_t *offsets,
+ * absent), dw[e](N,K) += (all skipped if dw is NULL), each dw[e] a gradient
+ * tensor; w may be NULL when dinp is absent. */
+void ops_moe_grouped_matmul_bwd(ops_tensor dinp, const ops_tensor *dw, ops_tensor dout,
+                                ops_tensor inp, const ops_tensor *w, const int32_t *offsets,
                                 int E, int N, int K);
 
 /* ---- optimizer -------------------------------------------------------- */

@@ -1,7 +1,7 @@
 /*
  * t_ops_moe.c - the mixture-of-experts ops of issue 38 on the CPU: every
  * backward against central finite differences of its forward (the
- * router's softmax-top-k in both orders, the load-balancing and z losses,
+ * router's softmax-top-k in both orders (renormalised and raw), the load-balancing and z losses,
  * the combine's weights and rows, the grouped GEMM's inputs and weights),
  * the permutation's order and round trip, routing under ties and thread
  * counts, the capacity's drops, the grouped GEMM bit for bit against one
@@ -130,15 +130,20 @@ static void test_router_grad(ops_moe_order order, const char *name)
     router_loss(&c);
     int ok = 1;
     for (int t = 0; t < N; t++) {
+        /* renormalised: the weights sum to 1; raw: each is its expert's
+         * probability, so they sum to less than 1 */
         double s = 0.0;
-        for (int j = 0; j < K; j++)
+        for (int j = 0; j < K; j++) {
+            float pj = fp(c.probs)[t * E + ip(c.ids)[t * K + j]];
             s += fp(c.weights)[t * K + j];
-        ok = ok && fabs(s - 1.0) < 1e-6 &&
+            ok = ok && (order == OPS_MOE_SOFTMAX_TOPK || fp(c.weights)[t * K + j] == pj);
+        }
+        ok = ok && (order == OPS_MOE_SOFTMAX_TOPK ? fabs(s - 1.0) < 1e-6 : s < 1.0 - 1e-3) &&
              fp(c.logits)[t * E + ip(c.ids)[t * K]] > fp(c.logits)[t * E + ip(c.ids)[t * K + 1]];
     }
     ops_moe_router_bwd(dlogits, c.gw, c.ids, c.weights, c.probs, N, E, K, order);
     ok = fd_matches(name, fp(c.logits), N * E, fp(dlogits), router_loss, &c) && ok;
-    tap_ok(ok, "router %s: weights sum to 1 per token, experts in decreasing order, "
+    tap_ok(ok, "router %s: weights as the order says, experts in decreasing order, "
            "backward matches finite differences", name);
     ops_free(&c.logits), ops_free(&c.ids), ops_free(&c.weights), ops_free(&c.probs);
     ops_free(&c.gw), ops_free(&dlogits);
@@ -330,9 +335,12 @@ static void test_ties(void)
     int ok = 1;
     for (int order = 0; order < 2; order++) {
         ops_moe_router_fwd(ids, w, probs, logits, N, E, K, (ops_moe_order)order);
-        for (int t = 0; t < N; t++)
+        /* renormalised: a half each; raw: each its (equal) probability */
+        for (int t = 0; t < N; t++) {
+            float want = order == OPS_MOE_SOFTMAX_TOPK ? 0.5f : fp(probs)[t * E + 1];
             ok = ok && ip(ids)[t * K] == 1 && ip(ids)[t * K + 1] == 3 &&
-                 fp(w)[t * K] == 0.5f && fp(w)[t * K + 1] == 0.5f;
+                 fp(w)[t * K] == want && fp(w)[t * K + 1] == want;
+        }
     }
     /* and the same bits on 1 thread and on 3 */
     ops_tensor big = f32(97 * E), ids1 = i32(97 * K), ids3 = i32(97 * K);
@@ -399,10 +407,19 @@ typedef struct {
     ops_tensor x, w, y, g;
 } gemm_ctx;
 
+/* E views of one (E, n, k) tensor: the per-expert arrays the ops take. */
+static void expert_views(ops_tensor *out, ops_tensor all, int64_t nk)
+{
+    for (int e = 0; e < E; e++)
+        out[e] = ops_view(all, e * nk, nk);
+}
+
 static double gemm_loss(void *p)
 {
     gemm_ctx *c = p;
-    ops_moe_grouped_matmul_fwd(c->y, c->x, c->w, offsets, E, OUT, C);
+    ops_tensor we[E];
+    expert_views(we, c->w, OUT * C);
+    ops_moe_grouped_matmul_fwd(c->y, c->x, we, offsets, E, OUT, C);
     return dot(fp(c->y), fp(c->g), R * OUT);
 }
 
@@ -412,9 +429,11 @@ static void test_grouped_grad(void)
     fill(c.x, -1.0f, 1.0f);
     fill(c.w, -1.0f, 1.0f);
     fill(c.g, -1.0f, 1.0f);
-    ops_tensor dx = f32(R * C), dw = f32(E * OUT * C);
+    ops_tensor dx = f32(R * C), dw = f32(E * OUT * C), we[E], dwe[E];
+    expert_views(we, c.w, OUT * C);
+    expert_views(dwe, dw, OUT * C);
     gemm_loss(&c);
-    ops_moe_grouped_matmul_bwd(dx, dw, c.g, c.x, c.w, offsets, E, OUT, C);
+    ops_moe_grouped_matmul_bwd(dx, dwe, c.g, c.x, we, offsets, E, OUT, C);
     int ok = fd_matches("dx", fp(c.x), R * C, fp(dx), gemm_loss, &c);
     ok = fd_matches("dw", fp(c.w), E * OUT * C, fp(dw), gemm_loss, &c) && ok;
     for (int i = OUT * C; i < 2 * OUT * C; i++) /* the empty expert's gradient */
@@ -433,8 +452,11 @@ static void test_grouped_bitwise(void)
     fill(x, -1.0f, 1.0f), fill(w, -1.0f, 1.0f), fill(dy, -1.0f, 1.0f), fill(dw, -1.0f, 1.0f);
     ops_tensor dw_ref = f32(E * BN * BK);
     memcpy(dw_ref.data, dw.data, dw.n * 4); /* dw accumulates onto what is there */
-    ops_moe_grouped_matmul_fwd(y, x, w, offsets, E, BN, BK);
-    ops_moe_grouped_matmul_bwd(dx, dw, dy, x, w, offsets, E, BN, BK);
+    ops_tensor wv[E], dwv[E];
+    expert_views(wv, w, BN * BK);
+    expert_views(dwv, dw, BN * BK);
+    ops_moe_grouped_matmul_fwd(y, x, wv, offsets, E, BN, BK);
+    ops_moe_grouped_matmul_bwd(dx, dwv, dy, x, wv, offsets, E, BN, BK);
     int ok = 1;
     for (int e = 0; e < E; e++) {
         int rows = offsets[e + 1] - offsets[e];
@@ -478,14 +500,18 @@ static void test_errors(void)
     ops_tensor logits = f32(N * E), ids = i32(N * K), w = f32(N * K), probs = f32(N * E);
     ops_tensor wrong_ids = f32(N * K);
     int32_t bad_offsets[E + 1] = { 0, 5, 3, 9, 12 };
-    ops_tensor x = f32(R * C), ww = f32(E * OUT * C), y = f32(R * OUT);
+    ops_tensor x = f32(R * C), ww = f32(E * OUT * C), y = f32(R * OUT), wv[E];
+    expert_views(wv, ww, OUT * C);
+    wv[3] = f32(OUT * C - 1); /* one expert's weight too small */
     const char *want[] = { "ops_moe_router_fwd: k = 5 experts per token must be in [1, E = 4]",
                            "ops_moe_router_fwd: ids is fp32 but must be int32",
                            "ops_moe_grouped_matmul_fwd: offsets[2] = 3 is below offsets[1] = 5",
-                           "ops_moe_permute: capacity = -1 must be >= 0" };
+                           "ops_moe_permute: capacity = -1 must be >= 0",
+                           "ops_moe_grouped_matmul_fwd: w[3] holds 14 elements but the "
+                           "shapes need 15" };
     int ok = 1;
     ops_set_fatal_handler(catch_fatal);
-    for (int i = 0; i < 4; i++) {
+    for (int i = 0; i < 5; i++) {
         fatal_msg[0] = '\0';
         if (setjmp(fatal_jump) == 0) {
             if (i == 0)
@@ -493,9 +519,11 @@ static void test_errors(void)
             else if (i == 1)
                 ops_moe_router_fwd(wrong_ids, w, probs, logits, N, E, K, OPS_MOE_SOFTMAX_TOPK);
             else if (i == 2)
-                ops_moe_grouped_matmul_fwd(y, x, ww, bad_offsets, E, OUT, C);
-            else
+                ops_moe_grouped_matmul_fwd(y, x, wv, bad_offsets, E, OUT, C);
+            else if (i == 3)
                 ops_moe_permute(ids, ids, ids, ids, ids, N, E, K, -1);
+            else
+                ops_moe_grouped_matmul_fwd(y, x, wv, offsets, E, OUT, C);
         }
         if (!strstr(fatal_msg, want[i])) {
             tap_diag("want \"%s\", got \"%s\"", want[i], fatal_msg);
@@ -505,7 +533,7 @@ static void test_errors(void)
     ops_set_fatal_handler(NULL);
     tap_ok(ok, "bad MoE calls reach the fatal handler naming the op and the argument");
     ops_free(&logits), ops_free(&ids), ops_free(&w), ops_free(&probs), ops_free(&wrong_ids);
-    ops_free(&x), ops_free(&ww), ops_free(&y);
+    ops_free(&x), ops_free(&ww), ops_free(&y), ops_free(&wv[3]);
 }
 
 int main(int argc, char **argv)
@@ -513,7 +541,7 @@ int main(int argc, char **argv)
     tap_init(&argc, &argv);
     tap_plan(12);
     test_router_grad(OPS_MOE_SOFTMAX_TOPK, "softmax-then-top-k");
-    test_router_grad(OPS_MOE_TOPK_SOFTMAX, "top-k-then-softmax");
+    test_router_grad(OPS_MOE_SOFTMAX_TOPK_RAW, "softmax-then-top-k-raw");
     test_aux_loss();
     test_z_loss();
     test_permute_order();

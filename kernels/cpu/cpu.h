@@ -329,6 +329,8 @@ void moe_combine_fwd_cpu(void *out, const void *ys, ops_dtype dt, const float *w
 void moe_combine_bwd_cpu(void *dys, float *dweights, const void *dout, const void *ys,
                          ops_dtype dt, const float *weights, const int32_t *row_of,
                          int N, int C, int k);
+void moe_sigmoid_fwd_cpu(float *gate, const float *logit, int N);
+void moe_sigmoid_bwd_cpu(float *dlogit, const float *dgate, const float *gate, int N);
 
 /* ---- optimizer (adamw_cpu.c) -------------------------------------------- */
 

@@ -36,18 +36,12 @@ void moe_router_fwd_cpu(int32_t *ids, float *weights, float *probs, const float 
         int32_t *id = ids + (int64_t)t * k;
         softmax_row(p, z, E);
         elem_moe_top_k(id, z, E, k);
-        if (order == OPS_MOE_SOFTMAX_TOPK) {
-            float s = 0.0f;
-            for (int j = 0; j < k; j++)
-                s += p[id[j]];
-            for (int j = 0; j < k; j++)
-                w[j] = p[id[j]] / s;
-        } else {
-            float zk[k];
-            for (int j = 0; j < k; j++)
-                zk[j] = z[id[j]];
-            softmax_row(w, zk, k);
-        }
+        /* Mixtral renormalises the k probabilities; the raw order keeps them */
+        float S = 0.0f;
+        for (int j = 0; j < k; j++)
+            S += p[id[j]];
+        for (int j = 0; j < k; j++)
+            w[j] = order == OPS_MOE_SOFTMAX_TOPK ? p[id[j]] / S : p[id[j]];
     }
 }
 
@@ -70,25 +64,25 @@ void moe_router_bwd_cpu(float *dlogits, const float *dweights, const int32_t *id
         float *dz = dlogits + (int64_t)t * E;
         const float *w = weights + (int64_t)t * k, *dw = dweights + (int64_t)t * k;
         const int32_t *id = ids + (int64_t)t * k;
-        float wdw = 0.0f;
-        for (int j = 0; j < k; j++)
-            wdw += w[j] * dw[j];
+        const float *p = probs + (int64_t)t * E;
+        float dp[E];
+        for (int e = 0; e < E; e++)
+            dp[e] = 0.0f;
         if (order == OPS_MOE_SOFTMAX_TOPK) {
             /* w_j = p_j / S: dp_j = (dw_j - w . dw) / S for chosen j, 0 else */
-            const float *p = probs + (int64_t)t * E;
-            float S = 0.0f, dp[E];
-            for (int j = 0; j < k; j++)
+            float S = 0.0f, wdw = 0.0f;
+            for (int j = 0; j < k; j++) {
                 S += p[id[j]];
-            for (int e = 0; e < E; e++)
-                dp[e] = 0.0f;
+                wdw += w[j] * dw[j];
+            }
             for (int j = 0; j < k; j++)
                 dp[id[j]] = (dw[j] - wdw) / S;
-            softmax_bwd_row(dz, p, dp, E);
         } else {
-            /* w = softmax over the chosen logits */
+            /* w_j = p_j: the chosen probabilities take dw as it is */
             for (int j = 0; j < k; j++)
-                dz[id[j]] += w[j] * (dw[j] - wdw);
+                dp[id[j]] = dw[j];
         }
+        softmax_bwd_row(dz, p, dp, E);
     }
 }
 
@@ -235,4 +229,19 @@ void moe_combine_bwd_cpu(void *dys, float *dweights, const void *dout, const voi
             if (dweights)
                 dweights[p] = dot;
         }
+}
+
+/* The shared expert's gate: the logistic function of its logit. */
+void moe_sigmoid_fwd_cpu(float *gate, const float *logit, int N)
+{
+    #pragma omp parallel for schedule(static)
+    for (int t = 0; t < N; t++)
+        gate[t] = 1.0f / (1.0f + expf(-logit[t]));
+}
+
+void moe_sigmoid_bwd_cpu(float *dlogit, const float *dgate, const float *gate, int N)
+{
+    #pragma omp parallel for schedule(static)
+    for (int t = 0; t < N; t++)
+        dlogit[t] = dgate[t] * gate[t] * (1.0f - gate[t]);
 }

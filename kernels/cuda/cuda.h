@@ -298,6 +298,8 @@ void moe_combine_fwd_cuda(void *out, const void *ys, ops_dtype dt, const float *
 void moe_combine_bwd_cuda(void *dys, float *dweights, const void *dout, const void *ys,
                           ops_dtype dt, const float *weights, const int32_t *row_of,
                           int N, int C, int k);
+void moe_sigmoid_fwd_cuda(float *gate, const float *logit, int N);
+void moe_sigmoid_bwd_cuda(float *dlogit, const float *dgate, const float *gate, int N);
 
 /* ---- optimizer (adamw_cuda.cu) ------------------------------------------- */
 

@@ -40,20 +40,12 @@ static __global__ void router_fwd_kernel(int32_t *ids, float *weights, float *pr
             p[e] = (float)(expf(z[e] - m) / s);
         (void)lse;
         elem_moe_top_k(id, z, E, k);
-        if (order == OPS_MOE_SOFTMAX_TOPK) {
-            float S = 0.0f;
-            for (int j = 0; j < k; j++)
-                S += p[id[j]];
-            for (int j = 0; j < k; j++)
-                w[j] = p[id[j]] / S;
-        } else {
-            float mk = z[id[0]];
-            double sk = 0.0;
-            for (int j = 0; j < k; j++)
-                sk += expf(z[id[j]] - mk);
-            for (int j = 0; j < k; j++)
-                w[j] = (float)(expf(z[id[j]] - mk) / sk);
-        }
+        /* Mixtral renormalises the k probabilities; the raw order keeps them */
+        float S = 0.0f;
+        for (int j = 0; j < k; j++)
+            S += p[id[j]];
+        for (int j = 0; j < k; j++)
+            w[j] = order == OPS_MOE_SOFTMAX_TOPK ? p[id[j]] / S : p[id[j]];
     }
 }
 
@@ -73,25 +65,21 @@ static __global__ void router_bwd_kernel(float *dlogits, const float *dweights,
         float *dz = dlogits + t * E;
         const float *w = weights + t * k, *dw = dweights + t * k, *p = probs + t * E;
         const int32_t *id = ids + t * k;
-        float wdw = 0.0f;
-        for (int j = 0; j < k; j++)
+        /* dp_j (0 for unchosen experts): renormalised, (dw_j - w . dw) / S;
+         * raw, dw_j. Then softmax's backward over the row. */
+        float S = 0.0f, wdw = 0.0f, dot = 0.0f;
+        for (int j = 0; j < k; j++) {
+            S += p[id[j]];
             wdw += w[j] * dw[j];
-        if (order == OPS_MOE_SOFTMAX_TOPK) {
-            float S = 0.0f, dot = 0.0f;
+        }
+        for (int j = 0; j < k; j++)
+            dot += p[id[j]] * (order == OPS_MOE_SOFTMAX_TOPK ? (dw[j] - wdw) / S : dw[j]);
+        for (int e = 0; e < E; e++) {
+            float dp = 0.0f;
             for (int j = 0; j < k; j++)
-                S += p[id[j]];
-            for (int j = 0; j < k; j++)
-                dot += p[id[j]] * ((dw[j] - wdw) / S);
-            for (int e = 0; e < E; e++) {
-                float dp = 0.0f;
-                for (int j = 0; j < k; j++)
-                    if (id[j] == e)
-                        dp = (dw[j] - wdw) / S;
-                dz[e] += p[e] * (dp - dot);
-            }
-        } else {
-            for (int j = 0; j < k; j++)
-                dz[id[j]] += w[j] * (dw[j] - wdw);
+                if (id[j] == e)
+                    dp = order == OPS_MOE_SOFTMAX_TOPK ? (dw[j] - wdw) / S : dw[j];
+            dz[e] += p[e] * (dp - dot);
         }
     }
 }
@@ -329,4 +317,27 @@ void moe_combine_bwd_cuda(void *dys, float *dweights, const void *dout, const vo
     if (pairs > 0)
         LAUNCH(combine_bwd_kernel, pairs, dys, dweights, dout, ys, dt, weights, row_of,
                pairs, C, k);
+}
+
+static __global__ void sigmoid_fwd_kernel(float *gate, const float *logit, int N)
+{
+    GRID_STRIDE(t, N) gate[t] = 1.0f / (1.0f + expf(-logit[t]));
+}
+
+void moe_sigmoid_fwd_cuda(float *gate, const float *logit, int N)
+{
+    if (N > 0)
+        LAUNCH(sigmoid_fwd_kernel, N, gate, logit, N);
+}
+
+static __global__ void sigmoid_bwd_kernel(float *dlogit, const float *dgate,
+                                          const float *gate, int N)
+{
+    GRID_STRIDE(t, N) dlogit[t] = dgate[t] * gate[t] * (1.0f - gate[t]);
+}
+
+void moe_sigmoid_bwd_cuda(float *dlogit, const float *dgate, const float *gate, int N)
+{
+    if (N > 0)
+        LAUNCH(sigmoid_bwd_kernel, N, dlogit, dgate, gate, N);
 }

@@ -102,9 +102,11 @@ typedef struct Arch {
 
     /* The parameter table: a block's tensors, in order, added to ps as
      * unit "h.L" (params_stage.c builds the rest of a stage around it),
-     * and where each lands in BlockParams (indices into the unit). */
+     * and where each lands in BlockParams (from the unit of global layer
+     * `layer`: its indices into ParamSet.p, and its size). */
     void (*build_block)(ParamSet *ps, int layer, const ModelConfig *m, const Layout *layout);
-    void (*block_roles)(const int *unit_idx, struct BlockParams *p);
+    void (*block_roles)(const Unit *unit, const ModelConfig *m, int layer,
+                        struct BlockParams *p);
     /* Elements of one block's logical tensors. */
     int64_t (*block_numel)(const ModelConfig *m);
 

@@ -76,10 +76,12 @@ static void build_block(ParamSet *ps, int l, const ModelConfig *m, const Layout 
 }
 
 /* The order build_block adds them in. */
-static void block_roles(const int *u, BlockParams *b)
+static void block_roles(const Unit *unit, const ModelConfig *m, int layer, BlockParams *b)
 {
+    (void)m;
+    const int *u = unit->idx;
     *b = (BlockParams){u[0], u[1], u[2], u[3], u[4], u[5],
-                       u[6], u[7], u[8], u[9], u[10], u[11], -1, -1, -1};
+                       u[6], u[7], u[8], u[9], u[10], u[11], -1, -1, -1, .layer = layer};
 }
 
 static int64_t block_numel(const ModelConfig *m)

@@ -37,6 +37,7 @@
 #include "hf_config.h"
 #include "hf_map.h"
 #include "model_impl.h"
+#include "moe.h"
 #include "prof.h"
 
 /* ---- the config --------------------------------------------------------- */
@@ -89,8 +90,44 @@ static void kv_rows(Param *p, const ModelConfig *m, const Layout *layout)
     }
 }
 
-/* A Llama block: RMSNorm gains, q, k, v, o, gate, up, down; no biases.
- * block_roles reads them in this order. */
+/* A MoE layer's tensors in place of the MLP (the contract's names): the
+ * router, this ep rank's El experts by their global index J (gate, up,
+ * down each), then the shared expert and its sigmoid gate. Routed experts
+ * and the router initialise as their dense counterparts (down writes
+ * into the residual stream). */
+static void build_moe(ParamSet *ps, int l, const ModelConfig *m, const Layout *layout)
+{
+    char name[48];
+    int64_t C = m->n_embd, Fm = arch_moe_ffn_dim(m), Fs = arch_shared_ffn_dim(m);
+    int ep = layout->ep > 0 ? layout->ep : 1, El = m->n_expert / ep;
+#define P(r, c, nd, split, role)                                            \
+    params_unit_param(ps, name, r, c, nd, split, role, layout)
+    snprintf(name, sizeof name, "h.%d.moe.router.w", l);
+    P(m->n_expert, C, 2, SPLIT_NONE, ROLE_WEIGHT);
+    for (int J = layout->ep_rank * El; J < (layout->ep_rank + 1) * El; J++) {
+        snprintf(name, sizeof name, "h.%d.moe.e.%d.gate.w", l, J);
+        P(Fm, C, 2, SPLIT_ROWS, ROLE_WEIGHT)->expert = 1;
+        snprintf(name, sizeof name, "h.%d.moe.e.%d.up.w", l, J);
+        P(Fm, C, 2, SPLIT_ROWS, ROLE_WEIGHT)->expert = 1;
+        snprintf(name, sizeof name, "h.%d.moe.e.%d.down.w", l, J);
+        P(C, Fm, 2, SPLIT_COLS, ROLE_RESIDUAL)->expert = 1;
+    }
+    if (Fs > 0) {
+        snprintf(name, sizeof name, "h.%d.moe.shared.gate.w", l);
+        P(Fs, C, 2, SPLIT_ROWS, ROLE_WEIGHT);
+        snprintf(name, sizeof name, "h.%d.moe.shared.up.w", l);
+        P(Fs, C, 2, SPLIT_ROWS, ROLE_WEIGHT);
+        snprintf(name, sizeof name, "h.%d.moe.shared.down.w", l);
+        P(C, Fs, 2, SPLIT_COLS, ROLE_RESIDUAL);
+        snprintf(name, sizeof name, "h.%d.moe.shared_gate.w", l);
+        P(1, C, 2, SPLIT_NONE, ROLE_WEIGHT);
+    }
+#undef P
+}
+
+/* A Llama block: RMSNorm gains, q, k, v, o, gate, up, down (a MoE layer's
+ * tensors in place of the last three); no biases. block_roles reads them
+ * in this order. */
 static void build_block(ParamSet *ps, int l, const ModelConfig *m, const Layout *layout)
 {
     char name[48], unit[16];
@@ -107,6 +144,10 @@ static void build_block(ParamSet *ps, int l, const ModelConfig *m, const Layout 
     kv_rows(P("attn.v.w", KV, C, 2, SPLIT_ROWS, ROLE_WEIGHT), m, layout);
     P("attn.o.w", C, C, 2, SPLIT_COLS, ROLE_RESIDUAL);
     P("ln2.w", C, 1, 1, SPLIT_NONE, ROLE_NORM_GAIN);
+    if (arch_layer_is_moe(m, l)) {
+        build_moe(ps, l, m, layout);
+        return;
+    }
     P("mlp.gate.w", F, C, 2, SPLIT_ROWS, ROLE_WEIGHT);
     P("mlp.up.w", F, C, 2, SPLIT_ROWS, ROLE_WEIGHT);
     P("mlp.down.w", C, F, 2, SPLIT_COLS, ROLE_RESIDUAL);
@@ -114,13 +155,30 @@ static void build_block(ParamSet *ps, int l, const ModelConfig *m, const Layout 
 }
 
 /* The order build_block adds them in; llama's q, o, gate and down sit in
- * BlockParams' qkvw, projw, fcw and mprojw. */
-static void block_roles(const int *u, BlockParams *b)
+ * BlockParams' qkvw, projw, fcw and mprojw. A MoE layer's: the router at
+ * 6, 3 per local expert from 7, the shared expert's 4 last; its unit's
+ * size says how many local experts this rank holds. */
+static void block_roles(const Unit *unit, const ModelConfig *m, int layer, BlockParams *b)
 {
+    const int *u = unit->idx;
     *b = (BlockParams){.ln1w = u[0], .ln1b = -1, .qkvw = u[1], .qkvb = -1,
                        .kw = u[2], .vw = u[3], .projw = u[4], .projb = -1,
-                       .ln2w = u[5], .ln2b = -1, .fcw = u[6], .fcb = -1,
-                       .upw = u[7], .mprojw = u[8], .mprojb = -1};
+                       .ln2w = u[5], .ln2b = -1, .fcw = -1, .fcb = -1,
+                       .upw = -1, .mprojw = -1, .mprojb = -1, .layer = layer};
+    if (!arch_layer_is_moe(m, layer)) {
+        b->fcw = u[6], b->upw = u[7], b->mprojw = u[8];
+        return;
+    }
+    int shared = arch_shared_ffn_dim(m) > 0;
+    b->moe = 1;
+    b->router = u[6];
+    b->expert0 = u[7];
+    b->n_local_experts = (unit->n - 7 - 4 * shared) / 3;
+    if (shared) {
+        const int *s = u + unit->n - 4;
+        b->shared_gate = s[0], b->shared_up = s[1], b->shared_down = s[2];
+        b->shared_gatew = s[3];
+    }
 }
 
 static int64_t block_numel(const ModelConfig *m)
@@ -177,6 +235,11 @@ static void block_forward(Model *m, const BlockParams *p, BlockActs *a, ops_tens
 
     rmsnorm(m, a->ln2, a->ln2_rstd, a->xmid, p->ln2w, n);
     ops_tensor ln2 = model_column_input(m, a->ln2, N);
+    if (p->moe) {
+        y = moe_forward(m, p, a, ln2, N);
+        PROF(PROF_RESIDUAL, ops_add(head_of(out, n * C), head_of(a->xmid, n * C), y, n * C));
+        return;
+    }
     ops_tensor gate = ops_view(a->fc, 0, N * Fl), up = ops_view(a->fc, N * Fl, N * Fl);
     PROF(PROF_MATMUL, ops_matmul_fwd(gate, ln2, W(m, p->fcw), OPS_NONE, (int)N, (int)Fl, (int)C));
     PROF(PROF_MATMUL, ops_matmul_fwd(up, ln2, W(m, p->upw), OPS_NONE, (int)N, (int)Fl, (int)C));
@@ -216,30 +279,16 @@ static void weight_grad_or_keep(Model *m, ops_tensor dout, ops_tensor inp, int w
         model_linear_weights(m, w, -1, dout, inp, N, out_local, m->C);
 }
 
-static void block_backward(Model *m, const BlockParams *p, BlockActs *a, ops_tensor dres,
-                          int rows)
+/* The attention half of the backward, from dres at xmid: the kept
+ * gradients' views from *at on. */
+static void attention_backward(Model *m, const BlockParams *p, BlockActs *a, ops_tensor dres,
+                               int rows, int64_t *at_in)
 {
     ModelScratch *s = m->scratch;
-    int64_t N = (int64_t)rows * m->T, C = m->C, Cl = (int64_t)m->NHl * m->hs, at = 0;
-    int64_t Fl = m->Fl, KVl = (int64_t)m->NKVl * m->hs;
+    int64_t N = (int64_t)rows * m->T, C = m->C, Cl = (int64_t)m->NHl * m->hs, at = *at_in;
+    int64_t KVl = (int64_t)m->NKVl * m->hs;
     double theta = m->cfg->model.rope_theta;
-    ops_tensor d_ln = head_of(s->d_ln, N * C);
-
-    /* MLP: out = xmid + swiglu(gate, up) . Wd^T; gate, up = ln2 . Wg^T, ln2 . Wu^T */
-    ops_tensor dh = ops_view(s->d_fc, 0, N * Fl);
-    ops_tensor dgate = ops_view(s->d_fc, N * Fl, N * Fl), dup = ops_view(s->d_fc, 2 * N * Fl, N * Fl);
-    ops_tensor gate = ops_view(a->fc, 0, N * Fl), up = ops_view(a->fc, N * Fl, N * Fl);
-    ops_tensor dout = model_row_parallel_grad(m, dres, N);
-    model_linear_bwd(m, dh, p->mprojw, -1, dout, head_of(a->fcg, N * Fl),
-                     kept_next(a, &at, N * C), N, C, Fl);
-    PROF(PROF_GELU, ops_swiglu_bwd(dgate, dup, dh, gate, up, N * Fl));
-    /* under zb1 the weight pass gathers the norm's output itself */
-    ops_tensor ln2 = a->kept.data ? OPS_NONE : model_column_input(m, a->ln2, N);
-    model_linear_bwd(m, d_ln, p->fcw, -1, dgate, ln2, kept_next(a, &at, N * Fl), N, Fl, C);
-    add_input_grad(m, dup, p->upw, N, Fl);
-    weight_grad_or_keep(m, dup, ln2, p->upw, N, Fl, kept_next(a, &at, N * Fl));
-    rms_backward(m, dres, a->xmid, p->ln2w, a->ln2_rstd, N);
-
+    ops_tensor d_ln = head_of(s->d_ln, N * C), dout;
     /* attention: xmid = x + atty . Wo^T; atty = attn(expand(rope(q), rope(k), v)) */
     ops_tensor d_atty = head_of(s->d_atty, N * Cl), d_qkv = head_of(s->d_qkv, N * 3 * Cl);
     ops_tensor dq, dk, dv;
@@ -263,21 +312,57 @@ static void block_backward(Model *m, const BlockParams *p, BlockActs *a, ops_ten
     weight_grad_or_keep(m, dk, ln1, p->kw, N, KVl, kept_next(a, &at, N * KVl));
     weight_grad_or_keep(m, dv, ln1, p->vw, N, KVl, kept_next(a, &at, N * KVl));
     rms_backward(m, dres, a->x, p->ln1w, a->ln1_rstd, N);
+    *at_in = at;
 }
 
+static void block_backward(Model *m, const BlockParams *p, BlockActs *a, ops_tensor dres,
+                          int rows)
+{
+    ModelScratch *s = m->scratch;
+    int64_t N = (int64_t)rows * m->T, C = m->C, at = 0, Fl = m->Fl;
+    ops_tensor d_ln = head_of(s->d_ln, N * C);
+
+    if (p->moe) { /* its weight gradients now, also under zb1 (moe.h) */
+        ops_tensor dout = model_row_parallel_grad(m, dres, N);
+        moe_backward(m, p, a, dout, model_column_input(m, a->ln2, N), d_ln, N);
+        rms_backward(m, dres, a->xmid, p->ln2w, a->ln2_rstd, N);
+        attention_backward(m, p, a, dres, rows, &at);
+        return;
+    }
+    /* MLP: out = xmid + swiglu(gate, up) . Wd^T; gate, up = ln2 . Wg^T, ln2 . Wu^T */
+    ops_tensor dh = ops_view(s->d_fc, 0, N * Fl);
+    ops_tensor dgate = ops_view(s->d_fc, N * Fl, N * Fl), dup = ops_view(s->d_fc, 2 * N * Fl, N * Fl);
+    ops_tensor gate = ops_view(a->fc, 0, N * Fl), up = ops_view(a->fc, N * Fl, N * Fl);
+    ops_tensor dout = model_row_parallel_grad(m, dres, N);
+    model_linear_bwd(m, dh, p->mprojw, -1, dout, head_of(a->fcg, N * Fl),
+                     kept_next(a, &at, N * C), N, C, Fl);
+    PROF(PROF_GELU, ops_swiglu_bwd(dgate, dup, dh, gate, up, N * Fl));
+    /* under zb1 the weight pass gathers the norm's output itself */
+    ops_tensor ln2 = a->kept.data ? OPS_NONE : model_column_input(m, a->ln2, N);
+    model_linear_bwd(m, d_ln, p->fcw, -1, dgate, ln2, kept_next(a, &at, N * Fl), N, Fl, C);
+    add_input_grad(m, dup, p->upw, N, Fl);
+    weight_grad_or_keep(m, dup, ln2, p->upw, N, Fl, kept_next(a, &at, N * Fl));
+    rms_backward(m, dres, a->xmid, p->ln2w, a->ln2_rstd, N);
+    attention_backward(m, p, a, dres, rows, &at);
+}
+
+/* zb1's weight pass: a MoE layer's MLP part has none left (moe.h), so
+ * its kept views start at the attention's, as its backward took them. */
 static void block_weights(Model *m, const BlockParams *p, BlockActs *a, ops_tensor dres,
                          int rows)
 {
     (void)dres;
     int64_t N = (int64_t)rows * m->T, C = m->C, Cl = (int64_t)m->NHl * m->hs, at = 0;
     int64_t Fl = m->Fl, KVl = (int64_t)m->NKVl * m->hs;
-    model_linear_weights(m, p->mprojw, -1, kept_next(a, &at, N * C), head_of(a->fcg, N * Fl),
-                         N, C, Fl);
-    /* the norms' outputs, gathered again under sequence parallelism (one
-     * buffer: ln2's uses end before ln1's gather) */
-    ops_tensor ln2 = model_column_input(m, a->ln2, N);
-    model_linear_weights(m, p->fcw, -1, kept_next(a, &at, N * Fl), ln2, N, Fl, C);
-    model_linear_weights(m, p->upw, -1, kept_next(a, &at, N * Fl), ln2, N, Fl, C);
+    if (!p->moe) {
+        model_linear_weights(m, p->mprojw, -1, kept_next(a, &at, N * C),
+                             head_of(a->fcg, N * Fl), N, C, Fl);
+        /* the norms' outputs, gathered again under sequence parallelism
+         * (one buffer: ln2's uses end before ln1's gather) */
+        ops_tensor ln2 = model_column_input(m, a->ln2, N);
+        model_linear_weights(m, p->fcw, -1, kept_next(a, &at, N * Fl), ln2, N, Fl, C);
+        model_linear_weights(m, p->upw, -1, kept_next(a, &at, N * Fl), ln2, N, Fl, C);
+    }
     model_linear_weights(m, p->projw, -1, kept_next(a, &at, N * C), head_of(a->atty, N * Cl),
                          N, C, Cl);
     ops_tensor ln1 = model_column_input(m, a->ln1, N);

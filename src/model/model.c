@@ -32,6 +32,7 @@
 #include "arch.h"
 #include "comm.h"
 #include "fail.h"
+#include "moe.h"
 #include "params_stage.h"
 #include "prof.h"
 
@@ -162,38 +163,6 @@ static void acts_free(BlockActs *a, int keep_input_only)
         ops_free(all[i]);
 }
 
-/* A sixteenth of a GPU's memory, rounded down to a power of two first:
- * GPT-2 small's whole head (3.3 GB of fp32 logits) on an 80 GB card (4 GiB
- * of logits), a 1B Llama's 128k-word head at T 2048 in four chunks, and
- * room left for the weights and activations beside it. The rounding makes
- * cards of one class whose memory differs a little (80 and 94 GB H100s,
- * what the driver reserves) cut the same chunks, as TP ranks must. Never
- * below the CPU's budget. */
-int64_t model_head_logit_budget(int64_t device_bytes)
-{
-    int64_t pow2 = 1;
-    while (device_bytes > 0 && pow2 <= device_bytes / 2)
-        pow2 *= 2;
-    int64_t gpu = device_bytes > 0 ? pow2 / 16 / (int64_t)sizeof(float) : 0;
-    return gpu > MODEL_HEAD_CPU_LOGITS ? gpu : MODEL_HEAD_CPU_LOGITS;
-}
-
-/* Logit rows held at once: at most budget floats, so the 50k-word head
- * never holds more than the device affords, and the N rows cut into
- * chunks of even size: 1,024 rows of GPT-2's head on the CPU are 4 chunks
- * of 256, not 3 of 333 and one of 25, whose GEMMs ran at a fraction of the
- * others' rate. */
-int model_head_chunk_rows(int64_t N, int Vl, int64_t budget)
-{
-    int64_t most = budget / (Vl > 0 ? Vl : 1);
-    if (most < 1)
-        most = 1;
-    if (N <= most)
-        return (int)(N > 0 ? N : 1);
-    int64_t chunks = (N + most - 1) / most;
-    return (int)((N + chunks - 1) / chunks);
-}
-
 static void scratch_alloc(Model *m, int any_recompute)
 {
     ModelScratch *s = TRI_CALLOC(1, sizeof *s, "model scratch");
@@ -250,7 +219,8 @@ static void find_params(Model *m)
     }
     m->blocks = TRI_CALLOC((size_t)m->n_local, sizeof *m->blocks, "the stage's blocks");
     for (int l = 0; l < m->n_local; l++)
-        m->arch->block_roles(m->ps.units[m->unit_block0 + l].idx, &m->blocks[l]);
+        m->arch->block_roles(&m->ps.units[m->unit_block0 + l], &m->cfg->model,
+                             model_block_layer(m, l), &m->blocks[l]);
 }
 
 ops_dtype model_dtype(Precision precision)
@@ -396,6 +366,7 @@ void model_create(Model *m, const Config *cfg, const Grid *g, int n_slots)
         m->tokens[s] = buffer(m, OPS_I32, z.tokens);
         m->targets[s] = buffer(m, OPS_I32, z.targets);
     }
+    moe_create(m);
     /* what plan predicts is what was allocated, buffer for buffer */
     if (model_activation_bytes(m) != model_planned_activation_bytes(cfg, g->layout.tp, g->layout.pp_stage,
                                                                     n_slots, m->head_budget))
@@ -405,6 +376,7 @@ void model_create(Model *m, const Config *cfg, const Grid *g, int n_slots)
 
 void model_destroy(Model *m)
 {
+    moe_destroy(m);
     for (int s = 0; s < m->n_slots; s++) {
         for (int j = 0; j < m->chunk_len; j++)
             acts_free(&m->acts[s * m->chunk_len + j], m->input_only[j]);
@@ -755,7 +727,7 @@ int64_t model_planned_activation_bytes(const Config *cfg, int tp, int stage, int
     scratch += a * (z.tmp + z.gathered + z.slice + z.d_ln + z.d_fc + z.qkv_raw + z.d_atty
                     + z.d_qkv + 2 * z.cp_seq + z.lnf + z.d_lnf);
     scratch += 4 * (z.lnf_mean + z.lnf_rstd + z.logits + 4 * z.chunk);
-    return n_slots * per_slot + scratch;
+    return n_slots * per_slot + scratch + moe_planned_activation_bytes(cfg, tp, stage, n_slots);
 }
 
 int64_t model_activation_bytes(const Model *m)
@@ -777,7 +749,7 @@ int64_t model_activation_bytes(const Model *m)
                               s->cp_sequence};
     for (size_t i = 0; i < sizeof all / sizeof all[0]; i++)
         b += tensor_bytes(all[i]);
-    return b;
+    return b + moe_activation_bytes(m);
 }
 
 int64_t model_kept_grad_width(const ModelConfig *mc, int tp)

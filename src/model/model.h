@@ -70,6 +70,13 @@ typedef struct Model Model;
 typedef struct BlockParams {
     int ln1w, ln1b, qkvw, qkvb, projw, projb, ln2w, ln2b, fcw, fcb, mprojw, mprojb;
     int kw, vw, upw;
+    int layer;              /* the block's global index */
+    /* A MoE layer (arch_layer_is_moe; moe.c) in place of the MLP: the
+     * router; local expert i's gate, up, down at expert0 + 3i + 0, 1, 2,
+     * n_local_experts of them (global indices from ep_rank x that count);
+     * the shared expert's gate, up, down and sigmoid gate (0 without). */
+    int moe, router, expert0, n_local_experts;
+    int shared_gate, shared_up, shared_down, shared_gatew;
 } BlockParams;
 
 struct Model {
@@ -124,6 +131,8 @@ struct Model {
     int defer_weights;            /* schedule = zb1: model_backward leaves
                                      the weight GEMMs and the embedding's
                                      backward to model_backward_weights */
+    struct MoeState *moe;         /* MoE layers' scratch and statistics
+                                     (moe.c); NULL without MoE layers here */
 };
 
 /* Builds the parameter table and allocates activations for n_slots
@@ -255,6 +264,28 @@ int model_head_chunk_rows(int64_t N, int Vl, int64_t budget);
 /* The global index of local block l (chunk l / chunk_len). Not
  * collective. */
 int model_block_layer(const Model *m, int l);
+
+/* The mixture-of-experts statistics since model_moe_reset_stats, for the
+ * metrics (issue 38). Counted by training passes only (not evaluation,
+ * recompute or zb1's weight pass), alike on every TP rank. */
+typedef struct {
+    int n_layers;            /* MoE layers on this rank (all chunks) */
+    int n_expert;
+    const int *layer;        /* their global indices */
+    const int64_t *load;     /* n_layers x n_expert: (token, slot) pairs this
+                                rank routed to each expert since the reset,
+                                dropped ones included */
+    int64_t dropped;         /* pairs dropped (capacity) since the reset */
+    double aux_sum, z_sum;   /* sum over training forwards and layers of the
+                                aux / z value */
+    int64_t forwards;        /* how many (microbatch, layer) aux values
+                                aux_sum holds */
+} MoeStats;
+/* Reads the statistics (the aux and z sums wait for the device); out's
+ * arrays point into m, valid until the next pass. Not collective. */
+void model_moe_stats(const Model *m, MoeStats *out);
+/* Zeroes them. Not collective. */
+void model_moe_reset_stats(Model *m);
 
 /* Bytes of activations this rank allocated. Not collective. */
 int64_t model_activation_bytes(const Model *m);

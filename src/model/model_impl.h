@@ -29,6 +29,9 @@ struct BlockActs {
                                               llama: gate|up (2 x (B,T,Fl)), (B,T,Fl) */
     ops_tensor kept;                       /* zb1: the linear layers' output
                                               gradients, (B,T,model_kept_grad_width) */
+    struct MoeActs *moe;                   /* a MoE layer's routing and expert
+                                              activations (moe.c); NULL for a
+                                              dense one */
 };
 
 typedef struct ModelScratch {

@@ -11,7 +11,6 @@
 #include <string.h>
 
 #include "alloc.h"
-#include "fail.h"
 #include "rng.h"
 
 static Param *add_param(ParamSet *ps, const char *name, int64_t rows,
@@ -58,8 +57,10 @@ void params_unit_begin(ParamSet *ps, const char *name)
 void params_unit_add(ParamSet *ps, int idx)
 {
     Unit *u = &ps->units[ps->n_units - 1];
-    if (u->n == PARAMS_MAX_UNIT)
-        fail_abort("too many parameters in one unit", __FILE__, __LINE__);
+    if (u->n == u->cap) {
+        u->cap = u->cap ? 2 * u->cap : 16;
+        u->idx = TRI_REALLOC(u->idx, (size_t)u->cap * sizeof *u->idx, "a unit's parameters");
+    }
     u->idx[u->n++] = idx;
 }
 
@@ -74,6 +75,8 @@ Param *params_unit_param(ParamSet *ps, const char *name, int64_t rows, int64_t c
 void params_free(ParamSet *ps)
 {
     free(ps->p);
+    for (int u = 0; u < ps->n_units; u++)
+        free(ps->units[u].idx);
     free(ps->units);
     memset(ps, 0, sizeof *ps);
 }

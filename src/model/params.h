@@ -61,12 +61,11 @@ typedef struct {
     ops_tensor og;             /* owned rows' reduced gradients, fp32 */
 } Param;
 
-#define PARAMS_MAX_UNIT 16
-
 typedef struct {
     char name[16];             /* "embed", "h.3", "head" */
-    int n;
-    int idx[PARAMS_MAX_UNIT];  /* into ParamSet.p */
+    int n, cap;
+    int *idx;                  /* n of them, into ParamSet.p (a MoE block
+                                  holds 3 tensors per local expert) */
 } Unit;
 
 typedef struct {

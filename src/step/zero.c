@@ -55,13 +55,13 @@
 
 typedef struct {
     int n;
-    int idx[PARAMS_MAX_UNIT];
+    int *idx;                 /* as many as its unit's parameters */
     int64_t numel;            /* units: elements of the full local blocks */
 } Bucket;
 
 /* A bucket's reduction in flight: a request per parameter. */
 typedef struct {
-    CommRequest req[PARAMS_MAX_UNIT];
+    CommRequest *req;         /* as many as the bucket's parameters */
     int n_req;
     double started;
 } Flight;
@@ -148,6 +148,10 @@ static void build_buckets(Zero *z)
     z->units = TRI_CALLOC((size_t)ps->n_units + 1, sizeof *z->units, "ZeRO's buckets");
     for (int u = 0; u < ps->n_units; u++) {
         Bucket *b = &z->buckets[z->n_buckets], *unit = &z->units[u];
+        size_t n = (size_t)ps->units[u].n + 1;
+        unit->idx = TRI_CALLOC(n, sizeof *unit->idx, "ZeRO's buckets");
+        /* b may be an empty bucket the last unit left (b->n = 0) */
+        b->idx = TRI_REALLOC(b->idx, n * sizeof *b->idx, "ZeRO's buckets");
         for (int i = 0; i < ps->units[u].n; i++) {
             int idx = ps->units[u].idx[i];
             unit->idx[unit->n++] = idx;
@@ -482,6 +486,9 @@ Zero *zero_create(Model *m, const Config *cfg, const Grid *g)
         for (int i = 0; i < m->ps.units[u].n; i++)
             z->units_of[m->ps.units[u].idx[i]]++;
     z->flights = TRI_CALLOC((size_t)z->n_buckets + 1, sizeof *z->flights, "ZeRO's buckets in flight");
+    for (int b = 0; b < z->n_buckets; b++) /* flights start in any order: each fits any bucket */
+        z->flights[b].req = TRI_CALLOC((size_t)m->ps.n + 1, sizeof *z->flights[b].req,
+                                       "ZeRO's buckets in flight");
     /* fault offload_cpu: the GPU's offload path run on the CPU, so the
      * tests can train through it (fault.h) */
     if (offload_active(cfg->train.offload, g->device)
@@ -506,6 +513,12 @@ void zero_destroy(Zero *z)
     offload_destroy(z->offload);
     ops_timer_free(&z->exposed);
     free(z->arenas);
+    for (int u = 0; u < z->m->ps.n_units; u++) {
+        free(z->buckets[u].idx);
+        free(z->units[u].idx);
+    }
+    for (int b = 0; b < z->n_buckets; b++)
+        free(z->flights[b].req);
     free(z->buckets);
     free(z->units);
     free(z->param_counts);
