@@ -16,6 +16,7 @@
 #include "grid.h"
 #include "metrics.h"
 #include "moe_metrics.h"
+#include "run_summary.h"
 #include "tap.h"
 
 /* 4 layers, MoE every second one (layers 1 and 3), 4 experts. */
@@ -140,6 +141,19 @@ static void test_sums(const Grid *w, int rank, int size)
            "the step line: aux and the worst layer; no drops where nothing can drop");
     tap_diag("%s", line);
 
+    FILE *f = tmpfile();
+    RunSummary sum = {.last_step = 9, .total_steps = 9, .train_loss = 2.5, .val_loss = NAN,
+                      .ckpt_dir = "", .saved_step = -1, .saved_path = "", .metrics_path = "",
+                      .moe = s};
+    run_summary_print(f, &sum);
+    rewind(f);
+    size_t got = fread(json, 1, sizeof json - 1, f);
+    json[got] = '\0';
+    fclose(f);
+    tap_ok(strstr(json, "summary: experts at the last logged step: aux 1.000, the worst layer's "
+                        "load 2.00 x the mean (h.1), 4 (token, expert) pairs dropped\n") != NULL,
+           "the run's summary: the last logged step's aux, worst load and drops");
+
     /* a second step starts from none */
     moe_metrics_clear(&mm);
     add_counts(&mm, rank, size);
@@ -189,7 +203,7 @@ static void test_empty_layer(const Grid *w, int rank)
 int main(int argc, char **argv)
 {
     tap_init(&argc, &argv);
-    tap_plan(7);
+    tap_plan(8);
     int rank = tap_rank(), size = tap_size();
     Grid w;
     grid_world_only(&w, MPI_COMM_WORLD);

@@ -105,3 +105,18 @@ const MoeStepMetrics *moe_metrics_reduce(MoeMetrics *mm, const Grid *g)
     }
     return s;
 }
+
+const MoeStepMetrics *moe_metrics_gather(MoeMetrics *mm, const Model *model, const Grid *g)
+{
+    if (!mm->on)
+        return NULL;
+    moe_metrics_clear(mm);
+    if (g->layout.tp_rank == 0) {
+        MoeStats st;
+        model_moe_stats(model, &st);
+        for (int i = 0; i < st.n_layers; i++)
+            moe_metrics_add_layer(mm, st.layer[i], st.load + (size_t)i * st.n_expert);
+        moe_metrics_add_totals(mm, st.aux_sum, st.z_sum, st.forwards, st.dropped);
+    }
+    return moe_metrics_reduce(mm, g);
+}

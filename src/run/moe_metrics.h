@@ -18,6 +18,7 @@
 #include "config.h"
 #include "grid.h"
 #include "metrics.h"
+#include "model.h"
 
 typedef struct {
     int on;                    /* n_expert > 0 */
@@ -50,5 +51,11 @@ void moe_metrics_add_totals(MoeMetrics *mm, double aux_sum, double z_sum, int64_
  * or NULL for a dense model. Collective on the world when n_expert > 0,
  * every rank at the same logged step; else nothing. */
 const MoeStepMetrics *moe_metrics_reduce(MoeMetrics *mm, const Grid *g);
+
+/* The step's figures of the model's counts since its last
+ * model_moe_reset_stats (the step's training forwards), as
+ * moe_metrics_reduce: this rank adds its counts on tp rank 0 only.
+ * Collective on the world when n_expert > 0, else nothing (NULL). */
+const MoeStepMetrics *moe_metrics_gather(MoeMetrics *mm, const Model *model, const Grid *g);
 
 #endif

@@ -91,6 +91,10 @@ void run_summary_print(FILE *out, const RunSummary *s)
     else
         fprintf(out, ", no validation ([eval] every = 0 or no evaluation this run)");
     fprintf(out, "\n");
+    if (s->moe)
+        fprintf(out, "summary: experts at the last logged step: aux %.3f, the worst layer's load "
+                "%.2f x the mean (h.%d), %lld (token, expert) pairs dropped\n", s->moe->aux,
+                s->moe->load_max, s->moe->load_max_layer, (long long)s->moe->dropped);
     print_speed(out, s);
     print_files(out, s);
     print_next(out, s);

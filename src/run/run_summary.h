@@ -9,6 +9,8 @@
 #include <stdint.h>
 #include <stdio.h>
 
+#include "metrics.h"
+
 typedef struct {
     int first_step;           /* steps done when the run began (a resume's step) */
     int last_step;            /* steps done when it ended */
@@ -25,6 +27,7 @@ typedef struct {
     int saved_step;           /* the step of the newest checkpoint; -1 if none */
     const char *saved_path;   /* its file (ckpt_files_paths names it); "" if none */
     const char *metrics_path; /* [log] metrics; "" for none */
+    const MoeStepMetrics *moe; /* a MoE model's last logged step; NULL if dense */
 } RunSummary;
 
 /* Prints the summary block ("summary: ..." lines). Not collective. */

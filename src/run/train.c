@@ -262,7 +262,7 @@ static double training_flops(const ModelConfig *m, double tokens)
 }
 
 static void report(Trainer *t, const StepResult *r, double step_s, double val_loss,
-                   double comm_s, const StragglerReport *spread)
+                   double comm_s, const StragglerReport *spread, const MoeStepMetrics *moe)
 {
     const Config *c = t->cfg;
     double tokens = (double)t->global_batch * c->model.seq_len;
@@ -291,6 +291,7 @@ static void report(Trainer *t, const StepResult *r, double step_s, double val_lo
         .slowest_rank = spread->slowest_rank,
         .allocations = ops_device_allocations(t->grid.device),
         .eta_s = eta_seconds(t),
+        .moe = moe,
     };
     metrics_print(stdout, &s);
     metrics_write(&t->metrics, &s);
@@ -544,6 +545,9 @@ static StepResult timed_step(Trainer *t, double *step_s)
         kill(getpid(), SIGTERM);
     comm_reset_seconds();
     watchdog_step(t->step + 1);
+    /* a MoE model's routing counts are the step's (moe_metrics.h) */
+    if (t->moe.on)
+        model_moe_reset_stats(&t->model);
     double t0 = timer_now();
     WatchdogPhase outer = watchdog_enter("train_step", NULL);
     StepResult r = train_step(t);
@@ -604,7 +608,7 @@ static RunEnd run_steps(Trainer *t)
         if (r.give_up) {
             StragglerReport none = {.slowest_rank = -1};
             if (is_root(t))
-                report(t, &r, step_s, NAN, comm_s, &none);
+                report(t, &r, step_s, NAN, comm_s, &none, NULL);
             give_up_message(t, &r);
             return RUN_FAILED;
         }
@@ -612,8 +616,9 @@ static RunEnd run_steps(Trainer *t)
         if (due(t->step, c->log.every, c->train.steps) || t->step == first + 1 || !isnan(val)) {
             StragglerReport spread;
             straggler_report(&t->straggler, &t->grid, &spread, stdout);
+            const MoeStepMetrics *moe = moe_metrics_gather(&t->moe, &t->model, &t->grid);
             if (is_root(t))
-                report(t, &r, step_s, val, comm_s, &spread);
+                report(t, &r, step_s, val, comm_s, &spread, moe);
         }
         remeasure_peak(t, first);
         int early = !isnan(val) && out_of_patience(t, val);
@@ -664,6 +669,7 @@ static void summarise(Trainer *t, int64_t tokens_before)
         .peak_flops = t->hw_peak.flops, .ckpt_dir = c->checkpoint.dir,
         .saved_step = t->saved_step, .saved_path = newest.final,
         .metrics_path = c->log.metrics,
+        .moe = t->moe.on ? &t->moe.step : NULL,
     };
     run_summary_print(stdout, &s);
 }

@@ -20,6 +20,7 @@
 #include "hw_peak.h"
 #include "metrics.h"
 #include "model.h"
+#include "moe_metrics.h"
 #include "pipeline.h"
 #include "scaler.h"
 #include "schedule.h"
@@ -38,6 +39,7 @@ typedef struct {
     Loader *loader;
     Metrics metrics;
     Straggler straggler;      /* busy time per rank, for the spread */
+    MoeMetrics moe;           /* a MoE model's step figures (off when dense) */
     Action *actions;          /* this stage's training schedule */
     Action *eval_actions;     /* forwards only */
     int n_actions, n_eval_actions;

@@ -431,6 +431,7 @@ int train_setup_build(Trainer *t)
     TRI_TRY(check_memory_fits(t));
     TRI_TRY(init_from_check(cfg, &t->grid, &t->init_from));
     model_create(&t->model, cfg, &t->grid, slots);
+    moe_metrics_init(&t->moe, &cfg->model);
     pipeline_create(&t->pipe, &t->model);
     print_plan(t);
     TRI_TRY(open_data(t));
@@ -469,6 +470,7 @@ void train_setup_teardown(Trainer *t)
         model_destroy(&t->model);
     }
     metrics_close(&t->metrics);
+    moe_metrics_free(&t->moe);
     ckpt_files_unlock(&t->ckpt_lock);
     free(t->actions);
     free(t->eval_actions);
