@@ -272,6 +272,13 @@ static int print_names_ep(int n)
         ok &= strstr(text, want) && strstr(text, "  ep  groups: [0 1]")
               && strstr(text, n == 2 ? "  edp groups: [0] [1]\n" : "  edp groups: [0 2");
     }
+    if (n == 4) /* every group, whole */
+        ok &= strstr(text, "  ep  groups: [0 1] [2 3]\n") && strstr(text, "  edp groups: [0 2] [1 3]\n");
+    if (n == 8) { /* with cp 2: an ep group keeps its cp rank, an edp group spans both */
+        printed(2, 2, text, sizeof text);
+        ok &= strstr(text, "  ep  groups: [0 2] [1 3] [4 6] [5 7]\n")
+              && strstr(text, "  edp groups: [0 1 4 5] [2 3 6 7]\n");
+    }
     if (!ok)
         tap_diag("grid_print:\n%s", text);
     return ok;

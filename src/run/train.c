@@ -605,6 +605,7 @@ static RunEnd run_steps(Trainer *t)
         StepResult r = timed_step(t, &step_s);
         double comm_s = comm_seconds(COMM_TP) + comm_seconds(COMM_DP) + comm_seconds(COMM_KV)
                         + comm_seconds(COMM_CP);
+        comm_s += comm_seconds(COMM_EP) + comm_seconds(COMM_EDP); /* MoE's all-to-all, experts' DP */
         if (r.give_up) {
             StragglerReport none = {.slowest_rank = -1};
             if (is_root(t))

@@ -252,7 +252,7 @@ static void count_owned_rows(Zero *z)
     for (int i = 0; i < ps->n; i++) {
         const Param *p = &ps->p[i];
         int size, mine;
-        int group = zero_param_group(p, &l, &size, &mine);
+        CommGroup group = zero_param_group(p, &l, &size, &mine);
         for (int k = 0; k < size; k++) {
             int r = group == COMM_DP ? order[k] : k;
             int64_t row0, n;

@@ -12,7 +12,6 @@
  */
 #include "zero_state.h"
 
-#include "comm_group.h"
 #include "layout.h"
 #include "offload.h"
 
@@ -44,7 +43,7 @@ int zero_overlaps(int overlap, int stage, int dp, int hierarchical, ops_device d
     return overlap && stage <= 1 && dp > 1 && !hierarchical;
 }
 
-int zero_param_group(const Param *p, const ZeroLayout *l, int *size, int *block)
+CommGroup zero_param_group(const Param *p, const ZeroLayout *l, int *size, int *block)
 {
     /* edp = 0: a layout that says nothing of experts (ep = 1), where the
      * experts' replicas are the replicas */
@@ -91,7 +90,8 @@ ZeroCounts zero_counts(const ParamSet *ps, const ZeroLayout *l)
     for (int i = 0; i < ps->n; i++) {
         const Param *p = &ps->p[i];
         int64_t row0, rows;
-        int size, block, group = zero_param_group(p, l, &size, &block);
+        int size, block;
+        CommGroup group = zero_param_group(p, l, &size, &block);
         zero_partition(p->lrows, size, block, &row0, &rows);
         c.full += params_local_numel(p);
         c.owned += rows * p->lcols;

@@ -11,6 +11,7 @@
 
 #include <stdint.h>
 
+#include "comm_group.h"
 #include "ops.h"
 #include "params.h"
 
@@ -62,7 +63,6 @@ ZeroBytes zero_state_bytes(const ParamSet *ps, const ZeroLayout *l);
  * last short or empty. Not collective. */
 void zero_partition(int64_t rows, int dp, int block, int64_t *row0, int64_t *n);
 
-
 /* Elements that size a rank's state. */
 typedef struct {
     int64_t full;     /* its local blocks */
@@ -79,12 +79,11 @@ typedef struct {
 /* The counts of ps under l. Not collective. */
 ZeroCounts zero_counts(const ParamSet *ps, const ZeroLayout *l);
 
-/* The group that shares p's state (a CommGroup, returned), its size and
- * this rank's block in it:
+/* The group that shares p's state, its size and this rank's block in it:
  * a routed expert's tensor over the ranks holding the same experts
  * (COMM_EDP: l->edp, l->edp_rank), any other over the replicas (COMM_DP:
  * l->dp, l->dp_rank). Not collective. */
-int zero_param_group(const Param *p, const ZeroLayout *l, int *size, int *block);
+CommGroup zero_param_group(const Param *p, const ZeroLayout *l, int *size, int *block);
 
 /* The rows of p this rank owns under l: zero_partition of its group. Not
  * collective. */
