@@ -17,8 +17,8 @@
 # per microbatch.
 #
 # Then: a layout run twice gives the same bits; a checkpoint saved at ep 2
-# holds every expert and resumes at ep 1, at ep 4 and at ep 2 x tp 2 with
-# the uninterrupted run's losses.
+# holds every expert, samples on one rank, and resumes at ep 1, at ep 4
+# and at ep 2 x tp 2 with the uninterrupted run's losses.
 . "${TRI_SRCDIR:-.}/tests/lib.sh"
 np=${1:-4}
 [ "$np" -ge 4 ] || { echo "1..0 # SKIP the layouts need 4 ranks"; exit 0; }
@@ -56,7 +56,7 @@ cap:ep2-tp2-sp:4:2:1:2:2:2:1:1f1b:$cap,parallel.sequence_parallel=1
 bf16:1x1x1:1:1:1:1:1:4:1:1f1b:$moe,train.precision=bf16
 bf16:ep4:4:4:1:1:4:1:1:1f1b:$moe,train.precision=bf16"
 count=$(echo "$LAYOUTS" | wc -l)
-plan $((2 * (count - 4) + 6))
+plan $((2 * (count - 4) + 7))
 
 # train NAME RANKS KEYS: lib.sh's train_keys on the tiny MoE model
 train() { train_keys "$cfg" "$1" "$2" "$tiny,$3"; }
@@ -112,14 +112,28 @@ done
         > /dev/null
 ok $? "moe ep 4 twice: the same losses, norms and weights, bit for bit"
 
-# Checkpoints hold every expert in its logical shape (ep = 1): the file
-# the ep 2 run wrote is complete, and resumes at ep 1, at ep 4 and at
+# Checkpoints hold every expert in its logical shape (ep = 1): the files
+# the ep 2 runs wrote (dp 2, and dp 4 with ZeRO 3 sharding the experts
+# over their replicas) are complete and verify, generation runs from one
+# on a single rank, and the dp 2 one resumes at ep 1, at ep 4 and at
 # ep 2 x tp 2 for steps 5 and 6 with the uninterrupted single-rank run's
 # losses.
-"$TRIDENT" inspect "$WORK/moe-ep2/step_00000004.h5" > "$WORK/inspect.out" 2>&1
-grep -q "complete: all [0-9]* datasets of the model (llama, 4 layers" "$WORK/inspect.out" &&
-    grep -q "h\.3\.moe\.e\.3\.down\.w" "$WORK/inspect.out"
-ok $? "inspect: the checkpoint saved at ep 2 is complete, every expert in it"
+bad=0
+for run in moe-ep2 moe-dp4-ep2-zero3; do
+    out="$WORK/inspect-$run.out"
+    if ! { "$TRIDENT" inspect "$WORK/$run/step_00000004.h5" > "$out" 2>&1 &&
+        grep -q "complete: all [0-9]* datasets of the model (llama, 4 layers" "$out" &&
+        grep -q "h\.3\.moe\.e\.3\.down\.w" "$out" && grep -q "^verdict: good" "$out"; }; then
+        bad=1
+        grep "verdict" "$out" | sed 's/^/# /'
+    fi
+done
+ok $bad "inspect: the checkpoints saved at ep 2 are complete and verify, every expert in them"
+$TRI_MPIEXEC -n 1 "$TRIDENT" sample --ckpt "$WORK/moe-dp4-ep2-zero3/step_00000004.h5" \
+    --tokens 8 > "$WORK/sample.out" 2>&1
+rc=$?
+ok $rc "sample generates on one rank from the checkpoint saved at ep 2 (exit $rc)"
+[ $rc -eq 0 ] || grep "trident:" "$WORK/sample.out" | sed 's/^/# /' | head -n 3
 field loss "$WORK/moe-1x1x1.jsonl" | tail -n 2 > "$WORK/ref6.loss"
 from="checkpoint.resume=$WORK/moe-ep2/step_00000004.h5,train.steps=6,$moe"
 for to in "ep1:1:parallel.dp=1,parallel.ep=1,train.grad_accum=4" \
