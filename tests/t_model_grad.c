@@ -10,26 +10,10 @@
 #include <stdlib.h>
 #include <string.h>
 
-#include "config.h"
 #include "config_load.h"
-#include "grid.h"
-#include "model.h"
-#include "pipeline.h"
-#include "rng.h"
-#include "schedule.h"
+#include "model_rig.h"
 #include "tap.h"
-#include "zero.h"
 
-typedef struct {
-    Config cfg;
-    Grid grid;
-    Model model;
-    Pipeline pipe;
-    Zero *zero;
-    Action acts[16];
-    int n_acts;
-    int32_t *batch;
-} Rig;
 
 /* llama: 4 query heads over 2 key/value heads, so the grouped-query
  * reduction and the rotary embeddings are in every gradient. */
@@ -59,26 +43,7 @@ static void rig_create(Rig *r, RecomputeKind recompute, int tie, int llama, Sche
         c->model.ffn_dim = 24;
         c->model.rope_theta = 100.0;
     }
-    grid_create(&r->grid, c, MPI_COMM_SELF);
-    r->n_acts = schedule_build(sched, 1, 1, 0, c->train.grad_accum, r->acts);
-    model_create(&r->model, c, &r->grid, schedule_max_in_flight(r->acts, r->n_acts));
-    pipeline_create(&r->pipe, &r->model);
-    r->zero = zero_create(&r->model, c, &r->grid);
-    zero_init_weights(r->zero);
-    int n = c->train.grad_accum * c->train.micro_batch * (c->model.seq_len + 1);
-    r->batch = malloc((size_t)n * sizeof *r->batch);
-    uint64_t key = rng_key(7, "tokens");
-    for (int i = 0; i < n; i++)
-        r->batch[i] = (int32_t)(rng_u64(key, (uint64_t)i) % (uint64_t)c->model.vocab_size);
-}
-
-static void rig_destroy(Rig *r)
-{
-    zero_destroy(r->zero);
-    pipeline_destroy(&r->pipe);
-    model_destroy(&r->model);
-    grid_destroy(&r->grid);
-    free(r->batch);
+    rig_build(r, 7);
 }
 
 /* Loss summed over all tokens; with grads, leaves d(sum)/dw in og. */

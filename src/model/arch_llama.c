@@ -37,7 +37,6 @@
 #include "hf_config.h"
 #include "hf_map.h"
 #include "model_impl.h"
-#include "moe.h"
 #include "prof.h"
 
 /* ---- the config --------------------------------------------------------- */
@@ -322,7 +321,7 @@ static void block_backward(Model *m, const BlockParams *p, BlockActs *a, ops_ten
     int64_t N = (int64_t)rows * m->T, C = m->C, at = 0, Fl = m->Fl;
     ops_tensor d_ln = head_of(s->d_ln, N * C);
 
-    if (p->moe) { /* its weight gradients now, also under zb1 (moe.h) */
+    if (p->moe) { /* its weight gradients now, also under zb1 (model_impl.h) */
         ops_tensor dout = model_row_parallel_grad(m, dres, N);
         moe_backward(m, p, a, dout, model_column_input(m, a->ln2, N), d_ln, N);
         rms_backward(m, dres, a->xmid, p->ln2w, a->ln2_rstd, N);
@@ -346,7 +345,7 @@ static void block_backward(Model *m, const BlockParams *p, BlockActs *a, ops_ten
     attention_backward(m, p, a, dres, rows, &at);
 }
 
-/* zb1's weight pass: a MoE layer's MLP part has none left (moe.h), so
+/* zb1's weight pass: a MoE layer's MLP part has none left (model_impl.h), so
  * its kept views start at the attention's, as its backward took them. */
 static void block_weights(Model *m, const BlockParams *p, BlockActs *a, ops_tensor dres,
                          int rows)

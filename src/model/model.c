@@ -32,7 +32,6 @@
 #include "arch.h"
 #include "comm.h"
 #include "fail.h"
-#include "moe.h"
 #include "params_stage.h"
 #include "prof.h"
 
@@ -223,75 +222,12 @@ static void find_params(Model *m)
                              model_block_layer(m, l), &m->blocks[l]);
 }
 
-ops_dtype model_dtype(Precision precision)
-{
-    switch (precision) {
-    case PRECISION_FP32: return OPS_F32;
-    case PRECISION_BF16: return OPS_BF16;
-    case PRECISION_FP16: return OPS_F16;
-    }
-    return OPS_F32;
-}
-
-int model_layer_recomputes(const TrainConfig *t, int layer)
-{
-    switch (t->recompute) {
-    case RECOMPUTE_NONE: return 0;
-    case RECOMPUTE_FULL: return 1;
-    case RECOMPUTE_EVERY: return layer % t->recompute_every == 0;
-    }
-    return 0;
-}
-
-/* Counted, not walked, so that plan's cost does not grow with n_layer:
- * every:K recomputes the multiples of K, of which [0, b) holds
- * ceil(b / K). */
-int model_recomputed_layers(const TrainConfig *t, int first, int count)
-{
-    switch (t->recompute) {
-    case RECOMPUTE_NONE: return 0;
-    case RECOMPUTE_FULL: return count;
-    case RECOMPUTE_EVERY: {
-        int64_t k = t->recompute_every, end = (int64_t)first + count;
-        return (int)((end + k - 1) / k - (first + k - 1) / k);
-    }
-    }
-    return 0;
-}
-
 int model_block_layer(const Model *m, int l)
 {
     int first, count;
     layout_chunk_layers(m->cfg->model.n_layer, m->grid->layout.pp, m->n_chunks, m->grid->layout.pp_stage,
                       l / m->chunk_len, &first, &count);
     return first + l % m->chunk_len;
-}
-
-int model_slot_input_only(const Config *cfg, int stage, int j)
-{
-    const ParallelConfig *p = &cfg->parallel;
-    int keeps_input = 1;
-    for (int c = 0; c < p->virtual_stages; c++) {
-        int first, count;
-        layout_chunk_layers(cfg->model.n_layer, p->pp, p->virtual_stages, stage, c, &first, &count);
-        keeps_input &= model_layer_recomputes(&cfg->train, first + j);
-    }
-    return keeps_input;
-}
-
-int model_stage_recomputes(const Config *cfg, int stage, int *layers)
-{
-    const ParallelConfig *p = &cfg->parallel;
-    int held = 0, recomputed = 0;
-    for (int c = 0; c < p->virtual_stages; c++) {
-        int first, count;
-        layout_chunk_layers(cfg->model.n_layer, p->pp, p->virtual_stages, stage, c, &first, &count);
-        held += count;
-        recomputed += model_recomputed_layers(&cfg->train, first, count);
-    }
-    if (layers)
-        *layers = held;
-    return recomputed;
 }
 
 /* Which blocks recompute, and which layers of a slot keep only their

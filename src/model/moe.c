@@ -1,5 +1,5 @@
 /*
- * moe.c - a mixture-of-experts layer (issue 38); see moe.h. The contract
+ * moe.c - a mixture-of-experts layer (issue 38); see model_impl.h. The contract
  * (doc/design.md's MoE section) gives the math; in short, for the N
  * tokens h of a microbatch:
  *
@@ -26,7 +26,6 @@
  * scratch is sized in one table (act_sizes, scratch_sizes), which the
  * allocation takes and the planned bytes sum, so the two cannot part.
  */
-#include "moe.h"
 #include "model_impl.h"
 
 #include <stdlib.h>
