@@ -98,6 +98,35 @@ max_rel() {
         END { if (n != want) print "missing"; else printf "%.2e", w }'
 }
 
+# train_keys CONFIG NAME RANKS KEYS: trident train on RANKS ranks with
+# CONFIG and its keys KEYS (k=v,k=v) set; its checkpoints in $WORK/NAME,
+# its metrics in $WORK/NAME.jsonl, its output in $WORK/NAME.out (the
+# layout tests compare these runs)
+train_keys() {
+    sets=""
+    for kv in $(echo "$4" | tr , ' '); do sets="$sets --set $kv"; done
+    # shellcheck disable=SC2086
+    $TRI_MPIEXEC -n "$3" "$TRIDENT" train --config "$1" --set checkpoint.dir="$WORK/$2" \
+        --set log.metrics="$WORK/$2.jsonl" $sets > "$WORK/$2.out" 2>&1
+}
+# within WORST TOL: whether max_rel's answer WORST is a number within TOL
+within() { awk -v w="$1" -v t="$2" 'BEGIN { exit !(w != "missing" && w + 0 <= t + 0) }'; }
+
+# single_rank_match MODEL RUN N WHAT TOL WTOL STATUS: a layout test's two
+# TAP lines for run RUN of MODEL: the N numbers of $WORK/RUN.loss (WHAT)
+# against $WORK/MODEL.ref.loss within relative TOL, and RUN's final
+# checkpoint (step 4) against the single-rank run MODEL-1x1x1's within
+# WTOL (tests/ckpt_diff); RUN's output's tail too unless STATUS is 0
+single_rank_match() {
+    worst=$(max_rel "$WORK/$1.ref.loss" "$WORK/$2.loss" "$3")
+    within "$worst" "$5"
+    ok $? "$2: $4 match the single rank (max rel $worst, tol $5)"
+    [ "$7" -eq 0 ] || sed 's/^/# /' "$WORK/$2.out" | tail -n 5
+    result=$("${TRI_BUILDDIR:-.}/tests/ckpt_diff" "$WORK/$1-1x1x1/step_00000004.h5" \
+        "$WORK/$2/step_00000004.h5" "$6")
+    ok $? "$2: final weights match ($result)"
+}
+
 # every_rank POINT STEP [POINT STEP ...]: TRIDENT_FAULT text arming each
 # fault point on every one of the $np ranks (src/base/fault.h)
 every_rank() {

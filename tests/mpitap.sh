@@ -29,6 +29,8 @@ default_timeout=300
 # two dozen trainings of 4 ranks beside plan's searches: 3.5 to 4.6 min
 # under a load of 20
 [ "$name" != t_plan ] || default_timeout=600
+# 20 trainings of MoE layouts, most on 4 ranks: a minute on 2 idle cores
+[ "$name" != t_layouts_moe ] || default_timeout=600
 timeout_s=${TRI_TEST_TIMEOUT:-$default_timeout}
 
 MPIEXEC=${MPIEXEC:-mpiexec}

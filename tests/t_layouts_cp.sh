@@ -21,7 +21,6 @@
 . "${TRI_SRCDIR:-.}/tests/lib.sh"
 np=${1:-4}
 [ "$np" -ge 4 ] || { echo "1..0 # SKIP the layouts need 4 ranks"; exit 0; }
-DIFF="${TRI_BUILDDIR:-.}/tests/ckpt_diff"
 cfg="$WORK/c.ini"
 # five copies of small.txt: a validation split that holds a 512-token
 # sample, and one sequence of 16,384 tokens for the 16k case
@@ -77,35 +76,20 @@ bf16:cp2-dp2-zero3:4:2:1:1:2:1:2:3:1f1b:$llama,train.precision=bf16"
 count=$(echo "$LAYOUTS" | wc -l)
 plan $((2 * (count - 4) + 6))
 
-# train NAME RANKS KEYS: a run on RANKS ranks with the config's keys
-# KEYS (k=v,k=v) set, its checkpoints in $WORK/NAME, its metrics in
-# NAME.jsonl, its output in NAME.out
-train() {
-    sets=""
-    for kv in $(echo "$3" | tr , ' '); do sets="$sets --set $kv"; done
-    # shellcheck disable=SC2086
-    $TRI_MPIEXEC -n "$2" "$TRIDENT" train --config "$cfg" --set checkpoint.dir="$WORK/$1" \
-        --set log.metrics="$WORK/$1.jsonl" $sets > "$WORK/$1.out" 2>&1
-}
+# train NAME RANKS KEYS: lib.sh's train_keys on this config
+train() { train_keys "$cfg" "$@"; }
 
 losses() { sed -n 's/^{"step":.*"loss":\([^,]*\).*/\1/p' "$1"; }
 # the per-step losses, then the validation losses (steps 2 and 4): the
 # evaluation's microbatches are cut into chunks as the training's
 both_losses() { losses "$1"; sed -n 's/^{"step":.*"val_loss":\([^,}]*\).*/\1/p' "$1"; }
-# within WORST TOL: whether max_rel's answer is a number within TOL
-within() { awk -v w="$1" -v t="$2" 'BEGIN { exit !(w != "missing" && w + 0 <= t + 0) }'; }
 
 # matches MODEL RUN TOL WTOL STATUS: two TAP lines, RUN's 4 per-step
 # and 2 validation losses and its final weights against MODEL's
 # single-rank run
 matches() {
     both_losses "$WORK/$2.jsonl" > "$WORK/$2.loss"
-    worst=$(max_rel "$WORK/$1.ref.loss" "$WORK/$2.loss" 6)
-    within "$worst" "$3"
-    ok $? "$2: 4 per-step and 2 validation losses match the single rank (max rel $worst, tol $3)"
-    [ "$5" -eq 0 ] || sed 's/^/# /' "$WORK/$2.out" | tail -n 5
-    result=$("$DIFF" "$WORK/$1-1x1x1/step_00000004.h5" "$WORK/$2/step_00000004.h5" "$4")
-    ok $? "$2: final weights match ($result)"
+    single_rank_match "$1" "$2" 6 "4 per-step and 2 validation losses" "$3" "$4" "$5"
 }
 
 for line in $LAYOUTS; do

@@ -258,6 +258,9 @@ static int sample_config(Config *cfg, const char *given, char ckpt[CKPT_PICKED_M
     cfg->parallel.dp = 0;
     cfg->parallel.pp = cfg->parallel.tp = 1;
     cfg->parallel.cp = 1; /* generation runs whole rows (layout_sample_fits) */
+    /* and every expert on its rank, without the all-to-all (layout_sample_fits);
+     * at the stored ep the rank would build only its ep rank's experts */
+    cfg->parallel.ep = 1;
     cfg->parallel.schedule = SCHED_1F1B; /* one stage: nothing to interleave */
     cfg->parallel.virtual_stages = 1;
     cfg->parallel.zero = 0;
