@@ -191,8 +191,11 @@ static void config_json(void)
     tap_ok(root && !strcmp(field(root, "architectures"), "MixtralForCausalLM")
            && json_integer_value(json_object_get(root, "num_local_experts")) == 4
            && json_integer_value(json_object_get(root, "intermediate_size")) == 48
+           && json_real_value(json_object_get(root, "router_aux_loss_coef"))
+                  == c.model.moe_aux_loss / c.model.top_k
            && check(&c, NULL, why, sizeof why) == 0,
-           "Mixtral's config.json (MixtralForCausalLM, intermediate_size the experts' 48) "
+           "Mixtral's config.json (MixtralForCausalLM, intermediate_size the experts' 48, "
+           "router_aux_loss_coef moe_aux_loss / top_k: its loss is top_k times trident's aux) "
            "checks back against [model]");
     if (why[0])
         tap_diag("%s", why);

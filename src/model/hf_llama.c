@@ -178,6 +178,14 @@ static json_t *common_config(const Config *cfg, HfFormat f, const char *torch_dt
                      "torch_dtype", torch_dtype);
 }
 
+/* HuggingFace's load-balancing loss (Mixtral's and Qwen2-MoE's) is top_k
+ * times trident's aux (doc/moe.md, "The losses"), so the coefficient
+ * that weighs the same loss there is moe_aux_loss / top_k. */
+static double hf_aux_coef(const ModelConfig *m)
+{
+    return m->moe_aux_loss / m->top_k;
+}
+
 /* What each format adds. Qwen2-MoE's intermediate_size is its dense
  * layers' width (written even where every layer is MoE); its attention's
  * biases are there (qkv_bias, transformers' default), as zeros. */
@@ -191,7 +199,7 @@ static json_t *format_config(const ModelConfig *m, HfFormat f)
         return json_pack("{s:i, s:i, s:i, s:i, s:f, s:f, s:b, s:n}",
                          "intermediate_size", arch_moe_ffn_dim(m), "head_dim", hd,
                          "num_local_experts", m->n_expert, "num_experts_per_tok", m->top_k,
-                         "router_aux_loss_coef", m->moe_aux_loss, "router_jitter_noise", 0.0,
+                         "router_aux_loss_coef", hf_aux_coef(m), "router_jitter_noise", 0.0,
                          "output_router_logits", 0, "sliding_window");
     return json_pack("{s:i, s:i, s:i, s:i, s:i, s:i, s:b, s:f, s:b, s:[], s:b, s:b}",
                      "intermediate_size", arch_ffn_dim(m), "num_experts", m->n_expert,
@@ -199,7 +207,7 @@ static json_t *format_config(const ModelConfig *m, HfFormat f)
                      arch_moe_ffn_dim(m), "shared_expert_intermediate_size",
                      arch_shared_ffn_dim(m), "decoder_sparse_step", m->moe_every,
                      "norm_topk_prob", m->moe_router == MOE_ROUTER_SOFTMAX_TOPK_NORM,
-                     "router_aux_loss_coef", m->moe_aux_loss, "output_router_logits", 0,
+                     "router_aux_loss_coef", hf_aux_coef(m), "output_router_logits", 0,
                      "mlp_only_layers", "use_sliding_window", 0, "qkv_bias", 1);
 }
 
