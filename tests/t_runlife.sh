@@ -100,12 +100,15 @@ fi
 
 # ---- stopping ---------------------------------------------------------
 # wait_bounded PID: waits for it, killing it after 240 s (a hang fails the
-# case instead of the suite); rc is its exit status
+# case instead of the suite); rc is its exit status. The guard's output
+# goes to /dev/null and its sleep is ended with it: a sleep left holding
+# the test's standard output made the TAP driver wait out its 240 s.
 wait_bounded() {
-    ( sleep 240; kill -KILL "$1" 2>/dev/null ) &
+    ( sleep 240; kill -KILL "$1" 2>/dev/null ) >/dev/null 2>&1 &
     guard=$!
     wait "$1"
     rc=$?
+    pkill -P "$guard" sleep 2>/dev/null
     kill "$guard" 2>/dev/null
 }
 # until_step OUT: waits (up to 300 s) for the first step line in OUT
