@@ -40,8 +40,9 @@ train one 1 --set checkpoint.dir="$WORK/ck" &&
     "$TRIDENT" inspect "$WORK/ck" > "$WORK/inspect.out" 2>&1 &&
     grep -q '/model/h.1.moe.e.3.down.w  *32 x 24 ' "$WORK/inspect.out" &&
     grep -q '/model/h.0.moe.shared_gate.w  *1 x 32 ' "$WORK/inspect.out" &&
-    ! grep -q 'mlp' "$WORK/inspect.out"
-ok $? "a MoE llama trains on one rank; its checkpoint holds the experts, no dense MLP"
+    ! grep -q 'mlp' "$WORK/inspect.out" &&
+    grep -q '^experts: 2 of 2 layers MoE, 4 experts of width 24, top 2, a shared expert of width 24: [0-9.]*M of the parameters active per token$' "$WORK/one.out"
+ok $? "a MoE llama trains on one rank; its checkpoint holds the experts, no dense MLP; start-up names the experts"
 losses "$WORK/one.jsonl" > "$WORK/one.loss"
 first=$(head -n 1 "$WORK/one.loss") last=$(tail -n 1 "$WORK/one.loss")
 awk -v a="$first" -v b="$last" 'BEGIN { exit !(b + 0 < a - 0.5) }'

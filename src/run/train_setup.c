@@ -199,6 +199,17 @@ static void measure_peak(Trainer *t)
                "every operand, and is slower than precision = fp32 here\n");
 }
 
+/* A mixture of experts' shape on the model line: which layers, how many
+ * experts of what width, and the parameters one token uses. */
+static void print_experts(const ModelConfig *m)
+{
+    printf("experts: %d of %d layers MoE, %d experts of width %d, top %d", arch_moe_layer_count(m),
+           m->n_layer, m->n_expert, arch_moe_ffn_dim(m), m->top_k);
+    if (m->n_shared_expert)
+        printf(", a shared expert of width %d", arch_shared_ffn_dim(m));
+    printf(": %.2fM of the parameters active per token\n", params_active_count(m) / 1e6);
+}
+
 static void print_plan(Trainer *t)
 {
     if (!is_root(t))
@@ -208,6 +219,8 @@ static void print_plan(Trainer *t)
            "%.2fM parameters\n", arch_of(&c->model)->name, c->model.n_layer, c->model.n_embd,
            c->model.n_head, arch_kv_heads(&c->model), arch_ffn_dim(&c->model),
            c->model.seq_len, c->model.vocab_size, params_logical_count(&c->model) / 1e6);
+    if (c->model.n_expert > 0)
+        print_experts(&c->model);
     printf("batch: %d rows x %d microbatches x dp %d = %lld sequences (%lld tokens) per step; schedule %s, zero %d\n",
            t->rows, t->ga, t->grid.layout.dp, (long long)t->global_batch,
            (long long)(t->global_batch * c->model.seq_len), schedule_name(c->parallel.schedule),
