@@ -502,6 +502,15 @@ static int visit_schedules(const Config *c, int pp, int offloads, PlanVisit visi
 
 /* Every schedule and option of the layout dp x pp x cp x tp, if the
  * layout's rules and the config's accept it at the global batch. */
+/* Where the layout cannot generate (layout_sample_fits: cp > 1, ep > 1)
+ * the run samples nothing, as config_load makes [log] sample_tokens =
+ * auto there. */
+static void no_sample_where_unfit(Config *c)
+{
+    if (!layout_sample_fits(c))
+        c->log.sample_tokens = 0;
+}
+
 static int visit_layout(const Config *cfg, int world, int64_t global, int pp, int cp, int tp,
                         int offloads, PlanVisit visit, void *ctx)
 {
@@ -516,11 +525,8 @@ static int visit_layout(const Config *cfg, int world, int64_t global, int pp, in
     c.parallel.dp = dp;
     c.parallel.sequence_parallel = 0;
     c.train.grad_accum = (int)(global / (mb * dp));
-    /* generation needs whole rows (layout_sample_fits): at cp > 1 the run
-     * samples nothing, as config_load makes [log] sample_tokens = auto */
-    if (cp > 1)
-        c.log.sample_tokens = 0;
     c.parallel.ep = 1;
+    no_sample_where_unfit(&c);
     /* cp's own rules (seq_len a multiple of 2 cp) are the config's */
     if (layout_check(&c, world, fail_stream(0)) != 0 || (cp > 1 && !allowed(&c)))
         return 0;
@@ -530,9 +536,7 @@ static int visit_layout(const Config *cfg, int world, int64_t global, int pp, in
     int visited = 0, experts = cfg->model.n_expert;
     for (int ep = 1; ep == 1 || (experts > 0 && dp % ep == 0 && experts % ep == 0); ep *= 2) {
         c.parallel.ep = ep;
-        /* nor at ep > 1 (layout_sample_fits): the run samples nothing */
-        if (ep > 1)
-            c.log.sample_tokens = 0;
+        no_sample_where_unfit(&c);
         if (ep > 1 && (layout_check(&c, world, fail_stream(0)) != 0 || !allowed(&c)))
             continue;
         visited += visit_schedules(&c, pp, offloads, visit, ctx);
