@@ -16,6 +16,11 @@
 #              per rank in logs.tgz. About 3 minutes (a guess: not yet run)
 #     tests    the GPU tests: t_ops_cuda, t_gpu (GPT-2 and Llama, 20 steps
 #              against the CPU), t_offload, t_gpu_wait, each log in logs.tgz
+#     ab       GPT-2 small bf16 (as gpt2) once as it is and once per line
+#              of GPU_AB_VARIANTS below ("NAME ENV=VAL ..."): tokens/s,
+#              MFU and step ms of each beside the default's, one table, so
+#              a run-time switch's old and new paths are measured in one
+#              call. About 25 s a line (a guess: not yet run)
 #     gpt2     GPT-2 small (12 x 768, 12 heads, T 1024, vocabulary 50304,
 #              micro_batch 16) in bf16 and fp32: tokens/s, MFU against
 #              the datasheet peak and against trident's measured GEMM
@@ -44,11 +49,17 @@
 # is $OUT/summary.txt and is printed last. Env: GPU_STEPS (default 20),
 # GPU_PT_MODES (PyTorch's modes, default "eager compile").
 set -u
+# Section ab's variants, one a line: "NAME ENV=VAL ...", each trained as
+# GPT-2 small bf16 under those variables beside the default (none set).
+# The engineer of a run-time switch adds its line; GPU_AB_VARIANTS in the
+# environment replaces the list.
+GPU_AB_VARIANTS=${GPU_AB_VARIANTS-"
+"}
 root=$(cd "$(dirname "$0")/.." && pwd)
 cd "$root" || exit 1
 bundle=${GPU_BUNDLE:-$root/.gpu/bundle.tar.xz}
 OUT=${OUT:-$root/gpu-out}
-SECTIONS=${1:-"env comm tests interop gpt2 profile long pytorch"}
+SECTIONS=${1:-"env comm tests ab interop gpt2 profile long pytorch"}
 STEPS=${GPU_STEPS:-20}
 LOGS=${TMPDIR:-/tmp}/trident-gpu-logs
 rm -rf "$LOGS"
@@ -224,6 +235,31 @@ section_gpt2() {
              "step $(mean_after_warmup "$m" step_ms) ms, GPU memory ${mem:-?} MiB"
         grep -E '^(hardware|gemm|device|attention|nccl):' "$LOGS/gpt2-$dtype.out" | sed 's/^/    /' | tee -a "$summary"
         [ "$rc" -eq 0 ] || tail -n 5 "$LOGS/gpt2-$dtype.out" | sed 's/^/    /' | tee -a "$summary"
+    done
+}
+
+# GPT-2 small bf16 once per variant (GPU_AB_VARIANTS, at the top) and
+# once as it is: one row each, the default's first
+section_ab() {
+    ab_steps=${GPU_AB_STEPS:-15}
+    gpt2_config "$LOGS/ab.ini" bf16
+    note "ab: GPT-2 small bf16, $ab_steps steps a row (the first five not counted)"
+    note "$(printf '    %-16s %6s %12s %7s %9s  %s' variant exit tokens/s mfu step_ms variables)"
+    printf 'default\n%s\n' "$GPU_AB_VARIANTS" | while read -r name vars; do
+        [ -n "$name" ] || continue
+        (
+            # shellcheck disable=SC2086,SC2163  # vars: a list of assignments
+            [ -z "$vars" ] || export $vars
+            train_watched "ab-$name" --config "$LOGS/ab.ini" \
+                --set train.steps="$ab_steps" --set log.metrics="$LOGS/ab-$name.jsonl"
+            m="$LOGS/ab-$name.jsonl"
+            note "$(printf '    %-16s %6s %12s %7s %9s  %s' "$name" "$rc" \
+                "$(mean_after_warmup "$m" tokens_per_s)" "$(mean_after_warmup "$m" mfu)" \
+                "$(mean_after_warmup "$m" step_ms)" "${vars:--}")"
+            # the start-up lines say which paths the variables chose
+            grep -E '^(gemm|device|attention):' "$LOGS/ab-$name.out" | sed 's/^/        /' \
+                | tee -a "$summary"
+        )
     done
 }
 
