@@ -14,9 +14,9 @@ modeling files' math written out independently of trident's code
 and its mean cross-entropy of the next bytes with LOSS, trident's step-1
 loss of that window at lr = 0 (from its metrics file): both within 1e-5
 relative. trident prints no logits: its loss on the window is what
-stands for them. For
-bench/gpu_check.sh's interop section (transformers and torch are there,
-not in CI). Prints one line; exits 1 when a check fails.
+stands for them. For bench/gpu_check.sh's interop section (transformers
+and torch are there, not in CI). Prints one line; exits 1 when a check
+fails.
 """
 import json
 import os
