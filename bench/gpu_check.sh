@@ -343,7 +343,7 @@ section_ab() {
     ab_steps=${GPU_AB_STEPS:-15}
     gpt2_config "$LOGS/ab.ini" bf16
     note "ab: GPT-2 small bf16, $ab_steps steps a row (the first five not counted)"
-    note "$(printf '    %-16s %6s %12s %7s %9s  %s' variant exit tokens/s mfu step_ms variables)"
+    note "$(printf '    %-16s %6s %12s %7s %9s %9s  %s' variant exit tokens/s mfu step_ms "/default" variables)"
     printf 'default\n%s\n' "$GPU_AB_VARIANTS" | while read -r variant vars; do
         [ -n "$variant" ] || continue
         (
@@ -352,9 +352,13 @@ section_ab() {
             train_watched "ab-$variant" --config "$LOGS/ab.ini" \
                 --set train.steps="$ab_steps" --set log.metrics="$LOGS/ab-$variant.jsonl"
             m="$LOGS/ab-$variant.jsonl"
-            note "$(printf '    %-16s %6s %12s %7s %9s  %s' "$variant" "$rc" \
+            step=$(mean_after_warmup "$m" step_ms)
+            # the step against the default's: below 1 is faster
+            of_default=$(awk -v s="$step" -v d="$(mean_after_warmup "$LOGS/ab-default.jsonl" step_ms)" \
+                'BEGIN { if (s ~ /^[0-9.]+$/ && d ~ /^[0-9.]+$/ && d > 0) printf "%.3f", s / d; else print "-" }')
+            note "$(printf '    %-16s %6s %12s %7s %9s %9s  %s' "$variant" "$rc" \
                 "$(mean_after_warmup "$m" tokens_per_s)" "$(mean_after_warmup "$m" mfu)" \
-                "$(mean_after_warmup "$m" step_ms)" "${vars:--}")"
+                "$step" "$of_default" "${vars:--}")"
             # the start-up lines say which paths the variables chose
             grep -E '^(gemm|device|attention):' "$LOGS/ab-$variant.out" | sed 's/^/        /' \
                 | tee -a "$summary"
