@@ -433,7 +433,13 @@ hf_compare() {
     [ "$rc" -eq 0 ] && limited 300 python3 bench/hf_logits.py "$LOGS/hf-$1" \
         "$LOGS/window.txt" "$loss" >> "$LOGS/$1.out" 2>&1
     rc=$?
-    note "interop $2: exit $rc, $(tail -n 1 "$LOGS/$1.out")"
+    note "interop $2: exit $rc, $(verdict "$LOGS/$1.out")"
+}
+
+# verdict LOG: the last line of LOG that says how a chain ended (a check's
+# ok or FAIL, trident's error, Python's exception), not mpirun's epilogue
+verdict() {
+    grep -E '^(ok|FAIL): |^trident: |Error' "$1" | tail -n 1 | grep . || tail -n 1 "$1"
 }
 
 # A trained GPT-2 and a trained Llama (tied head, grouped-query
@@ -496,7 +502,7 @@ interop_tokenize() {
     [ "$rc" -eq 0 ] && limited 120 python3 bench/hf_tokenize.py "$gpt2/encoder.json" "$gpt2/vocab.bpe" \
         "$text" "$LOGS/fortunes-gpt2" >> "$LOGS/tokenize.out" 2>&1
     rc=$?
-    note "interop tokenize gpt2: exit $rc, $(tail -n 1 "$LOGS/tokenize.out")"
+    note "interop tokenize gpt2: exit $rc, $(verdict "$LOGS/tokenize.out")"
 }
 
 # A MoE llama exported and read by transformers (issue 38 item 4): the
