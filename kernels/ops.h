@@ -34,7 +34,8 @@
  *    the fp32 gradient buffers);
  *  - attention: qkv, out, dout, dqkv D; lse fp32;
  *  - embedding/position: wte, wpe, out, dout D; dwte, dwpe fp32;
- *  - xent: logits and dlogits share one dtype, which the model makes fp32;
+ *  - xent: logits and dlogits share one dtype, which the model makes fp32
+ *    (ops_xent_fused_narrow, GPU only: fp32 logits, a D gradient);
  *  - sumsq/sum_accumulate and adamw's grad and wcopy: any float dtype.
  * Arithmetic is fp32 on inputs widened from D (GEMMs accumulate in fp32)
  * and each result is rounded to its dtype once, when stored: an fp16
@@ -372,6 +373,36 @@ void ops_xent_finish(ops_tensor losses, ops_tensor dlogits, ops_tensor logits,
 void ops_xent_fused(ops_tensor losses, ops_tensor dlogits, ops_tensor logits,
                     ops_tensor rowmax, ops_tensor sumexp, ops_tensor target_logit,
                     ops_tensor targets, int N, int V, float grad_scale);
+
+/* The LM head's gradient in the compute dtype, on a GPU (issue 34): with
+ * ops_head_narrow, the model's one-shard head takes these two instead of
+ * ops_xent_fused's fp32 dlogits and the mixed-dtype ops_matmul_bwd, which
+ * must round dlogits to D block by block and accumulate dinp in fp32.
+ *
+ * ops_xent_fused_narrow is ops_xent_fused over fp32 logits that writes
+ * dlogits rounded to gdt (bf16 or fp16) over the logits' own memory: row
+ * i of the gradient starts where row i of the logits starts, so the
+ * gradient is (N, V) of gdt with rows 2V elements apart, the view
+ * ops_head_dlogits gives. grad_scale (1/N times the loss scale) multiplies
+ * in fp32 before the one rounding. ops_matmul_bwd_ld is ops_matmul_bwd
+ * without a bias, for a dout whose rows lie ld elements apart.
+ * CUDA only: the CPU keeps ops_xent_fused's path and bits (a CPU tensor
+ * here is refused, naming the op). */
+/* 1 when dev runs issue 34's fused kernels: a GPU and TRIDENT_FUSED not
+ * 0 (read once; another value is fatal). The CPU: 0, its kernels are
+ * what they are. */
+int ops_fused(ops_device dev);
+/* 1 when dev runs these two for a compute dtype dt: ops_fused, and dt
+ * bf16 or fp16. */
+int ops_head_narrow(ops_device dev, ops_dtype dt);
+void ops_xent_fused_narrow(ops_tensor losses, ops_tensor logits, ops_dtype gdt,
+                           ops_tensor rowmax, ops_tensor sumexp, ops_tensor target_logit,
+                           ops_tensor targets, int N, int V, float grad_scale);
+/* The gradient ops_xent_fused_narrow left in logits (N rows of V): a
+ * tensor of gdt that ops_matmul_bwd_ld reads with ld = 2V. */
+ops_tensor ops_head_dlogits(ops_tensor logits, ops_dtype gdt);
+void ops_matmul_bwd_ld(ops_tensor dinp, ops_tensor dw, ops_tensor dout, int64_t ld,
+                       ops_tensor inp, ops_tensor w, int M, int N, int K);
 
 /* ---- mixture of experts (issue 38; src/model/moe.c) -------------------
  * Mixtral/Qwen-MoE routing, one device. N tokens, E experts, k experts per

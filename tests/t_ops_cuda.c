@@ -41,6 +41,13 @@
  * block, a tail shorter than a pack), and so is the one-shard fused
  * cross-entropy (xent_fused_cuda) against xent_fused_cpu.
  *
+ * TRIDENT_FUSED's kernels (issue 34): the cross-entropy that writes the
+ * head's gradient in bf16/fp16 over the logits, and the head's backward
+ * reading it there, against the CPU's fp32 path at the dtype's tolerance
+ * (fp16 with a loss scale); the batched token-embedding backward and the
+ * serial one it replaces, bit-identical to the CPU with repeated, all
+ * equal and all distinct tokens, twice.
+ *
  * A scratch buffer grows in stream order: without a host wait, counted by
  * ops_device_allocations, and not again for the same op (issue 35).
  *
@@ -801,6 +808,128 @@ static void test_xent(ops_dtype dt, int N, int Vl, int v0, int V, int shift)
         buf_free(all[i]);
 }
 
+/* ---- the head's gradient in the compute dtype (TRIDENT_FUSED) --------------- */
+
+/* Elements of a 16-bit gradient that may differ from the CPU's fp32 one:
+ * the dtype's relative tolerance, plus its smallest subnormal (fp16: the
+ * CPU's value rounds to 0 or 2^-24 where the GPU's may round the other
+ * way). A gradient rounded before its loss scale multiplied would flush
+ * the small entries and fail this elementwise check. */
+static int narrow_close(float gpu, float cpu, ops_dtype gdt)
+{
+    double floor = gdt == OPS_F16 ? 0x1p-24 : 0x1p-133;
+    return fabs((double)gpu - cpu) <= tol(gdt) * fabs((double)cpu) + floor;
+}
+
+/* xent_fused_narrow_cuda against xent_fused_cpu over fp32 logits: the
+ * statistics and losses to fp32 rounding; the gradient, read in gdt from
+ * the logits' own memory at rows 2V apart, elementwise within the
+ * dtype's tolerance of the CPU's fp32 gradient. loss_scale multiplies
+ * grad_scale as fp16 loss scaling does. */
+static void test_xent_narrow(ops_dtype gdt, int N, int V, int shift, float loss_scale)
+{
+    tap_diag("xent_fused_narrow %s: N %d, V %d, logits from element %d, loss scale %g",
+             ops_dtype_name(gdt), N, V, shift, (double)loss_scale);
+    const float grad_scale = loss_scale / (float)N;
+    Buf tgt = buf_tokens(N, 0, V);
+    Buf logits0 = buf_rand(OPS_F32, (int64_t)N * V + shift, -12.0f, 12.0f);
+    Buf logits = buf_from(&logits0, shift);
+    Buf rowmax = buf_zero(OPS_F32, N), sumexp = buf_zero(OPS_F32, N);
+    Buf tl = buf_zero(OPS_F32, N), losses = buf_zero(OPS_F32, N);
+    xent_fused_cpu(losses.h, logits.h, logits.h, OPS_F32, rowmax.h, sumexp.h, tl.h, tgt.h, N,
+                   V, grad_scale);
+    xent_fused_narrow_cuda((float *)losses.d, (float *)logits.d, gdt, (float *)rowmax.d,
+                           (float *)sumexp.d, (float *)tl.d, (const int32_t *)tgt.d, N, V,
+                           grad_scale);
+    expect("xent_fused_narrow", gdt, "rowmax", &rowmax);
+    expect("xent_fused_narrow", gdt, "sumexp", &sumexp);
+    expect("xent_fused_narrow", gdt, "target_logit", &tl);
+    expect("xent_fused_narrow", gdt, "losses", &losses);
+    void *g = download(&logits);
+    int64_t bad = 0, nonzero = 0;
+    for (int64_t i = 0; i < N; i++)
+        for (int64_t j = 0; j < V; j++) {
+            float c = load_f32_cpu(logits.h, OPS_F32, i * V + j);
+            float x = load_f32_cpu(g, gdt, i * 2 * V + j);
+            bad += !narrow_close(x, c, gdt);
+            nonzero += x != 0.0f;
+        }
+    free(g);
+    CHECK(bad == 0 && nonzero > 0, "xent_fused_narrow %s: dlogits over the logits (rows 2V "
+          "apart) within %.0e of the CPU's fp32 gradient, elementwise (%lld off, %lld nonzero)",
+          ops_dtype_name(gdt), tol(gdt), (long long)bad, (long long)nonzero);
+    Buf *all[] = { &tgt, &logits0, &rowmax, &sumexp, &tl, &losses };
+    for (size_t i = 0; i < sizeof all / sizeof all[0]; i++)
+        buf_free(all[i]);
+}
+
+/* matmul_bwd_ld_cuda on a gradient laid out as xent_fused_narrow_cuda
+ * leaves it (rows 2N apart) against the CPU's mixed backward pass on the
+ * fp32 gradient, which rounds it to dt as it reads it: the head's
+ * backward before and after TRIDENT_FUSED. */
+static void test_head_bwd(ops_dtype dt, int M, int N, int K)
+{
+    Buf inp = buf_rand(dt, (int64_t)M * K, -1.0f, 1.0f);
+    Buf w = buf_rand(dt, (int64_t)N * K, -0.5f, 0.5f);
+    Buf dout = buf_rand(OPS_F32, (int64_t)M * N, -1.0f, 1.0f);
+    Buf narrow = buf_zero(dt, (int64_t)M * 2 * N);
+    for (int64_t i = 0; i < M; i++)
+        for (int64_t j = 0; j < N; j++)
+            store_f32_cpu(narrow.h, dt, i * 2 * N + j, load_f32_cpu(dout.h, OPS_F32, i * N + j));
+    upload(&narrow);
+    Buf dinp = buf_zero(dt, (int64_t)M * K);
+    Buf dw = buf_rand(OPS_F32, (int64_t)N * K, -1.0f, 1.0f); /* += */
+    matmul_bwd_cpu(dinp.h, dw.h, NULL, dout.h, OPS_F32, inp.h, w.h, dt, M, N, K);
+    matmul_bwd_ld_cuda(dinp.d, (float *)dw.d, narrow.d, 2 * (int64_t)N, inp.d, w.d, dt, M, N, K);
+    expect("matmul_bwd_ld (rows 2N apart)", dt, "dinp", &dinp);
+    expect("matmul_bwd_ld (rows 2N apart)", dt, "dw (+=)", &dw);
+    Buf *all[] = { &inp, &w, &dout, &narrow, &dinp, &dw };
+    for (size_t i = 0; i < sizeof all / sizeof all[0]; i++)
+        buf_free(all[i]);
+}
+
+/* The token backward's two kernels, the batched one (TRIDENT_FUSED, what
+ * embedding_bwd_cuda runs unless it is 0) and the serial one, each
+ * bit-identical to the CPU's position-order sum and the same bits on a
+ * second run, over N tokens: `same` all one token (one run of N rows),
+ * else all distinct when N <= Vl (v0 + a stride through the shard), else
+ * drawn from [0, vocab) (some on other shards). */
+static void test_embedding_runs(ops_dtype dt, int N, int C, int v0, int Vl, int vocab, int same)
+{
+    Buf tok = buf_tokens(N, 0, vocab);
+    const char *kind = same ? "all one token" : N <= Vl ? "all distinct" : "drawn";
+    for (int i = 0; i < N; i++)
+        if (same)
+            ((int32_t *)tok.h)[i] = v0 + Vl / 2;
+        else if (N <= Vl)
+            ((int32_t *)tok.h)[i] = v0 + (int)(((int64_t)i * 7919) % Vl);
+    upload(&tok);
+    Buf dout = buf_rand(dt, (int64_t)N * C, -1.0f, 1.0f);
+    Buf dwte = buf_rand(OPS_F32, (int64_t)Vl * C, -1.0f, 1.0f);
+    void *before = download(&dwte);
+    embedding_bwd_cpu(dwte.h, tok.h, dout.h, dt, v0, Vl, N, C);
+    for (int serial = 0; serial < 2; serial++) {
+        int ok = 1;
+        for (int run = 0; run < 2; run++) {
+            copy_cuda(dwte.d, OPS_CUDA, before, OPS_CPU, bytes_of(&dwte));
+            if (serial)
+                embedding_bwd_serial_cuda((float *)dwte.d, (const int32_t *)tok.d, dout.d, dt,
+                                          v0, Vl, N, C);
+            else
+                embedding_bwd_cuda((float *)dwte.d, (const int32_t *)tok.d, dout.d, dt, v0, Vl,
+                                   N, C);
+            ok = ok && bitwise(&dwte);
+        }
+        CHECK(ok, "embedding_bwd%s %s: %d tokens %s, C %d, shard [%d, %d): dwte (+=) "
+              "bit-identical to the CPU's, twice (max err %.1e)", serial ? "_serial" : "",
+              ops_dtype_name(dt), N, kind, C, v0, v0 + Vl, normwise(&dwte));
+    }
+    free(before);
+    Buf *all[] = { &tok, &dout, &dwte };
+    for (size_t i = 0; i < sizeof all / sizeof all[0]; i++)
+        buf_free(all[i]);
+}
+
 /* ---- optimizer --------------------------------------------------------------- */
 
 static void test_adamw(ops_dtype dt)
@@ -926,7 +1055,11 @@ int main(int argc, char **argv)
         /* what "no GPU" means, which needs none: a CPU node with a CUDA
          * build trains on the CPU under device = auto, a GPU node whose
          * driver is too old does not */
-        tap_plan(3);
+        tap_plan(4);
+        tap_ok(fused_parse_cuda(NULL) == 1 && fused_parse_cuda("1") == 1 &&
+                   fused_parse_cuda("0") == 0 && fused_parse_cuda("off") == -1 &&
+                   fused_parse_cuda("") == -1 && fused_parse_cuda("01") == -1,
+               "TRIDENT_FUSED: unset or 1 fused, 0 unfused, anything else refused");
         tap_ok(cuda_count_means_no_gpu(100 /* cudaErrorNoDevice */, 1), "no device: no GPU");
         tap_ok(cuda_count_means_no_gpu(35 /* cudaErrorInsufficientDriver */, 0),
                "no NVIDIA driver installed: no GPU");
@@ -946,6 +1079,8 @@ int main(int argc, char **argv)
         tap_plan(n_checks);
         return tap_done();
     }
+    CHECK(fused_enabled_cuda() == fused_parse_cuda(getenv("TRIDENT_FUSED")),
+          "TRIDENT_FUSED: the kernels run %s", fused_enabled_cuda() ? "fused" : "unfused");
     test_memory();
     test_pinned();
     test_copy_rows();
@@ -980,6 +1115,19 @@ int main(int argc, char **argv)
         test_xent(dt, 6, 1000, 0, 1000, 1);
         test_xent(dt, 9, 1003, 600, 2000, 0);
         test_adamw(dt);
+        /* TRIDENT_FUSED's kernels: tokens that repeat, all equal, all
+         * distinct; the head's 16-bit gradient, packed and not, fp16
+         * with a loss scale */
+        test_embedding_runs(dt, 300, 70, 10, 40, 60, 0);
+        test_embedding_runs(dt, 300, 70, 10, 40, 60, 1);
+        test_embedding_runs(dt, 37, 70, 10, 40, 60, 0);
+        if (dt != OPS_F32) {
+            test_xent_narrow(dt, 7, 40, 0, 1.0f);
+            test_xent_narrow(dt, 5, 1001, 0, 1.0f);
+            test_xent_narrow(dt, 6, 1000, 1, dt == OPS_F16 ? 1024.0f : 1.0f);
+            test_head_bwd(dt, 37, 1000, 64);
+            test_head_bwd(dt, 5, 1001, 24);
+        }
         if (!big)
             continue;
         test_elementwise(dt, ((int64_t)1 << 21) + 5, 0);
@@ -998,6 +1146,14 @@ int main(int argc, char **argv)
         /* GPT-2's vocabulary whole; Llama 3's split in two, this shard the upper half */
         test_xent(dt, 16, 50304, 0, 50304, 0);
         test_xent(dt, 8, 64128, 64128, 128256, 0);
+        /* GPT-2 small's step of 16k tokens: one run of them all, and
+         * all distinct; its head's gradient and backward on 333 rows */
+        test_embedding_runs(dt, 16384, 768, 0, 50304, 50304, 1);
+        test_embedding_runs(dt, 16384, 768, 0, 50304, 50304, 0);
+        if (dt != OPS_F32) {
+            test_xent_narrow(dt, 16, 50304, 0, 1.0f);
+            test_head_bwd(dt, 333, 50304, 768);
+        }
     }
     test_gemm_info();
     cuda_device_finalize();
