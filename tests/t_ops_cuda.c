@@ -951,6 +951,208 @@ static void test_adamw(ops_dtype dt)
         buf_free(all[i]);
 }
 
+/* ---- issue 34: multi-tensor AdamW and norm, the residual add in LayerNorm -- */
+
+/* A second buffer with b's host bits, uploaded. */
+static Buf buf_clone(const Buf *b)
+{
+    Buf c = { b->dt, b->n, xmalloc(bytes_of(b)), alloc_cuda(bytes_of(b)) };
+    memcpy(c.h, b->h, bytes_of(b));
+    upload(&c);
+    return c;
+}
+
+/* Whether the device copies of x and y hold the same bits. */
+static int same_on_device(const Buf *x, const Buf *y)
+{
+    void *gx = download(x), *gy = download(y);
+    int same = bytes_of(x) == bytes_of(y) && memcmp(gx, gy, bytes_of(x)) == 0;
+    free(gx);
+    free(gy);
+    return same;
+}
+
+static ops_tensor on_device(const Buf *b)
+{
+    return (ops_tensor){ b->d, b->n, b->dt, OPS_CUDA };
+}
+
+/* add_layernorm_fwd_cuda against the CPU's add then layernorm (normwise),
+ * and bit for bit against the GPU's own add_cuda then layernorm_fwd_cuda
+ * (the same arithmetic), also with the sum written over a. */
+static void test_add_layernorm(ops_dtype dt, int N, int C, int shift)
+{
+    tap_diag("add_layernorm %s: N %d, C %d, from element %d", ops_dtype_name(dt), N, C, shift);
+    int64_t n = (int64_t)N * C;
+    Buf a0 = buf_rand(dt, n + shift, -2.0f, 3.0f), b0 = buf_rand(dt, n + shift, -1.0f, 1.0f);
+    Buf w = buf_rand(dt, C, 0.5f, 1.5f), bias = buf_rand(dt, C, -0.5f, 0.5f);
+    Buf r0 = buf_zero(dt, n + shift), o0 = buf_zero(dt, n + shift);
+    Buf mean = buf_zero(OPS_F32, N), rstd = buf_zero(OPS_F32, N);
+    Buf a = buf_from(&a0, shift), b = buf_from(&b0, shift);
+    Buf resid = buf_from(&r0, shift), out = buf_from(&o0, shift);
+    add_cpu(resid.h, a.h, b.h, dt, n);
+    layernorm_fwd_cpu(out.h, mean.h, rstd.h, resid.h, w.h, bias.h, dt, N, C);
+    add_layernorm_fwd_cuda(resid.d, out.d, mean.d, rstd.d, a.d, b.d, w.d, bias.d, dt, N, C);
+    expect("add_layernorm_fwd", dt, "resid", &resid);
+    expect("add_layernorm_fwd", dt, "out", &out);
+    expect("add_layernorm_fwd", dt, "mean", &mean);
+    expect("add_layernorm_fwd", dt, "rstd", &rstd);
+
+    /* at the same alignment, so both take the same (packed or not) path */
+    Buf r20 = buf_zero(dt, n + shift), o20 = buf_zero(dt, n + shift);
+    Buf mean2 = buf_zero(OPS_F32, N), rstd2 = buf_zero(OPS_F32, N);
+    Buf r2 = buf_from(&r20, shift), o2 = buf_from(&o20, shift);
+    add_cuda(r2.d, a.d, b.d, dt, n);
+    layernorm_fwd_cuda(o2.d, mean2.d, rstd2.d, r2.d, w.d, bias.d, dt, N, C);
+    int same = same_on_device(&resid, &r2) && same_on_device(&out, &o2)
+               && same_on_device(&mean, &mean2) && same_on_device(&rstd, &rstd2);
+    /* in place: the sum over a */
+    add_layernorm_fwd_cuda(a.d, out.d, mean.d, rstd.d, a.d, b.d, w.d, bias.d, dt, N, C);
+    same = same && same_on_device(&a, &r2) && same_on_device(&out, &o2);
+    CHECK(same, "add_layernorm_fwd %s (N %d, C %d, shift %d): the bits of add_cuda then "
+          "layernorm_fwd_cuda, also with resid = a", ops_dtype_name(dt), N, C, shift);
+    Buf *all[] = { &a0, &b0, &w, &bias, &r0, &o0, &mean, &rstd, &r20, &o20, &mean2, &rstd2 };
+    for (size_t i = 0; i < sizeof all / sizeof all[0]; i++)
+        buf_free(all[i]);
+}
+
+enum { MULTI_SEGS = 4 };
+
+/* One set of AdamW segments: master, m, v, grad and copy of each. */
+typedef struct {
+    Buf master[MULTI_SEGS], m[MULTI_SEGS], v[MULTI_SEGS], grad[MULTI_SEGS], wcopy[MULTI_SEGS];
+} AdamwSet;
+
+static const float multi_wd[MULTI_SEGS] = { 0.1f, 0.0f, 0.1f, 0.0f };
+
+/* Segment 2 has no copy; segments 1 and 3 have fp32 gradients. */
+static void adamw_set_segs(AdamwSet *s, ops_adamw_seg *seg)
+{
+    for (int i = 0; i < MULTI_SEGS; i++)
+        seg[i] = (ops_adamw_seg){ on_device(&s->master[i]), on_device(&s->m[i]),
+                                  on_device(&s->v[i]), on_device(&s->grad[i]),
+                                  i == 2 ? OPS_NONE : on_device(&s->wcopy[i]), multi_wd[i] };
+}
+
+static void adamw_set_loop(AdamwSet *s, const ops_adamw_args *a)
+{
+    for (int i = 0; i < MULTI_SEGS; i++) {
+        ops_adamw_args ai = *a;
+        ai.weight_decay = multi_wd[i];
+        adamw_cuda(s->master[i].d, s->grad[i].d, s->grad[i].dt, s->m[i].d, s->v[i].d,
+                   i == 2 ? NULL : s->wcopy[i].d, s->wcopy[i].dt, s->master[i].n, &ai);
+    }
+}
+
+static int adamw_sets_equal(const AdamwSet *x, const AdamwSet *y)
+{
+    int same = 1;
+    for (int i = 0; i < MULTI_SEGS; i++)
+        same = same && same_on_device(&x->master[i], &y->master[i])
+               && same_on_device(&x->m[i], &y->m[i]) && same_on_device(&x->v[i], &y->v[i])
+               && same_on_device(&x->wcopy[i], &y->wcopy[i]);
+    return same;
+}
+
+/* adamw_multi_cuda against adamw_cuda segment by segment, bit for bit,
+ * three steps: the multi kernel on set A, then on set B (a new table: the
+ * loop runs on A), then on B again (the table kept); and against the CPU's
+ * adamw_cpu after the first step. Segments span several chunks, one
+ * element, a row, a tail. */
+static void test_adamw_multi(ops_dtype dt)
+{
+    const int64_t n[MULTI_SEGS] = { 2 * 32768 + 77, 1, 768, 4099 };
+    AdamwSet A, B;
+    for (int i = 0; i < MULTI_SEGS; i++) {
+        ops_dtype gdt = i % 2 ? OPS_F32 : dt;
+        A.master[i] = buf_rand(OPS_F32, n[i], -1.0f, 1.0f);
+        A.m[i] = buf_rand(OPS_F32, n[i], -0.1f, 0.1f);
+        A.v[i] = buf_rand(OPS_F32, n[i], 0.0f, 0.01f);
+        A.grad[i] = buf_rand(gdt, n[i], -2.0f, 2.0f);
+        A.wcopy[i] = buf_zero(dt, n[i]);
+        upload(&A.wcopy[i]);
+        B.master[i] = buf_clone(&A.master[i]);
+        B.m[i] = buf_clone(&A.m[i]);
+        B.v[i] = buf_clone(&A.v[i]);
+        B.grad[i] = buf_clone(&A.grad[i]);
+        B.wcopy[i] = buf_clone(&A.wcopy[i]);
+    }
+    ops_adamw_args a = { 1e-3f, 0.9f, 0.95f, 1e-8f, 0.0f, 0.5f, 3 };
+    ops_adamw_seg sa[MULTI_SEGS], sb[MULTI_SEGS];
+    adamw_set_segs(&A, sa);
+    adamw_set_segs(&B, sb);
+    adamw_multi_cuda(sa, MULTI_SEGS, &a);
+    adamw_set_loop(&B, &a);
+    int same1 = adamw_sets_equal(&A, &B);
+    for (int i = 0; i < MULTI_SEGS; i++) {
+        ops_adamw_args ai = a;
+        ai.weight_decay = multi_wd[i];
+        adamw_cpu(A.master[i].h, A.grad[i].h, A.grad[i].dt, A.m[i].h, A.v[i].h,
+                  i == 2 ? NULL : A.wcopy[i].h, dt, n[i], &ai);
+        expect("adamw_multi", dt, "master", &A.master[i]);
+        if (i != 2)
+            expect("adamw_multi", dt, "wcopy", &A.wcopy[i]);
+    }
+    a.step = 4;
+    adamw_multi_cuda(sb, MULTI_SEGS, &a);
+    adamw_set_loop(&A, &a);
+    int same2 = adamw_sets_equal(&A, &B);
+    a.step = 5;
+    adamw_multi_cuda(sb, MULTI_SEGS, &a);
+    adamw_set_loop(&A, &a);
+    int same3 = adamw_sets_equal(&A, &B);
+    CHECK(same1 && same2 && same3, "adamw_multi %s: the bits of adamw_cuda segment by segment "
+          "(steps 3, 4 on a new table, 5 on the kept one: %d %d %d)", ops_dtype_name(dt),
+          same1, same2, same3);
+    for (int i = 0; i < MULTI_SEGS; i++) {
+        Buf *all[] = { &A.master[i], &A.m[i], &A.v[i], &A.grad[i], &A.wcopy[i],
+                       &B.master[i], &B.m[i], &B.v[i], &B.grad[i], &B.wcopy[i] };
+        for (size_t k = 0; k < sizeof all / sizeof all[0]; k++)
+            buf_free(all[k]);
+    }
+}
+
+/* *acc = start, then sumsq_multi_cuda of x; returns *acc. */
+static double sumsq_multi_from(double start, const ops_tensor *x, int count)
+{
+    double *acc = alloc_cuda(sizeof(double)), got;
+    copy_cuda(acc, OPS_CUDA, &start, OPS_CPU, sizeof start);
+    sumsq_multi_cuda(acc, x, count);
+    copy_cuda(&got, OPS_CPU, acc, OPS_CUDA, sizeof got);
+    free_cuda(acc);
+    return got;
+}
+
+/* sumsq_multi_cuda against the CPU's loop (rel 1e-10), the same bits on a
+ * second run, and non-finite with an inf in its last tensor. Tensors of
+ * several chunks, of a few elements, off alignment, in dt and fp32. */
+static void test_sumsq_multi(ops_dtype dt)
+{
+    Buf x0 = buf_rand(dt, 3 * 32768 + 5, -2.0f, 2.0f), x1 = buf_rand(OPS_F32, 7, -2.0f, 2.0f);
+    Buf x2a = buf_rand(dt, 100004, -2.0f, 2.0f);
+    Buf x2 = buf_from(&x2a, 1);
+    const Buf *bufs[3] = { &x0, &x1, &x2 };
+    ops_tensor x[3];
+    double cpu = 0.25;
+    for (int i = 0; i < 3; i++) {
+        x[i] = on_device(bufs[i]);
+        sumsq_accumulate_cpu(&cpu, bufs[i]->h, bufs[i]->dt, bufs[i]->n);
+    }
+    double g1 = sumsq_multi_from(0.25, x, 3), g2 = sumsq_multi_from(0.25, x, 3);
+    double rel = fabs(g1 - cpu) / (fabs(cpu) > 1.0 ? fabs(cpu) : 1.0);
+    CHECK(rel <= 1e-10 && memcmp(&g1, &g2, sizeof g1) == 0,
+          "sumsq_multi %s: %.17g vs the CPU's loop %.17g (rel %.1e), same bits twice",
+          ops_dtype_name(dt), g1, cpu, rel);
+    store_f32_cpu(x2.h, dt, x2.n - 1, INFINITY);
+    upload(&x2);
+    double inf = sumsq_multi_from(0.0, x, 3);
+    CHECK(!isfinite(inf), "sumsq_multi %s: an inf in the last tensor gives %g",
+          ops_dtype_name(dt), inf);
+    buf_free(&x0);
+    buf_free(&x1);
+    buf_free(&x2a);
+}
+
 /* ---- host waits and device timers ------------------------------------------ */
 
 static int waits_seen;
@@ -1115,6 +1317,11 @@ int main(int argc, char **argv)
         test_xent(dt, 6, 1000, 0, 1000, 1);
         test_xent(dt, 9, 1003, 600, 2000, 0);
         test_adamw(dt);
+        test_adamw_multi(dt);
+        test_sumsq_multi(dt);
+        test_add_layernorm(dt, 37, 100, 0);
+        test_add_layernorm(dt, 37, 96, 1);
+        test_add_layernorm(dt, 9, 24, 0);
         /* TRIDENT_FUSED's kernels: tokens that repeat, all equal, all
          * distinct; the head's 16-bit gradient, packed and not, fp16
          * with a loss scale */
@@ -1130,6 +1337,7 @@ int main(int argc, char **argv)
         }
         if (!big)
             continue;
+        test_add_layernorm(dt, 8209, 768, 0);
         test_elementwise(dt, ((int64_t)1 << 21) + 5, 0);
         /* 8209 rows of GPT-2 small's width: 6.3M elements, dw and db
          * summed over 8209 rows in 249 chunks; Llama's RMSNorm, rotary

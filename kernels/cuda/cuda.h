@@ -187,12 +187,22 @@ void clip_value_cuda(void *x, float c, ops_dtype dt, int64_t n);
 void sumsq_accumulate_cuda(double *acc, const void *x, ops_dtype dt,
                            int64_t n);
 void sum_accumulate_cuda(double *acc, const void *x, ops_dtype dt, int64_t n);
+/* *acc += the sum of squares of every tensor of x, in one launch over a
+ * table of the tensors (multi_cuda.cu) and one ordered finish: the same
+ * bits every run, close to but not those of sumsq_accumulate_cuda per
+ * tensor (another order of the fp64 additions). */
+void sumsq_multi_cuda(double *acc, const ops_tensor *x, int count);
 
 /* ---- LayerNorm (layernorm_cuda.cu) --------------------------------------- */
 
 void layernorm_fwd_cuda(void *out, float *mean, float *rstd, const void *inp,
                         const void *w, const void *b, ops_dtype dt, int N,
                         int C);
+/* resid = a + b rounded to dt, then layernorm_fwd_cuda of resid, in one
+ * pass over the rows; resid may alias a or b. */
+void add_layernorm_fwd_cuda(void *resid, void *out, float *mean, float *rstd,
+                            const void *a, const void *b, const void *w,
+                            const void *bias, ops_dtype dt, int N, int C);
 void layernorm_bwd_cuda(void *dinp, float *dw, float *db, const void *dout,
                         const void *inp, const void *w, const float *mean,
                         const float *rstd, ops_dtype dt, int N, int C);
@@ -334,6 +344,10 @@ void moe_sigmoid_bwd_cuda(float *dlogit, const float *dgate, const float *gate, 
 void adamw_cuda(float *master, const void *grad, ops_dtype gdt, float *m,
                 float *v, void *wcopy, ops_dtype wdt, int64_t n,
                 const ops_adamw_args *a);
+/* adamw_cuda over every segment (ops_adamw_seg, each with its own weight
+ * decay), in one launch over a table of the segments: the same bits as
+ * adamw_cuda segment by segment. */
+void adamw_multi_cuda(const ops_adamw_seg *seg, int count, const ops_adamw_args *a);
 
 #ifdef __cplusplus
 }

@@ -194,8 +194,7 @@ static void measure_peak(Trainer *t)
     if (warning)
         printf("warning: %s\n", warning);
     if (dev == OPS_CUDA)
-        printf("fused: %s\n", ops_fused(dev) ? "on (the head's gradient in the compute dtype, "
-                                               "the batched embedding backward)"
+        printf("fused: %s\n", ops_fused(dev) ? "on (TRIDENT_FUSED: doc/gpu.md)"
                                              : "off (TRIDENT_FUSED=0: the unfused kernels)");
     if (dev == OPS_CPU && dt == OPS_BF16 && !ops_cpu_native_bf16())
         printf("warning: this CPU has no bf16 arithmetic faster than its fp32 units (AMX, "

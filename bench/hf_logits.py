@@ -1,19 +1,22 @@
 #!/usr/bin/env python3
-"""hf_moe_logits.py - a llama export of trident's (LlamaForCausalLM,
+"""hf_logits.py - an export of trident's (GPT2LMHeadModel, LlamaForCausalLM,
 MixtralForCausalLM, Qwen2MoeForCausalLM) run by transformers itself.
 
-    hf_moe_logits.py DIR WINDOW LOSS
+    hf_logits.py DIR WINDOW LOSS
 
 Loads DIR with transformers' AutoModelForCausalLM in fp32 (on the GPU when
 there is one), checks the class is the one config.json names, and runs
 the window's bytes but the last (WINDOW: seq_len + 1 bytes, the one window
-a trident run on that file trains on). Its logits are compared with
-tests/hf_check_moe.py's forward pass over the same files (pure Python,
-double precision: the modeling files' math written out), and its mean
-cross-entropy of the next bytes with LOSS, trident's step-1 loss of that
-window at lr = 0 (from its metrics file): both within 1e-5 relative. For
-bench/gpu_check.sh's interop section (transformers and torch are there,
-not in CI). Prints one line; exits 1 when a check fails.
+a trident run on that file trains on). Its logits are compared with a
+forward pass over the same files in pure Python and double precision, the
+modeling files' math written out independently of trident's code
+(tests/hf_check.py's for GPT-2, tests/hf_check_moe.py's for the llamas),
+and its mean cross-entropy of the next bytes with LOSS, trident's step-1
+loss of that window at lr = 0 (from its metrics file): both within 1e-5
+relative. trident prints no logits: its loss on the window is what
+stands for them. For bench/gpu_check.sh's interop section (transformers
+and torch are there, not in CI). Prints one line; exits 1 when a check
+fails.
 """
 import json
 import os
@@ -23,8 +26,8 @@ import torch
 import transformers
 
 sys.path.insert(0, os.path.join(os.path.dirname(os.path.abspath(__file__)), "..", "tests"))
-from hf_check import floats, read_model_dir  # noqa: E402
-from hf_check_moe import cross_entropy, forward_logits  # noqa: E402
+from hf_check import floats, forward_hf, read_model_dir  # noqa: E402
+from hf_check_moe import forward_logits  # noqa: E402
 
 
 def main():
@@ -52,7 +55,8 @@ def main():
         logits = model(input_ids=ids).logits[0].double().cpu()
     got_loss = torch.nn.functional.cross_entropy(logits, torch.tensor(tokens[1:])).item()
     W = {n: floats(t[0], t[2]) for n, t in read_model_dir(d).items()}
-    ref = torch.tensor(forward_logits(W, cfg, tokens[:-1]), dtype=torch.float64)
+    forward = forward_hf if cfg["model_type"] == "gpt2" else forward_logits
+    ref = torch.tensor(forward(W, cfg, tokens[:-1]), dtype=torch.float64)
     logit_rel = ((logits - ref).abs().max() / ref.abs().max()).item()
     loss_rel = abs(got_loss - want_loss) / abs(want_loss)
     verdict = "ok" if logit_rel <= 1e-5 and loss_rel <= 1e-5 else "FAIL"
