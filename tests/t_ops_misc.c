@@ -815,10 +815,43 @@ static void test_multi_and_fused(void)
            "ops_adamw_multi and ops_sumsq_multi without a table fail, naming the op");
 }
 
+/* The head's 16-bit gradient is the GPU's (TRIDENT_FUSED): the CPU never
+ * takes it, and its two ops refuse CPU tensors, naming the op; the view
+ * of the gradient is the logits' bytes as twice as many 16-bit elements. */
+static void test_head_narrow_cpu(void)
+{
+    ops_tensor logits = ops_alloc(OPS_F32, OPS_CPU, 6 * 10);
+    ops_tensor v = ops_alloc(OPS_F32, OPS_CPU, 6);
+    ops_tensor tg = ops_alloc(OPS_I32, OPS_CPU, 6);
+    ops_tensor dl = ops_head_dlogits(logits, OPS_BF16);
+    ops_tensor w = ops_alloc(OPS_BF16, OPS_CPU, 10 * 4), x = ops_alloc(OPS_BF16, OPS_CPU, 6 * 4);
+    volatile int ok = !ops_head_narrow(OPS_CPU, OPS_BF16) && !ops_fused(OPS_CPU) &&
+                      dl.data == logits.data && dl.n == 120 && dl.dtype == OPS_BF16;
+    ops_set_fatal_handler(catch_fatal);
+    fatal_msg[0] = '\0';
+    if (setjmp(fatal_jump) == 0)
+        ops_xent_fused_narrow(v, logits, OPS_BF16, v, v, v, tg, 6, 10, 1.0f);
+    ok = ok && strstr(fatal_msg, "ops_xent_fused_narrow: runs on a GPU only") != NULL;
+    fatal_msg[0] = '\0';
+    if (setjmp(fatal_jump) == 0)
+        ops_matmul_bwd_ld(x, OPS_NONE, dl, 20, OPS_NONE, w, 6, 10, 4);
+    ok = ok && strstr(fatal_msg, "ops_matmul_bwd_ld: runs on a GPU only") != NULL;
+    fatal_msg[0] = '\0';
+    if (setjmp(fatal_jump) == 0)
+        ops_matmul_bwd_ld(x, OPS_NONE, dl, 9, OPS_NONE, w, 6, 10, 4);
+    ok = ok && strstr(fatal_msg, "ops_matmul_bwd_ld: row stride ld 9 outside") != NULL;
+    ops_set_fatal_handler(NULL);
+    tap_ok(ok, "the head's 16-bit gradient: never on the CPU; its ops refuse CPU tensors and "
+               "a row stride below N, naming the op; the view doubles the elements");
+    ops_tensor *all[] = { &logits, &v, &tg, &w, &x };
+    for (size_t k = 0; k < sizeof all / sizeof all[0]; k++)
+        ops_free(all[k]);
+}
+
 int main(int argc, char **argv)
 {
     tap_init(&argc, &argv);
-    tap_plan(40);
+    tap_plan(41);
     test_dtypes();
     test_bf16();
     test_f16();
@@ -834,5 +867,6 @@ int main(int argc, char **argv)
     test_window_errors();
     test_timer();
     test_multi_and_fused();
+    test_head_narrow_cpu();
     return tap_done();
 }
