@@ -836,6 +836,12 @@ static void test_xent_narrow(ops_dtype gdt, int N, int V, int shift, float loss_
     Buf logits = buf_from(&logits0, shift);
     Buf rowmax = buf_zero(OPS_F32, N), sumexp = buf_zero(OPS_F32, N);
     Buf tl = buf_zero(OPS_F32, N), losses = buf_zero(OPS_F32, N);
+    /* the unfused GPU path on a copy: its fp32 gradient, for the diagnostic below */
+    Buf old = buf_zero(OPS_F32, logits.n);
+    copy_cuda(old.d, OPS_CUDA, logits.d, OPS_CUDA, bytes_of(&old));
+    xent_fused_cuda(losses.d, old.d, old.d, OPS_F32, rowmax.d, sumexp.d, tl.d, tgt.d, N, V,
+                    grad_scale);
+    void *old_g = download(&old);
     xent_fused_cpu(losses.h, logits.h, logits.h, OPS_F32, rowmax.h, sumexp.h, tl.h, tgt.h, N,
                    V, grad_scale);
     xent_fused_narrow_cuda((float *)losses.d, (float *)logits.d, gdt, (float *)rowmax.d,
@@ -846,15 +852,25 @@ static void test_xent_narrow(ops_dtype gdt, int N, int V, int shift, float loss_
     expect("xent_fused_narrow", gdt, "target_logit", &tl);
     expect("xent_fused_narrow", gdt, "losses", &losses);
     void *g = download(&logits);
-    int64_t bad = 0, nonzero = 0;
+    int64_t bad = 0, nonzero = 0, unlike_old = 0;
     for (int64_t i = 0; i < N; i++)
         for (int64_t j = 0; j < V; j++) {
             float c = load_f32_cpu(logits.h, OPS_F32, i * V + j);
             float x = load_f32_cpu(g, gdt, i * 2 * V + j);
             bad += !narrow_close(x, c, gdt);
             nonzero += x != 0.0f;
+            float o = load_f32_cpu(old_g, OPS_F32, i * V + j);
+            uint16_t r = gdt == OPS_BF16 ? elem_f32_to_bf16(o) : elem_f32_to_f16(o);
+            unlike_old += r != ((const uint16_t *)g)[i * 2 * V + j];
         }
+    /* the same fp32 expression rounded once either way: expected 0, unless
+     * nvcc contracts it differently in the two kernels */
+    tap_diag("xent_fused_narrow %s: %lld of %lld elements differ from the unfused path's "
+             "fp32 gradient rounded to %s", ops_dtype_name(gdt), (long long)unlike_old,
+             (long long)N * V, ops_dtype_name(gdt));
     free(g);
+    free(old_g);
+    buf_free(&old);
     CHECK(bad == 0 && nonzero > 0, "xent_fused_narrow %s: dlogits over the logits (rows 2V "
           "apart) within %.0e of the CPU's fp32 gradient, elementwise (%lld off, %lld nonzero)",
           ops_dtype_name(gdt), tol(gdt), (long long)bad, (long long)nonzero);
