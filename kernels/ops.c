@@ -202,6 +202,18 @@ static void no_backend(const char *fn, ops_device dev)
 }
 #endif
 
+/* Whether dev runs issue 34's fused GPU kernels: a GPU, and TRIDENT_FUSED
+ * not 0 (fused_cuda.cu). The CPU's kernels are what they are. */
+static int fused_on(ops_device dev)
+{
+#if TRI_HAVE_CUDA
+    return dev == OPS_CUDA && fused_enabled_cuda();
+#else
+    (void)dev;
+    return 0;
+#endif
+}
+
 static void check_dims(const char *fn, const char *names, int a, int b, int c)
 {
     if (a < 0 || b < 0 || c < 0)
@@ -641,6 +653,23 @@ void ops_sumsq_accumulate(ops_tensor acc, ops_tensor x, int64_t n)
         ON_CUDA(sumsq_accumulate_cuda(acc.data, x.data, x.dtype, n));
 }
 
+void ops_sumsq_multi(ops_tensor acc, const ops_tensor *x, int count)
+{
+    static const char fn[] = "ops_sumsq_multi";
+    if (count <= 0)
+        return;
+    if (!x)
+        FAIL("%s: %d tensors but no table", fn, count);
+    ops_device dev = OPS_CPU;
+    for (int i = 0; i < count; i++)
+        dev = check_accumulator(fn, acc, x[i], x[i].n);
+    if (fused_on(dev))
+        ON_CUDA(sumsq_multi_cuda(acc.data, x, count));
+    else
+        for (int i = 0; i < count; i++)
+            ops_sumsq_accumulate(acc, x[i], x[i].n);
+}
+
 void ops_sum_accumulate(ops_tensor acc, ops_tensor x, int64_t n)
 {
     static const char fn[] = "ops_sum_accumulate";
@@ -673,6 +702,32 @@ void ops_layernorm_fwd(ops_tensor out, ops_tensor mean, ops_tensor rstd,
     else
         ON_CUDA(layernorm_fwd_cuda(out.data, mean.data, rstd.data, inp.data, w.data,
                           b.data, dt, N, C));
+}
+
+void ops_add_layernorm_fwd(ops_tensor resid, ops_tensor out, ops_tensor mean,
+                           ops_tensor rstd, ops_tensor a, ops_tensor b,
+                           ops_tensor w, ops_tensor bias, int N, int C)
+{
+    static const char fn[] = "ops_add_layernorm_fwd";
+    check_dims(fn, "N, C, C", N, C, C);
+    int64_t n = (int64_t)N * C;
+    ops_dtype dt;
+    ops_device dev = CHECK_ARGS(fn, &dt,
+        { "resid", resid, n, ARG_D, 0 },
+        { "out", out, n, ARG_D, 0 },
+        { "mean", mean, N, ARG_F32, 0 },
+        { "rstd", rstd, N, ARG_F32, 0 },
+        { "a", a, n, ARG_D, 0 },
+        { "b", b, n, ARG_D, 0 },
+        { "w", w, C, ARG_D, 0 },
+        { "bias", bias, C, ARG_D, 0 });
+    if (fused_on(dev)) {
+        ON_CUDA(add_layernorm_fwd_cuda(resid.data, out.data, mean.data, rstd.data, a.data,
+                                       b.data, w.data, bias.data, dt, N, C));
+    } else { /* the two ops it fuses, so the CPU's bits are theirs */
+        ops_add(resid, a, b, n);
+        ops_layernorm_fwd(out, mean, rstd, resid, w, bias, N, C);
+    }
 }
 
 void ops_layernorm_bwd(ops_tensor dinp, ops_tensor dw, ops_tensor db,
@@ -1107,6 +1162,78 @@ void ops_xent_finish(ops_tensor losses, ops_tensor dlogits, ops_tensor logits,
                         targets.data, v0, N, Vl, grad_scale));
 }
 
+/* ---- the head's gradient in the compute dtype (GPU) -------------------- */
+
+int ops_fused(ops_device dev)
+{
+    return fused_on(dev);
+}
+
+int ops_head_narrow(ops_device dev, ops_dtype dt)
+{
+    return (dt == OPS_BF16 || dt == OPS_F16) && ops_fused(dev);
+}
+
+/* The CPU keeps the fp32 dlogits: these two exist for the GPU's head. */
+static void require_cuda(const char *fn, ops_device dev)
+{
+    if (dev != OPS_CUDA)
+        FAIL("%s: runs on a GPU only; on the %s the head keeps ops_xent_fused's fp32 "
+             "dlogits (ops_head_narrow)", fn, device_name(dev));
+}
+
+static void check_narrow_dtype(const char *fn, ops_dtype gdt)
+{
+    if (gdt != OPS_BF16 && gdt != OPS_F16)
+        FAIL("%s: the gradient's dtype is %s, not bf16 or fp16", fn, ops_dtype_name(gdt));
+}
+
+void ops_xent_fused_narrow(ops_tensor losses, ops_tensor logits, ops_dtype gdt,
+                           ops_tensor rowmax, ops_tensor sumexp, ops_tensor target_logit,
+                           ops_tensor targets, int N, int V, float grad_scale)
+{
+    static const char fn[] = "ops_xent_fused_narrow";
+    check_dims(fn, "N, V, V", N, V, V);
+    check_narrow_dtype(fn, gdt);
+    ops_device dev = CHECK_ARGS(fn, NULL,
+        { "losses", losses, N, ARG_F32, 0 },
+        { "logits", logits, (int64_t)N * V, ARG_F32, 0 },
+        { "rowmax", rowmax, N, ARG_F32, 0 },
+        { "sumexp", sumexp, N, ARG_F32, 0 },
+        { "target_logit", target_logit, N, ARG_F32, 0 },
+        { "targets", targets, N, ARG_I32, 0 });
+    require_cuda(fn, dev);
+    ON_CUDA(xent_fused_narrow_cuda(losses.data, logits.data, gdt, rowmax.data, sumexp.data,
+                                   target_logit.data, targets.data, N, V, grad_scale));
+}
+
+ops_tensor ops_head_dlogits(ops_tensor logits, ops_dtype gdt)
+{
+    ops_tensor t = logits;
+    t.dtype = gdt;
+    t.n = logits.n * (int64_t)(ops_dtype_size(OPS_F32) / ops_dtype_size(gdt));
+    return t;
+}
+
+void ops_matmul_bwd_ld(ops_tensor dinp, ops_tensor dw, ops_tensor dout, int64_t ld,
+                       ops_tensor inp, ops_tensor w, int M, int N, int K)
+{
+    static const char fn[] = "ops_matmul_bwd_ld";
+    check_dims(fn, "M, N, K", M, N, K);
+    if (ld < N || ld > INT32_MAX)
+        FAIL("%s: row stride ld %lld outside [N %d, 2^31)", fn, (long long)ld, N);
+    ops_dtype dt;
+    ops_device dev = CHECK_ARGS(fn, &dt,
+        { "dinp", dinp, (int64_t)M * K, ARG_D, 1 },
+        { "dw", dw, (int64_t)N * K, ARG_GRAD, 1 },
+        { "dout", dout, M > 0 ? (int64_t)(M - 1) * ld + N : 0, ARG_D, 0 },
+        { "inp", inp, (int64_t)M * K, ARG_D, !dw.data },
+        { "w", w, (int64_t)N * K, ARG_D, !dinp.data });
+    require_cuda(fn, dev);
+    ON_CUDA(matmul_bwd_ld_cuda(dinp.data, dw.data, dout.data, ld, inp.data, w.data, dt, M, N,
+                               K));
+}
+
 /* ---- mixture of experts ---------------------------------------------- */
 
 static void check_moe_dims(const char *fn, int N, int E, int k)
@@ -1424,26 +1551,72 @@ void ops_moe_grouped_matmul_bwd(ops_tensor dinp, const ops_tensor *dw, ops_tenso
 
 /* ---- optimizer --------------------------------------------------------- */
 
-void ops_adamw(ops_tensor master, ops_tensor grad, ops_tensor m, ops_tensor v,
-               ops_tensor wcopy, int64_t n, const ops_adamw_args *a)
+/* The arguments every AdamW call shares. */
+static void check_adamw_args(const char *fn, const ops_adamw_args *a)
 {
-    static const char fn[] = "ops_adamw";
     if (!a)
         FAIL("%s: no arguments", fn);
     if (a->step < 1)
         FAIL("%s: step %d must be 1 or more (bias correction)", fn, a->step);
-    ops_device dev = CHECK_ARGS(fn, NULL,
+}
+
+static ops_device check_adamw_tensors(const char *fn, ops_tensor master, ops_tensor grad,
+                                      ops_tensor m, ops_tensor v, ops_tensor wcopy, int64_t n)
+{
+    return CHECK_ARGS(fn, NULL,
         { "master", master, n, ARG_F32, 0 },
         { "grad", grad, n, ARG_ANY_FLOAT, 0 },
         { "m", m, n, ARG_F32, 0 },
         { "v", v, n, ARG_F32, 0 },
         { "wcopy", wcopy, n, ARG_ANY_FLOAT, 1 });
+}
+
+void ops_adamw(ops_tensor master, ops_tensor grad, ops_tensor m, ops_tensor v,
+               ops_tensor wcopy, int64_t n, const ops_adamw_args *a)
+{
+    static const char fn[] = "ops_adamw";
+    check_adamw_args(fn, a);
+    ops_device dev = check_adamw_tensors(fn, master, grad, m, v, wcopy, n);
     if (dev == OPS_CPU)
         adamw_cpu(master.data, grad.data, grad.dtype, m.data, v.data,
                   wcopy.data, wcopy.dtype, n, a);
     else
         ON_CUDA(adamw_cuda(master.data, grad.data, grad.dtype, m.data, v.data,
                   wcopy.data, wcopy.dtype, n, a));
+}
+
+/* ops_adamw on each segment in order, with the segment's weight decay. */
+static void adamw_each(const ops_adamw_seg *seg, int count, const ops_adamw_args *a)
+{
+    for (int i = 0; i < count; i++) {
+        ops_adamw_args ai = *a;
+        ai.weight_decay = seg[i].weight_decay;
+        ops_adamw(seg[i].master, seg[i].grad, seg[i].m, seg[i].v, seg[i].wcopy,
+                  seg[i].master.n, &ai);
+    }
+}
+
+void ops_adamw_multi(const ops_adamw_seg *seg, int count, const ops_adamw_args *a)
+{
+    static const char fn[] = "ops_adamw_multi";
+    check_adamw_args(fn, a);
+    if (count <= 0)
+        return;
+    if (!seg)
+        FAIL("%s: %d segments but no table", fn, count);
+    ops_device dev = OPS_CPU;
+    for (int i = 0; i < count; i++) {
+        ops_device d = check_adamw_tensors(fn, seg[i].master, seg[i].grad, seg[i].m,
+                                           seg[i].v, seg[i].wcopy, seg[i].master.n);
+        if (i > 0 && d != dev)
+            FAIL("%s: segment %d is on %s but segment 0 is on %s", fn, i,
+                 device_name(d), device_name(dev));
+        dev = d;
+    }
+    if (fused_on(dev))
+        ON_CUDA(adamw_multi_cuda(seg, count, a));
+    else
+        adamw_each(seg, count, a);
 }
 
 /* ---- devices -------------------------------------------------------------- */

@@ -34,7 +34,8 @@
  *    the fp32 gradient buffers);
  *  - attention: qkv, out, dout, dqkv D; lse fp32;
  *  - embedding/position: wte, wpe, out, dout D; dwte, dwpe fp32;
- *  - xent: logits and dlogits share one dtype, which the model makes fp32;
+ *  - xent: logits and dlogits share one dtype, which the model makes fp32
+ *    (ops_xent_fused_narrow, GPU only: fp32 logits, a D gradient);
  *  - sumsq/sum_accumulate and adamw's grad and wcopy: any float dtype.
  * Arithmetic is fp32 on inputs widened from D (GEMMs accumulate in fp32)
  * and each result is rounded to its dtype once, when stored: an fp16
@@ -240,6 +241,12 @@ void ops_sumsq_accumulate(ops_tensor acc, ops_tensor x, int64_t n);
 /* *acc (one OPS_F64 element on x's device) += sum of x, in fp64: the loss
  * stays on the device until the step reads it once. */
 void ops_sum_accumulate(ops_tensor acc, ops_tensor x, int64_t n);
+/* ops_sumsq_accumulate over x[0..count) (each x[i].n elements), in that
+ * order. The CPU: exactly that loop, the same bits. A GPU under
+ * TRIDENT_FUSED: one launch for all of them, then one ordered
+ * sum of fixed per-block partials, the same bits every run but not the
+ * loop's (the fp64 additions go in another order). */
+void ops_sumsq_multi(ops_tensor acc, const ops_tensor *x, int count);
 
 /* ---- LayerNorm -------------------------------------------------------- */
 
@@ -252,6 +259,15 @@ void ops_layernorm_fwd(ops_tensor out, ops_tensor mean, ops_tensor rstd,
 void ops_layernorm_bwd(ops_tensor dinp, ops_tensor dw, ops_tensor db,
                        ops_tensor dout, ops_tensor inp, ops_tensor w,
                        ops_tensor mean, ops_tensor rstd, int N, int C);
+
+/* resid = a + b (rounded to D, as ops_add), then ops_layernorm_fwd of
+ * resid: the residual add and the LayerNorm after it (GPT-2's
+ * x + attn_out; ln2), in one pass over the rows on a GPU under
+ * TRIDENT_FUSED. Exactly ops_add then ops_layernorm_fwd otherwise and on
+ * the CPU. resid may alias a or b; out aliases none of them. */
+void ops_add_layernorm_fwd(ops_tensor resid, ops_tensor out, ops_tensor mean,
+                           ops_tensor rstd, ops_tensor a, ops_tensor b,
+                           ops_tensor w, ops_tensor bias, int N, int C);
 
 /* ---- Llama: RMSNorm, rotary embeddings, SwiGLU, grouped-query heads ----
  * Dtypes as LayerNorm's and GELU's: activations and their gradients D,
@@ -373,6 +389,36 @@ void ops_xent_fused(ops_tensor losses, ops_tensor dlogits, ops_tensor logits,
                     ops_tensor rowmax, ops_tensor sumexp, ops_tensor target_logit,
                     ops_tensor targets, int N, int V, float grad_scale);
 
+/* The LM head's gradient in the compute dtype, on a GPU (issue 34): with
+ * ops_head_narrow, the model's one-shard head takes these two instead of
+ * ops_xent_fused's fp32 dlogits and the mixed-dtype ops_matmul_bwd, which
+ * must round dlogits to D block by block and accumulate dinp in fp32.
+ *
+ * ops_xent_fused_narrow is ops_xent_fused over fp32 logits that writes
+ * dlogits rounded to gdt (bf16 or fp16) over the logits' own memory: row
+ * i of the gradient starts where row i of the logits starts, so the
+ * gradient is (N, V) of gdt with rows 2V elements apart, the view
+ * ops_head_dlogits gives. grad_scale (1/N times the loss scale) multiplies
+ * in fp32 before the one rounding. ops_matmul_bwd_ld is ops_matmul_bwd
+ * without a bias, for a dout whose rows lie ld elements apart.
+ * CUDA only: the CPU keeps ops_xent_fused's path and bits (a CPU tensor
+ * here is refused, naming the op). */
+/* 1 when dev runs issue 34's fused kernels: a GPU and TRIDENT_FUSED not
+ * 0 (read once; another value is fatal). The CPU: 0, its kernels are
+ * what they are. */
+int ops_fused(ops_device dev);
+/* 1 when dev runs these two for a compute dtype dt: ops_fused, and dt
+ * bf16 or fp16. */
+int ops_head_narrow(ops_device dev, ops_dtype dt);
+void ops_xent_fused_narrow(ops_tensor losses, ops_tensor logits, ops_dtype gdt,
+                           ops_tensor rowmax, ops_tensor sumexp, ops_tensor target_logit,
+                           ops_tensor targets, int N, int V, float grad_scale);
+/* The gradient ops_xent_fused_narrow left in logits (N rows of V): a
+ * tensor of gdt that ops_matmul_bwd_ld reads with ld = 2V. */
+ops_tensor ops_head_dlogits(ops_tensor logits, ops_dtype gdt);
+void ops_matmul_bwd_ld(ops_tensor dinp, ops_tensor dw, ops_tensor dout, int64_t ld,
+                       ops_tensor inp, ops_tensor w, int M, int N, int K);
+
 /* ---- mixture of experts (issue 38; src/model/moe.c) -------------------
  * Mixtral/Qwen-MoE routing, one device. N tokens, E experts, k experts per
  * token, R = rows sent to experts (N*k when dropless). A (token, slot)
@@ -474,6 +520,20 @@ typedef struct {
  * the updated weights rounded to its dtype. */
 void ops_adamw(ops_tensor master, ops_tensor grad, ops_tensor m, ops_tensor v,
                ops_tensor wcopy, int64_t n, const ops_adamw_args *a);
+
+/* One parameter's rows for ops_adamw_multi: master.n elements of each
+ * (grad may be longer: its first master.n), wcopy OPS_NONE when absent,
+ * and the weight decay of these rows. */
+typedef struct {
+    ops_tensor master, m, v;
+    ops_tensor grad, wcopy;
+    float weight_decay;
+} ops_adamw_seg;
+/* ops_adamw on every segment in order, each with its own weight decay (a's
+ * is not read): the same bits as that loop on every device. A GPU under
+ * TRIDENT_FUSED runs them in one launch over a table of the
+ * segments, kept on the device while they stay the same. */
+void ops_adamw_multi(const ops_adamw_seg *seg, int count, const ops_adamw_args *a);
 
 #ifdef __cplusplus
 }

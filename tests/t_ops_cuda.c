@@ -41,6 +41,13 @@
  * block, a tail shorter than a pack), and so is the one-shard fused
  * cross-entropy (xent_fused_cuda) against xent_fused_cpu.
  *
+ * TRIDENT_FUSED's kernels (issue 34): the cross-entropy that writes the
+ * head's gradient in bf16/fp16 over the logits, and the head's backward
+ * reading it there, against the CPU's fp32 path at the dtype's tolerance
+ * (fp16 with a loss scale); the batched token-embedding backward and the
+ * serial one it replaces, bit-identical to the CPU with repeated, all
+ * equal and all distinct tokens, twice.
+ *
  * A scratch buffer grows in stream order: without a host wait, counted by
  * ops_device_allocations, and not again for the same op (issue 35).
  *
@@ -801,6 +808,144 @@ static void test_xent(ops_dtype dt, int N, int Vl, int v0, int V, int shift)
         buf_free(all[i]);
 }
 
+/* ---- the head's gradient in the compute dtype (TRIDENT_FUSED) --------------- */
+
+/* Elements of a 16-bit gradient that may differ from the CPU's fp32 one:
+ * the dtype's relative tolerance, plus its smallest subnormal (fp16: the
+ * CPU's value rounds to 0 or 2^-24 where the GPU's may round the other
+ * way). A gradient rounded before its loss scale multiplied would flush
+ * the small entries and fail this elementwise check. */
+static int narrow_close(float gpu, float cpu, ops_dtype gdt)
+{
+    double floor = gdt == OPS_F16 ? 0x1p-24 : 0x1p-133;
+    return fabs((double)gpu - cpu) <= tol(gdt) * fabs((double)cpu) + floor;
+}
+
+/* xent_fused_narrow_cuda against xent_fused_cpu over fp32 logits: the
+ * statistics and losses to fp32 rounding; the gradient, read in gdt from
+ * the logits' own memory at rows 2V apart, elementwise within the
+ * dtype's tolerance of the CPU's fp32 gradient. loss_scale multiplies
+ * grad_scale as fp16 loss scaling does. */
+static void test_xent_narrow(ops_dtype gdt, int N, int V, int shift, float loss_scale)
+{
+    tap_diag("xent_fused_narrow %s: N %d, V %d, logits from element %d, loss scale %g",
+             ops_dtype_name(gdt), N, V, shift, (double)loss_scale);
+    const float grad_scale = loss_scale / (float)N;
+    Buf tgt = buf_tokens(N, 0, V);
+    Buf logits0 = buf_rand(OPS_F32, (int64_t)N * V + shift, -12.0f, 12.0f);
+    Buf logits = buf_from(&logits0, shift);
+    Buf rowmax = buf_zero(OPS_F32, N), sumexp = buf_zero(OPS_F32, N);
+    Buf tl = buf_zero(OPS_F32, N), losses = buf_zero(OPS_F32, N);
+    /* the unfused GPU path on a copy: its fp32 gradient, for the diagnostic below */
+    Buf old = buf_zero(OPS_F32, logits.n);
+    copy_cuda(old.d, OPS_CUDA, logits.d, OPS_CUDA, bytes_of(&old));
+    xent_fused_cuda(losses.d, old.d, old.d, OPS_F32, rowmax.d, sumexp.d, tl.d, tgt.d, N, V,
+                    grad_scale);
+    void *old_g = download(&old);
+    xent_fused_cpu(losses.h, logits.h, logits.h, OPS_F32, rowmax.h, sumexp.h, tl.h, tgt.h, N,
+                   V, grad_scale);
+    xent_fused_narrow_cuda((float *)losses.d, (float *)logits.d, gdt, (float *)rowmax.d,
+                           (float *)sumexp.d, (float *)tl.d, (const int32_t *)tgt.d, N, V,
+                           grad_scale);
+    expect("xent_fused_narrow", gdt, "rowmax", &rowmax);
+    expect("xent_fused_narrow", gdt, "sumexp", &sumexp);
+    expect("xent_fused_narrow", gdt, "target_logit", &tl);
+    expect("xent_fused_narrow", gdt, "losses", &losses);
+    void *g = download(&logits);
+    int64_t bad = 0, nonzero = 0, unlike_old = 0;
+    for (int64_t i = 0; i < N; i++)
+        for (int64_t j = 0; j < V; j++) {
+            float c = load_f32_cpu(logits.h, OPS_F32, i * V + j);
+            float x = load_f32_cpu(g, gdt, i * 2 * V + j);
+            bad += !narrow_close(x, c, gdt);
+            nonzero += x != 0.0f;
+            float o = load_f32_cpu(old_g, OPS_F32, i * V + j);
+            uint16_t r = gdt == OPS_BF16 ? elem_f32_to_bf16(o) : elem_f32_to_f16(o);
+            unlike_old += r != ((const uint16_t *)g)[i * 2 * V + j];
+        }
+    /* the same fp32 expression rounded once either way: expected 0, unless
+     * nvcc contracts it differently in the two kernels */
+    tap_diag("xent_fused_narrow %s: %lld of %lld elements differ from the unfused path's "
+             "fp32 gradient rounded to %s", ops_dtype_name(gdt), (long long)unlike_old,
+             (long long)N * V, ops_dtype_name(gdt));
+    free(g);
+    free(old_g);
+    buf_free(&old);
+    CHECK(bad == 0 && nonzero > 0, "xent_fused_narrow %s: dlogits over the logits (rows 2V "
+          "apart) within %.0e of the CPU's fp32 gradient, elementwise (%lld off, %lld nonzero)",
+          ops_dtype_name(gdt), tol(gdt), (long long)bad, (long long)nonzero);
+    Buf *all[] = { &tgt, &logits0, &rowmax, &sumexp, &tl, &losses };
+    for (size_t i = 0; i < sizeof all / sizeof all[0]; i++)
+        buf_free(all[i]);
+}
+
+/* matmul_bwd_ld_cuda on a gradient laid out as xent_fused_narrow_cuda
+ * leaves it (rows 2N apart) against the CPU's mixed backward pass on the
+ * fp32 gradient, which rounds it to dt as it reads it: the head's
+ * backward before and after TRIDENT_FUSED. */
+static void test_head_bwd(ops_dtype dt, int M, int N, int K)
+{
+    Buf inp = buf_rand(dt, (int64_t)M * K, -1.0f, 1.0f);
+    Buf w = buf_rand(dt, (int64_t)N * K, -0.5f, 0.5f);
+    Buf dout = buf_rand(OPS_F32, (int64_t)M * N, -1.0f, 1.0f);
+    Buf narrow = buf_zero(dt, (int64_t)M * 2 * N);
+    for (int64_t i = 0; i < M; i++)
+        for (int64_t j = 0; j < N; j++)
+            store_f32_cpu(narrow.h, dt, i * 2 * N + j, load_f32_cpu(dout.h, OPS_F32, i * N + j));
+    upload(&narrow);
+    Buf dinp = buf_zero(dt, (int64_t)M * K);
+    Buf dw = buf_rand(OPS_F32, (int64_t)N * K, -1.0f, 1.0f); /* += */
+    matmul_bwd_cpu(dinp.h, dw.h, NULL, dout.h, OPS_F32, inp.h, w.h, dt, M, N, K);
+    matmul_bwd_ld_cuda(dinp.d, (float *)dw.d, narrow.d, 2 * (int64_t)N, inp.d, w.d, dt, M, N, K);
+    expect("matmul_bwd_ld (rows 2N apart)", dt, "dinp", &dinp);
+    expect("matmul_bwd_ld (rows 2N apart)", dt, "dw (+=)", &dw);
+    Buf *all[] = { &inp, &w, &dout, &narrow, &dinp, &dw };
+    for (size_t i = 0; i < sizeof all / sizeof all[0]; i++)
+        buf_free(all[i]);
+}
+
+/* The token backward's two kernels, the batched one (TRIDENT_FUSED, what
+ * embedding_bwd_cuda runs unless it is 0) and the serial one, each
+ * bit-identical to the CPU's position-order sum and the same bits on a
+ * second run, over N tokens: `same` all one token (one run of N rows),
+ * else all distinct when N <= Vl (v0 + a stride through the shard), else
+ * drawn from [0, vocab) (some on other shards). */
+static void test_embedding_runs(ops_dtype dt, int N, int C, int v0, int Vl, int vocab, int same)
+{
+    Buf tok = buf_tokens(N, 0, vocab);
+    const char *kind = same ? "all one token" : N <= Vl ? "all distinct" : "drawn";
+    for (int i = 0; i < N; i++)
+        if (same)
+            ((int32_t *)tok.h)[i] = v0 + Vl / 2;
+        else if (N <= Vl)
+            ((int32_t *)tok.h)[i] = v0 + (int)(((int64_t)i * 7919) % Vl);
+    upload(&tok);
+    Buf dout = buf_rand(dt, (int64_t)N * C, -1.0f, 1.0f);
+    Buf dwte = buf_rand(OPS_F32, (int64_t)Vl * C, -1.0f, 1.0f);
+    void *before = download(&dwte);
+    embedding_bwd_cpu(dwte.h, tok.h, dout.h, dt, v0, Vl, N, C);
+    for (int serial = 0; serial < 2; serial++) {
+        int ok = 1;
+        for (int run = 0; run < 2; run++) {
+            copy_cuda(dwte.d, OPS_CUDA, before, OPS_CPU, bytes_of(&dwte));
+            if (serial)
+                embedding_bwd_serial_cuda((float *)dwte.d, (const int32_t *)tok.d, dout.d, dt,
+                                          v0, Vl, N, C);
+            else
+                embedding_bwd_cuda((float *)dwte.d, (const int32_t *)tok.d, dout.d, dt, v0, Vl,
+                                   N, C);
+            ok = ok && bitwise(&dwte);
+        }
+        CHECK(ok, "embedding_bwd%s %s: %d tokens %s, C %d, shard [%d, %d): dwte (+=) "
+              "bit-identical to the CPU's, twice (max err %.1e)", serial ? "_serial" : "",
+              ops_dtype_name(dt), N, kind, C, v0, v0 + Vl, normwise(&dwte));
+    }
+    free(before);
+    Buf *all[] = { &tok, &dout, &dwte };
+    for (size_t i = 0; i < sizeof all / sizeof all[0]; i++)
+        buf_free(all[i]);
+}
+
 /* ---- optimizer --------------------------------------------------------------- */
 
 static void test_adamw(ops_dtype dt)
@@ -820,6 +965,208 @@ static void test_adamw(ops_dtype dt)
     Buf *all[] = { &master, &grad, &m, &v, &wcopy };
     for (size_t i = 0; i < sizeof all / sizeof all[0]; i++)
         buf_free(all[i]);
+}
+
+/* ---- issue 34: multi-tensor AdamW and norm, the residual add in LayerNorm -- */
+
+/* A second buffer with b's host bits, uploaded. */
+static Buf buf_clone(const Buf *b)
+{
+    Buf c = { b->dt, b->n, xmalloc(bytes_of(b)), alloc_cuda(bytes_of(b)) };
+    memcpy(c.h, b->h, bytes_of(b));
+    upload(&c);
+    return c;
+}
+
+/* Whether the device copies of x and y hold the same bits. */
+static int same_on_device(const Buf *x, const Buf *y)
+{
+    void *gx = download(x), *gy = download(y);
+    int same = bytes_of(x) == bytes_of(y) && memcmp(gx, gy, bytes_of(x)) == 0;
+    free(gx);
+    free(gy);
+    return same;
+}
+
+static ops_tensor on_device(const Buf *b)
+{
+    return (ops_tensor){ b->d, b->n, b->dt, OPS_CUDA };
+}
+
+/* add_layernorm_fwd_cuda against the CPU's add then layernorm (normwise),
+ * and bit for bit against the GPU's own add_cuda then layernorm_fwd_cuda
+ * (the same arithmetic), also with the sum written over a. */
+static void test_add_layernorm(ops_dtype dt, int N, int C, int shift)
+{
+    tap_diag("add_layernorm %s: N %d, C %d, from element %d", ops_dtype_name(dt), N, C, shift);
+    int64_t n = (int64_t)N * C;
+    Buf a0 = buf_rand(dt, n + shift, -2.0f, 3.0f), b0 = buf_rand(dt, n + shift, -1.0f, 1.0f);
+    Buf w = buf_rand(dt, C, 0.5f, 1.5f), bias = buf_rand(dt, C, -0.5f, 0.5f);
+    Buf r0 = buf_zero(dt, n + shift), o0 = buf_zero(dt, n + shift);
+    Buf mean = buf_zero(OPS_F32, N), rstd = buf_zero(OPS_F32, N);
+    Buf a = buf_from(&a0, shift), b = buf_from(&b0, shift);
+    Buf resid = buf_from(&r0, shift), out = buf_from(&o0, shift);
+    add_cpu(resid.h, a.h, b.h, dt, n);
+    layernorm_fwd_cpu(out.h, mean.h, rstd.h, resid.h, w.h, bias.h, dt, N, C);
+    add_layernorm_fwd_cuda(resid.d, out.d, mean.d, rstd.d, a.d, b.d, w.d, bias.d, dt, N, C);
+    expect("add_layernorm_fwd", dt, "resid", &resid);
+    expect("add_layernorm_fwd", dt, "out", &out);
+    expect("add_layernorm_fwd", dt, "mean", &mean);
+    expect("add_layernorm_fwd", dt, "rstd", &rstd);
+
+    /* at the same alignment, so both take the same (packed or not) path */
+    Buf r20 = buf_zero(dt, n + shift), o20 = buf_zero(dt, n + shift);
+    Buf mean2 = buf_zero(OPS_F32, N), rstd2 = buf_zero(OPS_F32, N);
+    Buf r2 = buf_from(&r20, shift), o2 = buf_from(&o20, shift);
+    add_cuda(r2.d, a.d, b.d, dt, n);
+    layernorm_fwd_cuda(o2.d, mean2.d, rstd2.d, r2.d, w.d, bias.d, dt, N, C);
+    int same = same_on_device(&resid, &r2) && same_on_device(&out, &o2)
+               && same_on_device(&mean, &mean2) && same_on_device(&rstd, &rstd2);
+    /* in place: the sum over a */
+    add_layernorm_fwd_cuda(a.d, out.d, mean.d, rstd.d, a.d, b.d, w.d, bias.d, dt, N, C);
+    same = same && same_on_device(&a, &r2) && same_on_device(&out, &o2);
+    CHECK(same, "add_layernorm_fwd %s (N %d, C %d, shift %d): the bits of add_cuda then "
+          "layernorm_fwd_cuda, also with resid = a", ops_dtype_name(dt), N, C, shift);
+    Buf *all[] = { &a0, &b0, &w, &bias, &r0, &o0, &mean, &rstd, &r20, &o20, &mean2, &rstd2 };
+    for (size_t i = 0; i < sizeof all / sizeof all[0]; i++)
+        buf_free(all[i]);
+}
+
+enum { MULTI_SEGS = 4 };
+
+/* One set of AdamW segments: master, m, v, grad and copy of each. */
+typedef struct {
+    Buf master[MULTI_SEGS], m[MULTI_SEGS], v[MULTI_SEGS], grad[MULTI_SEGS], wcopy[MULTI_SEGS];
+} AdamwSet;
+
+static const float multi_wd[MULTI_SEGS] = { 0.1f, 0.0f, 0.1f, 0.0f };
+
+/* Segment 2 has no copy; segments 1 and 3 have fp32 gradients. */
+static void adamw_set_segs(AdamwSet *s, ops_adamw_seg *seg)
+{
+    for (int i = 0; i < MULTI_SEGS; i++)
+        seg[i] = (ops_adamw_seg){ on_device(&s->master[i]), on_device(&s->m[i]),
+                                  on_device(&s->v[i]), on_device(&s->grad[i]),
+                                  i == 2 ? OPS_NONE : on_device(&s->wcopy[i]), multi_wd[i] };
+}
+
+static void adamw_set_loop(AdamwSet *s, const ops_adamw_args *a)
+{
+    for (int i = 0; i < MULTI_SEGS; i++) {
+        ops_adamw_args ai = *a;
+        ai.weight_decay = multi_wd[i];
+        adamw_cuda(s->master[i].d, s->grad[i].d, s->grad[i].dt, s->m[i].d, s->v[i].d,
+                   i == 2 ? NULL : s->wcopy[i].d, s->wcopy[i].dt, s->master[i].n, &ai);
+    }
+}
+
+static int adamw_sets_equal(const AdamwSet *x, const AdamwSet *y)
+{
+    int same = 1;
+    for (int i = 0; i < MULTI_SEGS; i++)
+        same = same && same_on_device(&x->master[i], &y->master[i])
+               && same_on_device(&x->m[i], &y->m[i]) && same_on_device(&x->v[i], &y->v[i])
+               && same_on_device(&x->wcopy[i], &y->wcopy[i]);
+    return same;
+}
+
+/* adamw_multi_cuda against adamw_cuda segment by segment, bit for bit,
+ * three steps: the multi kernel on set A, then on set B (a new table: the
+ * loop runs on A), then on B again (the table kept); and against the CPU's
+ * adamw_cpu after the first step. Segments span several chunks, one
+ * element, a row, a tail. */
+static void test_adamw_multi(ops_dtype dt)
+{
+    const int64_t n[MULTI_SEGS] = { 2 * 32768 + 77, 1, 768, 4099 };
+    AdamwSet A, B;
+    for (int i = 0; i < MULTI_SEGS; i++) {
+        ops_dtype gdt = i % 2 ? OPS_F32 : dt;
+        A.master[i] = buf_rand(OPS_F32, n[i], -1.0f, 1.0f);
+        A.m[i] = buf_rand(OPS_F32, n[i], -0.1f, 0.1f);
+        A.v[i] = buf_rand(OPS_F32, n[i], 0.0f, 0.01f);
+        A.grad[i] = buf_rand(gdt, n[i], -2.0f, 2.0f);
+        A.wcopy[i] = buf_zero(dt, n[i]);
+        upload(&A.wcopy[i]);
+        B.master[i] = buf_clone(&A.master[i]);
+        B.m[i] = buf_clone(&A.m[i]);
+        B.v[i] = buf_clone(&A.v[i]);
+        B.grad[i] = buf_clone(&A.grad[i]);
+        B.wcopy[i] = buf_clone(&A.wcopy[i]);
+    }
+    ops_adamw_args a = { 1e-3f, 0.9f, 0.95f, 1e-8f, 0.0f, 0.5f, 3 };
+    ops_adamw_seg sa[MULTI_SEGS], sb[MULTI_SEGS];
+    adamw_set_segs(&A, sa);
+    adamw_set_segs(&B, sb);
+    adamw_multi_cuda(sa, MULTI_SEGS, &a);
+    adamw_set_loop(&B, &a);
+    int same1 = adamw_sets_equal(&A, &B);
+    for (int i = 0; i < MULTI_SEGS; i++) {
+        ops_adamw_args ai = a;
+        ai.weight_decay = multi_wd[i];
+        adamw_cpu(A.master[i].h, A.grad[i].h, A.grad[i].dt, A.m[i].h, A.v[i].h,
+                  i == 2 ? NULL : A.wcopy[i].h, dt, n[i], &ai);
+        expect("adamw_multi", dt, "master", &A.master[i]);
+        if (i != 2)
+            expect("adamw_multi", dt, "wcopy", &A.wcopy[i]);
+    }
+    a.step = 4;
+    adamw_multi_cuda(sb, MULTI_SEGS, &a);
+    adamw_set_loop(&A, &a);
+    int same2 = adamw_sets_equal(&A, &B);
+    a.step = 5;
+    adamw_multi_cuda(sb, MULTI_SEGS, &a);
+    adamw_set_loop(&A, &a);
+    int same3 = adamw_sets_equal(&A, &B);
+    CHECK(same1 && same2 && same3, "adamw_multi %s: the bits of adamw_cuda segment by segment "
+          "(steps 3, 4 on a new table, 5 on the kept one: %d %d %d)", ops_dtype_name(dt),
+          same1, same2, same3);
+    for (int i = 0; i < MULTI_SEGS; i++) {
+        Buf *all[] = { &A.master[i], &A.m[i], &A.v[i], &A.grad[i], &A.wcopy[i],
+                       &B.master[i], &B.m[i], &B.v[i], &B.grad[i], &B.wcopy[i] };
+        for (size_t k = 0; k < sizeof all / sizeof all[0]; k++)
+            buf_free(all[k]);
+    }
+}
+
+/* *acc = start, then sumsq_multi_cuda of x; returns *acc. */
+static double sumsq_multi_from(double start, const ops_tensor *x, int count)
+{
+    double *acc = alloc_cuda(sizeof(double)), got;
+    copy_cuda(acc, OPS_CUDA, &start, OPS_CPU, sizeof start);
+    sumsq_multi_cuda(acc, x, count);
+    copy_cuda(&got, OPS_CPU, acc, OPS_CUDA, sizeof got);
+    free_cuda(acc);
+    return got;
+}
+
+/* sumsq_multi_cuda against the CPU's loop (rel 1e-10), the same bits on a
+ * second run, and non-finite with an inf in its last tensor. Tensors of
+ * several chunks, of a few elements, off alignment, in dt and fp32. */
+static void test_sumsq_multi(ops_dtype dt)
+{
+    Buf x0 = buf_rand(dt, 3 * 32768 + 5, -2.0f, 2.0f), x1 = buf_rand(OPS_F32, 7, -2.0f, 2.0f);
+    Buf x2a = buf_rand(dt, 100004, -2.0f, 2.0f);
+    Buf x2 = buf_from(&x2a, 1);
+    const Buf *bufs[3] = { &x0, &x1, &x2 };
+    ops_tensor x[3];
+    double cpu = 0.25;
+    for (int i = 0; i < 3; i++) {
+        x[i] = on_device(bufs[i]);
+        sumsq_accumulate_cpu(&cpu, bufs[i]->h, bufs[i]->dt, bufs[i]->n);
+    }
+    double g1 = sumsq_multi_from(0.25, x, 3), g2 = sumsq_multi_from(0.25, x, 3);
+    double rel = fabs(g1 - cpu) / (fabs(cpu) > 1.0 ? fabs(cpu) : 1.0);
+    CHECK(rel <= 1e-10 && memcmp(&g1, &g2, sizeof g1) == 0,
+          "sumsq_multi %s: %.17g vs the CPU's loop %.17g (rel %.1e), same bits twice",
+          ops_dtype_name(dt), g1, cpu, rel);
+    store_f32_cpu(x2.h, dt, x2.n - 1, INFINITY);
+    upload(&x2);
+    double inf = sumsq_multi_from(0.0, x, 3);
+    CHECK(!isfinite(inf), "sumsq_multi %s: an inf in the last tensor gives %g",
+          ops_dtype_name(dt), inf);
+    buf_free(&x0);
+    buf_free(&x1);
+    buf_free(&x2a);
 }
 
 /* ---- host waits and device timers ------------------------------------------ */
@@ -926,7 +1273,11 @@ int main(int argc, char **argv)
         /* what "no GPU" means, which needs none: a CPU node with a CUDA
          * build trains on the CPU under device = auto, a GPU node whose
          * driver is too old does not */
-        tap_plan(3);
+        tap_plan(4);
+        tap_ok(fused_parse_cuda(NULL) == 1 && fused_parse_cuda("1") == 1 &&
+                   fused_parse_cuda("0") == 0 && fused_parse_cuda("off") == -1 &&
+                   fused_parse_cuda("") == -1 && fused_parse_cuda("01") == -1,
+               "TRIDENT_FUSED: unset or 1 fused, 0 unfused, anything else refused");
         tap_ok(cuda_count_means_no_gpu(100 /* cudaErrorNoDevice */, 1), "no device: no GPU");
         tap_ok(cuda_count_means_no_gpu(35 /* cudaErrorInsufficientDriver */, 0),
                "no NVIDIA driver installed: no GPU");
@@ -946,6 +1297,8 @@ int main(int argc, char **argv)
         tap_plan(n_checks);
         return tap_done();
     }
+    CHECK(fused_enabled_cuda() == fused_parse_cuda(getenv("TRIDENT_FUSED")),
+          "TRIDENT_FUSED: the kernels run %s", fused_enabled_cuda() ? "fused" : "unfused");
     test_memory();
     test_pinned();
     test_copy_rows();
@@ -980,8 +1333,27 @@ int main(int argc, char **argv)
         test_xent(dt, 6, 1000, 0, 1000, 1);
         test_xent(dt, 9, 1003, 600, 2000, 0);
         test_adamw(dt);
+        test_adamw_multi(dt);
+        test_sumsq_multi(dt);
+        test_add_layernorm(dt, 37, 100, 0);
+        test_add_layernorm(dt, 37, 96, 1);
+        test_add_layernorm(dt, 9, 24, 0);
+        /* TRIDENT_FUSED's kernels: tokens that repeat, all equal, all
+         * distinct; the head's 16-bit gradient, packed and not, fp16
+         * with a loss scale */
+        test_embedding_runs(dt, 300, 70, 10, 40, 60, 0);
+        test_embedding_runs(dt, 300, 70, 10, 40, 60, 1);
+        test_embedding_runs(dt, 37, 70, 10, 40, 60, 0);
+        if (dt != OPS_F32) {
+            test_xent_narrow(dt, 7, 40, 0, 1.0f);
+            test_xent_narrow(dt, 5, 1001, 0, 1.0f);
+            test_xent_narrow(dt, 6, 1000, 1, dt == OPS_F16 ? 1024.0f : 1.0f);
+            test_head_bwd(dt, 37, 1000, 64);
+            test_head_bwd(dt, 5, 1001, 24);
+        }
         if (!big)
             continue;
+        test_add_layernorm(dt, 8209, 768, 0);
         test_elementwise(dt, ((int64_t)1 << 21) + 5, 0);
         /* 8209 rows of GPT-2 small's width: 6.3M elements, dw and db
          * summed over 8209 rows in 249 chunks; Llama's RMSNorm, rotary
@@ -998,6 +1370,14 @@ int main(int argc, char **argv)
         /* GPT-2's vocabulary whole; Llama 3's split in two, this shard the upper half */
         test_xent(dt, 16, 50304, 0, 50304, 0);
         test_xent(dt, 8, 64128, 64128, 128256, 0);
+        /* GPT-2 small's step of 16k tokens: one run of them all, and
+         * all distinct; its head's gradient and backward on 333 rows */
+        test_embedding_runs(dt, 16384, 768, 0, 50304, 50304, 1);
+        test_embedding_runs(dt, 16384, 768, 0, 50304, 50304, 0);
+        if (dt != OPS_F32) {
+            test_xent_narrow(dt, 16, 50304, 0, 1.0f);
+            test_head_bwd(dt, 333, 50304, 768);
+        }
     }
     test_gemm_info();
     cuda_device_finalize();

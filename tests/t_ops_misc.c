@@ -673,10 +673,185 @@ static void test_timer(void)
     ops_timer_free(&t);
 }
 
+/* ---- issue 34's multi-tensor and fused ops: the CPU runs what they fuse --- */
+
+/* A tensor of n values in [lo, hi), rounded to dt. */
+static ops_tensor rand_of(ops_dtype dt, int64_t n, float lo, float hi)
+{
+    ops_tensor t = ops_alloc(dt, OPS_CPU, n);
+    for (int64_t i = 0; i < n; i++)
+        store_f32_cpu(t.data, dt, i, uniform(lo, hi));
+    return t;
+}
+
+/* A copy of t on the CPU, bit for bit. */
+static ops_tensor twin_of(ops_tensor t)
+{
+    ops_tensor c = ops_alloc(t.dtype, OPS_CPU, t.n);
+    ops_copy(c, t);
+    return c;
+}
+
+static int same_bits(ops_tensor a, ops_tensor b)
+{
+    return a.n == b.n && memcmp(a.data, b.data, (size_t)a.n * ops_dtype_size(a.dtype)) == 0;
+}
+
+enum { MULTI_SEGS = 4 };
+
+/* ops_adamw_multi over segments of different sizes, weight decays, grad
+ * and copy dtypes (one without a copy), against ops_adamw segment by
+ * segment on twins: the same bits. */
+static int adamw_multi_is_the_loop(void)
+{
+    static const int64_t n[MULTI_SEGS] = { 70001, 1, 768, 4099 };
+    static const ops_dtype gdt[MULTI_SEGS] = { OPS_F32, OPS_BF16, OPS_F32, OPS_F16 };
+    static const ops_dtype wdt[MULTI_SEGS] = { OPS_BF16, OPS_BF16, OPS_F32, OPS_F16 };
+    ops_adamw_seg seg[MULTI_SEGS], twin[MULTI_SEGS];
+    for (int i = 0; i < MULTI_SEGS; i++) {
+        seg[i] = (ops_adamw_seg){ rand_of(OPS_F32, n[i], -1, 1), rand_of(OPS_F32, n[i], -0.1f, 0.1f),
+                                  rand_of(OPS_F32, n[i], 0, 0.01f), rand_of(gdt[i], n[i], -2, 2),
+                                  i == 2 ? OPS_NONE : ops_alloc(wdt[i], OPS_CPU, n[i]),
+                                  i % 2 ? 0.0f : 0.1f };
+        twin[i] = (ops_adamw_seg){ twin_of(seg[i].master), twin_of(seg[i].m), twin_of(seg[i].v),
+                                   twin_of(seg[i].grad),
+                                   i == 2 ? OPS_NONE : twin_of(seg[i].wcopy), seg[i].weight_decay };
+    }
+    ops_adamw_args a = { 1e-3f, 0.9f, 0.95f, 1e-8f, 0.5f /* not read */, 0.25f, 2 };
+    ops_adamw_multi(seg, MULTI_SEGS, &a);
+    int ok = 1;
+    for (int i = 0; i < MULTI_SEGS; i++) {
+        ops_adamw_args ai = a;
+        ai.weight_decay = twin[i].weight_decay;
+        ops_adamw(twin[i].master, twin[i].grad, twin[i].m, twin[i].v, twin[i].wcopy, n[i], &ai);
+        ok = ok && same_bits(seg[i].master, twin[i].master) && same_bits(seg[i].m, twin[i].m)
+             && same_bits(seg[i].v, twin[i].v)
+             && (i == 2 || same_bits(seg[i].wcopy, twin[i].wcopy));
+        ops_tensor *all[] = { &seg[i].master, &seg[i].m, &seg[i].v, &seg[i].grad, &seg[i].wcopy,
+                              &twin[i].master, &twin[i].m, &twin[i].v, &twin[i].grad,
+                              &twin[i].wcopy };
+        for (size_t k = 0; k < sizeof all / sizeof all[0]; k++)
+            if (all[k]->data)
+                ops_free(all[k]);
+    }
+    return ok;
+}
+
+/* ops_sumsq_multi against ops_sumsq_accumulate tensor by tensor: the same
+ * bits; and an inf in the last tensor makes it non-finite. */
+static int sumsq_multi_is_the_loop(void)
+{
+    ops_tensor x[3] = { rand_of(OPS_F32, 100003, -2, 2), rand_of(OPS_BF16, 7, -2, 2),
+                        rand_of(OPS_F16, 40000, -2, 2) };
+    ops_tensor acc = ops_alloc(OPS_F64, OPS_CPU, 1), loop = ops_alloc(OPS_F64, OPS_CPU, 1);
+    ops_sumsq_multi(acc, x, 3);
+    for (int i = 0; i < 3; i++)
+        ops_sumsq_accumulate(loop, x[i], x[i].n);
+    int ok = same_bits(acc, loop) && *(double *)acc.data > 0.0;
+    store_f32_cpu(x[2].data, OPS_F16, 39999, INFINITY);
+    ops_sumsq_multi(acc, x, 3);
+    ok = ok && !isfinite(*(double *)acc.data);
+    for (int i = 0; i < 3; i++)
+        ops_free(&x[i]);
+    ops_free(&acc);
+    ops_free(&loop);
+    return ok;
+}
+
+/* ops_add_layernorm_fwd against ops_add then ops_layernorm_fwd in dtype dt,
+ * the sum written over a (the alias ops.h allows): the same bits. */
+static int add_layernorm_is_the_pair(ops_dtype dt)
+{
+    enum { N = 37, C = 100 };
+    ops_tensor a = rand_of(dt, N * C, -2, 3), b = rand_of(dt, N * C, -1, 1);
+    ops_tensor w = rand_of(dt, C, 0.5f, 1.5f), bias = rand_of(dt, C, -0.5f, 0.5f);
+    ops_tensor a2 = twin_of(a), resid = ops_alloc(dt, OPS_CPU, N * C);
+    ops_tensor out = ops_alloc(dt, OPS_CPU, N * C), out2 = ops_alloc(dt, OPS_CPU, N * C);
+    ops_tensor st[4] = { f32(N), f32(N), f32(N), f32(N) };
+    ops_add_layernorm_fwd(a, out, st[0], st[1], a, b, w, bias, N, C);
+    ops_add(resid, a2, b, N * C);
+    ops_layernorm_fwd(out2, st[2], st[3], resid, w, bias, N, C);
+    int ok = same_bits(a, resid) && same_bits(out, out2) && same_bits(st[0], st[2])
+             && same_bits(st[1], st[3]);
+    ops_tensor *all[] = { &a, &b, &w, &bias, &a2, &resid, &out, &out2,
+                          &st[0], &st[1], &st[2], &st[3] };
+    for (size_t k = 0; k < sizeof all / sizeof all[0]; k++)
+        ops_free(all[k]);
+    return ok;
+}
+
+/* A multi op given a count but no table reaches the fatal handler. */
+static int multi_without_table_fails(void)
+{
+    ops_set_fatal_handler(catch_fatal);
+    ops_adamw_args a = { 1e-3f, 0.9f, 0.95f, 1e-8f, 0.0f, 1.0f, 1 };
+    ops_tensor acc = ops_alloc(OPS_F64, OPS_CPU, 1);
+    fatal_msg[0] = '\0';
+    if (setjmp(fatal_jump) == 0)
+        ops_adamw_multi(NULL, 2, &a);
+    volatile int ok = strstr(fatal_msg, "ops_adamw_multi: 2 segments but no table") != NULL;
+    fatal_msg[0] = '\0';
+    if (setjmp(fatal_jump) == 0)
+        ops_sumsq_multi(acc, NULL, 3);
+    ok = ok && strstr(fatal_msg, "ops_sumsq_multi: 3 tensors but no table") != NULL;
+    ops_set_fatal_handler(NULL);
+    ops_free(&acc);
+    return ok;
+}
+
+static void test_multi_and_fused(void)
+{
+    tap_ok(adamw_multi_is_the_loop(),
+           "ops_adamw_multi on the CPU is ops_adamw segment by segment, bit for bit "
+           "(4 segments: sizes 70001, 1, 768, 4099, own weight decays, one without a copy)");
+    tap_ok(sumsq_multi_is_the_loop(),
+           "ops_sumsq_multi on the CPU is ops_sumsq_accumulate tensor by tensor, bit for "
+           "bit; an inf in the last tensor makes it non-finite");
+    tap_ok(add_layernorm_is_the_pair(OPS_F32) && add_layernorm_is_the_pair(OPS_BF16)
+           && add_layernorm_is_the_pair(OPS_F16),
+           "ops_add_layernorm_fwd on the CPU is ops_add then ops_layernorm_fwd, bit for "
+           "bit (fp32, bf16, fp16; the sum written over its first input)");
+    tap_ok(multi_without_table_fails(),
+           "ops_adamw_multi and ops_sumsq_multi without a table fail, naming the op");
+}
+
+/* The head's 16-bit gradient is the GPU's (TRIDENT_FUSED): the CPU never
+ * takes it, and its two ops refuse CPU tensors, naming the op; the view
+ * of the gradient is the logits' bytes as twice as many 16-bit elements. */
+static void test_head_narrow_cpu(void)
+{
+    ops_tensor logits = ops_alloc(OPS_F32, OPS_CPU, 6 * 10);
+    ops_tensor v = ops_alloc(OPS_F32, OPS_CPU, 6);
+    ops_tensor tg = ops_alloc(OPS_I32, OPS_CPU, 6);
+    ops_tensor dl = ops_head_dlogits(logits, OPS_BF16);
+    ops_tensor w = ops_alloc(OPS_BF16, OPS_CPU, 10 * 4), x = ops_alloc(OPS_BF16, OPS_CPU, 6 * 4);
+    volatile int ok = !ops_head_narrow(OPS_CPU, OPS_BF16) && !ops_fused(OPS_CPU) &&
+                      dl.data == logits.data && dl.n == 120 && dl.dtype == OPS_BF16;
+    ops_set_fatal_handler(catch_fatal);
+    fatal_msg[0] = '\0';
+    if (setjmp(fatal_jump) == 0)
+        ops_xent_fused_narrow(v, logits, OPS_BF16, v, v, v, tg, 6, 10, 1.0f);
+    ok = ok && strstr(fatal_msg, "ops_xent_fused_narrow: runs on a GPU only") != NULL;
+    fatal_msg[0] = '\0';
+    if (setjmp(fatal_jump) == 0)
+        ops_matmul_bwd_ld(x, OPS_NONE, dl, 20, OPS_NONE, w, 6, 10, 4);
+    ok = ok && strstr(fatal_msg, "ops_matmul_bwd_ld: runs on a GPU only") != NULL;
+    fatal_msg[0] = '\0';
+    if (setjmp(fatal_jump) == 0)
+        ops_matmul_bwd_ld(x, OPS_NONE, dl, 9, OPS_NONE, w, 6, 10, 4);
+    ok = ok && strstr(fatal_msg, "ops_matmul_bwd_ld: row stride ld 9 outside") != NULL;
+    ops_set_fatal_handler(NULL);
+    tap_ok(ok, "the head's 16-bit gradient: never on the CPU; its ops refuse CPU tensors and "
+               "a row stride below N, naming the op; the view doubles the elements");
+    ops_tensor *all[] = { &logits, &v, &tg, &w, &x };
+    for (size_t k = 0; k < sizeof all / sizeof all[0]; k++)
+        ops_free(all[k]);
+}
+
 int main(int argc, char **argv)
 {
     tap_init(&argc, &argv);
-    tap_plan(36);
+    tap_plan(41);
     test_dtypes();
     test_bf16();
     test_f16();
@@ -691,5 +866,7 @@ int main(int argc, char **argv)
     test_copy_rows();
     test_window_errors();
     test_timer();
+    test_multi_and_fused();
+    test_head_narrow_cpu();
     return tap_done();
 }

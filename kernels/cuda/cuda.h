@@ -148,6 +148,15 @@ double gemm_peak_cuda(ops_dtype dt, double seconds);
  * trident's table does not list; how names the source. */
 double hardware_peak_cuda(ops_dtype dt, char *how, size_t how_size);
 
+/* ---- TRIDENT_FUSED (fused_cuda.cu) ---------------------------------------- */
+
+/* 1 unless the environment sets TRIDENT_FUSED=0 (the unfused kernels, for
+ * measuring against them); any other value is fatal. Read once. */
+int fused_enabled_cuda(void);
+/* TRIDENT_FUSED's value (NULL: unset) as 1 or 0, or -1 for any other.
+ * Pure; for the tests. */
+int fused_parse_cuda(const char *value);
+
 /* ---- dense layers (matmul_cuda.cu) --------------------------------------- */
 
 /* out holds odt (F32 or dt). */
@@ -157,6 +166,12 @@ void matmul_fwd_cuda(void *out, ops_dtype odt, const void *inp, const void *w,
 void matmul_bwd_cuda(void *dinp, float *dw, float *dbias, const void *dout,
                      ops_dtype ddt, const void *inp, const void *w,
                      ops_dtype dt, int M, int N, int K);
+/* matmul_bwd_cuda without a bias, dout (M,N) of dtype dt with rows ld
+ * elements apart: the head's gradient as xent_fused_narrow_cuda leaves it
+ * (ld = 2N). */
+void matmul_bwd_ld_cuda(void *dinp, float *dw, const void *dout, int64_t ld,
+                        const void *inp, const void *w, ops_dtype dt, int M,
+                        int N, int K);
 
 /* ---- elementwise (elementwise_cuda.cu) ----------------------------------- */
 
@@ -172,12 +187,22 @@ void clip_value_cuda(void *x, float c, ops_dtype dt, int64_t n);
 void sumsq_accumulate_cuda(double *acc, const void *x, ops_dtype dt,
                            int64_t n);
 void sum_accumulate_cuda(double *acc, const void *x, ops_dtype dt, int64_t n);
+/* *acc += the sum of squares of every tensor of x, in one launch over a
+ * table of the tensors (multi_cuda.cu) and one ordered finish: the same
+ * bits every run, close to but not those of sumsq_accumulate_cuda per
+ * tensor (another order of the fp64 additions). */
+void sumsq_multi_cuda(double *acc, const ops_tensor *x, int count);
 
 /* ---- LayerNorm (layernorm_cuda.cu) --------------------------------------- */
 
 void layernorm_fwd_cuda(void *out, float *mean, float *rstd, const void *inp,
                         const void *w, const void *b, ops_dtype dt, int N,
                         int C);
+/* resid = a + b rounded to dt, then layernorm_fwd_cuda of resid, in one
+ * pass over the rows; resid may alias a or b. */
+void add_layernorm_fwd_cuda(void *resid, void *out, float *mean, float *rstd,
+                            const void *a, const void *b, const void *w,
+                            const void *bias, ops_dtype dt, int N, int C);
 void layernorm_bwd_cuda(void *dinp, float *dw, float *db, const void *dout,
                         const void *inp, const void *w, const float *mean,
                         const float *rstd, ops_dtype dt, int N, int C);
@@ -246,6 +271,10 @@ void embedding_fwd_cuda(void *out, const int32_t *tokens, const void *wte,
                         ops_dtype dt, int v0, int Vl, int N, int C);
 void embedding_bwd_cuda(float *dwte, const int32_t *tokens, const void *dout,
                         ops_dtype dt, int v0, int Vl, int N, int C);
+/* embedding_bwd_cuda's kernel under TRIDENT_FUSED=0: the same bits, one
+ * dout load in flight per thread. */
+void embedding_bwd_serial_cuda(float *dwte, const int32_t *tokens, const void *dout,
+                               ops_dtype dt, int v0, int Vl, int N, int C);
 void position_fwd_cuda(void *out, const void *wpe, ops_dtype dt, int B, int T,
                        int C);
 void position_bwd_cuda(float *dwpe, const void *dout, ops_dtype dt, int B,
@@ -266,6 +295,14 @@ void xent_fused_cuda(float *losses, void *dlogits, const void *logits,
                      ops_dtype dt, float *rowmax, float *sumexp,
                      float *target_logit, const int32_t *targets, int N, int V,
                      float grad_scale);
+/* xent_fused_cuda over fp32 logits with the gradient rounded to gdt (bf16
+ * or fp16) and written over the logits' own memory: row i of dlogits
+ * starts where row i of the logits starts, so its rows lie 2V elements of
+ * gdt apart (matmul_bwd_ld_cuda reads them so). logits must be the
+ * logits themselves (no copy elsewhere). */
+void xent_fused_narrow_cuda(float *losses, float *logits, ops_dtype gdt,
+                            float *rowmax, float *sumexp, float *target_logit,
+                            const int32_t *targets, int N, int V, float grad_scale);
 /* dlogits (dtype dt) may alias logits. */
 void xent_finish_cuda(float *losses, void *dlogits, const void *logits,
                       ops_dtype dt, const float *rowmax, const float *sumexp,
@@ -307,6 +344,10 @@ void moe_sigmoid_bwd_cuda(float *dlogit, const float *dgate, const float *gate, 
 void adamw_cuda(float *master, const void *grad, ops_dtype gdt, float *m,
                 float *v, void *wcopy, ops_dtype wdt, int64_t n,
                 const ops_adamw_args *a);
+/* adamw_cuda over every segment (ops_adamw_seg, each with its own weight
+ * decay), in one launch over a table of the segments: the same bits as
+ * adamw_cuda segment by segment. */
+void adamw_multi_cuda(const ops_adamw_seg *seg, int count, const ops_adamw_args *a);
 
 #ifdef __cplusplus
 }

@@ -68,6 +68,8 @@ typedef enum {
     SCRATCH_CUDA_ATTENTION,   /* the exact attention: P and dS of one sequence */
     SCRATCH_CUDA_ATTENTION_D, /* the fused attention's backward: D, (B,NH,T) fp32 */
     SCRATCH_CUDA_SORT,        /* embedding_bwd: tokens sorted with positions */
+    SCRATCH_CUDA_ADAMW_TABLE, /* adamw_multi_cuda's table (multi_cuda.cu) */
+    SCRATCH_CUDA_SUMSQ_TABLE, /* sumsq_multi_cuda's table (multi_cuda.cu) */
     SCRATCH_CUDA_SLOTS
 } scratch_slot_cuda;
 void *scratch_cuda(scratch_slot_cuda slot, size_t bytes);
@@ -112,6 +114,34 @@ void gemm_batched_cuda(int trans_a, int trans_b, int M, int N, int K,
  * order) into dst[j]. */
 int colsum_chunks(int M, int *rows_per_chunk);
 void colsum_finish_cuda(float *dst, const float *partial, int chunks, int N);
+
+/* ---- tables of tensors (multi_cuda.cu) ------------------------------------- */
+
+/* A multi-tensor kernel runs one block per chunk: at most MULTI_CHUNK
+ * elements of tensor t from element start. The chunks depend on the
+ * tensors' sizes alone, so a sum's partials (and its bits) do not depend
+ * on the GPU. */
+#define MULTI_CHUNK 32768
+typedef struct {
+    int64_t start;
+    int32_t t, n;
+} multi_chunk;
+/* A table on the device: the caller's records (one per tensor) and the
+ * chunks of all of them, tensor by tensor, in order. */
+typedef struct {
+    const void *records;
+    const multi_chunk *chunks;
+    int64_t nchunks;
+} multi_table;
+/* The device table of `count` records of record_size bytes, tensor i of
+ * n[i] elements, kept in scratch slot `slot`: uploaded (one host wait)
+ * only when it differs from the last one there, so a training run sends
+ * its parameters' table once, on the first step. */
+multi_table multi_table_cuda(scratch_slot_cuda slot, const void *records,
+                             size_t record_size, const int64_t *n, int count);
+/* Drops the kept tables (cuda_device_finalize frees the scratch): the
+ * next call uploads again, even should a new buffer get the same address. */
+void multi_tables_forget_cuda(void);
 
 /* ---- launch sizes ------------------------------------------------------------ */
 

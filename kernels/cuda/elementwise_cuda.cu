@@ -27,6 +27,8 @@
  */
 #include "cuda_common.h"
 
+#include <stdlib.h>
+
 /* out = f(a) over n elements: the whole packs, then the tail alone. */
 template <ops_dtype DT, int VEC, typename F>
 static __global__ void map1_kernel(void *out, const void *a, int64_t n, F f)
@@ -173,11 +175,15 @@ static __global__ void sum_partial_kernel(double *partial, const void *x,
         partial[blockIdx.x] = s;
 }
 
-/* *acc += the sum of partial[0..blocks), one block of SUM_MAX_BLOCKS */
+/* *acc += the sum of partial[0..blocks), one block of SUM_MAX_BLOCKS:
+ * thread t adds partials t, t + SUM_MAX_BLOCKS, ... in order (one, for
+ * reduce_into's grids), then the block's fixed tree adds the threads. */
 static __global__ void sum_finish_kernel(double *acc, const double *partial,
-                                         int blocks)
+                                         int64_t blocks)
 {
-    double s = (int)threadIdx.x < blocks ? partial[threadIdx.x] : 0.0;
+    double s = (int64_t)threadIdx.x < blocks ? partial[threadIdx.x] : 0.0;
+    for (int64_t k = threadIdx.x + blockDim.x; k < blocks; k += blockDim.x)
+        s += partial[k];
     s = block_allreduce(s, SumOp(), 0.0);
     if (threadIdx.x == 0)
         *acc += s;
@@ -197,6 +203,55 @@ static void reduce_into(double *acc, const void *x, int64_t n, ops_dtype dt,
     sum_partial_kernel<<<blocks, TRI_THREADS, 0, s>>>(partial, x, n, dt, square);
     TRI_CHECK_LAUNCH(sum_partial_kernel);
     sum_finish_kernel<<<1, SUM_MAX_BLOCKS, 0, s>>>(acc, partial, blocks);
+    TRI_CHECK_LAUNCH(sum_finish_kernel);
+}
+
+/* ---- the sum of squares of many tensors in one launch ---------------------- */
+
+/* One tensor of sumsq_multi_cuda's table, on the device. */
+struct SumsqRecord {
+    const void *x;
+    ops_dtype dt;
+};
+
+/* partial[c] = the sum of squares of chunk c, in fp64; one block a chunk. */
+static __global__ void sumsq_multi_partial_kernel(double *partial, const SumsqRecord *rec,
+                                                  const multi_chunk *chunks)
+{
+    multi_chunk ch = chunks[blockIdx.x];
+    SumsqRecord r = rec[ch.t];
+    double s = 0.0;
+    for (int64_t i = ch.start + threadIdx.x; i < ch.start + ch.n; i += blockDim.x) {
+        double v = (double)load_f32_cuda(r.x, r.dt, i);
+        s += v * v;
+    }
+    s = block_allreduce(s, SumOp(), 0.0);
+    if (threadIdx.x == 0)
+        partial[blockIdx.x] = s;
+}
+
+void sumsq_multi_cuda(double *acc, const ops_tensor *x, int count)
+{
+    SumsqRecord *rec = (SumsqRecord *)calloc((size_t)count, sizeof *rec);
+    int64_t *n = (int64_t *)calloc((size_t)count, sizeof *n);
+    if (!rec || !n)
+        ops_fatalf(__FILE__, __LINE__, "sumsq_multi_cuda: out of host memory (%d tensors)", count);
+    for (int i = 0; i < count; i++) {
+        rec[i] = SumsqRecord{ x[i].data, x[i].dtype };
+        n[i] = x[i].n;
+    }
+    multi_table t = multi_table_cuda(SCRATCH_CUDA_SUMSQ_TABLE, rec, sizeof *rec, n, count);
+    free(rec);
+    free(n);
+    if (t.nchunks == 0)
+        return;
+    double *partial = (double *)scratch_cuda(SCRATCH_CUDA_REDUCE,
+                                              (size_t)t.nchunks * sizeof(double));
+    cudaStream_t s = stream_cuda();
+    sumsq_multi_partial_kernel<<<(unsigned)t.nchunks, TRI_THREADS, 0, s>>>(
+        partial, (const SumsqRecord *)t.records, t.chunks);
+    TRI_CHECK_LAUNCH(sumsq_multi_partial_kernel);
+    sum_finish_kernel<<<1, SUM_MAX_BLOCKS, 0, s>>>(acc, partial, t.nchunks);
     TRI_CHECK_LAUNCH(sum_finish_kernel);
 }
 

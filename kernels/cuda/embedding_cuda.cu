@@ -14,7 +14,11 @@
  * embedding_bwd_cpu (dst += src for i = 0, 1, ... per channel), so in fp32
  * the result is the CPU's, bit for bit, and the same on every run. A
  * frequent token costs its thread a loop over its occurrences, reading
- * independent dout rows, with one store at the end.
+ * independent dout rows, with one store at the end. Under TRIDENT_FUSED
+ * (fused_cuda.cu; the default) the loop loads RUN_BATCH of them before
+ * it adds the first, and the sort keys are the shard's rows, so the
+ * radix sort covers only the bits of Vl; the sums, and so the bits, are
+ * unchanged (embedding_bwd_serial_cuda is the kernel before).
  *
  * The position backward pass sums over the batch, b = 0, 1, ..., per
  * (t, c) element: one thread each, in the CPU's order.
@@ -85,31 +89,144 @@ static __global__ void embedding_bwd_run_kernel(float *dwte, const int32_t *keys
     dwte[r * C + c] = acc;
 }
 
-void embedding_bwd_cuda(float *dwte, const int32_t *tokens, const void *dout,
-                        ops_dtype dt, int v0, int Vl, int N, int C)
+/* The sort both kernels share: keys (N) = tokens in increasing order, pos
+ * (N) = the position each came from; stable, so equal tokens keep their
+ * positions in increasing order. With `shard_keys` the keys are the row
+ * in this shard, tok - v0, and Vl for a token another shard owns (sorted
+ * last, skipped), so the radix sort needs only the bits of Vl (17 for a
+ * 128k vocabulary, 3 passes of 8 bits, not 4); otherwise the tokens
+ * themselves over 32 bits, as before TRIDENT_FUSED. */
+static void sort_tokens(int32_t **keys, int32_t **pos, const int32_t *tokens, int v0, int Vl,
+                        int N, int shard_keys);
+
+void embedding_bwd_serial_cuda(float *dwte, const int32_t *tokens, const void *dout,
+                               ops_dtype dt, int v0, int Vl, int N, int C)
 {
     if (N <= 0 || C <= 0 || Vl <= 0)
         return;
+    int32_t *keys, *pos;
+    sort_tokens(&keys, &pos, tokens, v0, Vl, N, 0);
+    dim3 grid((unsigned)N, (unsigned)((C + TRI_THREADS - 1) / TRI_THREADS));
+    embedding_bwd_run_kernel<<<grid, TRI_THREADS, 0, stream_cuda()>>>(dwte, keys, pos, dout,
+                                                                     dt, v0, Vl, N, C);
+    TRI_CHECK_LAUNCH(embedding_bwd_run_kernel);
+}
+
+/* rows this shard owns; their keys lie in [0, Vl), and Vl marks the others */
+static __global__ void shard_keys_kernel(int32_t *keys, int32_t *pos, const int32_t *tokens,
+                                         int v0, int Vl, int n)
+{
+    for (int i = blockIdx.x * blockDim.x + threadIdx.x; i < n;
+         i += gridDim.x * blockDim.x) {
+        int64_t r = (int64_t)tokens[i] - v0;
+        keys[i] = r >= 0 && r < Vl ? (int32_t)r : Vl;
+        pos[i] = i;
+    }
+}
+
+/* Bits that hold every value in [0, v]. */
+static int bits_for(int v)
+{
+    int b = 1;
+    while (b < 31 && (v >> b) != 0)
+        b++;
+    return b;
+}
+
+static void sort_tokens(int32_t **keys, int32_t **pos, const int32_t *tokens, int v0, int Vl,
+                        int N, int shard_keys)
+{
     cudaStream_t s = stream_cuda();
+    int end_bit = shard_keys ? bits_for(Vl) : 32;
     size_t sort_bytes = 0;
     TRI_CHECK_CUDA(cub::DeviceRadixSort::SortPairs(
         (void *)NULL, sort_bytes, (const int32_t *)NULL, (int32_t *)NULL,
-        (const int32_t *)NULL, (int32_t *)NULL, N, 0, 32, s));
+        (const int32_t *)NULL, (int32_t *)NULL, N, 0, end_bit, s));
     size_t part = align256((size_t)N * sizeof(int32_t));
-    char *ws = (char *)scratch_cuda(SCRATCH_CUDA_SORT, 3 * part + sort_bytes);
-    int32_t *iota = (int32_t *)ws;
-    int32_t *keys = (int32_t *)(ws + part);
-    int32_t *pos = (int32_t *)(ws + 2 * part);
-    void *sort_tmp = ws + 3 * part;
-    iota_kernel<<<grid_for(N, TRI_THREADS), TRI_THREADS, 0, s>>>(iota, N);
-    TRI_CHECK_LAUNCH(iota_kernel);
-    // stable: equal tokens keep their positions in increasing order
-    TRI_CHECK_CUDA(cub::DeviceRadixSort::SortPairs(sort_tmp, sort_bytes, tokens,
-                                                   keys, iota, pos, N, 0, 32, s));
+    char *ws = (char *)scratch_cuda(SCRATCH_CUDA_SORT, 4 * part + sort_bytes);
+    int32_t *in_keys = (int32_t *)ws;
+    int32_t *in_pos = (int32_t *)(ws + part);
+    *keys = (int32_t *)(ws + 2 * part);
+    *pos = (int32_t *)(ws + 3 * part);
+    void *sort_tmp = ws + 4 * part;
+    if (shard_keys) {
+        shard_keys_kernel<<<grid_for(N, TRI_THREADS), TRI_THREADS, 0, s>>>(in_keys, in_pos,
+                                                                          tokens, v0, Vl, N);
+        TRI_CHECK_LAUNCH(shard_keys_kernel);
+    } else {
+        iota_kernel<<<grid_for(N, TRI_THREADS), TRI_THREADS, 0, s>>>(in_pos, N);
+        TRI_CHECK_LAUNCH(iota_kernel);
+        in_keys = (int32_t *)tokens;
+    }
+    TRI_CHECK_CUDA(cub::DeviceRadixSort::SortPairs(sort_tmp, sort_bytes,
+                                                   (const int32_t *)in_keys, *keys, in_pos,
+                                                   *pos, N, 0, end_bit, s));
+}
+
+/* Rows of a run a thread reads before it adds the first: RUN_BATCH loads
+ * of dout in flight instead of one, which is what a frequent token's run
+ * costs (its thread walks all of the token's rows: hundreds for " the"
+ * in 16k tokens of text, all of them when every token is equal). */
+#define RUN_BATCH 16
+
+/* embedding_bwd_run_kernel with the shard's row keys (Vl: not ours) and
+ * the run's rows read RUN_BATCH at a time: keys, then positions, then the
+ * dout elements, each batch's loads independent of one another; they are
+ * added in position order, one at a time, so the sum and its bits are
+ * the serial kernel's and the CPU's. */
+static __global__ void embedding_bwd_batched_kernel(float *dwte, const int32_t *keys,
+                                                    const int32_t *pos, const void *dout,
+                                                    ops_dtype dt, int Vl, int N, int C)
+{
+    int p = blockIdx.x;
+    int c = blockIdx.y * blockDim.x + threadIdx.x;
+    int32_t key = keys[p];
+    if (c >= C || key >= Vl || (p > 0 && keys[p - 1] == key))
+        return;
+    float acc = dwte[(int64_t)key * C + c];
+    for (int q = p;; q += RUN_BATCH) {
+        int32_t kq[RUN_BATCH], pq[RUN_BATCH];
+        float v[RUN_BATCH];
+#pragma unroll
+        for (int u = 0; u < RUN_BATCH; u++)
+            kq[u] = q + u < N ? keys[q + u] : -1;
+        int n = 0; /* the run's rows in this batch: a prefix */
+#pragma unroll
+        for (int u = 0; u < RUN_BATCH; u++)
+            n = n == u && kq[u] == key ? u + 1 : n;
+#pragma unroll
+        for (int u = 0; u < RUN_BATCH; u++)
+            if (u < n)
+                pq[u] = pos[q + u];
+#pragma unroll
+        for (int u = 0; u < RUN_BATCH; u++)
+            if (u < n)
+                v[u] = load_f32_cuda(dout, dt, (int64_t)pq[u] * C + c);
+#pragma unroll
+        for (int u = 0; u < RUN_BATCH; u++)
+            if (u < n)
+                acc += v[u];
+        if (n < RUN_BATCH)
+            break;
+    }
+    dwte[(int64_t)key * C + c] = acc;
+}
+
+void embedding_bwd_cuda(float *dwte, const int32_t *tokens, const void *dout,
+                        ops_dtype dt, int v0, int Vl, int N, int C)
+{
+    if (!fused_enabled_cuda()) {
+        embedding_bwd_serial_cuda(dwte, tokens, dout, dt, v0, Vl, N, C);
+        return;
+    }
+    if (N <= 0 || C <= 0 || Vl <= 0)
+        return;
+    int32_t *keys, *pos;
+    sort_tokens(&keys, &pos, tokens, v0, Vl, N, 1);
     dim3 grid((unsigned)N, (unsigned)((C + TRI_THREADS - 1) / TRI_THREADS));
-    embedding_bwd_run_kernel<<<grid, TRI_THREADS, 0, s>>>(dwte, keys, pos, dout,
-                                                         dt, v0, Vl, N, C);
-    TRI_CHECK_LAUNCH(embedding_bwd_run_kernel);
+    embedding_bwd_batched_kernel<<<grid, TRI_THREADS, 0, stream_cuda()>>>(dwte, keys, pos,
+                                                                         dout, dt, Vl, N, C);
+    TRI_CHECK_LAUNCH(embedding_bwd_batched_kernel);
 }
 
 static __global__ void position_fwd_kernel(void *out, const void *wpe,

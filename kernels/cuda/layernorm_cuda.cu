@@ -22,6 +22,11 @@
  * writes dinp, 8; dw, db read dout and inp again, 4. Unaligned rows (C
  * not a multiple of 8, or 4 in fp32) take the same code a channel at a
  * time.
+ *
+ * add_layernorm_fwd_cuda is the forward with the residual add before it
+ * (GPT-2's x + attn_out, then ln2) in the same pass: the sum is written
+ * once and read back from the L1, where the two ops read and wrote it
+ * from memory again (8 bytes a bf16 element less).
  */
 #include "cuda_common.h"
 
@@ -32,11 +37,16 @@
  * `row` at k0 + k with k0 = row * (C / VEC), and pack k of w and b at k:
  * C is a whole number of packs when VEC > 1 (packs_fit). */
 
-template <ops_dtype DT, int VEC>
+/* With ADD (add_layernorm_fwd_cuda) the first pass also forms the
+ * residual: resid = inp + addend, stored in dt and read back, so the
+ * statistics see the rounded sum as layernorm_fwd_cuda of resid would; the
+ * later passes read resid (the lane's own packs, just written). */
+template <ops_dtype DT, int VEC, bool ADD>
 static __global__ void layernorm_fwd_warp_kernel(void *out, float *mean,
                                                  float *rstd, const void *inp,
                                                  const void *w, const void *b,
-                                                 int N, int C)
+                                                 int N, int C, void *resid,
+                                                 const void *addend)
 {
     int row = blockIdx.x * LN_ROWS_PER_BLOCK + threadIdx.x / 32;
     int lane = threadIdx.x % 32;
@@ -48,11 +58,22 @@ static __global__ void layernorm_fwd_warp_kernel(void *out, float *mean,
     for (int k = lane; k < packs; k += 32) {
         float x[VEC];
         load_pack<DT, VEC>(x, inp, k0 + k);
+        if (ADD) {
+            float y[VEC];
+            load_pack<DT, VEC>(y, addend, k0 + k);
+#pragma unroll
+            for (int e = 0; e < VEC; e++)
+                x[e] += y[e];
+            store_pack<DT, VEC>(resid, k0 + k, x);
+            load_pack<DT, VEC>(x, resid, k0 + k);
+        }
 #pragma unroll
         for (int e = 0; e < VEC; e++)
             m += x[e];
     }
     m = warp_allreduce(m, SumOp()) / (float)C;
+    if (ADD)
+        inp = resid;
     float var = 0.0f;
     for (int k = lane; k < packs; k += 32) {
         float x[VEC];
@@ -88,10 +109,26 @@ void layernorm_fwd_cuda(void *out, float *mean, float *rstd, const void *inp,
         return;
     unsigned blocks = (unsigned)((N + LN_ROWS_PER_BLOCK - 1) / LN_ROWS_PER_BLOCK);
 #define LN_FWD(DT, VEC)                                                       \
-    layernorm_fwd_warp_kernel<DT, VEC><<<blocks, TRI_THREADS, 0, stream_cuda()>>>( \
-        out, mean, rstd, inp, w, b, N, C)
+    layernorm_fwd_warp_kernel<DT, VEC, false><<<blocks, TRI_THREADS, 0, stream_cuda()>>>( \
+        out, mean, rstd, inp, w, b, N, C, NULL, NULL)
     DISPATCH_PACKED(dt, packs_fit(dt, C, out, inp, w, b), LN_FWD);
 #undef LN_FWD
+    TRI_CHECK_LAUNCH(layernorm_fwd_warp_kernel);
+}
+
+void add_layernorm_fwd_cuda(void *resid, void *out, float *mean, float *rstd,
+                            const void *a, const void *b, const void *w,
+                            const void *bias, ops_dtype dt, int N, int C)
+{
+    if (N <= 0)
+        return;
+    unsigned blocks = (unsigned)((N + LN_ROWS_PER_BLOCK - 1) / LN_ROWS_PER_BLOCK);
+    int packed = packs_fit(dt, C, out, a, w, bias) && aligned16(resid, b);
+#define LN_ADD_FWD(DT, VEC)                                                   \
+    layernorm_fwd_warp_kernel<DT, VEC, true><<<blocks, TRI_THREADS, 0, stream_cuda()>>>( \
+        out, mean, rstd, a, w, bias, N, C, resid, b)
+    DISPATCH_PACKED(dt, packed, LN_ADD_FWD);
+#undef LN_ADD_FWD
     TRI_CHECK_LAUNCH(layernorm_fwd_warp_kernel);
 }
 

@@ -12,7 +12,9 @@
  * dtype. So dout is rounded to D block by block of columns (BLOCK_ELEMS,
  * 32 MiB in bf16) and each rounded block feeds both GEMMs, with dinp
  * accumulating over the blocks in fp32 and rounded once: the result of
- * casting dlogits to D first, without a (B*T, V) copy in D.
+ * casting dlogits to D first, without a (B*T, V) copy in D. Under
+ * TRIDENT_FUSED the cross-entropy writes dlogits in D already, over the
+ * logits' memory, and matmul_bwd_ld_cuda reads them there: no blocks.
  *
  * dbias sums dout's columns without atomics, in two passes (the column
  * sums below, shared with layernorm_cuda.cu): fixed chunks of rows summed
@@ -160,6 +162,24 @@ static void matmul_bwd_mixed(void *dinp, float *dw, float *dbias,
     }
     if (dinp)
         cast_2d_cuda(dinp, dt, K, acc, OPS_F32, K, M, K);
+}
+
+/* The head's case under TRIDENT_FUSED: dout already in dt (the
+ * cross-entropy rounded it, rows ld apart over the logits' memory), so
+ * two GEMMs over the whole chunk, without matmul_bwd_mixed's blocks, its
+ * rounding pass or its fp32 dinp accumulator. */
+void matmul_bwd_ld_cuda(void *dinp, float *dw, const void *dout, int64_t ld,
+                        const void *inp, const void *w, ops_dtype dt, int M,
+                        int N, int K)
+{
+    if (M <= 0 || N <= 0)
+        return;
+    // dinp (M,K) = dout . w, overwritten
+    if (dinp)
+        gemm_cuda(0, 0, M, K, N, 1.0f, dout, (int)ld, w, K, 0.0f, dinp, K, dt, dt);
+    // dw (N,K) += dout^T . inp, in fp32
+    if (dw)
+        gemm_cuda(1, 0, N, K, M, 1.0f, dout, (int)ld, inp, K, 1.0f, dw, K, dt, OPS_F32);
 }
 
 void matmul_bwd_cuda(void *dinp, float *dw, float *dbias, const void *dout,

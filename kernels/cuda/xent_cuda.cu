@@ -32,6 +32,12 @@
  * were taken against its own running max and rescaled to the row's once
  * (one more fp32 rounding of exp per rescale); they agree to fp32
  * rounding, and each path gives the same bits every run.
+ *
+ * xent_fused_narrow_cuda (TRIDENT_FUSED, fused_cuda.cu) is the fused path
+ * with the gradient rounded to the model's 16-bit compute dtype and
+ * written over the fp32 logits' own bytes (row_dlogits_narrow), so the
+ * head's backward reads it as it is (matmul_bwd_ld_cuda): 1.6 GB written
+ * for GPT-2's step instead of 3.3, and no rounding pass after it.
  */
 #include "cuda_common.h"
 
@@ -168,6 +174,22 @@ void xent_sumexp_cuda(float *sumexp, float *target_logit, const void *logits,
     TRI_CHECK_LAUNCH(xent_sumexp_kernel);
 }
 
+/* g = (softmax - onehot(t)) * grad_scale for pack k of a row (elements
+ * x), in fp32: the loss scale and 1/N multiply before the one rounding to
+ * the gradient's dtype, so fp16's scaled gradient does not flush to 0. */
+template <int VEC>
+static __device__ __forceinline__ void pack_dlogits(float (&g)[VEC], const float (&x)[VEC],
+                                                    int k, float m, float inv, int64_t t,
+                                                    float grad_scale)
+{
+#pragma unroll
+    for (int e = 0; e < VEC; e++) {
+        float p = expf(x[e] - m) * inv;
+        int64_t j = (int64_t)k * VEC + e;
+        g[e] = (p - (j == t ? 1.0f : 0.0f)) * grad_scale;
+    }
+}
+
 /* dlogits = (softmax - onehot(t)) * grad_scale over one row, whose packs
  * are [k0, k0 + packs); t is the target's column in the row, or -1.
  * dlogits may alias logits: each pack is read, then overwritten, by one
@@ -179,14 +201,47 @@ static __device__ void row_dlogits(void *dlogits, const void *logits, int64_t k0
 {
     for_row_packs<DT, VEC>(logits, k0, packs, [&](int k, const float (&x)[VEC]) {
         float g[VEC];
-#pragma unroll
-        for (int e = 0; e < VEC; e++) {
-            float p = expf(x[e] - m) * inv;
-            int64_t j = (int64_t)k * VEC + e;
-            g[e] = (p - (j == t ? 1.0f : 0.0f)) * grad_scale;
-        }
+        pack_dlogits(g, x, k, m, inv, t, grad_scale);
         store_pack<DT, VEC>(dlogits, k0 + k, g);
     });
+}
+
+/* row_dlogits from fp32 logits to a gradient of the 16-bit dtype GT, over
+ * the row's own bytes: pack k of the gradient (VEC elements of 2 bytes)
+ * lands on the first half of the bytes of fp32 pack k, i.e. inside fp32
+ * pack k/2, which another thread may read. So the row goes in stretches
+ * of XENT_UNROLL * blockDim.x packs, every thread loading its packs of a
+ * stretch before a barrier and storing after it: a stretch from pack b
+ * writes into fp32 packs [b/2, b/2 + stretch/2), all below b + stretch,
+ * so loaded by this stretch or an earlier one, never by a later one. The
+ * row's gradient starts at element 2*k0*VEC of GT: rows 2V elements
+ * apart. The loop is uniform over the block (the barrier needs every
+ * thread). */
+template <ops_dtype GT, int VEC>
+static __device__ void row_dlogits_narrow(void *dlogits, const float *logits, int64_t k0,
+                                          int packs, float m, float inv, int64_t t,
+                                          float grad_scale)
+{
+    int step = (int)blockDim.x;
+    for (int b = 0; b < packs; b += XENT_UNROLL * step) {
+        float x[XENT_UNROLL][VEC];
+#pragma unroll
+        for (int u = 0; u < XENT_UNROLL; u++) {
+            int k = b + u * step + threadIdx.x;
+            if (k < packs)
+                load_pack<OPS_F32, VEC>(x[u], logits, k0 + k);
+        }
+        __syncthreads();
+#pragma unroll
+        for (int u = 0; u < XENT_UNROLL; u++) {
+            int k = b + u * step + threadIdx.x;
+            if (k < packs) {
+                float g[VEC];
+                pack_dlogits(g, x[u], k, m, inv, t, grad_scale);
+                store_pack<GT, VEC>(dlogits, 2 * k0 + k, g);
+            }
+        }
+    }
 }
 
 template <ops_dtype DT, int VEC>
@@ -250,7 +305,7 @@ static __device__ __forceinline__ void online_add(float &m, double &s, const flo
  * holds 0, whatever its max) and summed; pass 2 row_dlogits. The target
  * logit is read before the reductions, whose barriers keep it ahead of
  * any thread overwriting the row. */
-template <ops_dtype DT, int VEC>
+template <ops_dtype DT, int VEC, ops_dtype GT>
 static __global__ void xent_fused_kernel(float *losses, void *dlogits,
                                          const void *logits, float *rowmax,
                                          float *sumexp, float *target_logit,
@@ -278,8 +333,13 @@ static __global__ void xent_fused_kernel(float *losses, void *dlogits,
         target_logit[i] = tl;
         losses[i] = logf(S) + M - tl;
     }
-    if (dlogits)
+    if (!dlogits)
+        return;
+    if (GT == DT)
         row_dlogits<DT, VEC>(dlogits, logits, k0, packs, M, 1.0f / S, t, grad_scale);
+    else
+        row_dlogits_narrow<GT, VEC>(dlogits, (const float *)logits, k0, packs, M, 1.0f / S,
+                                    t, grad_scale);
 }
 
 void xent_fused_cuda(float *losses, void *dlogits, const void *logits,
@@ -290,10 +350,38 @@ void xent_fused_cuda(float *losses, void *dlogits, const void *logits,
     if (N <= 0)
         return;
 #define XENT_FUSED(DT, VEC)                                                   \
-    xent_fused_kernel<DT, VEC><<<N, XENT_THREADS, 0, stream_cuda()>>>(         \
+    xent_fused_kernel<DT, VEC, DT><<<N, XENT_THREADS, 0, stream_cuda()>>>(     \
         losses, dlogits, logits, rowmax, sumexp, target_logit, targets, V,   \
         grad_scale)
     DISPATCH_PACKED(dt, packs_fit(dt, V, logits, dlogits), XENT_FUSED);
 #undef XENT_FUSED
+    TRI_CHECK_LAUNCH(xent_fused_kernel);
+}
+
+/* ---- one shard, the gradient in the compute dtype ------------------------- */
+
+void xent_fused_narrow_cuda(float *losses, float *logits, ops_dtype gdt,
+                            float *rowmax, float *sumexp, float *target_logit,
+                            const int32_t *targets, int N, int V, float grad_scale)
+{
+    if (N <= 0)
+        return;
+#define XENT_NARROW(GT, VEC)                                                  \
+    xent_fused_kernel<OPS_F32, VEC, GT><<<N, XENT_THREADS, 0, stream_cuda()>>>( \
+        losses, logits, logits, rowmax, sumexp, target_logit, targets, V,    \
+        grad_scale)
+    const int F32_PACK = 16 / sizeof(float);
+    if (packs_fit(OPS_F32, V, logits)) {
+        if (gdt == OPS_BF16)
+            XENT_NARROW(OPS_BF16, F32_PACK);
+        else
+            XENT_NARROW(OPS_F16, F32_PACK);
+    } else {
+        if (gdt == OPS_BF16)
+            XENT_NARROW(OPS_BF16, 1);
+        else
+            XENT_NARROW(OPS_F16, 1);
+    }
+#undef XENT_NARROW
     TRI_CHECK_LAUNCH(xent_fused_kernel);
 }

@@ -193,6 +193,9 @@ static void measure_peak(Trainer *t)
     printf("\n");
     if (warning)
         printf("warning: %s\n", warning);
+    if (dev == OPS_CUDA)
+        printf("fused: %s\n", ops_fused(dev) ? "on (TRIDENT_FUSED: doc/gpu.md)"
+                                             : "off (TRIDENT_FUSED=0: the unfused kernels)");
     if (dev == OPS_CPU && dt == OPS_BF16 && !ops_cpu_native_bf16())
         printf("warning: this CPU has no bf16 arithmetic faster than its fp32 units (AMX, "
                "or AVX512_BF16 outpacing the FMA): bf16 runs on its fp32 units, converting "

@@ -61,11 +61,7 @@ int64_t offload_schedule(const int64_t *seg_n, int n_seg, int64_t chunk, Offload
 /* One parameter's rows: fp32 master, m and v in host memory; the fp32
  * gradient rows and the compute copy's rows (OPS_NONE: none) where the
  * model keeps them. */
-typedef struct {
-    ops_tensor master, m, v;
-    ops_tensor grad, wcopy;
-    float weight_decay;
-} OffloadSeg;
+typedef ops_adamw_seg OffloadSeg; /* ops.h: the same rows ops_adamw_multi takes */
 
 typedef struct Offload Offload;
 

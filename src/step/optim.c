@@ -49,15 +49,19 @@ double optim_grad_norm(Model *m, Zero *z)
 {
     double local = 0.0;
     ops_tensor acc = norm_accumulator(m->grid->device);
+    ops_tensor *parts = TRI_MALLOC(sizeof *parts * (size_t)(m->ps.n > 0 ? m->ps.n : 1),
+                                   "the gradient norm's tensors");
+    int n = 0;
     for (int i = 0; i < m->ps.n; i++) {
         Param *p = &m->ps.p[i];
         if (!p->counts_in_norm || p->zrows == 0)
             continue;
         int64_t r0, nr;
         zero_update_rows(z, p, &r0, &nr);
-        ops_tensor part = ops_view(p->og, (p->zrow0 - r0) * p->lcols, p->zrows * p->lcols);
-        ops_sumsq_accumulate(acc, part, part.n);
+        parts[n++] = ops_view(p->og, (p->zrow0 - r0) * p->lcols, p->zrows * p->lcols);
     }
+    ops_sumsq_multi(acc, parts, n); /* in this order: the loop's bits on a CPU */
+    free(parts);
     ops_copy((ops_tensor){&local, 1, OPS_F64, OPS_CPU}, acc); /* the step's wait */
     comm_allreduce_scalars(m->grid, COMM_WORLD, &local, 1, COMM_DOUBLE, COMM_SUM);
     return sqrt(local);
@@ -101,12 +105,8 @@ void optim_step(Model *m, Zero *z, const TrainConfig *t, int step, double lr,
     int n = update_segments(m, z, t, seg);
     if (zero_offload(z)) { /* the same update, on the host (offload.h) */
         offload_adamw(zero_offload(z), seg, n, &a);
-    } else {
-        for (int i = 0; i < n; i++) {
-            a.weight_decay = seg[i].weight_decay;
-            ops_adamw(seg[i].master, seg[i].grad, seg[i].m, seg[i].v, seg[i].wcopy,
-                      seg[i].master.n, &a);
-        }
+    } else { /* one launch on a GPU; ops_adamw segment by segment on a CPU */
+        ops_adamw_multi(seg, n, &a);
     }
     free(seg);
 }
