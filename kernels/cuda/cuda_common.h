@@ -222,6 +222,23 @@ static __device__ __forceinline__ uint32_t load_16x2(const uint16_t *p)
     return *(const uint32_t *)p;
 }
 
+/* The two 16-bit elements of a register, widened to fp32: lo the low
+ * half (pack_16x2's inverse, exact). */
+template <bool BF16>
+static __device__ __forceinline__ void unpack_16x2(uint32_t r, float *lo, float *hi)
+{
+    if (BF16) {
+        *lo = __uint_as_float(r << 16);
+        *hi = __uint_as_float(r & 0xffff0000u);
+    } else {
+        __half2 v;
+        memcpy(&v, &r, sizeof v);
+        float2 f = __half22float2(v);
+        *lo = f.x;
+        *hi = f.y;
+    }
+}
+
 /* ---- 16-byte packs -------------------------------------------------------------
  * The bandwidth-bound kernels (cross-entropy, GELU and the other
  * elementwise ops, LayerNorm) move 16 bytes per load or store, 4 fp32 or

@@ -132,6 +132,13 @@ template <bool BF16> static inline uint32_t pack_16x2(float lo, float hi)
     return (uint32_t)l | (uint32_t)h << 16;
 }
 
+template <bool BF16> static inline void unpack_16x2(uint32_t r, float *lo, float *hi)
+{
+    uint16_t l = (uint16_t)(r & 0xffffu), h = (uint16_t)(r >> 16);
+    *lo = BF16 ? elem_bf16_to_f32(l) : elem_f16_to_f32(l);
+    *hi = BF16 ? elem_bf16_to_f32(h) : elem_f16_to_f32(h);
+}
+
 /* half `k % 2` of register r of lane `lane`'s posted fragment, widened */
 template <bool BF16> static inline float emu_frag(uint32_t reg, int k)
 {
