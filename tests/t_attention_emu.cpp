@@ -5,8 +5,9 @@
  * tests/cuda_emu/cuda_common.h, against attention computed in double.
  *
  * This checks their indices, causal masks, ragged last tiles, online
- * softmax, mma fragment layouts and barriers on any machine: every CUDA
- * thread is a fiber with its own stack, so the kernel code runs as written.
+ * softmax, mma and ldmatrix fragment layouts and barriers on any machine:
+ * every CUDA thread is a fiber with its own stack, so the kernel code
+ * runs as written.
  * t_attention_emu.sh builds it with the kernel files' device code and
  * runs it; tests/t_ops_cuda checks the same kernels on a GPU.
  *
@@ -42,6 +43,7 @@ EmuBarrier *emu_block_barrier;
 EmuBarrier *emu_warp_barrier[4];
 float emu_warp_slot[4][32];
 EmuMma emu_mma[4];
+EmuLdm emu_ldm[4];
 
 #include "attention_kernels.inc"
 #include "attention_mma_kernels.inc"

@@ -18,7 +18,10 @@
  * 16-bit words, HD + 8 to a row (16-byte aligned rows whose fragment loads
  * hit 32 different banks), zero past hs and past T. A warp keeps its own
  * 16 rows (Q and dO, or K and V) as A fragments in registers, and its
- * accumulators (O, dQ, dK, dV: 16 x HD in fp32) there too.
+ * accumulators (O, dQ, dK, dV: 16 x HD in fp32) there too. The second
+ * products' B fragments (the tile as stored) come by a transposing
+ * ldmatrix, one instruction for a fragment's two registers where 16-bit
+ * shared loads took 4 (but in the dK/dV kernel at HD 128).
  *
  * Per tile a warp computes S = Q K^T (or S^T = K Q^T) and, backward,
  * dP = dO V^T (dP^T = V dO^T) as 16 x 64 fp32 accumulators; the mask,
@@ -121,11 +124,17 @@ static __device__ __forceinline__ void frag_b_rows(uint32_t b[2], const uint16_t
 }
 
 /* b[k][n] := s[k0 + k][n0 + n]: the tile as stored (V in P V, K in dS K,
- * dO in P^T dO, Q in dS^T Q). */
-template <int LD>
+ * dO in P^T dO, Q in dS^T Q). With LDM one transposing ldmatrix: lanes
+ * 0-15 give rows k0..k0+15 at column n0 (rows 0-7 are b[0]'s, 8-15
+ * b[1]'s); else four 16-bit loads. */
+template <int LD, bool LDM>
 static __device__ __forceinline__ void frag_b_cols(uint32_t b[2], const uint16_t *s, int k0,
                                                    int n0, int lane)
 {
+    if (LDM) {
+        ldmatrix_x2_trans(b, s + (k0 + lane % 16) * LD + n0);
+        return;
+    }
     const uint16_t *p = s + (k0 + 2 * (lane % 4)) * LD + n0 + lane / 4;
     b[0] = (uint32_t)p[0] | (uint32_t)p[LD] << 16;
     b[1] = (uint32_t)p[8 * LD] | (uint32_t)p[9 * LD] << 16;
@@ -145,15 +154,16 @@ static __device__ __forceinline__ void frag_a_of(uint32_t a[4], const float lo[4
 }
 
 /* acc[n] += a_k b for the n-th 8 columns of a tile s (stride LD) as
- * stored, over the 16-row block k0: the second products. */
-template <int LD, int NO, bool BF16>
+ * stored, over the 16-row block k0: the second products. LDM: the B
+ * fragments by ldmatrix (frag_b_cols). */
+template <int LD, int NO, bool BF16, bool LDM = true>
 static __device__ __forceinline__ void add_product(float (*acc)[4], const uint32_t a[4],
                                                    const uint16_t *s, int k0, int lane)
 {
 #pragma unroll
     for (int n = 0; n < NO; n++) {
         uint32_t b[2];
-        frag_b_cols<LD>(b, s, k0, n * 8, lane);
+        frag_b_cols<LD, LDM>(b, s, k0, n * 8, lane);
         mma_16816<BF16>(acc[n], a, b);
     }
 }
@@ -445,6 +455,9 @@ attention_mma_dkdv_kernel(void *dqkv, const float *Dsum, const void *dout, const
                           float scale, int add)
 {
     constexpr int LD = HD + 8, QT = MMA_TILE(HD), NS = QT / 8, NO = HD / 8, NK = HD / 16;
+    /* ldmatrix but at HD 128, where it made ptxas spill (20 bytes at 255
+     * registers, sm_90); the 16-bit loads did not */
+    constexpr bool LDM = HD <= 64;
     __shared__ __align__(16) uint16_t stage[MMA_BLOCK_ROWS * LD]; /* K, then V */
     __shared__ __align__(16) uint16_t qs[QT * LD], gs[QT * LD];    /* Q and dO of QT queries */
     __shared__ float ls[QT], Ds[QT];
@@ -492,9 +505,9 @@ attention_mma_dkdv_kernel(void *dqkv, const float *Dsum, const void *dout, const
         for (int k = 0; k < QT / 16; k++) {
             uint32_t a[4];
             frag_a_of<BF16>(a, st[2 * k], st[2 * k + 1]);
-            add_product<LD, NO, BF16>(dv, a, gs, k * 16, lane);
+            add_product<LD, NO, BF16, LDM>(dv, a, gs, k * 16, lane);
             frag_a_of<BF16>(a, dpt[2 * k], dpt[2 * k + 1]);
-            add_product<LD, NO, BF16>(dk, a, qs, k * 16, lane);
+            add_product<LD, NO, BF16, LDM>(dk, a, qs, k * 16, lane);
         }
     }
     const float one[2] = { 1.0f, 1.0f };
