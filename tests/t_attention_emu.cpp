@@ -5,8 +5,9 @@
  * tests/cuda_emu/cuda_common.h, against attention computed in double.
  *
  * This checks their indices, causal masks, ragged last tiles, online
- * softmax, mma fragment layouts and barriers on any machine: every CUDA
- * thread is a fiber with its own stack, so the kernel code runs as written.
+ * softmax, mma and ldmatrix fragment layouts and barriers on any machine:
+ * every CUDA thread is a fiber with its own stack, so the kernel code
+ * runs as written.
  * t_attention_emu.sh builds it with the kernel files' device code and
  * runs it; tests/t_ops_cuda checks the same kernels on a GPU.
  *
@@ -42,6 +43,7 @@ EmuBarrier *emu_block_barrier;
 EmuBarrier *emu_warp_barrier[4];
 float emu_warp_slot[4][32];
 EmuMma emu_mma[4];
+EmuLdm emu_ldm[4];
 
 #include "attention_kernels.inc"
 #include "attention_mma_kernels.inc"
@@ -193,10 +195,11 @@ static void run_cuda_core(void *out, float *lse, float *D, void *dqkv, const voi
     });
 }
 
-/* The tensor-core kernels (bf16 and fp16) */
+/* The tensor-core kernels (bf16 and fp16); d_sweep: the dQ kernel's D
+ * from a first sweep over the keys, not from dO and the stored O */
 template <int HD, bool BF16>
 static void run_mma(void *out, float *lse, float *D, void *dqkv, const void *dout,
-                    const void *qkv, int B, Window w, int NH, int hs)
+                    const void *qkv, int B, Window w, int NH, int hs, int d_sweep)
 {
     float scale = 1.0f / sqrtf((float)hs);
     int BH = B * NH, T = w.T, q0 = w.q0, Tq = w.Tq;
@@ -204,8 +207,8 @@ static void run_mma(void *out, float *lse, float *D, void *dqkv, const void *dou
         attention_mma_fwd_kernel<HD, BF16>(out, lse, qkv, BH, NH, T, q0, Tq, hs, scale);
     });
     launch(grid_of(BH, Tq, MMA_BLOCK_ROWS), [&] {
-        attention_mma_dq_kernel<HD, BF16>(dqkv, D, dout, qkv, lse, BH, NH, T, q0, Tq, hs,
-                                          scale, w.add);
+        attention_mma_dq_kernel<HD, BF16>(dqkv, D, dout, qkv, out, lse, BH, NH, T, q0, Tq, hs,
+                                          scale, w.add, d_sweep);
     });
     launch(grid_of(BH, q0 + Tq, MMA_BLOCK_ROWS), [&] {
         attention_mma_dkdv_kernel<HD, BF16>(dqkv, D, dout, qkv, lse, BH, NH, T, q0, Tq, hs,
@@ -215,10 +218,11 @@ static void run_mma(void *out, float *lse, float *D, void *dqkv, const void *dou
 
 /* The three kernels of one family (mma: the tensor-core ones) on random
  * inputs, against the double reference; for query rows [q0, q0 + Tq) of
- * T when Tq > 0, added into dqkv. */
+ * T when Tq > 0, added into dqkv; d_sweep: the tensor-core dQ kernel's D
+ * by its first sweep over the keys (TRIDENT_ATTENTION_D=sweep). */
 template <int HD>
 static int check(int B, int T, int NH, int hs, ops_dtype dt, bool mma = false, int q0 = 0,
-                 int Tq = 0)
+                 int Tq = 0, int d_sweep = 0)
 {
     const Window w = { T, q0, Tq > 0 ? Tq : T, Tq > 0 };
     const int qend = q0 + w.Tq;
@@ -239,10 +243,10 @@ static int check(int B, int T, int NH, int hs, ops_dtype dt, bool mma = false, i
                           dt, B, w, NH, hs);
     else if (dt == OPS_BF16)
         run_mma<HD, true>(out.data(), lse.data(), D.data(), dqkv.data(), dout.data(), qkv.data(),
-                          B, w, NH, hs);
+                          B, w, NH, hs, d_sweep);
     else
         run_mma<HD, false>(out.data(), lse.data(), D.data(), dqkv.data(), dout.data(), qkv.data(),
-                           B, w, NH, hs);
+                           B, w, NH, hs, d_sweep);
 
     auto x = [&](int b, int t, int h, int part, int d) {
         return (double)load_f32_cuda(qkv.data(), dt, (((int64_t)b * T + t) * NH + h) * 3 * hs
@@ -317,16 +321,16 @@ static int check(int B, int T, int NH, int hs, ops_dtype dt, bool mma = false, i
     char win[64] = "";
     if (w.add)
         snprintf(win, sizeof win, " rows [%d, %d)", q0, qend);
-    printf("%s %d - %s%s B=%d T=%d%s NH=%d hs=%d (HD %d): out %.1e, lse %.1e (tol 1e-05), "
+    printf("%s %d - %s%s%s B=%d T=%d%s NH=%d hs=%d (HD %d): out %.1e, lse %.1e (tol 1e-05), "
            "dqkv %.1e (tol %.0e)\n", ok ? "ok" : "not ok", ++n_tests, mma ? "tensor cores, " : "",
-           dt == OPS_F32 ? "fp32" : dt == OPS_BF16 ? "bf16" : "fp16", B, T, win, NH, hs, HD, eo,
-           err_l, eg, tol);
+           d_sweep ? "D by a sweep, " : "", dt == OPS_F32 ? "fp32" : dt == OPS_BF16 ? "bf16" : "fp16",
+           B, T, win, NH, hs, HD, eo, err_l, eg, tol);
     return ok;
 }
 
 int main()
 {
-    printf("1..23\n");
+    printf("1..24\n");
     int ok = 1;
     ok &= check<32>(1, 1, 1, 8, OPS_F32);      /* one row, one key */
     ok &= check<32>(2, 37, 3, 16, OPS_F32);    /* ragged: 37 rows, 2 key tiles */
@@ -345,6 +349,7 @@ int main()
     ok &= check<64>(1, 70, 1, 40, OPS_F16, true);    /* hs inside the bucket: element loads */
     ok &= check<128>(1, 100, 1, 128, OPS_BF16, true); /* Llama's head size: 32-row tiles */
     ok &= check<128>(1, 45, 2, 80, OPS_BF16, true);
+    ok &= check<32>(2, 37, 3, 32, OPS_BF16, true, 0, 0, 1); /* the dQ kernel's old D */
     /* row windows, added into dqkv: mid-sequence and unaligned, to the
      * end, one row; then the tensor-core kernels */
     ok &= check<64>(1, 70, 1, 64, OPS_F32, false, 37, 20);

@@ -26,9 +26,11 @@
  * 5 of doc/design.md):
  *  - per (batch, head, tile of 8 query rows), looping over key tiles up to
  *    the diagonal: D = rowsum(dO * O) (fp32; in bf16 and fp16 rowsum(P *
- *    dP) in a first sweep, as the CPU does: their rounded O makes dP - D
- *    cancel badly), written to a (B,NH,T) scratch, then P = exp(S - lse),
- *    dP = dO V^T, dS = P * (dP - D) * scale, dQ = sum dS K;
+ *    dP) in a first sweep, as the CPU does; the tensor-core kernels, which
+ *    run those dtypes, take D from the rounded O, within the tolerances:
+ *    attention_mma_cuda.cu), written to a (B,NH,T) scratch, then
+ *    P = exp(S - lse), dP = dO V^T, dS = P * (dP - D) * scale,
+ *    dQ = sum dS K;
  *  - per (batch, head, tile of 8 keys), looping over query tiles from the
  *    diagonal down: the same P and dS, recomputed, dV = sum P^T dO and
  *    dK = sum dS^T Q.
@@ -445,7 +447,7 @@ void attention_rows_bwd_cuda(void *dqkv, const void *dout, const void *qkv,
     if (B <= 0 || Tq <= 0 || NH <= 0)
         return;
     if (dt != OPS_F32) {
-        attention_mma_bwd_cuda(dqkv, dout, qkv, lse, dt, B, T, q0, Tq, NH, hs, accumulate);
+        attention_mma_bwd_cuda(dqkv, dout, qkv, out, lse, dt, B, T, q0, Tq, NH, hs, accumulate);
         return;
     }
     int add = accumulate;

@@ -18,7 +18,10 @@
  * 16-bit words, HD + 8 to a row (16-byte aligned rows whose fragment loads
  * hit 32 different banks), zero past hs and past T. A warp keeps its own
  * 16 rows (Q and dO, or K and V) as A fragments in registers, and its
- * accumulators (O, dQ, dK, dV: 16 x HD in fp32) there too.
+ * accumulators (O, dQ, dK, dV: 16 x HD in fp32) there too. The second
+ * products' B fragments (the tile as stored) come by a transposing
+ * ldmatrix, one instruction for a fragment's two registers where 16-bit
+ * shared loads took 4 (but in the dK/dV kernel at HD 128).
  *
  * Per tile a warp computes S = Q K^T (or S^T = K Q^T) and, backward,
  * dP = dO V^T (dP^T = V dO^T) as 16 x 64 fp32 accumulators; the mask,
@@ -33,8 +36,18 @@
  * second product, as FlashAttention does and as the exact GPU kernel
  * (attention_exact_cuda.cu) does for its GEMMs: the size of the output's
  * own rounding, within the 16-bit tolerances t_ops_cuda and t_gpu hold
- * every kernel to. D = rowsum(P * dP) from a first sweep of the dQ kernel
- * (the rounded O would make dP - D cancel badly), as attention_cuda.cu.
+ * every kernel to. D = rowsum(dO * O) from the stored (rounded) output,
+ * in the dQ kernel's prologue, as FlashAttention-2: the dQ kernel then
+ * makes one pass over the keys, 3 products per key tile (S, dP, dQ)
+ * rather than the 5 of two passes, so the backward's 7 per tile pair
+ * rather than 9. The rounded O moves D by about 2^-9 (bf16) of |dO||O|;
+ * t_attention_emu measured dQ's normwise error against the double
+ * reference within 1.7x of the exact D's (bf16 4.5e-3 against 2.6e-3 at
+ * hs 128, 1.56e-2 against 1.63e-2 in its worst case, a one-row window;
+ * fp16 within 4%; tolerances 2e-2 and 4e-3), not the bad cancellation
+ * once feared. TRIDENT_ATTENTION_D=sweep
+ * keeps the former way: rowsum(P * dP) from a first sweep of the dQ
+ * kernel over the keys, as attention_cuda.cu's kernels do.
  *
  * Row windows (context parallelism) as attention_cuda.cu's: the query
  * side over the window's rows, the key side over the keys they read, the
@@ -47,6 +60,8 @@
  */
 #include "cuda_common.h"
 #include "attention_tile_cuda.h"
+
+#include <stdlib.h> /* getenv */
 
 #define MMA_WARPS 4
 #define MMA_THREADS (MMA_WARPS * 32)
@@ -109,11 +124,17 @@ static __device__ __forceinline__ void frag_b_rows(uint32_t b[2], const uint16_t
 }
 
 /* b[k][n] := s[k0 + k][n0 + n]: the tile as stored (V in P V, K in dS K,
- * dO in P^T dO, Q in dS^T Q). */
-template <int LD>
+ * dO in P^T dO, Q in dS^T Q). With LDM one transposing ldmatrix: lanes
+ * 0-15 give rows k0..k0+15 at column n0 (rows 0-7 are b[0]'s, 8-15
+ * b[1]'s); else four 16-bit loads. */
+template <int LD, bool LDM>
 static __device__ __forceinline__ void frag_b_cols(uint32_t b[2], const uint16_t *s, int k0,
                                                    int n0, int lane)
 {
+    if (LDM) {
+        ldmatrix_x2_trans(b, s + (k0 + lane % 16) * LD + n0);
+        return;
+    }
     const uint16_t *p = s + (k0 + 2 * (lane % 4)) * LD + n0 + lane / 4;
     b[0] = (uint32_t)p[0] | (uint32_t)p[LD] << 16;
     b[1] = (uint32_t)p[8 * LD] | (uint32_t)p[9 * LD] << 16;
@@ -133,15 +154,16 @@ static __device__ __forceinline__ void frag_a_of(uint32_t a[4], const float lo[4
 }
 
 /* acc[n] += a_k b for the n-th 8 columns of a tile s (stride LD) as
- * stored, over the 16-row block k0: the second products. */
-template <int LD, int NO, bool BF16>
+ * stored, over the 16-row block k0: the second products. LDM: the B
+ * fragments by ldmatrix (frag_b_cols). */
+template <int LD, int NO, bool BF16, bool LDM = true>
 static __device__ __forceinline__ void add_product(float (*acc)[4], const uint32_t a[4],
                                                    const uint16_t *s, int k0, int lane)
 {
 #pragma unroll
     for (int n = 0; n < NO; n++) {
         uint32_t b[2];
-        frag_b_cols<LD>(b, s, k0, n * 8, lane);
+        frag_b_cols<LD, LDM>(b, s, k0, n * 8, lane);
         mma_16816<BF16>(acc[n], a, b);
     }
 }
@@ -320,16 +342,42 @@ attention_mma_fwd_kernel(void *out, float *lse, const void *qkv, int BH, int NH,
 
 /* ---- backward ------------------------------------------------------------ */
 
-/* D (a first sweep over the key tiles: rowsum(P * dP)), then dQ = dS K,
- * for a block's 64 query rows; add: dQ is added to dqkv (a window's). */
+/* D = rowsum(dO * O) of this lane's two rows g and g + 8, from the
+ * warp's A fragments of dO and O (register r of k-block k holds columns
+ * k*16 + 2*(lane%4) + {0, 1}, + 8 in r = 2, 3; rows g in r = 0, 2 and
+ * g + 8 in r = 1, 3): each lane's share in a fixed order, then the 4
+ * lanes of the row. */
+template <int NK, bool BF16>
+static __device__ void rowsum_of_products(float D[2], const uint32_t (*ga)[4],
+                                          const uint32_t (*oa)[4])
+{
+    D[0] = D[1] = 0.0f;
+#pragma unroll
+    for (int k = 0; k < NK; k++)
+#pragma unroll
+        for (int r = 0; r < 4; r++) {
+            float g0, g1, o0, o1;
+            unpack_16x2<BF16>(ga[k][r], &g0, &g1);
+            unpack_16x2<BF16>(oa[k][r], &o0, &o1);
+            D[r % 2] += g0 * o0 + g1 * o1;
+        }
+    D[0] = quad_allreduce(D[0], SumOp());
+    D[1] = quad_allreduce(D[1], SumOp());
+}
+
+/* D, then dQ = dS K, for a block's 64 query rows; add: dQ is added to
+ * dqkv (a window's). D = rowsum(dO * O) from the stored output (16-bit
+ * products, exact in fp32, summed in fp32), as FlashAttention-2; with
+ * d_sweep, rowsum(P * dP) from a first sweep over the key tiles instead
+ * (the same quantity before O's rounding; TRIDENT_ATTENTION_D=sweep). */
 template <int HD, bool BF16>
 static __global__ void __launch_bounds__(MMA_THREADS)
 attention_mma_dq_kernel(void *dqkv, float *Dsum, const void *dout, const void *qkv,
-                        const float *lse, int BH, int NH, int T, int first, int Tq, int hs,
-                        float scale, int add)
+                        const void *out, const float *lse, int BH, int NH, int T, int first,
+                        int Tq, int hs, float scale, int add, int d_sweep)
 {
     constexpr int LD = HD + 8, KT = MMA_TILE(HD), NS = KT / 8, NO = HD / 8, NK = HD / 16;
-    __shared__ __align__(16) uint16_t stage[MMA_BLOCK_ROWS * LD]; /* Q, then dO */
+    __shared__ __align__(16) uint16_t stage[MMA_BLOCK_ROWS * LD]; /* Q, dO, then O */
     __shared__ __align__(16) uint16_t ks[KT * LD], vs[KT * LD];
     const ops_dtype dt = BF16 ? OPS_BF16 : OPS_F16;
     const uint16_t *src = (const uint16_t *)qkv;
@@ -343,10 +391,15 @@ attention_mma_dq_kernel(void *dqkv, float *Dsum, const void *dout, const void *q
     own_rows_fragments<HD>(ga, stage, (const uint16_t *)dout, tl.out, tl.ldo, tl, qend, hs);
     const float li[2] = { lse[tl.lse + row[0]], lse[tl.lse + row[1]] };
     float D[2] = { 0.0f, 0.0f }, dq[NO][4];
+    if (!d_sweep) { /* the same for every thread: the barriers are the block's */
+        uint32_t oa[NK][4];
+        own_rows_fragments<HD>(oa, stage, (const uint16_t *)out, tl.out, tl.ldo, tl, qend, hs);
+        rowsum_of_products<NK, BF16>(D, ga, oa);
+    }
 #pragma unroll
     for (int n = 0; n < NO; n++)
         dq[n][0] = dq[n][1] = dq[n][2] = dq[n][3] = 0.0f;
-    for (int sweep = 0; sweep < 2; sweep++) {
+    for (int sweep = d_sweep ? 0 : 1; sweep < 2; sweep++) {
         for (int c0 = 0; c0 < tl.end; c0 += KT) {
             __syncthreads(); /* the previous tile is read */
             load_tile16<HD>(ks, KT, src, tl.qkv + hs, tl.ld, c0, qend, hs);
@@ -402,6 +455,9 @@ attention_mma_dkdv_kernel(void *dqkv, const float *Dsum, const void *dout, const
                           float scale, int add)
 {
     constexpr int LD = HD + 8, QT = MMA_TILE(HD), NS = QT / 8, NO = HD / 8, NK = HD / 16;
+    /* ldmatrix but at HD 128, where it made ptxas spill (20 bytes at 255
+     * registers, sm_90); the 16-bit loads did not */
+    constexpr bool LDM = HD <= 64;
     __shared__ __align__(16) uint16_t stage[MMA_BLOCK_ROWS * LD]; /* K, then V */
     __shared__ __align__(16) uint16_t qs[QT * LD], gs[QT * LD];    /* Q and dO of QT queries */
     __shared__ float ls[QT], Ds[QT];
@@ -449,9 +505,9 @@ attention_mma_dkdv_kernel(void *dqkv, const float *Dsum, const void *dout, const
         for (int k = 0; k < QT / 16; k++) {
             uint32_t a[4];
             frag_a_of<BF16>(a, st[2 * k], st[2 * k + 1]);
-            add_product<LD, NO, BF16>(dv, a, gs, k * 16, lane);
+            add_product<LD, NO, BF16, LDM>(dv, a, gs, k * 16, lane);
             frag_a_of<BF16>(a, dpt[2 * k], dpt[2 * k + 1]);
-            add_product<LD, NO, BF16>(dk, a, qs, k * 16, lane);
+            add_product<LD, NO, BF16, LDM>(dk, a, qs, k * 16, lane);
         }
     }
     const float one[2] = { 1.0f, 1.0f };
@@ -471,11 +527,31 @@ static void mma_fwd(void *out, float *lse, const void *qkv, int B, int T, int fi
     TRI_CHECK_LAUNCH(attention_mma_fwd_kernel);
 }
 
+/* Whether the dQ kernel forms D by its first sweep over the keys
+ * (TRIDENT_ATTENTION_D=sweep, the kernel before D came from the stored
+ * output) rather than from dO and O (unset or "out"): a switch to measure
+ * the two on a GPU, read once. */
+static int d_by_sweep(void)
+{
+    static int sweep = -1;
+    if (sweep < 0) {
+        const char *env = getenv("TRIDENT_ATTENTION_D");
+        if (!env || !*env || strcmp(env, "out") == 0)
+            sweep = 0;
+        else if (strcmp(env, "sweep") == 0)
+            sweep = 1;
+        else
+            ops_fatalf(__FILE__, __LINE__, "TRIDENT_ATTENTION_D=%s: expected out or sweep",
+                       env);
+    }
+    return sweep;
+}
+
 /* The query side's grid covers the window's Tq rows, the key side's the
  * first + Tq keys they read. */
 template <int HD, bool BF16>
-static void mma_bwd(void *dqkv, const void *dout, const void *qkv, const float *lse,
-                    int B, int T, int first, int Tq, int NH, int hs, int add)
+static void mma_bwd(void *dqkv, const void *dout, const void *qkv, const void *out,
+                    const float *lse, int B, int T, int first, int Tq, int NH, int hs, int add)
 {
     const char *fn = "attention_bwd_cuda";
     unsigned qgrid = attention_grid_cuda(fn, B, NH, Tq, hs, MMA_BLOCK_ROWS);
@@ -485,7 +561,7 @@ static void mma_bwd(void *dqkv, const void *dout, const void *qkv, const float *
                                      (size_t)B * NH * Tq * sizeof(float));
     cudaStream_t s = stream_cuda();
     attention_mma_dq_kernel<HD, BF16><<<qgrid, MMA_THREADS, 0, s>>>(
-        dqkv, D, dout, qkv, lse, B * NH, NH, T, first, Tq, hs, scale, add);
+        dqkv, D, dout, qkv, out, lse, B * NH, NH, T, first, Tq, hs, scale, add, d_by_sweep());
     TRI_CHECK_LAUNCH(attention_mma_dq_kernel);
     attention_mma_dkdv_kernel<HD, BF16><<<kgrid, MMA_THREADS, 0, s>>>(
         dqkv, D, dout, qkv, lse, B * NH, NH, T, first, Tq, hs, scale, add);
@@ -504,13 +580,14 @@ static void mma_fwd_dtype(void *out, float *lse, const void *qkv, int B, int T, 
 }
 
 template <bool BF16>
-static void mma_bwd_dtype(void *dqkv, const void *dout, const void *qkv, const float *lse,
-                          int B, int T, int first, int Tq, int NH, int hs, int add)
+static void mma_bwd_dtype(void *dqkv, const void *dout, const void *qkv, const void *out,
+                          const float *lse, int B, int T, int first, int Tq, int NH, int hs,
+                          int add)
 {
     switch (attention_head_bucket_cuda(hs)) {
-    case 32: mma_bwd<32, BF16>(dqkv, dout, qkv, lse, B, T, first, Tq, NH, hs, add); break;
-    case 64: mma_bwd<64, BF16>(dqkv, dout, qkv, lse, B, T, first, Tq, NH, hs, add); break;
-    default: mma_bwd<128, BF16>(dqkv, dout, qkv, lse, B, T, first, Tq, NH, hs, add); break;
+    case 32: mma_bwd<32, BF16>(dqkv, dout, qkv, out, lse, B, T, first, Tq, NH, hs, add); break;
+    case 64: mma_bwd<64, BF16>(dqkv, dout, qkv, out, lse, B, T, first, Tq, NH, hs, add); break;
+    default: mma_bwd<128, BF16>(dqkv, dout, qkv, out, lse, B, T, first, Tq, NH, hs, add); break;
     }
 }
 
@@ -523,12 +600,12 @@ void attention_mma_fwd_cuda(void *out, float *lse, const void *qkv, ops_dtype dt
         mma_fwd_dtype<false>(out, lse, qkv, B, T, q0, Tq, NH, hs);
 }
 
-void attention_mma_bwd_cuda(void *dqkv, const void *dout, const void *qkv, const float *lse,
-                            ops_dtype dt, int B, int T, int q0, int Tq, int NH, int hs,
-                            int accumulate)
+void attention_mma_bwd_cuda(void *dqkv, const void *dout, const void *qkv, const void *out,
+                            const float *lse, ops_dtype dt, int B, int T, int q0, int Tq,
+                            int NH, int hs, int accumulate)
 {
     if (dt == OPS_BF16)
-        mma_bwd_dtype<true>(dqkv, dout, qkv, lse, B, T, q0, Tq, NH, hs, accumulate);
+        mma_bwd_dtype<true>(dqkv, dout, qkv, out, lse, B, T, q0, Tq, NH, hs, accumulate);
     else
-        mma_bwd_dtype<false>(dqkv, dout, qkv, lse, B, T, q0, Tq, NH, hs, accumulate);
+        mma_bwd_dtype<false>(dqkv, dout, qkv, out, lse, B, T, q0, Tq, NH, hs, accumulate);
 }

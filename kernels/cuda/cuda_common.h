@@ -252,6 +252,37 @@ static __device__ __forceinline__ uint32_t load_16x2(const uint16_t *p)
     return *(const uint32_t *)p;
 }
 
+/* Two 8x8 matrices of 16-bit elements from shared memory, transposed,
+ * one register each, by the warp-collective ldmatrix: lanes 0-7 give the
+ * addresses of matrix 0's rows, lanes 8-15 matrix 1's (16-byte aligned;
+ * the other lanes' are unused). Lane l receives rows 2*(l%4) and
+ * 2*(l%4) + 1 of column l/4 of each (the low half first): an mma B
+ * fragment of a matrix stored k-major. Every lane of the warp calls it. */
+static __device__ __forceinline__ void ldmatrix_x2_trans(uint32_t r[2], const uint16_t *row)
+{
+    unsigned a = (unsigned)__cvta_generic_to_shared(row);
+    asm volatile("ldmatrix.sync.aligned.m8n8.x2.trans.shared.b16 {%0,%1}, [%2];\n"
+                 : "=r"(r[0]), "=r"(r[1])
+                 : "r"(a));
+}
+
+/* The two 16-bit elements of a register, widened to fp32: lo the low
+ * half (pack_16x2's inverse, exact). */
+template <bool BF16>
+static __device__ __forceinline__ void unpack_16x2(uint32_t r, float *lo, float *hi)
+{
+    if (BF16) {
+        *lo = __uint_as_float(r << 16);
+        *hi = __uint_as_float(r & 0xffff0000u);
+    } else {
+        __half2 v;
+        memcpy(&v, &r, sizeof v);
+        float2 f = __half22float2(v);
+        *lo = f.x;
+        *hi = f.y;
+    }
+}
+
 /* ---- 16-byte packs -------------------------------------------------------------
  * The bandwidth-bound kernels (cross-entropy, GELU and the other
  * elementwise ops, LayerNorm) move 16 bytes per load or store, 4 fp32 or

@@ -17,7 +17,9 @@
  * an exchange too: every lane of the warp posts its fragments, and each
  * computes its four results from the whole 16x16 and 16x8 operands it
  * reads back by the PTX manual's fragment layouts (those cuda_common.h
- * states), summing in fp32. So every index, mask, tile bound, fragment
+ * states), summing in fp32; an ldmatrix likewise, each lane posting its
+ * row's address and reading its elements from the rows posted. So every
+ * index, mask, tile bound, fragment
  * layout and synchronisation of the kernels runs; what does not is the
  * hardware: a race that a barrier here hides (between two barriers the
  * fibers run one after another, in turn), warp-synchronous
@@ -77,6 +79,11 @@ struct EmuMma {
     uint32_t a[32][4], b[32][2];
 };
 extern EmuMma emu_mma[4];
+/* each warp's posted ldmatrix row addresses, per lane */
+struct EmuLdm {
+    const uint16_t *row[32];
+};
+extern EmuLdm emu_ldm[4];
 
 inline void __syncthreads()
 {
@@ -130,6 +137,30 @@ template <bool BF16> static inline uint32_t pack_16x2(float lo, float hi)
     uint16_t l = BF16 ? elem_f32_to_bf16(lo) : elem_f32_to_f16(lo);
     uint16_t h = BF16 ? elem_f32_to_bf16(hi) : elem_f32_to_f16(hi);
     return (uint32_t)l | (uint32_t)h << 16;
+}
+
+template <bool BF16> static inline void unpack_16x2(uint32_t r, float *lo, float *hi)
+{
+    uint16_t l = (uint16_t)(r & 0xffffu), h = (uint16_t)(r >> 16);
+    *lo = BF16 ? elem_bf16_to_f32(l) : elem_f16_to_f32(l);
+    *hi = BF16 ? elem_bf16_to_f32(h) : elem_f16_to_f32(h);
+}
+
+/* ldmatrix .x2 .trans as the PTX manual distributes it
+ * (kernels/cuda/cuda_common.h): every lane posts its row address, then
+ * takes its elements from the rows lanes 0-15 posted. */
+static inline void ldmatrix_x2_trans(uint32_t r[2], const uint16_t *row)
+{
+    int w = threadIdx.x / 32, lane = threadIdx.x % 32;
+    EmuLdm &x = emu_ldm[w];
+    emu_warp_barrier[w]->arrive_and_wait(); /* the previous exchange is read */
+    x.row[lane] = row;
+    emu_warp_barrier[w]->arrive_and_wait();
+    for (int m = 0; m < 2; m++) {
+        const uint16_t *const *rows = x.row + 8 * m;
+        uint16_t lo = rows[2 * (lane % 4)][lane / 4], hi = rows[2 * (lane % 4) + 1][lane / 4];
+        r[m] = (uint32_t)lo | (uint32_t)hi << 16;
+    }
 }
 
 /* half `k % 2` of register r of lane `lane`'s posted fragment, widened */
