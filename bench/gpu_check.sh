@@ -54,6 +54,8 @@ set -u
 # The engineer of a run-time switch adds its line; GPU_AB_VARIANTS in the
 # environment replaces the list.
 GPU_AB_VARIANTS=${GPU_AB_VARIANTS-"
+lt-none TRIDENT_LT_EPILOGUE=none
+lt-bias TRIDENT_LT_EPILOGUE=bias
 "}
 root=$(cd "$(dirname "$0")/.." && pwd)
 cd "$root" || exit 1

@@ -111,9 +111,10 @@ static void block_forward(Model *m, const BlockParams *p, BlockActs *a,
     PROF(PROF_RESIDUAL, ops_add(head_of(a->xmid, n * C), head_of(a->x, n * C), y, n * C));
     PROF(PROF_LAYERNORM, ops_layernorm_fwd(head_of(a->ln2, n * C), a->ln2_mean, a->ln2_rstd,
                       head_of(a->xmid, n * C), W(m, p->ln2w), W(m, p->ln2b), (int)n, (int)C));
-    PROF(PROF_MATMUL, ops_matmul_fwd(head_of(a->fc, N * 4 * Cl), model_column_input(m, a->ln2, N),
-                   W(m, p->fcw), W(m, p->fcb), (int)N, (int)(4 * Cl), (int)C));
-    PROF(PROF_GELU, ops_gelu_fwd(head_of(a->fcg, N * 4 * Cl), head_of(a->fc, N * 4 * Cl), N * 4 * Cl));
+    /* fc, then fcg = gelu(fc), in one op: one GEMM on a GPU (ops.h) */
+    PROF(PROF_MATMUL, ops_matmul_gelu_fwd(head_of(a->fcg, N * 4 * Cl), head_of(a->fc, N * 4 * Cl),
+                                          model_column_input(m, a->ln2, N), W(m, p->fcw),
+                                          W(m, p->fcb), (int)N, (int)(4 * Cl), (int)C));
     y = model_row_parallel(m, a->fcg, p->mprojw, p->mprojb, N, 4 * Cl);
     PROF(PROF_RESIDUAL, ops_add(head_of(out, n * C), head_of(a->xmid, n * C), y, n * C));
 }
@@ -145,9 +146,9 @@ static void block_backward(Model *m, const BlockParams *p, BlockActs *a,
 
     /* MLP: out = xmid + fcg . Wp^T; fcg = gelu(fc); fc = ln2 . Wf^T */
     ops_tensor dout = model_row_parallel_grad(m, dres, N);
-    model_linear_bwd(m, d_fc, p->mprojw, p->mprojb, dout, head_of(a->fcg, N * 4 * Cl),
-                     kept_next(a, &at, N * C), N, C, 4 * Cl);
-    PROF(PROF_GELU, ops_gelu_bwd(d_fc, head_of(a->fc, N * 4 * Cl), d_fc, N * 4 * Cl));
+    /* d_fc: the gradient at fc, through the GELU, in one op */
+    model_linear_bwd_gelu(m, d_fc, p->mprojw, p->mprojb, dout, head_of(a->fcg, N * 4 * Cl),
+                          kept_next(a, &at, N * C), head_of(a->fc, N * 4 * Cl), N, C, 4 * Cl);
     ops_tensor ln2 = a->kept.data ? OPS_NONE : model_column_input(m, a->ln2, N);
     model_linear_bwd(m, d_ln, p->fcw, p->fcb, d_fc, ln2, kept_next(a, &at, N * 4 * Cl), N,
                      4 * Cl, C);
