@@ -212,7 +212,10 @@ static double layer_flops(const ModelConfig *m, int layer)
     return 24.0 * C * C + 4.0 * T * C;
 }
 
-/* Forward: two LayerNorms, GELU in and out, two residual adds, the
+/* Forward: two LayerNorms, two residual adds, GELU's input written by
+ * the MLP up GEMM's epilogue beside its output (and read back by the MLP
+ * down's dGELU epilogue: no GELU pass of its own on a GPU, cuBLASLt's
+ * epilogues, doc/gpu.md; a CPU plan times its kernels instead), the
  * attention probabilities (fp32) read and written (a term from when the
  * CUDA attention formed them in a scratch: its fused kernel keeps its
  * tiles on chip but runs its products on CUDA cores in fp32, which the
@@ -223,7 +226,7 @@ static double layer_bytes(const ModelConfig *m, int layer, double a, double tp, 
 {
     (void)layer;
     double C = m->n_embd, T = m->seq_len, NH = m->n_head;
-    return a * C * ((4.0 + 6.0) / sp + 8.0 / tp) + 8.0 * NH / tp * T / 2.0;
+    return a * C * ((4.0 + 6.0) / sp + 4.0 / tp) + 8.0 * NH / tp * T / 2.0;
 }
 
 static int linears(const ModelConfig *m, int layer, int tp, ArchLinear *out)
