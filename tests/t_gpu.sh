@@ -52,7 +52,7 @@ train() {
 
 train probe cuda fp32
 skip_without_gpu
-plan 17
+plan 18
 
 losses() { sed -n 's/.*"loss":\([^,}]*\).*/\1/p' "$1"; }
 
@@ -84,6 +84,11 @@ unset TRIDENT_LT_EPILOGUE
 grep -q "^gemm: .*cuBLASLt epilogues: none (TRIDENT_LT_EPILOGUE)" "$WORK/gpu16none.out"
 ok $? "TRIDENT_LT_EPILOGUE=none is named on the gemm: line (exit $rc)"
 agree gpu16none gpu16 3e-2 "bf16: cuBLASLt epilogues against the unfused kernels"
+export TRIDENT_LT_EPILOGUE=gelu
+run 1 train --config "$cfg" --set parallel.device=cuda --set train.steps=1
+unset TRIDENT_LT_EPILOGUE
+[ "$rc" -ne 0 ] && grep -q "TRIDENT_LT_EPILOGUE=gelu: must be none, bias or all" "$WORK/out"
+ok $? "TRIDENT_LT_EPILOGUE=gelu stops the run naming it (exit $rc)"
 # allocations NAME...: each run's device allocations after step 1 stay
 # what they were at step 1 (its metrics file's `allocations`)
 flat_allocations() {
