@@ -41,6 +41,13 @@
  * block, a tail shorter than a pack), and so is the one-shard fused
  * cross-entropy (xent_fused_cuda) against xent_fused_cpu.
  *
+ * The linear layers' cuBLASLt epilogues (gemm_lt_cuda.cu: bias, GELU with
+ * its input kept, dGELU, the bias gradient) run in each
+ * TRIDENT_LT_EPILOGUE mode against the CPU's unfused ops and the GPU's
+ * unfused kernels, on GPT-2 small's MLP shape too; the GEMMs that really
+ * fused are counted, and the largest difference between cuBLASLt's GELU
+ * and elem.h's is printed (the GPU session's cue for the default mode).
+ *
  * A scratch buffer grows in stream order: without a host wait, counted by
  * ops_device_allocations, and not again for the same op (issue 35).
  *
@@ -432,6 +439,7 @@ static void test_lt_mlp(ops_dtype dt, int M, int N, int K)
     lt_epilogue_set_cuda(was);
     expect_same_run("lt_epilogue=all vs none (GPU)", dt, "gelu out", &out[2], &out[0]);
     expect_same_run("lt_epilogue=all vs none (GPU)", dt, "dgelu dinp", &dinp[2], &dinp[0]);
+    expect_same_run("lt_epilogue=bias vs none (GPU)", dt, "fc pre (bias)", &pre[1], &pre[0]);
     expect_same_run("lt_epilogue=bias vs none (GPU)", dt, "dbias", &db[1], &db[0]);
     for (int i = 0; i < 3; i++) {
         Buf *own[] = { &pre[i], &out[i], &dinp[i] };
