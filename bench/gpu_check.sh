@@ -71,6 +71,8 @@ set -u
 # environment replaces the list.
 GPU_AB_VARIANTS=${GPU_AB_VARIANTS-"
 fused-off TRIDENT_FUSED=0
+lt-none TRIDENT_LT_EPILOGUE=none
+lt-bias TRIDENT_LT_EPILOGUE=bias
 "}
 root=$(cd "$(dirname "$0")/.." && pwd)
 cd "$root" || exit 1

@@ -219,6 +219,22 @@ void ops_matmul_fwd(ops_tensor out, ops_tensor inp, ops_tensor w,
 void ops_matmul_bwd(ops_tensor dinp, ops_tensor dw, ops_tensor dbias,
                     ops_tensor dout, ops_tensor inp, ops_tensor w,
                     int M, int N, int K);
+/* GPT-2's MLP up with its GELU: pre(M,N) = inp . w^T + bias (bias may be
+ * OPS_NONE), out(M,N) = gelu_tanh(pre), all D; pre is kept for the
+ * backward. On the CPU ops_matmul_fwd then ops_gelu_fwd (the same bits);
+ * on a GPU one cuBLASLt GEMM whose epilogue adds the bias and applies its
+ * own tanh GELU to the fp32 sum, writing pre and out (TRIDENT_LT_EPILOGUE,
+ * doc/gpu.md). */
+void ops_matmul_gelu_fwd(ops_tensor out, ops_tensor pre, ops_tensor inp, ops_tensor w,
+                         ops_tensor bias, int M, int N, int K);
+/* The MLP down's backward through the GELU before it:
+ * dinp(M,K) = (dout(M,N) . w(N,K)) * gelu'(pre(M,K))   (overwrite)
+ * dw, dbias += as ops_matmul_bwd (skipped if absent; inp may then be
+ * absent too). dout is D. On the CPU ops_matmul_bwd then ops_gelu_bwd
+ * (the same bits); on a GPU the gradient is cuBLASLt's DGELU epilogue. */
+void ops_matmul_dgelu_bwd(ops_tensor dinp, ops_tensor dw, ops_tensor dbias,
+                          ops_tensor dout, ops_tensor inp, ops_tensor w, ops_tensor pre,
+                          int M, int N, int K);
 
 /* ---- elementwise ------------------------------------------------------ */
 

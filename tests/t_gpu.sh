@@ -7,7 +7,9 @@
 # but their GEMMs sum in different orders, so activations may differ by an
 # ulp, and Adam carries that forward; the tensor-core attention also
 # rounds P and dS to bf16 before their second products). Each run's steps
-# are also checked to run and to report device = cuda. Then the same for
+# are also checked to run and to report device = cuda; bf16 also with
+# TRIDENT_LT_EPILOGUE=none (the unfused kernels) against the default
+# cuBLASLt epilogues, within bf16's 3e-2. Then the same for
 # a small Llama (grouped-query attention, 4 query heads over 2 key/value
 # heads; RMSNorm, RoPE, SwiGLU, untied head), in fp32 with and without
 # full recomputation and in bf16: the ops only Llama uses, end to end
@@ -50,7 +52,7 @@ train() {
 
 train probe cuda fp32
 skip_without_gpu
-plan 14
+plan 18
 
 losses() { sed -n 's/.*"loss":\([^,}]*\).*/\1/p' "$1"; }
 
@@ -74,6 +76,19 @@ ok "$rc" "bf16 on the GPU trains $steps steps (exit $rc)"
 [ "$rc" -eq 0 ] || sed 's/^/#   /' "$WORK/gpu16.out" | tail -n 15
 train cpu16 cpu bf16
 agree cpu16 gpu16 3e-2 "bf16: GPU against CPU"
+# the unfused kernels of before (bias rows, GELU, the column-sum bias
+# gradient) against the cuBLASLt epilogues that replaced them
+export TRIDENT_LT_EPILOGUE=none
+train gpu16none cuda bf16
+unset TRIDENT_LT_EPILOGUE
+grep -q "^gemm: .*cuBLASLt epilogues: none (TRIDENT_LT_EPILOGUE)" "$WORK/gpu16none.out"
+ok $? "TRIDENT_LT_EPILOGUE=none is named on the gemm: line (exit $rc)"
+agree gpu16none gpu16 3e-2 "bf16: cuBLASLt epilogues against the unfused kernels"
+export TRIDENT_LT_EPILOGUE=gelu
+run 1 train --config "$cfg" --set parallel.device=cuda --set train.steps=1
+unset TRIDENT_LT_EPILOGUE
+[ "$rc" -ne 0 ] && grep -q "TRIDENT_LT_EPILOGUE=gelu: must be none, bias or all" "$WORK/out"
+ok $? "TRIDENT_LT_EPILOGUE=gelu stops the run naming it (exit $rc)"
 # allocations NAME...: each run's device allocations after step 1 stay
 # what they were at step 1 (its metrics file's `allocations`)
 flat_allocations() {
@@ -86,6 +101,9 @@ flat_allocations() {
 # the run says which device it used, and it was the GPU
 grep -q "^device = cuda" "$WORK/probe.out" && grep -q "^gemm: cuBLAS .* (sm_[0-9]*" "$WORK/probe.out"
 ok $? "the GPU run reports the CUDA backend"
+# and what fuses into its GEMMs (TRIDENT_LT_EPILOGUE, unset here: all)
+grep -q "^gemm: .*cuBLASLt epilogues: all (TRIDENT_LT_EPILOGUE)" "$WORK/probe.out"
+ok $? "the gemm: line names the cuBLASLt epilogues"
 
 # The head's budget on a GPU is a sixteenth of its memory, on the CPU 16 Mi
 # logits: with a 262144-word vocabulary the 128 rows of a microbatch are

@@ -47,6 +47,12 @@
  * (fp16 with a loss scale); the batched token-embedding backward and the
  * serial one it replaces, bit-identical to the CPU with repeated, all
  * equal and all distinct tokens, twice.
+ * The linear layers' cuBLASLt epilogues (gemm_lt_cuda.cu: bias, GELU with
+ * its input kept, dGELU, the bias gradient) run in each
+ * TRIDENT_LT_EPILOGUE mode against the CPU's unfused ops and the GPU's
+ * unfused kernels, on GPT-2 small's MLP shape too; the GEMMs that really
+ * fused are counted, and the largest difference between cuBLASLt's GELU
+ * and elem.h's is printed (the GPU session's cue for the default mode).
  *
  * A scratch buffer grows in stream order: without a host wait, counted by
  * ops_device_allocations, and not again for the same op (issue 35).
@@ -365,6 +371,169 @@ static void test_matmul(ops_dtype dt, int big)
     test_matmul_case(dt, 37, 45, 29, 1);
     /* dlogits wider than one rounded block (2^24 elements) */
     test_matmul_case(dt, 2048, 8448, 32, 1);
+}
+
+/* ---- cuBLASLt epilogues (gemm_lt_cuda.cu) ---------------------------------- */
+
+static const lt_epilogue_mode lt_modes[] = { LT_EPILOGUE_NONE, LT_EPILOGUE_BIAS,
+                                             LT_EPILOGUE_ALL };
+
+/* fused's device copy against other's device copy (the unfused kernels),
+ * normwise, at fused's dtype's tolerance. */
+static void expect_same_run(const char *op, ops_dtype run_dt, const char *what,
+                            const Buf *fused, const Buf *other)
+{
+    Buf ref = { fused->dt, fused->n, download(other), fused->d };
+    expect(op, run_dt, what, &ref);
+    free(ref.h);
+}
+
+/* GPT-2's MLP: fc with its GELU (M,N from K), and the MLP down's backward
+ * into the GELU's gradient (M,K from N), each in every
+ * TRIDENT_LT_EPILOGUE mode against the CPU's unfused ops; the fused runs
+ * (all) also against the GPU's unfused kernels (none), and counted, so a
+ * silent fallback to the unfused path fails. */
+static void test_lt_mlp(ops_dtype dt, int M, int N, int K)
+{
+    Buf inp = buf_rand(dt, (int64_t)M * K, -1.0f, 1.0f);
+    Buf w = buf_rand(dt, (int64_t)N * K, -0.5f, 0.5f);
+    Buf bias = buf_rand(dt, N, -1.0f, 1.0f);
+    Buf dout = buf_rand(dt, (int64_t)M * K, -1.0f, 1.0f);
+    Buf w2 = buf_rand(dt, (int64_t)K * N, -0.5f, 0.5f);
+    Buf dw0 = buf_rand(OPS_F32, (int64_t)K * N, -1.0f, 1.0f), db0 = buf_rand(OPS_F32, K, -1.0f, 1.0f);
+    Buf pre[3], out[3], dinp[3], dw[3], db[3];
+    for (int i = 0; i < 3; i++) {
+        pre[i] = buf_zero(dt, (int64_t)M * N);
+        out[i] = buf_zero(dt, (int64_t)M * N);
+        dinp[i] = buf_zero(dt, (int64_t)M * N);
+        dw[i] = buf_from(&dw0, 0);
+        dw[i].d = alloc_cuda(bytes_of(&dw0));
+        copy_cuda(dw[i].d, OPS_CUDA, dw0.d, OPS_CUDA, bytes_of(&dw0));
+        db[i] = buf_from(&db0, 0);
+        db[i].d = alloc_cuda(bytes_of(&db0));
+        copy_cuda(db[i].d, OPS_CUDA, db0.d, OPS_CUDA, bytes_of(&db0));
+    }
+    /* the CPU's unfused ops into the host copies of mode none's buffers */
+    matmul_fwd_cpu(pre[0].h, dt, inp.h, w.h, bias.h, dt, M, N, K);
+    gelu_fwd_cpu(out[0].h, pre[0].h, dt, (int64_t)M * N);
+    matmul_bwd_cpu(dinp[0].h, dw0.h, db0.h, dout.h, dt, out[0].h, w2.h, dt, M, K, N);
+    gelu_bwd_cpu(dinp[0].h, pre[0].h, dinp[0].h, dt, (int64_t)M * N);
+    lt_epilogue_mode was = lt_epilogue_cuda();
+    for (int i = 0; i < 3; i++) {
+        lt_epilogue_set_cuda(lt_modes[i]);
+        int64_t fused = lt_fused_count_cuda();
+        matmul_gelu_fwd_cuda(out[i].d, pre[i].d, inp.d, w.d, bias.d, dt, M, N, K);
+        matmul_dgelu_bwd_cuda(dinp[i].d, (float *)dw[i].d, (float *)db[i].d, dout.d, out[i].d,
+                              w2.d, pre[i].d, dt, M, K, N);
+        fused = lt_fused_count_cuda() - fused;
+        char op[96];
+        snprintf(op, sizeof op, "lt_epilogue=%s mlp %dx%dx%d", lt_epilogue_name(lt_modes[i]),
+                 M, N, K);
+        Buf got[] = { pre[i], out[i], dinp[i], dw[i], db[i] };
+        void *cpu[] = { pre[0].h, out[0].h, dinp[0].h, dw0.h, db0.h };
+        const char *names[] = { "fc pre", "gelu out", "dgelu dinp", "dw (+=)", "dbias (+=)" };
+        for (int j = 0; j < 5; j++) {
+            got[j].h = cpu[j];
+            expect(op, dt, names[j], &got[j]);
+        }
+        /* none: 0 fused; bias: the forward's bias and the bias gradient;
+         * all: the GELU GEMM and the dGELU GEMM too (bias folded in) */
+        int64_t want = lt_modes[i] == LT_EPILOGUE_NONE ? 0 : lt_modes[i] == LT_EPILOGUE_BIAS ? 2 : 3;
+        CHECK(fused == want, "%s: %lld GEMMs fused (want %lld)", op, (long long)fused,
+              (long long)want);
+    }
+    lt_epilogue_set_cuda(was);
+    expect_same_run("lt_epilogue=all vs none (GPU)", dt, "gelu out", &out[2], &out[0]);
+    expect_same_run("lt_epilogue=all vs none (GPU)", dt, "dgelu dinp", &dinp[2], &dinp[0]);
+    expect_same_run("lt_epilogue=bias vs none (GPU)", dt, "fc pre (bias)", &pre[1], &pre[0]);
+    expect_same_run("lt_epilogue=bias vs none (GPU)", dt, "dbias", &db[1], &db[0]);
+    for (int i = 0; i < 3; i++) {
+        Buf *own[] = { &pre[i], &out[i], &dinp[i] };
+        for (int j = 0; j < 3; j++)
+            buf_free(own[j]);
+        free_cuda(dw[i].d);
+        free_cuda(db[i].d);
+    }
+    Buf *all[] = { &inp, &w, &bias, &dout, &w2, &dw0, &db0 };
+    for (size_t i = 0; i < sizeof all / sizeof all[0]; i++)
+        buf_free(all[i]);
+}
+
+/* The epilogue's GELU against elem.h's, which the CPU and the unfused
+ * kernels use: pre = x exactly (x in the first column of inp, ones in
+ * w's), x over [-10, 10] in fp32; the largest difference, relative to
+ * max(|gelu|, 1), of GELU and of its derivative is printed for the GPU
+ * session. More than round-off (1e-6, a few fp32 ulps) is the issue's
+ * cue to fuse only the bias (TRIDENT_LT_EPILOGUE=bias's default). */
+static void test_lt_gelu_formula(void)
+{
+    enum { M = 4096, W = 8 };
+    Buf inp = buf_zero(OPS_F32, (int64_t)M * W), w = buf_zero(OPS_F32, W * W);
+    Buf first = buf_zero(OPS_F32, (int64_t)M * W); /* each row (1, 0, ..., 0) */
+    for (int i = 0; i < M; i++)
+        ((float *)inp.h)[(int64_t)i * W] = -10.0f + 20.0f * (float)i / (M - 1);
+    for (int j = 0; j < W; j++)
+        ((float *)w.h)[j * W] = 1.0f;
+    for (int i = 0; i < M; i++)
+        ((float *)first.h)[(int64_t)i * W] = 1.0f;
+    upload(&inp);
+    upload(&w);
+    upload(&first);
+    Buf pre = buf_zero(OPS_F32, (int64_t)M * W), out = buf_zero(OPS_F32, (int64_t)M * W);
+    Buf grad = buf_zero(OPS_F32, (int64_t)M * W);
+    lt_epilogue_mode was = lt_epilogue_cuda();
+    lt_epilogue_set_cuda(LT_EPILOGUE_ALL);
+    int64_t fused = lt_fused_count_cuda();
+    matmul_gelu_fwd_cuda(out.d, pre.d, inp.d, w.d, NULL, OPS_F32, M, W, W);
+    /* (first . w) is w's row 0, (1, 0, ..., 0): grad = gelu'(pre) in column 0 */
+    matmul_dgelu_bwd_cuda(grad.d, NULL, NULL, first.d, NULL, w.d, pre.d, OPS_F32, M, W, W);
+    fused = lt_fused_count_cuda() - fused;
+    lt_epilogue_set_cuda(was);
+    float *g_pre = (float *)download(&pre), *g_out = (float *)download(&out);
+    float *g_grad = (float *)download(&grad);
+    double worst_f = 0.0, worst_b = 0.0, at_f = 0.0, at_b = 0.0;
+    int exact_pre = 1;
+    for (int i = 0; i < M; i++) {
+        int64_t k = (int64_t)i * W;
+        float x = ((float *)inp.h)[k], ref_f, ref_b, one = 1.0f;
+        exact_pre = exact_pre && g_pre[k] == x;
+        gelu_fwd_cpu(&ref_f, &x, OPS_F32, 1);
+        gelu_bwd_cpu(&ref_b, &x, &one, OPS_F32, 1);
+        double ef = fabs(g_out[k] - ref_f) / fmax(fabs(ref_f), 1.0);
+        double eb = fabs(g_grad[k] - ref_b) / fmax(fabs(ref_b), 1.0);
+        if (!(ef <= worst_f)) {
+            worst_f = ef;
+            at_f = x;
+        }
+        if (!(eb <= worst_b)) {
+            worst_b = eb;
+            at_b = x;
+        }
+    }
+    tap_diag("cuBLASLt GELU vs elem.h: fwd max diff %.2e at x = %.3f, derivative %.2e at "
+             "x = %.3f (relative to max(|value|, 1))", worst_f, at_f, worst_b, at_b);
+    CHECK(fused == 2 && exact_pre, "cuBLASLt GELU and dGELU epilogues ran (%lld of 2), pre "
+          "is x exactly", (long long)fused);
+    CHECK(worst_f <= 1e-6 && worst_b <= 1e-6, "cuBLASLt's GELU is elem.h's to round-off: fwd "
+          "%.2e, derivative %.2e (tol 1e-6; more: fuse only the bias)", worst_f, worst_b);
+    free(g_pre);
+    free(g_out);
+    free(g_grad);
+    Buf *all[] = { &inp, &w, &first, &pre, &out, &grad };
+    for (size_t i = 0; i < sizeof all / sizeof all[0]; i++)
+        buf_free(all[i]);
+}
+
+/* TRIDENT_LT_EPILOGUE's values: needs no GPU. */
+static void test_lt_parse(void)
+{
+    lt_epilogue_mode m = LT_EPILOGUE_ALL;
+    int ok = lt_epilogue_parse("none", &m) == 0 && m == LT_EPILOGUE_NONE &&
+             lt_epilogue_parse("bias", &m) == 0 && m == LT_EPILOGUE_BIAS &&
+             lt_epilogue_parse("all", &m) == 0 && m == LT_EPILOGUE_ALL;
+    int bad = lt_epilogue_parse("", &m) != 0 && lt_epilogue_parse("ALL", &m) != 0 &&
+              lt_epilogue_parse("gelu", &m) != 0 && m == LT_EPILOGUE_ALL;
+    CHECK(ok && bad, "TRIDENT_LT_EPILOGUE: none, bias and all parse; \"\", ALL and gelu do not");
 }
 
 /* ---- elementwise ----------------------------------------------------------- */
@@ -1273,11 +1442,12 @@ int main(int argc, char **argv)
         /* what "no GPU" means, which needs none: a CPU node with a CUDA
          * build trains on the CPU under device = auto, a GPU node whose
          * driver is too old does not */
-        tap_plan(4);
+        tap_plan(5);
         tap_ok(fused_parse_cuda(NULL) == 1 && fused_parse_cuda("1") == 1 &&
                    fused_parse_cuda("0") == 0 && fused_parse_cuda("off") == -1 &&
                    fused_parse_cuda("") == -1 && fused_parse_cuda("01") == -1,
                "TRIDENT_FUSED: unset or 1 fused, 0 unfused, anything else refused");
+        test_lt_parse();
         tap_ok(cuda_count_means_no_gpu(100 /* cudaErrorNoDevice */, 1), "no device: no GPU");
         tap_ok(cuda_count_means_no_gpu(35 /* cudaErrorInsufficientDriver */, 0),
                "no NVIDIA driver installed: no GPU");
@@ -1305,10 +1475,13 @@ int main(int argc, char **argv)
     test_casts();
     test_wait_and_timer();
     test_scratch_growth();
+    test_lt_parse();
+    test_lt_gelu_formula();
     for (size_t k = 0; k < sizeof dtypes / sizeof dtypes[0]; k++) {
         ops_dtype dt = dtypes[k];
         int big = dt != OPS_F16; /* real models' shapes: fp32 and bf16 */
         test_matmul(dt, big);
+        test_lt_mlp(dt, 64, 96, 32);
         test_elementwise(dt, 100003, 0);
         test_elementwise(dt, 100003, 1);
         test_elementwise(dt, 5, 0); /* the tail alone */
@@ -1355,6 +1528,8 @@ int main(int argc, char **argv)
             continue;
         test_add_layernorm(dt, 8209, 768, 0);
         test_elementwise(dt, ((int64_t)1 << 21) + 5, 0);
+        /* GPT-2 small's MLP on 512 tokens: fc 768 -> 3072 */
+        test_lt_mlp(dt, 512, 3072, 768);
         /* 8209 rows of GPT-2 small's width: 6.3M elements, dw and db
          * summed over 8209 rows in 249 chunks; Llama's RMSNorm, rotary
          * heads of 128 (4.2M elements, dw over 1031 rows) and of 64 */

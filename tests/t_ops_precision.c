@@ -757,10 +757,52 @@ static void test_contract(void)
     ops_free(&tok); ops_free(&f_out); ops_free(&f_c);
 }
 
+/* ---- GPT-2's MLP GEMMs with their GELU ------------------------------------- */
+
+/* ops_matmul_gelu_fwd and ops_matmul_dgelu_bwd are, on the CPU, exactly
+ * the unfused ops in sequence (the model's bits must not change), and
+ * check their arguments like them. */
+static void test_fused_mlp(ops_dtype dt)
+{
+    enum { M = 37, N = 45, K = 29 };
+    pair inp = input(dt, M * K, -1, 1), w = input(dt, N * K, -0.5, 0.5), b = input(dt, N, -1, 1);
+    ops_tensor pre = ops_alloc(dt, OPS_CPU, M * N), out = ops_alloc(dt, OPS_CPU, M * N);
+    ops_tensor pre2 = ops_alloc(dt, OPS_CPU, M * N), out2 = ops_alloc(dt, OPS_CPU, M * N);
+    ops_matmul_gelu_fwd(out, pre, inp.d, w.d, b.d, M, N, K);
+    ops_matmul_fwd(pre2, inp.d, w.d, b.d, M, N, K);
+    ops_gelu_fwd(out2, pre2, M * N);
+    int fwd = same_bits(pre, pre2) && same_bits(out, out2);
+
+    /* the layer after the GELU: in = N wide (pre), out = K wide */
+    pair dout = input(dt, M * K, -1, 1), w2 = input(dt, K * N, -0.5, 0.5);
+    ops_tensor dinp = ops_alloc(dt, OPS_CPU, M * N), dinp2 = ops_alloc(dt, OPS_CPU, M * N);
+    ops_tensor dw = f32(K * N), dw2 = f32(K * N), db = f32(K), db2 = f32(K), fpre = f32(M * N);
+    for (int64_t i = 0; i < K * N; i++)
+        fp(dw)[i] = fp(dw2)[i] = uniform(-1, 1); /* they accumulate */
+    ops_matmul_dgelu_bwd(dinp, dw, db, dout.d, out, w2.d, pre, M, K, N);
+    ops_matmul_bwd(dinp2, dw2, db2, dout.d, out, w2.d, M, K, N);
+    ops_gelu_bwd(dinp2, pre, dinp2, M * N);
+    int bwd = same_bits(dinp, dinp2) && same_bits(dw, dw2) && same_bits(db, db2);
+
+    ops_set_fatal_handler(catch_fatal);
+    volatile int ok = 1;
+    FAILS(ops_matmul_dgelu_bwd(dinp, dw, db, dout.d, out, w2.d, fpre, M, K, N),
+          "ops_matmul_dgelu_bwd: pre is fp32 but dinp is");
+    FAILS(ops_matmul_gelu_fwd(out, OPS_NONE, inp.d, w.d, b.d, M, N, K),
+          "ops_matmul_gelu_fwd: required argument pre is missing");
+    ops_set_fatal_handler(NULL);
+    tap_ok(fwd && bwd && ok, "%s matmul+gelu fwd and matmul+dgelu bwd: the unfused ops' "
+           "bits (fwd %d, bwd %d), bad arguments named (%d)", ops_dtype_name(dt), fwd, bwd, ok);
+    ops_tensor all[] = { pre, out, pre2, out2, dinp, dinp2, dw, dw2, db, db2, fpre };
+    for (size_t i = 0; i < sizeof all / sizeof all[0]; i++)
+        ops_free(&all[i]);
+    pfree(&inp); pfree(&w); pfree(&b); pfree(&dout); pfree(&w2);
+}
+
 int main(int argc, char **argv)
 {
     tap_init(&argc, &argv);
-    tap_plan(2 * 16 + 8);
+    tap_plan(2 * 17 + 8);
     static const ops_dtype dts[2] = { OPS_BF16, OPS_F16 };
     for (int i = 0; i < 2; i++) {
         ops_dtype dt = dts[i];
@@ -768,6 +810,7 @@ int main(int argc, char **argv)
         test_matmul_mixed(dt);
         test_dw_accumulates(dt);
         test_gelu(dt);
+        test_fused_mlp(dt);
         test_add_family(dt);
         test_sums(dt);
         test_layernorm(dt);

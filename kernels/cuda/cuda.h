@@ -156,6 +156,22 @@ int fused_enabled_cuda(void);
 /* TRIDENT_FUSED's value (NULL: unset) as 1 or 0, or -1 for any other.
  * Pure; for the tests. */
 int fused_parse_cuda(const char *value);
+/* ---- cuBLASLt epilogues (gemm_lt_cuda.cu) -------------------------------
+ * What the linear layers fuse into their GEMMs, chosen once at set-up
+ * from TRIDENT_LT_EPILOGUE (cuda_device_init; doc/gpu.md): none runs the
+ * unfused kernels (bias rows, GELU, dGELU and the column-sum bias
+ * gradient as kernels of their own), bias fuses the forward bias and the
+ * bias gradient, all (the default) also GELU and its gradient. */
+typedef enum { LT_EPILOGUE_NONE, LT_EPILOGUE_BIAS, LT_EPILOGUE_ALL } lt_epilogue_mode;
+/* 0 and *mode set for "none", "bias" or "all"; -1 for anything else. */
+int lt_epilogue_parse(const char *s, lt_epilogue_mode *mode);
+const char *lt_epilogue_name(lt_epilogue_mode mode);
+lt_epilogue_mode lt_epilogue_cuda(void);
+/* For tests: run the other paths side by side, and count the GEMMs that
+ * ran with an epilogue (a case cuBLASLt has no algorithm for runs the
+ * unfused kernels and is not counted). */
+void lt_epilogue_set_cuda(lt_epilogue_mode mode);
+int64_t lt_fused_count_cuda(void);
 
 /* ---- dense layers (matmul_cuda.cu) --------------------------------------- */
 
@@ -172,6 +188,15 @@ void matmul_bwd_cuda(void *dinp, float *dw, float *dbias, const void *dout,
 void matmul_bwd_ld_cuda(void *dinp, float *dw, const void *dout, int64_t ld,
                         const void *inp, const void *w, ops_dtype dt, int M,
                         int N, int K);
+/* GPT-2's MLP up: pre(M,N) = inp . w^T + bias, out = gelu(pre), all dt
+ * (ops_matmul_gelu_fwd). */
+void matmul_gelu_fwd_cuda(void *out, void *pre, const void *inp, const void *w,
+                          const void *bias, ops_dtype dt, int M, int N, int K);
+/* GPT-2's MLP down, backward: dinp(M,K) = (dout . w) * gelu'(pre), dw and
+ * dbias += as matmul_bwd_cuda, dout of dtype dt (ops_matmul_dgelu_bwd). */
+void matmul_dgelu_bwd_cuda(void *dinp, float *dw, float *dbias, const void *dout,
+                           const void *inp, const void *w, const void *pre, ops_dtype dt,
+                           int M, int N, int K);
 
 /* ---- elementwise (elementwise_cuda.cu) ----------------------------------- */
 

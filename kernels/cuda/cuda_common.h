@@ -70,6 +70,7 @@ typedef enum {
     SCRATCH_CUDA_SORT,        /* embedding_bwd: tokens sorted with positions */
     SCRATCH_CUDA_ADAMW_TABLE, /* adamw_multi_cuda's table (multi_cuda.cu) */
     SCRATCH_CUDA_SUMSQ_TABLE, /* sumsq_multi_cuda's table (multi_cuda.cu) */
+    SCRATCH_CUDA_BIAS_GRAD,   /* matmul_bwd: cuBLASLt's bias gradient, before += */
     SCRATCH_CUDA_SLOTS
 } scratch_slot_cuda;
 void *scratch_cuda(scratch_slot_cuda slot, size_t bytes);
@@ -104,6 +105,37 @@ void gemm_batched_cuda(int trans_a, int trans_b, int M, int N, int K,
                        const void *B, int ldb, int64_t stride_b, float beta,
                        void *C, int ldc, int64_t stride_c, int batch,
                        ops_dtype abt, ops_dtype ct);
+
+/* cuBLAS's name for a compute dtype. */
+static inline cudaDataType_t blas_type_cuda(ops_dtype dt)
+{
+    switch (dt) {
+    case OPS_BF16: return CUDA_R_16BF;
+    case OPS_F16: return CUDA_R_16F;
+    default: return CUDA_R_32F;
+    }
+}
+
+/* ---- GEMMs with an epilogue (gemm_lt_cuda.cu) --------------------------------
+ * gemm_cuda's row-major C(M,N) = op(A) op(B) + beta C (alpha 1), with
+ * what cuBLASLt applies to the fp32 sum before C is rounded:
+ *  LT_BIAS   + bias[j] (N, dtype ct, which must then be abt);
+ *  LT_GELU   C = gelu(op(A) op(B) + bias[j]), bias optional, and
+ *            aux(M,N) (dtype ct, row stride ldc) = the GELU's input;
+ *  LT_DGELU  C = op(A) op(B) * gelu'(aux[i,j]), aux as LT_GELU's;
+ *  LT_BGRAD  bias[i] (M, fp32 like C: a gradient) = sum over k of
+ *            op(A)[i,k], overwritten: a linear layer's bias gradient
+ *            read off the weight gradient's dout^T.
+ * Returns 1 when it ran, 0 when cuBLASLt has no algorithm for the case
+ * (or before lt_init_cuda): the caller then runs the unfused kernels. */
+typedef enum { LT_BIAS, LT_GELU, LT_DGELU, LT_BGRAD } lt_epilogue_kind;
+int gemm_lt_cuda(int trans_a, int trans_b, int M, int N, int K, const void *A, int lda,
+                 const void *B, int ldb, float beta, void *C, int ldc, ops_dtype abt,
+                 ops_dtype ct, lt_epilogue_kind epi, const void *bias, void *aux);
+/* The handle and the fixed workspace: by cuda_device_init, and freed with
+ * the cached plans by cuda_device_finalize. */
+void lt_init_cuda(void);
+void lt_finalize_cuda(void);
 
 /* ---- column sums (matmul_cuda.cu) ------------------------------------------ */
 

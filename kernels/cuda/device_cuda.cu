@@ -14,6 +14,7 @@
 
 #include <dlfcn.h>
 #include <stdarg.h>
+#include <stdlib.h>
 #include <stdio.h>
 #include <string.h>
 
@@ -247,6 +248,13 @@ int cuda_device_init(int local_rank, int local_size, char *err,
                         ctx.prop.name, ctx.prop.major, ctx.prop.minor,
                         cudaGetErrorString(e), ctx.prop.major, ctx.prop.minor);
     }
+    /* the measurement switch, read once (gemm_lt_cuda.cu, doc/gpu.md) */
+    const char *epilogue = getenv("TRIDENT_LT_EPILOGUE");
+    lt_epilogue_mode mode = LT_EPILOGUE_ALL;
+    if (epilogue && lt_epilogue_parse(epilogue, &mode) != 0)
+        return fail_msg(err, err_size, "TRIDENT_LT_EPILOGUE=%s: must be none, bias or all",
+                        epilogue);
+    lt_epilogue_set_cuda(mode);
     ctx.device = device;
     TRI_CHECK_CUDA(cudaStreamCreateWithFlags(&ctx.compute, cudaStreamNonBlocking));
     TRI_CHECK_CUBLAS(cublasCreate(&ctx.blas));
@@ -265,6 +273,7 @@ int cuda_device_init(int local_rank, int local_size, char *err,
     TRI_CHECK_CUDA(cudaDeviceGetDefaultMemPool(&pool, device));
     uint64_t keep_all = UINT64_MAX;
     TRI_CHECK_CUDA(cudaMemPoolSetAttribute(pool, cudaMemPoolAttrReleaseThreshold, &keep_all));
+    lt_init_cuda();
     ctx.ready = 1;
     return 0;
 }
@@ -278,6 +287,7 @@ void cuda_device_finalize(void)
         if (ctx.scratch[i])
             TRI_CHECK_CUDA(cudaFreeAsync(ctx.scratch[i], ctx.compute));
     cuda_synchronize();
+    lt_finalize_cuda();
     TRI_CHECK_CUBLAS(cublasDestroy(ctx.blas));
     TRI_CHECK_CUDA(cudaStreamDestroy(ctx.compute));
     memset(&ctx, 0, sizeof ctx);

@@ -15,15 +15,6 @@
 #include <stdio.h>
 #include <string.h>
 
-static cudaDataType_t blas_type(ops_dtype dt)
-{
-    switch (dt) {
-    case OPS_BF16: return CUDA_R_16BF;
-    case OPS_F16: return CUDA_R_16F;
-    default: return CUDA_R_32F;
-    }
-}
-
 /* C(M,N) (ldc) = beta C: what a GEMM with K == 0 means, done by hand
  * since libraries disagree (as scale_c in gemm_cpu.c). */
 static __global__ void scale_matrix_kernel(void *C, ops_dtype ct, int M, int N,
@@ -56,8 +47,8 @@ void gemm_cuda(int trans_a, int trans_b, int M, int N, int K, float alpha,
     }
     TRI_CHECK_CUBLAS(cublasGemmEx(cublas_cuda(),
         trans_b ? CUBLAS_OP_T : CUBLAS_OP_N, trans_a ? CUBLAS_OP_T : CUBLAS_OP_N,
-        N, M, K, &alpha, B, blas_type(abt), ldb, A, blas_type(abt), lda,
-        &beta, C, blas_type(ct), ldc, CUBLAS_COMPUTE_32F, CUBLAS_GEMM_DEFAULT));
+        N, M, K, &alpha, B, blas_type_cuda(abt), ldb, A, blas_type_cuda(abt), lda,
+        &beta, C, blas_type_cuda(ct), ldc, CUBLAS_COMPUTE_32F, CUBLAS_GEMM_DEFAULT));
 }
 
 void gemm_batched_cuda(int trans_a, int trans_b, int M, int N, int K,
@@ -76,9 +67,9 @@ void gemm_batched_cuda(int trans_a, int trans_b, int M, int N, int K,
     }
     TRI_CHECK_CUBLAS(cublasGemmStridedBatchedEx(cublas_cuda(),
         trans_b ? CUBLAS_OP_T : CUBLAS_OP_N, trans_a ? CUBLAS_OP_T : CUBLAS_OP_N,
-        N, M, K, &alpha, B, blas_type(abt), ldb, (long long)stride_b,
-        A, blas_type(abt), lda, (long long)stride_a, &beta,
-        C, blas_type(ct), ldc, (long long)stride_c, batch,
+        N, M, K, &alpha, B, blas_type_cuda(abt), ldb, (long long)stride_b,
+        A, blas_type_cuda(abt), lda, (long long)stride_a, &beta,
+        C, blas_type_cuda(ct), ldc, (long long)stride_c, batch,
         CUBLAS_COMPUTE_32F, CUBLAS_GEMM_DEFAULT));
 }
 
@@ -103,9 +94,10 @@ const char *gemm_info_cuda(const char **warning)
     }
     snprintf(info, sizeof info,
              "cuBLAS %d.%d.%d cublasGemmEx (fp32 accumulation), %s (sm_%d%d, "
-             "%d SMs, %.0f GiB)", major, minor, patch, p->name, p->major,
-             p->minor, p->multiProcessorCount,
-             (double)p->totalGlobalMem / (1024.0 * 1024.0 * 1024.0));
+             "%d SMs, %.0f GiB); cuBLASLt epilogues: %s (TRIDENT_LT_EPILOGUE)", major, minor,
+             patch, p->name, p->major, p->minor, p->multiProcessorCount,
+             (double)p->totalGlobalMem / (1024.0 * 1024.0 * 1024.0),
+             lt_epilogue_name(lt_epilogue_cuda()));
     if (warning && p->major < 8) {
         snprintf(warn, sizeof warn,
                  "%s (sm_%d%d) has no bf16 tensor cores; bf16 GEMMs run far "

@@ -3,9 +3,15 @@
  *
  * The twin of matmul_cpu.c: the FLOPs are three cuBLAS GEMMs in the
  * layer's compute dtype with fp32 accumulation (gemm_cuda.cu); the weight
- * stays (out, in) and is read transposed in place. The forward pass writes
- * the bias into every row first and lets the GEMM add onto it (beta = 1),
- * so the output is rounded once, as gemm_cpu's fused bias.
+ * stays (out, in) and is read transposed in place. The bias is added in
+ * fp32 before the output's single rounding, as gemm_cpu's fused bias: by
+ * cuBLASLt's epilogue (gemm_lt_cuda.cu) unless TRIDENT_LT_EPILOGUE is
+ * none, else by writing the bias into every row first and letting the
+ * GEMM add onto it (beta = 1). The bias gradient comes the same way:
+ * cuBLASLt's BGRADB epilogue on the weight gradient's GEMM, else the
+ * column sums below. GPT-2's MLP fuses GELU into its up GEMM and GELU's
+ * gradient into its down GEMM's input gradient (matmul_gelu_fwd_cuda,
+ * matmul_dgelu_bwd_cuda) under TRIDENT_LT_EPILOGUE=all.
  *
  * The LM head is the one mixed case, as on the CPU: its dout is dlogits,
  * fp32, while inp and w are D, and cuBLAS wants both GEMM inputs in one
@@ -16,10 +22,10 @@
  * TRIDENT_FUSED the cross-entropy writes dlogits in D already, over the
  * logits' memory, and matmul_bwd_ld_cuda reads them there: no blocks.
  *
- * dbias sums dout's columns without atomics, in two passes (the column
- * sums below, shared with layernorm_cuda.cu): fixed chunks of rows summed
- * in order, then the chunk sums in order, so it is the same bits on every
- * run.
+ * Unfused, dbias sums dout's columns without atomics, in two passes (the
+ * column sums below, shared with layernorm_cuda.cu): fixed chunks of rows
+ * summed in order, then the chunk sums in order, so it is the same bits
+ * on every run; cuBLASLt's is deterministic too (one cached algorithm).
  */
 #include "cuda_common.h"
 
@@ -118,6 +124,9 @@ void matmul_fwd_cuda(void *out, ops_dtype odt, const void *inp, const void *w,
     // out is (M,N), inp is (M,K), w is (N,K)
     if (M <= 0 || N <= 0)
         return;
+    if (bias && odt == dt && lt_epilogue_cuda() != LT_EPILOGUE_NONE &&
+        gemm_lt_cuda(0, 1, M, N, K, inp, K, w, K, 0.0f, out, N, dt, odt, LT_BIAS, bias, NULL))
+        return;
     float beta = 0.0f;
     if (bias) {
         bias_rows_kernel<<<grid_for((int64_t)M * N, TRI_THREADS), TRI_THREADS, 0,
@@ -182,6 +191,23 @@ void matmul_bwd_ld_cuda(void *dinp, float *dw, const void *dout, int64_t ld,
         gemm_cuda(1, 0, N, K, M, 1.0f, dout, (int)ld, inp, K, 1.0f, dw, K, dt, OPS_F32);
 }
 
+/* dw (N,K) += dout^T . inp and dbias (N) += dout's column sums in one
+ * cuBLASLt GEMM (BGRADB): its bias gradient overwrites, so it lands in a
+ * scratch and is added to dbias. 0 when not fused (TRIDENT_LT_EPILOGUE
+ * none, or no algorithm): nothing was done. */
+static int weight_and_bias_grad(float *dw, float *dbias, const void *dout, const void *inp,
+                                ops_dtype dt, int M, int N, int K)
+{
+    if (lt_epilogue_cuda() == LT_EPILOGUE_NONE)
+        return 0;
+    float *g = (float *)scratch_cuda(SCRATCH_CUDA_BIAS_GRAD, (size_t)N * sizeof(float));
+    if (!gemm_lt_cuda(1, 0, N, K, M, dout, N, inp, K, 1.0f, dw, K, dt, OPS_F32, LT_BGRAD, g,
+                      NULL))
+        return 0;
+    colsum_finish_cuda(dbias, g, 1, N);
+    return 1;
+}
+
 void matmul_bwd_cuda(void *dinp, float *dw, float *dbias, const void *dout,
                      ops_dtype ddt, const void *inp, const void *w,
                      ops_dtype dt, int M, int N, int K)
@@ -195,9 +221,36 @@ void matmul_bwd_cuda(void *dinp, float *dw, float *dbias, const void *dout,
     if (dinp)
         gemm_cuda(0, 0, M, K, N, 1.0f, dout, N, w, K, 0.0f, dinp, K, dt, dt);
     // dw (N,K) += dout^T . inp, in fp32
+    if (dw && dbias && weight_and_bias_grad(dw, dbias, dout, inp, dt, M, N, K))
+        return;
     if (dw)
         gemm_cuda(1, 0, N, K, M, 1.0f, dout, N, inp, K, 1.0f, dw, K, dt,
                   OPS_F32);
     if (dbias)
         bias_bwd(dbias, dout, dt, N, M, N);
+}
+
+void matmul_gelu_fwd_cuda(void *out, void *pre, const void *inp, const void *w,
+                          const void *bias, ops_dtype dt, int M, int N, int K)
+{
+    if (lt_epilogue_cuda() == LT_EPILOGUE_ALL &&
+        gemm_lt_cuda(0, 1, M, N, K, inp, K, w, K, 0.0f, out, N, dt, dt, LT_GELU, bias, pre))
+        return;
+    matmul_fwd_cuda(pre, dt, inp, w, bias, dt, M, N, K);
+    gelu_fwd_cuda(out, pre, dt, (int64_t)M * N);
+}
+
+void matmul_dgelu_bwd_cuda(void *dinp, float *dw, float *dbias, const void *dout,
+                           const void *inp, const void *w, const void *pre, ops_dtype dt,
+                           int M, int N, int K)
+{
+    // dinp (M,K) = (dout . w) * gelu'(pre), in the GEMM's epilogue
+    if (lt_epilogue_cuda() == LT_EPILOGUE_ALL &&
+        gemm_lt_cuda(0, 0, M, K, N, dout, N, w, K, 0.0f, dinp, K, dt, dt, LT_DGELU, NULL,
+                     (void *)pre)) {
+        matmul_bwd_cuda(NULL, dw, dbias, dout, dt, inp, w, dt, M, N, K);
+        return;
+    }
+    matmul_bwd_cuda(dinp, dw, dbias, dout, dt, inp, w, dt, M, N, K);
+    gelu_bwd_cuda(dinp, pre, dinp, dt, (int64_t)M * K);
 }

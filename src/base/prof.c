@@ -8,7 +8,10 @@ ops_timer prof_timers[PROF_KINDS];
 static double prof_seconds[PROF_KINDS];
 
 static const char *const prof_names[PROF_KINDS] = {
-    "matmul (GEMM + bias)", "LM head matmul", "attention", "layernorm", "gelu", "residual adds",
+    /* GPT-2's GELU runs inside its MLP matmuls (ops_matmul_gelu_fwd,
+     * ops_matmul_dgelu_bwd), so "gelu" holds only SwiGLU's time */
+    "matmul (GEMM, bias, GELU)", "LM head matmul", "attention", "layernorm", "gelu (SwiGLU)",
+    "residual adds",
     "embeddings", "softmax cross-entropy", "tensor-parallel all-reduce",
     "data-parallel reduce/gather", "optimizer (norm, clip, AdamW)",
 };

@@ -112,9 +112,10 @@ static void block_forward(Model *m, const BlockParams *p, BlockActs *a,
     PROF(PROF_LAYERNORM, ops_add_layernorm_fwd(head_of(a->xmid, n * C), head_of(a->ln2, n * C),
                                                a->ln2_mean, a->ln2_rstd, head_of(a->x, n * C), y,
                                                W(m, p->ln2w), W(m, p->ln2b), (int)n, (int)C));
-    PROF(PROF_MATMUL, ops_matmul_fwd(head_of(a->fc, N * 4 * Cl), model_column_input(m, a->ln2, N),
-                   W(m, p->fcw), W(m, p->fcb), (int)N, (int)(4 * Cl), (int)C));
-    PROF(PROF_GELU, ops_gelu_fwd(head_of(a->fcg, N * 4 * Cl), head_of(a->fc, N * 4 * Cl), N * 4 * Cl));
+    /* fc, then fcg = gelu(fc), in one op: one GEMM on a GPU (ops.h) */
+    PROF(PROF_MATMUL, ops_matmul_gelu_fwd(head_of(a->fcg, N * 4 * Cl), head_of(a->fc, N * 4 * Cl),
+                                          model_column_input(m, a->ln2, N), W(m, p->fcw),
+                                          W(m, p->fcb), (int)N, (int)(4 * Cl), (int)C));
     y = model_row_parallel(m, a->fcg, p->mprojw, p->mprojb, N, 4 * Cl);
     PROF(PROF_RESIDUAL, ops_add(head_of(out, n * C), head_of(a->xmid, n * C), y, n * C));
 }
@@ -146,9 +147,9 @@ static void block_backward(Model *m, const BlockParams *p, BlockActs *a,
 
     /* MLP: out = xmid + fcg . Wp^T; fcg = gelu(fc); fc = ln2 . Wf^T */
     ops_tensor dout = model_row_parallel_grad(m, dres, N);
-    model_linear_bwd(m, d_fc, p->mprojw, p->mprojb, dout, head_of(a->fcg, N * 4 * Cl),
-                     kept_next(a, &at, N * C), N, C, 4 * Cl);
-    PROF(PROF_GELU, ops_gelu_bwd(d_fc, head_of(a->fc, N * 4 * Cl), d_fc, N * 4 * Cl));
+    /* d_fc: the gradient at fc, through the GELU, in one op */
+    model_linear_bwd_gelu(m, d_fc, p->mprojw, p->mprojb, dout, head_of(a->fcg, N * 4 * Cl),
+                          kept_next(a, &at, N * C), head_of(a->fc, N * 4 * Cl), N, C, 4 * Cl);
     ops_tensor ln2 = a->kept.data ? OPS_NONE : model_column_input(m, a->ln2, N);
     model_linear_bwd(m, d_ln, p->fcw, p->fcb, d_fc, ln2, kept_next(a, &at, N * 4 * Cl), N,
                      4 * Cl, C);
@@ -212,7 +213,10 @@ static double layer_flops(const ModelConfig *m, int layer)
     return 24.0 * C * C + 4.0 * T * C;
 }
 
-/* Forward: two LayerNorms, GELU in and out, two residual adds, the
+/* Forward: two LayerNorms, two residual adds, GELU's input written by
+ * the MLP up GEMM's epilogue beside its output (and read back by the MLP
+ * down's dGELU epilogue: no GELU pass of its own on a GPU, cuBLASLt's
+ * epilogues, doc/gpu.md; a CPU plan times its kernels instead), the
  * attention probabilities (fp32) read and written (a term from when the
  * CUDA attention formed them in a scratch: its fused kernel keeps its
  * tiles on chip but runs its products on CUDA cores in fp32, which the
@@ -223,7 +227,7 @@ static double layer_bytes(const ModelConfig *m, int layer, double a, double tp, 
 {
     (void)layer;
     double C = m->n_embd, T = m->seq_len, NH = m->n_head;
-    return a * C * ((4.0 + 6.0) / sp + 8.0 / tp) + 8.0 * NH / tp * T / 2.0;
+    return a * C * ((4.0 + 6.0) / sp + 4.0 / tp) + 8.0 * NH / tp * T / 2.0;
 }
 
 static int linears(const ModelConfig *m, int layer, int tp, ArchLinear *out)

@@ -84,6 +84,12 @@ static inline ops_tensor kept_next(const BlockActs *a, int64_t *at, int64_t n)
  * Not collective. */
 void model_linear_bwd(Model *m, ops_tensor dinp, int w, int b, ops_tensor dout, ops_tensor inp,
                       ops_tensor kept, int64_t N, int64_t out, int64_t in);
+/* model_linear_bwd for the layer after a GELU whose input was pre (GPT-2's
+ * MLP down): dinp is the gradient at pre, gelu'(pre) * (dout . W), in one
+ * op (ops_matmul_dgelu_bwd). Not collective. */
+void model_linear_bwd_gelu(Model *m, ops_tensor dinp, int w, int b, ops_tensor dout,
+                           ops_tensor inp, ops_tensor kept, ops_tensor pre, int64_t N,
+                           int64_t out, int64_t in);
 /* The weight half from the kept output gradient. Not collective. */
 void model_linear_weights(Model *m, int w, int b, ops_tensor kept, ops_tensor inp, int64_t N,
                           int64_t out, int64_t in);

@@ -70,17 +70,36 @@ ops_tensor model_row_parallel(Model *m, ops_tensor x, int w, int b, int64_t N,
     return model_sum_rows(m, y, N);
 }
 
-void model_linear_bwd(Model *m, ops_tensor dinp, int w, int b, ops_tensor dout, ops_tensor inp,
-                      ops_tensor kept, int64_t N, int64_t out, int64_t in)
+/* ops_matmul_bwd, or with `pre` (the GELU's input before this layer)
+ * ops_matmul_dgelu_bwd, whose dinp is the gradient at pre. */
+static void linear_bwd(Model *m, ops_tensor dinp, ops_tensor dw, ops_tensor db,
+                       ops_tensor dout, ops_tensor inp, int w, ops_tensor pre, int64_t N,
+                       int64_t out, int64_t in)
+{
+    if (pre.data)
+        PROF(PROF_MATMUL, ops_matmul_dgelu_bwd(dinp, dw, db, dout, inp, W(m, w), pre, (int)N,
+                                               (int)out, (int)in));
+    else
+        PROF(PROF_MATMUL, ops_matmul_bwd(dinp, dw, db, dout, inp, W(m, w), (int)N, (int)out,
+                                         (int)in));
+}
+
+void model_linear_bwd_gelu(Model *m, ops_tensor dinp, int w, int b, ops_tensor dout,
+                           ops_tensor inp, ops_tensor kept, ops_tensor pre, int64_t N,
+                           int64_t out, int64_t in)
 {
     if (kept.data) {
         ops_copy(kept, head_of(dout, N * out));
-        PROF(PROF_MATMUL, ops_matmul_bwd(dinp, OPS_NONE, OPS_NONE, dout, OPS_NONE, W(m, w),
-                                         (int)N, (int)out, (int)in));
+        linear_bwd(m, dinp, OPS_NONE, OPS_NONE, dout, OPS_NONE, w, pre, N, out, in);
         return;
     }
-    PROF(PROF_MATMUL, ops_matmul_bwd(dinp, G(m, w), b >= 0 ? G(m, b) : OPS_NONE, dout, inp,
-                                     W(m, w), (int)N, (int)out, (int)in));
+    linear_bwd(m, dinp, G(m, w), b >= 0 ? G(m, b) : OPS_NONE, dout, inp, w, pre, N, out, in);
+}
+
+void model_linear_bwd(Model *m, ops_tensor dinp, int w, int b, ops_tensor dout, ops_tensor inp,
+                      ops_tensor kept, int64_t N, int64_t out, int64_t in)
+{
+    model_linear_bwd_gelu(m, dinp, w, b, dout, inp, kept, OPS_NONE, N, out, in);
 }
 
 void model_linear_weights(Model *m, int w, int b, ops_tensor kept, ops_tensor inp, int64_t N,
