@@ -70,6 +70,7 @@ set -u
 # The engineer of a run-time switch adds its line; GPU_AB_VARIANTS in the
 # environment replaces the list.
 GPU_AB_VARIANTS=${GPU_AB_VARIANTS-"
+att-trident TRIDENT_ATTENTION=trident
 "}
 root=$(cd "$(dirname "$0")/.." && pwd)
 cd "$root" || exit 1

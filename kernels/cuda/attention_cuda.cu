@@ -427,6 +427,12 @@ void attention_rows_fwd_cuda(void *out, float *lse, const void *qkv, ops_dtype d
 {
     if (B <= 0 || Tq <= 0 || NH <= 0)
         return;
+#if TRI_HAVE_CUDNN
+    /* the whole sequence: cuDNN's fused attention where chosen and taken */
+    if (q0 == 0 && Tq == T && ops_attention_route_get() == OPS_ATTENTION_CUDNN
+        && attention_cudnn_fwd_cuda(out, lse, qkv, dt, B, T, NH, hs))
+        return;
+#endif
     if (dt != OPS_F32) {
         attention_mma_fwd_cuda(out, lse, qkv, dt, B, T, q0, Tq, NH, hs);
         return;
@@ -444,6 +450,11 @@ void attention_rows_bwd_cuda(void *dqkv, const void *dout, const void *qkv,
 {
     if (B <= 0 || Tq <= 0 || NH <= 0)
         return;
+#if TRI_HAVE_CUDNN
+    if (q0 == 0 && Tq == T && !accumulate && ops_attention_route_get() == OPS_ATTENTION_CUDNN
+        && attention_cudnn_bwd_cuda(dqkv, dout, qkv, out, lse, dt, B, T, NH, hs))
+        return;
+#endif
     if (dt != OPS_F32) {
         attention_mma_bwd_cuda(dqkv, dout, qkv, lse, dt, B, T, q0, Tq, NH, hs, accumulate);
         return;

@@ -68,6 +68,7 @@ typedef enum {
     SCRATCH_CUDA_ATTENTION,   /* the exact attention: P and dS of one sequence */
     SCRATCH_CUDA_ATTENTION_D, /* the fused attention's backward: D, (B,NH,T) fp32 */
     SCRATCH_CUDA_SORT,        /* embedding_bwd: tokens sorted with positions */
+    SCRATCH_CUDA_ATTENTION_CUDNN, /* cuDNN's attention graphs' workspace */
     SCRATCH_CUDA_SLOTS
 } scratch_slot_cuda;
 void *scratch_cuda(scratch_slot_cuda slot, size_t bytes);

@@ -273,6 +273,9 @@ void cuda_device_finalize(void)
 {
     if (!ctx.ready)
         return;
+#if TRI_HAVE_CUDNN
+    attention_cudnn_finalize_cuda();
+#endif
     for (int i = 0; i < SCRATCH_CUDA_SLOTS; i++)
         if (ctx.scratch[i])
             TRI_CHECK_CUDA(cudaFreeAsync(ctx.scratch[i], ctx.compute));
