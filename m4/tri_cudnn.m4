@@ -2,7 +2,8 @@
 # (kernels/cuda/attention_cudnn_cuda.cu) through NVIDIA's header-only C++
 # frontend (github.com/NVIDIA/cudnn-frontend, MIT), which the user
 # installs: DIR/include/cudnn_frontend.h. Needs CUDA and cuDNN 9 (cudnn.h
-# and libcudnn beside CUDA's, or on the compiler's paths). Default off; off
+# and libcudnn beside CUDA's, or on the compiler's paths), and NVRTC, which
+# the frontend's runtime-compiled engines call. Default off; off
 # changes nothing. Asked for and missing: an error. Sets TRI_HAVE_CUDNN to
 # 0 or 1, always; CUDNN_NVCCFLAGS takes the frontend with -isystem, so its
 # own warnings do not break --enable-werror.
@@ -30,16 +31,18 @@ AC_DEFUN([TRI_CHECK_CUDNN], [
      LDFLAGS="$LDFLAGS -L$CUDA_HOME/lib64 -L$CUDA_HOME/lib"
      tri_cudnn_ok=no
      AC_CHECK_HEADER([cudnn.h],
-       [AC_CHECK_LIB([cudnn], [cudnnCreate], [tri_cudnn_ok=yes], [], [$CUDA_LIBS])])
+       [AC_CHECK_LIB([cudnn], [cudnnCreate],
+         [AC_CHECK_LIB([nvrtc], [nvrtcVersion], [tri_cudnn_ok=yes], [], [$CUDA_LIBS])],
+         [], [$CUDA_LIBS])])
      CPPFLAGS="$tri_save_CPPFLAGS"
      LDFLAGS="$tri_save_LDFLAGS"
      LIBS="$tri_save_LIBS"
      AS_IF([test "x$tri_cudnn_ok" = xyes], [],
-       [AC_MSG_ERROR([--with-cudnn-frontend given but cudnn.h or libcudnn was not found beside CUDA ($CUDA_HOME) or on the compiler's paths (install cuDNN 9)])])
+       [AC_MSG_ERROR([--with-cudnn-frontend given but cudnn.h, libcudnn or libnvrtc was not found beside CUDA ($CUDA_HOME) or on the compiler's paths (install cuDNN 9)])])
      tri_cudnn_inc=`cd "$with_cudnn_frontend/include" && pwd`
      tri_have_cudnn=1
      CUDNN_NVCCFLAGS="-isystem $tri_cudnn_inc"
-     CUDNN_LIBS="-lcudnn"
+     CUDNN_LIBS="-lcudnn -lnvrtc"
      tri_cudnn_summary="yes (frontend $tri_cudnn_inc)"])
   AC_DEFINE_UNQUOTED([TRI_HAVE_CUDNN], [$tri_have_cudnn], [1 if cuDNN's fused attention is built])
   AC_SUBST([CUDNN_NVCCFLAGS])
