@@ -8,8 +8,11 @@
  *
  * The twin of cpu/attention_cpu.c; cuda/attention_exact_cuda.cu keeps the
  * GEMM kernel that forms the probabilities, as the reference t_ops_cuda
- * compares this one with. Q, K and V are read in place from the
- * (B,T,NH,3,hs) qkv tensor (row t of head h of sequence b at element
+ * compares this one with. In a build with cuDNN (--with-cudnn-frontend)
+ * the whole sequence's 16-bit attention goes first to cuDNN's fused
+ * kernels when TRIDENT_ATTENTION allows (attention_cudnn_cuda.cu); what
+ * they do not take, and every row window, runs here. Q, K and V are read
+ * in place from the (B,T,NH,3,hs) qkv tensor (row t of head h of sequence b at element
  * ((b*T + t)*NH + h)*3*hs, q then k then v) and O is written in place into
  * (B,T,NH*hs).
  *
