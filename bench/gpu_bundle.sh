@@ -28,8 +28,10 @@
 #            tokenizer check; without them it says so and that check
 #            skips.
 # GPU_CUDNN_FRONTEND=DIR builds cuDNN's fused attention
-# (--with-cudnn-frontend=DIR); cuDNN and NVRTC, which cuDNN's runtime
-# fusion loads, are the GPU machine's (PyTorch's wheels), as CUDA's.
+# (--with-cudnn-frontend=DIR); unset, /tmp/cudnn-frontend when it holds
+# the frontend's headers; none builds without. The script says which.
+# cuDNN and NVRTC, which cuDNN's runtime fusion loads, are the GPU
+# machine's (PyTorch's wheels), as CUDA's.
 #
 # It refuses a working tree whose new sources are not yet `git add`ed:
 # the build takes tracked files only, and would leave them out silently.
@@ -64,6 +66,17 @@ staging=$(mktemp -d "${TMPDIR:-/tmp}/trident-gpu.XXXXXX")
 trap 'rm -rf "$staging"' EXIT
 mkdir -p "$out" "$staging/src" "$staging/pack/build/tests" "$staging/pack/root"
 
+# cuDNN's fused attention: GPU_CUDNN_FRONTEND, else /tmp/cudnn-frontend
+cudnn_frontend=${GPU_CUDNN_FRONTEND:-}
+if [ -z "$cudnn_frontend" ] && [ -f /tmp/cudnn-frontend/include/cudnn_frontend.h ]; then
+    cudnn_frontend=/tmp/cudnn-frontend
+fi
+[ "$cudnn_frontend" != none ] || cudnn_frontend=""
+if [ -n "$cudnn_frontend" ]; then
+    echo "== cuDNN's fused attention: with the frontend in $cudnn_frontend"
+else
+    echo "== cuDNN's fused attention: not built (no GPU_CUDNN_FRONTEND, no /tmp/cudnn-frontend)"
+fi
 echo "== building for sm_$arch in $staging/src"
 (cd "$root" && git ls-files -z | xargs -0 tar -cf -) | tar -xf - -C "$staging/src"
 programs="trident tests/t_ops_cuda tests/t_offload tests/t_gpu_wait"
@@ -71,7 +84,7 @@ programs="trident tests/t_ops_cuda tests/t_offload tests/t_gpu_wait"
     cd "$staging/src"
     autoreconf -fi >/dev/null 2>&1
     ./configure --enable-werror --with-cuda-arch="$arch" \
-        ${GPU_CUDNN_FRONTEND:+--with-cudnn-frontend="$GPU_CUDNN_FRONTEND"} > configure.out 2>&1 \
+        ${cudnn_frontend:+--with-cudnn-frontend="$cudnn_frontend"} > configure.out 2>&1 \
         || { tail -n 20 configure.out; exit 1; }
     grep -q '^#define TRI_HAVE_CUDA 1' tri_config.h \
         || { echo "gpu_bundle.sh: configure found no CUDA toolkit" >&2; exit 1; }

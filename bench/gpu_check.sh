@@ -73,6 +73,7 @@ GPU_AB_VARIANTS=${GPU_AB_VARIANTS-"
 fused-off TRIDENT_FUSED=0
 lt-none TRIDENT_LT_EPILOGUE=none
 lt-bias TRIDENT_LT_EPILOGUE=bias
+att-trident TRIDENT_ATTENTION=trident
 "}
 root=$(cd "$(dirname "$0")/.." && pwd)
 cd "$root" || exit 1

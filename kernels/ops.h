@@ -358,6 +358,24 @@ void ops_attention_rows_bwd(ops_tensor dqkv, ops_tensor dout, ops_tensor qkv,
  * CUDA kernels size their tiles and registers for hs <= 128 (the CPU's
  * have no limit). Not collective. */
 int ops_attention_max_head_size(ops_device dev);
+/* Which kernel runs a GPU's whole-sequence causal attention (bf16, fp16):
+ * trident's own or cuDNN's fused one (configure --with-cudnn-frontend),
+ * as TRIDENT_ATTENTION says: trident, cudnn, or unset/empty for cuDNN
+ * where built (attention_route.c). Parses value with have_cudnn saying
+ * whether this build has cuDNN; 0, or -1 with err naming the variable
+ * (a bad word, or cudnn in a build without it). Pure; for the tests. */
+typedef enum { OPS_ATTENTION_TRIDENT, OPS_ATTENTION_CUDNN } ops_attention_route;
+int ops_attention_route_parse(const char *value, int have_cudnn, ops_attention_route *route,
+                              char *err, size_t err_size);
+/* This process's route, read from the environment on the first call;
+ * fatal on a value ops_attention_route_parse refuses. Not collective. */
+ops_attention_route ops_attention_route_get(void);
+/* Sets the route in place of the environment's (t_ops_cuda pins
+ * trident's kernel for its cases of it). Not collective. */
+void ops_attention_route_set(ops_attention_route route);
+/* The start-up `attention:` line's text for a run on dev in dt: which
+ * kernel runs and how to switch. A static buffer. Not collective. */
+const char *ops_attention_info_on(ops_device dev, ops_dtype dt);
 
 /* ---- embeddings (vocab-parallel aware) -------------------------------- */
 

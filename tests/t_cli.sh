@@ -3,7 +3,7 @@
 # fails fast, on every rank, with a message naming what is wrong.
 . "${TRI_SRCDIR:-.}/tests/lib.sh"
 np=${1:-1}
-plan 27
+plan 29
 cfg="$WORK/c.ini"
 write_config "$cfg"
 
@@ -63,4 +63,10 @@ if cpu_has_trident_bf16_gemm; then
 else
     ok 0 "# SKIP trident's bf16 GEMM needs AVX2 or AVX512_BF16"
 fi
+# the attention route (kernels/attention_route.c): a bad word is refused by
+# name on every device; the start-up line says which kernel runs
+TRIDENT_ATTENTION=flash run "$np" train --config "$cfg" --set train.steps=1
+expect 1 "TRIDENT_ATTENTION=flash: expected trident or cudnn" "an unknown attention route"
+run "$np" train --config "$cfg" --set train.steps=1
+expect 0 "^attention: trident's fused kernel (CPU" "the start-up line names the attention kernel"
 done_testing

@@ -765,6 +765,80 @@ static void test_attention(ops_dtype dt, int B, int T, int NH, int hs)
         buf_free(all[i]);
 }
 
+#if TRI_HAVE_CUDNN
+/* cuDNN's fused attention (attention_cudnn_cuda.cu) against the CPU's
+ * fused twin at expect()'s 16-bit tolerances: out, lse (cuDNN's Stats must
+ * be trident's natural-log log-sum-exp of the scaled scores) and, from the
+ * CPU's out and lse, dqkv; its deterministic backward gives the same bits
+ * twice; attention_fwd_cuda/bwd_cuda run it under the cuDNN route (the
+ * same bits as the direct call); and a second step of the shape, its graph
+ * and workspace cached, allocates nothing. */
+static void test_attention_cudnn(ops_dtype dt, int B, int T, int NH, int hs)
+{
+    int64_t rows = (int64_t)B * T;
+    Buf qkv = buf_rand(dt, rows * NH * 3 * hs, -1.0f, 1.0f);
+    Buf out = buf_zero(dt, rows * NH * hs), lse = buf_zero(OPS_F32, rows * NH);
+    Buf dout = buf_rand(dt, rows * NH * hs, -1.0f, 1.0f);
+    Buf dqkv = buf_zero(dt, rows * NH * 3 * hs);
+    char op[96];
+    snprintf(op, sizeof op, "attention (cuDNN) B=%d T=%d NH=%d hs=%d", B, T, NH, hs);
+    attention_rows_fwd_cpu(out.h, lse.h, qkv.h, dt, B, T, 0, T, NH, hs);
+    attention_rows_bwd_cpu(dqkv.h, dout.h, qkv.h, out.h, lse.h, dt, B, T, 0, T, NH, hs, 0);
+    int ran = attention_cudnn_fwd_cuda(out.d, (float *)lse.d, qkv.d, dt, B, T, NH, hs);
+    CHECK(ran, "%s %s: cuDNN takes the forward", op, ops_dtype_name(dt));
+    expect(op, dt, "fwd out", &out);
+    expect(op, dt, "fwd lse", &lse);
+    void *cudnn_out = download(&out);
+    upload(&out);
+    upload(&lse);
+    Buf noise = buf_rand(dt, dqkv.n, -9.0f, 9.0f); /* dqkv is overwritten */
+    copy_cuda(dqkv.d, OPS_CUDA, noise.d, OPS_CUDA, bytes_of(&dqkv));
+    buf_free(&noise);
+    ran = attention_cudnn_bwd_cuda(dqkv.d, dout.d, qkv.d, out.d, (float *)lse.d, dt, B, T, NH,
+                                   hs);
+    CHECK(ran, "%s %s: cuDNN takes the backward", op, ops_dtype_name(dt));
+    expect(op, dt, "bwd dqkv", &dqkv);
+    void *first = download(&dqkv);
+    int64_t allocations = ops_device_allocations(OPS_CUDA);
+    ops_attention_route_set(OPS_ATTENTION_CUDNN);
+    attention_fwd_cuda(out.d, (float *)lse.d, qkv.d, dt, B, T, NH, hs);
+    void *routed_out = download(&out);
+    upload(&out);
+    upload(&lse);
+    attention_bwd_cuda(dqkv.d, dout.d, qkv.d, out.d, (float *)lse.d, dt, B, T, NH, hs);
+    ops_attention_route_set(OPS_ATTENTION_TRIDENT);
+    void *again = download(&dqkv);
+    CHECK(memcmp(first, again, bytes_of(&dqkv)) == 0,
+          "%s %s: bwd gives the same bits twice, and through attention_bwd_cuda", op,
+          ops_dtype_name(dt));
+    CHECK(memcmp(cudnn_out, routed_out, bytes_of(&out)) == 0,
+          "%s %s: attention_fwd_cuda runs cuDNN under its route", op, ops_dtype_name(dt));
+    CHECK(ops_device_allocations(OPS_CUDA) == allocations,
+          "%s %s: a second step allocates nothing (%lld more)", op, ops_dtype_name(dt),
+          (long long)(ops_device_allocations(OPS_CUDA) - allocations));
+    free(first);
+    free(again);
+    free(cudnn_out);
+    free(routed_out);
+    Buf *all[] = { &qkv, &out, &lse, &dout, &dqkv };
+    for (size_t i = 0; i < sizeof all / sizeof all[0]; i++)
+        buf_free(all[i]);
+}
+
+/* What cuDNN's route leaves to trident's kernel: fp32 and head sizes
+ * off its multiples of 8. */
+static void test_attention_cudnn_refusals(void)
+{
+    CHECK(!attention_cudnn_supports_cuda(OPS_F32, 64)
+          && !attention_cudnn_supports_cuda(OPS_BF16, 20)
+          && !attention_cudnn_supports_cuda(OPS_F16, 256)
+          && attention_cudnn_supports_cuda(OPS_BF16, 64)
+          && attention_cudnn_supports_cuda(OPS_F16, 128),
+          "attention_cudnn_supports_cuda: bf16 and fp16, hs a multiple of 8 up to 128");
+    tap_diag("attention route: %s", attention_cudnn_version_cuda());
+}
+#endif
+
 /* Context parallelism's row windows: query rows [q0, q0 + Tq) of T
  * against keys [0, q0 + Tq), the GPU's fused kernels against the CPU's
  * (tolerances as expect()'s). The backward adds into a dqkv that holds
@@ -1469,6 +1543,9 @@ int main(int argc, char **argv)
     }
     CHECK(fused_enabled_cuda() == fused_parse_cuda(getenv("TRIDENT_FUSED")),
           "TRIDENT_FUSED: the kernels run %s", fused_enabled_cuda() ? "fused" : "unfused");
+    /* the cases of trident's fused attention run its own kernel, whatever
+     * TRIDENT_ATTENTION says; cuDNN's have test_attention_cudnn */
+    ops_attention_route_set(OPS_ATTENTION_TRIDENT);
     test_memory();
     test_pinned();
     test_copy_rows();
@@ -1554,6 +1631,15 @@ int main(int argc, char **argv)
             test_head_bwd(dt, 333, 50304, 768);
         }
     }
+#if TRI_HAVE_CUDNN
+    test_attention_cudnn_refusals();
+    for (int k = 1; k < 3; k++) { /* bf16, fp16 */
+        test_attention_cudnn(dtypes[k], 2, 1024, 4, 64);
+        test_attention_cudnn(dtypes[k], 1, 1024, 2, 128);
+        test_attention_cudnn(dtypes[k], 3, 1000, 3, 64); /* a ragged T */
+        test_attention_cudnn(dtypes[k], 2, 37, 2, 128);
+    }
+#endif
     test_gemm_info();
     cuda_device_finalize();
     /* a trailing plan: the count follows the loops above */

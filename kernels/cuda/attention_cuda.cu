@@ -8,8 +8,11 @@
  *
  * The twin of cpu/attention_cpu.c; cuda/attention_exact_cuda.cu keeps the
  * GEMM kernel that forms the probabilities, as the reference t_ops_cuda
- * compares this one with. Q, K and V are read in place from the
- * (B,T,NH,3,hs) qkv tensor (row t of head h of sequence b at element
+ * compares this one with. In a build with cuDNN (--with-cudnn-frontend)
+ * the whole sequence's 16-bit attention goes first to cuDNN's fused
+ * kernels when TRIDENT_ATTENTION allows (attention_cudnn_cuda.cu); what
+ * they do not take, and every row window, runs here. Q, K and V are read
+ * in place from the (B,T,NH,3,hs) qkv tensor (row t of head h of sequence b at element
  * ((b*T + t)*NH + h)*3*hs, q then k then v) and O is written in place into
  * (B,T,NH*hs).
  *
@@ -429,6 +432,12 @@ void attention_rows_fwd_cuda(void *out, float *lse, const void *qkv, ops_dtype d
 {
     if (B <= 0 || Tq <= 0 || NH <= 0)
         return;
+#if TRI_HAVE_CUDNN
+    /* the whole sequence: cuDNN's fused attention where chosen and taken */
+    if (q0 == 0 && Tq == T && ops_attention_route_get() == OPS_ATTENTION_CUDNN
+        && attention_cudnn_fwd_cuda(out, lse, qkv, dt, B, T, NH, hs))
+        return;
+#endif
     if (dt != OPS_F32) {
         attention_mma_fwd_cuda(out, lse, qkv, dt, B, T, q0, Tq, NH, hs);
         return;
@@ -446,6 +455,11 @@ void attention_rows_bwd_cuda(void *dqkv, const void *dout, const void *qkv,
 {
     if (B <= 0 || Tq <= 0 || NH <= 0)
         return;
+#if TRI_HAVE_CUDNN
+    if (q0 == 0 && Tq == T && !accumulate && ops_attention_route_get() == OPS_ATTENTION_CUDNN
+        && attention_cudnn_bwd_cuda(dqkv, dout, qkv, out, lse, dt, B, T, NH, hs))
+        return;
+#endif
     if (dt != OPS_F32) {
         attention_mma_bwd_cuda(dqkv, dout, qkv, out, lse, dt, B, T, q0, Tq, NH, hs, accumulate);
         return;

@@ -290,6 +290,26 @@ void attention_exact_bwd_cuda(void *dqkv, const void *dout, const void *qkv,
                               const void *out, const float *lse, ops_dtype dt,
                               int B, int T, int NH, int hs);
 
+/* ---- cuDNN's fused attention (attention_cudnn_cuda.cu, --with-cudnn-frontend) */
+
+/* attention_fwd_cuda's and attention_bwd_cuda's whole-sequence causal
+ * attention through cuDNN's flash attention, same arguments and layouts,
+ * in place; the backward deterministic. 1 when cuDNN ran, 0 when the
+ * caller must run trident's kernel: a dtype or head size
+ * attention_cudnn_supports_cuda refuses, a pointer off 16 bytes, or a
+ * graph cuDNN would not build (said once on stderr). Fatal when a built
+ * graph fails to run. */
+int attention_cudnn_fwd_cuda(void *out, float *lse, const void *qkv, ops_dtype dt,
+                             int B, int T, int NH, int hs);
+int attention_cudnn_bwd_cuda(void *dqkv, const void *dout, const void *qkv, const void *out,
+                             const float *lse, ops_dtype dt, int B, int T, int NH, int hs);
+/* bf16 or fp16, hs a multiple of 8 from 8 to ATTENTION_MAX_HS_CUDA. */
+int attention_cudnn_supports_cuda(ops_dtype dt, int hs);
+/* "cuDNN 9.19.0, frontend 1.23.0": the library that runs, the headers built with. */
+const char *attention_cudnn_version_cuda(void);
+/* Frees the built graphs and the cuDNN handle (cuda_device_finalize). */
+void attention_cudnn_finalize_cuda(void);
+
 /* ---- embeddings (embedding_cuda.cu) -------------------------------------- */
 
 void embedding_fwd_cuda(void *out, const int32_t *tokens, const void *wte,

@@ -283,6 +283,9 @@ void cuda_device_finalize(void)
     if (!ctx.ready)
         return;
     multi_tables_forget_cuda(); /* their device copies go with the scratch */
+#if TRI_HAVE_CUDNN
+    attention_cudnn_finalize_cuda();
+#endif
     for (int i = 0; i < SCRATCH_CUDA_SLOTS; i++)
         if (ctx.scratch[i])
             TRI_CHECK_CUDA(cudaFreeAsync(ctx.scratch[i], ctx.compute));

@@ -173,6 +173,8 @@ static void measure_peak(Trainer *t)
     ops_device dev = t->grid.device;
     ops_dtype dt = model_dtype(t->cfg->train.precision);
     const char *info = ops_gemm_info_on(dev, &warning);
+    /* every rank: a TRIDENT_ATTENTION it refuses stops each one alike */
+    const char *attention = ops_attention_info_on(dev, dt);
     comm_barrier(&t->grid, COMM_WORLD);
     double total = ops_gemm_peak_on(dev, dt, 0.06);
     comm_allreduce_scalars(&t->grid, COMM_WORLD, &total, 1, COMM_DOUBLE, COMM_SUM);
@@ -191,6 +193,7 @@ static void measure_peak(Trainer *t)
     if (t->hw_peak.flops > 0)
         printf(" (%.0f%% of the hardware's)", 100.0 * total / t->hw_peak.flops);
     printf("\n");
+    printf("attention: %s\n", attention);
     if (warning)
         printf("warning: %s\n", warning);
     if (dev == OPS_CUDA)
