@@ -15,7 +15,12 @@
 np=${1:-2}
 TAMPER="${TRI_BUILDDIR:-.}/tests/ckpt_tamper"
 limit=${TRI_MATRIX_LIMIT:-60}      # seconds any one case may take
-plan 229
+plan 230
+which_half=${TRI_MATRIX_HALF:-0}  # 0: both halves (see "two halves" below)
+if [ "$which_half" = 0 ]; then
+    TRI_MATRIX_HALF=2 sh "$0" "$np" > "$WORK/half2.tap" 2>&1 &
+    half2=$!
+fi
 # shellcheck disable=SC3045
 ulimit -c 0 2>/dev/null            # a crash is detected below, not left as a core file
 t_start=$(date +%s)
@@ -144,11 +149,51 @@ good="$WORK/good/step_00000004.h5"
 if [ "$rc" -ne 0 ] || [ ! -f "$good" ]; then
     echo "Bail out! cannot make the good checkpoint (exit $rc)"
     sed 's/^/# /' "$WORK/out" | tail -n 20
+    # the second half ends before this one does: no rank outlives the test
+    [ -z "${half2:-}" ] || wait "$half2"
     exit 1
 fi
 cp "$good" "$WORK/pristine.h5"
 cp "$WORK/good/latest" "$WORK/pristine.latest"
 intact_dirs="$WORK/good"
+
+# A real read-only file system and a real full disk need a mount: a tmpfs
+# in a private mount namespace (unshare -m), gone when the case ends.
+# inmnt.sh OPTIONS FROM OUT COMMAND...: mounts a tmpfs with OPTIONS on
+# $WORK/mnt, copies FROM into it (- for nothing), runs COMMAND, copies the
+# tmpfs back out to OUT (- for not) and exits with COMMAND's status.
+mkdir -p "$WORK/mnt"
+cat > "$WORK/inmnt.sh" <<EOS
+opts=\$1 from=\$2 out=\$3
+shift 3
+mount -t tmpfs -o "\$opts" tmpfs "$WORK/mnt" || exit 97
+[ "\$from" = - ] || cp -r "\$from"/. "$WORK/mnt/" || exit 98
+"\$@"
+rc=\$?
+[ "\$out" = - ] || { mkdir -p "\$out" && cp -r "$WORK/mnt"/. "\$out"/; }
+exit \$rc
+EOS
+can_mount=0
+if [ "$(id -u)" = 0 ] && unshare -m sh "$WORK/inmnt.sh" size=64k - - true 2>/dev/null; then
+    can_mount=1
+fi
+
+# the fault hooks (src/base/fault.h) the cases arm one by one, none yet
+export TRIDENT_FAULT=
+# a checkpoint with one bit flipped (M47, M157)
+cp "$good" "$WORK/flip.h5" && "$TAMPER" "$WORK/flip.h5" flip /model/h.1.mlp.fc.w 17
+
+# ---- two halves -------------------------------------------------------------
+# The cases up to "asynchronous checkpoints" are the first half; those from
+# there on, the second. They share nothing but what is made above (the
+# good checkpoint, its flipped copy, the mount helper), which each makes
+# for itself. Most of a case is waiting (mpiexec starting and ending,
+# signals, watchdog and save deadlines), so the second half runs beside the
+# first: in a second copy of this script (TRI_MATRIX_HALF=2), with its own
+# $WORK, started at the top; its TAP lines follow the first half's,
+# numbered on. TRI_MATRIX_HALF=1 or 2 runs one half alone (its plan line
+# is then wrong: for debugging only).
+if [ "$which_half" != 2 ]; then
 
 # ---- config ------------------------------------------------------------
 ini M01 "bad.ini:2: syntax error in \"n_layer 2\" (expected key = value" \
@@ -264,7 +309,6 @@ tok M42 "\[data\] val = $WORK/none.bin: No such file or directory" \
 train M43 1 "too short: [0-9]* tokens in the held-out validation split (last 0.1% of \[data\] train)" \
     "data: the held-out validation split is shorter than one sample" \
     --set data.val_fraction=0.001
-export TRIDENT_FAULT=
 TRIDENT_FAULT="data_open:1:0"
 train M44 1 "\[rank 1 .*injected fault: this rank cannot read it" \
     "data: only rank 1 cannot read the file (every rank exits)"
@@ -285,7 +329,6 @@ bad_ckpt M45 "$WORK/none.h5" "\[checkpoint\] resume = $WORK/none.h5: No such fil
     "checkpoint: the file does not exist"
 head -c $(($(wc -c < "$good") / 2)) "$good" > "$WORK/trunc.h5"
 bad_ckpt M46 "$WORK/trunc.h5" "checkpoint $WORK/trunc.h5: .*truncated" "checkpoint: a truncated file"
-cp "$good" "$WORK/flip.h5" && "$TAMPER" "$WORK/flip.h5" flip /model/h.1.mlp.fc.w 17
 bad_ckpt M47 "$WORK/flip.h5" "checkpoint $WORK/flip.h5: dataset /model/h.1.mlp.fc.w is corrupt" \
     "checkpoint: a corrupt dataset (checksum)"
 cp "$good" "$WORK/del.h5" && "$TAMPER" "$WORK/del.h5" delete /optim/lnf.b/v
@@ -328,26 +371,6 @@ train M59 1 "\[checkpoint\] dir = $WORK/plainfile/ck: Not a directory" \
 train M60 1 "\[log\] metrics = $WORK/plainfile/m.jsonl: Not a directory" \
     "run dir: the metrics file is under a regular file" --set log.metrics="$WORK/plainfile/m.jsonl"
 
-# A real read-only file system and a real full disk need a mount: a tmpfs
-# in a private mount namespace (unshare -m), gone when the case ends.
-# inmnt.sh OPTIONS FROM OUT COMMAND...: mounts a tmpfs with OPTIONS on
-# $WORK/mnt, copies FROM into it (- for nothing), runs COMMAND, copies the
-# tmpfs back out to OUT (- for not) and exits with COMMAND's status.
-mkdir -p "$WORK/mnt"
-cat > "$WORK/inmnt.sh" <<EOS
-opts=\$1 from=\$2 out=\$3
-shift 3
-mount -t tmpfs -o "\$opts" tmpfs "$WORK/mnt" || exit 97
-[ "\$from" = - ] || cp -r "\$from"/. "$WORK/mnt/" || exit 98
-"\$@"
-rc=\$?
-[ "\$out" = - ] || { mkdir -p "\$out" && cp -r "$WORK/mnt"/. "\$out"/; }
-exit \$rc
-EOS
-can_mount=0
-if [ "$(id -u)" = 0 ] && unshare -m sh "$WORK/inmnt.sh" size=64k - - true 2>/dev/null; then
-    can_mount=1
-fi
 # fill.sh: the disk fills up while a save is being written. Every step
 # saves; in the first save every rank stops itself once its tensors are in
 # the temporary file (the save_pause fault), the tmpfs is filled, and the
@@ -925,6 +948,10 @@ tcase M90 0 "layouts of 2147483640 ranks" "... and node_size = 8 (no list of 2^3
     plan --config "$cfg" --world 2147483640 --mem 80 --set parallel.node_size=8
 tcase M91 2 "--world 2147483648: expected a number of ranks from 1 to 2147483647" \
     "plan: --world above INT_MAX is refused" plan --config "$cfg" --world 2147483648
+fi   # the first half's end
+
+# ---- the second half: the cases from here on (see "two halves" above) ----
+if [ "$which_half" = 2 ]; then
 # ---- asynchronous checkpoints (issue 17) ----
 # on every rank: an asynchronous save is collective
 # no_step6 DIR: latest still names step 4, no step 6 and no temporary file
@@ -1344,6 +1371,8 @@ tcase M246 2 "--world  8: expected a number of ranks" "plan: --world ' 8' (a lea
 tcase M247 2 "--world : expected a number of ranks" "plan: --world ''" \
     plan --config "$cfg" --world ''
 
+fi   # the second half's end
+
 # ---- the completed checkpoint survived all of it ------------------------------
 bad=""
 for d in $intact_dirs; do
@@ -1360,4 +1389,17 @@ if [ -n "$left" ]; then
     kill -KILL $left 2>/dev/null
 fi
 diag "matrix: $tap_n checks in $(($(date +%s) - t_start)) s"
+if [ "$which_half" = 0 ]; then
+    # the second half's lines, numbered after the first's; its plan line goes
+    wait "$half2"
+    awk -v n="$tap_n" '/^1\.\./ { next }
+        match($0, /^(not )?ok [0-9]+/) {
+            head = substr($0, 1, RLENGTH); num = head; sub(/^(not )?ok /, "", num)
+            print substr(head, 1, RLENGTH - length(num)) (num + n) substr($0, RLENGTH + 1)
+            next
+        }
+        { print }' "$WORK/half2.tap"
+    tap_n=$((tap_n + $(grep -c '^\(not \)\?ok [0-9]' "$WORK/half2.tap")))
+    tap_failed=$((tap_failed + $(grep -c '^not ok [0-9]' "$WORK/half2.tap")))
+fi
 done_testing
