@@ -137,10 +137,10 @@ background() {
     mp=$!
 }
 
-# wait_for PATTERN: until the running job printed PATTERN (or 20 s).
+# wait_for PATTERN: until the running job printed PATTERN (or 180 s: a start-up under load can be slow, and the cases after it need the job running).
 wait_for() {
     i=0
-    until grep -q -- "$1" "$WORK/out" || [ $i -gt 600 ]; do sleep 0.1; i=$((i + 1)); done
+    until grep -q -- "$1" "$WORK/out" || [ $i -gt 1800 ]; do sleep 0.1; i=$((i + 1)); done
 }
 
 # the good checkpoint at step 4, its byte copy, and its directory
