@@ -46,10 +46,12 @@
 #              bundle's NCCL 2.30 (bench/build_nccl.sh; skipped without
 #              it): tests/t_gpu_comm.sh on 2 ranks sharing the GPU
 #              (NCCL_MULTI_RANK_GPU_ENABLE=1 and trident's test-only
-#              TRIDENT_TEST_SHARE_GPU=1), then, if that passed, on 4 with
-#              NCCL_MAX_CTAS=2 (GPU_NCCL_MAX_CTAS); NCCL_DEBUG=WARN logs
-#              per rank in logs.tgz. 360 s: not in the default
-#   (default: all but comm, in that order, the most telling first; the
+#              TRIDENT_TEST_SHARE_GPU=1), then, with GPU_COMM_NP="2 4"
+#              and if that passed, on 4 with NCCL_MAX_CTAS=2
+#              (GPU_NCCL_MAX_CTAS); NCCL_DEBUG=WARN logs per rank in
+#              logs.tgz. 240 s at 2 ranks, 120 more at 4
+#   (default: env tests gpt2 pytorch comm ab llama1b interop profile
+#   long: what decides issues 34 and 35 first; the
 #   seconds are guesses, none of the new sections has run yet. A section
 #   that would end past GPU_BUDGET_S seconds (540: the device allows 600 a
 #   call) is skipped and says so, so a call stays within its limit and
@@ -63,7 +65,7 @@
 # is $OUT/summary.txt and is printed last, with plan against measured as
 # one table. Env: GPU_STEPS (default 20), GPU_PT_MODES (PyTorch's modes,
 # default "eager compile"), GPU_AB_STEPS (15), GPU_LLAMA_MB (4),
-# GPU_LLAMA_STEPS (10), GPU_BUDGET_S (540).
+# GPU_LLAMA_STEPS (10), GPU_BUDGET_S (540), GPU_COMM_NP (2).
 set -u
 # Section ab's variants, one a line: "NAME ENV=VAL ...", each trained as
 # GPT-2 small bf16 under those variables beside the default (none set).
@@ -79,7 +81,7 @@ root=$(cd "$(dirname "$0")/.." && pwd)
 cd "$root" || exit 1
 bundle=${GPU_BUNDLE:-$root/.gpu/bundle.tar.xz}
 OUT=${OUT:-$root/gpu-out}
-SECTIONS=${1:-"env tests ab gpt2 pytorch llama1b interop profile long"}
+SECTIONS=${1:-"env tests gpt2 pytorch comm ab llama1b interop profile long"}
 BUDGET=${GPU_BUDGET_S:-540}
 started=$(date +%s)
 STEPS=${GPU_STEPS:-20}
@@ -177,7 +179,7 @@ section_comm() {
         note "comm: SKIPPED: the bundle has no NCCL (bench/build_nccl.sh, then GPU_NCCL=DIR bench/gpu_bundle.sh)"
         return
     fi
-    for np in 2 4; do
+    for np in ${GPU_COMM_NP:-2}; do
         ctas=""
         [ "$np" -eq 4 ] && ctas=NCCL_MAX_CTAS=${GPU_NCCL_MAX_CTAS:-2}
         mkdir -p "$LOGS/nccl-np$np"
@@ -554,7 +556,7 @@ guess_s() {
     case $1 in
     env) echo 15 ;; tests) echo 90 ;; gpt2) echo 25 ;; pytorch) echo 80 ;;
     llama1b) echo 150 ;; interop) echo 130 ;; profile) echo 20 ;; long) echo 25 ;;
-    comm) echo 360 ;;
+    comm) case "${GPU_COMM_NP:-2}" in *4*) echo 360 ;; *) echo 240 ;; esac ;;
     ab) echo $((15 * ($(printf '%s\n' "$GPU_AB_VARIANTS" | grep -c .) + 1))) ;;
     *) echo 60 ;;
     esac
