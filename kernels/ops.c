@@ -45,6 +45,18 @@ static const char *device_name(ops_device dev)
     return dev == OPS_CPU ? "cpu" : dev == OPS_CUDA ? "cuda" : "unknown";
 }
 
+/* Whether dev runs issue 34's fused GPU kernels: a GPU, and TRIDENT_FUSED
+ * not 0 (fused_cuda.cu). The CPU's kernels are what they are. */
+int ops_fused(ops_device dev)
+{
+#if TRI_HAVE_CUDA
+    return dev == OPS_CUDA && fused_enabled_cuda();
+#else
+    (void)dev;
+    return 0;
+#endif
+}
+
 /* ---- argument checks ------------------------------------------------- */
 
 /* What dtypes an argument may have (ops.h, "Precision"):
@@ -202,17 +214,6 @@ static void no_backend(const char *fn, ops_device dev)
 }
 #endif
 
-/* Whether dev runs issue 34's fused GPU kernels: a GPU, and TRIDENT_FUSED
- * not 0 (fused_cuda.cu). The CPU's kernels are what they are. */
-static int fused_on(ops_device dev)
-{
-#if TRI_HAVE_CUDA
-    return dev == OPS_CUDA && fused_enabled_cuda();
-#else
-    (void)dev;
-    return 0;
-#endif
-}
 
 static void check_dims(const char *fn, const char *names, int a, int b, int c)
 {
@@ -707,7 +708,7 @@ void ops_sumsq_multi(ops_tensor acc, const ops_tensor *x, int count)
     ops_device dev = OPS_CPU;
     for (int i = 0; i < count; i++)
         dev = check_accumulator(fn, acc, x[i], x[i].n);
-    if (fused_on(dev))
+    if (ops_fused(dev))
         ON_CUDA(sumsq_multi_cuda(acc.data, x, count));
     else
         for (int i = 0; i < count; i++)
@@ -765,7 +766,7 @@ void ops_add_layernorm_fwd(ops_tensor resid, ops_tensor out, ops_tensor mean,
         { "b", b, n, ARG_D, 0 },
         { "w", w, C, ARG_D, 0 },
         { "bias", bias, C, ARG_D, 0 });
-    if (fused_on(dev)) {
+    if (ops_fused(dev)) {
         ON_CUDA(add_layernorm_fwd_cuda(resid.data, out.data, mean.data, rstd.data, a.data,
                                        b.data, w.data, bias.data, dt, N, C));
     } else { /* the two ops it fuses, so the CPU's bits are theirs */
@@ -1207,11 +1208,6 @@ void ops_xent_finish(ops_tensor losses, ops_tensor dlogits, ops_tensor logits,
 }
 
 /* ---- the head's gradient in the compute dtype (GPU) -------------------- */
-
-int ops_fused(ops_device dev)
-{
-    return fused_on(dev);
-}
 
 int ops_head_narrow(ops_device dev, ops_dtype dt)
 {
@@ -1657,7 +1653,7 @@ void ops_adamw_multi(const ops_adamw_seg *seg, int count, const ops_adamw_args *
                  device_name(d), device_name(dev));
         dev = d;
     }
-    if (fused_on(dev))
+    if (ops_fused(dev))
         ON_CUDA(adamw_multi_cuda(seg, count, a));
     else
         adamw_each(seg, count, a);

@@ -391,30 +391,14 @@ static void xent_phases(Model *m, ops_tensor logits, ops_tensor targets, ops_ten
                                     target, targets, m->v0, nr, Vl, m->pass.grad_scale));
 }
 
-/* The training step's one-shard head on a GPU in bf16 or fp16
- * (ops_head_narrow): the cross-entropy rounds dlogits to the compute
- * dtype over the logits' memory, and the head's backward reads them
- * there, two GEMMs with no rounding pass between. */
-static void head_chunk_narrow(Model *m, ops_tensor logits, ops_tensor lnf, ops_tensor targets,
-                              ops_tensor losses, int64_t r0, int nr)
-{
-    ModelScratch *s = m->scratch;
-    int C = m->C, Vl = m->Vl;
-    PROF(PROF_XENT, ops_xent_fused_narrow(losses, logits, m->act_dtype, head_of(s->rowmax, nr),
-                                          head_of(s->stats, nr), ops_view(s->stats, nr, nr),
-                                          targets, nr, Vl, m->pass.grad_scale));
-    PROF(PROF_XENT, ops_sum_accumulate(m->loss_acc, losses, nr));
-    m->loss_count += nr;
-    PROF(PROF_HEAD_MATMUL,
-         ops_matmul_bwd_ld(ops_view(s->d_lnf, r0 * C, (int64_t)nr * C), G(m, m->p_lm),
-                           ops_head_dlogits(logits, m->act_dtype), 2 * (int64_t)Vl, lnf,
-                           W(m, m->p_lm), nr, Vl, C));
-}
-
 /* Softmax cross-entropy over rows [r0, r0+nr). With grad, the logits turn
  * into their gradient in place and flow straight into the head's
  * backward. One TP rank holds the whole vocabulary and fuses the phases
- * row by row; several run them in turn with reductions between. */
+ * row by row; several run them in turn with reductions between. The
+ * training step's one-shard head on a GPU in bf16 or fp16 (narrow,
+ * ops_head_narrow) rounds dlogits to the compute dtype over the logits'
+ * memory, and the head's backward reads them there: two GEMMs with no
+ * rounding pass between. */
 static void head_chunk(Model *m, int slot, int64_t r0, int nr, ForwardMode mode)
 {
     ModelScratch *s = m->scratch;
@@ -423,13 +407,16 @@ static void head_chunk(Model *m, int slot, int64_t r0, int nr, ForwardMode mode)
     ops_tensor logits = head_of(s->logits, (int64_t)nr * Vl);
     ops_tensor targets = ops_view(m->targets[slot], r0, nr);
     ops_tensor losses = head_of(s->losses, nr);
+    int narrow = grad && m->grid->layout.tp == 1 &&
+                 ops_head_narrow(m->grid->device, m->act_dtype);
 
     PROF(PROF_HEAD_MATMUL, ops_matmul_fwd(logits, lnf, W(m, m->p_lm), OPS_NONE, nr, Vl, C));
-    if (grad && m->grid->layout.tp == 1 && ops_head_narrow(m->grid->device, m->act_dtype)) {
-        head_chunk_narrow(m, logits, lnf, targets, losses, r0, nr);
-        return;
-    }
-    if (m->grid->layout.tp == 1)
+    if (narrow)
+        PROF(PROF_XENT, ops_xent_fused_narrow(losses, logits, m->act_dtype,
+                                              head_of(s->rowmax, nr), head_of(s->stats, nr),
+                                              ops_view(s->stats, nr, nr), targets, nr, Vl,
+                                              m->pass.grad_scale));
+    else if (m->grid->layout.tp == 1)
         PROF(PROF_XENT, ops_xent_fused(losses, grad ? logits : OPS_NONE, logits,
                                        head_of(s->rowmax, nr), head_of(s->stats, nr),
                                        ops_view(s->stats, nr, nr), targets, nr, Vl,
@@ -438,10 +425,16 @@ static void head_chunk(Model *m, int slot, int64_t r0, int nr, ForwardMode mode)
         xent_phases(m, logits, targets, losses, nr, grad);
     PROF(PROF_XENT, ops_sum_accumulate(m->loss_acc, losses, nr));
     m->loss_count += nr;
-    if (grad)
+    if (!grad)
+        return;
+    ops_tensor d_lnf = ops_view(s->d_lnf, r0 * C, (int64_t)nr * C);
+    if (narrow)
         PROF(PROF_HEAD_MATMUL,
-             ops_matmul_bwd(ops_view(s->d_lnf, r0 * C, (int64_t)nr * C), G(m, m->p_lm),
-                            OPS_NONE, logits, lnf, W(m, m->p_lm), nr, Vl, C));
+             ops_matmul_bwd_ld(d_lnf, G(m, m->p_lm), ops_head_dlogits(logits, m->act_dtype),
+                               2 * (int64_t)Vl, lnf, W(m, m->p_lm), nr, Vl, C));
+    else
+        PROF(PROF_HEAD_MATMUL, ops_matmul_bwd(d_lnf, G(m, m->p_lm), OPS_NONE, logits, lnf,
+                                              W(m, m->p_lm), nr, Vl, C));
 }
 
 /* The final norm of N rows of x into out: LayerNorm or RMSNorm, as the
