@@ -8,7 +8,8 @@
  * registers, ucontext.h); one runs until it waits at a barrier, then the
  * next takes its turn. The turn order is fixed, so a run is reproducible,
  * and it is the test's choice (emu_order): EMU_FORWARD hands the turn from
- * thread t to t + 1, EMU_BACKWARD from t to t - 1. Between two barriers
+ * thread t to t + 1, EMU_BACKWARD from t to t - 1 (and runs the blocks
+ * last to first). Between two barriers
  * the fibers run one after another, so a race in which thread t writes
  * what a lower thread has yet to read is hidden by the forward order and
  * caught by the backward one (the lower thread then reads the write);
@@ -117,9 +118,10 @@ static void emu_fiber_new(int t)
     emu_done[t] = false;
 }
 
-/* grid blocks of EMU_THREADS threads, one block after another, each
- * starting with the first thread of the turn order; kernel() is the
- * launch's body. */
+/* grid blocks of EMU_THREADS threads, one block after another (the last
+ * block first in the backward order, so a block that writes what a lower
+ * block reads also goes first), each starting with the first thread of
+ * the turn order; kernel() is the launch's body. */
 static void launch(unsigned grid, const std::function<void()> &kernel)
 {
     EmuBarrier block{ EMU_THREADS, 0, 0 }, w0{ 32, 0, 0 }, w1{ 32, 0, 0 }, w2{ 32, 0, 0 },
@@ -131,8 +133,8 @@ static void launch(unsigned grid, const std::function<void()> &kernel)
     emu_warp_barrier[3] = &w3;
     emu_kernel = &kernel;
     int first = emu_order == EMU_FORWARD ? 0 : EMU_THREADS - 1;
-    for (unsigned b = 0; b < grid; b++) {
-        blockIdx.x = b;
+    for (unsigned k = 0; k < grid; k++) {
+        blockIdx.x = emu_order == EMU_FORWARD ? k : grid - 1 - k;
         for (int t = 0; t < EMU_THREADS; t++)
             emu_fiber_new(t);
         emu_idle = 0;
