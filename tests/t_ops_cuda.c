@@ -48,7 +48,7 @@
  * serial one it replaces, bit-identical to the CPU with repeated, all
  * equal and all distinct tokens, twice. The head's gradient also over
  * rows of several stretches of 2048 packs, one element at a time and
- * packed (tests/t_xent_emu runs the same kernel on the host, in both
+ * packed (tests/t_fused_emu runs the same kernel on the host, in both
  * thread orders); the multi-tensor tables are kept: a second call with
  * the same tensors takes no host wait.
  * The linear layers' cuBLASLt epilogues (gemm_lt_cuda.cu: bias, GELU with

@@ -1,7 +1,8 @@
 /*
  * cuda_emu/cuda_common.h - just enough of CUDA, on the host, to run
  * kernels/cuda/attention_cuda.cu's and attention_mma_cuda.cu's kernels as
- * written (tests/t_attention_emu; t_xent_emu runs xent_cuda.cu's).
+ * written (tests/t_attention_emu; t_fused_emu runs xent_cuda.cu's and
+ * embedding_cuda.cu's).
  *
  * It stands in for kernels/cuda/cuda_common.h: the test compiles a copy of
  * the kernel file's device code (up to its launches) with this directory
@@ -58,7 +59,7 @@ static inline uint4 make_uint4(unsigned x, unsigned y, unsigned z, unsigned w)
 }
 
 struct EmuDim {
-    unsigned x;
+    unsigned x, y; /* y: 0, grids of one row of blocks (t_fused_emu) */
 };
 /* the running fiber's thread (the switch sets it) and the block */
 extern EmuDim threadIdx, blockIdx;
