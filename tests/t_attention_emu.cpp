@@ -29,126 +29,14 @@
  * and fp16 4e-3 (one rounding of the stored result, 2^-8 and 2^-11 of the
  * largest element, plus fp32 sums), lse absolute 1e-5 (fp32, log T ~ 5).
  */
-#include "cuda_common.h"
+#include "fibers.h" /* cuda_common.h, and the block's threads as fibers */
 
 #include <cstdio>
 #include <cstdlib>
 #include <cstring>
-#include <functional>
-#include <ucontext.h>
-
-EmuDim threadIdx, blockIdx;
-EmuDim blockDim = { 128 };
-EmuBarrier *emu_block_barrier;
-EmuBarrier *emu_warp_barrier[4];
-float emu_warp_slot[4][32];
-EmuMma emu_mma[4];
-EmuLdm emu_ldm[4];
 
 #include "attention_kernels.inc"
 #include "attention_mma_kernels.inc"
-
-/* ---- the block's threads as fibers (cuda_emu/cuda_common.h) ---- */
-
-enum { EMU_THREADS = 128, EMU_STACK = 512 * 1024 };
-static ucontext_t emu_launcher, emu_fiber[EMU_THREADS];
-static char *emu_stack[EMU_THREADS];
-static bool emu_done[EMU_THREADS];
-static const std::function<void()> *emu_kernel;
-/* turns taken since a barrier last opened or a fiber last ended: once
- * every fiber has waited twice over with neither, no barrier can open */
-static long emu_idle;
-
-/* Lets the next fiber that has not ended run; this one goes on when its
- * turn comes round again. */
-static void emu_yield()
-{
-    int me = (int)threadIdx.x, next = me;
-    do
-        next = (next + 1) % EMU_THREADS;
-    while (emu_done[next] && next != me);
-    if (++emu_idle > 2 * EMU_THREADS) {
-        fprintf(stderr, "t_attention_emu: block %u: every thread waits at a barrier that "
-                        "cannot open (a barrier some threads skip)\n", blockIdx.x);
-        exit(1);
-    }
-    if (next == me)
-        return;
-    threadIdx.x = (unsigned)next;
-    swapcontext(&emu_fiber[me], &emu_fiber[next]);
-    threadIdx.x = (unsigned)me;
-}
-
-void EmuBarrier::arrive_and_wait()
-{
-    unsigned mine = phase;
-    if (++arrived == expected) { /* the last one opens it and goes on */
-        arrived = 0;
-        phase++;
-        emu_idle = 0;
-        return;
-    }
-    while (phase == mine)
-        emu_yield();
-}
-
-/* A fiber's life: the kernel, then the block's barrier once more (so a
- * thread that returns early still counts at the kernel's __syncthreads,
- * as when each was a host thread), then the next fiber's turn; the last
- * one back returns to the launcher. */
-static void emu_fiber_main()
-{
-    (*emu_kernel)();
-    emu_block_barrier->arrive_and_wait();
-    int me = (int)threadIdx.x;
-    emu_done[me] = true;
-    emu_idle = 0;
-    for (int k = 1; k < EMU_THREADS; k++) {
-        int next = (me + k) % EMU_THREADS;
-        if (!emu_done[next]) {
-            threadIdx.x = (unsigned)next;
-            setcontext(&emu_fiber[next]);
-        }
-    }
-    setcontext(&emu_launcher);
-}
-
-/* fiber t at the start of emu_fiber_main, on its own stack */
-static void emu_fiber_new(int t)
-{
-    if (!emu_stack[t] && !(emu_stack[t] = (char *)malloc(EMU_STACK))) {
-        fprintf(stderr, "t_attention_emu: out of memory for the fibers' stacks\n");
-        exit(1);
-    }
-    getcontext(&emu_fiber[t]);
-    emu_fiber[t].uc_stack.ss_sp = emu_stack[t];
-    emu_fiber[t].uc_stack.ss_size = EMU_STACK;
-    emu_fiber[t].uc_link = &emu_launcher;
-    makecontext(&emu_fiber[t], emu_fiber_main, 0);
-    emu_done[t] = false;
-}
-
-/* grid blocks of 128 threads, one block after another; kernel() is the
- * launch's body. */
-static void launch(unsigned grid, const std::function<void()> &kernel)
-{
-    EmuBarrier block{ 128, 0, 0 }, w0{ 32, 0, 0 }, w1{ 32, 0, 0 }, w2{ 32, 0, 0 },
-        w3{ 32, 0, 0 };
-    emu_block_barrier = &block;
-    emu_warp_barrier[0] = &w0;
-    emu_warp_barrier[1] = &w1;
-    emu_warp_barrier[2] = &w2;
-    emu_warp_barrier[3] = &w3;
-    emu_kernel = &kernel;
-    for (unsigned b = 0; b < grid; b++) {
-        blockIdx.x = b;
-        for (int t = 0; t < EMU_THREADS; t++)
-            emu_fiber_new(t);
-        emu_idle = 0;
-        threadIdx.x = 0;
-        swapcontext(&emu_launcher, &emu_fiber[0]);
-    }
-}
 
 static uint64_t rng = 88172645463325252ull;
 

@@ -9,7 +9,8 @@
 # rounds P and dS to bf16 before their second products). Each run's steps
 # are also checked to run and to report device = cuda; bf16 also with
 # TRIDENT_LT_EPILOGUE=none (the unfused kernels) against the default
-# cuBLASLt epilogues, within bf16's 3e-2. Then the same for
+# cuBLASLt epilogues, within bf16's 3e-2, and with TRIDENT_FUSED=0 against
+# the fused kernels (the default), the same. Then the same for
 # a small Llama (grouped-query attention, 4 query heads over 2 key/value
 # heads; RMSNorm, RoPE, SwiGLU, untied head), in fp32 with and without
 # full recomputation and in bf16: the ops only Llama uses, end to end
@@ -52,7 +53,7 @@ train() {
 
 train probe cuda fp32
 skip_without_gpu
-plan 18
+plan 20
 
 losses() { sed -n 's/.*"loss":\([^,}]*\).*/\1/p' "$1"; }
 
@@ -84,6 +85,15 @@ unset TRIDENT_LT_EPILOGUE
 grep -q "^gemm: .*cuBLASLt epilogues: none (TRIDENT_LT_EPILOGUE)" "$WORK/gpu16none.out"
 ok $? "TRIDENT_LT_EPILOGUE=none is named on the gemm: line (exit $rc)"
 agree gpu16none gpu16 3e-2 "bf16: cuBLASLt epilogues against the unfused kernels"
+# TRIDENT_FUSED's kernels (the head's bf16 gradient over the logits and
+# its strided backward, the batched embedding backward, AdamW and the
+# norm in one launch, the add inside LayerNorm) against those they replace
+export TRIDENT_FUSED=0
+train gpu16unfused cuda bf16
+unset TRIDENT_FUSED
+grep -q "^fused: off (TRIDENT_FUSED=0" "$WORK/gpu16unfused.out"
+ok $? "TRIDENT_FUSED=0 is named on the fused: line (exit $rc)"
+agree gpu16unfused gpu16 3e-2 "bf16: TRIDENT_FUSED's kernels against the unfused ones"
 export TRIDENT_LT_EPILOGUE=gelu
 run 1 train --config "$cfg" --set parallel.device=cuda --set train.steps=1
 unset TRIDENT_LT_EPILOGUE

@@ -46,7 +46,11 @@
  * reading it there, against the CPU's fp32 path at the dtype's tolerance
  * (fp16 with a loss scale); the batched token-embedding backward and the
  * serial one it replaces, bit-identical to the CPU with repeated, all
- * equal and all distinct tokens, twice.
+ * equal and all distinct tokens, twice. The head's gradient also over
+ * rows of several stretches of 2048 packs, one element at a time and
+ * packed (tests/t_fused_emu runs the same kernel on the host, in both
+ * thread orders); the multi-tensor tables are kept: a second call with
+ * the same tensors takes no host wait.
  * The linear layers' cuBLASLt epilogues (gemm_lt_cuda.cu: bias, GELU with
  * its input kept, dGELU, the bias gradient) run in each
  * TRIDENT_LT_EPILOGUE mode against the CPU's unfused ops and the GPU's
@@ -1277,6 +1281,10 @@ static void test_add_layernorm(ops_dtype dt, int N, int C, int shift)
 
 enum { MULTI_SEGS = 4 };
 
+/* The host-wait hook below (cuda_set_wait): counts the waits. */
+static int waits_seen;
+static void counting_wait(void *event, const char *what);
+
 /* One set of AdamW segments: master, m, v, grad and copy of each. */
 typedef struct {
     Buf master[MULTI_SEGS], m[MULTI_SEGS], v[MULTI_SEGS], grad[MULTI_SEGS], wcopy[MULTI_SEGS];
@@ -1353,16 +1361,27 @@ static void test_adamw_multi(ops_dtype dt)
             expect("adamw_multi", dt, "wcopy", &A.wcopy[i]);
     }
     a.step = 4;
+    cuda_set_wait(counting_wait);
+    waits_seen = 0;
     adamw_multi_cuda(sb, MULTI_SEGS, &a);
+    int new_waits = waits_seen;
     adamw_set_loop(&A, &a);
     int same2 = adamw_sets_equal(&A, &B);
     a.step = 5;
+    waits_seen = 0;
     adamw_multi_cuda(sb, MULTI_SEGS, &a);
+    int kept_waits = waits_seen;
+    cuda_set_wait(NULL);
     adamw_set_loop(&A, &a);
     int same3 = adamw_sets_equal(&A, &B);
     CHECK(same1 && same2 && same3, "adamw_multi %s: the bits of adamw_cuda segment by segment "
           "(steps 3, 4 on a new table, 5 on the kept one: %d %d %d)", ops_dtype_name(dt),
           same1, same2, same3);
+    /* the kept table is not uploaded again: a host wait every step would
+     * stall the optimizer behind the backward pass (multi_cuda.cu) */
+    CHECK(new_waits >= 1 && kept_waits == 0, "adamw_multi %s: a new table's upload waits "
+          "(%d host waits), the kept one's step does not (%d)", ops_dtype_name(dt), new_waits,
+          kept_waits);
     for (int i = 0; i < MULTI_SEGS; i++) {
         Buf *all[] = { &A.master[i], &A.m[i], &A.v[i], &A.grad[i], &A.wcopy[i],
                        &B.master[i], &B.m[i], &B.v[i], &B.grad[i], &B.wcopy[i] };
@@ -1371,12 +1390,18 @@ static void test_adamw_multi(ops_dtype dt)
     }
 }
 
-/* *acc = start, then sumsq_multi_cuda of x; returns *acc. */
-static double sumsq_multi_from(double start, const ops_tensor *x, int count)
+/* *acc = start, then sumsq_multi_cuda of x; returns *acc, and in *waits
+ * the host waits sumsq_multi_cuda itself took (NULL: not counted). */
+static double sumsq_multi_from(double start, const ops_tensor *x, int count, int *waits)
 {
     double *acc = alloc_cuda(sizeof(double)), got;
     copy_cuda(acc, OPS_CUDA, &start, OPS_CPU, sizeof start);
+    cuda_set_wait(counting_wait);
+    waits_seen = 0;
     sumsq_multi_cuda(acc, x, count);
+    cuda_set_wait(NULL);
+    if (waits)
+        *waits = waits_seen;
     copy_cuda(&got, OPS_CPU, acc, OPS_CUDA, sizeof got);
     free_cuda(acc);
     return got;
@@ -1397,14 +1422,17 @@ static void test_sumsq_multi(ops_dtype dt)
         x[i] = on_device(bufs[i]);
         sumsq_accumulate_cpu(&cpu, bufs[i]->h, bufs[i]->dt, bufs[i]->n);
     }
-    double g1 = sumsq_multi_from(0.25, x, 3), g2 = sumsq_multi_from(0.25, x, 3);
+    int kept_waits = -1;
+    double g1 = sumsq_multi_from(0.25, x, 3, NULL), g2 = sumsq_multi_from(0.25, x, 3, &kept_waits);
     double rel = fabs(g1 - cpu) / (fabs(cpu) > 1.0 ? fabs(cpu) : 1.0);
     CHECK(rel <= 1e-10 && memcmp(&g1, &g2, sizeof g1) == 0,
           "sumsq_multi %s: %.17g vs the CPU's loop %.17g (rel %.1e), same bits twice",
           ops_dtype_name(dt), g1, cpu, rel);
+    CHECK(kept_waits == 0, "sumsq_multi %s: the second call keeps the table (%d host waits)",
+          ops_dtype_name(dt), kept_waits);
     store_f32_cpu(x2.h, dt, x2.n - 1, INFINITY);
     upload(&x2);
-    double inf = sumsq_multi_from(0.0, x, 3);
+    double inf = sumsq_multi_from(0.0, x, 3, NULL);
     CHECK(!isfinite(inf), "sumsq_multi %s: an inf in the last tensor gives %g",
           ops_dtype_name(dt), inf);
     buf_free(&x0);
@@ -1413,8 +1441,6 @@ static void test_sumsq_multi(ops_dtype dt)
 }
 
 /* ---- host waits and device timers ------------------------------------------ */
-
-static int waits_seen;
 
 static void counting_wait(void *event, const char *what)
 {
@@ -1594,10 +1620,17 @@ int main(int argc, char **argv)
         test_embedding_runs(dt, 300, 70, 10, 40, 60, 0);
         test_embedding_runs(dt, 300, 70, 10, 40, 60, 1);
         test_embedding_runs(dt, 37, 70, 10, 40, 60, 0);
+        /* 12 words over 300 tokens: runs of about 25 rows, across the
+         * batches of 16, ending mid-array; 4 of the words on other shards */
+        test_embedding_runs(dt, 300, 70, 2, 8, 12, 0);
         if (dt != OPS_F32) {
             test_xent_narrow(dt, 7, 40, 0, 1.0f);
             test_xent_narrow(dt, 5, 1001, 0, 1.0f);
             test_xent_narrow(dt, 6, 1000, 1, dt == OPS_F16 ? 1024.0f : 1.0f);
+            /* rows of several stretches (2048 packs): element by element
+             * (5001, odd), and packed with a last stretch of one pack */
+            test_xent_narrow(dt, 3, 5001, 0, 1.0f);
+            test_xent_narrow(dt, 2, 8196, 0, 1.0f);
             test_head_bwd(dt, 37, 1000, 64);
             test_head_bwd(dt, 5, 1001, 24);
         }

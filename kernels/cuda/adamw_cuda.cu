@@ -69,14 +69,18 @@ void adamw_cuda(float *master, const void *grad, ops_dtype gdt, float *m,
 
 /* ---- every segment in one launch ----------------------------------------- */
 
-/* One segment of the table, on the device. */
+/* One segment of the table, on the device. No padding bytes: the table
+ * is kept when it compares equal to the last one, byte for byte, and a
+ * padding byte's value is unspecified (zero stays, for the compare). */
 struct AdamwRecord {
     float *master, *m, *v;
     const void *grad;
     void *wcopy;
     ops_dtype gdt, wdt;
     float wd;
+    int32_t zero;
 };
+static_assert(sizeof(AdamwRecord) == 5 * sizeof(void *) + 16, "AdamwRecord has padding");
 
 /* Block c updates chunk c (grid-stride over the chunks). */
 static __global__ void adamw_multi_kernel(const AdamwRecord *rec, const multi_chunk *chunks,
@@ -100,7 +104,7 @@ void adamw_multi_cuda(const ops_adamw_seg *seg, int count, const ops_adamw_args 
         const ops_adamw_seg *g = &seg[i];
         rec[i] = AdamwRecord{ (float *)g->master.data, (float *)g->m.data, (float *)g->v.data,
                               g->grad.data, g->wcopy.data, g->grad.dtype, g->wcopy.dtype,
-                              g->weight_decay };
+                              g->weight_decay, 0 };
         n[i] = g->master.n;
     }
     multi_table t = multi_table_cuda(SCRATCH_CUDA_ADAMW_TABLE, rec, sizeof *rec, n, count);

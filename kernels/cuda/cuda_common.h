@@ -169,7 +169,8 @@ typedef struct {
 /* The device table of `count` records of record_size bytes, tensor i of
  * n[i] elements, kept in scratch slot `slot`: uploaded (one host wait)
  * only when it differs from the last one there, so a training run sends
- * its parameters' table once, on the first step. */
+ * its parameters' table once, on the first step. The records are
+ * compared byte for byte: a record type must have no padding. */
 multi_table multi_table_cuda(scratch_slot_cuda slot, const void *records,
                              size_t record_size, const int64_t *n, int count);
 /* Drops the kept tables (cuda_device_finalize frees the scratch): the

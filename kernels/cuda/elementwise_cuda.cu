@@ -208,11 +208,14 @@ static void reduce_into(double *acc, const void *x, int64_t n, ops_dtype dt,
 
 /* ---- the sum of squares of many tensors in one launch ---------------------- */
 
-/* One tensor of sumsq_multi_cuda's table, on the device. */
+/* One tensor of sumsq_multi_cuda's table, on the device; no padding
+ * bytes, as AdamwRecord (the table is compared byte for byte). */
 struct SumsqRecord {
     const void *x;
     ops_dtype dt;
+    int32_t zero;
 };
+static_assert(sizeof(SumsqRecord) == sizeof(void *) + 8, "SumsqRecord has padding");
 
 /* partial[c] = the sum of squares of chunk c, in fp64; one block a chunk. */
 static __global__ void sumsq_multi_partial_kernel(double *partial, const SumsqRecord *rec,
@@ -237,7 +240,7 @@ void sumsq_multi_cuda(double *acc, const ops_tensor *x, int count)
     if (!rec || !n)
         ops_fatalf(__FILE__, __LINE__, "sumsq_multi_cuda: out of host memory (%d tensors)", count);
     for (int i = 0; i < count; i++) {
-        rec[i] = SumsqRecord{ x[i].data, x[i].dtype };
+        rec[i] = SumsqRecord{ x[i].data, x[i].dtype, 0 };
         n[i] = x[i].n;
     }
     multi_table t = multi_table_cuda(SCRATCH_CUDA_SUMSQ_TABLE, rec, sizeof *rec, n, count);

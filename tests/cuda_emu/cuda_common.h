@@ -1,7 +1,8 @@
 /*
  * cuda_emu/cuda_common.h - just enough of CUDA, on the host, to run
  * kernels/cuda/attention_cuda.cu's and attention_mma_cuda.cu's kernels as
- * written (tests/t_attention_emu).
+ * written (tests/t_attention_emu; t_fused_emu runs xent_cuda.cu's and
+ * embedding_cuda.cu's).
  *
  * It stands in for kernels/cuda/cuda_common.h: the test compiles a copy of
  * the kernel file's device code (up to its launches) with this directory
@@ -58,13 +59,13 @@ static inline uint4 make_uint4(unsigned x, unsigned y, unsigned z, unsigned w)
 }
 
 struct EmuDim {
-    unsigned x;
+    unsigned x, y; /* y: 0, grids of one row of blocks (t_fused_emu) */
 };
 /* the running fiber's thread (the switch sets it) and the block */
 extern EmuDim threadIdx, blockIdx;
 extern EmuDim blockDim;
 /* A barrier of `expected` fibers: each arrival but the last lets the
- * other fibers run until the last one arrives (t_attention_emu.cpp). */
+ * other fibers run until the last one arrives (fibers.h). */
 struct EmuBarrier {
     int expected, arrived;
     unsigned phase;
@@ -103,6 +104,19 @@ inline float __shfl_sync(unsigned mask, float v, int src_lane)
 inline float __shfl_xor_sync(unsigned mask, float v, int lane_mask)
 {
     return __shfl_sync(mask, v, (int)(threadIdx.x % 32) ^ lane_mask);
+}
+
+/* A double (block_allreduce's fp64 sums) as two exchanges of its halves'
+ * bits: declared before warp_allreduce, which would otherwise round it to
+ * float. */
+inline double __shfl_xor_sync(unsigned mask, double v, int lane_mask)
+{
+    float half[2];
+    memcpy(half, &v, sizeof v);
+    half[0] = __shfl_xor_sync(mask, half[0], lane_mask);
+    half[1] = __shfl_xor_sync(mask, half[1], lane_mask);
+    memcpy(&v, half, sizeof v);
+    return v;
 }
 
 static inline float load_f32_cuda(const void *p, ops_dtype dt, int64_t i)
