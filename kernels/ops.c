@@ -18,29 +18,14 @@
  *
  * Not collective.
  */
-#include "ops.h"
+#include "ops_dispatch.h"
 
 #include <stdio.h>
 #include <stdlib.h>
 
-#include "cpu/cpu.h"
-
-#if TRI_HAVE_CUDA
-#include "cuda/cuda.h"
-#define ON_CUDA(call) ((void)fn, (void)dev, (call))
-#else
-/* Unreachable: check_device has refused CUDA tensors. A macro rather than
- * `if (TRI_HAVE_CUDA)` so a CPU build never names a *_cuda symbol, even
- * at -O0. */
-#define ON_CUDA(call) no_backend(fn, dev)
-#endif
-
 const ops_tensor OPS_NONE = { NULL, 0, OPS_F32, OPS_CPU };
 
-/* Bad calls name the op, the argument and what is wrong, at ops.c's line. */
-#define FAIL(...) ops_fatalf(__FILE__, __LINE__, __VA_ARGS__)
-
-static const char *device_name(ops_device dev)
+const char *device_name(ops_device dev)
 {
     return dev == OPS_CPU ? "cpu" : dev == OPS_CUDA ? "cuda" : "unknown";
 }
@@ -58,29 +43,6 @@ int ops_fused(ops_device dev)
 }
 
 /* ---- argument checks ------------------------------------------------- */
-
-/* What dtypes an argument may have (ops.h, "Precision"):
- *  ARG_D         the call's compute dtype D: fp32, bf16 or fp16, one dtype
- *                shared by every ARG_D argument of the call (activations,
- *                weight copies, activation gradients);
- *  ARG_D_OR_F32  D or fp32 (matmul_fwd's out, for fp32 logits; matmul_bwd's
- *                dout, for fp32 dlogits);
- *  ARG_F32       always fp32 (statistics, probabilities, master weights,
- *                Adam moments);
- *  ARG_GRAD      a parameter gradient: always fp32, accumulated in fp32;
- *  ARG_ANY_FLOAT fp32, bf16 or fp16, each converted by the backend;
- *  ARG_ANY       raw memory (zero, copy). */
-typedef enum {
-    ARG_D, ARG_D_OR_F32, ARG_F32, ARG_GRAD, ARG_ANY_FLOAT, ARG_I32, ARG_ANY
-} arg_kind;
-
-typedef struct {
-    const char *name;
-    ops_tensor t;
-    int64_t need;     /* elements the shapes address */
-    arg_kind kind;
-    int optional;     /* 1: data == NULL means absent and is skipped */
-} ops_arg;
 
 static int is_float_dtype(ops_dtype d)
 {
@@ -121,7 +83,7 @@ static const char *kind_dtypes(arg_kind kind)
     return "?";
 }
 
-static void check_device(const char *fn, const ops_arg *a)
+void check_device(const char *fn, const ops_arg *a)
 {
     if (a->t.device == OPS_CPU)
         return;
@@ -157,13 +119,7 @@ static void check_dtype(const char *fn, const ops_arg *a, ops_device dev,
              ops_dtype_name(d->t.dtype), d->name);
 }
 
-/* Checks presence, size, device and dtype of every argument and returns the
- * device they all live on. The call's compute dtype D is that of its first
- * present ARG_D argument, else of its first present ARG_D_OR_F32 one (a
- * matmul_bwd asked for dbias alone), else fp32; it goes to *compute when
- * compute is not NULL. */
-static ops_device check_args(const char *fn, ops_dtype *compute,
-                             const ops_arg *args, int n)
+ops_device check_args(const char *fn, ops_dtype *compute, const ops_arg *args, int n)
 {
     const ops_arg *first = NULL, *d = NULL, *d_or_f32 = NULL;
     for (int i = 0; i < n; i++) {
@@ -201,24 +157,23 @@ static ops_device check_args(const char *fn, ops_dtype *compute,
     return dev;
 }
 
-#define CHECK_ARGS(fn, compute, ...)                                        \
-    check_args(fn, compute, (const ops_arg[]){ __VA_ARGS__ },               \
-               (int)(sizeof((const ops_arg[]){ __VA_ARGS__ }) / sizeof(ops_arg)))
-
 #if !TRI_HAVE_CUDA
-/* The else branch of every dispatch in a CPU-only build; check_device
- * has already refused such tensors, so this only guards against a bug. */
-static void no_backend(const char *fn, ops_device dev)
+void no_backend(const char *fn, ops_device dev)
 {
     FAIL("%s: no %s backend in this build", fn, device_name(dev));
 }
 #endif
 
-
-static void check_dims(const char *fn, const char *names, int a, int b, int c)
+void check_dims(const char *fn, const char *names, int a, int b, int c)
 {
     if (a < 0 || b < 0 || c < 0)
         FAIL("%s: negative shape (%s = %d, %d, %d)", fn, names, a, b, c);
+}
+
+void check_shard(const char *fn, int v0, int Vl)
+{
+    if (v0 < 0 || Vl < 0)
+        FAIL("%s: bad vocabulary shard v0 = %d, Vl = %d", fn, v0, Vl);
 }
 
 /* ---- memory ------------------------------------------------------------ */
@@ -1044,12 +999,6 @@ int ops_attention_max_head_size(ops_device dev)
 }
 
 /* ---- embeddings -------------------------------------------------------- */
-
-static void check_shard(const char *fn, int v0, int Vl)
-{
-    if (v0 < 0 || Vl < 0)
-        FAIL("%s: bad vocabulary shard v0 = %d, Vl = %d", fn, v0, Vl);
-}
 
 void ops_embedding_fwd(ops_tensor out, ops_tensor tokens, ops_tensor wte,
                        int v0, int Vl, int N, int C)
