@@ -1,7 +1,7 @@
 /*
  * ops_layernorm.c - LayerNorm forward and backward, and the residual add
- * fused into the forward on a GPU (the CPU runs ops_add then
- * ops_layernorm_fwd, so its bits are theirs). cpu/layernorm_cpu.c,
+ * fused into the forward on a GPU running the fused kernels (elsewhere
+ * ops_add then ops_layernorm_fwd, so the CPU's bits are theirs). cpu/layernorm_cpu.c,
  * cuda/layernorm_cuda.cu.
  *
  * Not collective.

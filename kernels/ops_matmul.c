@@ -2,8 +2,9 @@
  * ops_matmul.c - the dense (linear) layers: y = x . W^T + b forward and
  * backward, and the MLP's GEMM with GELU fused in (forward: keeping the
  * pre-activation; backward: dGELU on the input gradient). The CPU runs
- * the unfused pair; the GPU one GEMM with a cuBLASLt epilogue
- * (cpu/matmul_cpu.c, cuda/matmul_cuda.cu).
+ * the unfused pair; the GPU one GEMM with a cuBLASLt epilogue unless
+ * TRIDENT_LT_EPILOGUE says otherwise (cpu/matmul_cpu.c,
+ * cuda/matmul_cuda.cu).
  *
  * Not collective.
  */
