@@ -2,8 +2,8 @@
  * dtype.h - the element types a tensor can hold, their sizes and names.
  *
  * Its own file so that the backends (kernels/cpu/, kernels/cuda/) size and
- * name elements without depending on ops.c, the dispatcher that calls
- * them. ops.h includes it.
+ * name elements without depending on ops.c and the ops_*.c, the
+ * dispatchers that call them. ops.h includes it.
  *
  * Not collective.
  */

@@ -3,9 +3,10 @@
  *
  * Every op takes ops_tensor handles (pointer + dtype + device + length) and
  * plain int shapes, llm.c-style: B batch, T time, C channels, V vocabulary,
- * NH heads, hs head size, N = B*T rows. ops.c checks dtypes and dispatches on
- * the device to kernels/cpu/ or kernels/cuda/. Nothing here knows about MPI,
- * HDF5 or the pipeline schedule: collectives happen between ops, in src/.
+ * NH heads, hs head size, N = B*T rows. ops.c checks dtypes, and each op
+ * family's ops_*.c dispatches on the device to kernels/cpu/ or
+ * kernels/cuda/. Nothing here knows about MPI, HDF5 or the pipeline
+ * schedule: collectives happen between ops, in src/.
  *
  * Conventions that every backend keeps:
  *  - matrices are row-major; a linear layer's weight is (out, in), as in

@@ -17,7 +17,8 @@
 #    only the folders it may use; this proves those permissions form no
 #    circle).
 # The finder is checked first on two small graphs, one with a circle.
-# Every circle found fails.
+# Every circle found fails. Then the files that call MPI, and the length
+# of every .c and .cu of src/ and kernels/ (800 lines at most).
 . "${TRI_SRCDIR:-.}/tests/lib.sh"
 src="${TRI_SRCDIR:-.}/src"
 lib="${TRI_BUILDDIR:-.}/src/libtrident.a"
@@ -233,6 +234,17 @@ mpi_callers=$(grep -l -E 'MPI_[A-Z][a-z_]*\(' "$src"/*/*.c | while read -r f; do
 done | sort | tr '\n' ' ')
 [ "$mpi_callers" = "$(echo "$mpi_allowed" | tr ' ' '\n' | sort | tr '\n' ' ')" ]
 ok $? "MPI is called only by the files design.md names (${mpi_callers% })"
+
+# No .c or .cu of src/ or kernels/ is over 800 lines (DEVELOPERS.md,
+# "Where each concept lives"): one that long holds more than one concept,
+# to be split by them as kernels/ops.c was into one file per op family.
+top="${TRI_SRCDIR:-.}"
+long=$(wc -l "$src"/*/*.c "$top"/kernels/*.c "$top"/kernels/*/*.c "$top"/kernels/*/*.cu |
+    awk -v top="$top/" '$2 != "total" && $1 > 800 {
+        f = $2; if (index(f, top) == 1) f = substr(f, length(top) + 1)
+        printf "%s%s (%d lines)", sep, f, $1; sep = ", " }')
+[ -z "$long" ]
+ok $? "no .c or .cu of src/ or kernels/ is over 800 lines${long:+: $long}"
 
 plan "$tap_n"
 done_testing

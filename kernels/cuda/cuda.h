@@ -2,8 +2,8 @@
  * cuda.h - the CUDA backend: .cu kernels and cuBLAS, one GPU per rank.
  *
  * Each op is the `_cuda` twin of a `_cpu` function in cpu/cpu.h, with the
- * same arguments in the same order, so ops.c dispatches with one line per
- * op and a reader can hold the two side by side. The dtype contract is the
+ * same arguments in the same order, so the ops_*.c dispatch with one line
+ * per op and a reader can hold the two side by side. The dtype contract is the
  * CPU's: `dt` is the compute dtype D (fp32, bf16 or fp16) of every void *
  * argument unless stated; float * is always fp32 (statistics, parameter
  * gradients, master weights, Adam moments). Math runs in fp32 (fp64 for
