@@ -1,11 +1,15 @@
 /*
- * t_fused_emu.cpp - two of TRIDENT_FUSED's CUDA kernels run on the host
+ * t_fused_emu.cpp - TRIDENT_FUSED's CUDA kernels run on the host
  * under tests/cuda_emu (each CUDA thread a fiber): the cross-entropy that
  * writes the head's gradient in bf16/fp16 over the fp32 logits it is
  * computed from (xent_fused_kernel's narrow case, kernels/cuda/
  * xent_cuda.cu), against a double reference, and the token embedding's
  * backward (embedding_cuda.cu: the batched kernel and the serial one it
- * replaced), bit for bit against the CPU's position-order sum.
+ * replaced), bit for bit against the CPU's position-order sum; and the
+ * column sums of LayerNorm's dw, db and of the bias gradient
+ * (layernorm_cuda.cu, matmul_cuda.cu: the kernels a 16-byte pack a
+ * thread and those a column a thread), bit for bit against the CPU's
+ * formula summed chunk by chunk as the GPU chunks the rows.
  *
  * The cross-entropy's hazard is the aliasing: gradient pack k of a row
  * lands on the bytes of fp32 pack k/2 of the same row, which another
