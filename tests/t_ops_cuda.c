@@ -1256,9 +1256,11 @@ static void test_colsums_packed(ops_dtype dt, int N, int C, int shift, int pad)
     Buf mean = buf_rand(OPS_F32, N, -0.5f, 0.5f), rstd = buf_rand(OPS_F32, N, 0.5f, 2.0f);
     Buf w = buf_rand(dt, C, 0.5f, 1.5f), dinp = buf_zero(dt, n);
     Buf dw[2], db[2];
+    dw[0] = buf_rand(OPS_F32, C, -1.0f, 1.0f); /* += */
     for (int packed = 0; packed < 2; packed++) {
-        dw[packed] = buf_rand(OPS_F32, C, -1.0f, 1.0f); /* += */
-        db[packed] = buf_clone(&dw[packed]);
+        if (packed)
+            dw[1] = buf_clone(&dw[0]); /* the same start as the unpacked run */
+        db[packed] = buf_clone(&dw[0]);
         layernorm_dwdb_cuda((float *)dw[packed].d, (float *)db[packed].d, dout.d, inp.d,
                             (const float *)mean.d, (const float *)rstd.d, dt, N, C, packed);
     }
@@ -1275,8 +1277,10 @@ static void test_colsums_packed(ops_dtype dt, int N, int C, int shift, int pad)
     /* the bias gradient over the same dout seen as M = n / ld rows of C */
     int M = (int)((n - C) / ld) + 1;
     Buf dbias[2];
+    dbias[0] = buf_rand(OPS_F32, C, -1.0f, 1.0f); /* += */
     for (int packed = 0; packed < 2; packed++) {
-        dbias[packed] = buf_rand(OPS_F32, C, -1.0f, 1.0f);
+        if (packed)
+            dbias[1] = buf_clone(&dbias[0]);
         bias_bwd_cuda((float *)dbias[packed].d, dout.d, dt, ld, M, C, packed);
     }
     for (int j = 0; j < C; j++) {
