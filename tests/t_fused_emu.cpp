@@ -1,11 +1,15 @@
 /*
- * t_fused_emu.cpp - two of TRIDENT_FUSED's CUDA kernels run on the host
+ * t_fused_emu.cpp - TRIDENT_FUSED's CUDA kernels run on the host
  * under tests/cuda_emu (each CUDA thread a fiber): the cross-entropy that
  * writes the head's gradient in bf16/fp16 over the fp32 logits it is
  * computed from (xent_fused_kernel's narrow case, kernels/cuda/
  * xent_cuda.cu), against a double reference, and the token embedding's
  * backward (embedding_cuda.cu: the batched kernel and the serial one it
- * replaced), bit for bit against the CPU's position-order sum.
+ * replaced), bit for bit against the CPU's position-order sum; and the
+ * column sums of LayerNorm's dw, db and of the bias gradient
+ * (layernorm_cuda.cu, matmul_cuda.cu: the kernels a 16-byte pack a
+ * thread and those a column a thread), bit for bit against the CPU's
+ * formula summed chunk by chunk as the GPU chunks the rows.
  *
  * The cross-entropy's hazard is the aliasing: gradient pack k of a row
  * lands on the bytes of fp32 pack k/2 of the same row, which another
@@ -48,6 +52,7 @@ EmuDim gridDim = { 1, 1 }; /* the grid-stride kernels' (one block) */
 #include "packs.inc"
 #include "xent_kernels.inc"
 #include "embedding_kernels.inc"
+#include "colsum_kernels.inc"
 
 static uint64_t rng = 0x2545f4914f6cdd1dull;
 
@@ -229,6 +234,152 @@ static bool check_embeddings()
     return ok;
 }
 
+/* ---- the packed column sums (LayerNorm's dw, db; the bias gradient) ---- */
+
+/* A column sums' pass-1 kernel over the chunks of rows: each chunk a
+ * blockIdx.y (the emulator's launch is one row of blocks), `units`
+ * columns or packs of columns a thread. */
+static void launch_chunks(int chunks, int units, const std::function<void()> &kernel)
+{
+    for (int y = 0; y < chunks; y++) {
+        blockIdx.y = (unsigned)y;
+        launch((unsigned)((units + 127) / 128), kernel);
+    }
+    blockIdx.y = 0;
+}
+
+/* dst += colsum_finish_kernel's sum over the chunks of partial */
+static void finish(std::vector<float> &dst, const std::vector<float> &partial, int chunks, int C)
+{
+    launch((unsigned)((C + 127) / 128),
+           [&] { colsum_finish_kernel(dst.data(), partial.data(), chunks, C); });
+}
+
+/* LayerNorm's dw, db and the bias gradient over N rows of C channels of
+ * dtype DT from element `shift` of a 16-byte aligned buffer (the bias's
+ * rows ld = C + pad apart), in `order`: the packed kernels and the
+ * unpacked ones (TRIDENT_FUSED=0's) bit for bit, and both against the
+ * CPU's sums: layernorm_cpu.c's (x - mean) * rstd * g, each channel's
+ * rows in order, within each colsum_chunks chunk and then the chunks in
+ * order (one chunk, N <= 32: the CPU's layernorm_bwd_cpu bits). */
+template <ops_dtype DT>
+static bool check_colsums(int N, int C, int shift, int pad, EmuOrder order)
+{
+    const int VEC = DT == OPS_F32 ? 4 : 8;
+    size_t es = DT == OPS_F32 ? 4 : 2;
+    int64_t n = (int64_t)N * C, ld = C + pad;
+    char *buf_x = (char *)aligned_alloc(16, ((size_t)(n + shift) * es + 15) / 16 * 16);
+    char *buf_g = (char *)aligned_alloc(16, ((size_t)(n + shift) * es + 15) / 16 * 16);
+    void *inp = buf_x + shift * es, *dout = buf_g + shift * es;
+    std::vector<float> mean(N), rstd(N), start(C);
+    for (int64_t i = 0; i < n; i++) {
+        store_f32_cuda(inp, DT, i, uniform(-2.0f, 3.0f));
+        store_f32_cuda(dout, DT, i, uniform(-1.0f, 1.0f));
+    }
+    for (int i = 0; i < N; i++) {
+        mean[i] = uniform(-0.5f, 0.5f);
+        rstd[i] = uniform(0.5f, 2.0f);
+    }
+    for (float &v : start)
+        v = uniform(-1.0f, 1.0f);
+    int rpc, chunks = colsum_chunks(N, &rpc);
+    int M = (int)((n - C) / ld) + 1; /* the bias's rows */
+    int rpcb, chunksb = colsum_chunks(M, &rpcb);
+    emu_order = order;
+
+    /* the CPU's formula, chunk by chunk */
+    std::vector<float> want_w(start), want_b(start), want_bias(start);
+    for (int c = 0; c < C; c++) {
+        float tw = 0.0f, tb = 0.0f, tbias = 0.0f;
+        for (int r = 0; r < chunks; r++) {
+            float sw = 0.0f, sb = 0.0f;
+            for (int i = r * rpc; i < N && i < (r + 1) * rpc; i++) {
+                float g = load_f32_cuda(dout, DT, (int64_t)i * C + c);
+                float norm = (load_f32_cuda(inp, DT, (int64_t)i * C + c) - mean[i]) * rstd[i];
+                sw += norm * g;
+                sb += g;
+            }
+            tw += sw;
+            tb += sb;
+        }
+        for (int r = 0; r < chunksb; r++) {
+            float s = 0.0f;
+            for (int i = r * rpcb; i < M && i < (r + 1) * rpcb; i++)
+                s += load_f32_cuda(dout, DT, i * ld + c);
+            tbias += s;
+        }
+        want_w[c] += tw;
+        want_b[c] += tb;
+        want_bias[c] += tbias;
+    }
+
+    /* as layernorm_dwdb_cuda and bias_bwd_cuda pick */
+    bool ln_packs = ((uintptr_t)inp & 15) == 0 && ((uintptr_t)dout & 15) == 0 && C % VEC == 0;
+    bool bias_packs = ((uintptr_t)dout & 15) == 0 && ld % VEC == 0 && C % VEC == 0;
+    std::vector<float> pw((size_t)chunks * C), pb((size_t)chunks * C);
+    std::vector<float> pbias((size_t)chunksb * C);
+    int same = 0;
+    std::vector<float> got[2][3];
+    for (int packed = 0; packed < 2; packed++) {
+        if (!packed)
+            launch_chunks(chunks, C, [&] {
+                layernorm_dwdb_partial_kernel(pw.data(), pb.data(), dout, inp, mean.data(),
+                                              rstd.data(), DT, N, C, rpc);
+            });
+        else if (ln_packs)
+            launch_chunks(chunks, C / VEC, [&] {
+                layernorm_dwdb_pack_kernel<DT, VEC>(pw.data(), pb.data(), dout, inp,
+                                                    mean.data(), rstd.data(), N, C, rpc);
+            });
+        else
+            launch_chunks(chunks, C, [&] {
+                layernorm_dwdb_pack_kernel<DT, 1>(pw.data(), pb.data(), dout, inp, mean.data(),
+                                                  rstd.data(), N, C, rpc);
+            });
+        if (!packed)
+            launch_chunks(chunksb, C, [&] {
+                bias_partial_kernel(pbias.data(), dout, DT, ld, M, C, rpcb);
+            });
+        else if (bias_packs)
+            launch_chunks(chunksb, C / VEC, [&] {
+                bias_pack_kernel<DT, VEC>(pbias.data(), dout, ld, M, C, rpcb);
+            });
+        else
+            launch_chunks(chunksb, C, [&] {
+                bias_pack_kernel<DT, 1>(pbias.data(), dout, ld, M, C, rpcb);
+            });
+        got[packed][0] = got[packed][1] = got[packed][2] = start;
+        finish(got[packed][0], pw, chunks, C);
+        finish(got[packed][1], pb, chunks, C);
+        finish(got[packed][2], pbias, chunksb, C);
+        same += got[packed][0] == want_w && got[packed][1] == want_b &&
+                got[packed][2] == want_bias;
+    }
+    free(buf_x);
+    free(buf_g);
+    bool ok = same == 2;
+    printf("%s %d - column sums, %s, %s order: N %d, C %d from element %d (LayerNorm %s), "
+           "bias rows %lld apart (%s): dw, db, dbias of the packed and unpacked kernels "
+           "bit-identical to the CPU's sums (%d of 2 kernels agree)\n",
+           ok ? "ok" : "not ok", ++n_tests, DT == OPS_F32 ? "fp32" : DT == OPS_BF16 ? "bf16" : "fp16",
+           order == EMU_FORWARD ? "forward" : "backward", N, C, shift,
+           ln_packs ? "16-byte packs" : "elements", (long long)ld,
+           bias_packs ? "16-byte packs" : "elements", same);
+    return ok;
+}
+
+static bool check_all_colsums()
+{
+    bool ok = true;
+    ok &= check_colsums<OPS_BF16>(9, 24, 0, 0, EMU_FORWARD);   /* one chunk: the CPU's bits */
+    ok &= check_colsums<OPS_F32>(37, 100, 0, 0, EMU_BACKWARD); /* packs in fp32 only */
+    ok &= check_colsums<OPS_BF16>(37, 100, 0, 0, EMU_FORWARD); /* C % 8 != 0: elements */
+    ok &= check_colsums<OPS_F16>(70, 96, 1, 0, EMU_BACKWARD);  /* unaligned: elements */
+    ok &= check_colsums<OPS_BF16>(70, 96, 0, 1, EMU_FORWARD);  /* bias rows 97 apart */
+    ok &= check_colsums<OPS_BF16>(300, 1040, 0, 8, EMU_BACKWARD); /* 10 chunks, 130 packs */
+    return ok;
+}
+
 /* argv[1]: "mutant" runs the cross-entropy's cases quietly and exits 1 if
  * any failed (the build without its barrier); otherwise the exit status
  * of that mutant, which must have failed. */
@@ -237,9 +388,10 @@ int main(int argc, char **argv)
     if (argc > 1 && strcmp(argv[1], "mutant") == 0)
         return check_all(true) ? 0 : 1;
     int mutant_rc = argc > 1 ? atoi(argv[1]) : -1;
-    printf("1..16\n");
+    printf("1..22\n");
     bool ok = check_all(false);
     ok &= check_embeddings();
+    ok &= check_all_colsums();
     bool caught = mutant_rc == 1;
     printf("%s %d - without row_dlogits_narrow's barrier the same cases fail (the mutant's "
            "exit status %d, 1 expected)\n", caught ? "ok" : "not ok", ++n_tests, mutant_rc);

@@ -1,11 +1,13 @@
 #!/bin/sh
 # t_fused_emu.sh - builds tests/t_fused_emu.cpp with the device code of
 # kernels/cuda/xent_cuda.cu and embedding_cuda.cu (their host functions
-# dropped) and the 16-byte packs and block reduction of
+# dropped), of the column sums' kernels and the 16-byte packs and block reduction of
 # kernels/cuda/cuda_common.h, and runs it: the narrow cross-entropy, which
 # writes bf16/fp16 dlogits over the fp32 logits it reads, on the host
 # against a double reference, and the token embedding's backward kernels
-# against the CPU's order. A second build without the cross-entropy's
+# against the CPU's order, and the column sums (LayerNorm's dw, db and the
+# bias gradient, layernorm_cuda.cu and matmul_cuda.cu) packed and not,
+# bit for bit against the CPU's sums. A second build without the cross-entropy's
 # store barrier must fail its cases.
 # Needs no GPU and no CUDA; skips without a C++20 compiler.
 . "${TRI_SRCDIR:-.}/tests/lib.sh"
@@ -24,8 +26,17 @@ device_code() {
 }
 device_code "$src/kernels/cuda/xent_cuda.cu" > "$WORK/xent_kernels.inc"
 device_code "$src/kernels/cuda/embedding_cuda.cu" > "$WORK/embedding_kernels.inc"
+# the column sums: LayerNorm's dw, db kernels and matmul_cuda.cu's
+# column-sum section up to its host code (the chunking, the finish and
+# the bias kernels)
+{
+    sed -n '/^\/\* pw\[r\*C + c\], pb\[r\*C + c\] = sums/,/^void layernorm_dwdb_cuda(/p' \
+        "$src/kernels/cuda/layernorm_cuda.cu" | device_code /dev/stdin
+    sed -n '/^\/\* ---- deterministic column sums/,/^void bias_bwd_cuda(/p' \
+        "$src/kernels/cuda/matmul_cuda.cu" | device_code /dev/stdin
+} > "$WORK/colsum_kernels.inc"
 mkdir "$WORK/mutant"
-cp "$WORK/packs.inc" "$WORK/embedding_kernels.inc" "$WORK/mutant/"
+cp "$WORK/packs.inc" "$WORK/embedding_kernels.inc" "$WORK/colsum_kernels.inc" "$WORK/mutant/"
 # xent_cuda.cu's one barrier is row_dlogits_narrow's
 sed 's/__syncthreads();/\/* the barrier, removed *\//' "$WORK/xent_kernels.inc" \
     > "$WORK/mutant/xent_kernels.inc"

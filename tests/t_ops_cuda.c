@@ -1240,6 +1240,66 @@ static ops_tensor on_device(const Buf *b)
     return (ops_tensor){ b->d, b->n, b->dt, OPS_CUDA };
 }
 
+/* ---- packed column sums (LayerNorm's dw, db; the bias gradient) ---------- */
+
+/* The column sums a 16-byte pack a thread (what runs unless TRIDENT_FUSED
+ * is 0) against the CPU and bit for bit against the kernels a column a
+ * thread (TRIDENT_FUSED=0's): N rows of C channels from element `shift`
+ * of their buffers, the bias gradient's rows ld = C + pad apart. C not a
+ * multiple of 8 (4 in fp32), shift 1 or pad 1 take the element path of
+ * the packed kernels. */
+static void test_colsums_packed(ops_dtype dt, int N, int C, int shift, int pad)
+{
+    int64_t n = (int64_t)N * C, ld = C + pad;
+    Buf inp0 = buf_rand(dt, n + shift, -2.0f, 3.0f), dout0 = buf_rand(dt, n + shift, -1.0f, 1.0f);
+    Buf inp = buf_from(&inp0, shift), dout = buf_from(&dout0, shift);
+    Buf mean = buf_rand(OPS_F32, N, -0.5f, 0.5f), rstd = buf_rand(OPS_F32, N, 0.5f, 2.0f);
+    Buf w = buf_rand(dt, C, 0.5f, 1.5f), dinp = buf_zero(dt, n);
+    Buf dw[2], db[2];
+    dw[0] = buf_rand(OPS_F32, C, -1.0f, 1.0f); /* += */
+    for (int packed = 0; packed < 2; packed++) {
+        if (packed)
+            dw[1] = buf_clone(&dw[0]); /* the same start as the unpacked run */
+        db[packed] = buf_clone(&dw[0]);
+        layernorm_dwdb_cuda((float *)dw[packed].d, (float *)db[packed].d, dout.d, inp.d,
+                            (const float *)mean.d, (const float *)rstd.d, dt, N, C, packed);
+    }
+    layernorm_bwd_cpu(dinp.h, dw[1].h, db[1].h, dout.h, inp.h, w.h, (const float *)mean.h,
+                      (const float *)rstd.h, dt, N, C);
+    char op[96];
+    snprintf(op, sizeof op, "layernorm dw, db packed: N %d, C %d, from element %d", N, C, shift);
+    expect(op, dt, "dw (+=)", &dw[1]);
+    expect(op, dt, "db (+=)", &db[1]);
+    CHECK(same_on_device(&dw[1], &dw[0]) && same_on_device(&db[1], &db[0]),
+          "%s %s: dw and db bit-identical to the kernel a channel a thread", op,
+          ops_dtype_name(dt));
+
+    /* the bias gradient over the same dout seen as M = n / ld rows of C */
+    int M = (int)((n - C) / ld) + 1;
+    Buf dbias[2];
+    dbias[0] = buf_rand(OPS_F32, C, -1.0f, 1.0f); /* += */
+    for (int packed = 0; packed < 2; packed++) {
+        if (packed)
+            dbias[1] = buf_clone(&dbias[0]);
+        bias_bwd_cuda((float *)dbias[packed].d, dout.d, dt, ld, M, C, packed);
+    }
+    for (int j = 0; j < C; j++) {
+        float sum = 0.0f;
+        for (int64_t i = 0; i < M; i++)
+            sum += load_f32_cpu(dout.h, dt, i * ld + j);
+        ((float *)dbias[1].h)[j] += sum;
+    }
+    snprintf(op, sizeof op, "bias gradient packed: M %d, N %d, rows %lld apart, from element %d",
+             M, C, (long long)ld, shift);
+    expect(op, dt, "dbias (+=)", &dbias[1]);
+    CHECK(same_on_device(&dbias[1], &dbias[0]),
+          "%s %s: dbias bit-identical to the kernel a column a thread", op, ops_dtype_name(dt));
+    Buf *all[] = { &inp0, &dout0, &mean, &rstd, &w, &dinp, &dw[0], &dw[1], &db[0], &db[1],
+                   &dbias[0], &dbias[1] };
+    for (size_t i = 0; i < sizeof all / sizeof all[0]; i++)
+        buf_free(all[i]);
+}
+
 /* add_layernorm_fwd_cuda against the CPU's add then layernorm (normwise),
  * and bit for bit against the GPU's own add_cuda then layernorm_fwd_cuda
  * (the same arithmetic), also with the sum written over a. */
@@ -1614,6 +1674,10 @@ int main(int argc, char **argv)
         test_add_layernorm(dt, 37, 100, 0);
         test_add_layernorm(dt, 37, 96, 1);
         test_add_layernorm(dt, 9, 24, 0);
+        test_colsums_packed(dt, 37, 100, 0, 0); /* packs in fp32 only */
+        test_colsums_packed(dt, 37, 96, 1, 0);  /* unaligned: elements */
+        test_colsums_packed(dt, 70, 96, 0, 1);  /* rows 97 apart: elements */
+        test_colsums_packed(dt, 9, 24, 0, 0);   /* fewer packs than a warp */
         /* TRIDENT_FUSED's kernels: tokens that repeat, all equal, all
          * distinct; the head's 16-bit gradient, packed and not, fp16
          * with a loss scale */
@@ -1637,6 +1701,9 @@ int main(int argc, char **argv)
         if (!big)
             continue;
         test_add_layernorm(dt, 8209, 768, 0);
+        /* GPT-2 small's width over 8209 rows: 249 chunks, the last short */
+        test_colsums_packed(dt, 8209, 768, 0, 0);
+        test_colsums_packed(dt, 8209, 2304, 0, 8); /* rows 2312 apart: packs */
         test_elementwise(dt, ((int64_t)1 << 21) + 5, 0);
         /* GPT-2 small's MLP on 512 tokens: fc 768 -> 3072 */
         test_lt_mlp(dt, 512, 3072, 768);

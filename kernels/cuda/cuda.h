@@ -231,6 +231,19 @@ void add_layernorm_fwd_cuda(void *resid, void *out, float *mean, float *rstd,
 void layernorm_bwd_cuda(void *dinp, float *dw, float *db, const void *dout,
                         const void *inp, const void *w, const float *mean,
                         const float *rstd, ops_dtype dt, int N, int C);
+/* dw, db (C) += the column sums of layernorm_bwd_cuda: packed (16-byte
+ * packs where C and the pointers allow, a thread per pack) or not (a
+ * thread per channel, what TRIDENT_FUSED=0 runs); the same bits either
+ * way. On the current device's stream. */
+void layernorm_dwdb_cuda(float *dw, float *db, const void *dout,
+                         const void *inp, const float *mean, const float *rstd,
+                         ops_dtype dt, int N, int C, int packed);
+/* dbias (N) += the column sums of dout (M,N) of dtype dt, rows ld
+ * elements apart, as matmul_bwd_cuda's unfused bias gradient: packed or
+ * not (TRIDENT_FUSED=0), the same bits either way. On the current
+ * device's stream. */
+void bias_bwd_cuda(float *dbias, const void *dout, ops_dtype dt, int64_t ld,
+                   int M, int N, int packed);
 
 /* ---- Llama (llama_cuda.cu) ---- */
 

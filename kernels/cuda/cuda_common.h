@@ -180,6 +180,17 @@ void multi_tables_forget_cuda(void);
 /* ---- launch sizes ------------------------------------------------------------ */
 
 #define TRI_THREADS 256
+
+/* Threads per block of a column sums' pass-1 kernel (above) whose threads
+ * own one of `units` columns or packs of columns each: whole warps, at
+ * most TRI_THREADS, so C = 768 in bf16 (96 packs) is one block of 3
+ * warps, not 8 with 5 idle. */
+static inline unsigned colsum_threads(int units)
+{
+    int t = (units + 31) / 32 * 32;
+    return (unsigned)(t < TRI_THREADS ? (t > 0 ? t : 32) : TRI_THREADS);
+}
+
 /* Grid-stride loops cap their grid: enough blocks to fill any GPU. */
 #define TRI_MAX_BLOCKS 8192
 

@@ -19,9 +19,10 @@
  * (1.5 KB in bf16 for C = 768) is read from memory once and its second
  * and third passes hit the L1. The bytes: the forward reads inp and
  * writes out, 4 bytes a bf16 element; dinp reads dout, inp and dinp and
- * writes dinp, 8; dw, db read dout and inp again, 4. Unaligned rows (C
- * not a multiple of 8, or 4 in fp32) take the same code a channel at a
- * time.
+ * writes dinp, 8; dw, db read dout and inp again, 4, a thread owning a
+ * pack of channels (layernorm_dwdb_cuda; a channel a thread under
+ * TRIDENT_FUSED=0, the same bits). Unaligned rows (C not a multiple of
+ * 8, or 4 in fp32) take the same code a channel at a time.
  *
  * add_layernorm_fwd_cuda is the forward with the residual add before it
  * (GPT-2's x + attn_out, then ln2) in the same pass: the sum is written
@@ -204,6 +205,80 @@ static __global__ void layernorm_dwdb_partial_kernel(float *pw, float *pb,
     pb[(int64_t)blockIdx.y * C + c] = sb;
 }
 
+/* The packed twin of layernorm_dwdb_partial_kernel: a thread owns VEC
+ * channels (one 16-byte pack, pack k of each row), so a warp reads 512
+ * contiguous bytes of a row where the other reads 64 (bf16), and the
+ * dtype is a constant. Each channel's sum is the same expression over the
+ * same rows in the same order: the same bits. Grid (pack blocks, chunks). */
+template <ops_dtype DT, int VEC>
+static __global__ void layernorm_dwdb_pack_kernel(float *pw, float *pb,
+                                                  const void *dout,
+                                                  const void *inp,
+                                                  const float *mean,
+                                                  const float *rstd, int N,
+                                                  int C, int rpc)
+{
+    int packs = C / VEC;
+    int k = blockIdx.x * blockDim.x + threadIdx.x;
+    if (k >= packs)
+        return;
+    int i0 = blockIdx.y * rpc;
+    int i1 = i0 + rpc < N ? i0 + rpc : N;
+    float sw[VEC], sb[VEC];
+#pragma unroll
+    for (int e = 0; e < VEC; e++)
+        sw[e] = sb[e] = 0.0f;
+#pragma unroll 4
+    for (int i = i0; i < i1; i++) {
+        float g[VEC], x[VEC];
+        load_pack<DT, VEC>(g, dout, (int64_t)i * packs + k);
+        load_pack<DT, VEC>(x, inp, (int64_t)i * packs + k);
+#pragma unroll
+        for (int e = 0; e < VEC; e++) {
+            sw[e] += (x[e] - mean[i]) * rstd[i] * g[e];
+            sb[e] += g[e];
+        }
+    }
+    int64_t at = (int64_t)blockIdx.y * C + (int64_t)k * VEC;
+#pragma unroll
+    for (int e = 0; e < VEC; e++) {
+        pw[at + e] = sw[e];
+        pb[at + e] = sb[e];
+    }
+}
+
+void layernorm_dwdb_cuda(float *dw, float *db, const void *dout,
+                         const void *inp, const float *mean, const float *rstd,
+                         ops_dtype dt, int N, int C, int packed)
+{
+    if (N <= 0 || C <= 0)
+        return;
+    cudaStream_t s = stream_cuda();
+    int rpc;
+    int chunks = colsum_chunks(N, &rpc);
+    float *pw = (float *)scratch_cuda(SCRATCH_CUDA_REDUCE,
+                                      2 * (size_t)chunks * C * sizeof(float));
+    float *pb = pw + (size_t)chunks * C;
+    if (packed) {
+        int vec = packs_fit(dt, C, dout, inp) ? pack_elems(dt) : 1;
+        unsigned threads = colsum_threads(C / vec);
+        dim3 grid((unsigned)((C / vec + threads - 1) / threads), chunks);
+#define LN_DWDB(DT, VEC)                                                      \
+        layernorm_dwdb_pack_kernel<DT, VEC><<<grid, threads, 0, s>>>(         \
+            pw, pb, dout, inp, mean, rstd, N, C, rpc)
+        DISPATCH_PACKED(dt, vec > 1, LN_DWDB);
+#undef LN_DWDB
+        TRI_CHECK_LAUNCH(layernorm_dwdb_pack_kernel);
+    } else {
+        dim3 grid((C + TRI_THREADS - 1) / TRI_THREADS, chunks);
+        layernorm_dwdb_partial_kernel<<<grid, TRI_THREADS, 0, s>>>(
+            pw, pb, dout, inp, mean, rstd, dt, N, C, rpc);
+        TRI_CHECK_LAUNCH(layernorm_dwdb_partial_kernel);
+    }
+    colsum_finish_cuda(dw, pw, chunks, C);
+    colsum_finish_cuda(db, pb, chunks, C);
+}
+
 void layernorm_bwd_cuda(void *dinp, float *dw, float *db, const void *dout,
                         const void *inp, const void *w, const float *mean,
                         const float *rstd, ops_dtype dt, int N, int C)
@@ -219,15 +294,8 @@ void layernorm_bwd_cuda(void *dinp, float *dw, float *db, const void *dout,
 #undef LN_DINP
     TRI_CHECK_LAUNCH(layernorm_dinp_warp_kernel);
 
-    int rpc;
-    int chunks = colsum_chunks(N, &rpc);
-    float *pw = (float *)scratch_cuda(SCRATCH_CUDA_REDUCE,
-                                      2 * (size_t)chunks * C * sizeof(float));
-    float *pb = pw + (size_t)chunks * C;
-    dim3 grid((C + TRI_THREADS - 1) / TRI_THREADS, chunks);
-    layernorm_dwdb_partial_kernel<<<grid, TRI_THREADS, 0, s>>>(
-        pw, pb, dout, inp, mean, rstd, dt, N, C, rpc);
-    TRI_CHECK_LAUNCH(layernorm_dwdb_partial_kernel);
-    colsum_finish_cuda(dw, pw, chunks, C);
-    colsum_finish_cuda(db, pb, chunks, C);
+    /* dw, db: the packed column sums, or under TRIDENT_FUSED=0 the kernel
+     * a channel a thread that they replaced (the same bits) */
+    layernorm_dwdb_cuda(dw, db, dout, inp, mean, rstd, dt, N, C,
+                        fused_enabled_cuda());
 }

@@ -26,6 +26,8 @@
  * column sums below, shared with layernorm_cuda.cu): fixed chunks of rows
  * summed in order, then the chunk sums in order, so it is the same bits
  * on every run; cuBLASLt's is deterministic too (one cached algorithm).
+ * A thread sums a 16-byte pack of columns where the rows allow (a column
+ * under TRIDENT_FUSED=0: the same bits).
  */
 #include "cuda_common.h"
 
@@ -88,9 +90,40 @@ static __global__ void bias_partial_kernel(float *partial, const void *dout,
     partial[(int64_t)blockIdx.y * N + j] = s;
 }
 
-/* dbias(N) += sum over the M rows of dout(M,N) (dtype dt, row stride ld) */
-static void bias_bwd(float *dbias, const void *dout, ops_dtype dt, int64_t ld,
-                     int M, int N)
+/* The packed twin of bias_partial_kernel: a thread owns VEC columns (one
+ * 16-byte pack), so a warp reads 512 contiguous bytes of a row where the
+ * other reads 64 (bf16). Each column's sum runs over the same rows in the
+ * same order: the same bits. The rows (ld elements apart) start on packs:
+ * ld and N are whole numbers of packs when VEC > 1. */
+template <ops_dtype DT, int VEC>
+static __global__ void bias_pack_kernel(float *partial, const void *dout,
+                                        int64_t ld, int M, int N, int rpc)
+{
+    int k = blockIdx.x * blockDim.x + threadIdx.x;
+    if (k >= N / VEC)
+        return;
+    int i0 = blockIdx.y * rpc;
+    int i1 = i0 + rpc < M ? i0 + rpc : M;
+    float s[VEC];
+#pragma unroll
+    for (int e = 0; e < VEC; e++)
+        s[e] = 0.0f;
+#pragma unroll 4
+    for (int i = i0; i < i1; i++) {
+        float g[VEC];
+        load_pack<DT, VEC>(g, dout, i * (ld / VEC) + k);
+#pragma unroll
+        for (int e = 0; e < VEC; e++)
+            s[e] += g[e];
+    }
+    int64_t at = (int64_t)blockIdx.y * N + (int64_t)k * VEC;
+#pragma unroll
+    for (int e = 0; e < VEC; e++)
+        partial[at + e] = s[e];
+}
+
+void bias_bwd_cuda(float *dbias, const void *dout, ops_dtype dt, int64_t ld,
+                   int M, int N, int packed)
 {
     int rpc;
     int chunks = colsum_chunks(M, &rpc);
@@ -98,11 +131,35 @@ static void bias_bwd(float *dbias, const void *dout, ops_dtype dt, int64_t ld,
         return;
     float *partial = (float *)scratch_cuda(SCRATCH_CUDA_REDUCE,
                                            (size_t)chunks * N * sizeof(float));
-    dim3 grid((N + TRI_THREADS - 1) / TRI_THREADS, chunks);
-    bias_partial_kernel<<<grid, TRI_THREADS, 0, stream_cuda()>>>(
-        partial, dout, dt, ld, M, N, rpc);
-    TRI_CHECK_LAUNCH(bias_partial_kernel);
+    if (packed) {
+        int vec = aligned16(dout) && ld % pack_elems(dt) == 0 &&
+                          N % pack_elems(dt) == 0
+                      ? pack_elems(dt)
+                      : 1;
+        unsigned threads = colsum_threads(N / vec);
+        dim3 grid((unsigned)((N / vec + threads - 1) / threads), chunks);
+#define BIAS_PACK(DT, VEC)                                                    \
+        bias_pack_kernel<DT, VEC><<<grid, threads, 0, stream_cuda()>>>(       \
+            partial, dout, ld, M, N, rpc)
+        DISPATCH_PACKED(dt, vec > 1, BIAS_PACK);
+#undef BIAS_PACK
+        TRI_CHECK_LAUNCH(bias_pack_kernel);
+    } else {
+        dim3 grid((N + TRI_THREADS - 1) / TRI_THREADS, chunks);
+        bias_partial_kernel<<<grid, TRI_THREADS, 0, stream_cuda()>>>(
+            partial, dout, dt, ld, M, N, rpc);
+        TRI_CHECK_LAUNCH(bias_partial_kernel);
+    }
     colsum_finish_cuda(dbias, partial, chunks, N);
+}
+
+/* dbias(N) += sum over the M rows of dout(M,N) (dtype dt, row stride ld):
+ * the packed column sums, or under TRIDENT_FUSED=0 the kernel a column a
+ * thread that they replaced (the same bits) */
+static void bias_bwd(float *dbias, const void *dout, ops_dtype dt, int64_t ld,
+                     int M, int N)
+{
+    bias_bwd_cuda(dbias, dout, dt, ld, M, N, fused_enabled_cuda());
 }
 
 /* ---- the layer ------------------------------------------------------------- */
