@@ -74,7 +74,7 @@ set -u
 GPU_AB_VARIANTS=${GPU_AB_VARIANTS-"
 fused-off TRIDENT_FUSED=0
 lt-none TRIDENT_LT_EPILOGUE=none
-lt-bias TRIDENT_LT_EPILOGUE=bias
+lt-all TRIDENT_LT_EPILOGUE=all
 att-trident TRIDENT_ATTENTION=trident
 "}
 root=$(cd "$(dirname "$0")/.." && pwd)

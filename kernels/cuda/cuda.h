@@ -161,8 +161,14 @@ int fused_parse_cuda(const char *value);
  * from TRIDENT_LT_EPILOGUE (cuda_device_init; doc/gpu.md): none runs the
  * unfused kernels (bias rows, GELU, dGELU and the column-sum bias
  * gradient as kernels of their own), bias fuses the forward bias and the
- * bias gradient, all (the default) also GELU and its gradient. */
+ * bias gradient (the default), all also GELU and its gradient. */
 typedef enum { LT_EPILOGUE_NONE, LT_EPILOGUE_BIAS, LT_EPILOGUE_ALL } lt_epilogue_mode;
+/* bias: cuBLASLt's GELU is the tanh form (PyTorch's _addmm_activation
+ * notes, pytorch/pytorch#104061) but not elem.h's to round-off (about
+ * 5e-6 in fp32, measured elsewhere; NVIDIA documents neither form nor
+ * accuracy), and issue 34 fuses GELU only if it is. t_ops_cuda prints the
+ * difference on the GPU; all stays a measurement (doc/gpu.md). */
+#define LT_EPILOGUE_DEFAULT LT_EPILOGUE_BIAS
 /* 0 and *mode set for "none", "bias" or "all"; -1 for anything else. */
 int lt_epilogue_parse(const char *s, lt_epilogue_mode *mode);
 const char *lt_epilogue_name(lt_epilogue_mode mode);
@@ -172,6 +178,12 @@ lt_epilogue_mode lt_epilogue_cuda(void);
  * unfused kernels and is not counted). */
 void lt_epilogue_set_cuda(lt_epilogue_mode mode);
 int64_t lt_fused_count_cuda(void);
+/* What a cuBLASLt status (cublasStatus_t) means for a GEMM with an
+ * epilogue: it runs (SUCCESS), it falls back to the unfused kernels (a
+ * status of the case: NOT_SUPPORTED, INVALID_VALUE, ARCH_MISMATCH, all
+ * raised before a launch), or it is fatal (anything else). Pure. */
+typedef enum { LT_RUNS, LT_FALLS_BACK, LT_FATAL } lt_verdict;
+lt_verdict lt_status_verdict(int status);
 
 /* ---- dense layers (matmul_cuda.cu) --------------------------------------- */
 
