@@ -839,6 +839,12 @@ static void test_attention_cudnn(ops_dtype dt, int B, int T, int NH, int hs)
     CHECK(ops_device_allocations(OPS_CUDA) == allocations,
           "%s %s: a second step allocates nothing (%lld more)", op, ops_dtype_name(dt),
           (long long)(ops_device_allocations(OPS_CUDA) - allocations));
+    /* the deterministic backward's workspace against B*NH*T^2 bf16, which
+     * the issue's "memory linear in T" rules out (doc/gpu.md) */
+    tap_diag("%s %s: cuDNN workspace fwd %lld B, bwd %lld B (B*NH*T*T*2 = %lld B)", op,
+             ops_dtype_name(dt), (long long)attention_cudnn_workspace_cuda(0, dt, B, T, NH, hs),
+             (long long)attention_cudnn_workspace_cuda(1, dt, B, T, NH, hs),
+             (long long)B * NH * T * T * 2);
     free(first);
     free(again);
     free(cudnn_out);

@@ -308,9 +308,9 @@ void attention_exact_bwd_cuda(void *dqkv, const void *dout, const void *qkv,
  * attention through cuDNN's flash attention, same arguments and layouts,
  * in place; the backward deterministic. 1 when cuDNN ran, 0 when the
  * caller must run trident's kernel: a dtype or head size
- * attention_cudnn_supports_cuda refuses, a pointer off 16 bytes, or a
- * graph cuDNN would not build (said once on stderr). Fatal when a built
- * graph fails to run. */
+ * attention_cudnn_supports_cuda refuses, a pointer off 16 bytes, or cuDNN
+ * failing (no handle, a graph it would not build or run, an exception;
+ * said once on stderr; a graph whose run failed is not tried again). */
 int attention_cudnn_fwd_cuda(void *out, float *lse, const void *qkv, ops_dtype dt,
                              int B, int T, int NH, int hs);
 int attention_cudnn_bwd_cuda(void *dqkv, const void *dout, const void *qkv, const void *out,
@@ -319,6 +319,12 @@ int attention_cudnn_bwd_cuda(void *dqkv, const void *dout, const void *qkv, cons
 int attention_cudnn_supports_cuda(ops_dtype dt, int hs);
 /* "cuDNN 9.19.0, frontend 1.23.0": the library that runs, the headers built with. */
 const char *attention_cudnn_version_cuda(void);
+/* The workspace in bytes the cached graph of (backward or not, dt, B, T,
+ * NH, hs) asked for; -1 when none is cached. For t_ops_cuda's note: the
+ * deterministic backward on Hopper takes the frontend's dP-workspace path,
+ * whose size may grow with T^2 (doc/gpu.md). */
+int64_t attention_cudnn_workspace_cuda(int backward, ops_dtype dt, int B, int T, int NH,
+                                       int hs);
 /* Frees the built graphs and the cuDNN handle (cuda_device_finalize). */
 void attention_cudnn_finalize_cuda(void);
 
