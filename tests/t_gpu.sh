@@ -53,7 +53,7 @@ train() {
 
 train probe cuda fp32
 skip_without_gpu
-plan 19
+plan 18
 
 losses() { sed -n 's/.*"loss":\([^,}]*\).*/\1/p' "$1"; }
 
