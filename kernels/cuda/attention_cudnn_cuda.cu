@@ -275,6 +275,11 @@ bool run(const Shape &sh, std::unordered_map<int64_t, void *> &pack)
         why = std::string("run: exception: ") + e.what();
     }
     if (!why.empty()) {
+        /* a launch error cuDNN left is its own, not trident's next
+         * kernel's (a sticky one stops that kernel anyway) */
+        cudaError_t ce = cudaGetLastError();
+        if (ce != cudaSuccess)
+            why += std::string(" (CUDA: ") + cudaGetErrorString(ce) + ")";
         /* dropped, so the shape is not asked again; trident's kernel
          * writes every output this call and after */
         b.graph = nullptr;
