@@ -76,7 +76,7 @@ set -u
 GPU_AB_VARIANTS=${GPU_AB_VARIANTS-"
 fused-off TRIDENT_FUSED=0
 lt-none TRIDENT_LT_EPILOGUE=none
-lt-bias TRIDENT_LT_EPILOGUE=bias
+lt-all TRIDENT_LT_EPILOGUE=all
 att-trident TRIDENT_ATTENTION=trident
 mb32 train.micro_batch=32
 "}

@@ -223,16 +223,17 @@ void ops_matmul_bwd(ops_tensor dinp, ops_tensor dw, ops_tensor dbias,
 /* GPT-2's MLP up with its GELU: pre(M,N) = inp . w^T + bias (bias may be
  * OPS_NONE), out(M,N) = gelu_tanh(pre), all D; pre is kept for the
  * backward. On the CPU ops_matmul_fwd then ops_gelu_fwd (the same bits);
- * on a GPU one cuBLASLt GEMM whose epilogue adds the bias and applies its
- * own tanh GELU to the fp32 sum, writing pre and out (TRIDENT_LT_EPILOGUE,
- * doc/gpu.md). */
+ * on a GPU the GEMM's epilogue adds the bias, then the GELU kernel runs;
+ * under TRIDENT_LT_EPILOGUE=all (doc/gpu.md) one cuBLASLt GEMM applies its
+ * own tanh GELU to the fp32 sum too, writing pre and out. */
 void ops_matmul_gelu_fwd(ops_tensor out, ops_tensor pre, ops_tensor inp, ops_tensor w,
                          ops_tensor bias, int M, int N, int K);
 /* The MLP down's backward through the GELU before it:
  * dinp(M,K) = (dout(M,N) . w(N,K)) * gelu'(pre(M,K))   (overwrite)
  * dw, dbias += as ops_matmul_bwd (skipped if absent; inp may then be
  * absent too). dout is D. On the CPU ops_matmul_bwd then ops_gelu_bwd
- * (the same bits); on a GPU the gradient is cuBLASLt's DGELU epilogue. */
+ * (the same bits); on a GPU under TRIDENT_LT_EPILOGUE=all the gradient is
+ * cuBLASLt's DGELU epilogue. */
 void ops_matmul_dgelu_bwd(ops_tensor dinp, ops_tensor dw, ops_tensor dbias,
                           ops_tensor dout, ops_tensor inp, ops_tensor w, ops_tensor pre,
                           int M, int N, int K);

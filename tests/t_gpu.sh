@@ -9,8 +9,9 @@
 # rounds P and dS to bf16 before their second products). Each run's steps
 # are also checked to run and to report device = cuda; bf16 also with
 # TRIDENT_LT_EPILOGUE=none (the unfused kernels) against the default
-# cuBLASLt epilogues, within bf16's 3e-2, and with TRIDENT_FUSED=0 against
-# the fused kernels (the default), the same. Then the same for
+# cuBLASLt epilogues (bias) and against all (GELU fused too), within
+# bf16's 3e-2, and with TRIDENT_FUSED=0 against the fused kernels (the
+# default), the same. Then the same for
 # a small Llama (grouped-query attention, 4 query heads over 2 key/value
 # heads; RMSNorm, RoPE, SwiGLU, untied head), in fp32 with and without
 # full recomputation and in bf16: the ops only Llama uses, end to end
@@ -94,6 +95,11 @@ unset TRIDENT_FUSED
 grep -q "^fused: off (TRIDENT_FUSED=0" "$WORK/gpu16unfused.out"
 ok $? "TRIDENT_FUSED=0 is named on the fused: line (exit $rc)"
 agree gpu16unfused gpu16 3e-2 "bf16: TRIDENT_FUSED's kernels against the unfused ones"
+# all (not the default: cuBLASLt's GELU, doc/gpu.md) trains too
+export TRIDENT_LT_EPILOGUE=all
+train gpu16all cuda bf16
+unset TRIDENT_LT_EPILOGUE
+agree gpu16none gpu16all 3e-2 "bf16: TRIDENT_LT_EPILOGUE=all against the unfused kernels"
 export TRIDENT_LT_EPILOGUE=gelu
 run 1 train --config "$cfg" --set parallel.device=cuda --set train.steps=1
 unset TRIDENT_LT_EPILOGUE
@@ -111,8 +117,8 @@ flat_allocations() {
 # the run says which device it used, and it was the GPU
 grep -q "^device = cuda" "$WORK/probe.out" && grep -q "^gemm: cuBLAS .* (sm_[0-9]*" "$WORK/probe.out"
 ok $? "the GPU run reports the CUDA backend"
-# and what fuses into its GEMMs (TRIDENT_LT_EPILOGUE, unset here: all)
-grep -q "^gemm: .*cuBLASLt epilogues: all (TRIDENT_LT_EPILOGUE)" "$WORK/probe.out"
+# and what fuses into its GEMMs (TRIDENT_LT_EPILOGUE, unset here: bias)
+grep -q "^gemm: .*cuBLASLt epilogues: bias (TRIDENT_LT_EPILOGUE)" "$WORK/probe.out"
 ok $? "the gemm: line names the cuBLASLt epilogues"
 
 # The head's budget on a GPU is a sixteenth of its memory, on the CPU 16 Mi

@@ -12,7 +12,11 @@
  * context parallelism's row windows) ask here first; 0 back means "run
  * trident's": fp32, a head size cuDNN's flash kernels do not take, a
  * pointer off 16 bytes, TRIDENT_ATTENTION=trident (attention_route.c), or
- * a graph cuDNN would not build (said once on stderr, with its reason).
+ * cuDNN failing: no handle (cudnnCreate), a graph it would not build, a
+ * run it refused, or an exception out of the frontend's C++ (none may
+ * cross into trident's C); said once on stderr, with the reason. A graph
+ * whose run failed is dropped: trident's kernel then writes every output
+ * (out and lse; dqkv, which the whole sequence's backward overwrites).
  *
  * Layouts, all read and written in place through strides, no copies; the
  * graphs see (batch, head, row, dimension) tensors:
@@ -39,8 +43,11 @@
 #include <cudnn.h>
 #include <cudnn_frontend.h>
 
+#include <exception>
 #include <memory>
 #include <stdio.h>
+#include <string>
+#include <unordered_map>
 
 #include "cuda_common.h"
 
@@ -74,24 +81,13 @@ struct Built {
 constexpr int CACHE_SLOTS = 16;
 
 struct State {
-    cudnnHandle_t handle = nullptr;
+    cudnnHandle_t handle = nullptr; /* null: cudnnCreate failed, trident runs all */
     Built cache[CACHE_SLOTS];
     int used = 0, next = 0;
     bool refusal_said = false;
 };
 
 State *state; /* on the heap, freed by attention_cudnn_finalize_cuda */
-
-State &get_state()
-{
-    if (!state) {
-        state = new State();
-        cudnnStatus_t st = cudnnCreate(&state->handle);
-        if (st != CUDNN_STATUS_SUCCESS)
-            ops_fatalf(__FILE__, __LINE__, "cudnnCreate: %s", cudnnGetErrorString(st));
-    }
-    return *state;
-}
 
 /* Once a run: which shape fell back to trident's kernel and why. */
 void say_refusal(State &s, const Shape &sh, const std::string &why)
@@ -103,6 +99,22 @@ void say_refusal(State &s, const Shape &sh, const std::string &why)
             "trident's kernel runs it instead\n", sh.pass == PASS_FWD ? "forward" : "backward",
             (long long)sh.B, (long long)sh.T, (long long)sh.NH, (long long)sh.hs,
             ops_dtype_name(sh.dt), why.c_str());
+}
+
+/* The state, made on first use; its handle stays null when cuDNN cannot
+ * start (a missing sub-library, a device it does not support), which
+ * sends every call to trident's kernel. */
+State &get_state(const Shape &sh)
+{
+    if (!state) {
+        state = new State();
+        cudnnStatus_t st = cudnnCreate(&state->handle);
+        if (st != CUDNN_STATUS_SUCCESS) {
+            state->handle = nullptr;
+            say_refusal(*state, sh, std::string("cudnnCreate: ") + cudnnGetErrorString(st));
+        }
+    }
+    return *state;
 }
 
 fe::DataType_t fe_dtype(ops_dtype dt)
@@ -175,15 +187,11 @@ void describe_bwd(fe::graph::Graph &g, const Shape &sh)
     }
 }
 
-/* The built graph of sh, from the cache or built now; null graph when
- * cuDNN refuses it (kept too, so a refusal is asked once). */
-Built &built_for(State &s, const Shape &sh)
+/* sh's graph built on the handle, and its workspace; null with *why set
+ * when cuDNN refuses it. */
+std::shared_ptr<fe::graph::Graph> build_graph(cudnnHandle_t handle, const Shape &sh,
+                                              int64_t *workspace, std::string *why)
 {
-    for (int i = 0; i < s.used; i++)
-        if (s.cache[i].shape == sh)
-            return s.cache[i];
-    Built &b = s.cache[s.used < CACHE_SLOTS ? s.used++ : s.next++ % CACHE_SLOTS];
-    b = Built{ sh, nullptr, 0 };
     auto g = std::make_shared<fe::graph::Graph>();
     g->set_io_data_type(fe_dtype(sh.dt)).set_intermediate_data_type(fe::DataType_t::FLOAT)
         .set_compute_data_type(fe::DataType_t::FLOAT);
@@ -191,15 +199,42 @@ Built &built_for(State &s, const Shape &sh)
         describe_fwd(*g, sh);
     else
         describe_bwd(*g, sh);
-    fe::error_t built = g->build(s.handle, { fe::HeurMode_t::A });
+    fe::error_t built = g->build(handle, { fe::HeurMode_t::A });
     if (built.is_bad()) {
-        say_refusal(s, sh, built.get_message());
-        return b;
+        *why = built.get_message();
+        return nullptr;
     }
-    int64_t workspace = 0;
-    fe::error_t sized = g->get_workspace_size(workspace);
+    fe::error_t sized = g->get_workspace_size(*workspace);
     if (sized.is_bad()) {
-        say_refusal(s, sh, sized.get_message());
+        *why = sized.get_message();
+        return nullptr;
+    }
+    return g;
+}
+
+/* The built graph of sh, from the cache or built now; null graph when
+ * cuDNN refuses it (kept too, so a refusal is asked once). The slot holds
+ * the graph only once it is whole. */
+Built &built_for(State &s, const Shape &sh)
+{
+    for (int i = 0; i < s.used; i++)
+        if (s.cache[i].shape == sh)
+            return s.cache[i];
+    Built &b = s.cache[s.used < CACHE_SLOTS ? s.used++ : s.next++ % CACHE_SLOTS];
+    b = Built{ sh, nullptr, 0 };
+    int64_t workspace = 0;
+    std::string why;
+    std::shared_ptr<fe::graph::Graph> g;
+    try {
+        /* the frontend throws too (graph_interface.h: an SDPA without an
+         * implementation; cudnnException where it was built with them) */
+        g = build_graph(s.handle, sh, &workspace, &why);
+    } catch (const std::exception &e) {
+        g = nullptr;
+        why = std::string("exception: ") + e.what();
+    }
+    if (!g) {
+        say_refusal(s, sh, why);
         return b;
     }
     b.graph = g;
@@ -220,7 +255,9 @@ bool run(const Shape &sh, std::unordered_map<int64_t, void *> &pack)
     for (const auto &kv : pack)
         if (!aligned16(kv.second))
             return false;
-    State &s = get_state();
+    State &s = get_state(sh);
+    if (!s.handle)
+        return false;
     Built &b = built_for(s, sh);
     if (!b.graph)
         return false;
@@ -229,13 +266,26 @@ bool run(const Shape &sh, std::unordered_map<int64_t, void *> &pack)
     cudnnStatus_t cs = cudnnSetStream(s.handle, stream_cuda());
     if (cs != CUDNN_STATUS_SUCCESS)
         ops_fatalf(__FILE__, __LINE__, "cudnnSetStream: %s", cudnnGetErrorString(cs));
-    fe::error_t st = b.graph->execute(s.handle, pack, workspace);
-    if (st.is_bad())
-        ops_fatalf(__FILE__, __LINE__, "cuDNN's attention %s of B=%lld T=%lld NH=%lld hs=%lld: "
-                   "%s (TRIDENT_ATTENTION=trident runs trident's kernel)",
-                   sh.pass == PASS_FWD ? "forward" : "backward", (long long)sh.B,
-                   (long long)sh.T, (long long)sh.NH, (long long)sh.hs,
-                   st.get_message().c_str());
+    std::string why;
+    try {
+        fe::error_t st = b.graph->execute(s.handle, pack, workspace);
+        if (st.is_bad())
+            why = "run: " + st.get_message();
+    } catch (const std::exception &e) {
+        why = std::string("run: exception: ") + e.what();
+    }
+    if (!why.empty()) {
+        /* a launch error cuDNN left is its own, not trident's next
+         * kernel's (a sticky one stops that kernel anyway) */
+        cudaError_t ce = cudaGetLastError();
+        if (ce != cudaSuccess)
+            why += std::string(" (CUDA: ") + cudaGetErrorString(ce) + ")";
+        /* dropped, so the shape is not asked again; trident's kernel
+         * writes every output this call and after */
+        b.graph = nullptr;
+        say_refusal(s, sh, why);
+        return false;
+    }
     TRI_CHECK_LAUNCH(cudnn_sdpa);
     return true;
 }
@@ -276,6 +326,16 @@ int attention_cudnn_bwd_cuda(void *dqkv, const void *dout, const void *qkv, cons
         { UID_DQ, at(dqkv, dt, 0) }, { UID_DK, at(dqkv, dt, hs) },
         { UID_DV, at(dqkv, dt, 2 * hs) } };
     return run(sh, pack);
+}
+
+int64_t attention_cudnn_workspace_cuda(int backward, ops_dtype dt, int B, int T, int NH,
+                                       int hs)
+{
+    Shape sh{ backward ? PASS_BWD : PASS_FWD, dt, B, T, NH, hs };
+    for (int i = 0; state && i < state->used; i++)
+        if (state->cache[i].shape == sh && state->cache[i].graph)
+            return state->cache[i].workspace;
+    return -1;
 }
 
 const char *attention_cudnn_version_cuda(void)

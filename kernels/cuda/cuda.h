@@ -161,8 +161,14 @@ int fused_parse_cuda(const char *value);
  * from TRIDENT_LT_EPILOGUE (cuda_device_init; doc/gpu.md): none runs the
  * unfused kernels (bias rows, GELU, dGELU and the column-sum bias
  * gradient as kernels of their own), bias fuses the forward bias and the
- * bias gradient, all (the default) also GELU and its gradient. */
+ * bias gradient (the default), all also GELU and its gradient. */
 typedef enum { LT_EPILOGUE_NONE, LT_EPILOGUE_BIAS, LT_EPILOGUE_ALL } lt_epilogue_mode;
+/* bias: cuBLASLt's GELU is the tanh form (PyTorch's _addmm_activation
+ * notes, pytorch/pytorch#104061) but not elem.h's to round-off (about
+ * 5e-6 in fp32, measured elsewhere; NVIDIA documents neither form nor
+ * accuracy), and issue 34 fuses GELU only if it is. t_ops_cuda prints the
+ * difference on the GPU; all stays a measurement (doc/gpu.md). */
+#define LT_EPILOGUE_DEFAULT LT_EPILOGUE_BIAS
 /* 0 and *mode set for "none", "bias" or "all"; -1 for anything else. */
 int lt_epilogue_parse(const char *s, lt_epilogue_mode *mode);
 const char *lt_epilogue_name(lt_epilogue_mode mode);
@@ -172,6 +178,12 @@ lt_epilogue_mode lt_epilogue_cuda(void);
  * unfused kernels and is not counted). */
 void lt_epilogue_set_cuda(lt_epilogue_mode mode);
 int64_t lt_fused_count_cuda(void);
+/* What a cuBLASLt status (cublasStatus_t) means for a GEMM with an
+ * epilogue: it runs (SUCCESS), it falls back to the unfused kernels (a
+ * status of the case: NOT_SUPPORTED, INVALID_VALUE, ARCH_MISMATCH, all
+ * raised before a launch), or it is fatal (anything else). Pure. */
+typedef enum { LT_RUNS, LT_FALLS_BACK, LT_FATAL } lt_verdict;
+lt_verdict lt_status_verdict(int status);
 
 /* ---- dense layers (matmul_cuda.cu) --------------------------------------- */
 
@@ -309,9 +321,9 @@ void attention_exact_bwd_cuda(void *dqkv, const void *dout, const void *qkv,
  * attention through cuDNN's flash attention, same arguments and layouts,
  * in place; the backward deterministic. 1 when cuDNN ran, 0 when the
  * caller must run trident's kernel: a dtype or head size
- * attention_cudnn_supports_cuda refuses, a pointer off 16 bytes, or a
- * graph cuDNN would not build (said once on stderr). Fatal when a built
- * graph fails to run. */
+ * attention_cudnn_supports_cuda refuses, a pointer off 16 bytes, or cuDNN
+ * failing (no handle, a graph it would not build or run, an exception;
+ * said once on stderr; a graph whose run failed is not tried again). */
 int attention_cudnn_fwd_cuda(void *out, float *lse, const void *qkv, ops_dtype dt,
                              int B, int T, int NH, int hs);
 int attention_cudnn_bwd_cuda(void *dqkv, const void *dout, const void *qkv, const void *out,
@@ -320,6 +332,12 @@ int attention_cudnn_bwd_cuda(void *dqkv, const void *dout, const void *qkv, cons
 int attention_cudnn_supports_cuda(ops_dtype dt, int hs);
 /* "cuDNN 9.19.0, frontend 1.23.0": the library that runs, the headers built with. */
 const char *attention_cudnn_version_cuda(void);
+/* The workspace in bytes the cached graph of (backward or not, dt, B, T,
+ * NH, hs) asked for; -1 when none is cached. For t_ops_cuda's note: the
+ * deterministic backward on Hopper takes the frontend's dP-workspace path,
+ * whose size may grow with T^2 (doc/gpu.md). */
+int64_t attention_cudnn_workspace_cuda(int backward, ops_dtype dt, int B, int T, int NH,
+                                       int hs);
 /* Frees the built graphs and the cuDNN handle (cuda_device_finalize). */
 void attention_cudnn_finalize_cuda(void);
 

@@ -250,7 +250,7 @@ int cuda_device_init(int local_rank, int local_size, char *err,
     }
     /* the measurement switch, read once (gemm_lt_cuda.cu, doc/gpu.md) */
     const char *epilogue = getenv("TRIDENT_LT_EPILOGUE");
-    lt_epilogue_mode mode = LT_EPILOGUE_ALL;
+    lt_epilogue_mode mode = LT_EPILOGUE_DEFAULT;
     if (epilogue && lt_epilogue_parse(epilogue, &mode) != 0)
         return fail_msg(err, err_size, "TRIDENT_LT_EPILOGUE=%s: must be none, bias or all",
                         epilogue);

@@ -20,11 +20,14 @@
  * What runs is chosen once at set-up by TRIDENT_LT_EPILOGUE (none, bias,
  * all; doc/gpu.md): none is exactly the unfused kernels. Where cuBLASLt
  * has no algorithm for a case (a misaligned view, an aux leading dimension
- * not a multiple of 8), gemm_lt_cuda returns 0 and the caller runs the
- * unfused kernels.
+ * not a multiple of 8, or a status lt_status_verdict calls the case's, not
+ * the library's), gemm_lt_cuda returns 0 and the caller runs the unfused
+ * kernels; stderr says so once per case, so a measurement's log tells
+ * which GEMMs did not fuse.
  */
 #include "cuda_common.h"
 
+#include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
 
@@ -38,7 +41,7 @@ static struct {
     lt_epilogue_mode mode;
     int ready;
     int64_t fused; /* GEMMs run with an epilogue (lt_fused_count_cuda) */
-} lt = { NULL, NULL, LT_EPILOGUE_ALL, 0, 0 };
+} lt = { NULL, NULL, LT_EPILOGUE_DEFAULT, 0, 0 };
 
 /* ---- the switch ------------------------------------------------------------ */
 
@@ -72,6 +75,25 @@ void lt_epilogue_set_cuda(lt_epilogue_mode mode)
 int64_t lt_fused_count_cuda(void)
 {
     return lt.fused;
+}
+
+lt_verdict lt_status_verdict(int status)
+{
+    switch (status) {
+    case CUBLAS_STATUS_SUCCESS:
+        return LT_RUNS;
+    /* the heuristic's "no algorithm for this configuration"; cublasLt.h
+     * and cuBLAS's cublasLtMatmul section: INVALID_VALUE for parameters
+     * "in conflict or in an impossible configuration" (an epilogue's aux
+     * or bias type the kernels lack); ARCH_MISMATCH for a feature the
+     * device lacks. All are raised before anything is launched. */
+    case CUBLAS_STATUS_NOT_SUPPORTED:
+    case CUBLAS_STATUS_INVALID_VALUE:
+    case CUBLAS_STATUS_ARCH_MISMATCH:
+        return LT_FALLS_BACK;
+    default:
+        return LT_FATAL;
+    }
 }
 
 /* ---- set-up ------------------------------------------------------------------ */
@@ -147,6 +169,28 @@ static cublasLtEpilogue_t lt_epilogue_of(lt_epilogue_kind epi, int has_bias)
     return CUBLASLT_EPILOGUE_DEFAULT;
 }
 
+static const char *lt_epilogue_label(lt_epilogue_kind epi, int has_bias)
+{
+    switch (epi) {
+    case LT_BIAS: return "BIAS";
+    case LT_GELU: return has_bias ? "GELU_AUX_BIAS" : "GELU_AUX";
+    case LT_DGELU: return "DGELU";
+    case LT_BGRAD: return "BGRADB";
+    }
+    return "?";
+}
+
+/* One stderr line per case that falls back: which epilogue, shape and
+ * dtypes, and cuBLASLt's status (SUCCESS: the heuristic found nothing). */
+static void say_fallback(const lt_key *k, const char *step, cublasStatus_t st)
+{
+    fprintf(stderr, "gemm: cuBLASLt %s for the %s epilogue of %dx%dx%d %s->%s: %s; the "
+            "unfused kernels run it\n", step,
+            lt_epilogue_label((lt_epilogue_kind)k->epi, k->align[3] != 0), k->M, k->N, k->K,
+            ops_dtype_name((ops_dtype)k->abt), ops_dtype_name((ops_dtype)k->ct),
+            st == CUBLAS_STATUS_SUCCESS ? "no algorithm" : cublasGetStatusName(st));
+}
+
 #define SET_DESC(p, attr, value)                                                 \
     do {                                                                         \
         auto v_ = (value);                                                       \
@@ -205,12 +249,17 @@ static void build_plan(lt_plan *p, const lt_key *k, const void *bias, void *aux)
     cublasStatus_t st = cublasLtMatmulAlgoGetHeuristic(lt.handle, p->desc, p->a, p->b, p->c,
                                                        p->c, pref, 1, &result, &found);
     TRI_CHECK_CUBLAS(cublasLtMatmulPreferenceDestroy(pref));
-    /* NOT_SUPPORTED: no algorithm for this case; anything else is a bug */
-    if (st != CUBLAS_STATUS_NOT_SUPPORTED)
+    /* a status of the case (lt_status_verdict) falls back; anything else
+     * is a bug */
+    if (lt_status_verdict(st) == LT_FATAL)
         TRI_CHECK_CUBLAS(st);
-    p->ok = st == CUBLAS_STATUS_SUCCESS && found > 0 && result.state == CUBLAS_STATUS_SUCCESS;
+    if (st == CUBLAS_STATUS_SUCCESS && found > 0 && result.state != CUBLAS_STATUS_SUCCESS)
+        st = result.state;
+    p->ok = st == CUBLAS_STATUS_SUCCESS && found > 0;
     if (p->ok)
         p->algo = result.algo;
+    else
+        say_fallback(k, "has no algorithm", st);
 }
 
 static lt_plan *plan_for(const lt_key *k, const void *bias, void *aux)
@@ -255,9 +304,16 @@ int gemm_lt_cuda(int trans_a, int trans_b, int M, int N, int K, const void *A, i
     if (aux)
         SET_DESC(p, CUBLASLT_MATMUL_DESC_EPILOGUE_AUX_POINTER, aux);
     float alpha = 1.0f;
-    TRI_CHECK_CUBLAS(cublasLtMatmul(lt.handle, p->desc, &alpha, B, p->a, A, p->b, &beta, C, p->c,
-                                    C, p->c, &p->algo, lt.workspace, LT_WORKSPACE_BYTES,
-                                    stream_cuda()));
+    cublasStatus_t st = cublasLtMatmul(lt.handle, p->desc, &alpha, B, p->a, A, p->b, &beta, C,
+                                       p->c, C, p->c, &p->algo, lt.workspace,
+                                       LT_WORKSPACE_BYTES, stream_cuda());
+    if (st != CUBLAS_STATUS_SUCCESS && lt_status_verdict(st) == LT_FALLS_BACK) {
+        /* refused before launching: nothing written, and never asked again */
+        p->ok = 0;
+        say_fallback(&p->key, "refused the run", st);
+        return 0;
+    }
+    TRI_CHECK_CUBLAS(st);
     lt.fused++;
     return 1;
 }
