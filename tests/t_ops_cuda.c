@@ -524,16 +524,17 @@ static void test_lt_gelu_formula(void)
         buf_free(all[i]);
 }
 
-/* TRIDENT_LT_EPILOGUE's values: needs no GPU. */
+/* TRIDENT_LT_EPILOGUE's mode follows the switch's word: needs no GPU. */
 static void test_lt_parse(void)
 {
-    lt_epilogue_mode m = LT_EPILOGUE_ALL;
-    int ok = lt_epilogue_parse("none", &m) == 0 && m == LT_EPILOGUE_NONE &&
-             lt_epilogue_parse("bias", &m) == 0 && m == LT_EPILOGUE_BIAS &&
-             lt_epilogue_parse("all", &m) == 0 && m == LT_EPILOGUE_ALL;
-    int bad = lt_epilogue_parse("", &m) != 0 && lt_epilogue_parse("ALL", &m) != 0 &&
-              lt_epilogue_parse("gelu", &m) != 0 && m == LT_EPILOGUE_ALL;
-    CHECK(ok && bad, "TRIDENT_LT_EPILOGUE: none, bias and all parse; \"\", ALL and gelu do not");
+    int ok = (lt_epilogue_switch() == LT_EPILOGUE_NONE) ==
+                 ops_switch_is(OPS_SWITCH_LT_EPILOGUE, "none") &&
+             (lt_epilogue_switch() == LT_EPILOGUE_BIAS) ==
+                 ops_switch_is(OPS_SWITCH_LT_EPILOGUE, "bias") &&
+             (lt_epilogue_switch() == LT_EPILOGUE_ALL) ==
+                 ops_switch_is(OPS_SWITCH_LT_EPILOGUE, "all");
+    CHECK(ok, "TRIDENT_LT_EPILOGUE: the mode is the switch's word, %s (switches.h parses it; "
+          "t_switch_parse)", lt_epilogue_name(lt_epilogue_switch()));
 }
 
 /* ---- elementwise ----------------------------------------------------------- */
@@ -1517,10 +1518,8 @@ int main(int argc, char **argv)
          * build trains on the CPU under device = auto, a GPU node whose
          * driver is too old does not */
         tap_plan(5);
-        tap_ok(fused_parse_cuda(NULL) == 1 && fused_parse_cuda("1") == 1 &&
-                   fused_parse_cuda("0") == 0 && fused_parse_cuda("off") == -1 &&
-                   fused_parse_cuda("") == -1 && fused_parse_cuda("01") == -1,
-               "TRIDENT_FUSED: unset or 1 fused, 0 unfused, anything else refused");
+        tap_ok(fused_enabled_cuda() == ops_switch_is(OPS_SWITCH_FUSED, "1"),
+               "TRIDENT_FUSED: the kernels ask the switch (switches.h, t_switch_parse)");
         test_lt_parse();
         tap_ok(cuda_count_means_no_gpu(100 /* cudaErrorNoDevice */, 1), "no device: no GPU");
         tap_ok(cuda_count_means_no_gpu(35 /* cudaErrorInsufficientDriver */, 0),
@@ -1541,7 +1540,7 @@ int main(int argc, char **argv)
         tap_plan(n_checks);
         return tap_done();
     }
-    CHECK(fused_enabled_cuda() == fused_parse_cuda(getenv("TRIDENT_FUSED")),
+    CHECK(fused_enabled_cuda() == ops_switch_is(OPS_SWITCH_FUSED, "1"),
           "TRIDENT_FUSED: the kernels run %s", fused_enabled_cuda() ? "fused" : "unfused");
     /* the cases of trident's fused attention run its own kernel, whatever
      * TRIDENT_ATTENTION says; cuDNN's have test_attention_cudnn */
