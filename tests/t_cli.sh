@@ -63,7 +63,7 @@ if cpu_has_trident_bf16_gemm; then
 else
     ok 0 "# SKIP trident's bf16 GEMM needs AVX2 or AVX512_BF16"
 fi
-# the attention route (kernels/attention_route.c): a bad word is refused by
+# the attention route (kernels/attention_route.c, its switch in switches.c): a bad word is refused by
 # name on every device; the start-up line says which kernel runs
 TRIDENT_ATTENTION=flash run "$np" train --config "$cfg" --set train.steps=1
 expect 1 "TRIDENT_ATTENTION=flash: expected trident or cudnn" "an unknown attention route"
