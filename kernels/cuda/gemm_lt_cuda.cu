@@ -18,10 +18,10 @@
  * workspace is one buffer of LT_WORKSPACE_BYTES allocated at set-up.
  *
  * What runs is chosen once at set-up by the switch TRIDENT_LT_EPILOGUE
- * (none, bias, all; switches.h, doc/gpu.md): none is exactly the unfused kernels. Where cuBLASLt
- * has no algorithm for a case (a misaligned view, an aux leading dimension
- * not a multiple of 8), gemm_lt_cuda returns 0 and the caller runs the
- * unfused kernels.
+ * (none, bias, all; switches.h, doc/gpu.md): none is exactly the unfused
+ * kernels. Where cuBLASLt has no algorithm for a case (a misaligned view,
+ * an aux leading dimension not a multiple of 8), gemm_lt_cuda returns 0
+ * and the caller runs the unfused kernels.
  */
 #include "cuda_common.h"
 
