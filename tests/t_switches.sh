@@ -14,6 +14,7 @@ write_config "$cfg"
 
 # refused VAR VALUE VALUES: VAR=VALUE stops the run naming VALUES
 refused() {
+    # shellcheck disable=SC2086  # TRI_MPIEXEC is a command line
     env "$1=$2" $TRI_MPIEXEC -n "$np" "$TRIDENT" train --config "$cfg" --set train.steps=1 \
         > "$WORK/out" 2>&1
     rc=$?
@@ -48,7 +49,7 @@ ok $? "good values train; the 5 GPU switches are noted once each as no effect on
     sed 's/^/#   /' "$WORK/out" | tail -n 20
 
 # empty is unset: no note, no switches: line
-TRIDENT_FUSED= TRIDENT_LT_EPILOGUE= run "$np" train --config "$cfg" --set train.steps=1
+TRIDENT_FUSED='' TRIDENT_LT_EPILOGUE='' run "$np" train --config "$cfg" --set train.steps=1
 [ "$rc" -eq 0 ] && ! grep -q "note: TRIDENT_\|^switches:" "$WORK/out"
 ok $? "an empty value is the default: nothing noted (exit $rc)"
 
