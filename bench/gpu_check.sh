@@ -377,7 +377,7 @@ section_ab() {
                 "$(mean_after_warmup "$m" tokens_per_s)" "$(mean_after_warmup "$m" mfu)" \
                 "$step" "$of_default" "${vars:--}")"
             # the start-up lines say which paths the variables chose
-            grep -E '^(gemm|device|attention|fused):' "$LOGS/ab-$variant.out" | sed 's/^/        /' \
+            grep -E '^(gemm|device|attention|fused|switches):' "$LOGS/ab-$variant.out" | sed 's/^/        /' \
                 | tee -a "$summary"
         )
     done

@@ -5,82 +5,49 @@
  * scaled-dot-product attention (cuda/attention_cudnn_cuda.cu, built with
  * configure --with-cudnn-frontend=DIR).
  *
- * The environment variable TRIDENT_ATTENTION chooses, read once per
- * process: trident, cudnn, or unset/empty for the default (cuDNN when
- * this build has it). cuDNN runs only where it takes the shape and dtype
- * (bf16 and fp16; attention_cudnn_fwd_cuda says); everything else, the
- * context-parallel row windows included, runs trident's kernel. Host code,
- * so the CPU tests check the parsing.
+ * The switch TRIDENT_ATTENTION chooses (switches.h, read and checked at
+ * start-up with the others): trident, cudnn, or unset/empty for the
+ * default (cuDNN when this build has it). cuDNN runs only where it takes
+ * the shape and dtype (bf16 and fp16; attention_cudnn_fwd_cuda says);
+ * everything else, the context-parallel row windows included, runs
+ * trident's kernel. Host code, so the CPU tests check it.
  */
 #include <stdio.h>
-#include <stdlib.h>
-#include <string.h>
 
 #include "ops.h"
-#include "fatal.h"
 #if TRI_HAVE_CUDNN
 #include "cuda/cuda.h"
 #endif
 
 #define ATTENTION_ENV "TRIDENT_ATTENTION"
 
-int ops_attention_route_parse(const char *value, int have_cudnn, ops_attention_route *route,
-                              char *err, size_t err_size)
-{
-    if (value == NULL || value[0] == '\0') {
-        *route = have_cudnn ? OPS_ATTENTION_CUDNN : OPS_ATTENTION_TRIDENT;
-        return 0;
-    }
-    if (strcmp(value, "trident") == 0) {
-        *route = OPS_ATTENTION_TRIDENT;
-        return 0;
-    }
-    if (strcmp(value, "cudnn") == 0 && have_cudnn) {
-        *route = OPS_ATTENTION_CUDNN;
-        return 0;
-    }
-    if (strcmp(value, "cudnn") == 0)
-        snprintf(err, err_size, "%s=cudnn: this build has no cuDNN attention (configure "
-                 "--with-cuda --with-cudnn-frontend=DIR); %s=trident or unset runs trident's",
-                 ATTENTION_ENV, ATTENTION_ENV);
-    else
-        snprintf(err, err_size, "%s=%s: expected trident or cudnn (or unset: cuDNN where "
-                 "built, else trident)", ATTENTION_ENV, value);
-    return -1;
-}
-
-/* once per process: every call of a step asks */
-static int chosen_known;
-static ops_attention_route chosen;
+/* a test's choice in place of the switch's */
+static int pinned;
+static ops_attention_route pinned_route;
 
 void ops_attention_route_set(ops_attention_route r)
 {
-    chosen = r;
-    chosen_known = 1;
+    pinned_route = r;
+    pinned = 1;
 }
 
 ops_attention_route ops_attention_route_get(void)
 {
-    if (!chosen_known) {
-        char err[256];
-        if (ops_attention_route_parse(getenv(ATTENTION_ENV), TRI_HAVE_CUDNN, &chosen, err,
-                                      sizeof err) != 0)
-            ops_fatalf(__FILE__, __LINE__, "%s", err);
-        chosen_known = 1;
-    }
-    return chosen;
+    if (pinned)
+        return pinned_route;
+    return ops_switch_is(OPS_SWITCH_ATTENTION, "cudnn") ? OPS_ATTENTION_CUDNN
+                                                        : OPS_ATTENTION_TRIDENT;
 }
 
 const char *ops_attention_info_on(ops_device dev, ops_dtype dt)
 {
     static char line[256];
-    /* first, on every device: a value it refuses stops a CPU run too */
-    ops_attention_route route_now = ops_attention_route_get();
     if (dev != OPS_CUDA) {
         snprintf(line, sizeof line, "trident's fused kernel (CPU; %s chooses among GPU kernels)",
                  ATTENTION_ENV);
         return line;
     }
+    ops_attention_route route_now = ops_attention_route_get();
     if (route_now == OPS_ATTENTION_TRIDENT) {
         snprintf(line, sizeof line, "trident's fused kernel (%s)",
                  TRI_HAVE_CUDNN ? ATTENTION_ENV "=trident" : "this build has no cuDNN");

@@ -53,6 +53,7 @@
 
 #include "dtype.h"
 #include "fatal.h"
+#include "switches.h"
 
 #ifdef __cplusplus
 extern "C" {
@@ -362,15 +363,11 @@ void ops_attention_rows_bwd(ops_tensor dqkv, ops_tensor dout, ops_tensor qkv,
 int ops_attention_max_head_size(ops_device dev);
 /* Which kernel runs a GPU's whole-sequence causal attention (bf16, fp16):
  * trident's own or cuDNN's fused one (configure --with-cudnn-frontend),
- * as TRIDENT_ATTENTION says: trident, cudnn, or unset/empty for cuDNN
- * where built (attention_route.c). Parses value with have_cudnn saying
- * whether this build has cuDNN; 0, or -1 with err naming the variable
- * (a bad word, or cudnn in a build without it). Pure; for the tests. */
+ * as the switch TRIDENT_ATTENTION says (switches.h: trident, cudnn, or
+ * unset/empty for cuDNN where built; cudnn in a build without it is
+ * refused). This process's route; fatal on a value the switch refuses.
+ * Not collective. */
 typedef enum { OPS_ATTENTION_TRIDENT, OPS_ATTENTION_CUDNN } ops_attention_route;
-int ops_attention_route_parse(const char *value, int have_cudnn, ops_attention_route *route,
-                              char *err, size_t err_size);
-/* This process's route, read from the environment on the first call;
- * fatal on a value ops_attention_route_parse refuses. Not collective. */
 ops_attention_route ops_attention_route_get(void);
 /* Sets the route in place of the environment's (t_ops_cuda pins
  * trident's kernel for its cases of it). Not collective. */

@@ -56,14 +56,14 @@ run "$np" sample --ckpt x --print-config; expect 2 "option '--print-config' does
 # the bf16 GEMM path (kernels/cpu/gemm_bf16.h): a bad choice is refused by
 # name; trident's own kernel trains and says so (AVX2 or AVX512_BF16)
 TRIDENT_CPU_BF16_GEMM=fastest run "$np" train --config "$cfg" --set train.precision=bf16
-expect 1 "TRIDENT_CPU_BF16_GEMM = 'fastest': expected auto, library, trident or widened" "an unknown bf16 GEMM path"
+expect 1 "TRIDENT_CPU_BF16_GEMM=fastest: expected auto, library, trident or widened" "an unknown bf16 GEMM path"
 if cpu_has_trident_bf16_gemm; then
     TRIDENT_CPU_BF16_GEMM=trident run "$np" train --config "$cfg" --set train.steps=2 --set train.precision=bf16
     expect 0 "bf16 on trident's bf16 GEMM" "bf16 trains on trident's own GEMM when asked"
 else
     ok 0 "# SKIP trident's bf16 GEMM needs AVX2 or AVX512_BF16"
 fi
-# the attention route (kernels/attention_route.c): a bad word is refused by
+# the attention route (kernels/attention_route.c, its switch in switches.c): a bad word is refused by
 # name on every device; the start-up line says which kernel runs
 TRIDENT_ATTENTION=flash run "$np" train --config "$cfg" --set train.steps=1
 expect 1 "TRIDENT_ATTENTION=flash: expected trident or cudnn" "an unknown attention route"

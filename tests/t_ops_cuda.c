@@ -551,16 +551,18 @@ static void test_lt_verdict(void)
           "INVALID_VALUE and ARCH_MISMATCH fall back to the unfused kernels; the rest are fatal");
 }
 
-/* TRIDENT_LT_EPILOGUE's values: needs no GPU. */
+/* TRIDENT_LT_EPILOGUE's mode follows the switch's word (the no-GPU run
+ * sets bias, a GPU session's environment says): needs no GPU. */
 static void test_lt_parse(void)
 {
-    lt_epilogue_mode m = LT_EPILOGUE_ALL;
-    int ok = lt_epilogue_parse("none", &m) == 0 && m == LT_EPILOGUE_NONE &&
-             lt_epilogue_parse("bias", &m) == 0 && m == LT_EPILOGUE_BIAS &&
-             lt_epilogue_parse("all", &m) == 0 && m == LT_EPILOGUE_ALL;
-    int bad = lt_epilogue_parse("", &m) != 0 && lt_epilogue_parse("ALL", &m) != 0 &&
-              lt_epilogue_parse("gelu", &m) != 0 && m == LT_EPILOGUE_ALL;
-    CHECK(ok && bad, "TRIDENT_LT_EPILOGUE: none, bias and all parse; \"\", ALL and gelu do not");
+    int ok = (lt_epilogue_switch() == LT_EPILOGUE_NONE) ==
+                 ops_switch_is(OPS_SWITCH_LT_EPILOGUE, "none") &&
+             (lt_epilogue_switch() == LT_EPILOGUE_BIAS) ==
+                 ops_switch_is(OPS_SWITCH_LT_EPILOGUE, "bias") &&
+             (lt_epilogue_switch() == LT_EPILOGUE_ALL) ==
+                 ops_switch_is(OPS_SWITCH_LT_EPILOGUE, "all");
+    CHECK(ok, "TRIDENT_LT_EPILOGUE: the mode is the switch's word, %s (switches.h parses it; "
+          "t_switch_parse)", lt_epilogue_name(lt_epilogue_switch()));
 }
 
 /* ---- elementwise ----------------------------------------------------------- */
@@ -1632,10 +1634,11 @@ int main(int argc, char **argv)
          * build trains on the CPU under device = auto, a GPU node whose
          * driver is too old does not */
         tap_plan(6);
-        tap_ok(fused_parse_cuda(NULL) == 1 && fused_parse_cuda("1") == 1 &&
-                   fused_parse_cuda("0") == 0 && fused_parse_cuda("off") == -1 &&
-                   fused_parse_cuda("") == -1 && fused_parse_cuda("01") == -1,
-               "TRIDENT_FUSED: unset or 1 fused, 0 unfused, anything else refused");
+        /* the switches as the kernels see them, before anything read them */
+        setenv("TRIDENT_FUSED", "0", 1);
+        setenv("TRIDENT_LT_EPILOGUE", "bias", 1);
+        tap_ok(!fused_enabled_cuda(), "TRIDENT_FUSED=0: the unfused kernels (switches.h parses "
+               "it; t_switch_parse)");
         test_lt_parse();
         test_lt_verdict();
         tap_ok(cuda_count_means_no_gpu(100 /* cudaErrorNoDevice */, 1), "no device: no GPU");
@@ -1657,7 +1660,8 @@ int main(int argc, char **argv)
         tap_plan(n_checks);
         return tap_done();
     }
-    CHECK(fused_enabled_cuda() == fused_parse_cuda(getenv("TRIDENT_FUSED")),
+    const char *fused_env = getenv("TRIDENT_FUSED");
+    CHECK(fused_enabled_cuda() == !(fused_env && strcmp(fused_env, "0") == 0),
           "TRIDENT_FUSED: the kernels run %s", fused_enabled_cuda() ? "fused" : "unfused");
     /* the cases of trident's fused attention run its own kernel, whatever
      * TRIDENT_ATTENTION says; cuDNN's have test_attention_cudnn */

@@ -635,33 +635,6 @@ static void test_window_errors(void)
            "naming the op and the rows; rows [4, 8) of 8 run");
 }
 
-/* TRIDENT_ATTENTION (attention_route.c): unset or empty is cuDNN where
- * built, else trident; trident and cudnn as said; cudnn in a build
- * without it, or another word, refused with a message naming the
- * variable. */
-static void test_attention_route(void)
-{
-    ops_attention_route r = OPS_ATTENTION_TRIDENT, r2 = OPS_ATTENTION_CUDNN;
-    char err[256] = "";
-    int defaults = ops_attention_route_parse(NULL, 1, &r, err, sizeof err) == 0
-                   && r == OPS_ATTENTION_CUDNN
-                   && ops_attention_route_parse("", 0, &r2, err, sizeof err) == 0
-                   && r2 == OPS_ATTENTION_TRIDENT;
-    int named = ops_attention_route_parse("trident", 1, &r, err, sizeof err) == 0
-                && r == OPS_ATTENTION_TRIDENT
-                && ops_attention_route_parse("cudnn", 1, &r, err, sizeof err) == 0
-                && r == OPS_ATTENTION_CUDNN;
-    tap_ok(defaults && named, "TRIDENT_ATTENTION: unset is cuDNN where built, else trident; "
-           "trident and cudnn as named");
-    int missing = ops_attention_route_parse("cudnn", 0, &r, err, sizeof err) != 0
-                  && strstr(err, "TRIDENT_ATTENTION=cudnn") && strstr(err, "--with-cudnn-frontend");
-    char err2[256] = "";
-    int bad = ops_attention_route_parse("flash", 1, &r, err2, sizeof err2) != 0
-              && strstr(err2, "TRIDENT_ATTENTION=flash: expected trident or cudnn");
-    tap_ok(missing && bad, "TRIDENT_ATTENTION: cudnn without cuDNN built, or another word, "
-           "refused: %s / %s", err, err2);
-}
-
 static void sleep_s(double s)
 {
     struct timespec ts = {0, (long)(s * 1e9)};
@@ -878,7 +851,7 @@ static void test_head_narrow_cpu(void)
 int main(int argc, char **argv)
 {
     tap_init(&argc, &argv);
-    tap_plan(43);
+    tap_plan(41);
     test_dtypes();
     test_bf16();
     test_f16();
@@ -892,7 +865,6 @@ int main(int argc, char **argv)
     test_errors();
     test_copy_rows();
     test_window_errors();
-    test_attention_route();
     test_timer();
     test_multi_and_fused();
     test_head_narrow_cpu();

@@ -20,8 +20,8 @@
  *                 it on the machines measured (0.72 to 0.77x sgemm), nor
  *                 the vdpbf16ps kernel where that instruction runs at half
  *                 the FMA's rate (Sapphire Rapids without AMX: 0.55x).
- * TRIDENT_CPU_BF16_GEMM overrides it (auto, library, trident, widened),
- * for measurements and comparisons.
+ * The switch TRIDENT_CPU_BF16_GEMM overrides it (auto, library, trident,
+ * widened; switches.h), for measurements and comparisons.
  *
  * A trident kernel is used only after it has computed a few ragged
  * products, in every transpose, as a plain loop does: a fault in a kernel
@@ -178,22 +178,22 @@ static gemm_bf16_path checked(gemm_bf16_path path, int asked)
     return GEMM_BF16_WIDENED;
 }
 
+/* The switch's word (switches.h refuses any other), then what this CPU
+ * and build can run of it. */
 static gemm_bf16_path choose(void)
 {
-    const char *env = getenv(ENV_NAME);
+    const char *word = ops_switch_word(OPS_SWITCH_CPU_BF16_GEMM);
     int preferred = 0;
     int library = gemm_native_lib_available(OPS_BF16, &preferred);
-    if (!env || !*env || strcmp(env, "auto") == 0) {
+    if (strcmp(word, "auto") == 0) {
         if (library && preferred)
             return GEMM_BF16_LIBRARY;
         if (own_path() == GEMM_BF16_AVX512 && cpu_bf16_dot_outpaces_fma())
             return checked(GEMM_BF16_AVX512, 0);
         return GEMM_BF16_WIDENED;
     }
-    if (strcmp(env, "widened") == 0)
-        return GEMM_BF16_WIDENED;
     char msg[256];
-    if (strcmp(env, "library") == 0) {
+    if (strcmp(word, "library") == 0) {
         if (library)
             return GEMM_BF16_LIBRARY;
         snprintf(msg, sizeof msg, "%s=library: this build's GEMM library has "
@@ -201,7 +201,7 @@ static gemm_bf16_path choose(void)
                  ENV_NAME);
         ops_fatal(msg, __FILE__, __LINE__);
     }
-    if (strcmp(env, "trident") == 0) {
+    if (strcmp(word, "trident") == 0) {
         if (own_path() != GEMM_BF16_WIDENED)
             return checked(own_path(), 1);
         snprintf(msg, sizeof msg, "%s=trident: trident's bf16 GEMMs need "
@@ -209,10 +209,7 @@ static gemm_bf16_path choose(void)
                  "lacks", ENV_NAME);
         ops_fatal(msg, __FILE__, __LINE__);
     }
-    snprintf(msg, sizeof msg, "%s = '%.40s': expected auto, library, trident "
-             "or widened", ENV_NAME, env);
-    ops_fatal(msg, __FILE__, __LINE__);
-    return GEMM_BF16_WIDENED;
+    return GEMM_BF16_WIDENED; /* "widened" */
 }
 
 gemm_bf16_path gemm_bf16_path_cpu(void)

@@ -61,8 +61,6 @@
 #include "cuda_common.h"
 #include "attention_tile_cuda.h"
 
-#include <stdlib.h> /* getenv */
-
 #define MMA_WARPS 4
 #define MMA_THREADS (MMA_WARPS * 32)
 #define MMA_BLOCK_ROWS (MMA_WARPS * 16) /* a warp's 16 rows, 4 warps */
@@ -530,21 +528,10 @@ static void mma_fwd(void *out, float *lse, const void *qkv, int B, int T, int fi
 /* Whether the dQ kernel forms D by its first sweep over the keys
  * (TRIDENT_ATTENTION_D=sweep, the kernel before D came from the stored
  * output) rather than from dO and O (unset or "out"): a switch to measure
- * the two on a GPU, read once. */
+ * the two on a GPU (switches.h). */
 static int d_by_sweep(void)
 {
-    static int sweep = -1;
-    if (sweep < 0) {
-        const char *env = getenv("TRIDENT_ATTENTION_D");
-        if (!env || !*env || strcmp(env, "out") == 0)
-            sweep = 0;
-        else if (strcmp(env, "sweep") == 0)
-            sweep = 1;
-        else
-            ops_fatalf(__FILE__, __LINE__, "TRIDENT_ATTENTION_D=%s: expected out or sweep",
-                       env);
-    }
-    return sweep;
+    return ops_switch_is(OPS_SWITCH_ATTENTION_D, "sweep");
 }
 
 /* The query side's grid covers the window's Tq rows, the key side's the

@@ -150,12 +150,9 @@ double hardware_peak_cuda(ops_dtype dt, char *how, size_t how_size);
 
 /* ---- TRIDENT_FUSED (fused_cuda.cu) ---------------------------------------- */
 
-/* 1 unless the environment sets TRIDENT_FUSED=0 (the unfused kernels, for
- * measuring against them); any other value is fatal. Read once. */
+/* 1 unless the switch TRIDENT_FUSED is 0 (the unfused kernels, for
+ * measuring against them; switches.h). */
 int fused_enabled_cuda(void);
-/* TRIDENT_FUSED's value (NULL: unset) as 1 or 0, or -1 for any other.
- * Pure; for the tests. */
-int fused_parse_cuda(const char *value);
 /* ---- cuBLASLt epilogues (gemm_lt_cuda.cu) -------------------------------
  * What the linear layers fuse into their GEMMs, chosen once at set-up
  * from TRIDENT_LT_EPILOGUE (cuda_device_init; doc/gpu.md): none runs the
@@ -163,14 +160,13 @@ int fused_parse_cuda(const char *value);
  * gradient as kernels of their own), bias fuses the forward bias and the
  * bias gradient (the default), all also GELU and its gradient. */
 typedef enum { LT_EPILOGUE_NONE, LT_EPILOGUE_BIAS, LT_EPILOGUE_ALL } lt_epilogue_mode;
-/* bias: cuBLASLt's GELU is the tanh form (PyTorch's _addmm_activation
+/* The mode the switch TRIDENT_LT_EPILOGUE names (switches.h). Its default
+ * is bias: cuBLASLt's GELU is the tanh form (PyTorch's _addmm_activation
  * notes, pytorch/pytorch#104061) but not elem.h's to round-off (about
  * 5e-6 in fp32, measured elsewhere; NVIDIA documents neither form nor
  * accuracy), and issue 34 fuses GELU only if it is. t_ops_cuda prints the
  * difference on the GPU; all stays a measurement (doc/gpu.md). */
-#define LT_EPILOGUE_DEFAULT LT_EPILOGUE_BIAS
-/* 0 and *mode set for "none", "bias" or "all"; -1 for anything else. */
-int lt_epilogue_parse(const char *s, lt_epilogue_mode *mode);
+lt_epilogue_mode lt_epilogue_switch(void);
 const char *lt_epilogue_name(lt_epilogue_mode mode);
 lt_epilogue_mode lt_epilogue_cuda(void);
 /* For tests: run the other paths side by side, and count the GEMMs that

@@ -248,13 +248,8 @@ int cuda_device_init(int local_rank, int local_size, char *err,
                         ctx.prop.name, ctx.prop.major, ctx.prop.minor,
                         cudaGetErrorString(e), ctx.prop.major, ctx.prop.minor);
     }
-    /* the measurement switch, read once (gemm_lt_cuda.cu, doc/gpu.md) */
-    const char *epilogue = getenv("TRIDENT_LT_EPILOGUE");
-    lt_epilogue_mode mode = LT_EPILOGUE_DEFAULT;
-    if (epilogue && lt_epilogue_parse(epilogue, &mode) != 0)
-        return fail_msg(err, err_size, "TRIDENT_LT_EPILOGUE=%s: must be none, bias or all",
-                        epilogue);
-    lt_epilogue_set_cuda(mode);
+    /* the measurement switch (gemm_lt_cuda.cu, switches.h) */
+    lt_epilogue_set_cuda(lt_epilogue_switch());
     ctx.device = device;
     TRI_CHECK_CUDA(cudaStreamCreateWithFlags(&ctx.compute, cudaStreamNonBlocking));
     TRI_CHECK_CUBLAS(cublasCreate(&ctx.blas));

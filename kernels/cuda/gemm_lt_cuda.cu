@@ -17,13 +17,13 @@
  * in the output dtype, which keeps ops.h's fp32 accumulation. The
  * workspace is one buffer of LT_WORKSPACE_BYTES allocated at set-up.
  *
- * What runs is chosen once at set-up by TRIDENT_LT_EPILOGUE (none, bias,
- * all; doc/gpu.md): none is exactly the unfused kernels. Where cuBLASLt
- * has no algorithm for a case (a misaligned view, an aux leading dimension
- * not a multiple of 8, or a status lt_status_verdict calls the case's, not
- * the library's), gemm_lt_cuda returns 0 and the caller runs the unfused
- * kernels; stderr says so once per case, so a measurement's log tells
- * which GEMMs did not fuse.
+ * What runs is chosen once at set-up by the switch TRIDENT_LT_EPILOGUE
+ * (none, bias, all; switches.h, doc/gpu.md): none is exactly the unfused
+ * kernels. Where cuBLASLt has no algorithm for a case (a misaligned view,
+ * an aux leading dimension not a multiple of 8, or a status
+ * lt_status_verdict calls the case's, not the library's), gemm_lt_cuda
+ * returns 0 and the caller runs the unfused kernels; stderr says so once
+ * per case, so a measurement's log tells which GEMMs did not fuse.
  */
 #include "cuda_common.h"
 
@@ -41,20 +41,18 @@ static struct {
     lt_epilogue_mode mode;
     int ready;
     int64_t fused; /* GEMMs run with an epilogue (lt_fused_count_cuda) */
-} lt = { NULL, NULL, LT_EPILOGUE_DEFAULT, 0, 0 };
+} lt = { NULL, NULL, LT_EPILOGUE_BIAS, 0, 0 }; /* the switch's default */
 
 /* ---- the switch ------------------------------------------------------------ */
 
 static const char *const mode_names[] = { "none", "bias", "all" };
 
-int lt_epilogue_parse(const char *s, lt_epilogue_mode *mode)
+lt_epilogue_mode lt_epilogue_switch(void)
 {
     for (int i = 0; i < 3; i++)
-        if (s && strcmp(s, mode_names[i]) == 0) {
-            *mode = (lt_epilogue_mode)i;
-            return 0;
-        }
-    return -1;
+        if (ops_switch_is(OPS_SWITCH_LT_EPILOGUE, mode_names[i]))
+            return (lt_epilogue_mode)i;
+    return LT_EPILOGUE_ALL; /* not reached: the switch takes these three */
 }
 
 const char *lt_epilogue_name(lt_epilogue_mode mode)

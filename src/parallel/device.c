@@ -118,6 +118,21 @@ static int check_head_size(const Grid *g, const ModelConfig *m, char *err, size_
     return 1;
 }
 
+/* The measurement switches (switches.h: TRIDENT_ATTENTION, TRIDENT_FUSED,
+ * ...), read and checked on every rank whatever the device, so a misspelt
+ * value stops a CPU run too; a bad value on any rank stops every rank.
+ * Rank 0 notes a switch set for the other device's kernels. Collective on
+ * world. */
+static int check_switches(const Grid *g)
+{
+    char err[400] = "", msg[480] = "";
+    FILE *notes = g->layout.rank == 0 ? stderr : NULL;
+    int rc = ops_switches_check(g->device == OPS_CUDA, notes, err, sizeof err);
+    if (rc)
+        snprintf(msg, sizeof msg, "trident: %s\n", err);
+    return fail_report(g->world, rc, msg);
+}
+
 int device_setup(Grid *g, const Config *cfg)
 {
     char err[512] = "", msg[640] = "";
@@ -127,6 +142,8 @@ int device_setup(Grid *g, const Config *cfg)
         snprintf(msg, sizeof msg, "trident: [parallel] device = %s: %s\n",
                  names[cfg->parallel.device], err);
     if (fail_report(g->world, rc, msg)) /* the others stop with the broken rank */
+        return 1;
+    if (check_switches(g))
         return 1;
     rc = check_head_size(g, &cfg->model, err, sizeof err);
     if (rc)

@@ -18,7 +18,8 @@
 
 /* Chooses and initialises this rank's device, and the NCCL communicators
  * when the device is a GPU and the build has NCCL; records the choice in
- * g->device. Rank 0 (or a rank failing alone) reports a failure; every
+ * g->device. Checks the measurement switches first (kernels/switches.h),
+ * on every device. Rank 0 (or a rank failing alone) reports a failure; every
  * rank returns the agreed result. Collective on world. */
 int device_setup(Grid *g, const Config *cfg);
 

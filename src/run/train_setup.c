@@ -173,7 +173,6 @@ static void measure_peak(Trainer *t)
     ops_device dev = t->grid.device;
     ops_dtype dt = model_dtype(t->cfg->train.precision);
     const char *info = ops_gemm_info_on(dev, &warning);
-    /* every rank: a TRIDENT_ATTENTION it refuses stops each one alike */
     const char *attention = ops_attention_info_on(dev, dt);
     comm_barrier(&t->grid, COMM_WORLD);
     double total = ops_gemm_peak_on(dev, dt, 0.06);
@@ -199,6 +198,8 @@ static void measure_peak(Trainer *t)
     if (dev == OPS_CUDA)
         printf("fused: %s\n", ops_fused(dev) ? "on (TRIDENT_FUSED: doc/gpu.md)"
                                              : "off (TRIDENT_FUSED=0: the unfused kernels)");
+    if (*ops_switches_set())
+        printf("switches: %s (doc/gpu.md)\n", ops_switches_set());
     if (dev == OPS_CPU && dt == OPS_BF16 && !ops_cpu_native_bf16())
         printf("warning: this CPU has no bf16 arithmetic faster than its fp32 units (AMX, "
                "or AVX512_BF16 outpacing the FMA): bf16 runs on its fp32 units, converting "
