@@ -76,6 +76,7 @@ fused-off TRIDENT_FUSED=0
 lt-none TRIDENT_LT_EPILOGUE=none
 lt-bias TRIDENT_LT_EPILOGUE=bias
 att-trident TRIDENT_ATTENTION=trident
+att-sync TRIDENT_ATTENTION=trident TRIDENT_ATTENTION_ASYNC=0
 "}
 root=$(cd "$(dirname "$0")/.." && pwd)
 cd "$root" || exit 1
