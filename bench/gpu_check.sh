@@ -79,6 +79,7 @@ lt-none TRIDENT_LT_EPILOGUE=none
 lt-all TRIDENT_LT_EPILOGUE=all
 att-trident TRIDENT_ATTENTION=trident
 mb32 train.micro_batch=32
+att-sync TRIDENT_ATTENTION=trident TRIDENT_ATTENTION_ASYNC=0
 "}
 root=$(cd "$(dirname "$0")/.." && pwd)
 cd "$root" || exit 1

@@ -7,7 +7,10 @@
  * This checks their indices, causal masks, ragged last tiles, online
  * softmax, mma and ldmatrix fragment layouts and barriers on any machine:
  * every CUDA thread is a fiber with its own stack, so the kernel code
- * runs as written.
+ * runs as written. The tensor-core cases run twice: their tiles streamed
+ * by cp.async into two buffers (the default) and loaded into one
+ * (TRIDENT_ATTENTION_ASYNC=0); the stand-in defers each copy to its
+ * thread's wait, so a tile read before it is waited for is NaN.
  * t_attention_emu.sh builds it with the kernel files' device code and
  * runs it; tests/t_ops_cuda checks the same kernels on a GPU.
  *
@@ -84,34 +87,50 @@ static void run_cuda_core(void *out, float *lse, float *D, void *dqkv, const voi
 }
 
 /* The tensor-core kernels (bf16 and fp16); d_sweep: the dQ kernel's D
- * from a first sweep over the keys, not from dO and the stored O */
-template <int HD, bool BF16>
+ * from a first sweep over the keys, not from dO and the stored O; ASYNC:
+ * the tiles streamed by cp.async into two buffers (the default), else
+ * loaded into one (TRIDENT_ATTENTION_ASYNC=0) */
+template <int HD, bool BF16, bool ASYNC>
 static void run_mma(void *out, float *lse, float *D, void *dqkv, const void *dout,
                     const void *qkv, int B, Window w, int NH, int hs, int d_sweep)
 {
     float scale = 1.0f / sqrtf((float)hs);
     int BH = B * NH, T = w.T, q0 = w.q0, Tq = w.Tq;
     launch(grid_of(BH, Tq, MMA_BLOCK_ROWS), [&] {
-        attention_mma_fwd_kernel<HD, BF16>(out, lse, qkv, BH, NH, T, q0, Tq, hs, scale);
+        attention_mma_fwd_kernel<HD, BF16, ASYNC>(out, lse, qkv, BH, NH, T, q0, Tq, hs, scale);
     });
     launch(grid_of(BH, Tq, MMA_BLOCK_ROWS), [&] {
-        attention_mma_dq_kernel<HD, BF16>(dqkv, D, dout, qkv, out, lse, BH, NH, T, q0, Tq, hs,
-                                          scale, w.add, d_sweep);
+        attention_mma_dq_kernel<HD, BF16, ASYNC>(dqkv, D, dout, qkv, out, lse, BH, NH, T, q0,
+                                                 Tq, hs, scale, w.add, d_sweep);
     });
     launch(grid_of(BH, q0 + Tq, MMA_BLOCK_ROWS), [&] {
-        attention_mma_dkdv_kernel<HD, BF16>(dqkv, D, dout, qkv, lse, BH, NH, T, q0, Tq, hs,
-                                            scale, w.add);
+        attention_mma_dkdv_kernel<HD, BF16, ASYNC>(dqkv, D, dout, qkv, lse, BH, NH, T, q0, Tq,
+                                                   hs, scale, w.add);
     });
 }
 
-/* The three kernels of one family (mma: the tensor-core ones) on random
- * inputs, against the double reference; for query rows [q0, q0 + Tq) of
- * T when Tq > 0, added into dqkv; d_sweep: the tensor-core dQ kernel's D
- * by its first sweep over the keys (TRIDENT_ATTENTION_D=sweep). */
-template <int HD>
-static int check(int B, int T, int NH, int hs, ops_dtype dt, bool mma = false, int q0 = 0,
-                 int Tq = 0, int d_sweep = 0)
+/* Which kernels a case runs: the CUDA-core ones, or the tensor-core ones
+ * with their tiles by cp.async (the default) or loaded synchronously
+ * (TRIDENT_ATTENTION_ASYNC=0) */
+enum Kernels { CUDA_CORES, MMA_ASYNC, MMA_SYNC };
+
+/* x = max(x, e), where a NaN sticks: once x is NaN it stays NaN (a bare
+ * !(e <= x) test would let the next number replace it) */
+static void worst(double *x, double e)
 {
+    if (!std::isnan(*x) && !(e <= *x))
+        *x = e;
+}
+
+/* The three kernels of one family on random inputs, against the double
+ * reference; for query rows [q0, q0 + Tq) of T when Tq > 0, added into
+ * dqkv; d_sweep: the tensor-core dQ kernel's D by its first sweep over
+ * the keys (TRIDENT_ATTENTION_D=sweep). */
+template <int HD>
+static int check(int B, int T, int NH, int hs, ops_dtype dt, Kernels k = CUDA_CORES,
+                 int q0 = 0, int Tq = 0, int d_sweep = 0)
+{
+    const bool mma = k != CUDA_CORES;
     const Window w = { T, q0, Tq > 0 ? Tq : T, Tq > 0 };
     const int qend = q0 + w.Tq;
     const double pre = w.add ? 0.25 : 0.0; /* dqkv before a window adds to it */
@@ -129,12 +148,18 @@ static int check(int B, int T, int NH, int hs, ops_dtype dt, bool mma = false, i
     if (!mma)
         run_cuda_core<HD>(out.data(), lse.data(), D.data(), dqkv.data(), dout.data(), qkv.data(),
                           dt, B, w, NH, hs);
+    else if (dt == OPS_BF16 && k == MMA_ASYNC)
+        run_mma<HD, true, true>(out.data(), lse.data(), D.data(), dqkv.data(), dout.data(),
+                                qkv.data(), B, w, NH, hs, d_sweep);
     else if (dt == OPS_BF16)
-        run_mma<HD, true>(out.data(), lse.data(), D.data(), dqkv.data(), dout.data(), qkv.data(),
-                          B, w, NH, hs, d_sweep);
+        run_mma<HD, true, false>(out.data(), lse.data(), D.data(), dqkv.data(), dout.data(),
+                                 qkv.data(), B, w, NH, hs, d_sweep);
+    else if (k == MMA_ASYNC)
+        run_mma<HD, false, true>(out.data(), lse.data(), D.data(), dqkv.data(), dout.data(),
+                                 qkv.data(), B, w, NH, hs, d_sweep);
     else
-        run_mma<HD, false>(out.data(), lse.data(), D.data(), dqkv.data(), dout.data(), qkv.data(),
-                           B, w, NH, hs, d_sweep);
+        run_mma<HD, false, false>(out.data(), lse.data(), D.data(), dqkv.data(), dout.data(),
+                                  qkv.data(), B, w, NH, hs, d_sweep);
 
     auto x = [&](int b, int t, int h, int part, int d) {
         return (double)load_f32_cuda(qkv.data(), dt, (((int64_t)b * T + t) * NH + h) * 3 * hs
@@ -163,7 +188,7 @@ static int check(int B, int T, int NH, int hs, ops_dtype dt, bool mma = false, i
                 for (int j = 0; j <= i; j++)
                     sum += exp(p[j] - mx);
                 double L = mx + log(sum);
-                err_l = std::max(err_l, fabs(L - lse[((size_t)b * NH + h) * w.Tq + i - q0]));
+                worst(&err_l, fabs(L - lse[((size_t)b * NH + h) * w.Tq + i - q0]));
                 for (int j = 0; j <= i; j++)
                     p[j] = exp(p[j] - L);
                 for (int d = 0; d < hs; d++) {
@@ -171,7 +196,7 @@ static int check(int B, int T, int NH, int hs, ops_dtype dt, bool mma = false, i
                     for (int j = 0; j <= i; j++)
                         o += p[j] * x(b, j, h, 2, d);
                     double got = load_f32_cuda(out.data(), dt, row(b, i, h) * hs + d);
-                    err_o = std::max(err_o, fabs(got - o));
+                    worst(&err_o, fabs(got - o));
                     max_o = std::max(max_o, fabs(o));
                 }
                 std::vector<double> dp(i + 1);
@@ -197,9 +222,7 @@ static int check(int B, int T, int NH, int hs, ops_dtype dt, bool mma = false, i
                         double want = grad[((size_t)part * T + t) * hs + d];
                         double got = load_f32_cuda(dqkv.data(), dt, (((int64_t)b * T + t) * NH + h)
                                                                     * 3 * hs + part * hs + d) - pre;
-                        double e = fabs(got - want);
-                        if (!(e <= err_g))
-                            err_g = e; /* NaN sticks */
+                        worst(&err_g, fabs(got - want));
                         max_g = std::max(max_g, fabs(want));
                     }
         }
@@ -210,15 +233,38 @@ static int check(int B, int T, int NH, int hs, ops_dtype dt, bool mma = false, i
     if (w.add)
         snprintf(win, sizeof win, " rows [%d, %d)", q0, qend);
     printf("%s %d - %s%s%s B=%d T=%d%s NH=%d hs=%d (HD %d): out %.1e, lse %.1e (tol 1e-05), "
-           "dqkv %.1e (tol %.0e)\n", ok ? "ok" : "not ok", ++n_tests, mma ? "tensor cores, " : "",
+           "dqkv %.1e (tol %.0e)\n", ok ? "ok" : "not ok", ++n_tests,
+           k == MMA_ASYNC ? "tensor cores, " : k == MMA_SYNC ? "tensor cores, synchronous tiles, " : "",
            d_sweep ? "D by a sweep, " : "", dt == OPS_F32 ? "fp32" : dt == OPS_BF16 ? "bf16" : "fp16",
            B, T, win, NH, hs, HD, eo, err_l, eg, tol);
     return ok;
 }
 
+/* The tensor-core kernels' cases, their tiles streamed as k says:
+ * 64-row blocks, key and query tiles of 64 (32 at HD 128), 16 rows a
+ * warp; hs = HD streams by cp.async (MMA_ASYNC), a narrower hs element by
+ * element. Then row windows, added into dqkv. */
+static int mma_cases(Kernels k)
+{
+    int ok = 1;
+    ok &= check<32>(1, 1, 1, 16, OPS_BF16, k);    /* one row, one key; hs < HD */
+    ok &= check<32>(2, 37, 3, 32, OPS_BF16, k);   /* ragged: rows past T in the block */
+    ok &= check<64>(1, 130, 2, 64, OPS_BF16, k);  /* 3 blocks, 3 tiles, the last ragged */
+    ok &= check<64>(1, 128, 1, 64, OPS_F16, k);   /* T a multiple of every tile */
+    ok &= check<64>(1, 70, 1, 40, OPS_F16, k);    /* hs inside the bucket: element loads */
+    ok &= check<128>(1, 100, 1, 128, OPS_BF16, k); /* Llama's head size: 32-row tiles */
+    ok &= check<128>(1, 45, 2, 80, OPS_BF16, k);
+    ok &= check<32>(2, 37, 3, 32, OPS_BF16, k, 0, 0, 1); /* the dQ kernel's old D: 2 sweeps */
+    ok &= check<64>(1, 130, 2, 64, OPS_BF16, k, 70, 45);
+    ok &= check<64>(1, 128, 1, 64, OPS_F16, k, 64, 64);
+    ok &= check<128>(1, 100, 1, 128, OPS_BF16, k, 33, 40);
+    ok &= check<32>(1, 5, 1, 16, OPS_BF16, k, 4, 1);
+    return ok;
+}
+
 int main()
 {
-    printf("1..24\n");
+    printf("1..36\n");
     int ok = 1;
     ok &= check<32>(1, 1, 1, 8, OPS_F32);      /* one row, one key */
     ok &= check<32>(2, 37, 3, 16, OPS_F32);    /* ragged: 37 rows, 2 key tiles */
@@ -228,25 +274,13 @@ int main()
     ok &= check<32>(2, 37, 3, 16, OPS_BF16);   /* D from P * dP in a first sweep */
     ok &= check<64>(1, 33, 2, 64, OPS_F16);
     ok &= check<64>(1, 32, 1, 64, OPS_BF16);   /* T a multiple of every tile */
-    /* the tensor-core kernels: 64-row blocks, key and query tiles of 64
-     * (32 at HD 128), 16 rows a warp */
-    ok &= check<32>(1, 1, 1, 16, OPS_BF16, true);    /* one row, one key; hs < HD */
-    ok &= check<32>(2, 37, 3, 32, OPS_BF16, true);   /* ragged: rows past T in the block */
-    ok &= check<64>(1, 130, 2, 64, OPS_BF16, true);  /* 3 blocks, 3 tiles, the last ragged */
-    ok &= check<64>(1, 128, 1, 64, OPS_F16, true);   /* T a multiple of every tile */
-    ok &= check<64>(1, 70, 1, 40, OPS_F16, true);    /* hs inside the bucket: element loads */
-    ok &= check<128>(1, 100, 1, 128, OPS_BF16, true); /* Llama's head size: 32-row tiles */
-    ok &= check<128>(1, 45, 2, 80, OPS_BF16, true);
-    ok &= check<32>(2, 37, 3, 32, OPS_BF16, true, 0, 0, 1); /* the dQ kernel's old D */
     /* row windows, added into dqkv: mid-sequence and unaligned, to the
-     * end, one row; then the tensor-core kernels */
-    ok &= check<64>(1, 70, 1, 64, OPS_F32, false, 37, 20);
-    ok &= check<32>(2, 37, 3, 16, OPS_F32, false, 5, 32);
-    ok &= check<32>(2, 37, 3, 16, OPS_BF16, false, 9, 17);
-    ok &= check<32>(1, 5, 1, 16, OPS_F32, false, 4, 1);
-    ok &= check<64>(1, 130, 2, 64, OPS_BF16, true, 70, 45);
-    ok &= check<64>(1, 128, 1, 64, OPS_F16, true, 64, 64);
-    ok &= check<128>(1, 100, 1, 128, OPS_BF16, true, 33, 40);
-    ok &= check<32>(1, 5, 1, 16, OPS_BF16, true, 4, 1);
+     * end, one row */
+    ok &= check<64>(1, 70, 1, 64, OPS_F32, CUDA_CORES, 37, 20);
+    ok &= check<32>(2, 37, 3, 16, OPS_F32, CUDA_CORES, 5, 32);
+    ok &= check<32>(2, 37, 3, 16, OPS_BF16, CUDA_CORES, 9, 17);
+    ok &= check<32>(1, 5, 1, 16, OPS_F32, CUDA_CORES, 4, 1);
+    ok &= mma_cases(MMA_ASYNC);
+    ok &= mma_cases(MMA_SYNC);
     return ok ? 0 : 1;
 }

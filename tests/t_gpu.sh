@@ -10,8 +10,10 @@
 # are also checked to run and to report device = cuda; bf16 also with
 # TRIDENT_LT_EPILOGUE=none (the unfused kernels) against the default
 # cuBLASLt epilogues (bias) and against all (GELU fused too), within
-# bf16's 3e-2, and with TRIDENT_FUSED=0 against the fused kernels (the
-# default), the same. Then the same for
+# bf16's 3e-2, with TRIDENT_FUSED=0 against the fused kernels (the
+# default), the same, and TRIDENT_ATTENTION_ASYNC=0 (the attention's tiles
+# loaded without cp.async) against the default, every logged digit alike;
+# a bad value of either switch stops the run. Then the same for
 # a small Llama (grouped-query attention, 4 query heads over 2 key/value
 # heads; RMSNorm, RoPE, SwiGLU, untied head), in fp32 with and without
 # full recomputation and in bf16: the ops only Llama uses, end to end
@@ -54,7 +56,7 @@ train() {
 
 train probe cuda fp32
 skip_without_gpu
-plan 20
+plan 22
 
 losses() { sed -n 's/.*"loss":\([^,}]*\).*/\1/p' "$1"; }
 
@@ -105,6 +107,25 @@ run 1 train --config "$cfg" --set parallel.device=cuda --set train.steps=1
 unset TRIDENT_LT_EPILOGUE
 [ "$rc" -ne 0 ] && grep -q "TRIDENT_LT_EPILOGUE=gelu: must be none, bias or all" "$WORK/out"
 ok $? "TRIDENT_LT_EPILOGUE=gelu stops the run naming it (exit $rc)"
+# the tensor-core attention's tiles by cp.async into two buffers (the
+# default) against one buffer loaded between two barriers
+# (TRIDENT_ATTENTION_ASYNC=0): the same sums in the same order, so the
+# same bits (the losses, every digit logged); one head of 32 so that the
+# tiles stream by cp.async
+train gpu16async cuda bf16 model.n_head=1
+export TRIDENT_ATTENTION_ASYNC=0
+train gpu16sync cuda bf16 model.n_head=1
+unset TRIDENT_ATTENTION_ASYNC
+losses "$WORK/gpu16async.jsonl" > "$WORK/gpu16async.loss"
+losses "$WORK/gpu16sync.jsonl" > "$WORK/gpu16sync.loss"
+[ "$(wc -l < "$WORK/gpu16async.loss")" -eq "$steps" ] \
+    && cmp -s "$WORK/gpu16async.loss" "$WORK/gpu16sync.loss"
+ok $? "bf16, hs 32: TRIDENT_ATTENTION_ASYNC=0 gives the cp.async kernels' $steps per-step losses, every logged digit"
+export TRIDENT_ATTENTION_ASYNC=2
+run 1 train --config "$cfg" --set parallel.device=cuda --set train.precision=bf16 --set train.steps=1
+unset TRIDENT_ATTENTION_ASYNC
+[ "$rc" -ne 0 ] && grep -q "TRIDENT_ATTENTION_ASYNC=2: expected 0 or 1" "$WORK/out"
+ok $? "TRIDENT_ATTENTION_ASYNC=2 stops a bf16 run naming it (exit $rc)"
 # allocations NAME...: each run's device allocations after step 1 stay
 # what they were at step 1 (its metrics file's `allocations`)
 flat_allocations() {

@@ -16,7 +16,14 @@
  * block owns 64. The other side streams through shared memory in tiles of
  * 64 rows (32 when hs > 64, to bound the registers), stored as the dtype's
  * 16-bit words, HD + 8 to a row (16-byte aligned rows whose fragment loads
- * hit 32 different banks), zero past hs and past T. A warp keeps its own
+ * hit 32 different banks), zero past hs and past T. Streamed by cp.async
+ * into two buffers: the next tile's copies fly while the block computes
+ * on this one, one barrier a tile (TRIDENT_ATTENTION_ASYNC=0: one buffer,
+ * loaded between two barriers, as before cp.async). The block's own rows
+ * pass through the last buffer on their way to registers, so two buffers
+ * cost 20 to 37 KB a block (HD 32 to 128), under the 48 KB of static
+ * shared memory; the registers, not these, decide the blocks an SM
+ * holds (doc/gpu.md). A warp keeps its own
  * 16 rows (Q and dO, or K and V) as A fragments in registers, and its
  * accumulators (O, dQ, dK, dV: 16 x HD in fp32) there too. The second
  * products' B fragments (the tile as stored) come by a transposing
@@ -54,9 +61,11 @@
  * window's backward adding to dqkv.
  *
  * tests/t_attention_emu runs these kernels on the host (each CUDA thread a
- * host thread, the mma computed from the fragments as the PTX manual lays
- * them out) against a double reference; tests/t_ops_cuda checks them on a
- * GPU against the CPU's and the exact GPU kernel.
+ * fiber, the mma computed from the fragments as the PTX manual lays them
+ * out, cp.async's copies deferred to the wait) against a double
+ * reference, with the tiles streamed both ways; tests/t_ops_cuda checks
+ * them on a GPU against the CPU's and the exact GPU kernel. Not yet run
+ * on a GPU: cp.async, and what it is worth.
  */
 #include "cuda_common.h"
 #include "attention_tile_cuda.h"
@@ -66,15 +75,19 @@
 #define MMA_BLOCK_ROWS (MMA_WARPS * 16) /* a warp's 16 rows, 4 warps */
 #define MMA_FULL 0xffffffffu
 
-/* Rows of the streamed tiles: 64, or 32 at HD = 128 (registers). */
+/* Rows of the streamed tiles: 64, or 32 at HD = 128 (registers). Two
+ * tiles hold a block's own rows (the stage, below). */
 #define MMA_TILE(HD) ((HD) > 64 ? 32 : 64)
+static_assert(2 * MMA_TILE(128) >= MMA_BLOCK_ROWS, "two tiles hold the block's rows");
 
 /* Rows [t0, t0 + n) of a (T, hs) matrix of 16-bit elements whose row t
- * starts at element base + t*ld of src, into shared s (row stride
- * HD + 8), HD columns, zero past hs and past T. Every thread of the block
- * calls it. In 16-byte pieces when hs fills the bucket and the rows are
- * 16-byte aligned (every real model's), else element by element. */
-template <int HD>
+ * starts at element base + t*ld of src (t0 < T), into shared s (row
+ * stride HD + 8), HD columns, zero past hs and past T. Every thread of
+ * the block calls it. In 16-byte pieces when hs fills the bucket and the
+ * rows are 16-byte aligned (every real model's), else element by
+ * element. ASYNC: the 16-byte pieces by cp.async, to be waited for
+ * (stream_next); the element path stays synchronous. */
+template <int HD, bool ASYNC = false>
 static __device__ void load_tile16(uint16_t *s, int n, const uint16_t *src, int64_t base,
                                    int64_t ld, int t0, int T, int hs)
 {
@@ -83,6 +96,11 @@ static __device__ void load_tile16(uint16_t *s, int n, const uint16_t *src, int6
     if (whole) {
         for (int e = threadIdx.x; e < n * HD / 8; e += blockDim.x) {
             int i = e / (HD / 8), d = e % (HD / 8) * 8, t = t0 + i;
+            if (ASYNC) { /* past T: zeros, from row t0's valid address */
+                cp_async<16>(s + i * LD + d, src + base + (int64_t)(t < T ? t : t0) * ld + d,
+                             t < T);
+                continue;
+            }
             uint4 v = make_uint4(0, 0, 0, 0);
             if (t < T)
                 v = *(const uint4 *)(src + base + (int64_t)t * ld + d);
@@ -94,6 +112,80 @@ static __device__ void load_tile16(uint16_t *s, int n, const uint16_t *src, int6
         int i = e / HD, d = e % HD, t = t0 + i;
         s[i * LD + d] = t < T && d < hs ? src[base + (int64_t)t * ld + d] : (uint16_t)0;
     }
+}
+
+/* dst := src[i], or 0 past n (n > 0): one fp32 of a row's statistics
+ * (lse, D); with ASYNC by cp.async, as load_tile16. */
+template <bool ASYNC>
+static __device__ __forceinline__ void load_stat(float *dst, const float *src, int i, int n)
+{
+    if (ASYNC)
+        cp_async<4>(dst, src + (i < n ? i : n - 1), i < n);
+    else
+        *dst = i < n ? src[i] : 0.0f;
+}
+
+/* ---- the streamed tiles ---------------------------------------------------
+ * The tiles a kernel streams through shared memory (K and V forward and in
+ * the dQ kernel; Q, dO and their lse and D in the dK/dV kernel): tile j of
+ * a sweep is what fetch(b, j) loads into buffer b. ASYNC (the default;
+ * TRIDENT_ATTENTION_ASYNC=0 turns it off): two buffers, tile j + 1's
+ * copies started into one while the block computes tile j from the other,
+ * so a tile's load latency hides behind the previous tile's products, and
+ * one barrier a tile. Else one buffer, loaded while the block waits
+ * between two barriers (the kernels before cp.async). The last buffer is
+ * also the stage of the block's own rows (own_rows_fragments), which are
+ * in registers before it first takes a tile: 2 tiles (K and V, or Q and
+ * dO) of at least 32 rows hold the 64 rows. */
+#define MMA_BUFFERS(ASYNC) ((ASYNC) ? 2 : 1)
+
+/* Before the loop over a sweep's tiles, every thread: with ASYNC, starts
+ * tile 0's copies into buffer 0. Ahead of the kernel's own rows' loads,
+ * they overlap; before a second sweep, after a barrier (buffer 0 may hold
+ * the first sweep's last tile, still being read). */
+template <bool ASYNC, typename Fetch>
+static __device__ __forceinline__ void stream_start(Fetch fetch)
+{
+    if (ASYNC) {
+        fetch(0, 0);
+        cp_async_commit();
+    }
+}
+
+/* At the top of tile j's iteration, every thread, for every tile (also
+ * those its warp skips): makes tile j ready in shared memory and returns
+ * its buffer; more: a tile j + 1 follows. ASYNC: this thread's copies of
+ * tile j have landed after the wait, and every thread's are visible after
+ * the barrier, which also says that tile j - 1 is read: tile j + 1's
+ * copies may start into its buffer. */
+template <bool ASYNC, typename Fetch>
+static __device__ __forceinline__ int stream_next(int j, bool more, Fetch fetch)
+{
+    if (!ASYNC) {
+        __syncthreads(); /* the previous tile is read */
+        fetch(0, j);
+        __syncthreads();
+        return 0;
+    }
+    cp_async_wait<0>();
+    __syncthreads();
+    if (more)
+        fetch((j + 1) % 2, j + 1);
+    cp_async_commit(); /* an empty group after the last tile: harmless */
+    return j % 2;
+}
+
+/* Keys [c0, c0 + KT) of the block's head (qkv's K and V columns, src):
+ * K into the first tile of buffer b of tiles, V into its second (the
+ * forward and the dQ kernel). */
+template <int HD, bool ASYNC>
+static __device__ __forceinline__ void load_kv(uint16_t *tiles, int b, int c0, const uint16_t *src,
+                                               const Tile &tl, int hs)
+{
+    constexpr int KT = MMA_TILE(HD), TILE = KT * (HD + 8);
+    load_tile16<HD, ASYNC>(tiles + 2 * b * TILE, KT, src, tl.qkv + hs, tl.ld, c0, tl.qend, hs);
+    load_tile16<HD, ASYNC>(tiles + (2 * b + 1) * TILE, KT, src, tl.qkv + 2 * hs, tl.ld, c0,
+                           tl.qend, hs);
 }
 
 /* ---- fragments (layouts: cuda_common.h's mma_16816) ---------------------- */
@@ -256,14 +348,15 @@ static __device__ WarpRows warp_rows(const Tile &tl)
 
 /* ---- forward ------------------------------------------------------------- */
 
-template <int HD, bool BF16>
+template <int HD, bool BF16, bool ASYNC>
 static __global__ void __launch_bounds__(MMA_THREADS)
 attention_mma_fwd_kernel(void *out, float *lse, const void *qkv, int BH, int NH, int T,
                          int first, int Tq, int hs, float scale)
 {
     constexpr int LD = HD + 8, KT = MMA_TILE(HD), NS = KT / 8, NO = HD / 8, NK = HD / 16;
-    __shared__ __align__(16) uint16_t qs[MMA_BLOCK_ROWS * LD];
-    __shared__ __align__(16) uint16_t ks[KT * LD], vs[KT * LD];
+    constexpr int NB = MMA_BUFFERS(ASYNC), TILE = KT * LD;
+    /* buffer b: K at tiles + 2b TILE, V after it; the last: Q's stage */
+    __shared__ __align__(16) uint16_t tiles[NB * 2 * TILE];
     const ops_dtype dt = BF16 ? OPS_BF16 : OPS_F16;
     const uint16_t *src = (const uint16_t *)qkv;
     const Tile tl = tile_of_block(BH, NH, T, first, Tq, hs, MMA_BLOCK_ROWS, 16, 1);
@@ -271,19 +364,19 @@ attention_mma_fwd_kernel(void *out, float *lse, const void *qkv, int BH, int NH,
     const WarpRows w = warp_rows(tl);
     const int *row = w.row;
     const int last = w.last;
+    auto fetch = [&](int b, int j) { load_kv<HD, ASYNC>(tiles, b, j * KT, src, tl, hs); };
+    stream_start<ASYNC>(fetch);
     uint32_t qa[NK][4];
-    own_rows_fragments<HD>(qa, qs, src, tl.qkv, tl.ld, tl, qend, hs);
+    own_rows_fragments<HD>(qa, tiles + (NB - 1) * 2 * TILE, src, tl.qkv, tl.ld, tl, qend, hs);
     float m[2] = { -INFINITY, -INFINITY }, l[2] = { 0.0f, 0.0f }, o[NO][4];
 #pragma unroll
     for (int n = 0; n < NO; n++)
         o[n][0] = o[n][1] = o[n][2] = o[n][3] = 0.0f;
-    for (int c0 = 0; c0 < tl.end; c0 += KT) {
-        __syncthreads(); /* the previous tile is read */
-        load_tile16<HD>(ks, KT, src, tl.qkv + hs, tl.ld, c0, qend, hs);
-        load_tile16<HD>(vs, KT, src, tl.qkv + 2 * hs, tl.ld, c0, qend, hs);
-        __syncthreads();
+    for (int j = 0, c0 = 0; c0 < tl.end; j++, c0 += KT) {
+        const int b = stream_next<ASYNC>(j, c0 + KT < tl.end, fetch);
         if (c0 > last)
             continue; /* every key after every row of the warp */
+        const uint16_t *ks = tiles + 2 * b * TILE, *vs = ks + TILE;
         float s[NS][4];
         scores<LD, NS, NK, BF16>(s, qa, ks, lane);
         /* mask and scale; the tile's max of each row. Key 0 is in the
@@ -368,15 +461,18 @@ static __device__ void rowsum_of_products(float D[2], const uint32_t (*ga)[4],
  * products, exact in fp32, summed in fp32), as FlashAttention-2; with
  * d_sweep, rowsum(P * dP) from a first sweep over the key tiles instead
  * (the same quantity before O's rounding; TRIDENT_ATTENTION_D=sweep). */
-template <int HD, bool BF16>
+template <int HD, bool BF16, bool ASYNC>
 static __global__ void __launch_bounds__(MMA_THREADS)
 attention_mma_dq_kernel(void *dqkv, float *Dsum, const void *dout, const void *qkv,
                         const void *out, const float *lse, int BH, int NH, int T, int first,
                         int Tq, int hs, float scale, int add, int d_sweep)
 {
     constexpr int LD = HD + 8, KT = MMA_TILE(HD), NS = KT / 8, NO = HD / 8, NK = HD / 16;
-    __shared__ __align__(16) uint16_t stage[MMA_BLOCK_ROWS * LD]; /* Q, dO, then O */
-    __shared__ __align__(16) uint16_t ks[KT * LD], vs[KT * LD];
+    constexpr int NB = MMA_BUFFERS(ASYNC), TILE = KT * LD;
+    /* buffer b: K at tiles + 2b TILE, V after it; the last: the stage of
+     * Q, dO, then O */
+    __shared__ __align__(16) uint16_t tiles[NB * 2 * TILE];
+    uint16_t *stage = tiles + (NB - 1) * 2 * TILE;
     const ops_dtype dt = BF16 ? OPS_BF16 : OPS_F16;
     const uint16_t *src = (const uint16_t *)qkv;
     const Tile tl = tile_of_block(BH, NH, T, first, Tq, hs, MMA_BLOCK_ROWS, 16, 1);
@@ -384,6 +480,8 @@ attention_mma_dq_kernel(void *dqkv, float *Dsum, const void *dout, const void *q
     const WarpRows w = warp_rows(tl);
     const int *row = w.row;
     const int last = w.last;
+    auto fetch = [&](int b, int j) { load_kv<HD, ASYNC>(tiles, b, j * KT, src, tl, hs); };
+    stream_start<ASYNC>(fetch);
     uint32_t qa[NK][4], ga[NK][4];
     own_rows_fragments<HD>(qa, stage, src, tl.qkv, tl.ld, tl, qend, hs);
     own_rows_fragments<HD>(ga, stage, (const uint16_t *)dout, tl.out, tl.ldo, tl, qend, hs);
@@ -398,13 +496,15 @@ attention_mma_dq_kernel(void *dqkv, float *Dsum, const void *dout, const void *q
     for (int n = 0; n < NO; n++)
         dq[n][0] = dq[n][1] = dq[n][2] = dq[n][3] = 0.0f;
     for (int sweep = d_sweep ? 0 : 1; sweep < 2; sweep++) {
-        for (int c0 = 0; c0 < tl.end; c0 += KT) {
-            __syncthreads(); /* the previous tile is read */
-            load_tile16<HD>(ks, KT, src, tl.qkv + hs, tl.ld, c0, qend, hs);
-            load_tile16<HD>(vs, KT, src, tl.qkv + 2 * hs, tl.ld, c0, qend, hs);
+        if (sweep == 1 && d_sweep && ASYNC) { /* the second sweep's start */
             __syncthreads();
+            stream_start<ASYNC>(fetch);
+        }
+        for (int j = 0, c0 = 0; c0 < tl.end; j++, c0 += KT) {
+            const int b = stream_next<ASYNC>(j, c0 + KT < tl.end, fetch);
             if (c0 > last)
                 continue;
+            const uint16_t *ks = tiles + 2 * b * TILE, *vs = ks + TILE;
             float s[NS][4], dp[NS][4];
             scores<LD, NS, NK, BF16>(s, qa, ks, lane);
             scores<LD, NS, NK, BF16>(dp, ga, vs, lane);
@@ -446,25 +546,42 @@ attention_mma_dq_kernel(void *dqkv, float *Dsum, const void *dout, const void *q
 /* dK = dS^T Q and dV = P^T dO for a block's 64 keys, from the window's
  * query tiles at and below the diagonal; D from attention_mma_dq_kernel;
  * add: as there. */
-template <int HD, bool BF16>
+template <int HD, bool BF16, bool ASYNC>
 static __global__ void __launch_bounds__(MMA_THREADS)
 attention_mma_dkdv_kernel(void *dqkv, const float *Dsum, const void *dout, const void *qkv,
                           const float *lse, int BH, int NH, int T, int first, int Tq, int hs,
                           float scale, int add)
 {
     constexpr int LD = HD + 8, QT = MMA_TILE(HD), NS = QT / 8, NO = HD / 8, NK = HD / 16;
+    constexpr int NB = MMA_BUFFERS(ASYNC), TILE = QT * LD;
     /* ldmatrix but at HD 128, where it made ptxas spill (20 bytes at 255
      * registers, sm_90); the 16-bit loads did not */
     constexpr bool LDM = HD <= 64;
-    __shared__ __align__(16) uint16_t stage[MMA_BLOCK_ROWS * LD]; /* K, then V */
-    __shared__ __align__(16) uint16_t qs[QT * LD], gs[QT * LD];    /* Q and dO of QT queries */
-    __shared__ float ls[QT], Ds[QT];
+    /* buffer b: Q of QT queries at tiles + 2b TILE, their dO after it,
+     * their lse and D in stats[b]; the last: the stage of K, then V */
+    __shared__ __align__(16) uint16_t tiles[NB * 2 * TILE];
+    __shared__ __align__(16) float stats[NB][2][QT];
     const ops_dtype dt = BF16 ? OPS_BF16 : OPS_F16;
     const uint16_t *src = (const uint16_t *)qkv, *g16 = (const uint16_t *)dout;
     const Tile tl = tile_of_block(BH, NH, T, first, Tq, hs, MMA_BLOCK_ROWS, 16, 0);
     const int lane = tl.lane, k0 = tl.t0 + tl.row0; /* the warp's first key */
     const int key[2] = { k0 + lane / 4, k0 + lane / 4 + 8 }, qend = tl.qend;
+    /* from the query tile holding the block's first key (or the window's
+     * first query): earlier queries see none of its keys */
+    const int i_first = max(tl.t0 / QT * QT, first);
+    auto fetch = [&](int b, int j) { /* queries [i0, i0 + QT) */
+        int i0 = i_first + j * QT, c = (int)threadIdx.x;
+        load_tile16<HD, ASYNC>(tiles + 2 * b * TILE, QT, src, tl.qkv, tl.ld, i0, qend, hs);
+        load_tile16<HD, ASYNC>(tiles + (2 * b + 1) * TILE, QT, g16, tl.out, tl.ldo, i0, qend,
+                               hs);
+        if (c < QT) {
+            load_stat<ASYNC>(&stats[b][0][c], lse + tl.lse, i0 + c, qend);
+            load_stat<ASYNC>(&stats[b][1][c], Dsum + tl.lse, i0 + c, qend);
+        }
+    };
+    stream_start<ASYNC>(fetch);
     uint32_t ka[NK][4], va[NK][4];
+    uint16_t *stage = tiles + (NB - 1) * 2 * TILE;
     own_rows_fragments<HD>(ka, stage, src, tl.qkv + hs, tl.ld, tl, qend, hs);
     own_rows_fragments<HD>(va, stage, src, tl.qkv + 2 * hs, tl.ld, tl, qend, hs);
     float dk[NO][4], dv[NO][4];
@@ -473,20 +590,12 @@ attention_mma_dkdv_kernel(void *dqkv, const float *Dsum, const void *dout, const
 #pragma unroll
         for (int e = 0; e < 4; e++)
             dk[n][e] = dv[n][e] = 0.0f;
-    /* from the query tile holding the block's first key (or the window's
-     * first query): earlier queries see none of its keys */
-    for (int i0 = max(tl.t0 / QT * QT, first); i0 < qend; i0 += QT) {
-        __syncthreads(); /* the previous tile is read */
-        load_tile16<HD>(qs, QT, src, tl.qkv, tl.ld, i0, qend, hs);
-        load_tile16<HD>(gs, QT, g16, tl.out, tl.ldo, i0, qend, hs);
-        if (threadIdx.x < QT) {
-            int i = i0 + threadIdx.x;
-            ls[threadIdx.x] = i < qend ? lse[tl.lse + i] : 0.0f;
-            Ds[threadIdx.x] = i < qend ? Dsum[tl.lse + i] : 0.0f;
-        }
-        __syncthreads();
+    for (int j = 0, i0 = i_first; i0 < qend; j++, i0 += QT) {
+        const int b = stream_next<ASYNC>(j, i0 + QT < qend, fetch);
         if (i0 + QT - 1 < k0)
             continue; /* every query before every key of the warp */
+        const uint16_t *qs = tiles + 2 * b * TILE, *gs = qs + TILE;
+        const float *ls = stats[b][0], *Ds = stats[b][1];
         float st[NS][4], dpt[NS][4]; /* S^T and dP^T: keys x queries */
         scores<LD, NS, NK, BF16>(st, ka, qs, lane);
         scores<LD, NS, NK, BF16>(dpt, va, gs, lane);
@@ -515,12 +624,12 @@ attention_mma_dkdv_kernel(void *dqkv, const float *Dsum, const void *dout, const
 
 /* ---- launches ------------------------------------------------------------ */
 
-template <int HD, bool BF16>
+template <int HD, bool BF16, bool ASYNC>
 static void mma_fwd(void *out, float *lse, const void *qkv, int B, int T, int first, int Tq,
                     int NH, int hs)
 {
     unsigned grid = attention_grid_cuda("attention_fwd_cuda", B, NH, Tq, hs, MMA_BLOCK_ROWS);
-    attention_mma_fwd_kernel<HD, BF16><<<grid, MMA_THREADS, 0, stream_cuda()>>>(
+    attention_mma_fwd_kernel<HD, BF16, ASYNC><<<grid, MMA_THREADS, 0, stream_cuda()>>>(
         out, lse, qkv, B * NH, NH, T, first, Tq, hs, 1.0f / sqrtf((float)hs));
     TRI_CHECK_LAUNCH(attention_mma_fwd_kernel);
 }
@@ -534,9 +643,18 @@ static int d_by_sweep(void)
     return ops_switch_is(OPS_SWITCH_ATTENTION_D, "sweep");
 }
 
+/* Whether the kernels stream their tiles by cp.async into two buffers
+ * (unset, empty or TRIDENT_ATTENTION_ASYNC=1) or load each into one
+ * buffer while the block waits (0, the kernels before cp.async): a switch
+ * to measure the two on a GPU and to fall back (switches.h). */
+static int tiles_async(void)
+{
+    return ops_switch_is(OPS_SWITCH_ATTENTION_ASYNC, "1");
+}
+
 /* The query side's grid covers the window's Tq rows, the key side's the
  * first + Tq keys they read. */
-template <int HD, bool BF16>
+template <int HD, bool BF16, bool ASYNC>
 static void mma_bwd(void *dqkv, const void *dout, const void *qkv, const void *out,
                     const float *lse, int B, int T, int first, int Tq, int NH, int hs, int add)
 {
@@ -547,52 +665,68 @@ static void mma_bwd(void *dqkv, const void *dout, const void *qkv, const void *o
     float *D = (float *)scratch_cuda(SCRATCH_CUDA_ATTENTION_D,
                                      (size_t)B * NH * Tq * sizeof(float));
     cudaStream_t s = stream_cuda();
-    attention_mma_dq_kernel<HD, BF16><<<qgrid, MMA_THREADS, 0, s>>>(
+    attention_mma_dq_kernel<HD, BF16, ASYNC><<<qgrid, MMA_THREADS, 0, s>>>(
         dqkv, D, dout, qkv, out, lse, B * NH, NH, T, first, Tq, hs, scale, add, d_by_sweep());
     TRI_CHECK_LAUNCH(attention_mma_dq_kernel);
-    attention_mma_dkdv_kernel<HD, BF16><<<kgrid, MMA_THREADS, 0, s>>>(
+    attention_mma_dkdv_kernel<HD, BF16, ASYNC><<<kgrid, MMA_THREADS, 0, s>>>(
         dqkv, D, dout, qkv, lse, B * NH, NH, T, first, Tq, hs, scale, add);
     TRI_CHECK_LAUNCH(attention_mma_dkdv_kernel);
 }
 
-template <bool BF16>
+template <bool BF16, bool ASYNC>
 static void mma_fwd_dtype(void *out, float *lse, const void *qkv, int B, int T, int first,
                           int Tq, int NH, int hs)
 {
     switch (attention_head_bucket_cuda(hs)) {
-    case 32: mma_fwd<32, BF16>(out, lse, qkv, B, T, first, Tq, NH, hs); break;
-    case 64: mma_fwd<64, BF16>(out, lse, qkv, B, T, first, Tq, NH, hs); break;
-    default: mma_fwd<128, BF16>(out, lse, qkv, B, T, first, Tq, NH, hs); break;
+    case 32: mma_fwd<32, BF16, ASYNC>(out, lse, qkv, B, T, first, Tq, NH, hs); break;
+    case 64: mma_fwd<64, BF16, ASYNC>(out, lse, qkv, B, T, first, Tq, NH, hs); break;
+    default: mma_fwd<128, BF16, ASYNC>(out, lse, qkv, B, T, first, Tq, NH, hs); break;
     }
 }
 
-template <bool BF16>
+template <bool BF16, bool ASYNC>
 static void mma_bwd_dtype(void *dqkv, const void *dout, const void *qkv, const void *out,
                           const float *lse, int B, int T, int first, int Tq, int NH, int hs,
                           int add)
 {
     switch (attention_head_bucket_cuda(hs)) {
-    case 32: mma_bwd<32, BF16>(dqkv, dout, qkv, out, lse, B, T, first, Tq, NH, hs, add); break;
-    case 64: mma_bwd<64, BF16>(dqkv, dout, qkv, out, lse, B, T, first, Tq, NH, hs, add); break;
-    default: mma_bwd<128, BF16>(dqkv, dout, qkv, out, lse, B, T, first, Tq, NH, hs, add); break;
+    case 32:
+        mma_bwd<32, BF16, ASYNC>(dqkv, dout, qkv, out, lse, B, T, first, Tq, NH, hs, add);
+        break;
+    case 64:
+        mma_bwd<64, BF16, ASYNC>(dqkv, dout, qkv, out, lse, B, T, first, Tq, NH, hs, add);
+        break;
+    default:
+        mma_bwd<128, BF16, ASYNC>(dqkv, dout, qkv, out, lse, B, T, first, Tq, NH, hs, add);
+        break;
     }
 }
 
 void attention_mma_fwd_cuda(void *out, float *lse, const void *qkv, ops_dtype dt,
                             int B, int T, int q0, int Tq, int NH, int hs)
 {
-    if (dt == OPS_BF16)
-        mma_fwd_dtype<true>(out, lse, qkv, B, T, q0, Tq, NH, hs);
+    int async = tiles_async();
+    if (dt == OPS_BF16 && async)
+        mma_fwd_dtype<true, true>(out, lse, qkv, B, T, q0, Tq, NH, hs);
+    else if (dt == OPS_BF16)
+        mma_fwd_dtype<true, false>(out, lse, qkv, B, T, q0, Tq, NH, hs);
+    else if (async)
+        mma_fwd_dtype<false, true>(out, lse, qkv, B, T, q0, Tq, NH, hs);
     else
-        mma_fwd_dtype<false>(out, lse, qkv, B, T, q0, Tq, NH, hs);
+        mma_fwd_dtype<false, false>(out, lse, qkv, B, T, q0, Tq, NH, hs);
 }
 
 void attention_mma_bwd_cuda(void *dqkv, const void *dout, const void *qkv, const void *out,
                             const float *lse, ops_dtype dt, int B, int T, int q0, int Tq,
                             int NH, int hs, int accumulate)
 {
-    if (dt == OPS_BF16)
-        mma_bwd_dtype<true>(dqkv, dout, qkv, out, lse, B, T, q0, Tq, NH, hs, accumulate);
+    int async = tiles_async(), acc = accumulate;
+    if (dt == OPS_BF16 && async)
+        mma_bwd_dtype<true, true>(dqkv, dout, qkv, out, lse, B, T, q0, Tq, NH, hs, acc);
+    else if (dt == OPS_BF16)
+        mma_bwd_dtype<true, false>(dqkv, dout, qkv, out, lse, B, T, q0, Tq, NH, hs, acc);
+    else if (async)
+        mma_bwd_dtype<false, true>(dqkv, dout, qkv, out, lse, B, T, q0, Tq, NH, hs, acc);
     else
-        mma_bwd_dtype<false>(dqkv, dout, qkv, out, lse, B, T, q0, Tq, NH, hs, accumulate);
+        mma_bwd_dtype<false, false>(dqkv, dout, qkv, out, lse, B, T, q0, Tq, NH, hs, acc);
 }

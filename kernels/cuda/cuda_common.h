@@ -311,6 +311,49 @@ static __device__ __forceinline__ void ldmatrix_x2_trans(uint32_t r[2], const ui
                  : "r"(a));
 }
 
+/* ---- asynchronous copies to shared memory (sm_80 and up) ------------------
+ * cp.async starts a copy of N bytes (16, or 4) from global memory src to
+ * shared memory dst without holding the thread: it goes on computing
+ * while the copy is in flight. With fill false no byte is read and dst is
+ * zeroed (src-size 0; src must still be a valid address). A thread's
+ * copies are grouped: cp_async_commit closes the group of those started
+ * since the last; cp_async_wait<N> returns once all but its newest N
+ * groups have landed in shared memory. Until then dst's contents are
+ * undefined, and another thread sees them only after a barrier that
+ * follows the wait. 16 bytes go through L2 only (.cg: a streamed tile is
+ * not read twice by this SM), 4 bytes through L1 too (.ca, the only kind
+ * for them). tests/cuda_emu/cuda_common.h defers the copies to the wait
+ * on the host, so that a kernel that reads a tile before waiting for it
+ * fails there. */
+template <int N>
+static __device__ __forceinline__ void cp_async(void *dst, const void *src, bool fill)
+{
+    static_assert(N == 16 || N == 4, "cp.async copies 16 or 4 bytes here");
+    unsigned d = (unsigned)__cvta_generic_to_shared(dst);
+    int src_size = fill ? N : 0;
+    if (N == 16)
+        asm volatile("cp.async.cg.shared.global [%0], [%1], 16, %2;\n"
+                     :
+                     : "r"(d), "l"(src), "r"(src_size)
+                     : "memory");
+    else
+        asm volatile("cp.async.ca.shared.global [%0], [%1], 4, %2;\n"
+                     :
+                     : "r"(d), "l"(src), "r"(src_size)
+                     : "memory");
+}
+
+static __device__ __forceinline__ void cp_async_commit(void)
+{
+    asm volatile("cp.async.commit_group;\n" ::: "memory");
+}
+
+template <int N>
+static __device__ __forceinline__ void cp_async_wait(void)
+{
+    asm volatile("cp.async.wait_group %0;\n" ::"n"(N) : "memory");
+}
+
 /* The two 16-bit elements of a register, widened to fp32: lo the low
  * half (pack_16x2's inverse, exact). */
 template <bool BF16>

@@ -19,7 +19,8 @@
  * computes its four results from the whole 16x16 and 16x8 operands it
  * reads back by the PTX manual's fragment layouts (those cuda_common.h
  * states), summing in fp32; an ldmatrix likewise, each lane posting its
- * row's address and reading its elements from the rows posted. So every
+ * row's address and reading its elements from the rows posted; a
+ * cp.async copy is deferred to its thread's wait (below). So every
  * index, mask, tile bound, fragment
  * layout and synchronisation of the kernels runs; what does not is the
  * hardware: a race that a barrier here hides (between two barriers the
@@ -34,6 +35,8 @@
 #include <cmath>
 #include <cstdint>
 #include <cstring>
+#include <deque>
+#include <vector>
 
 extern "C" {
 #include "kernels/elem.h"
@@ -174,6 +177,53 @@ static inline void ldmatrix_x2_trans(uint32_t r[2], const uint16_t *row)
         const uint16_t *const *rows = x.row + 8 * m;
         uint16_t lo = rows[2 * (lane % 4)][lane / 4], hi = rows[2 * (lane % 4) + 1][lane / 4];
         r[m] = (uint32_t)lo | (uint32_t)hi << 16;
+    }
+}
+
+/* ---- cp.async, as kernels/cuda/cuda_common.h's, deferred ----
+ * A copy is queued in its thread's open group and its destination filled
+ * with 0xff bytes (NaN in fp32, bf16 and fp16: undefined until the wait);
+ * cp_async_commit closes the group; cp_async_wait<N> performs all of the
+ * thread's groups but the newest N, oldest first (fill false: zeros). So
+ * a tile read before its thread waited, or before the barrier after every
+ * thread's wait, is NaN or an older tile, and a buffer refilled while
+ * another warp still reads it is NaN there: the check fails either way.
+ * launch (t_attention_emu.cpp) empties the queues of each block and fails
+ * a block that ends with a copy it never waited for. */
+struct EmuCopy {
+    void *dst;
+    const void *src;
+    int bytes, src_bytes;
+};
+struct EmuAsync {
+    std::vector<EmuCopy> open;
+    std::deque<std::vector<EmuCopy>> groups;
+};
+extern EmuAsync emu_async[128];
+
+template <int N> static inline void cp_async(void *dst, const void *src, bool fill)
+{
+    static_assert(N == 16 || N == 4, "cp.async copies 16 or 4 bytes here");
+    memset(dst, 0xff, N);
+    emu_async[threadIdx.x].open.push_back(EmuCopy{ dst, src, N, fill ? N : 0 });
+}
+
+static inline void cp_async_commit()
+{
+    EmuAsync &q = emu_async[threadIdx.x];
+    q.groups.push_back(std::move(q.open));
+    q.open.clear();
+}
+
+template <int N> static inline void cp_async_wait()
+{
+    EmuAsync &q = emu_async[threadIdx.x];
+    while ((int)q.groups.size() > N) {
+        for (const EmuCopy &c : q.groups.front()) {
+            memcpy(c.dst, c.src, (size_t)c.src_bytes);
+            memset((char *)c.dst + c.src_bytes, 0, (size_t)(c.bytes - c.src_bytes));
+        }
+        q.groups.pop_front();
     }
 }
 

@@ -1,7 +1,7 @@
 /*
  * cuda_emu/fibers.h - a CUDA block's threads as fibers on one host thread,
  * for the tests that run kernels under cuda_emu/cuda_common.h
- * (t_xent_emu.cpp). Included once per test program: it defines the
+ * (t_attention_emu.cpp, t_fused_emu.cpp). Included once per test program: it defines the
  * globals cuda_common.h declares.
  *
  * Each CUDA thread of a block of EMU_THREADS is a fiber (its own stack and
@@ -32,6 +32,7 @@ EmuBarrier *emu_warp_barrier[4];
 float emu_warp_slot[4][32];
 EmuMma emu_mma[4];
 EmuLdm emu_ldm[4];
+EmuAsync emu_async[128];
 
 enum { EMU_THREADS = 128, EMU_STACK = 512 * 1024 };
 enum EmuOrder { EMU_FORWARD, EMU_BACKWARD };
@@ -118,10 +119,24 @@ static void emu_fiber_new(int t)
     emu_done[t] = false;
 }
 
+/* Whether thread t ended its block with no cp.async copy it never waited
+ * for (an empty group is no copy); says which block and thread if not. */
+static bool emu_copies_waited(int t)
+{
+    size_t left = emu_async[t].open.size();
+    for (const std::vector<EmuCopy> &g : emu_async[t].groups)
+        left += g.size();
+    if (left)
+        fprintf(stderr, "cuda_emu: block %u, thread %d: %zu cp.async copies never "
+                        "waited for\n", blockIdx.x, t, left);
+    return left == 0;
+}
+
 /* grid blocks of EMU_THREADS threads, one block after another (the last
  * block first in the backward order, so a block that writes what a lower
  * block reads also goes first), each starting with the first thread of
- * the turn order; kernel() is the launch's body. */
+ * the turn order; kernel() is the launch's body. A thread that ends its
+ * block with a cp.async copy it never waited for stops the test. */
 static void launch(unsigned grid, const std::function<void()> &kernel)
 {
     EmuBarrier block{ EMU_THREADS, 0, 0 }, w0{ 32, 0, 0 }, w1{ 32, 0, 0 }, w2{ 32, 0, 0 },
@@ -135,11 +150,16 @@ static void launch(unsigned grid, const std::function<void()> &kernel)
     int first = emu_order == EMU_FORWARD ? 0 : EMU_THREADS - 1;
     for (unsigned k = 0; k < grid; k++) {
         blockIdx.x = emu_order == EMU_FORWARD ? k : grid - 1 - k;
-        for (int t = 0; t < EMU_THREADS; t++)
+        for (int t = 0; t < EMU_THREADS; t++) {
             emu_fiber_new(t);
+            emu_async[t] = EmuAsync();
+        }
         emu_idle = 0;
         threadIdx.x = (unsigned)first;
         swapcontext(&emu_launcher, &emu_fiber[first]);
+        for (int t = 0; t < EMU_THREADS; t++)
+            if (!emu_copies_waited(t))
+                exit(1);
     }
 }
 
