@@ -1337,13 +1337,27 @@ intact_dirs="$intact_dirs $WORK/wd_M198"
 # The launcher stopped (a Ctrl-Z'd mpiexec) until rank 0, blocked writing
 # its step lines to it, ends: its watchdog says so.
 limit=$((limit * 2))     # until some 70 KB of step lines fill the launcher's pipe, loaded
-background "$WORK/wd_M199" --set fault.timeout=2
-wait_for "^step  *6/"
-kill -STOP "$mp"
-held=$(ranks "$mp")
-until exited "$held" || [ $(($(date +%s) - t0)) -ge $((limit - 10)) ]; do sleep 0.5; done
-kill -CONT "$mp"
-wait_bounded "$mp"
+# last_step: the last step line the job printed
+last_step() { sed -n 's/^step  *\([0-9]*\)\/.*/\1/p' "$WORK/out" | tail -n 1; }
+stopped_launcher() {
+    background "$WORK/wd_M199" --set fault.timeout=2
+    wait_for "^step  *6/"
+    kill -STOP "$mp"
+    held=$(ranks "$mp")
+    at_stop=$(last_step)
+    until exited "$held" || [ $(($(date +%s) - t0)) -ge $((limit - 10)) ]; do sleep 0.5; done
+    kill -CONT "$mp"
+    wait_bounded "$mp"
+}
+stopped_launcher
+# Once in CI the stop did not hold rank 0 (its step lines went on past
+# what a pipe can buffer, 7,000 steps, and no watchdog was due): that is
+# the case's set-up failing, not the watchdog, so it is tried once more,
+# and the log says so.
+if [ "$rc" -ne 76 ] && [ $(($(last_step) - ${at_stop:-0})) -gt 2000 ]; then
+    echo "# M199: rank 0 went on from step $at_stop to $(last_step) with the launcher stopped: tried again"
+    stopped_launcher
+fi
 verdict M199 76 "\[rank 0 .*watchdog: no progress for [0-9.]* s: .* this rank is blocked writing to its standard output, which the launcher (mpirun, srun) no longer reads: the launcher may be stopped (Ctrl-Z?): ending the job with exit 76" \
     "watchdog: the launcher stopped (SIGSTOP to mpiexec): rank 0 says it is blocked writing its standard output" \
     $(($(date +%s) - t0))
