@@ -41,7 +41,8 @@ static struct {
     lt_epilogue_mode mode;
     int ready;
     int64_t fused; /* GEMMs run with an epilogue (lt_fused_count_cuda) */
-} lt = { NULL, NULL, LT_EPILOGUE_BIAS, 0, 0 }; /* the switch's default */
+} lt; /* mode: set from the switch (switches.c holds its default) when
+       * device_cuda.cu sets the device up, before any GEMM */
 
 /* ---- the switch ------------------------------------------------------------ */
 
