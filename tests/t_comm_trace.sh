@@ -3,7 +3,8 @@
 # src/parallel/comm_trace.h) and its checker (tests/trace_check.c).
 #
 # Each layout below trains two steps of a tiny model with an evaluation
-# and the end-of-run sample, every rank tracing each call through comm.h;
+# and the end-of-run sample (none where cp or ep > 1: generation runs
+# neither), every rank tracing each call through comm.h;
 # trace_check then proves from the files that on every communicator all
 # members issued the same collectives and that on every pipeline link the
 # sends are the receives. Each layout also names a line its trace must
@@ -26,6 +27,9 @@ common="model.n_layer=4,model.n_head=4,model.seq_len=16,train.micro_batch=1"
 common="$common,train.grad_accum=4,train.steps=2,train.warmup=1,eval.batches=1"
 common="$common,log.sample_tokens=4"
 llama="model.arch=llama,model.ffn_dim=48,model.tie_embeddings=false"
+# a mixture of experts (generation needs ep = 1 and cp = 1: those layouts
+# set log.sample_tokens=0, which overrides common's)
+moe="$llama,model.n_expert=4,model.top_k=2,log.sample_tokens=0"
 
 # name:ranks:a line the trace must hold (grep -E):settings (key=value,...)
 LAYOUTS="tp2:2:^coll tp@:parallel.tp=2
@@ -53,7 +57,12 @@ llama-dp2-tp2-kv1:4:^coll kv@:$llama,model.n_kv_head=1,parallel.dp=2,parallel.tp
 llama-tp4-kv2:4:^coll kv@:$llama,model.n_kv_head=2,parallel.tp=4
 dp2-pp2-tp2:8:^send pp@:parallel.dp=2,parallel.pp=2,parallel.tp=2
 dp2-pp2-tp2-sp-zero3-gpipe:8:^coll dp@.* allgather:parallel.dp=2,parallel.pp=2,parallel.tp=2,parallel.sequence_parallel=1,parallel.zero=3,parallel.schedule=gpipe
-dp4-two-level-pp2-zero2:8:^coll dp_node@:parallel.dp=4,parallel.node_size=2,parallel.pp=2,parallel.zero=2"
+dp4-two-level-pp2-zero2:8:^coll dp_node@:parallel.dp=4,parallel.node_size=2,parallel.pp=2,parallel.zero=2
+cp2:2:^coll cp@:parallel.cp=2,log.sample_tokens=0
+llama-cp2-tp2-sp-zero1:4:^coll cp@:$llama,model.n_kv_head=2,parallel.cp=2,parallel.tp=2,parallel.sequence_parallel=1,parallel.zero=1,log.sample_tokens=0
+moe-ep2:2:^a2a ep@:$moe,parallel.ep=2
+moe-ep2-tp2:4:^coll edp@:$moe,parallel.ep=2,parallel.tp=2
+moe-ep2-pp2:4:^a2a ep@:$moe,parallel.ep=2,parallel.pp=2"
 count=$(echo "$LAYOUTS" | wc -l)
 plan $((2 * count + 11))
 
