@@ -2,17 +2,20 @@
  * moe_cuda.cu - the twins of cpu/moe_cpu.c: mixture-of-experts routing,
  * permutation, gather and combine (issue 38).
  *
- * NOT YET RUN ON A GPU: these compile and link in the CUDA build, but no
- * test has executed them on a device (tests/t_ops_moe.c checks the CPU
- * backend). They are deliberately simple: one thread per token (router,
- * losses) or per element (gather, combine), per-token work in the CPU's
- * order so the results match it, and the counting sort on one thread,
- * which keeps it stable and deterministic (a parallel scan is for later).
+ * NOT YET RUN ON A GPU: these compile and link in the CUDA build;
+ * tests/t_moe_emu runs them as written on the host (tests/cuda_emu), bit
+ * for bit against the CPU twins, and tests/t_ops_cuda has a case for each
+ * ops_moe_* op for the first GPU session. They are deliberately simple:
+ * one thread per token (router, losses) or per element (gather, combine),
+ * per-token work in the CPU's order so the results match it, and the
+ * counting sort on one thread, which keeps it stable and deterministic (a
+ * parallel scan is for later).
  */
 #include "cuda_common.h"
 
-/* Row max and log-sum-exp of z[0..n). */
-static __device__ float row_lse(const float *z, int n, float *max_out)
+/* The max of z[0..n) and the sum of exp(z - max) in fp64: both rows'
+ * steps of the CPU's softmax_row, in its order. */
+static __device__ double row_sum_exp(const float *z, int n, float *max_out)
 {
     float m = z[0];
     for (int i = 1; i < n; i++)
@@ -21,6 +24,14 @@ static __device__ float row_lse(const float *z, int n, float *max_out)
     for (int i = 0; i < n; i++)
         s += expf(z[i] - m);
     *max_out = m;
+    return s;
+}
+
+/* Log-sum-exp of z[0..n), as the CPU's softmax_row returns it. */
+static __device__ float row_lse(const float *z, int n)
+{
+    float m;
+    double s = row_sum_exp(z, n, &m);
     return m + (float)log(s);
 }
 
@@ -32,13 +43,10 @@ static __global__ void router_fwd_kernel(int32_t *ids, float *weights, float *pr
         const float *z = logits + t * E;
         float *p = probs + t * E, *w = weights + t * k;
         int32_t *id = ids + t * k;
-        float m, lse = row_lse(z, E, &m);
-        double s = 0.0;
-        for (int e = 0; e < E; e++)
-            s += expf(z[e] - m);
+        float m;
+        double s = row_sum_exp(z, E, &m);
         for (int e = 0; e < E; e++)
             p[e] = (float)(expf(z[e] - m) / s);
-        (void)lse;
         elem_moe_top_k(id, z, E, k);
         /* Mixtral renormalises the k probabilities; the raw order keeps them */
         float S = 0.0f;
@@ -56,6 +64,20 @@ void moe_router_fwd_cuda(int32_t *ids, float *weights, float *probs, const float
         LAUNCH(router_fwd_kernel, N, ids, weights, probs, logits, N, E, k, order);
 }
 
+/* d loss / d p_e of the weights' loss for expert e (0 if no slot chose
+ * it): renormalised, (dw_j - w . dw) / S; raw, dw_j; j the slot of e. */
+static __device__ float chosen_grad(const int32_t *id, const float *dw, int k, int e,
+                                    int order, float wdw, float S)
+{
+    for (int j = 0; j < k; j++)
+        if (id[j] == e)
+            return order == OPS_MOE_SOFTMAX_TOPK ? (dw[j] - wdw) / S : dw[j];
+    return 0.0f;
+}
+
+/* Softmax's backward over the row, dz += p * (dp - p . dp), with p . dp
+ * summed over every expert in index order, as the CPU's softmax_bwd_row
+ * sums it (in slot order the sum of k >= 3 terms rounds differently). */
 static __global__ void router_bwd_kernel(float *dlogits, const float *dweights,
                                          const int32_t *ids, const float *weights,
                                          const float *probs, int N, int E, int k,
@@ -65,22 +87,15 @@ static __global__ void router_bwd_kernel(float *dlogits, const float *dweights,
         float *dz = dlogits + t * E;
         const float *w = weights + t * k, *dw = dweights + t * k, *p = probs + t * E;
         const int32_t *id = ids + t * k;
-        /* dp_j (0 for unchosen experts): renormalised, (dw_j - w . dw) / S;
-         * raw, dw_j. Then softmax's backward over the row. */
         float S = 0.0f, wdw = 0.0f, dot = 0.0f;
         for (int j = 0; j < k; j++) {
             S += p[id[j]];
             wdw += w[j] * dw[j];
         }
-        for (int j = 0; j < k; j++)
-            dot += p[id[j]] * (order == OPS_MOE_SOFTMAX_TOPK ? (dw[j] - wdw) / S : dw[j]);
-        for (int e = 0; e < E; e++) {
-            float dp = 0.0f;
-            for (int j = 0; j < k; j++)
-                if (id[j] == e)
-                    dp = order == OPS_MOE_SOFTMAX_TOPK ? (dw[j] - wdw) / S : dw[j];
-            dz[e] += p[e] * (dp - dot);
-        }
+        for (int e = 0; e < E; e++)
+            dot += p[e] * chosen_grad(id, dw, k, e, order, wdw, S);
+        for (int e = 0; e < E; e++)
+            dz[e] += p[e] * (chosen_grad(id, dw, k, e, order, wdw, S) - dot);
     }
 }
 
@@ -150,8 +165,7 @@ void moe_aux_bwd_cuda(float *dlogits, const float *probs, const float *frac, int
 static __global__ void zloss_lse_kernel(float *lse, const float *logits, int N, int E)
 {
     GRID_STRIDE(t, N) {
-        float m;
-        lse[t] = row_lse(logits + t * E, E, &m);
+        lse[t] = row_lse(logits + t * E, E);
     }
 }
 

@@ -1,0 +1,402 @@
+/*
+ * t_moe_emu.cpp - the mixture-of-experts CUDA kernels (kernels/cuda/
+ * moe_cuda.cu, issue 38) run on the host under tests/cuda_emu (each CUDA
+ * thread a fiber), against their CPU twins (kernels/cpu/moe_cpu.c) called
+ * directly on the same inputs: the router's top-k forward and backward in
+ * both orders, the load-balancing and z losses, the permutation with and
+ * without a capacity, gather, combine and their backward passes, the
+ * shared expert's sigmoid gate.
+ *
+ * Everything is compared bit for bit. Both sides here are the host's
+ * arithmetic (the same expf, no fused multiply-adds), so a difference is
+ * an index, a bound, an order of summation or a formula that parts from
+ * the CPU's. On a GPU, CUDA's expf and nvcc's contracted a*b + c move the
+ * fp32 results (softmax, the losses, the gradients, the combine's sums)
+ * by ulps, and tests/t_ops_cuda's MoE cases allow for that; the expert
+ * ids, the permutation, gather and the gather's backward (copies and
+ * adds only) stay bit for bit there too.
+ *
+ * The grid-stride kernels run in four launches each: the turn order
+ * forward and backward (cuda_emu/fibers.h; the blocks last to first in
+ * the backward one), and with every block the n elements need and with
+ * 2 blocks (each thread then strides over several elements, as at real
+ * sizes when grid_for caps the grid). Blocks are 128 threads (the GPU
+ * launches TRI_THREADS = 256; the kernels read blockDim.x). The
+ * single-thread kernels (the permutation, the losses' final sums) run
+ * once, as the <<<1, 1>>> launch runs them. No kernel of moe_cuda.cu
+ * uses atomics or shared memory: its threads meet only through distinct
+ * output elements, so what the emulation cannot show is the hardware's
+ * arithmetic (above), not a race.
+ *
+ * Cases: E = 4, 8 and 64 with k = 1, 2 and 8 (Mixtral's 8 and 2,
+ * Qwen-MoE's 64 and 8 at N = 8192 tokens); logits drawn at random, with
+ * ties (three levels, and whole rows equal: the lower expert wins, as the
+ * determinism promise says), all tokens to one expert, half the experts
+ * receiving no token; capacities that drop pairs; N not a multiple of the
+ * block; fp32, bf16 and fp16 rows. t_moe_emu.sh builds the kernels a
+ * second time with an off-by-one in the permutation's capacity bound and
+ * passes that build's exit status here: the last check is that it failed.
+ */
+#include "fibers.h"
+
+#include <cstdarg>
+#include <cstdio>
+#include <cstdlib>
+#include <cstring>
+#include <functional>
+#include <random>
+#include <string>
+#include <vector>
+
+EmuDim gridDim = { 1, 1 };
+
+/* kernels/cuda/cuda_common.h's loop over [0, n) that any grid covers */
+#ifndef GRID_STRIDE
+#define GRID_STRIDE(i, n)                                                     \
+    for (int64_t i = blockIdx.x * (int64_t)blockDim.x + threadIdx.x; i < (n); \
+         i += (int64_t)gridDim.x * blockDim.x)
+#endif
+
+#include "moe_kernels.inc"
+
+extern "C" {
+#include "kernels/cpu/cpu.h"
+
+/* moe_cpu.c's two helpers from the rest of the CPU backend */
+void copy_cpu(void *dst, const void *src, size_t bytes)
+{
+    memcpy(dst, src, bytes);
+}
+
+size_t ops_dtype_size(ops_dtype dt)
+{
+    return dt == OPS_BF16 || dt == OPS_F16 ? 2 : dt == OPS_F64 ? 8 : 4;
+}
+}
+
+static std::mt19937_64 rng(38); /* the same draws every run */
+
+static float uniform(float lo, float hi)
+{
+    return std::uniform_real_distribution<float>(lo, hi)(rng);
+}
+
+static int n_tests;
+static bool quiet; /* the mutant's run: no output, only the exit status */
+
+/* ---- launches ------------------------------------------------------------ */
+
+/* The four launches of a grid-stride kernel over n elements (above). */
+static const int n_launches = 4;
+
+static void launch_nth(int which, int64_t n, const std::function<void()> &kernel)
+{
+    int64_t blocks = (n + EMU_THREADS - 1) / EMU_THREADS;
+    if (which % 2 && blocks > 2)
+        blocks = 2;
+    emu_order = which < 2 ? EMU_FORWARD : EMU_BACKWARD;
+    gridDim.x = (unsigned)(blocks > 0 ? blocks : 1);
+    launch(gridDim.x, kernel);
+}
+
+/* A <<<1, 1>>> launch: thread 0 of block 0, on the host thread. */
+static void one_thread(const std::function<void()> &kernel)
+{
+    threadIdx.x = blockIdx.x = 0;
+    gridDim.x = 1;
+    kernel();
+}
+
+template <typename T> static bool same(const std::vector<T> &a, const std::vector<T> &b)
+{
+    return a.size() == b.size() && memcmp(a.data(), b.data(), a.size() * sizeof(T)) == 0;
+}
+
+/* Collects the names of the outputs that differ, for one TAP line. */
+struct Verdict {
+    std::string bad;
+    void expect(bool ok, const char *what)
+    {
+        if (!ok && bad.find(what) == std::string::npos)
+            bad += bad.empty() ? what : std::string(", ") + what;
+    }
+    bool report(const char *fmt, ...) __attribute__((format(printf, 2, 3)));
+};
+
+bool Verdict::report(const char *fmt, ...)
+{
+    bool ok = bad.empty();
+    if (quiet)
+        return ok;
+    char line[512];
+    va_list ap;
+    va_start(ap, fmt);
+    vsnprintf(line, sizeof line, fmt, ap);
+    va_end(ap);
+    printf("%s %d - %s%s%s\n", ok ? "ok" : "not ok", ++n_tests, line,
+           ok ? "" : ": differ from the CPU: ", bad.c_str());
+    return ok;
+}
+
+/* ---- routing ------------------------------------------------------------- */
+
+enum Logits { RANDOM, TIES, ONE_EXPERT, HALF_EMPTY };
+static const char *logits_name[] = { "random logits", "tied logits (3 levels, every 5th row all "
+                                     "equal)", "every token's top logit on expert E-1",
+                                     "experts E/2.. never chosen" };
+
+static std::vector<float> draw_logits(int N, int E, Logits kind)
+{
+    std::vector<float> z((size_t)N * E);
+    for (int t = 0; t < N; t++)
+        for (int e = 0; e < E; e++) {
+            float v = uniform(-4.0f, 4.0f);
+            if (kind == TIES)
+                v = t % 5 == 4 ? 0.25f : (float)(int)uniform(0.0f, 3.0f) * 0.5f;
+            else if (kind == ONE_EXPERT && e == E - 1)
+                v = 20.0f;
+            else if (kind == HALF_EMPTY && e >= E / 2)
+                v = -30.0f;
+            z[(size_t)t * E + e] = v;
+        }
+    return z;
+}
+
+/* The router, its backward, both losses and their backward passes, and
+ * the permutation with no capacity and with `capacity`, each kernel's
+ * outputs against moe_cpu.c's; each kernel takes the CPU's inputs, so a
+ * difference points at the kernel that made it. */
+static bool check_routing(int N, int E, int k, int order, Logits kind, int capacity)
+{
+    const size_t NE = (size_t)N * E, Nk = (size_t)N * k;
+    std::vector<float> z = draw_logits(N, E, kind);
+    std::vector<int32_t> ids(Nk);
+    std::vector<float> w(Nk), probs(NE);
+    moe_router_fwd_cpu(ids.data(), w.data(), probs.data(), z.data(), N, E, k, order);
+    std::vector<float> dw(Nk), dz0(NE), frac(E), mean(E), loss(1), lse(N), zl(1);
+    for (float &v : dw)
+        v = uniform(-1.0f, 1.0f);
+    for (float &v : dz0)
+        v = uniform(-0.1f, 0.1f);
+    std::vector<float> dz_router = dz0, dz_aux = dz0, dz_z = dz0;
+    moe_router_bwd_cpu(dz_router.data(), dw.data(), ids.data(), w.data(), probs.data(), N, E,
+                       k, order);
+    moe_aux_fwd_cpu(loss.data(), frac.data(), mean.data(), probs.data(), ids.data(), N, E, k);
+    moe_aux_bwd_cpu(dz_aux.data(), probs.data(), frac.data(), N, E, 0.01f);
+    moe_zloss_fwd_cpu(zl.data(), lse.data(), z.data(), N, E);
+    moe_zloss_bwd_cpu(dz_z.data(), z.data(), lse.data(), N, E, 0.001f);
+    std::vector<int32_t> perm[2][4]; /* capacity 0 and capacity: order, row_of, offsets, dropped */
+    for (int c = 0; c < 2; c++) {
+        perm[c][0].assign(Nk, 0x7f7f7f7f);
+        perm[c][1].assign(Nk, 0x7f7f7f7f);
+        perm[c][2].assign((size_t)E + 1, 0x7f7f7f7f);
+        perm[c][3].assign(1, 0x7f7f7f7f);
+        moe_permute_cpu(perm[c][0].data(), perm[c][1].data(), perm[c][2].data(),
+                        perm[c][3].data(), ids.data(), N, E, k, c ? capacity : 0);
+    }
+
+    Verdict v;
+    for (int l = 0; l < n_launches; l++) {
+        std::vector<int32_t> g_ids(Nk, -7);
+        std::vector<float> g_w(Nk, -7.0f), g_probs(NE, -7.0f);
+        launch_nth(l, N, [&] {
+            router_fwd_kernel(g_ids.data(), g_w.data(), g_probs.data(), z.data(), N, E, k, order);
+        });
+        v.expect(same(g_ids, ids), "ids");
+        v.expect(same(g_w, w), "weights");
+        v.expect(same(g_probs, probs), "probs");
+        std::vector<float> g_dz = dz0;
+        launch_nth(l, N, [&] {
+            router_bwd_kernel(g_dz.data(), dw.data(), ids.data(), w.data(), probs.data(), N, E,
+                              k, order);
+        });
+        v.expect(same(g_dz, dz_router), "router_bwd's dlogits");
+        std::vector<float> g_frac(E, -7.0f), g_mean(E, -7.0f), g_loss(1, -7.0f);
+        launch_nth(l, E, [&] {
+            aux_stats_kernel(g_frac.data(), g_mean.data(), probs.data(), ids.data(), N, E, k);
+        });
+        one_thread([&] { aux_loss_kernel(g_loss.data(), g_frac.data(), g_mean.data(), E); });
+        v.expect(same(g_frac, frac) && same(g_mean, mean), "aux frac, mean_prob");
+        v.expect(same(g_loss, loss), "aux loss");
+        g_dz = dz0;
+        launch_nth(l, N, [&] {
+            aux_bwd_kernel(g_dz.data(), probs.data(), frac.data(), N, E, 0.01f);
+        });
+        v.expect(same(g_dz, dz_aux), "aux_bwd's dlogits");
+        std::vector<float> g_lse(N, -7.0f), g_zl(1, -7.0f);
+        launch_nth(l, N, [&] { zloss_lse_kernel(g_lse.data(), z.data(), N, E); });
+        one_thread([&] { zloss_mean_kernel(g_zl.data(), g_lse.data(), N); });
+        v.expect(same(g_lse, lse) && same(g_zl, zl), "z-loss lse, loss");
+        g_dz = dz0;
+        launch_nth(l, (int64_t)NE, [&] {
+            zloss_bwd_kernel(g_dz.data(), z.data(), lse.data(), N, E, 0.001f);
+        });
+        v.expect(same(g_dz, dz_z), "zloss_bwd's dlogits");
+    }
+    for (int c = 0; c < 2; c++) {
+        std::vector<int32_t> g[4];
+        for (int i = 0; i < 4; i++)
+            g[i].assign(perm[c][i].size(), 0x7f7f7f7f);
+        one_thread([&] {
+            permute_kernel(g[0].data(), g[1].data(), g[2].data(), g[3].data(), ids.data(), N,
+                           E, k, c ? capacity : 0);
+        });
+        v.expect(same(g[0], perm[c][0]) && same(g[1], perm[c][1]) && same(g[2], perm[c][2]) &&
+                 same(g[3], perm[c][3]), c ? "permute (capacity)" : "permute (dropless)");
+    }
+    int dropped = perm[1][3][0], empty = 0;
+    for (int e = 0; e < E; e++)
+        empty += perm[0][2][e + 1] == perm[0][2][e];
+    return v.report("routing, %s, N %d, E %d, k %d, %s: router fwd/bwd, aux and z losses "
+                    "fwd/bwd (4 launches each), permute dropless and at capacity %d (%d "
+                    "pairs dropped; %d experts without a token)", order ? "raw" : "renormalised",
+                    N, E, k, logits_name[kind], capacity, dropped, empty);
+}
+
+/* ---- rows: gather, combine and their backward passes ---------------------- */
+
+static const char *dtype_name(ops_dtype dt)
+{
+    return dt == OPS_F32 ? "fp32" : dt == OPS_BF16 ? "bf16" : "fp16";
+}
+
+static std::vector<uint8_t> draw_rows(ops_dtype dt, int64_t n)
+{
+    std::vector<uint8_t> b((size_t)n * ops_dtype_size(dt));
+    for (int64_t i = 0; i < n; i++)
+        store_f32_cuda(b.data(), dt, i, uniform(-2.0f, 2.0f));
+    return b;
+}
+
+/* N tokens of C channels routed to k of E experts (random logits, one
+ * expert favoured so that `capacity` drops pairs), then gather, its
+ * backward, combine and its backward (with both outputs, and with each
+ * alone: the absent arguments NULL as ops.h allows), four launches each. */
+static bool check_rows(ops_dtype dt, int N, int C, int E, int k, int capacity)
+{
+    const int64_t Nk = (int64_t)N * k;
+    std::vector<float> z = draw_logits(N, E, RANDOM);
+    for (int t = 0; t < N; t += 2)
+        z[(size_t)t * E + 1] += 3.0f; /* expert 1 popular */
+    std::vector<int32_t> ids(Nk), order(Nk), row_of(Nk), offsets(E + 1), dropped(1);
+    std::vector<float> w(Nk), probs((size_t)N * E);
+    moe_router_fwd_cpu(ids.data(), w.data(), probs.data(), z.data(), N, E, k, 0);
+    moe_permute_cpu(order.data(), row_of.data(), offsets.data(), dropped.data(), ids.data(), N,
+                    E, k, capacity);
+    const int R = offsets[E];
+    std::vector<uint8_t> x = draw_rows(dt, (int64_t)N * C), ys = draw_rows(dt, Nk * C);
+    std::vector<uint8_t> dxs = draw_rows(dt, Nk * C), dout = draw_rows(dt, (int64_t)N * C);
+    std::vector<uint8_t> start = draw_rows(dt, Nk * C); /* rows a kernel must not touch */
+
+    std::vector<uint8_t> xs = start, dx = start, out = start, dys = start;
+    std::vector<float> dwts(Nk, -7.0f);
+    moe_gather_cpu(xs.data(), x.data(), dt, order.data(), R, C, k);
+    moe_gather_bwd_cpu(dx.data(), dxs.data(), dt, row_of.data(), N, C, k);
+    moe_combine_fwd_cpu(out.data(), ys.data(), dt, w.data(), row_of.data(), N, C, k);
+    moe_combine_bwd_cpu(dys.data(), dwts.data(), dout.data(), ys.data(), dt, w.data(),
+                        row_of.data(), N, C, k);
+
+    Verdict v;
+    for (int l = 0; l < n_launches; l++) {
+        std::vector<uint8_t> g = start;
+        launch_nth(l, (int64_t)R * C, [&] {
+            gather_kernel(g.data(), x.data(), dt, order.data(), (int64_t)R * C, C, k);
+        });
+        v.expect(g == xs, "gather");
+        g = start;
+        launch_nth(l, (int64_t)N * C, [&] {
+            gather_bwd_kernel(g.data(), dxs.data(), dt, row_of.data(), (int64_t)N * C, C, k);
+        });
+        v.expect(g == dx, "gather_bwd");
+        g = start;
+        launch_nth(l, (int64_t)N * C, [&] {
+            combine_fwd_kernel(g.data(), ys.data(), dt, w.data(), row_of.data(),
+                               (int64_t)N * C, C, k);
+        });
+        v.expect(g == out, "combine_fwd");
+        for (int outputs = 1; outputs <= 3; outputs++) { /* dys, dweights, both */
+            bool with_dys = outputs & 1, with_dw = outputs & 2;
+            std::vector<uint8_t> gd = start;
+            std::vector<float> gw(Nk, -7.0f);
+            launch_nth(l, Nk, [&] {
+                combine_bwd_kernel(with_dys ? gd.data() : nullptr,
+                                   with_dw ? gw.data() : nullptr, dout.data(),
+                                   with_dw ? ys.data() : nullptr, dt,
+                                   with_dys ? w.data() : nullptr, row_of.data(), Nk, C, k);
+            });
+            v.expect(with_dys ? gd == dys : gd == start, "combine_bwd's dys");
+            v.expect(with_dw ? same(gw, dwts) : gw == std::vector<float>(Nk, -7.0f),
+                     "combine_bwd's dweights");
+        }
+    }
+    return v.report("rows, %s, N %d, C %d, E %d, k %d, capacity %d (%d of %lld pairs dropped): "
+                    "gather, gather_bwd, combine_fwd, combine_bwd (dys, dweights, both), 4 "
+                    "launches each", dtype_name(dt), N, C, E, k, capacity, dropped[0],
+                    (long long)Nk);
+}
+
+/* The shared expert's gate and its backward. */
+static bool check_sigmoid(int N)
+{
+    std::vector<float> logit(N), dgate(N), gate(N), dlogit(N);
+    for (int t = 0; t < N; t++) {
+        logit[t] = uniform(-12.0f, 12.0f);
+        dgate[t] = uniform(-1.0f, 1.0f);
+    }
+    moe_sigmoid_fwd_cpu(gate.data(), logit.data(), N);
+    moe_sigmoid_bwd_cpu(dlogit.data(), dgate.data(), gate.data(), N);
+    Verdict v;
+    for (int l = 0; l < n_launches; l++) {
+        std::vector<float> g(N, -7.0f), gd(N, -7.0f);
+        launch_nth(l, N, [&] { sigmoid_fwd_kernel(g.data(), logit.data(), N); });
+        launch_nth(l, N, [&] { sigmoid_bwd_kernel(gd.data(), dgate.data(), gate.data(), N); });
+        v.expect(same(g, gate), "gate");
+        v.expect(same(gd, dlogit), "dlogit");
+    }
+    return v.report("sigmoid gate fwd/bwd, N %d, 4 launches each", N);
+}
+
+/* ---- the cases ----------------------------------------------------------- */
+
+/* Every case, each printing its line (none when quiet). */
+static bool check_all()
+{
+    bool ok = true;
+    for (int order = 0; order < 2; order++) {
+        ok &= check_routing(300, 4, 1, order, RANDOM, 60);
+        ok &= check_routing(300, 4, 2, order, TIES, 100);
+        ok &= check_routing(300, 8, 2, order, ONE_EXPERT, 75);
+        ok &= check_routing(257, 64, 2, order, HALF_EMPTY, 9);
+        ok &= check_routing(300, 64, 8, order, TIES, 38);
+        ok &= check_routing(300, 64, 8, order, RANDOM, 38); /* slot order is not index order */
+    }
+    /* Mixtral's routing and Qwen-MoE's at 8192 tokens (capacity factor 1) */
+    ok &= check_routing(8192, 8, 2, 0, RANDOM, 2048);
+    ok &= check_routing(8192, 64, 8, 1, RANDOM, 1024);
+    for (ops_dtype dt : { OPS_F32, OPS_BF16, OPS_F16 }) {
+        ok &= check_rows(dt, 300, 70, 8, 2, 0);
+        ok &= check_rows(dt, 129, 33, 4, 2, 50);
+    }
+    ok &= check_rows(OPS_BF16, 100, 129, 64, 8, 10);
+    ok &= check_rows(OPS_F32, 200, 16, 4, 1, 30);
+    ok &= check_sigmoid(1000);
+    return ok;
+}
+
+/* argv[1]: "mutant" runs the cases quietly and exits 1 if any failed (the
+ * build with the off-by-one); otherwise the exit status of that mutant,
+ * which must have failed. */
+int main(int argc, char **argv)
+{
+    quiet = argc > 1 && strcmp(argv[1], "mutant") == 0;
+    if (quiet)
+        return check_all() ? 0 : 1;
+    int mutant_rc = argc > 1 ? atoi(argv[1]) : -1;
+    printf("1..24\n");
+    bool ok = check_all();
+    bool caught = mutant_rc == 1;
+    printf("%s %d - with an off-by-one in permute_kernel's capacity bound the same cases fail "
+           "(the mutant's exit status %d, 1 expected)\n", caught ? "ok" : "not ok", ++n_tests,
+           mutant_rc);
+    return ok && caught ? 0 : 1;
+}

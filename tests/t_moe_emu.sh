@@ -1,0 +1,40 @@
+#!/bin/sh
+# t_moe_emu.sh - builds tests/t_moe_emu.cpp with the device code of
+# kernels/cuda/moe_cuda.cu (its host functions dropped, so the test always
+# runs the kernels as they are now) and the CPU twins of
+# kernels/cpu/moe_cpu.c, and runs it: every mixture-of-experts kernel on
+# the host under tests/cuda_emu, against its CPU twin called directly.
+# A second build with an off-by-one in the permutation's capacity bound
+# must fail its cases.
+# Needs no GPU and no CUDA; skips without a C++20 compiler.
+. "${TRI_SRCDIR:-.}/tests/lib.sh"
+src="${TRI_SRCDIR:-.}" CXX=${CXX:-c++}
+command -v "$CXX" >/dev/null 2>&1 || { echo "1..0 # SKIP no C++ compiler ($CXX)"; exit 0; }
+# the kernels without their host functions (void moe_x_cuda(...) { ... })
+awk '/^(static )?void [a-z0-9_]+_cuda\(/ { skip = 1 } !skip { print }
+     skip && /^}/ { skip = 0 }' "$src/kernels/cuda/moe_cuda.cu" > "$WORK/moe_kernels.inc"
+mkdir "$WORK/mutant"
+# the mutant: the permutation keeps one pair past an expert's capacity
+sed 's/if (r < offsets\[e + 1\])/if (r <= offsets[e + 1])/' "$WORK/moe_kernels.inc" \
+    > "$WORK/mutant/moe_kernels.inc"
+build() { # DIR: the test with DIR's .inc file
+    "$CXX" -x c -std=c11 -O2 -I"$src" -c -o "$1/moe_cpu.o" "$src/kernels/cpu/moe_cpu.c" \
+        > "$1/cc.log" 2>&1 &&
+    "$CXX" -std=c++20 -O2 -I"$1" -I"$src/tests/cuda_emu" -I"$src" \
+        -o "$1/emu" "$src/tests/t_moe_emu.cpp" "$1/moe_cpu.o" > "$1/cxx.log" 2>&1
+}
+if ! build "$WORK" || ! build "$WORK/mutant"; then
+    if grep -q "std=c++20" "$WORK/cxx.log"; then
+        echo "1..0 # SKIP $CXX has no -std=c++20"
+        exit 0
+    fi
+    echo "1..1"
+    echo "not ok 1 - t_moe_emu.cpp with the kernels of moe_cuda.cu and moe_cpu.c compiles"
+    cat "$WORK/cc.log" "$WORK/cxx.log" "$WORK/mutant/cxx.log" 2>/dev/null |
+        sed 's/^/#   /' | head -n 30
+    exit 1
+fi
+cmp -s "$WORK/moe_kernels.inc" "$WORK/mutant/moe_kernels.inc" &&
+    echo "# moe_cuda.cu's capacity bound has changed: the mutant is the kernel itself"
+"$WORK/mutant/emu" mutant
+"$WORK/emu" $?
