@@ -33,9 +33,13 @@
  * ties (three levels, and whole rows equal: the lower expert wins, as the
  * determinism promise says), all tokens to one expert, half the experts
  * receiving no token; capacities that drop pairs; N not a multiple of the
- * block; fp32, bf16 and fp16 rows. t_moe_emu.sh builds the kernels a
- * second time with an off-by-one in the permutation's capacity bound and
- * passes that build's exit status here: the last check is that it failed.
+ * block; more experts than the block has threads; fp32, bf16 and fp16
+ * rows. The permutation runs in both its kernels: the one-thread sort and
+ * the block with a thread per expert, whose threads meet at two barriers
+ * (in both turn orders). t_moe_emu.sh builds the kernels twice more, with
+ * an off-by-one in the capacity bound and without the block's barriers,
+ * and passes those builds' exit statuses here: the last checks are that
+ * they failed.
  */
 #include "fibers.h"
 
@@ -233,23 +237,40 @@ static bool check_routing(int N, int E, int k, int order, Logits kind, int capac
         });
         v.expect(same(g_dz, dz_z), "zloss_bwd's dlogits");
     }
-    for (int c = 0; c < 2; c++) {
-        std::vector<int32_t> g[4];
-        for (int i = 0; i < 4; i++)
-            g[i].assign(perm[c][i].size(), 0x7f7f7f7f);
-        one_thread([&] {
-            permute_kernel(g[0].data(), g[1].data(), g[2].data(), g[3].data(), ids.data(), N,
-                           E, k, c ? capacity : 0);
-        });
-        v.expect(same(g[0], perm[c][0]) && same(g[1], perm[c][1]) && same(g[2], perm[c][2]) &&
-                 same(g[3], perm[c][3]), c ? "permute (capacity)" : "permute (dropless)");
-    }
+    /* the one-thread sort, then the block's in both turn orders (its
+     * threads meet at the barriers around the cut); offsets start 0 */
+    for (int c = 0; c < 2; c++)
+        for (int kernel = 0; kernel < 3; kernel++) {
+            std::vector<int32_t> g[4];
+            for (int i = 0; i < 4; i++)
+                g[i].assign(perm[c][i].size(), i == 2 ? 0 : 0x7f7f7f7f);
+            int cap = c ? capacity : 0;
+            if (kernel == 0)
+                one_thread([&] {
+                    permute_kernel(g[0].data(), g[1].data(), g[2].data(), g[3].data(),
+                                   ids.data(), N, E, k, cap);
+                });
+            else {
+                emu_order = kernel == 1 ? EMU_FORWARD : EMU_BACKWARD;
+                gridDim.x = 1;
+                launch(1, [&] {
+                    permute_experts_kernel(g[0].data(), g[1].data(), g[2].data(), g[3].data(),
+                                           ids.data(), N, E, k, cap);
+                });
+            }
+            v.expect(same(g[0], perm[c][0]) && same(g[1], perm[c][1]) &&
+                     same(g[2], perm[c][2]) && same(g[3], perm[c][3]),
+                     kernel == 0 ? (c ? "permute_kernel (capacity)" : "permute_kernel (dropless)")
+                                 : (c ? "permute_experts_kernel (capacity)"
+                                      : "permute_experts_kernel (dropless)"));
+        }
     int dropped = perm[1][3][0], empty = 0;
     for (int e = 0; e < E; e++)
         empty += perm[0][2][e + 1] == perm[0][2][e];
     return v.report("routing, %s, N %d, E %d, k %d, %s: router fwd/bwd, aux and z losses "
-                    "fwd/bwd (4 launches each), permute dropless and at capacity %d (%d "
-                    "pairs dropped; %d experts without a token)", order ? "raw" : "renormalised",
+                    "fwd/bwd (4 launches each), permute (one thread; a block, both turn "
+                    "orders) dropless and at capacity %d (%d pairs dropped; %d experts "
+                    "without a token)", order ? "raw" : "renormalised",
                     N, E, k, logits_name[kind], capacity, dropped, empty);
 }
 
@@ -369,6 +390,7 @@ static bool check_all()
         ok &= check_routing(257, 64, 2, order, HALF_EMPTY, 9);
         ok &= check_routing(300, 64, 8, order, TIES, 38);
         ok &= check_routing(300, 64, 8, order, RANDOM, 38); /* slot order is not index order */
+        ok &= check_routing(257, 300, 2, order, RANDOM, 3); /* 2 or 3 experts a thread */
     }
     /* Mixtral's routing and Qwen-MoE's at 8192 tokens (capacity factor 1) */
     ok &= check_routing(8192, 8, 2, 0, RANDOM, 2048);
@@ -383,20 +405,24 @@ static bool check_all()
     return ok;
 }
 
-/* argv[1]: "mutant" runs the cases quietly and exits 1 if any failed (the
- * build with the off-by-one); otherwise the exit status of that mutant,
- * which must have failed. */
+/* argv[1]: "mutant" runs the cases quietly and exits 1 if any failed (a
+ * mutant's build); otherwise argv[1] and argv[2] are the exit statuses of
+ * the two mutants, which must have failed. */
 int main(int argc, char **argv)
 {
     quiet = argc > 1 && strcmp(argv[1], "mutant") == 0;
     if (quiet)
         return check_all() ? 0 : 1;
-    int mutant_rc = argc > 1 ? atoi(argv[1]) : -1;
-    printf("1..24\n");
+    int bound_rc = argc > 2 ? atoi(argv[1]) : -1, barrier_rc = argc > 2 ? atoi(argv[2]) : -1;
+    printf("1..27\n");
     bool ok = check_all();
-    bool caught = mutant_rc == 1;
-    printf("%s %d - with an off-by-one in permute_kernel's capacity bound the same cases fail "
-           "(the mutant's exit status %d, 1 expected)\n", caught ? "ok" : "not ok", ++n_tests,
-           mutant_rc);
-    return ok && caught ? 0 : 1;
+    printf("%s %d - with an off-by-one in fill_expert_rows' capacity bound the same cases fail "
+           "(the mutant's exit status %d, 1 expected)\n", bound_rc == 1 ? "ok" : "not ok",
+           ++n_tests, bound_rc);
+    /* without its barriers permute_experts_kernel may also write out of
+     * bounds: any failure counts */
+    printf("%s %d - without permute_experts_kernel's barriers the same cases fail (the "
+           "mutant's exit status %d, not 0)\n", barrier_rc != 0 ? "ok" : "not ok", ++n_tests,
+           barrier_rc);
+    return ok && bound_rc == 1 && barrier_rc != 0 ? 0 : 1;
 }

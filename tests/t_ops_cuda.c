@@ -1361,15 +1361,19 @@ static void test_moe_routing(int N, int E, int k, int order)
     moe_zloss_bwd_cuda(dzz.d, z.d, lse.d, N, E, 0.001f);
     expect("moe_zloss_bwd", OPS_F32, "dlogits (+=)", &dzz);
 
-    for (int c = 0; c < 2; c++) {
-        int capacity = c ? (int)((Nk + E - 1) / E) : 0;
+    for (int c = 0; c < 4; c++) { /* each kernel dropless and at capacity factor 1 */
+        int capacity = c % 2 ? (int)((Nk + E - 1) / E) : 0, serial = c >= 2;
         Buf ord = buf_i32(Nk), row_of = buf_i32(Nk), off = buf_i32(E + 1), drop = buf_i32(1);
         moe_permute_cpu(ord.h, row_of.h, off.h, drop.h, ids.h, N, E, k, capacity);
-        moe_permute_cuda(ord.d, row_of.d, off.d, drop.d, ids.d, N, E, k, capacity);
+        if (serial)
+            moe_permute_serial_cuda(ord.d, row_of.d, off.d, drop.d, ids.d, N, E, k, capacity);
+        else
+            moe_permute_experts_cuda(ord.d, row_of.d, off.d, drop.d, ids.d, N, E, k, capacity);
         CHECK(moe_same(&ord) && moe_same(&row_of) && moe_same(&off) && moe_same(&drop),
-              "moe_permute N %d, E %d, k %d, capacity %d (%d pairs dropped): order, row_of, "
-              "offsets, dropped bit-identical to the CPU's", N, E, k, capacity,
-              ((int32_t *)drop.h)[0]);
+              "moe_permute (%s) N %d, E %d, k %d, capacity %d (%d pairs dropped): order, "
+              "row_of, offsets, dropped bit-identical to the CPU's",
+              serial ? "one thread, TRIDENT_FUSED=0" : "a thread per expert", N, E, k,
+              capacity, ((int32_t *)drop.h)[0]);
         Buf *p[] = { &ord, &row_of, &off, &drop };
         for (size_t i = 0; i < sizeof p / sizeof p[0]; i++)
             buf_free(p[i]);

@@ -8,8 +8,10 @@
  * ops_moe_* op for the first GPU session. They are deliberately simple:
  * one thread per token (router, losses) or per element (gather, combine),
  * per-token work in the CPU's order so the results match it, and the
- * counting sort on one thread, which keeps it stable and deterministic (a
- * parallel scan is for later).
+ * counting sort with a thread per expert, each walking the pairs in
+ * order, which keeps it stable and deterministic (TRIDENT_FUSED=0: the
+ * first version, the whole sort on one thread; a parallel scan over the
+ * pairs is for later).
  */
 #include "cuda_common.h"
 
@@ -201,9 +203,27 @@ void moe_zloss_bwd_cuda(float *dlogits, const float *logits, const float *lse, i
         LAUNCH(zloss_bwd_kernel, (int64_t)N * E, dlogits, logits, lse, N, E, coeff);
 }
 
-/* The CPU's serial counting sort on one thread: stable by construction.
- * offsets[e+1] counts first, then becomes the running end of expert e;
- * order's unused tail is -1. */
+/* Expert e's pairs, in index order (token, then slot), fill its rows
+ * [offsets[e], offsets[e+1]) as the CPU's sort fills them; the pairs past
+ * its capacity get row -1. */
+static __device__ void fill_expert_rows(int32_t *order, int32_t *row_of, const int32_t *offsets,
+                                        const int32_t *ids, int64_t pairs, int e)
+{
+    int32_t r = offsets[e];
+    for (int64_t p = 0; p < pairs; p++)
+        if (ids[p] == e) {
+            if (r < offsets[e + 1]) {
+                order[r] = (int32_t)p;
+                row_of[p] = r++;
+            } else {
+                row_of[p] = -1;
+            }
+        }
+}
+
+/* The CPU's serial counting sort on one thread (TRIDENT_FUSED=0): stable
+ * by construction, but O(E * N * k) on one thread (4M steps at E 64,
+ * N 8192, k 8); order's unused tail is -1. */
 static __global__ void permute_kernel(int32_t *order, int32_t *row_of, int32_t *offsets,
                                       int32_t *dropped, const int32_t *ids, int N, int E,
                                       int k, int capacity)
@@ -212,29 +232,68 @@ static __global__ void permute_kernel(int32_t *order, int32_t *row_of, int32_t *
     int32_t lost = elem_moe_offsets(offsets, ids, pairs, E, capacity);
     for (int64_t p = 0; p < pairs; p++)
         order[p] = -1;
-    /* Expert by expert, pairs in index order fill its rows: O(E * N * k)
-     * on one thread, but no scratch array. */
-    for (int e = 0; e < E; e++) {
-        int32_t r = offsets[e];
-        for (int64_t p = 0; p < pairs; p++)
-            if (ids[p] == e) {
-                if (r < offsets[e + 1]) {
-                    order[r] = (int32_t)p;
-                    row_of[p] = r++;
-                } else {
-                    row_of[p] = -1;
-                }
-            }
-    }
+    for (int e = 0; e < E; e++)
+        fill_expert_rows(order, row_of, offsets, ids, pairs, e);
     dropped[0] = lost;
+}
+
+/* Threads of permute_experts_kernel's one block */
+#define PERMUTE_THREADS 256
+
+/* The same sort with a thread per expert (e, e + blockDim.x, ...) in one
+ * block: each thread counts its experts' pairs, thread 0 cuts and sums the
+ * counts as the CPU does (elem_moe_cut), and each thread fills its
+ * experts' rows, so every output is the serial kernel's. Each thread
+ * walks the N k pairs twice (all threads read the same id at once); the
+ * threads' writes are disjoint: an expert's count, rows and pairs' row_of,
+ * and a stride of order's tail. */
+static __global__ void permute_experts_kernel(int32_t *order, int32_t *row_of,
+                                              int32_t *offsets, int32_t *dropped,
+                                              const int32_t *ids, int N, int E, int k,
+                                              int capacity)
+{
+    int64_t pairs = (int64_t)N * k;
+    for (int e = threadIdx.x; e < E; e += blockDim.x) {
+        int32_t n = 0;
+        for (int64_t p = 0; p < pairs; p++)
+            n += ids[p] == e;
+        offsets[e + 1] = n;
+    }
+    __syncthreads(); /* every count written */
+    if (threadIdx.x == 0)
+        dropped[0] = elem_moe_cut(offsets, E, capacity);
+    __syncthreads(); /* the offsets final */
+    for (int64_t p = (int64_t)offsets[E] + threadIdx.x; p < pairs; p += blockDim.x)
+        order[p] = -1;
+    for (int e = threadIdx.x; e < E; e += blockDim.x)
+        fill_expert_rows(order, row_of, offsets, ids, pairs, e);
+}
+
+void moe_permute_serial_cuda(int32_t *order, int32_t *row_of, int32_t *offsets,
+                             int32_t *dropped, const int32_t *ids, int N, int E, int k,
+                             int capacity)
+{
+    permute_kernel<<<1, 1, 0, stream_cuda()>>>(order, row_of, offsets, dropped, ids, N, E,
+                                               k, capacity);
+    TRI_CHECK_LAUNCH(permute_kernel);
+}
+
+void moe_permute_experts_cuda(int32_t *order, int32_t *row_of, int32_t *offsets,
+                              int32_t *dropped, const int32_t *ids, int N, int E, int k,
+                              int capacity)
+{
+    permute_experts_kernel<<<1, PERMUTE_THREADS, 0, stream_cuda()>>>(
+        order, row_of, offsets, dropped, ids, N, E, k, capacity);
+    TRI_CHECK_LAUNCH(permute_experts_kernel);
 }
 
 void moe_permute_cuda(int32_t *order, int32_t *row_of, int32_t *offsets, int32_t *dropped,
                       const int32_t *ids, int N, int E, int k, int capacity)
 {
-    permute_kernel<<<1, 1, 0, stream_cuda()>>>(order, row_of, offsets, dropped, ids, N, E,
-                                               k, capacity);
-    TRI_CHECK_LAUNCH(permute_kernel);
+    if (fused_enabled_cuda())
+        moe_permute_experts_cuda(order, row_of, offsets, dropped, ids, N, E, k, capacity);
+    else
+        moe_permute_serial_cuda(order, row_of, offsets, dropped, ids, N, E, k, capacity);
 }
 
 static __global__ void gather_kernel(void *xs, const void *x, ops_dtype dt,
