@@ -23,10 +23,16 @@
  * sizes when grid_for caps the grid). Blocks are 128 threads (the GPU
  * launches TRI_THREADS = 256; the kernels read blockDim.x). The
  * single-thread kernels (the permutation, the losses' final sums) run
- * once, as the <<<1, 1>>> launch runs them. No kernel of moe_cuda.cu
- * uses atomics or shared memory: its threads meet only through distinct
- * output elements, so what the emulation cannot show is the hardware's
- * arithmetic (above), not a race.
+ * once, as the <<<1, 1>>> launch runs them. The host functions that
+ * launch through LAUNCH (all but the losses' forward and the
+ * permutation's, which use <<< >>>) run too, on grid_for's grid, so their
+ * arguments are checked on their way to the kernels. No kernel of
+ * moe_cuda.cu uses atomics or shared memory; the block permutation's
+ * threads meet through the offsets in global memory at its two barriers
+ * (both turn orders, and a build without them that must fail), the other
+ * kernels' threads only write distinct elements. What the emulation
+ * cannot show is the hardware: its arithmetic (above) and its memory
+ * ordering, which __syncthreads orders for global memory within a block.
  *
  * Cases: E = 4, 8 and 64 with k = 1, 2 and 8 (Mixtral's 8 and 2,
  * Qwen-MoE's 64 and 8 at N = 8192 tokens); logits drawn at random, with
@@ -54,12 +60,17 @@
 
 EmuDim gridDim = { 1, 1 };
 
-/* kernels/cuda/cuda_common.h's loop over [0, n) that any grid covers */
-#ifndef GRID_STRIDE
-#define GRID_STRIDE(i, n)                                                     \
-    for (int64_t i = blockIdx.x * (int64_t)blockDim.x + threadIdx.x; i < (n); \
-         i += (int64_t)gridDim.x * blockDim.x)
-#endif
+/* kernels/cuda/cuda_common.h's TRI_THREADS, grid_for and GRID_STRIDE
+ * (t_moe_emu.sh copies them), and its LAUNCH on the host: grid_for's
+ * blocks (of TRI_THREADS; the emulated blocks have 128 threads, so each
+ * thread strides over twice as many elements), in the forward order. */
+#include "grid.inc"
+#define LAUNCH(kernel, n, ...)                                  \
+    do {                                                        \
+        gridDim.x = grid_for((n), TRI_THREADS);                 \
+        emu_order = EMU_FORWARD;                                \
+        launch(gridDim.x, [&] { kernel(__VA_ARGS__); });        \
+    } while (0)
 
 #include "moe_kernels.inc"
 
@@ -237,6 +248,19 @@ static bool check_routing(int N, int E, int k, int order, Logits kind, int capac
         });
         v.expect(same(g_dz, dz_z), "zloss_bwd's dlogits");
     }
+    { /* the host functions that LAUNCH: their arguments reach the kernels */
+        std::vector<int32_t> g_ids(Nk, -7);
+        std::vector<float> g_w(Nk, -7.0f), g_probs(NE, -7.0f), g_dz = dz0, g_da = dz0;
+        std::vector<float> g_dzz = dz0;
+        moe_router_fwd_cuda(g_ids.data(), g_w.data(), g_probs.data(), z.data(), N, E, k, order);
+        moe_router_bwd_cuda(g_dz.data(), dw.data(), ids.data(), w.data(), probs.data(), N, E, k,
+                            order);
+        moe_aux_bwd_cuda(g_da.data(), probs.data(), frac.data(), N, E, 0.01f);
+        moe_zloss_bwd_cuda(g_dzz.data(), z.data(), lse.data(), N, E, 0.001f);
+        v.expect(same(g_ids, ids) && same(g_w, w) && same(g_probs, probs) &&
+                 same(g_dz, dz_router) && same(g_da, dz_aux) && same(g_dzz, dz_z),
+                 "moe_router_fwd/bwd_cuda, moe_aux_bwd_cuda, moe_zloss_bwd_cuda");
+    }
     /* the one-thread sort, then the block's in both turn orders (its
      * threads meet at the barriers around the cut); offsets start 0 */
     for (int c = 0; c < 2; c++)
@@ -268,7 +292,7 @@ static bool check_routing(int N, int E, int k, int order, Logits kind, int capac
     for (int e = 0; e < E; e++)
         empty += perm[0][2][e + 1] == perm[0][2][e];
     return v.report("routing, %s, N %d, E %d, k %d, %s: router fwd/bwd, aux and z losses "
-                    "fwd/bwd (4 launches each), permute (one thread; a block, both turn "
+                    "fwd/bwd (4 launches each; the host functions that LAUNCH), permute (one thread; a block, both turn "
                     "orders) dropless and at capacity %d (%d pairs dropped; %d experts "
                     "without a token)", order ? "raw" : "renormalised",
                     N, E, k, logits_name[kind], capacity, dropped, empty);
@@ -350,10 +374,21 @@ static bool check_rows(ops_dtype dt, int N, int C, int E, int k, int capacity)
                      "combine_bwd's dweights");
         }
     }
+    { /* the host functions */
+        std::vector<uint8_t> g = start, gx = start, go = start, gd = start;
+        std::vector<float> gw(Nk, -7.0f);
+        moe_gather_cuda(g.data(), x.data(), dt, order.data(), R, C, k);
+        moe_gather_bwd_cuda(gx.data(), dxs.data(), dt, row_of.data(), N, C, k);
+        moe_combine_fwd_cuda(go.data(), ys.data(), dt, w.data(), row_of.data(), N, C, k);
+        moe_combine_bwd_cuda(gd.data(), gw.data(), dout.data(), ys.data(), dt, w.data(),
+                             row_of.data(), N, C, k);
+        v.expect(g == xs && gx == dx && go == out && gd == dys && same(gw, dwts),
+                 "moe_gather(_bwd)_cuda, moe_combine_fwd/bwd_cuda");
+    }
     return v.report("rows, %s, N %d, C %d, E %d, k %d, capacity %d (%d of %lld pairs dropped): "
                     "gather, gather_bwd, combine_fwd, combine_bwd (dys, dweights, both), 4 "
-                    "launches each", dtype_name(dt), N, C, E, k, capacity, dropped[0],
-                    (long long)Nk);
+                    "launches each, and their host functions", dtype_name(dt), N, C, E, k,
+                    capacity, dropped[0], (long long)Nk);
 }
 
 /* The shared expert's gate and its backward. */
@@ -374,7 +409,12 @@ static bool check_sigmoid(int N)
         v.expect(same(g, gate), "gate");
         v.expect(same(gd, dlogit), "dlogit");
     }
-    return v.report("sigmoid gate fwd/bwd, N %d, 4 launches each", N);
+    std::vector<float> g(N, -7.0f), gd(N, -7.0f);
+    moe_sigmoid_fwd_cuda(g.data(), logit.data(), N);
+    moe_sigmoid_bwd_cuda(gd.data(), dgate.data(), gate.data(), N);
+    v.expect(same(g, gate) && same(gd, dlogit), "moe_sigmoid_fwd/bwd_cuda");
+    return v.report("sigmoid gate fwd/bwd, N %d, 4 launches each, and their host functions",
+                    N);
 }
 
 /* ---- the cases ----------------------------------------------------------- */

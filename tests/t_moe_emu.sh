@@ -1,19 +1,30 @@
 #!/bin/sh
 # t_moe_emu.sh - builds tests/t_moe_emu.cpp with the device code of
-# kernels/cuda/moe_cuda.cu (its host functions dropped, so the test always
-# runs the kernels as they are now) and the CPU twins of
+# kernels/cuda/moe_cuda.cu and its host functions that launch through
+# LAUNCH (extracted, so the test always runs the kernels as they are now;
+# cuda_common.h's grid size and grid-stride loop too) and the CPU twins of
 # kernels/cpu/moe_cpu.c, and runs it: every mixture-of-experts kernel on
 # the host under tests/cuda_emu, against its CPU twin called directly.
 # Two more builds, one with an off-by-one in the permutation's capacity
 # bound and one without the block permutation's barriers, must fail.
 # Needs no GPU and no CUDA; skips without a C++20 compiler.
 . "${TRI_SRCDIR:-.}/tests/lib.sh"
-src="${TRI_SRCDIR:-.}" CXX=${CXX:-c++}
+src="${TRI_SRCDIR:-.}" CXX=${CXX:-c++} common="${TRI_SRCDIR:-.}/kernels/cuda/cuda_common.h"
 command -v "$CXX" >/dev/null 2>&1 || { echo "1..0 # SKIP no C++ compiler ($CXX)"; exit 0; }
-# the kernels without their host functions (void moe_x_cuda(...) { ... })
-awk '/^(static )?void [a-z0-9_]+_cuda\(/ { skip = 1 } !skip { print }
-     skip && /^}/ { skip = 0 }' "$src/kernels/cuda/moe_cuda.cu" > "$WORK/moe_kernels.inc"
+# the real header's launch size, capped grid and grid-stride loop
+sed -n -e '/^#define TRI_THREADS/p' -e '/^#define TRI_MAX_BLOCKS/,/^}/p' \
+    -e '/^#define GRID_STRIDE/,/blockDim\.x)$/p' "$common" > "$WORK/grid.inc"
+# the kernels, and the host functions (void moe_x_cuda(...) { ... }) that
+# launch through LAUNCH; those with <<< >>>, which no host compiler takes,
+# or a switch are dropped
+awk '/^(static )?void [a-z0-9_]+_cuda\(/ { fn = 1; body = ""; drop = 0 }
+     fn { body = body $0 "\n"; if (/<<<|fused_enabled_cuda/) drop = 1
+          if (/^}/) { fn = 0; if (!drop) printf "%s", body }
+          next }
+     { print }' "$src/kernels/cuda/moe_cuda.cu" > "$WORK/moe_kernels.inc"
 mkdir "$WORK/mutant" "$WORK/barrier"
+cp "$WORK/grid.inc" "$WORK/mutant/"
+cp "$WORK/grid.inc" "$WORK/barrier/"
 # the mutants: the permutation keeps one pair past an expert's capacity;
 # the block's threads do not wait for the counts and the cut
 sed 's/if (r < offsets\[e + 1\])/if (r <= offsets[e + 1])/' "$WORK/moe_kernels.inc" \
