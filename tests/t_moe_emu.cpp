@@ -23,10 +23,11 @@
  * sizes when grid_for caps the grid). Blocks are 128 threads (the GPU
  * launches TRI_THREADS = 256; the kernels read blockDim.x). The
  * single-thread kernels (the permutation, the losses' final sums) run
- * once, as the <<<1, 1>>> launch runs them. The host functions that
- * launch through LAUNCH (all but the losses' forward and the
- * permutation's, which use <<< >>>) run too, on grid_for's grid, so their
- * arguments are checked on their way to the kernels. No kernel of
+ * once, as the <<<1, 1>>> launch runs them. The host functions run too
+ * (LAUNCH on grid_for's grid; t_moe_emu.sh rewrites <<< >>>, which no
+ * host compiler takes, as a call; moe_permute_cuda under both values of
+ * TRIDENT_FUSED), so their arguments are checked on their way to the
+ * kernels. No kernel of
  * moe_cuda.cu uses atomics or shared memory; the block permutation's
  * threads meet through the offsets in global memory at its two barriers
  * (both turn orders, and a build without them that must fail), the other
@@ -60,17 +61,50 @@
 
 EmuDim gridDim = { 1, 1 };
 
+/* A <<<1, 1>>> launch: thread 0 of block 0, on the host thread. */
+static void one_thread(const std::function<void()> &kernel)
+{
+    threadIdx.x = blockIdx.x = 0;
+    gridDim.x = 1;
+    kernel();
+}
+
 /* kernels/cuda/cuda_common.h's TRI_THREADS, grid_for and GRID_STRIDE
  * (t_moe_emu.sh copies them), and its LAUNCH on the host: grid_for's
  * blocks (of TRI_THREADS; the emulated blocks have 128 threads, so each
- * thread strides over twice as many elements), in the forward order. */
+ * thread strides over twice as many elements), in the turn order set. */
 #include "grid.inc"
 #define LAUNCH(kernel, n, ...)                                  \
     do {                                                        \
         gridDim.x = grid_for((n), TRI_THREADS);                 \
-        emu_order = EMU_FORWARD;                                \
         launch(gridDim.x, [&] { kernel(__VA_ARGS__); });        \
     } while (0)
+
+/* kernel<<<grid, threads, 0, stream_cuda()>>>(args), which t_moe_emu.sh
+ * rewrites as EMU_LAUNCH(grid, threads, kernel)(args): one thread on the
+ * host thread, more as the emulator's blocks of 128 fibers (the kernels
+ * read blockDim.x), in the turn order set. */
+template <typename K> static auto emu_launch(unsigned grid, unsigned threads, K kernel)
+{
+    return [=](auto... args) {
+        if (threads == 1) {
+            one_thread([&] { kernel(args...); });
+        } else {
+            gridDim.x = grid;
+            launch(grid, [&] { kernel(args...); });
+        }
+    };
+}
+#define EMU_LAUNCH(grid, threads, kernel) \
+    emu_launch((grid), (threads), [](auto... args) { kernel(args...); })
+#define TRI_CHECK_LAUNCH(kernel) ((void)0)
+
+/* TRIDENT_FUSED as fused_cuda.cu reads it, set by the test */
+static bool emu_fused = true;
+static int fused_enabled_cuda()
+{
+    return emu_fused;
+}
 
 #include "moe_kernels.inc"
 
@@ -112,14 +146,6 @@ static void launch_nth(int which, int64_t n, const std::function<void()> &kernel
     emu_order = which < 2 ? EMU_FORWARD : EMU_BACKWARD;
     gridDim.x = (unsigned)(blocks > 0 ? blocks : 1);
     launch(gridDim.x, kernel);
-}
-
-/* A <<<1, 1>>> launch: thread 0 of block 0, on the host thread. */
-static void one_thread(const std::function<void()> &kernel)
-{
-    threadIdx.x = blockIdx.x = 0;
-    gridDim.x = 1;
-    kernel();
 }
 
 template <typename T> static bool same(const std::vector<T> &a, const std::vector<T> &b)
@@ -248,7 +274,8 @@ static bool check_routing(int N, int E, int k, int order, Logits kind, int capac
         });
         v.expect(same(g_dz, dz_z), "zloss_bwd's dlogits");
     }
-    { /* the host functions that LAUNCH: their arguments reach the kernels */
+    { /* the host functions: their arguments reach the kernels */
+        emu_order = EMU_FORWARD;
         std::vector<int32_t> g_ids(Nk, -7);
         std::vector<float> g_w(Nk, -7.0f), g_probs(NE, -7.0f), g_dz = dz0, g_da = dz0;
         std::vector<float> g_dzz = dz0;
@@ -260,6 +287,25 @@ static bool check_routing(int N, int E, int k, int order, Logits kind, int capac
         v.expect(same(g_ids, ids) && same(g_w, w) && same(g_probs, probs) &&
                  same(g_dz, dz_router) && same(g_da, dz_aux) && same(g_dzz, dz_z),
                  "moe_router_fwd/bwd_cuda, moe_aux_bwd_cuda, moe_zloss_bwd_cuda");
+        std::vector<float> g_frac(E, -7.0f), g_mean(E, -7.0f), g_loss(1, -7.0f);
+        std::vector<float> g_lse(N, -7.0f), g_zl(1, -7.0f);
+        moe_aux_fwd_cuda(g_loss.data(), g_frac.data(), g_mean.data(), probs.data(), ids.data(),
+                         N, E, k);
+        moe_zloss_fwd_cuda(g_zl.data(), g_lse.data(), z.data(), N, E);
+        v.expect(same(g_frac, frac) && same(g_mean, mean) && same(g_loss, loss) &&
+                 same(g_lse, lse) && same(g_zl, zl), "moe_aux_fwd_cuda, moe_zloss_fwd_cuda");
+        /* moe_permute_cuda under TRIDENT_FUSED=1 (the block) and 0 */
+        for (int fused = 0; fused < 2; fused++) {
+            std::vector<int32_t> g[4];
+            for (int i = 0; i < 4; i++)
+                g[i].assign(perm[1][i].size(), i == 2 ? 0 : 0x7f7f7f7f);
+            emu_fused = fused;
+            moe_permute_cuda(g[0].data(), g[1].data(), g[2].data(), g[3].data(), ids.data(), N,
+                             E, k, capacity);
+            v.expect(same(g[0], perm[1][0]) && same(g[1], perm[1][1]) &&
+                     same(g[2], perm[1][2]) && same(g[3], perm[1][3]), "moe_permute_cuda");
+        }
+        emu_fused = true;
     }
     /* the one-thread sort, then the block's in both turn orders (its
      * threads meet at the barriers around the cut); offsets start 0 */
@@ -292,7 +338,7 @@ static bool check_routing(int N, int E, int k, int order, Logits kind, int capac
     for (int e = 0; e < E; e++)
         empty += perm[0][2][e + 1] == perm[0][2][e];
     return v.report("routing, %s, N %d, E %d, k %d, %s: router fwd/bwd, aux and z losses "
-                    "fwd/bwd (4 launches each; the host functions that LAUNCH), permute (one thread; a block, both turn "
+                    "fwd/bwd (4 launches each, and their host functions), permute (one thread; a block, both turn "
                     "orders) dropless and at capacity %d (%d pairs dropped; %d experts "
                     "without a token)", order ? "raw" : "renormalised",
                     N, E, k, logits_name[kind], capacity, dropped, empty);
@@ -375,6 +421,7 @@ static bool check_rows(ops_dtype dt, int N, int C, int E, int k, int capacity)
         }
     }
     { /* the host functions */
+        emu_order = EMU_BACKWARD;
         std::vector<uint8_t> g = start, gx = start, go = start, gd = start;
         std::vector<float> gw(Nk, -7.0f);
         moe_gather_cuda(g.data(), x.data(), dt, order.data(), R, C, k);
@@ -410,6 +457,7 @@ static bool check_sigmoid(int N)
         v.expect(same(gd, dlogit), "dlogit");
     }
     std::vector<float> g(N, -7.0f), gd(N, -7.0f);
+    emu_order = EMU_FORWARD;
     moe_sigmoid_fwd_cuda(g.data(), logit.data(), N);
     moe_sigmoid_bwd_cuda(gd.data(), dgate.data(), gate.data(), N);
     v.expect(same(g, gate) && same(gd, dlogit), "moe_sigmoid_fwd/bwd_cuda");

@@ -1,8 +1,8 @@
 #!/bin/sh
-# t_moe_emu.sh - builds tests/t_moe_emu.cpp with the device code of
-# kernels/cuda/moe_cuda.cu and its host functions that launch through
-# LAUNCH (extracted, so the test always runs the kernels as they are now;
-# cuda_common.h's grid size and grid-stride loop too) and the CPU twins of
+# t_moe_emu.sh - builds tests/t_moe_emu.cpp with kernels/cuda/moe_cuda.cu,
+# its kernels and their host functions, its launches rewritten for the
+# host (so the test always runs the kernels as they are now; cuda_common.h's
+# grid size and grid-stride loop too) and the CPU twins of
 # kernels/cpu/moe_cpu.c, and runs it: every mixture-of-experts kernel on
 # the host under tests/cuda_emu, against its CPU twin called directly.
 # Two more builds, one with an off-by-one in the permutation's capacity
@@ -14,14 +14,11 @@ command -v "$CXX" >/dev/null 2>&1 || { echo "1..0 # SKIP no C++ compiler ($CXX)"
 # the real header's launch size, capped grid and grid-stride loop
 sed -n -e '/^#define TRI_THREADS/p' -e '/^#define TRI_MAX_BLOCKS/,/^}/p' \
     -e '/^#define GRID_STRIDE/,/blockDim\.x)$/p' "$common" > "$WORK/grid.inc"
-# the kernels, and the host functions (void moe_x_cuda(...) { ... }) that
-# launch through LAUNCH; those with <<< >>>, which no host compiler takes,
-# or a switch are dropped
-awk '/^(static )?void [a-z0-9_]+_cuda\(/ { fn = 1; body = ""; drop = 0 }
-     fn { body = body $0 "\n"; if (/<<<|fused_enabled_cuda/) drop = 1
-          if (/^}/) { fn = 0; if (!drop) printf "%s", body }
-          next }
-     { print }' "$src/kernels/cuda/moe_cuda.cu" > "$WORK/moe_kernels.inc"
+# the kernels and their host functions, each kernel<<<grid, threads, 0,
+# stream_cuda()>>>(args) (which no host compiler takes) rewritten as
+# EMU_LAUNCH(grid, threads, kernel)(args)
+sed 's/\([A-Za-z0-9_]*\)<<<\([^,]*\), *\([^,]*\), 0, stream_cuda()>>>(/EMU_LAUNCH(\2, \3, \1)(/' \
+    "$src/kernels/cuda/moe_cuda.cu" > "$WORK/moe_kernels.inc"
 mkdir "$WORK/mutant" "$WORK/barrier"
 cp "$WORK/grid.inc" "$WORK/mutant/"
 cp "$WORK/grid.inc" "$WORK/barrier/"
