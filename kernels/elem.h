@@ -281,16 +281,14 @@ static inline TRI_HD void elem_moe_top_k(int32_t *ids, const float *z, int E, in
     }
 }
 
-/* offsets[0..E] of a counting sort of the pairs' expert ids: expert e's
- * rows are [offsets[e], offsets[e+1]), each expert cut to capacity when
- * capacity > 0. Returns the number of pairs the cut dropped. */
-static inline TRI_HD int32_t elem_moe_offsets(int32_t *offsets, const int32_t *ids,
-                                              int64_t pairs, int E, int capacity)
+/* The cut and the running sums of a counting sort's offsets: offsets[1..E]
+ * hold the pairs each expert got; each is cut to capacity when capacity
+ * > 0, then offsets[0..E] become the running sums from offsets[0] = 0, so
+ * expert e's rows are [offsets[e], offsets[e+1]). Returns the number of
+ * pairs the cut dropped. */
+static inline TRI_HD int32_t elem_moe_cut(int32_t *offsets, int E, int capacity)
 {
-    for (int e = 0; e <= E; e++)
-        offsets[e] = 0;
-    for (int64_t p = 0; p < pairs; p++)
-        offsets[ids[p] + 1]++;
+    offsets[0] = 0;
     int32_t dropped = 0;
     for (int e = 0; e < E; e++) {
         if (capacity > 0 && offsets[e + 1] > capacity) {
@@ -300,6 +298,19 @@ static inline TRI_HD int32_t elem_moe_offsets(int32_t *offsets, const int32_t *i
         offsets[e + 1] += offsets[e];
     }
     return dropped;
+}
+
+/* offsets[0..E] of a counting sort of the pairs' expert ids, each expert
+ * cut to capacity when capacity > 0 (elem_moe_cut). Returns the number of
+ * pairs the cut dropped. */
+static inline TRI_HD int32_t elem_moe_offsets(int32_t *offsets, const int32_t *ids,
+                                              int64_t pairs, int E, int capacity)
+{
+    for (int e = 0; e <= E; e++)
+        offsets[e] = 0;
+    for (int64_t p = 0; p < pairs; p++)
+        offsets[ids[p] + 1]++;
+    return elem_moe_cut(offsets, E, capacity);
 }
 
 #endif

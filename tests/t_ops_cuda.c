@@ -1271,6 +1271,270 @@ static ops_tensor on_device(const Buf *b)
     return (ops_tensor){ b->d, b->n, b->dt, OPS_CUDA };
 }
 
+/* ---- mixture of experts (issue 38: moe_cuda.cu, ops_moe.c) --------------- */
+
+/* Every MoE kernel takes the CPU's inputs (the CPU router's ids, probs and
+ * permutation), so a difference is that kernel's own. Bit for bit where
+ * the GPU does what the CPU does with no rounding that nvcc can move: the
+ * expert ids (comparisons of the logits only; ties go to the lower
+ * index), the permutation, the aux loss's counts and mean probabilities
+ * (plain adds), gather (copies), the gather's backward (adds in slot
+ * order) and the combine's dys (one product). CUDA's expf (softmax,
+ * z-loss, sigmoid) and the fused multiply-adds nvcc makes of the dot
+ * products (router and aux backward, the combine and its dweights) move
+ * the rest by ulps: normwise, at the file's tolerances. tests/t_moe_emu
+ * runs the same kernels on the host, bit for bit against the CPU. */
+
+static Buf buf_i32(int64_t n)
+{
+    return buf_zero(OPS_I32, n);
+}
+
+/* N rows of E router logits: uniform, with ties (a third of the rows on
+ * three levels, every 7th row all equal) that the top-k must break as
+ * the CPU does, toward the lower expert. */
+static Buf moe_logits(int N, int E)
+{
+    Buf z = buf_rand(OPS_F32, (int64_t)N * E, -4.0f, 4.0f);
+    float *h = z.h;
+    for (int t = 0; t < N; t++)
+        for (int e = 0; e < E; e++)
+            if (t % 7 == 6)
+                h[(int64_t)t * E + e] = 0.5f;
+            else if (t % 3 == 0)
+                h[(int64_t)t * E + e] = (float)((int)(h[(int64_t)t * E + e] + 4.0f) / 3);
+    upload(&z);
+    return z;
+}
+
+/* The device's result (d) downloaded over the host's (h) is the CPU's? */
+static int moe_same(const Buf *b)
+{
+    return bitwise(b);
+}
+
+/* Router fwd/bwd, the aux and z losses fwd/bwd and the permutation (no
+ * capacity, and capacity factor 1: ceil(N k / E)) for N tokens, E experts,
+ * k a token, in `order`. */
+static void test_moe_routing(int N, int E, int k, int order)
+{
+    const char *on = order == OPS_MOE_SOFTMAX_TOPK ? "renormalised" : "raw";
+    const int64_t Nk = (int64_t)N * k, NE = (int64_t)N * E;
+    Buf z = moe_logits(N, E);
+    Buf ids = buf_i32(Nk), w = buf_zero(OPS_F32, Nk), probs = buf_zero(OPS_F32, NE);
+    moe_router_fwd_cpu(ids.h, w.h, probs.h, z.h, N, E, k, order);
+    moe_router_fwd_cuda(ids.d, w.d, probs.d, z.d, N, E, k, order);
+    CHECK(moe_same(&ids), "moe_router_fwd %s, N %d, E %d, k %d (ties among the logits): the "
+          "experts bit-identical to the CPU's", on, N, E, k);
+    expect("moe_router_fwd", OPS_F32, "weights", &w);
+    expect("moe_router_fwd", OPS_F32, "probs", &probs);
+    /* from here on both sides read the CPU's routing */
+    upload(&ids);
+    upload(&w);
+    upload(&probs);
+
+    Buf dw = buf_rand(OPS_F32, Nk, -1.0f, 1.0f), dz = buf_rand(OPS_F32, NE, -0.1f, 0.1f);
+    moe_router_bwd_cpu(dz.h, dw.h, ids.h, w.h, probs.h, N, E, k, order);
+    moe_router_bwd_cuda(dz.d, dw.d, ids.d, w.d, probs.d, N, E, k, order);
+    expect("moe_router_bwd", OPS_F32, "dlogits (+=)", &dz);
+
+    Buf loss = buf_zero(OPS_F32, 1), frac = buf_zero(OPS_F32, E), mean = buf_zero(OPS_F32, E);
+    moe_aux_fwd_cpu(loss.h, frac.h, mean.h, probs.h, ids.h, N, E, k);
+    moe_aux_fwd_cuda(loss.d, frac.d, mean.d, probs.d, ids.d, N, E, k);
+    CHECK(moe_same(&frac) && moe_same(&mean), "moe_aux_fwd N %d, E %d, k %d: frac and "
+          "mean_prob bit-identical to the CPU's", N, E, k);
+    expect("moe_aux_fwd", OPS_F32, "loss", &loss);
+    upload(&frac);
+    Buf dza = buf_rand(OPS_F32, NE, -0.1f, 0.1f);
+    moe_aux_bwd_cpu(dza.h, probs.h, frac.h, N, E, 0.01f);
+    moe_aux_bwd_cuda(dza.d, probs.d, frac.d, N, E, 0.01f);
+    expect("moe_aux_bwd", OPS_F32, "dlogits (+=)", &dza);
+
+    Buf zl = buf_zero(OPS_F32, 1), lse = buf_zero(OPS_F32, N);
+    moe_zloss_fwd_cpu(zl.h, lse.h, z.h, N, E);
+    moe_zloss_fwd_cuda(zl.d, lse.d, z.d, N, E);
+    expect("moe_zloss_fwd", OPS_F32, "lse", &lse);
+    expect("moe_zloss_fwd", OPS_F32, "loss", &zl);
+    upload(&lse);
+    Buf dzz = buf_rand(OPS_F32, NE, -0.1f, 0.1f);
+    moe_zloss_bwd_cpu(dzz.h, z.h, lse.h, N, E, 0.001f);
+    moe_zloss_bwd_cuda(dzz.d, z.d, lse.d, N, E, 0.001f);
+    expect("moe_zloss_bwd", OPS_F32, "dlogits (+=)", &dzz);
+
+    for (int c = 0; c < 4; c++) { /* each kernel dropless and at capacity factor 1 */
+        int capacity = c % 2 ? (int)((Nk + E - 1) / E) : 0, serial = c >= 2;
+        Buf ord = buf_i32(Nk), row_of = buf_i32(Nk), off = buf_i32(E + 1), drop = buf_i32(1);
+        moe_permute_cpu(ord.h, row_of.h, off.h, drop.h, ids.h, N, E, k, capacity);
+        if (serial)
+            moe_permute_serial_cuda(ord.d, row_of.d, off.d, drop.d, ids.d, N, E, k, capacity);
+        else
+            moe_permute_experts_cuda(ord.d, row_of.d, off.d, drop.d, ids.d, N, E, k, capacity);
+        CHECK(moe_same(&ord) && moe_same(&row_of) && moe_same(&off) && moe_same(&drop),
+              "moe_permute (%s) N %d, E %d, k %d, capacity %d (%d pairs dropped): order, "
+              "row_of, offsets, dropped bit-identical to the CPU's",
+              serial ? "one thread, TRIDENT_FUSED=0" : "a thread per expert", N, E, k,
+              capacity, ((int32_t *)drop.h)[0]);
+        Buf *p[] = { &ord, &row_of, &off, &drop };
+        for (size_t i = 0; i < sizeof p / sizeof p[0]; i++)
+            buf_free(p[i]);
+    }
+    Buf *all[] = { &z, &ids, &w, &probs, &dw, &dz, &loss, &frac, &mean, &dza, &zl, &lse, &dzz };
+    for (size_t i = 0; i < sizeof all / sizeof all[0]; i++)
+        buf_free(all[i]);
+}
+
+/* Gather, its backward, combine and its backward (both outputs, and
+ * dweights alone with dys and weights absent) over N tokens of C channels
+ * in dt, routed to k of E experts by the CPU; capacity factor 1 when
+ * `drop`, so some pairs are dropped. */
+static void test_moe_rows(ops_dtype dt, int N, int C, int E, int k, int drop)
+{
+    const int64_t Nk = (int64_t)N * k;
+    Buf z = moe_logits(N, E);
+    Buf ids = buf_i32(Nk), w = buf_zero(OPS_F32, Nk), probs = buf_zero(OPS_F32, (int64_t)N * E);
+    Buf ord = buf_i32(Nk), row_of = buf_i32(Nk), off = buf_i32(E + 1), dropped = buf_i32(1);
+    moe_router_fwd_cpu(ids.h, w.h, probs.h, z.h, N, E, k, OPS_MOE_SOFTMAX_TOPK);
+    moe_permute_cpu(ord.h, row_of.h, off.h, dropped.h, ids.h, N, E, k,
+                    drop ? (int)((Nk + E - 1) / E) : 0);
+    upload(&w);
+    upload(&ord);
+    upload(&row_of);
+    int R = ((int32_t *)off.h)[E];
+    char what[96];
+    snprintf(what, sizeof what, "N %d, C %d, E %d, k %d, %d of %lld pairs dropped", N, C, E, k,
+             ((int32_t *)dropped.h)[0], (long long)Nk);
+
+    Buf x = buf_rand(dt, (int64_t)N * C, -2.0f, 2.0f), xs = buf_zero(dt, (int64_t)R * C);
+    moe_gather_cpu(xs.h, x.h, dt, ord.h, R, C, k);
+    moe_gather_cuda(xs.d, x.d, dt, ord.d, R, C, k);
+    CHECK(moe_same(&xs), "moe_gather %s, %s: rows bit-identical to the CPU's",
+          ops_dtype_name(dt), what);
+    Buf dxs = buf_rand(dt, Nk * C, -1.0f, 1.0f), dx = buf_zero(dt, (int64_t)N * C);
+    moe_gather_bwd_cpu(dx.h, dxs.h, dt, row_of.h, N, C, k);
+    moe_gather_bwd_cuda(dx.d, dxs.d, dt, row_of.d, N, C, k);
+    CHECK(moe_same(&dx), "moe_gather_bwd %s, %s: dx bit-identical to the CPU's (slot order)",
+          ops_dtype_name(dt), what);
+
+    Buf ys = buf_rand(dt, Nk * C, -2.0f, 2.0f), out = buf_zero(dt, (int64_t)N * C);
+    moe_combine_fwd_cpu(out.h, ys.h, dt, w.h, row_of.h, N, C, k);
+    moe_combine_fwd_cuda(out.d, ys.d, dt, w.d, row_of.d, N, C, k);
+    expect("moe_combine_fwd", dt, "out", &out);
+    Buf dout = buf_rand(dt, (int64_t)N * C, -1.0f, 1.0f), dys = buf_zero(dt, Nk * C);
+    Buf dwts = buf_zero(OPS_F32, Nk);
+    moe_combine_bwd_cpu(dys.h, dwts.h, dout.h, ys.h, dt, w.h, row_of.h, N, C, k);
+    moe_combine_bwd_cuda(dys.d, dwts.d, dout.d, ys.d, dt, w.d, row_of.d, N, C, k);
+    CHECK(moe_same(&dys), "moe_combine_bwd %s, %s: dys bit-identical to the CPU's (one "
+          "product each)", ops_dtype_name(dt), what);
+    expect("moe_combine_bwd", dt, "dweights", &dwts);
+    Buf dw_only = buf_zero(OPS_F32, Nk);
+    moe_combine_bwd_cuda(NULL, dw_only.d, dout.d, ys.d, dt, NULL, row_of.d, N, C, k);
+    CHECK(same_on_device(&dw_only, &dwts), "moe_combine_bwd %s, %s: dweights alone (dys and "
+          "weights absent) the same bits as with dys", ops_dtype_name(dt), what);
+    Buf *all[] = { &z, &ids, &w, &probs, &ord, &row_of, &off, &dropped, &x, &xs, &dxs, &dx,
+                   &ys, &out, &dout, &dys, &dwts, &dw_only };
+    for (size_t i = 0; i < sizeof all / sizeof all[0]; i++)
+        buf_free(all[i]);
+}
+
+static void test_moe_sigmoid(int N)
+{
+    Buf logit = buf_rand(OPS_F32, N, -12.0f, 12.0f), gate = buf_zero(OPS_F32, N);
+    Buf dgate = buf_rand(OPS_F32, N, -1.0f, 1.0f), dlogit = buf_zero(OPS_F32, N);
+    moe_sigmoid_fwd_cpu(gate.h, logit.h, N);
+    moe_sigmoid_fwd_cuda(gate.d, logit.d, N);
+    expect("moe_sigmoid_fwd", OPS_F32, "gate", &gate);
+    upload(&gate);
+    moe_sigmoid_bwd_cpu(dlogit.h, dgate.h, gate.h, N);
+    moe_sigmoid_bwd_cuda(dlogit.d, dgate.d, gate.d, N);
+    expect("moe_sigmoid_bwd", OPS_F32, "dlogit", &dlogit);
+    Buf *all[] = { &logit, &gate, &dgate, &dlogit };
+    for (size_t i = 0; i < sizeof all / sizeof all[0]; i++)
+        buf_free(all[i]);
+}
+
+static ops_tensor on_host(const Buf *b)
+{
+    return (ops_tensor){ b->h, b->n, b->dt, OPS_CPU };
+}
+
+/* ops_moe_grouped_matmul_fwd and _bwd (one ops_matmul per expert's rows)
+ * on the GPU against the CPU: E experts with the rows `rows` says (some
+ * none), inputs of K, outputs of Nout channels in dt; dw[e] fp32, +=. */
+static void test_moe_grouped(ops_dtype dt, int E, const int *rows, int Nout, int K)
+{
+    int32_t off[E + 1];
+    off[0] = 0;
+    for (int e = 0; e < E; e++)
+        off[e + 1] = off[e] + rows[e];
+    int64_t R = off[E];
+    Buf inp = buf_rand(dt, R * K, -1.0f, 1.0f), out = buf_zero(dt, R * Nout);
+    Buf dout = buf_rand(dt, R * Nout, -1.0f, 1.0f), dinp = buf_zero(dt, R * K);
+    Buf w[E], dw[E];
+    ops_tensor wh[E], wd[E], dwh[E], dwd[E];
+    for (int e = 0; e < E; e++) {
+        w[e] = buf_rand(dt, (int64_t)Nout * K, -0.5f, 0.5f);
+        dw[e] = buf_rand(OPS_F32, (int64_t)Nout * K, -1.0f, 1.0f);
+        wh[e] = on_host(&w[e]);
+        wd[e] = on_device(&w[e]);
+        dwh[e] = on_host(&dw[e]);
+        dwd[e] = on_device(&dw[e]);
+    }
+    ops_moe_grouped_matmul_fwd(on_host(&out), on_host(&inp), wh, off, E, Nout, K);
+    ops_moe_grouped_matmul_fwd(on_device(&out), on_device(&inp), wd, off, E, Nout, K);
+    char op[96];
+    snprintf(op, sizeof op, "moe_grouped_matmul E %d, %lld rows, N %d, K %d", E, (long long)R,
+             Nout, K);
+    expect(op, dt, "fwd out", &out);
+    ops_moe_grouped_matmul_bwd(on_host(&dinp), dwh, on_host(&dout), on_host(&inp), wh, off, E,
+                               Nout, K);
+    ops_moe_grouped_matmul_bwd(on_device(&dinp), dwd, on_device(&dout), on_device(&inp), wd,
+                               off, E, Nout, K);
+    expect(op, dt, "bwd dinp", &dinp);
+    double worst = 0.0;
+    for (int e = 0; e < E; e++) {
+        double err = normwise(&dw[e]);
+        worst = err > worst || err != err ? err : worst;
+    }
+    CHECK(worst <= tol(OPS_F32), "%s %s: bwd dw[e] (+=, fp32) max err %.2e over the %d "
+          "experts (tol %.0e)", op, ops_dtype_name(dt), worst, E, tol(OPS_F32));
+    for (int e = 0; e < E; e++) {
+        buf_free(&w[e]);
+        buf_free(&dw[e]);
+    }
+    Buf *all[] = { &inp, &out, &dout, &dinp };
+    for (size_t i = 0; i < sizeof all / sizeof all[0]; i++)
+        buf_free(all[i]);
+}
+
+/* Every ops_moe_* op at Mixtral's routing (E 8, k 2) and Qwen-MoE's (E 64,
+ * k 8) over 8192 tokens, rows of 2048 channels, fp32 and bf16 (fp16 the
+ * small shape). */
+static void test_moe(void)
+{
+    for (int order = 0; order < 2; order++) {
+        test_moe_routing(8192, 8, 2, order);
+        test_moe_routing(8192, 64, 8, order);
+    }
+    test_moe_routing(300, 4, 1, OPS_MOE_SOFTMAX_TOPK);
+    for (size_t i = 0; i < sizeof dtypes / sizeof dtypes[0]; i++) {
+        ops_dtype dt = dtypes[i];
+        test_moe_rows(dt, 300, 70, 8, 2, 1);
+        if (dt == OPS_F16)
+            continue;
+        test_moe_rows(dt, 8192, 2048, 8, 2, 0);
+        test_moe_rows(dt, 2048, 2048, 8, 2, 1);
+        test_moe_rows(dt, 1024, 2048, 64, 8, 1);
+        /* 2048 rows over 8 experts, two of them without any */
+        static const int rows8[8] = { 300, 0, 517, 1, 256, 0, 700, 274 };
+        test_moe_grouped(dt, 8, rows8, 704, 2048);
+        int rows64[64];
+        for (int e = 0; e < 64; e++)
+            rows64[e] = e % 5 == 2 ? 0 : 16 + (e * 37) % 61;
+        test_moe_grouped(dt, 64, rows64, 256, 512);
+    }
+    test_moe_sigmoid(8193);
+}
+
 /* ---- packed column sums (LayerNorm's dw, db; the bias gradient) ---------- */
 
 /* The column sums a 16-byte pack a thread (what runs unless TRIDENT_FUSED
@@ -1775,6 +2039,7 @@ int main(int argc, char **argv)
         test_attention_cudnn(dtypes[k], 2, 37, 2, 128);
     }
 #endif
+    test_moe();
     test_gemm_info();
     cuda_device_finalize();
     /* a trailing plan: the count follows the loops above */

@@ -398,6 +398,15 @@ void moe_zloss_bwd_cuda(float *dlogits, const float *logits, const float *lse, i
                         float coeff);
 void moe_permute_cuda(int32_t *order, int32_t *row_of, int32_t *offsets, int32_t *dropped,
                       const int32_t *ids, int N, int E, int k, int capacity);
+/* moe_permute_cuda's two kernels, whatever TRIDENT_FUSED says (it picks
+ * the first; t_ops_cuda checks both): a thread per expert in one block,
+ * and the whole sort on one thread (TRIDENT_FUSED=0). */
+void moe_permute_experts_cuda(int32_t *order, int32_t *row_of, int32_t *offsets,
+                              int32_t *dropped, const int32_t *ids, int N, int E, int k,
+                              int capacity);
+void moe_permute_serial_cuda(int32_t *order, int32_t *row_of, int32_t *offsets,
+                             int32_t *dropped, const int32_t *ids, int N, int E, int k,
+                             int capacity);
 void moe_gather_cuda(void *xs, const void *x, ops_dtype dt, const int32_t *order, int R,
                      int C, int k);
 void moe_gather_bwd_cuda(void *dx, const void *dxs, ops_dtype dt, const int32_t *row_of,

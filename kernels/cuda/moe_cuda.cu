@@ -2,17 +2,22 @@
  * moe_cuda.cu - the twins of cpu/moe_cpu.c: mixture-of-experts routing,
  * permutation, gather and combine (issue 38).
  *
- * NOT YET RUN ON A GPU: these compile and link in the CUDA build, but no
- * test has executed them on a device (tests/t_ops_moe.c checks the CPU
- * backend). They are deliberately simple: one thread per token (router,
- * losses) or per element (gather, combine), per-token work in the CPU's
- * order so the results match it, and the counting sort on one thread,
- * which keeps it stable and deterministic (a parallel scan is for later).
+ * NOT YET RUN ON A GPU: these compile and link in the CUDA build;
+ * tests/t_moe_emu runs them as written on the host (tests/cuda_emu), bit
+ * for bit against the CPU twins, and tests/t_ops_cuda has a case for each
+ * ops_moe_* op for the first GPU session. They are deliberately simple:
+ * one thread per token (router, losses) or per element (gather, combine),
+ * per-token work in the CPU's order so the results match it, and the
+ * counting sort with a thread per expert, each walking the pairs in
+ * order, which keeps it stable and deterministic (TRIDENT_FUSED=0: the
+ * first version, the whole sort on one thread; a parallel scan over the
+ * pairs is for later).
  */
 #include "cuda_common.h"
 
-/* Row max and log-sum-exp of z[0..n). */
-static __device__ float row_lse(const float *z, int n, float *max_out)
+/* The max of z[0..n) and the sum of exp(z - max) in fp64: both rows'
+ * steps of the CPU's softmax_row, in its order. */
+static __device__ double row_sum_exp(const float *z, int n, float *max_out)
 {
     float m = z[0];
     for (int i = 1; i < n; i++)
@@ -21,6 +26,14 @@ static __device__ float row_lse(const float *z, int n, float *max_out)
     for (int i = 0; i < n; i++)
         s += expf(z[i] - m);
     *max_out = m;
+    return s;
+}
+
+/* Log-sum-exp of z[0..n), as the CPU's softmax_row returns it. */
+static __device__ float row_lse(const float *z, int n)
+{
+    float m;
+    double s = row_sum_exp(z, n, &m);
     return m + (float)log(s);
 }
 
@@ -32,13 +45,10 @@ static __global__ void router_fwd_kernel(int32_t *ids, float *weights, float *pr
         const float *z = logits + t * E;
         float *p = probs + t * E, *w = weights + t * k;
         int32_t *id = ids + t * k;
-        float m, lse = row_lse(z, E, &m);
-        double s = 0.0;
-        for (int e = 0; e < E; e++)
-            s += expf(z[e] - m);
+        float m;
+        double s = row_sum_exp(z, E, &m);
         for (int e = 0; e < E; e++)
             p[e] = (float)(expf(z[e] - m) / s);
-        (void)lse;
         elem_moe_top_k(id, z, E, k);
         /* Mixtral renormalises the k probabilities; the raw order keeps them */
         float S = 0.0f;
@@ -56,6 +66,20 @@ void moe_router_fwd_cuda(int32_t *ids, float *weights, float *probs, const float
         LAUNCH(router_fwd_kernel, N, ids, weights, probs, logits, N, E, k, order);
 }
 
+/* d loss / d p_e of the weights' loss for expert e (0 if no slot chose
+ * it): renormalised, (dw_j - w . dw) / S; raw, dw_j; j the slot of e. */
+static __device__ float chosen_grad(const int32_t *id, const float *dw, int k, int e,
+                                    int order, float wdw, float S)
+{
+    for (int j = 0; j < k; j++)
+        if (id[j] == e)
+            return order == OPS_MOE_SOFTMAX_TOPK ? (dw[j] - wdw) / S : dw[j];
+    return 0.0f;
+}
+
+/* Softmax's backward over the row, dz += p * (dp - p . dp), with p . dp
+ * summed over every expert in index order, as the CPU's softmax_bwd_row
+ * sums it (in slot order the sum of k >= 3 terms rounds differently). */
 static __global__ void router_bwd_kernel(float *dlogits, const float *dweights,
                                          const int32_t *ids, const float *weights,
                                          const float *probs, int N, int E, int k,
@@ -65,22 +89,15 @@ static __global__ void router_bwd_kernel(float *dlogits, const float *dweights,
         float *dz = dlogits + t * E;
         const float *w = weights + t * k, *dw = dweights + t * k, *p = probs + t * E;
         const int32_t *id = ids + t * k;
-        /* dp_j (0 for unchosen experts): renormalised, (dw_j - w . dw) / S;
-         * raw, dw_j. Then softmax's backward over the row. */
         float S = 0.0f, wdw = 0.0f, dot = 0.0f;
         for (int j = 0; j < k; j++) {
             S += p[id[j]];
             wdw += w[j] * dw[j];
         }
-        for (int j = 0; j < k; j++)
-            dot += p[id[j]] * (order == OPS_MOE_SOFTMAX_TOPK ? (dw[j] - wdw) / S : dw[j]);
-        for (int e = 0; e < E; e++) {
-            float dp = 0.0f;
-            for (int j = 0; j < k; j++)
-                if (id[j] == e)
-                    dp = order == OPS_MOE_SOFTMAX_TOPK ? (dw[j] - wdw) / S : dw[j];
-            dz[e] += p[e] * (dp - dot);
-        }
+        for (int e = 0; e < E; e++)
+            dot += p[e] * chosen_grad(id, dw, k, e, order, wdw, S);
+        for (int e = 0; e < E; e++)
+            dz[e] += p[e] * (chosen_grad(id, dw, k, e, order, wdw, S) - dot);
     }
 }
 
@@ -150,8 +167,7 @@ void moe_aux_bwd_cuda(float *dlogits, const float *probs, const float *frac, int
 static __global__ void zloss_lse_kernel(float *lse, const float *logits, int N, int E)
 {
     GRID_STRIDE(t, N) {
-        float m;
-        lse[t] = row_lse(logits + t * E, E, &m);
+        lse[t] = row_lse(logits + t * E, E);
     }
 }
 
@@ -187,9 +203,27 @@ void moe_zloss_bwd_cuda(float *dlogits, const float *logits, const float *lse, i
         LAUNCH(zloss_bwd_kernel, (int64_t)N * E, dlogits, logits, lse, N, E, coeff);
 }
 
-/* The CPU's serial counting sort on one thread: stable by construction.
- * offsets[e+1] counts first, then becomes the running end of expert e;
- * order's unused tail is -1. */
+/* Expert e's pairs, in index order (token, then slot), fill its rows
+ * [offsets[e], offsets[e+1]) as the CPU's sort fills them; the pairs past
+ * its capacity get row -1. */
+static __device__ void fill_expert_rows(int32_t *order, int32_t *row_of, const int32_t *offsets,
+                                        const int32_t *ids, int64_t pairs, int e)
+{
+    int32_t r = offsets[e];
+    for (int64_t p = 0; p < pairs; p++)
+        if (ids[p] == e) {
+            if (r < offsets[e + 1]) {
+                order[r] = (int32_t)p;
+                row_of[p] = r++;
+            } else {
+                row_of[p] = -1;
+            }
+        }
+}
+
+/* The CPU's serial counting sort on one thread (TRIDENT_FUSED=0): stable
+ * by construction, but O(E * N * k) on one thread (4M steps at E 64,
+ * N 8192, k 8); order's unused tail is -1. */
 static __global__ void permute_kernel(int32_t *order, int32_t *row_of, int32_t *offsets,
                                       int32_t *dropped, const int32_t *ids, int N, int E,
                                       int k, int capacity)
@@ -198,29 +232,68 @@ static __global__ void permute_kernel(int32_t *order, int32_t *row_of, int32_t *
     int32_t lost = elem_moe_offsets(offsets, ids, pairs, E, capacity);
     for (int64_t p = 0; p < pairs; p++)
         order[p] = -1;
-    /* Expert by expert, pairs in index order fill its rows: O(E * N * k)
-     * on one thread, but no scratch array. */
-    for (int e = 0; e < E; e++) {
-        int32_t r = offsets[e];
-        for (int64_t p = 0; p < pairs; p++)
-            if (ids[p] == e) {
-                if (r < offsets[e + 1]) {
-                    order[r] = (int32_t)p;
-                    row_of[p] = r++;
-                } else {
-                    row_of[p] = -1;
-                }
-            }
-    }
+    for (int e = 0; e < E; e++)
+        fill_expert_rows(order, row_of, offsets, ids, pairs, e);
     dropped[0] = lost;
+}
+
+/* Threads of permute_experts_kernel's one block */
+#define PERMUTE_THREADS 256
+
+/* The same sort with a thread per expert (e, e + blockDim.x, ...) in one
+ * block: each thread counts its experts' pairs, thread 0 cuts and sums the
+ * counts as the CPU does (elem_moe_cut), and each thread fills its
+ * experts' rows, so every output is the serial kernel's. Each thread
+ * walks the N k pairs twice (all threads read the same id at once); the
+ * threads' writes are disjoint: an expert's count, rows and pairs' row_of,
+ * and a stride of order's tail. */
+static __global__ void permute_experts_kernel(int32_t *order, int32_t *row_of,
+                                              int32_t *offsets, int32_t *dropped,
+                                              const int32_t *ids, int N, int E, int k,
+                                              int capacity)
+{
+    int64_t pairs = (int64_t)N * k;
+    for (int e = threadIdx.x; e < E; e += blockDim.x) {
+        int32_t n = 0;
+        for (int64_t p = 0; p < pairs; p++)
+            n += ids[p] == e;
+        offsets[e + 1] = n;
+    }
+    __syncthreads(); /* every count written */
+    if (threadIdx.x == 0)
+        dropped[0] = elem_moe_cut(offsets, E, capacity);
+    __syncthreads(); /* the offsets final */
+    for (int64_t p = (int64_t)offsets[E] + threadIdx.x; p < pairs; p += blockDim.x)
+        order[p] = -1;
+    for (int e = threadIdx.x; e < E; e += blockDim.x)
+        fill_expert_rows(order, row_of, offsets, ids, pairs, e);
+}
+
+void moe_permute_serial_cuda(int32_t *order, int32_t *row_of, int32_t *offsets,
+                             int32_t *dropped, const int32_t *ids, int N, int E, int k,
+                             int capacity)
+{
+    permute_kernel<<<1, 1, 0, stream_cuda()>>>(order, row_of, offsets, dropped, ids, N, E,
+                                               k, capacity);
+    TRI_CHECK_LAUNCH(permute_kernel);
+}
+
+void moe_permute_experts_cuda(int32_t *order, int32_t *row_of, int32_t *offsets,
+                              int32_t *dropped, const int32_t *ids, int N, int E, int k,
+                              int capacity)
+{
+    permute_experts_kernel<<<1, PERMUTE_THREADS, 0, stream_cuda()>>>(
+        order, row_of, offsets, dropped, ids, N, E, k, capacity);
+    TRI_CHECK_LAUNCH(permute_experts_kernel);
 }
 
 void moe_permute_cuda(int32_t *order, int32_t *row_of, int32_t *offsets, int32_t *dropped,
                       const int32_t *ids, int N, int E, int k, int capacity)
 {
-    permute_kernel<<<1, 1, 0, stream_cuda()>>>(order, row_of, offsets, dropped, ids, N, E,
-                                               k, capacity);
-    TRI_CHECK_LAUNCH(permute_kernel);
+    if (fused_enabled_cuda())
+        moe_permute_experts_cuda(order, row_of, offsets, dropped, ids, N, E, k, capacity);
+    else
+        moe_permute_serial_cuda(order, row_of, offsets, dropped, ids, N, E, k, capacity);
 }
 
 static __global__ void gather_kernel(void *xs, const void *x, ops_dtype dt,
