@@ -22,8 +22,10 @@
 #  - the faults: one rank stopped (kill -STOP) mid-run, and one killed
 #    (kill -9) in another run; nothing may hang: the job must end within
 #    [fault] timeout plus a minute. The stop must end it with exit 76
-#    and a message naming the wait and the NCCL operation (with its pp
-#    peer); the kill, with the same, or with a peer failure that NCCL
+#    and a message naming the operation: the GPU wait's, naming the NCCL
+#    operation (with its pp peer), or the watchdog's, naming the host
+#    call a rank waited in (tests/fault_verdict.sh says why either may
+#    come); the kill, with the same, or with a peer failure that NCCL
 #    reported (exit 1, the operation named), or with Open MPI's own end
 #    of the job, which names the killed rank (mpiexec stops a job whose
 #    rank died of a signal, often before NCCL notices).
@@ -47,6 +49,8 @@
 # `1..0 # SKIP` and why. TRI_GPU_FAULT_TIMEOUT sets the faults' [fault]
 # timeout (default 20 s).
 . "${TRI_SRCDIR:-.}/tests/lib.sh"
+# shellcheck source=tests/fault_verdict.sh
+. "${TRI_SRCDIR:-.}/tests/fault_verdict.sh"
 np=${1:-2}
 case "$np" in
 2 | 4 | 8) ;;
@@ -192,22 +196,15 @@ same moe_ep "MoE Llama at ep 2 (tokens to their experts and back by NCCL send/re
     $moe --set parallel.ep=2 --set parallel.dp=2 --set parallel.zero=1 --set parallel.overlap=true
 
 fault stop STOP --set parallel.pp=2 --set train.grad_accum=4
-said=$(grep -m 1 "trident: \(waited [0-9]* s for the GPU (.*the latest operation queued: NCCL \|watchdog: no progress for [0-9.]* s: waiting in .*GPU\)" "$WORK/stop.out")
+said=$(fault_said "$WORK/stop.out")
+path=$(fault_path "$said")
 [ "$rc" -eq 76 ] && [ -n "$said" ]
-ok $? "pp 2, one rank stopped (kill -STOP): exit 76 in ${took}s (limit $((fault_timeout + 60))), naming the wait and the NCCL operation (exit $rc)" ||
+ok $? "pp 2, one rank stopped (kill -STOP): exit 76 in ${took}s (limit $((fault_timeout + 60))) through ${path:-no message recognised}, naming the operation (exit $rc)" ||
     sed 's/^/#   /' "$WORK/stop.out" | grep -v '^#   [a-z_0-9]* = ' | tail -n 12
 diag "${said:-no message}"
 
 fault kill KILL --set parallel.dp=2 --set parallel.overlap=true
-if [ "$rc" -eq 76 ] && grep -q "trident: waited [0-9]* s for the GPU (.*NCCL\|watchdog: no progress" "$WORK/kill.out"; then
-    how="the wait's timeout"
-elif [ "$rc" -eq 1 ] && grep -q "trident: NCCL [a-z -]* of [0-9]* elements on [a-z_]*: a peer failed" "$WORK/kill.out"; then
-    how="NCCL's peer failure"
-elif [ "$rc" -ne 124 ] && [ "$rc" -ne 125 ] && grep -q "rank [0-9]* .*signal 9" "$WORK/kill.out"; then
-    how="mpiexec, naming the killed rank"
-else
-    how=""
-fi
+how=$(kill_how "$WORK/kill.out" "$rc")
 [ -n "$how" ]
 ok $? "dp 2, one rank killed (kill -9): the job ended in ${took}s (limit $((fault_timeout + 60))) through ${how:-nothing recognised} (exit $rc)" ||
     sed 's/^/#   /' "$WORK/kill.out" | grep -v '^#   [a-z_0-9]* = ' | tail -n 12
