@@ -15,7 +15,7 @@ log="$WORK/log"
 # said TEXT: the log is one line of other output, then TEXT
 said() { printf 'step     7/100000 | loss 5.1\n%s\n' "$1" > "$log"; }
 
-said "[rank 0 vm] trident: waited 20 s for the GPU (a copy between host and GPU; the latest operation queued: NCCL receive of gradients from pp rank 1) without progress: a peer may be stopped or its node dead; NCCL communicators aborted, ending the job with exit 76 ([fault] timeout)"
+said "[rank 0 vm] trident: waited 20 s for the GPU (a copy between host and GPU; the latest operation queued: NCCL receive of gradients from pp rank 1) without progress: a peer may be stopped or its node dead; aborting the NCCL communicators, then ending the job with exit 76 ([fault] timeout)"
 [ "$(fault_path "$(fault_said "$log")")" = "the GPU wait, naming the NCCL operation" ]
 ok $? "the GPU wait's timeout, naming the NCCL operation"
 
@@ -36,7 +36,7 @@ said "[rank 0 vm] trident: fatal: something else at x.c:1"
 [ -z "$(fault_said "$log")" ] && [ -z "$(kill_how "$log" 76)" ]
 ok $? "another ending is not taken for either"
 
-said "[rank 0 vm] trident: NCCL reduce-scatter on dp: a peer failed: remote process exited or there was a network error (x); the host was waiting for a copy; NCCL communicators aborted"
+said "[rank 0 vm] trident: NCCL reduce-scatter on dp: a peer failed: remote process exited or there was a network error (x); the host was waiting for a copy; aborting the NCCL communicators"
 [ "$(kill_how "$log" 1)" = "NCCL's peer failure" ]
 ok $? "a kill seen as NCCL's peer failure, on a reduce-scatter (no element count)"
 
