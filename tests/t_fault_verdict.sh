@@ -6,11 +6,15 @@
 # ends in the watchdog, in the step's reduction over MPI; a dp 2 job with
 # one rank killed, in mpiexec's notice). A stopped job that ends in a host
 # call is recognised (the GPU check once wanted the GPU wait only), and so
-# is a reduce-scatter's peer failure (it has no element count).
+# is a reduce-scatter's peer failure (it has no element count). And
+# t_gpu_comm's GPU runs take the faults' [fault] timeout, so that a hang
+# costs a case, not gpu_check.sh's whole section (run on a stand-in
+# trident and launcher that record the probe run's settings and say there
+# is no GPU).
 . "${TRI_SRCDIR:-.}/tests/lib.sh"
 # shellcheck source=tests/fault_verdict.sh
 . "${TRI_SRCDIR:-.}/tests/fault_verdict.sh"
-plan 9
+plan 11
 log="$WORK/log"
 # said TEXT: the log is one line of other output, then TEXT
 said() { printf 'step     7/100000 | loss 5.1\n%s\n' "$1" > "$log"; }
@@ -49,4 +53,24 @@ ok $? "but not when the job ran past the limit (124) or nothing was signalled (1
 said "[rank 0 vm] trident: watchdog: no progress for 20 s: waiting in comm_allreduce_scalars on world (in train_step, step 9)"
 [ "$(kill_how "$log" 76)" = "the watchdog in a host call" ] && [ -z "$(kill_how "$log" 1)" ]
 ok $? "a kill ended by the watchdog (exit 76 only)"
+
+# probe_settings [TIMEOUT]: t_gpu_comm.sh on the stand-ins; the probe's
+# command line, one word a line, in $WORK/args
+mkdir -p "$WORK/stub"
+printf '#!/bin/sh\nshift 2\nexec "$@"\n' > "$WORK/stub/mpiexec"
+printf '#!/bin/sh\nprintf "%%s\\n" "$@" > "%s/args"\necho "no CUDA device"\nexit 1\n' "$WORK" \
+    > "$WORK/stub/trident"
+chmod +x "$WORK/stub/mpiexec" "$WORK/stub/trident"
+probe_settings() {
+    rm -f "$WORK/args"
+    TRI_GPU_FAULT_TIMEOUT=$1 TRI_BUILDDIR="$WORK/stub" TRI_MPIEXEC="$WORK/stub/mpiexec" \
+        sh "${TRI_SRCDIR:-.}/tests/t_gpu_comm.sh" 2 > "$WORK/out" 2>&1
+}
+probe_settings ""
+grep -qx "parallel.device=cuda" "$WORK/args" && grep -qx "fault.timeout=20" "$WORK/args" &&
+    grep -q "SKIP no CUDA device" "$WORK/out"
+ok $? "t_gpu_comm's GPU runs stop a hang at the faults' [fault] timeout, 20 s by default"
+probe_settings 7
+grep -qx "fault.timeout=7" "$WORK/args"
+ok $? "and at TRI_GPU_FAULT_TIMEOUT's"
 done_testing
