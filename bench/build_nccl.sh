@@ -23,12 +23,19 @@
 # x algorithm x protocol; trident calls only the ones below (see
 # src/parallel/comm_nccl.c), so the rest are left out, which cuts the build
 # time and the library's size several-fold. Keep the list in step with
-# comm_nccl.c: a collective missing here fails at run time with
-# ncclInvalidUsage naming it, never silently.
+# comm_nccl.c. A function left out is not refused at run time: NCCL runs
+# its Nop in its place, a kernel that does nothing, so the call returns
+# with its buffer untouched. So before building, check_funcs runs NCCL's
+# own generator with and without the filter and refuses to build when a
+# function of `needed` below would be a Nop, naming it.
 #   AllGather, Broadcast     (no reduction, any type)
+#   AllGatherV               NCCL 2.30 runs every ncclBroadcast as one
+#                            (NCCL_ALLGATHERV_ENABLE, on by default; the
+#                            unequal all-gathers are broadcasts)
 #   AllReduce, Reduce, ReduceScatter with ncclSum, ncclMax, ncclMin (NCCL's
 #                            MinMax kernels) on f32, bf16, f16, i32, f64
-#   SendRecv                 (the pipeline links)
+#   SendRecv                 (the pipeline links, expert parallelism's
+#                            all-to-all)
 # The sm_100 FP8 symmetric kernels are compiled for sm_90 too
 # (NVCC_GENCODE_LDMC_FP8 = NVCC_GENCODE), where their bodies are empty:
 # NCCL's host table names them, so leaving the gencode empty (NCCL then
@@ -83,7 +90,42 @@ for f in "$cuda_home"/include/*; do
     case "$(basename "$f")" in nccl*) continue ;; esac
     ln -s "$f" "$cuda_inc/"
 done
-only_funcs='(AllGather * *|Broadcast * *|SendRecv|(AllReduce|Reduce|ReduceScatter) (Sum|MinMax) (f32|bf16|f16|i32|f64) * *)'
+only_funcs='(AllGather * *|AllGatherV * *|Broadcast * *|SendRecv|(AllReduce|Reduce|ReduceScatter) (Sum|MinMax) (f32|bf16|f16|i32|f64) * *)'
+# the device functions comm_nccl.c reaches, as NCCL's generator names them
+# ("Coll redop type algo proto", "Coll algo proto", "SendRecv"): an ERE
+needed='^(SendRecv$|AllGather |AllGatherV |Broadcast |(AllReduce|Reduce|ReduceScatter) (Sum|MinMax) (f32|bf16|f16|i32|f64) )'
+
+# check_funcs: NCCL's src/device/generate.py run into a scratch folder
+# unfiltered and with ONLY_FUNCS; its table of functions (host_table.cc,
+# one row per function in a fixed order, named in a comment, "Nop" where
+# the filter dropped it) side by side. Exits naming each needed function
+# the filter would drop; cheap (a second), so it runs before the build.
+check_funcs() {
+    gen=$cache/funcs-check
+    rm -rf "$gen"
+    mkdir -p "$gen"
+    if ! python3 "$src/src/device/generate.py" "$gen/all" "" >"$gen/log" 2>&1 ||
+        ! python3 "$src/src/device/generate.py" "$gen/only" "$only_funcs" >>"$gen/log" 2>&1; then
+        cat "$gen/log" >&2
+        echo "build_nccl.sh: NCCL's src/device/generate.py failed (above)" >&2
+        exit 1
+    fi
+    # rows: each row's function name, or nothing for an unsupported one
+    rows() { sed -n '/ncclDevFuncRowToId/,/^-1}/p' "$1/host_table.cc" | sed 's|^[^/]*/\*.*\*/[^/]*||; s|^ *// ||'; }
+    rows "$gen/all" >"$gen/all.rows"
+    rows "$gen/only" >"$gen/only.rows"
+    dropped=$(paste -d '|' "$gen/all.rows" "$gen/only.rows" |
+        awk -F '|' -v re="$needed" '$1 ~ re && $2 == "Nop" { print "    " $1 }')
+    if [ -n "$dropped" ]; then
+        echo "build_nccl.sh: ONLY_FUNCS would leave out functions comm_nccl.c needs (NCCL would run a Nop kernel in their place, silently):" >&2
+        echo "$dropped" >&2
+        exit 1
+    fi
+    kept=$(awk -v re="$needed" '$0 ~ re' "$gen/only.rows" | wc -l)
+    [ "$kept" -gt 0 ] || { echo "build_nccl.sh: $src/src/device/generate.py's table names none of the functions comm_nccl.c needs" >&2; exit 1; }
+    echo "== ONLY_FUNCS keeps all $kept of NCCL's device functions that comm_nccl.c needs"
+}
+check_funcs
 echo "== building NCCL $version from $src into $cache/build (sm_90, ONLY_FUNCS='$only_funcs')"
 started=$(date +%s)
 log=$cache/build.log

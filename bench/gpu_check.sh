@@ -183,6 +183,9 @@ section_comm() {
         note "comm: SKIPPED: the bundle has no NCCL (bench/build_nccl.sh, then GPU_NCCL=DIR bench/gpu_bundle.sh)"
         return
     fi
+    # ranks sharing the GPU need it in the Default compute mode (or MPS):
+    # in Exclusive_Process the second rank cannot make a CUDA context
+    note "comm: NCCL $(cat "$nccl_dir/VERSION" 2>/dev/null) from the bundle; the GPU's compute mode: $(nvidia-smi --query-gpu=compute_mode --format=csv,noheader 2>&1 | head -n 1)"
     for np in ${GPU_COMM_NP:-2}; do
         ctas=""
         [ "$np" -eq 4 ] && ctas=NCCL_MAX_CTAS=${GPU_NCCL_MAX_CTAS:-2}

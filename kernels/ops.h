@@ -177,6 +177,18 @@ int64_t ops_device_memory_bytes(ops_device dev);
  * check through the metrics file's `allocations` that it stays put after
  * step 1. Not collective. */
 int64_t ops_device_allocations(ops_device dev);
+/* n fp32 elements on dev for src/parallel/comm.c's bf16 and fp16
+ * reductions, which it widens to fp32: one buffer for the process that
+ * only grows (its contents are not kept when it does), counted by
+ * ops_device_allocations when it grows. On a GPU it is a scratch slot of
+ * the compute stream, grown in stream order (cudaFreeAsync,
+ * cudaMallocAsync), so growing waits for nothing: ops_free's cudaFree
+ * would wait for the whole device, NCCL's kernels on other streams
+ * included, which may wait for a peer that waits for this rank. Every use
+ * must be ordered behind the compute stream's work queued when it is
+ * handed out, and the compute stream behind it (comm_nccl.c's blocking
+ * collectives are). Not collective. */
+ops_tensor ops_wide_scratch(ops_device dev, int64_t n);
 int ops_device_init(ops_device dev, int local_rank, int local_size, char *err,
                     size_t err_size);
 void ops_device_finalize(ops_device dev);

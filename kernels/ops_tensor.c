@@ -76,6 +76,25 @@ void ops_free(ops_tensor *t)
     *t = OPS_NONE;
 }
 
+ops_tensor ops_wide_scratch(ops_device dev, int64_t n)
+{
+    static ops_tensor host;
+    if (n < 0 || (uint64_t)n > (SIZE_MAX - 64) / sizeof(float))
+        FAIL("ops_wide_scratch: %lld elements", (long long)n);
+#if TRI_HAVE_CUDA
+    if (dev == OPS_CUDA) {
+        size_t bytes = (size_t)(n ? n : 1) * sizeof(float);
+        return (ops_tensor){ wide_scratch_cuda(bytes), n, OPS_F32, OPS_CUDA };
+    }
+#endif
+    (void)dev;
+    if (!host.data || host.n < n) {
+        ops_free(&host);
+        host = ops_alloc(OPS_F32, OPS_CPU, n);
+    }
+    return ops_view(host, 0, n);
+}
+
 ops_tensor ops_alloc_host(ops_dtype dtype, int64_t n, ops_device near)
 {
 #if TRI_HAVE_CUDA

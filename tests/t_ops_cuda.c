@@ -1874,6 +1874,38 @@ static void test_scratch_growth(void)
         buf_free(all[i]);
 }
 
+/* ops_wide_scratch on the GPU, comm.c's fp32 buffer for 16-bit
+ * reductions (issue 35): growing it waits for nothing on the host (it
+ * once grew by ops_free and ops_alloc, whose cudaFree waits for the whole
+ * device, NCCL's kernels on other streams included), each growth is
+ * counted, a smaller request allocates nothing, and bf16 cast into it and
+ * back (comm.c's path around the all-reduce) comes back bit for bit. */
+static void test_wide_scratch(void)
+{
+    const int64_t n = (int64_t)1 << 22;
+    Buf x = buf_rand(OPS_BF16, n, -4.0f, 4.0f), y = buf_zero(OPS_BF16, n);
+    cuda_set_wait(counting_wait);
+    waits_seen = 0;
+    int64_t before = ops_device_allocations(OPS_CUDA);
+    (void)ops_wide_scratch(OPS_CUDA, n / 4);
+    ops_tensor wide = ops_wide_scratch(OPS_CUDA, n); /* past the first: grows */
+    int64_t grown = ops_device_allocations(OPS_CUDA);
+    ops_tensor again = ops_wide_scratch(OPS_CUDA, n / 2);
+    int64_t steady = ops_device_allocations(OPS_CUDA);
+    int waits = waits_seen;
+    cuda_set_wait(NULL);
+    cast_cuda(wide.data, OPS_F32, x.d, OPS_BF16, n);
+    cast_cuda(y.d, OPS_BF16, wide.data, OPS_F32, n);
+    memcpy(y.h, x.h, bytes_of(&x));
+    CHECK(waits == 0 && grown - before >= 1 && steady == grown && again.data == wide.data &&
+          wide.n == n && wide.dtype == OPS_F32 && wide.device == OPS_CUDA && bitwise(&y),
+          "ops_wide_scratch grows in stream order: %lld allocation(s), %d host waits, "
+          "none for a smaller request; bf16 through it unchanged",
+          (long long)(grown - before), waits);
+    buf_free(&x);
+    buf_free(&y);
+}
+
 /* ---- GEMM info and rate ------------------------------------------------------ */
 
 static void test_gemm_info(void)
@@ -1936,6 +1968,7 @@ int main(int argc, char **argv)
     test_casts();
     test_wait_and_timer();
     test_scratch_growth();
+    test_wide_scratch();
     test_lt_parse();
     test_lt_verdict();
     test_lt_gelu_formula();

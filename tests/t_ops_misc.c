@@ -72,6 +72,26 @@ static void test_dtypes(void)
     tap_ok(t.data == NULL && t.n == 0, "ops_free clears the handle");
 }
 
+/* ops_wide_scratch (comm.c's fp32 widening of 16-bit reductions) on the
+ * CPU: n fp32 elements, one buffer that grows when asked for more, counted
+ * once per growth, and kept for smaller requests. Its GPU side (a scratch
+ * slot grown in stream order) runs in t_ops_cuda's allocation checks. */
+static void test_wide_scratch(void)
+{
+    int64_t before = ops_device_allocations(OPS_CPU);
+    ops_tensor a = ops_wide_scratch(OPS_CPU, 0);
+    ops_tensor b = ops_wide_scratch(OPS_CPU, 100);
+    ((float *)b.data)[99] = 1.0f;
+    ops_tensor c = ops_wide_scratch(OPS_CPU, 40);
+    int64_t kept = ops_device_allocations(OPS_CPU);
+    ops_tensor d = ops_wide_scratch(OPS_CPU, 1000);
+    tap_ok(a.data && a.n == 0 && b.n == 100 && b.dtype == OPS_F32 && b.device == OPS_CPU &&
+           c.data == b.data && c.n == 40 && kept - before == 2 && d.n == 1000 &&
+           ops_device_allocations(OPS_CPU) - kept == 1,
+           "ops_wide_scratch: n fp32 elements, one buffer grown on demand (%lld growths), "
+           "kept for smaller requests", (long long)(ops_device_allocations(OPS_CPU) - before));
+}
+
 /* ---- casts ----------------------------------------------------------------- */
 
 /* Casts n floats to dtype and back through ops_cast. */
@@ -851,8 +871,9 @@ static void test_head_narrow_cpu(void)
 int main(int argc, char **argv)
 {
     tap_init(&argc, &argv);
-    tap_plan(41);
+    tap_plan(42);
     test_dtypes();
+    test_wide_scratch();
     test_bf16();
     test_f16();
     test_cast_pairs();

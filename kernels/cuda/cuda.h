@@ -72,6 +72,9 @@ int64_t cuda_device_memory_bytes(void);
 /* How many times a scratch buffer has grown (a stream-ordered allocation
  * each), for ops_device_allocations. */
 int64_t cuda_scratch_growths(void);
+/* ops_wide_scratch on the GPU: its scratch slot (cuda_common.h), grown in
+ * stream order on the compute stream. */
+void *wide_scratch_cuda(size_t bytes);
 /* cudaStream_t of the compute stream. Communication runs on streams of
  * src/parallel/comm_nccl.c's, one per communicator. */
 void *cuda_compute_stream(void);

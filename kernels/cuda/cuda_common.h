@@ -72,6 +72,7 @@ typedef enum {
     SCRATCH_CUDA_SUMSQ_TABLE, /* sumsq_multi_cuda's table (multi_cuda.cu) */
     SCRATCH_CUDA_BIAS_GRAD,   /* matmul_bwd: cuBLASLt's bias gradient, before += */
     SCRATCH_CUDA_ATTENTION_CUDNN, /* cuDNN's attention graphs' workspace */
+    SCRATCH_CUDA_COMM_WIDE,   /* comm.c's 16-bit reductions widened to fp32 */
     SCRATCH_CUDA_SLOTS
 } scratch_slot_cuda;
 void *scratch_cuda(scratch_slot_cuda slot, size_t bytes);

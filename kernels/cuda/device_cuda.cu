@@ -139,6 +139,11 @@ void *scratch_cuda(scratch_slot_cuda slot, size_t bytes)
     return ctx.scratch[slot];
 }
 
+void *wide_scratch_cuda(size_t bytes)
+{
+    return scratch_cuda(SCRATCH_CUDA_COMM_WIDE, bytes);
+}
+
 int64_t cuda_scratch_growths(void)
 {
     return ctx.scratch_growths;

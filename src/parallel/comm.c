@@ -152,20 +152,13 @@ static void trace_message(const Grid *g, int sends, CommLink kind, ops_tensor bu
                            peer);
 }
 
-/* bf16 and fp16 buffers are reduced in fp32: cast into this scratch on
- * their device (grown, never shrunk, so steps do not allocate), sum, cast
- * back. One rounding, as a reduction in fp32 would give, whatever the
- * group's size: MPI has no 16-bit sum, and NCCL's would round at every hop
- * of its ring (doc/gpu.md), so both paths widen. */
-static ops_tensor widen_scratch(ops_device device, int64_t n)
-{
-    static ops_tensor scratch[OPS_CUDA + 1];
-    if (scratch[device].n < n) {
-        ops_free(&scratch[device]);
-        scratch[device] = ops_alloc(OPS_F32, device, n);
-    }
-    return ops_view(scratch[device], 0, n);
-}
+/* bf16 and fp16 buffers are reduced in fp32: cast into ops_wide_scratch
+ * on their device (grown, never shrunk, so steps do not allocate; on a GPU
+ * grown in stream order, as a cudaFree would wait for the whole device,
+ * NCCL included), sum, cast back. One rounding, as a reduction in fp32
+ * would give, whatever the group's size: MPI has no 16-bit sum, and
+ * NCCL's would round at every hop of its ring (doc/gpu.md), so both paths
+ * widen. */
 
 static void reduce_wide(const Grid *g, CommGroup group, ops_tensor wide, int64_t n,
                         CommOp op)
@@ -188,7 +181,7 @@ static void run_allreduce(const Grid *g, CommGroup group, ops_tensor buf, int64_
     }
     ops_tensor t = ops_view(buf, 0, n), wide = t;
     if (buf.dtype != OPS_F32) {
-        wide = widen_scratch(buf.device, n);
+        wide = ops_wide_scratch(buf.device, n);
         ops_cast(wide, t);
     }
     reduce_wide(g, group, wide, n, op);
@@ -225,7 +218,7 @@ static void run_reduce_scatter(const Grid *g, CommGroup group, ops_tensor send,
     for (int r = 0; r < size; r++)
         total += counts[r];
     MPI_Comm_rank(comm_mpi(g, group), &rank);
-    ops_tensor wide = widen_scratch(send.device, total + counts[rank]);
+    ops_tensor wide = ops_wide_scratch(send.device, total + counts[rank]);
     ops_tensor all = ops_view(wide, 0, total);
     ops_tensor out = ops_view(recv, 0, counts[rank]);
     ops_cast(all, ops_view(send, 0, total));

@@ -182,7 +182,9 @@ static void describe_op(char *buf, size_t size, int c)
 
 /* cuda_set_wait's hook: cudaEventSynchronize, but a peer's failure or
  * [fault] timeout without progress aborts the communicators and ends the
- * run (gpu_wait.h) instead of waiting for ever. */
+ * run (gpu_wait.h) instead of waiting for ever. The message goes first:
+ * ncclCommAbort may take seconds, and the watchdog, at its limit too,
+ * would end the rank meanwhile with a line that cannot name the op. */
 static void wait_event(void *event, const char *what)
 {
     WaitState w = {(cudaEvent_t)event, -1, ncclSuccess};
@@ -198,17 +200,22 @@ static void wait_event(void *event, const char *what)
     if (v == GPU_WAIT_PEER_FAILED) {
         describe_op(op, sizeof op, w.channel);
         snprintf(msg, sizeof msg, "trident: %s: a peer failed: %s (%s); the host was waiting "
-                 "for %s; NCCL communicators aborted", op, ncclGetErrorString(w.result),
+                 "for %s; aborting the NCCL communicators", op, ncclGetErrorString(w.result),
                  ncclGetLastError(NULL), what);
     } else {
         describe_op(op, sizeof op, nc.last_channel);
         snprintf(msg, sizeof msg, "trident: waited %.0f s for the GPU (%s; the latest "
                  "operation queued: %s) without progress: a peer may be stopped or its "
-                 "node dead; NCCL communicators aborted, ending the job with exit %d "
-                 "([fault] timeout)", waited, what, op, TRI_EXIT_WATCHDOG);
+                 "node dead; aborting the NCCL communicators, then ending the job with "
+                 "exit %d ([fault] timeout)", waited, what, op, TRI_EXIT_WATCHDOG);
     }
+    fprintf(stderr, "[rank %d %s] %s\n", fail_rank(), fail_host(), msg);
+    fflush(stderr);
     comm_nccl_abort();
-    fail_stop(v == GPU_WAIT_PEER_FAILED ? TRI_EXIT_ERROR : TRI_EXIT_WATCHDOG, msg);
+    int status = v == GPU_WAIT_PEER_FAILED ? TRI_EXIT_ERROR : TRI_EXIT_WATCHDOG;
+    snprintf(msg, sizeof msg, "trident: NCCL communicators aborted; ending the job with exit %d",
+             status);
+    fail_stop(status, msg);
 }
 
 /* ---- events of nonblocking operations (comm_nccl_events.c) --------------- */

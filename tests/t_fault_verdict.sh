@@ -1,0 +1,76 @@
+#!/bin/sh
+# t_fault_verdict.sh - tests/fault_verdict.sh, which tests/t_gpu_comm.sh's
+# fault cases read their jobs' ends with, on the lines the code prints:
+# comm_nccl.c's GPU wait (its format, as no GPU runs here), the watchdog's
+# and mpiexec's (as printed on the CPU: a pp 2 job with one rank stopped
+# ends in the watchdog, in the step's reduction over MPI; a dp 2 job with
+# one rank killed, in mpiexec's notice). A stopped job that ends in a host
+# call is recognised (the GPU check once wanted the GPU wait only), and so
+# is a reduce-scatter's peer failure (it has no element count). And
+# t_gpu_comm's GPU runs take the faults' [fault] timeout, so that a hang
+# costs a case, not gpu_check.sh's whole section (run on a stand-in
+# trident and launcher that record the probe run's settings and say there
+# is no GPU).
+. "${TRI_SRCDIR:-.}/tests/lib.sh"
+# shellcheck source=tests/fault_verdict.sh
+. "${TRI_SRCDIR:-.}/tests/fault_verdict.sh"
+plan 11
+log="$WORK/log"
+# said TEXT: the log is one line of other output, then TEXT
+said() { printf 'step     7/100000 | loss 5.1\n%s\n' "$1" > "$log"; }
+
+said "[rank 0 vm] trident: waited 20 s for the GPU (a copy between host and GPU; the latest operation queued: NCCL receive of gradients from pp rank 1) without progress: a peer may be stopped or its node dead; aborting the NCCL communicators, then ending the job with exit 76 ([fault] timeout)"
+[ "$(fault_path "$(fault_said "$log")")" = "the GPU wait, naming the NCCL operation" ]
+ok $? "the GPU wait's timeout, naming the NCCL operation"
+
+said "[rank 0 vm] trident: watchdog: no progress for 20 s: waiting in comm_allreduce_scalars on world (in train_step, step 96) since 02:06:38; a rank may be stopped, its node dead or its file system stuck: ending the job with exit 76 ([fault] timeout = 20 s)"
+[ "$(fault_path "$(fault_said "$log")")" = "the watchdog in a host call" ]
+ok $? "the watchdog in the step's reduction over MPI (a stop's likelier end)"
+
+said "[rank 0 vm] trident: watchdog: no progress for 20 s: waiting in waiting for the GPU on a copy between host and GPU (in train_step, step 3) since 02:06:38; a rank may be stopped, its node dead or its file system stuck: ending the job with exit 76 ([fault] timeout = 20 s)"
+[ "$(fault_path "$(fault_said "$log")")" = "the watchdog in a GPU wait" ]
+ok $? "the watchdog in the GPU wait (it fires beside the wait's own timeout)"
+
+printf '%s\n%s\n' "[rank 0 vm] trident: waited 20 s for the GPU (x; the latest operation queued: NCCL all-reduce of 8 elements on tp) without progress" \
+    "[rank 0 vm] trident: watchdog: no progress for 20 s: waiting in waiting for the GPU on x" > "$log"
+case "$(fault_said "$log")" in *"NCCL all-reduce"*) r=0 ;; *) r=1 ;; esac
+ok $r "with both, the GPU wait's line (it names the NCCL operation) is the one read"
+
+said "[rank 0 vm] trident: fatal: something else at x.c:1"
+[ -z "$(fault_said "$log")" ] && [ -z "$(kill_how "$log" 76)" ]
+ok $? "another ending is not taken for either"
+
+said "[rank 0 vm] trident: NCCL reduce-scatter on dp: a peer failed: remote process exited or there was a network error (x); the host was waiting for a copy; aborting the NCCL communicators"
+[ "$(kill_how "$log" 1)" = "NCCL's peer failure" ]
+ok $? "a kill seen as NCCL's peer failure, on a reduce-scatter (no element count)"
+
+said "mpiexec noticed that process rank 1 with PID 0 on node vm exited on signal 9 (Killed)."
+[ "$(kill_how "$log" 137)" = "mpiexec, naming the killed rank" ]
+ok $? "a kill ended by mpiexec's notice (exit 137)"
+[ -z "$(kill_how "$log" 124)" ] && [ -z "$(kill_how "$log" 125)" ]
+ok $? "but not when the job ran past the limit (124) or nothing was signalled (125)"
+
+said "[rank 0 vm] trident: watchdog: no progress for 20 s: waiting in comm_allreduce_scalars on world (in train_step, step 9)"
+[ "$(kill_how "$log" 76)" = "the watchdog in a host call" ] && [ -z "$(kill_how "$log" 1)" ]
+ok $? "a kill ended by the watchdog (exit 76 only)"
+
+# probe_settings [TIMEOUT]: t_gpu_comm.sh on the stand-ins; the probe's
+# command line, one word a line, in $WORK/args
+mkdir -p "$WORK/stub"
+printf '#!/bin/sh\nshift 2\nexec "$@"\n' > "$WORK/stub/mpiexec"
+printf '#!/bin/sh\nprintf "%%s\\n" "$@" > "%s/args"\necho "no CUDA device"\nexit 1\n' "$WORK" \
+    > "$WORK/stub/trident"
+chmod +x "$WORK/stub/mpiexec" "$WORK/stub/trident"
+probe_settings() {
+    rm -f "$WORK/args"
+    TRI_GPU_FAULT_TIMEOUT=$1 TRI_BUILDDIR="$WORK/stub" TRI_MPIEXEC="$WORK/stub/mpiexec" \
+        sh "${TRI_SRCDIR:-.}/tests/t_gpu_comm.sh" 2 > "$WORK/out" 2>&1
+}
+probe_settings ""
+grep -qx "parallel.device=cuda" "$WORK/args" && grep -qx "fault.timeout=20" "$WORK/args" &&
+    grep -q "SKIP no CUDA device" "$WORK/out"
+ok $? "t_gpu_comm's GPU runs stop a hang at the faults' [fault] timeout, 20 s by default"
+probe_settings 7
+grep -qx "fault.timeout=7" "$WORK/args"
+ok $? "and at TRI_GPU_FAULT_TIMEOUT's"
+done_testing
