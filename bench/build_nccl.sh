@@ -11,6 +11,7 @@
 #   libnccl.so.2    the library, stripped
 #   libnccl.so.2.xz the same, xz-compressed, as bench/gpu_bundle.sh packs it
 #   VERSION         the version built, e.g. 2.30.7
+#   ONLY_FUNCS      the filter it was built with (below)
 # NCCL's source and binaries never go into this repository: CACHE_DIR must
 # lie outside it.
 #
@@ -45,8 +46,14 @@
 # Environment: NCCL_JOBS (default 2; the build runs under nice -n 19),
 # CUDA_HOME (default /usr/local/cuda).
 set -eu
+only_funcs='(AllGather * *|AllGatherV * *|Broadcast * *|SendRecv|(AllReduce|Reduce|ReduceScatter) (Sum|MinMax) (f32|bf16|f16|i32|f64) * *)'
+# the filter alone, for gpu_bundle.sh to compare with a cache's
+if [ "${1:-}" = --only-funcs ]; then
+    printf '%s\n' "$only_funcs"
+    exit 0
+fi
 if [ $# -ne 2 ]; then
-    echo "usage: $0 NCCL_SOURCE_DIR CACHE_DIR" >&2
+    echo "usage: $0 NCCL_SOURCE_DIR CACHE_DIR   (or: $0 --only-funcs)" >&2
     exit 2
 fi
 src=$(cd "$1" && pwd)
@@ -90,7 +97,6 @@ for f in "$cuda_home"/include/*; do
     case "$(basename "$f")" in nccl*) continue ;; esac
     ln -s "$f" "$cuda_inc/"
 done
-only_funcs='(AllGather * *|AllGatherV * *|Broadcast * *|SendRecv|(AllReduce|Reduce|ReduceScatter) (Sum|MinMax) (f32|bf16|f16|i32|f64) * *)'
 # the device functions comm_nccl.c reaches, as NCCL's generator names them
 # ("Coll redop type algo proto", "Coll algo proto", "SendRecv"): an ERE
 needed='^(SendRecv$|AllGather |AllGatherV |Broadcast |(AllReduce|Reduce|ReduceScatter) (Sum|MinMax) (f32|bf16|f16|i32|f64) )'
@@ -126,6 +132,15 @@ check_funcs() {
     echo "== ONLY_FUNCS keeps all $kept of NCCL's device functions that comm_nccl.c needs"
 }
 check_funcs
+# A cache built with another filter (an older build_nccl.sh's, which left
+# out AllGatherV) would be rebuilt only in part by NCCL's makefiles, which
+# do not track ONLY_FUNCS: start it afresh. ONLY_FUNCS records the filter
+# of a finished build (gpu_bundle.sh refuses a cache without this one).
+stamp=$cache/ONLY_FUNCS
+if [ -e "$cache/build" ] && [ "$(cat "$stamp" 2>/dev/null)" != "$only_funcs" ]; then
+    echo "== $cache/build was built with another ONLY_FUNCS, or by an older build_nccl.sh: building afresh"
+    rm -rf "$cache/build" "$cache/libnccl.so.2" "$cache/libnccl.so.2.xz" "$cache/VERSION" "$stamp"
+fi
 echo "== building NCCL $version from $src into $cache/build (sm_90, ONLY_FUNCS='$only_funcs')"
 started=$(date +%s)
 log=$cache/build.log
@@ -146,6 +161,7 @@ lib=$(find "$cache/build/lib" -name 'libnccl.so.2.*' -type f | head -n 1)
 strip --strip-unneeded -o "$cache/libnccl.so.2" "$lib"
 xz -9 -T1 -c "$cache/libnccl.so.2" >"$cache/libnccl.so.2.xz"
 echo "$version" >"$cache/VERSION"
+printf '%s\n' "$only_funcs" >"$stamp"
 elapsed=$(($(date +%s) - started))
 size() { du -k "$1" | cut -f1; }
 echo "== NCCL $version built in ${elapsed}s: $cache/libnccl.so.2 $(size "$cache/libnccl.so.2") KiB stripped, $(size "$cache/libnccl.so.2.xz") KiB xz"

@@ -50,6 +50,13 @@ for f in libnccl.so.2 VERSION; do
     [ -z "${GPU_NCCL:-}" ] || [ -f "$GPU_NCCL/$f" ] ||
         { echo "gpu_bundle.sh: GPU_NCCL=$GPU_NCCL has no $f; run bench/build_nccl.sh first" >&2; exit 1; }
 done
+# ... built with today's filter: one without AllGatherV runs a kernel that
+# does nothing for every ncclBroadcast (build_nccl.sh)
+if [ -n "${GPU_NCCL:-}" ] &&
+    [ "$(cat "$GPU_NCCL/ONLY_FUNCS" 2>/dev/null)" != "$(sh "$here/build_nccl.sh" --only-funcs)" ]; then
+    echo "gpu_bundle.sh: GPU_NCCL=$GPU_NCCL was built with another ONLY_FUNCS than bench/build_nccl.sh's, or before it recorded one ($GPU_NCCL/ONLY_FUNCS); rebuild it with bench/build_nccl.sh" >&2
+    exit 1
+fi
 # Sources git does not track (and does not ignore) would be left out of
 # the build, which takes tracked files only: refuse them, named
 untracked=$(cd "$root" && git ls-files --others --exclude-standard -- \

@@ -19,7 +19,7 @@ if ! command -v python3 >/dev/null 2>&1; then
     echo "1..0 # SKIP no python3 (NCCL's build needs it too)"
     exit 0
 fi
-plan 6
+plan 9
 nccl="$WORK/nccl"
 mkdir -p "$nccl/makefiles" "$nccl/src/device" "$WORK/bin"
 printf 'NCCL_MAJOR   := 2\nNCCL_MINOR   := 30\nNCCL_PATCH   := 7\n' > "$nccl/makefiles/version.mk"
@@ -80,4 +80,25 @@ grep -q '^    AllGatherV RING LL$' "$WORK/out" && grep -q '^    AllGatherV RING 
 ok $? "the refusal names each function dropped"
 ! grep -q "stand-in make ran" "$WORK/cache/build.log" 2>/dev/null && ! grep -q "== building" "$WORK/out"
 ok $? "nothing is built after the refusal"
+# A cache an older filter built starts afresh (NCCL's makefiles would
+# keep its device objects), and gpu_bundle.sh refuses to pack one.
+mkdir -p "$WORK/cache/build/obj"
+printf '(AllGather * *|SendRecv)\n' > "$WORK/cache/ONLY_FUNCS"
+build
+grep -q "built with another ONLY_FUNCS, or by an older build_nccl.sh: building afresh" "$WORK/out" &&
+    [ ! -e "$WORK/cache/build/obj" ] && grep -q "stand-in make ran" "$WORK/cache/build.log"
+ok $? "a cache built with another filter is built afresh"
+mkdir -p "$WORK/old"
+: > "$WORK/old/libnccl.so.2"
+echo 2.30.7 > "$WORK/old/VERSION"
+GPU_NCCL="$WORK/old" sh "${TRI_SRCDIR:-.}/bench/gpu_bundle.sh" "$WORK/bundle" > "$WORK/out" 2>&1
+expect 1 "gpu_bundle.sh: GPU_NCCL=$WORK/old was built with another ONLY_FUNCS than bench/build_nccl.sh's, or before it recorded one" \
+    "gpu_bundle.sh refuses a cache that records no filter"
+# what --only-funcs prints (gpu_bundle.sh's reference) is the filter built
+# with, as the build's announcement quotes it
+rm -rf "$WORK/cache"
+build
+filter=$(sh "${TRI_SRCDIR:-.}/bench/build_nccl.sh" --only-funcs)
+grep -qF "ONLY_FUNCS='$filter')" "$WORK/out"
+ok $? "--only-funcs prints the filter the build uses"
 done_testing
