@@ -122,6 +122,16 @@ void ops_cast(ops_tensor dst, ops_tensor src);
  * (avx512_core_amx)"; *warning is set to a message when that kernel is far
  * below what the CPU supports, else NULL. */
 const char *ops_gemm_info(const char **warning);
+/* Chooses now the path of the CPU's bf16 GEMMs (cpu/gemm_cpu.c), from this
+ * CPU, this build and TRIDENT_CPU_BF16_GEMM, which the first bf16 GEMM
+ * would otherwise choose: 0, or 1 with err naming the variable, its value
+ * and what this CPU or build lacks to run it (the path is then unusable:
+ * the caller stops the run). A trident kernel the check refuses under
+ * auto is warned about on stderr, and the path is the widened one. Call at
+ * start-up on a run computing on the CPU, after ops_switches_check,
+ * outside parallel regions. Not collective (src/parallel/device.c calls
+ * it on every rank). */
+int ops_cpu_gemm_check(char *err, size_t err_size);
 /* Measures the sustained fp32 GEMM rate (FLOP/s) of this process over about
  * `seconds`, on a square GEMM of the size models use. */
 double ops_gemm_peak(double seconds);

@@ -1,24 +1,35 @@
 #!/bin/sh
-# t_deps.sh - src/ has no circles: no file of src/ depends on itself
-# through the files it uses, and no folder of src/ on itself through the
-# folders it uses, so each can be read, tested and changed from the bottom
-# up (DEVELOPERS.md, "No circles"). Three graphs, one TAP line per circle
-# found (a strongly connected set, shown by its shortest circle and, under
-# it, every edge inside it):
-#  - includes: `#include "x.h"` in src/'s folders, where a .c and the
-#    header beside it are one node (comm.c including comm_nccl.h and
-#    comm_nccl.c including comm.h is a circle). Read from the sources,
-#    whatever the build, so it sees comm_nccl.c in a CPU build too.
-#  - calls: each object of src/libtrident.a (the build's) against the
-#    others, by nm: an undefined symbol of one that another defines (a
-#    function or data: T, D, B, R...) is an edge between their .c files.
-#  - folders: the two graphs' edges between files of different folders,
-#    as edges between the folders (the build's fence lets a folder include
-#    only the folders it may use; this proves those permissions form no
-#    circle).
-# The finder is checked first on two small graphs, one with a circle.
-# Every circle found fails. Then the files that call MPI, and the length
-# of every .c and .cu of src/ and kernels/ (800 lines at most).
+# t_deps.sh - src/ and kernels/ have no circles: no file of src/ or of
+# kernels/ depends on itself through the files it uses, and no folder of
+# src/ on itself through the folders it uses, so each can be read, tested
+# and changed from the bottom up (DEVELOPERS.md, "No circles"). Five
+# graphs, one TAP line per circle found (a strongly connected set, shown
+# by its shortest circle and, under it, every edge inside it):
+#  - includes, of src/ and of kernels/: `#include "x.h"`, where a .c (or
+#    .cu) and the header beside it are one node (comm.c including
+#    comm_nccl.h and comm_nccl.c including comm.h is a circle). Read from
+#    the sources, whatever the build, so it sees comm_nccl.c in a CPU
+#    build too. src/ includes bare names, found in any of its folders;
+#    kernels/ includes by path from the including file ("../ops.h").
+#  - calls, of src/ and of kernels/: each object of src/libtrident.a or
+#    kernels/libkernels.a (the build's: the CUDA backend's objects too in
+#    a CUDA build) against the others of its library, by nm: an undefined
+#    symbol of one that another defines (a function or data: T, D, B,
+#    R...) is an edge between their source files. kernels/'s dispatchers
+#    call their routes and nothing calls back up (the CPU GEMMs:
+#    kernels/cpu/gemm_cpu.c calls gemm_dnnl.c or gemm_cblas.c and
+#    gemm_bf16_cpu.c, which call nothing of it).
+#  - folders of src/: the two graphs' edges between files of different
+#    folders, as edges between the folders (the build's fence lets a
+#    folder include only the folders it may use; this proves those
+#    permissions form no circle). kernels/'s folders are no such layers
+#    (ops.c dispatches into cpu/ and cuda/, which use dtype.c and fatal.c
+#    beside it), so only its files are checked.
+# The finder is checked first on two small graphs, one with a circle, and
+# the readers on a circle planted in a copy of kernels/ (its includes) and
+# in two objects compiled for it (its calls). Every circle found fails.
+# Then the files that call MPI, and the length of every .c and .cu of src/
+# and kernels/ (800 lines at most).
 . "${TRI_SRCDIR:-.}/tests/lib.sh"
 src="${TRI_SRCDIR:-.}/src"
 lib="${TRI_BUILDDIR:-.}/src/libtrident.a"
@@ -105,25 +116,35 @@ circles() {
         }'
 }
 
-# include_edges: "FROM TO FILE includes HEADER" between the nodes of
-# src/: a .c and the header beside it are one node, named by the file's
-# name without .c or .h. A header with no .c beside it (timer.h, the
-# private seams model_impl.h and config_keys.h) is no node of its own but
-# part of each file that includes it: its includes are theirs.
+# include_edges DIR...: "FROM TO FILE includes HEADER" between the nodes
+# of the files in DIRs: a .c (or .cu) and the header beside it are one
+# node, named by the file's name without its suffix. An include is found
+# by its path from the including file, else by its name in any DIR. A
+# header with no source beside it (timer.h, the private seams
+# model_impl.h and config_keys.h, kernels/cpu/cpu.h) is no node of its
+# own but part of each file that includes it: its includes are theirs.
 include_edges() {
-    for f in "$src"/*/*.c "$src"/*/*.h; do
-        [ -f "$f" ] || continue
-        case $f in *.c) echo "C ${f##*/}" ;; esac
-        sed -n 's/^[[:space:]]*#[[:space:]]*include[[:space:]]*"\([^"/]*\)".*/\1/p' "$f" |
-            while read -r h; do
-                for g in "$src"/*/"$h"; do
-                    [ -f "$g" ] && echo "I ${f##*/} $h"
-                    break
+    for d in "$@"; do
+        for f in "$d"/*.c "$d"/*.cu "$d"/*.h; do
+            [ -f "$f" ] || continue
+            case $f in *.c | *.cu) echo "C ${f##*/}" ;; esac
+            sed -n 's/^[[:space:]]*#[[:space:]]*include[[:space:]]*"\([^"]*\)".*/\1/p' "$f" |
+                while read -r h; do
+                    if [ -f "${f%/*}/$h" ]; then
+                        echo "I ${f##*/} ${h##*/}"
+                        continue
+                    fi
+                    for e in "$@"; do
+                        if [ -f "$e/$h" ]; then
+                            echo "I ${f##*/} ${h##*/}"
+                            break
+                        fi
+                    done
                 done
-            done
+        done
     done | awk '
-        function stem(f) { sub(/\.[ch]$/, "", f); return f }
-        function node(f) { return (stem(f) ".c") in has_c ? stem(f) : "" }
+        function stem(f) { sub(/\.(c|cu|h)$/, "", f); return f }
+        function node(f) { return (stem(f) ".c") in has_c || (stem(f) ".cu") in has_c ? stem(f) : "" }
         # the edges of file f through header h, which f reaches via text
         function edges(f, h, via, depth,    i) {
             if (node(h) != "") {
@@ -143,10 +164,11 @@ include_edges() {
         }'
 }
 
-# call_edges: "FROM TO SYMBOL" between the objects of the
-# library, named by their .c files (automake calls them libFOLDER_a-x.o)
+# call_edges LIB: "FROM TO SYMBOL" between the objects of the library
+# LIB, named by their source files as .c (automake calls them
+# libFOLDER_a-x.o; the CUDA suffix rule x_cuda.o)
 call_edges() {
-    ${NM:-nm} -P -A "$lib" | awk '
+    ${NM:-nm} -P -A "$1" | awk '
         {
             obj = $1
             sub(/^.*\[/, "", obj); sub(/\]:$/, "", obj)
@@ -163,17 +185,18 @@ call_edges() {
         }'
 }
 
-# report KIND NAME: one failing TAP line per circle of $WORK/KIND, with
-# the edges inside it, or one line saying there is none
+# report KIND FILE NAME: one failing TAP line per circle of $WORK/FILE,
+# with the edges inside it, or one line saying there is no KIND circle
+# among NAME
 report() {
-    if [ ! -s "$WORK/$1" ]; then
-        ok 0 "no $1 circle among $2"
+    if [ ! -s "$WORK/$2" ]; then
+        ok 0 "no $1 circle among $3"
         return
     fi
     while IFS="$(printf '\t')" read -r kind _ circle edges; do
         ok 1 "$kind circle: $circle"
         echo "$edges" | tr ';' '\n' | sed 's/^ */#   /'
-    done < "$WORK/$1"
+    done < "$WORK/$2"
 }
 
 # the finder itself: a -> b -> c -> a (and d beside it), and a graph without one
@@ -182,24 +205,69 @@ printf 'a b x\nb c x\na c x\n' | circles t > "$WORK/dag"
 [ "$(cut -f 2,3 "$WORK/planted")" = "$(printf 'a b c\ta -> b -> c -> a')" ] && [ ! -s "$WORK/dag" ]
 ok $? "the finder finds a planted circle, and none in a graph without one"
 
-include_edges > "$WORK/include.edges"
+include_edges "$src"/* > "$WORK/include.edges"
 n=$(cut -d ' ' -f 1 "$WORK/include.edges" | sort -u | wc -l)
 [ "$n" -ge 20 ]
 ok $? "read the includes of src/ ($n files include others)"
 circles include < "$WORK/include.edges" > "$WORK/include"
-report include "src/'s files"
+report include include "src/'s files"
 
 if ! command -v "${NM:-nm}" >/dev/null 2>&1; then
     ok 0 "no call circle among src/'s objects # SKIP no nm"
 elif [ ! -f "$lib" ]; then
     ok 1 "no $lib: build it first (make)"
 else
-    call_edges > "$WORK/call.edges"
+    call_edges "$lib" > "$WORK/call.edges"
     n=$(cut -d ' ' -f 1 "$WORK/call.edges" | sort -u | wc -l)
     [ "$n" -ge 20 ]
     ok $? "read the symbols of $lib ($n objects use others)"
     circles call < "$WORK/call.edges" > "$WORK/call"
-    report call "src/'s objects"
+    report call call "src/'s objects"
+fi
+
+# kernels/: its includes, first on a copy of two of its folders with a
+# circle planted (cpu/planted_cpu.c includes ../planted.h, planted.c
+# includes cpu/planted_cpu.h), which the reader must find, then its own
+kernels="${TRI_SRCDIR:-.}/kernels"
+klib="${TRI_BUILDDIR:-.}/kernels/libkernels.a"
+mkdir -p "$WORK/k/cpu"
+printf '#include "../planted.h"\n' > "$WORK/k/cpu/planted_cpu.c"
+printf '#include "cpu/planted_cpu.h"\n' > "$WORK/k/planted.c"
+: > "$WORK/k/cpu/planted_cpu.h"
+: > "$WORK/k/planted.h"
+include_edges "$WORK/k" "$WORK/k/cpu" | circles include > "$WORK/kplanted"
+[ "$(cut -f 2,3 "$WORK/kplanted")" = "$(printf 'planted planted_cpu\tplanted -> planted_cpu -> planted')" ]
+ok $? "the include reader finds a circle planted by relative paths, as kernels/ includes"
+include_edges "$kernels" "$kernels"/cpu "$kernels"/cuda > "$WORK/kinclude.edges"
+n=$(cut -d ' ' -f 1 "$WORK/kinclude.edges" | sort -u | wc -l)
+[ "$n" -ge 20 ]
+ok $? "read the includes of kernels/ ($n files include others)"
+circles include < "$WORK/kinclude.edges" > "$WORK/kinclude"
+report include kinclude "kernels/'s files"
+
+# and its calls, first on two objects that call each other, named as
+# automake names kernels/'s (libkernels_a-x.o), in a library of their own
+cc_planted() {   # cc_planted NAME CALLS: NAME.o defining NAME, calling CALLS
+    printf 'void %s(void);\nvoid %s(void) { %s(); }\nvoid %s(void);\n' "$2" "$1" "$2" "$1" \
+        > "$WORK/$1.c" && ${CC:-cc} -c -o "$WORK/libkernels_a-$1.o" "$WORK/$1.c"
+}
+if ! command -v "${NM:-nm}" >/dev/null 2>&1; then
+    ok 0 "no call circle among kernels/'s objects # SKIP no nm"
+elif ! cc_planted route_a route_b || ! cc_planted route_b route_a ||
+    ! ${AR:-ar} rc "$WORK/libplanted.a" "$WORK/libkernels_a-route_a.o" "$WORK/libkernels_a-route_b.o"; then
+    ok 1 "compile two objects calling each other with ${CC:-cc} and ${AR:-ar}"
+elif [ ! -f "$klib" ]; then
+    ok 1 "no $klib: build it first (make)"
+else
+    call_edges "$WORK/libplanted.a" | circles call > "$WORK/kcplanted"
+    [ "$(cut -f 2,3 "$WORK/kcplanted")" = "$(printf 'route_a.c route_b.c\troute_a.c -> route_b.c -> route_a.c')" ]
+    ok $? "the call reader finds a circle between two objects named as kernels/'s"
+    call_edges "$klib" > "$WORK/kcall.edges"
+    n=$(cut -d ' ' -f 1 "$WORK/kcall.edges" | sort -u | wc -l)
+    [ "$n" -ge 20 ]
+    ok $? "read the symbols of $klib ($n objects use others)"
+    circles call < "$WORK/kcall.edges" > "$WORK/kcall"
+    report call kcall "kernels/'s objects"
 fi
 # folder_edges: the include and call edges between files of two folders,
 # as "FROM TO FILE ..." between the folders
@@ -222,7 +290,7 @@ n=$(cut -d ' ' -f 1 "$WORK/folders.edges" | sort -u | wc -l)
 [ "$n" -ge 8 ]
 ok $? "read the folders of src/ ($n use others)"
 circles folder < "$WORK/folders.edges" > "$WORK/folder"
-report folder "src/'s folders"
+report folder folder "src/'s folders"
 
 # MPI itself is called only where doc/design.md ("Communication") says;
 # everything else goes through comm.h. Asking a rank's number or a

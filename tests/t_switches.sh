@@ -4,11 +4,15 @@
 # every rank before the first step, naming the variable, the value and the
 # values it takes, also when one rank alone has it; good values train, and
 # a GPU switch set on a CPU run is noted once as having no effect, and
-# named on the start-up line `switches:`. doc/errors.md, "The measurement
-# switches", has one row per line.
+# named on the start-up line `switches:`. A TRIDENT_CPU_BF16_GEMM path
+# this CPU or build cannot run stops the run at start-up, on every rank,
+# in an fp32 run too: forced here by the test's hook
+# TRIDENT_TEST_BF16_GEMM_LACKS (kernels/cpu/gemm_bf16.h), which makes the
+# choice take the CPU or build as lacking what it lists. doc/errors.md,
+# "The measurement switches", has one row per line.
 . "${TRI_SRCDIR:-.}/tests/lib.sh"
 np=${1:-2}
-plan 10
+plan 15
 cfg="$WORK/c.ini"
 write_config "$cfg"
 
@@ -61,4 +65,31 @@ else
     expect 1 "^trident: TRIDENT_ATTENTION=cudnn: this build has no cuDNN attention; configure --with-cuda --with-cudnn-frontend=DIR for it" \
         "TRIDENT_ATTENTION=cudnn in a build without cuDNN stops the run"
 fi
+# a path this CPU or build lacks: refused at start-up with what it lacks
+# (before this check, an fp32 run never chose a path and trained)
+TRIDENT_CPU_BF16_GEMM=trident TRIDENT_TEST_BF16_GEMM_LACKS=avx512bf16,avx2 \
+    run "$np" train --config "$cfg" --set train.steps=1
+expect 1 "^trident: TRIDENT_CPU_BF16_GEMM=trident: trident's bf16 GEMMs need AVX512_BF16, or AVX2 with FMA, on x86, which this CPU lacks (TRIDENT_TEST_BF16_GEMM_LACKS=avx512bf16,avx2); unset TRIDENT_CPU_BF16_GEMM (auto)$" \
+    "TRIDENT_CPU_BF16_GEMM=trident on a CPU without AVX512_BF16 or AVX2 stops an fp32 run at start-up"
+TRIDENT_CPU_BF16_GEMM=library TRIDENT_TEST_BF16_GEMM_LACKS=library \
+    run "$np" train --config "$cfg" --set train.steps=1
+expect 1 "^trident: TRIDENT_CPU_BF16_GEMM=library: this build's GEMM library has no bf16 kernel (TRIDENT_TEST_BF16_GEMM_LACKS=library); configure --with-gemm=dnnl for oneDNN's, or unset TRIDENT_CPU_BF16_GEMM (auto)$" \
+    "TRIDENT_CPU_BF16_GEMM=library in a build whose library has no bf16 kernel stops the run at start-up"
+# one rank's CPU lacking it: every rank stops, none hangs
+# shellcheck disable=SC2086  # TRI_MPIEXEC is a command line
+TRIDENT_CPU_BF16_GEMM=trident $TRI_MPIEXEC -n $((np - 1)) "$TRIDENT" train --config "$cfg" \
+    --set train.steps=1 : -n 1 env TRIDENT_TEST_BF16_GEMM_LACKS=avx2,avx512bf16 "$TRIDENT" train \
+    --config "$cfg" --set train.steps=1 > "$WORK/out" 2>&1
+rc=$?
+expect 1 "trident: TRIDENT_CPU_BF16_GEMM=trident: trident's bf16 GEMMs need" \
+    "TRIDENT_CPU_BF16_GEMM=trident where rank $((np - 1))'s CPU alone lacks it stops every rank"
+# auto takes what is there: with nothing but sgemm, bf16 trains on it
+TRIDENT_TEST_BF16_GEMM_LACKS=library,avx512bf16,avx2 \
+    run "$np" train --config "$cfg" --set train.steps=1 --set train.precision=bf16
+expect 0 "^gemm: .*; bf16 on [a-z_]*sgemm on fp32 copies; measured bf16 peak" \
+    "auto on a CPU and build with no bf16 kernel trains bf16 on sgemm on widened copies"
+# the hook takes only its words
+TRIDENT_TEST_BF16_GEMM_LACKS=sse run "$np" train --config "$cfg" --set train.steps=1
+expect 1 "trident: fatal: TRIDENT_TEST_BF16_GEMM_LACKS=sse: expected a comma-separated list of library, avx512bf16 and avx2" \
+    "a word the test's hook does not take stops the run, naming it"
 done_testing

@@ -134,7 +134,10 @@ void narrow_rows_cpu(void *dst, ops_dtype dt, int64_t ldd, const float *src, int
  * omp_get_max_threads() shares. */
 float *thread_share_cpu(float *buf, int64_t floats);
 
-/* ---- GEMM (gemm_cpu.c, and gemm_dnnl.c or gemm_cblas.c) ---------------- */
+/* ---- GEMM (gemm_cpu.c, and gemm_dnnl.c or gemm_cblas.c) ----------------
+ * gemm_cpu.c is the dispatcher: it chooses the route of each GEMM and
+ * calls it (the library's file, gemm_lib.h; trident's bf16 kernels,
+ * gemm_bf16.h; sgemm on widened panels, its own). */
 
 /* Row-major C(M,N) = alpha op(A) op(B) + beta C, op(A) (M,K), op(B) (K,N);
  * trans_a/trans_b non-zero means the stored matrix is the transpose. With
@@ -199,6 +202,12 @@ void cpu_bf16_dot_rates(double *dot, double *fma);
  * its resume on one machine. */
 #define BF16_DOT_OUTPACES 1.25
 int cpu_bf16_dot_outpaces_fma(void);
+/* What this CPU's vector units can do: 0 = SSE only, 1 = AVX, 2 =
+ * AVX2/FMA, 3 = AVX-512 (other architectures: 0, so nothing is warned
+ * about there), and its name, for the GEMM libraries' warnings that they
+ * run narrower kernels than this CPU has. */
+int cpu_isa_tier(void);
+const char *cpu_isa_tier_name(int tier);
 
 /* ---- the ops ----------------------------------------------------------
  * `dt` is the call's compute dtype D (F32, BF16 or F16): every argument

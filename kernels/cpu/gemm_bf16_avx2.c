@@ -10,8 +10,8 @@
  * ymm registers. Operands stay bf16 in memory, half the bytes of the
  * widened copies the fp32 path makes.
  *
- * Compiled for AVX2 + FMA whatever the build's flags; gemm_bf16_cpu.c
- * calls it only where the CPU has them.
+ * Compiled for AVX2 + FMA whatever the build's flags; gemm_cpu.c calls it
+ * only where gemm_bf16_cpu.c says the CPU has them.
  *
  * Not collective.
  */

@@ -11,10 +11,10 @@
  * shows it). On an Intel Sapphire Rapids (2 cores, 2026-11-27) it ran a
  * GPT-2 small step's GEMMs at 183 GFLOP/s, 80% of vdpbf16ps's own rate
  * there (one every two cycles, half the FMA's FLOP/s: so auto does not
- * pick it on such a CPU, see gemm_bf16_cpu.c); on AMD Zen 4, where the
+ * pick it on such a CPU, see gemm_cpu.c); on AMD Zen 4, where the
  * instruction does twice the FMA's work, it is the bf16 path. Compiled for
- * AVX512_BF16 whatever the build's flags; gemm_bf16_cpu.c calls it only
- * where the CPU has the instructions.
+ * AVX512_BF16 whatever the build's flags; gemm_cpu.c calls it only where
+ * gemm_bf16_cpu.c says the CPU has the instructions.
  *
  * t_gemm_bf16 also compiles this very file against
  * tests/simd_emu/immintrin.h, the seven intrinsics it uses written in plain

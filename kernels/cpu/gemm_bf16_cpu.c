@@ -1,49 +1,62 @@
 /*
- * gemm_bf16_cpu.c - the choice of the kernel that runs bf16 GEMMs on this
- * CPU (gemm_bf16.h lists the four paths).
+ * gemm_bf16_cpu.c - trident's own bf16 GEMM kernels as a route of
+ * gemm_cpu.c's (gemm_bf16.h): which of them this CPU can run, the check
+ * each passes before it is used, and the four paths' names.
  *
- * The choice is made once per process, so that a run takes one path
- * throughout and stays bitwise reproducible, and it follows the CPU, not a
- * GEMM's timing, so that two runs on one machine (a run and its resume)
- * take the same path (doc/performance.md, "CPU GEMMs", has the figures):
- *   AMX           oneDNN's matmul primitive (measured: 1,300 to 1,400
- *                 GFLOP/s on 2 cores, about 4x sgemm);
- *   AVX512_BF16   trident's vdpbf16ps kernel, where vdpbf16ps outruns the
- *   faster than   fp32 FMA (AMD Zen 4: twice its multiply-adds), which
- *   the FMA       cpu_bf16_dot_outpaces_fma times once; the kernel runs
- *                 at 80% of the instruction's rate (Sapphire Rapids), and
- *                 the alternatives measured there run under the fp32 rate
- *                 (oneDNN 2.6's bf16 kernel 0.6x sgemm, the widened path
- *                 0.9x). The two measured cases are 4x apart, so the
- *                 timing cannot flip between a run and its resume;
- *   otherwise     sgemm on widened panels: the AVX2 kernel does not beat
- *                 it on the machines measured (0.72 to 0.77x sgemm), nor
- *                 the vdpbf16ps kernel where that instruction runs at half
- *                 the FMA's rate (Sapphire Rapids without AMX: 0.55x).
- * The switch TRIDENT_CPU_BF16_GEMM overrides it (auto, library, trident,
- * widened; switches.h), for measurements and comparisons.
+ * gemm_cpu.c, the dispatcher, chooses the path once per process from what
+ * this file and the GEMM library's say is there (the reasons behind the
+ * choice are written there and in doc/performance.md, "CPU GEMMs"); this
+ * file calls nothing above it.
  *
  * A trident kernel is used only after it has computed a few ragged
  * products, in every transpose, as a plain loop does: a fault in a kernel
- * this machine has never run becomes a warning and the widened path, not a
- * wrong model.
+ * this machine has never run becomes a warning and the widened path (or,
+ * where TRIDENT_CPU_BF16_GEMM=trident asked for it, an error at start-up),
+ * not a wrong model.
  *
  * Not collective.
  */
 #include "gemm_bf16.h"
 
 #include <math.h>
-#include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
 
 #include "cpu.h"
-#include "gemm_lib.h"
 
-#define ENV_NAME "TRIDENT_CPU_BF16_GEMM"
+/* The test's hook (gemm_bf16.h): the words it takes. */
+static const char *const lacks_words[] = { "library", "avx512bf16", "avx2" };
+
+/* Whether word, n characters long, is one of lacks_words. */
+static int lacks_word_known(const char *word, size_t n)
+{
+    for (size_t i = 0; i < sizeof lacks_words / sizeof lacks_words[0]; i++)
+        if (strlen(lacks_words[i]) == n && strncmp(word, lacks_words[i], n) == 0)
+            return 1;
+    return 0;
+}
+
+int gemm_bf16_test_lacks(const char *what)
+{
+    const char *list = getenv(GEMM_BF16_LACKS_ENV);
+    int found = 0;
+    for (const char *w = list; w && *w;) {
+        size_t n = strcspn(w, ",");
+        if (!lacks_word_known(w, n))
+            ops_fatalf(__FILE__, __LINE__, "%s=%.60s: expected a comma-separated "
+                       "list of library, avx512bf16 and avx2 (a test's hook: "
+                       "what this build and CPU are to be taken to lack)",
+                       GEMM_BF16_LACKS_ENV, list);
+        found |= strlen(what) == n && strncmp(w, what, n) == 0;
+        w += n + (w[n] == ',');
+    }
+    return found;
+}
 
 static int cpu_has(const char *feature)
 {
+    if (gemm_bf16_test_lacks(feature))
+        return 0;
 #if TRI_GEMM_BF16_X86
     __builtin_cpu_init();
     if (strcmp(feature, "avx512bf16") == 0)
@@ -148,74 +161,13 @@ int gemm_bf16_kernel_agrees(gemm_bf16_fn fn, double *worst)
     return *worst == 0.0;
 }
 
-/* ---- the choice ---------------------------------------------------------- */
+/* ---- what this CPU runs ------------------------------------------------- */
 
-/* The fastest own kernel this CPU can run, or WIDENED. */
-static gemm_bf16_path own_path(void)
+gemm_bf16_path gemm_bf16_own_path_cpu(void)
 {
     if (cpu_has("avx512bf16"))
         return GEMM_BF16_AVX512;
     if (cpu_has("avx2"))
         return GEMM_BF16_AVX2;
     return GEMM_BF16_WIDENED;
-}
-
-/* path, or WIDENED with a warning when it is a trident kernel that fails
- * its check here (fatal when the user asked for it by name). */
-static gemm_bf16_path checked(gemm_bf16_path path, int asked)
-{
-    gemm_bf16_fn fn = gemm_bf16_kernel_cpu(path);
-    double worst;
-    if (!fn || gemm_bf16_kernel_agrees(fn, &worst))
-        return path;
-    char msg[320];
-    snprintf(msg, sizeof msg, "%s disagrees with a plain loop on this CPU "
-             "(error %.3g), so bf16 GEMMs run on %s", gemm_bf16_path_name(path),
-             worst, gemm_bf16_path_name(GEMM_BF16_WIDENED));
-    if (asked)
-        ops_fatal(msg, __FILE__, __LINE__);
-    fprintf(stderr, "trident: warning: %s; please report it\n", msg);
-    return GEMM_BF16_WIDENED;
-}
-
-/* The switch's word (switches.h refuses any other), then what this CPU
- * and build can run of it. */
-static gemm_bf16_path choose(void)
-{
-    const char *word = ops_switch_word(OPS_SWITCH_CPU_BF16_GEMM);
-    int preferred = 0;
-    int library = gemm_native_lib_available(OPS_BF16, &preferred);
-    if (strcmp(word, "auto") == 0) {
-        if (library && preferred)
-            return GEMM_BF16_LIBRARY;
-        if (own_path() == GEMM_BF16_AVX512 && cpu_bf16_dot_outpaces_fma())
-            return checked(GEMM_BF16_AVX512, 0);
-        return GEMM_BF16_WIDENED;
-    }
-    char msg[256];
-    if (strcmp(word, "library") == 0) {
-        if (library)
-            return GEMM_BF16_LIBRARY;
-        snprintf(msg, sizeof msg, "%s=library: this build's GEMM library has "
-                 "no bf16 kernel (configure --with-gemm=dnnl for oneDNN's)",
-                 ENV_NAME);
-        ops_fatal(msg, __FILE__, __LINE__);
-    }
-    if (strcmp(word, "trident") == 0) {
-        if (own_path() != GEMM_BF16_WIDENED)
-            return checked(own_path(), 1);
-        snprintf(msg, sizeof msg, "%s=trident: trident's bf16 GEMMs need "
-                 "AVX512_BF16 or AVX2 with FMA, which this CPU or compiler "
-                 "lacks", ENV_NAME);
-        ops_fatal(msg, __FILE__, __LINE__);
-    }
-    return GEMM_BF16_WIDENED; /* "widened" */
-}
-
-gemm_bf16_path gemm_bf16_path_cpu(void)
-{
-    static int chosen = -1;
-    if (chosen < 0)
-        chosen = (int)choose();
-    return (gemm_bf16_path)chosen;
 }

@@ -5,12 +5,12 @@
  * fp32 runs on cblas_sgemm; a CBLAS has no bf16 or fp16 GEMM (Debian's
  * OpenBLAS lacks sbgemm), so those always take gemm_cpu.c's widened
  * panels. OpenBLAS's pthread pool and its kernel choice need the care
- * described in doc/performance.md, "CPU GEMMs".
+ * described in doc/performance.md, "CPU GEMMs". A route of gemm_cpu.c's
+ * (gemm_lib.h): nothing here calls back up.
  *
  * Not collective.
  */
 #include "cpu.h"
-#include "gemm_bf16.h"
 #include "gemm_lib.h"
 
 #include <cblas.h>
@@ -82,18 +82,17 @@ int gemm_native_lib_available(ops_dtype dt, int *preferred)
     return 0;
 }
 
-const char *gemm_kernel_name_cpu(ops_dtype dt, int trans_a, int trans_b,
-                                 int M, int N, int K, ops_dtype cdt,
-                                 int accumulate)
+const char *gemm_f32_lib_name(void)
 {
-    (void)trans_a; (void)trans_b; (void)M; (void)N; (void)K;
-    (void)accumulate;
-    if (dt == OPS_F32 && cdt == OPS_F32)
-        return "cblas_sgemm";
-    if (dt == OPS_BF16 && (cdt == OPS_F32 || cdt == OPS_BF16) &&
-        gemm_bf16_path_cpu() != GEMM_BF16_WIDENED)
-        return gemm_bf16_path_name(gemm_bf16_path_cpu());
-    return "cblas_sgemm on fp32 copies";
+    return "cblas_sgemm";
+}
+
+const char *gemm_native_lib_name(ops_dtype dt, int trans_a, int trans_b, int M,
+                                 int N, int K, ops_dtype cdt, int accumulate)
+{
+    (void)dt; (void)trans_a; (void)trans_b; (void)M; (void)N; (void)K;
+    (void)cdt; (void)accumulate;
+    return NULL;
 }
 
 void gemm_serial_end_cpu(int saved)
@@ -121,14 +120,13 @@ static int openblas_core_tier(const char *core)
     return 3;
 }
 
-const char *ops_gemm_info(const char **warning)
+const char *gemm_lib_info(const char **warning)
 {
     openblas_api ob = openblas();
     if (warning)
         *warning = NULL;
     if (!ob.corename || !ob.config) {
-        snprintf(info, sizeof info, "CBLAS cblas_sgemm (not OpenBLAS); bf16 on %s",
-                 gemm_kernel_name_cpu(OPS_BF16, 0, 1, 1024, 768, 768, OPS_BF16, 0));
+        snprintf(info, sizeof info, "CBLAS cblas_sgemm (not OpenBLAS)");
         return info;
     }
     const char *core = ob.corename();
@@ -136,9 +134,8 @@ const char *ops_gemm_info(const char **warning)
     /* the config string starts "OpenBLAS 0.3.21 DYNAMIC_ARCH ..." */
     if (sscanf(ob.config(), "OpenBLAS %40s", version) != 1)
         strcpy(version, "(unknown version)");
-    snprintf(info, sizeof info, "OpenBLAS %s cblas_sgemm, core %s; bf16 on %s",
-             version, core,
-             gemm_kernel_name_cpu(OPS_BF16, 0, 1, 1024, 768, 768, OPS_BF16, 0));
+    snprintf(info, sizeof info, "OpenBLAS %s cblas_sgemm, core %s", version,
+             core);
     int tier = cpu_isa_tier();
     if (warning && openblas_core_tier(core) < 2 && tier >= 2) {
         snprintf(warn, sizeof warn,

@@ -1,14 +1,22 @@
 /*
- * gemm_cpu.c - the GEMMs every CPU op calls, whatever library runs them.
+ * gemm_cpu.c - the GEMMs every CPU op calls: the dispatcher, which chooses
+ * the route of each GEMM and calls it.
  *
- * configure picks the library (m4/tri_gemm.m4), oneDNN's dnnl_sgemm when
- * present, else any CBLAS, and the build compiles its file beside this
- * one (gemm_lib.h). Both take row-major operands directly, so no op
- * transposes anything by hand. Here: the empty cases, the dispatch of
- * bf16 GEMMs to the path gemm_bf16.h chose (trident's own kernels write
- * fp32 blocks, finished here), bf16 and fp16 operands widened to fp32 in
- * bounded panels for the library's sgemm, and the peak probes.
- * doc/performance.md ("CPU GEMMs") says why each path is what it is.
+ * The routes, each of which calls nothing here (tests/t_deps.sh proves
+ * kernels/ has no call circle):
+ *   - the GEMM library configure picked (m4/tri_gemm.m4), oneDNN's
+ *     dnnl_sgemm when present, else any CBLAS, whose file the build
+ *     compiles beside this one (gemm_lib.h): fp32, and its own
+ *     low-precision kernel where it has one;
+ *   - trident's own bf16 kernels (gemm_bf16.h), which write fp32 blocks
+ *     that are finished here;
+ *   - the library's sgemm on bf16 and fp16 operands widened to fp32 in
+ *     bounded panels, here.
+ * All take row-major operands directly, so no op transposes anything by
+ * hand. The path of bf16 GEMMs is chosen once per process, at start-up
+ * (ops_cpu_gemm_check); here too: the empty cases, the routes' names for
+ * the logs, and the peak probes. doc/performance.md ("CPU GEMMs") says
+ * why each route is what it is.
  *
  * Not collective.
  */
@@ -18,7 +26,9 @@
 
 #include <math.h>
 #include <omp.h>
+#include <stdio.h>
 #include <stdlib.h>
+#include <string.h>
 
 /* fp32 elements per widened panel (16 MiB), and the longest panel side:
  * enough that sgemm runs at full speed on each block */
@@ -191,6 +201,133 @@ static void gemm_own_bf16(gemm_bf16_fn fn, int ta, int tb, int M, int N,
     }
 }
 
+/* ---- the path of bf16 GEMMs, chosen once -------------------------------
+ * Once per process, so that a run takes one path throughout and stays
+ * bitwise reproducible, and by the CPU, not a GEMM's timing, so that two
+ * runs on one machine (a run and its resume) take the same path
+ * (doc/performance.md, "CPU GEMMs", has the figures):
+ *   AMX           the library's kernel, oneDNN's matmul primitive
+ *                 (measured: 1,300 to 1,400 GFLOP/s on 2 cores, about 4x
+ *                 sgemm);
+ *   AVX512_BF16   trident's vdpbf16ps kernel, where vdpbf16ps outruns the
+ *   faster than   fp32 FMA (AMD Zen 4: twice its multiply-adds), which
+ *   the FMA       cpu_bf16_dot_outpaces_fma times once; the kernel runs
+ *                 at 80% of the instruction's rate (Sapphire Rapids), and
+ *                 the alternatives measured there run under the fp32 rate
+ *                 (oneDNN 2.6's bf16 kernel 0.6x sgemm, the widened path
+ *                 0.9x). The two measured cases are 4x apart, so the
+ *                 timing cannot flip between a run and its resume;
+ *   otherwise     sgemm on widened panels: the AVX2 kernel does not beat
+ *                 it on the machines measured (0.72 to 0.77x sgemm), nor
+ *                 the vdpbf16ps kernel where that instruction runs at half
+ *                 the FMA's rate (Sapphire Rapids without AMX: 0.55x).
+ * The switch TRIDENT_CPU_BF16_GEMM overrides it (auto, library, trident,
+ * widened; switches.h), for measurements and comparisons; a path it names
+ * that this build or CPU cannot run stops the run at start-up. */
+
+#define BF16_ENV "TRIDENT_CPU_BF16_GEMM"
+
+/* " (TRIDENT_TEST_BF16_GEMM_LACKS=...)" when the test's hook is set, so
+ * that an error it caused says so; else "". */
+static const char *lacks_note(void)
+{
+    static char note[160];
+    const char *list = getenv(GEMM_BF16_LACKS_ENV);
+    if (!list || !*list)
+        return "";
+    snprintf(note, sizeof note, " (%s=%.80s)", GEMM_BF16_LACKS_ENV, list);
+    return note;
+}
+
+/* path, or WIDENED with a warning when it is a trident kernel that fails
+ * its check here; where the user asked for it by name (asked), -1 with
+ * err instead. */
+static int checked(gemm_bf16_path path, int asked, char *err, size_t err_size)
+{
+    gemm_bf16_fn fn = gemm_bf16_kernel_cpu(path);
+    double worst;
+    if (!fn || gemm_bf16_kernel_agrees(fn, &worst))
+        return (int)path;
+    if (asked) {
+        snprintf(err, err_size, "%s=trident: %s disagrees with a plain loop on "
+                 "this CPU (error %.3g); please report it, and unset %s (auto) "
+                 "meanwhile", BF16_ENV, gemm_bf16_path_name(path), worst, BF16_ENV);
+        return -1;
+    }
+    fprintf(stderr, "trident: warning: %s disagrees with a plain loop on this "
+            "CPU (error %.3g), so bf16 GEMMs run on %s; please report it\n",
+            gemm_bf16_path_name(path), worst,
+            gemm_bf16_path_name(GEMM_BF16_WIDENED));
+    return GEMM_BF16_WIDENED;
+}
+
+/* The switch's word (switches.h refuses any other), then what this CPU
+ * and build can run of it: a gemm_bf16_path, or -1 with err naming the
+ * variable, the value and what this CPU or build lacks. */
+static int choose(char *err, size_t err_size)
+{
+    const char *word = ops_switch_word(OPS_SWITCH_CPU_BF16_GEMM);
+    int preferred = 0;
+    int library = gemm_native_lib_available(OPS_BF16, &preferred) &&
+                  !gemm_bf16_test_lacks("library");
+    gemm_bf16_path own = gemm_bf16_own_path_cpu();
+    if (strcmp(word, "auto") == 0) {
+        if (library && preferred)
+            return GEMM_BF16_LIBRARY;
+        if (own == GEMM_BF16_AVX512 && cpu_bf16_dot_outpaces_fma())
+            return checked(GEMM_BF16_AVX512, 0, err, err_size);
+        return GEMM_BF16_WIDENED;
+    }
+    if (strcmp(word, "library") == 0) {
+        if (library)
+            return GEMM_BF16_LIBRARY;
+        snprintf(err, err_size, "%s=library: this build's GEMM library has no "
+                 "bf16 kernel%s; configure --with-gemm=dnnl for oneDNN's, or "
+                 "unset %s (auto)", BF16_ENV, lacks_note(), BF16_ENV);
+        return -1;
+    }
+    if (strcmp(word, "trident") == 0) {
+        if (own != GEMM_BF16_WIDENED)
+            return checked(own, 1, err, err_size);
+        snprintf(err, err_size, "%s=trident: trident's bf16 GEMMs need "
+                 "AVX512_BF16, or AVX2 with FMA, on x86, which this CPU lacks%s; "
+                 "unset %s (auto)", BF16_ENV, lacks_note(), BF16_ENV);
+        return -1;
+    }
+    return GEMM_BF16_WIDENED; /* "widened" */
+}
+
+/* The path chosen (a gemm_bf16_path), or -1 with the reason in why. */
+static int chosen = -1;
+static char why[400];
+
+static int choose_once(void)
+{
+    static int done;
+    if (!done) {
+        chosen = choose(why, sizeof why);
+        done = 1;
+    }
+    return chosen;
+}
+
+int ops_cpu_gemm_check(char *err, size_t err_size)
+{
+    if (choose_once() >= 0)
+        return 0;
+    snprintf(err, err_size, "%s", why);
+    return 1;
+}
+
+gemm_bf16_path gemm_bf16_path_cpu(void)
+{
+    if (choose_once() < 0)
+        ops_fatal(why, __FILE__, __LINE__);
+    return (gemm_bf16_path)chosen;
+}
+
+/* ---- the dispatch --------------------------------------------------------- */
+
 /* K == 0: C = bias [+ C], which libraries disagree about. */
 static void gemm_empty_k(int M, int N, ops_dtype dt, const void *bias,
                          int accumulate, void *C, ops_dtype cdt, int ldc)
@@ -241,27 +378,43 @@ void gemm_cpu(ops_dtype dt, int trans_a, int trans_b, int M, int N, int K,
                  accumulate, C, cdt, ldc);
 }
 
-/* ---- the CPU and the peak ------------------------------------------------ */
+/* ---- the routes' names ----------------------------------------------------- */
 
-int cpu_isa_tier(void)
+/* The same choice as gemm_cpu's, in words. */
+const char *gemm_kernel_name_cpu(ops_dtype dt, int trans_a, int trans_b,
+                                 int M, int N, int K, ops_dtype cdt,
+                                 int accumulate)
 {
-#if defined(__x86_64__) || defined(__i386__)
-    __builtin_cpu_init();
-    if (__builtin_cpu_supports("avx512f"))
-        return 3;
-    if (__builtin_cpu_supports("avx2"))
-        return 2;
-    if (__builtin_cpu_supports("avx"))
-        return 1;
-#endif
-    return 0;
+    static char name[96];
+    if (dt == OPS_F32 && cdt == OPS_F32)
+        return gemm_f32_lib_name();
+    const char *native = NULL;
+    if (dt == OPS_BF16 && (cdt == OPS_F32 || cdt == OPS_BF16)) {
+        gemm_bf16_path path = gemm_bf16_path_cpu();
+        if (gemm_bf16_kernel_cpu(path))
+            return gemm_bf16_path_name(path);
+        if (path == GEMM_BF16_LIBRARY)
+            native = gemm_native_lib_name(dt, trans_a, trans_b, M, N, K, cdt,
+                                          accumulate);
+    } else {
+        native = gemm_native_lib_name(dt, trans_a, trans_b, M, N, K, cdt,
+                                      accumulate);
+    }
+    if (native)
+        return native;
+    snprintf(name, sizeof name, "%s on fp32 copies", gemm_f32_lib_name());
+    return name;
 }
 
-const char *cpu_isa_tier_name(int tier)
+const char *ops_gemm_info(const char **warning)
 {
-    static const char *names[] = { "only SSE", "AVX", "AVX2", "AVX-512" };
-    return names[tier];
+    static char info[400];
+    snprintf(info, sizeof info, "%s; bf16 on %s", gemm_lib_info(warning),
+             gemm_kernel_name_cpu(OPS_BF16, 0, 1, 1024, 768, 768, OPS_BF16, 0));
+    return info;
 }
+
+/* ---- the peak ------------------------------------------------------------ */
 
 double ops_gemm_peak(double seconds)
 {

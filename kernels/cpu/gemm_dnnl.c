@@ -6,12 +6,12 @@
  * accumulation, bias and the "+=" of weight gradients fused in) only where
  * the CPU has AMX, and each primitive is created once and cached; every
  * other case goes back to gemm_cpu.c's widened panels. The measurements
- * behind that choice: doc/performance.md, "CPU GEMMs".
+ * behind that choice: doc/performance.md, "CPU GEMMs". A route of
+ * gemm_cpu.c's (gemm_lib.h): nothing here calls back up.
  *
  * Not collective.
  */
 #include "cpu.h"
-#include "gemm_bf16.h"
 #include "gemm_lib.h"
 
 #include <oneapi/dnnl/dnnl.h>
@@ -285,28 +285,26 @@ int gemm_native_lib_available(ops_dtype dt, int *preferred)
     return dt == OPS_BF16;
 }
 
-const char *gemm_kernel_name_cpu(ops_dtype dt, int trans_a, int trans_b,
-                                 int M, int N, int K, ops_dtype cdt,
-                                 int accumulate)
+const char *gemm_f32_lib_name(void)
+{
+    return "dnnl_sgemm";
+}
+
+const char *gemm_native_lib_name(ops_dtype dt, int trans_a, int trans_b, int M,
+                                 int N, int K, ops_dtype cdt, int accumulate)
 {
     static char name[96];
-    if (dt == OPS_F32 && cdt == OPS_F32)
-        return "dnnl_sgemm";
-    int bf16 = dt == OPS_BF16 && (cdt == OPS_F32 || cdt == OPS_BF16);
-    gemm_bf16_path path = bf16 ? gemm_bf16_path_cpu() : GEMM_BF16_WIDENED;
-    if (bf16 && path != GEMM_BF16_LIBRARY)
-        return gemm_bf16_path_name(path);
-    if (bf16 && M > 0 && N > 0 && K > 0) {
-        int lda = trans_a ? M : K, ldb = trans_b ? K : N;
-        mm_key key = mm_make_key(trans_a, trans_b, M, N, K, lda, ldb, N, 0,
-                                 accumulate, cdt);
-        mm_entry *e = mm_lookup(&key);
-        if (e->ok) {
-            snprintf(name, sizeof name, "oneDNN matmul %s", e->impl);
-            return name;
-        }
-    }
-    return "dnnl_sgemm on fp32 copies";
+    if (dt != OPS_BF16 || (cdt != OPS_F32 && cdt != OPS_BF16) || M <= 0 ||
+        N <= 0 || K <= 0)
+        return NULL;
+    int lda = trans_a ? M : K, ldb = trans_b ? K : N;
+    mm_key key = mm_make_key(trans_a, trans_b, M, N, K, lda, ldb, N, 0,
+                             accumulate, cdt);
+    mm_entry *e = mm_lookup(&key);
+    if (!e->ok)
+        return NULL;
+    snprintf(name, sizeof name, "oneDNN matmul %s", e->impl);
+    return name;
 }
 
 static const char *isa_name(dnnl_cpu_isa_t isa)
@@ -327,13 +325,12 @@ static const char *isa_name(dnnl_cpu_isa_t isa)
     return "unknown";
 }
 
-const char *ops_gemm_info(const char **warning)
+const char *gemm_lib_info(const char **warning)
 {
     const dnnl_version_t *ver = dnnl_version();
     dnnl_cpu_isa_t isa = dnnl_get_effective_cpu_isa();
-    snprintf(info, sizeof info, "oneDNN %d.%d.%d dnnl_sgemm, ISA %s; bf16 "
-             "on %s", ver->major, ver->minor, ver->patch, isa_name(isa),
-             gemm_kernel_name_cpu(OPS_BF16, 0, 1, 1024, 768, 768, OPS_BF16, 0));
+    snprintf(info, sizeof info, "oneDNN %d.%d.%d dnnl_sgemm, ISA %s",
+             ver->major, ver->minor, ver->patch, isa_name(isa));
     /* the ISA values are nested bit sets: avx2 and above include its bits */
     int below_avx2 = ((unsigned)isa & (unsigned)dnnl_cpu_isa_avx2)
                      != (unsigned)dnnl_cpu_isa_avx2;

@@ -3,10 +3,12 @@
  *
  * configure picks one CPU GEMM library (m4/tri_gemm.m4) and the build
  * compiles exactly one file for it: gemm_dnnl.c (oneDNN) or gemm_cblas.c
- * (any CBLAS). That file defines these functions, and gemm_serial_*_cpu,
- * gemm_kernel_name_cpu and ops_gemm_info of cpu.h and ops.h; gemm_cpu.c
- * holds everything the libraries share. Why the paths are what they are:
- * doc/performance.md, "CPU GEMMs".
+ * (any CBLAS). That file defines these functions and gemm_serial_*_cpu of
+ * cpu.h; gemm_cpu.c, the dispatcher, chooses which route runs each GEMM
+ * and calls them. A library's file is a route: it calls nothing of
+ * gemm_cpu.c or gemm_bf16_cpu.c (tests/t_deps.sh proves kernels/ has no
+ * call circle). Why the routes are what they are: doc/performance.md,
+ * "CPU GEMMs".
  *
  * Not collective.
  */
@@ -32,14 +34,21 @@ int gemm_native_lib(ops_dtype dt, int trans_a, int trans_b, int M, int N,
 
 /* Whether the library has a kernel of its own for dt (1) or not (0), and
  * in *preferred whether that kernel beats sgemm on widened copies on this
- * CPU (oneDNN's bf16 matmul: only on AMX). gemm_bf16_cpu.c chooses from
- * it. */
+ * CPU (oneDNN's bf16 matmul: only on AMX). gemm_cpu.c chooses from it. */
 int gemm_native_lib_available(ops_dtype dt, int *preferred);
 
-/* What this CPU's vector units can do: 0 = SSE only, 1 = AVX, 2 =
- * AVX2/FMA, 3 = AVX-512 (other architectures: 0, so nothing is warned
- * about there), and its name for ops_gemm_info's warning. */
-int cpu_isa_tier(void);
-const char *cpu_isa_tier_name(int tier);
+/* The name of the library's sgemm for logs: "dnnl_sgemm", "cblas_sgemm". */
+const char *gemm_f32_lib_name(void);
+/* The name of the library's own kernel that gemm_native_lib would run for
+ * this case (dense operands: lda, ldb and ldc as packed), e.g. "oneDNN
+ * matmul brg:avx512_core_amx_bf16", or NULL where it would do nothing;
+ * a static string, overwritten by the next call. */
+const char *gemm_native_lib_name(ops_dtype dt, int trans_a, int trans_b, int M,
+                                 int N, int K, ops_dtype cdt, int accumulate);
+/* The library, its version and what it runs on, for ops_gemm_info:
+ * "oneDNN 2.7.3 dnnl_sgemm, ISA avx512_core_amx". In *warning (when
+ * warning is not NULL) a line saying why GEMMs run slower than this CPU
+ * could, or NULL. Static strings. */
+const char *gemm_lib_info(const char **warning);
 
 #endif

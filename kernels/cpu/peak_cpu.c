@@ -329,3 +329,23 @@ const char *cpu_model_name(void)
         snprintf(name, sizeof name, "unknown CPU");
     return name;
 }
+
+int cpu_isa_tier(void)
+{
+#if defined(__x86_64__) || defined(__i386__)
+    __builtin_cpu_init();
+    if (__builtin_cpu_supports("avx512f"))
+        return 3;
+    if (__builtin_cpu_supports("avx2"))
+        return 2;
+    if (__builtin_cpu_supports("avx"))
+        return 1;
+#endif
+    return 0;
+}
+
+const char *cpu_isa_tier_name(int tier)
+{
+    static const char *names[] = { "only SSE", "AVX", "AVX2", "AVX-512" };
+    return names[tier];
+}

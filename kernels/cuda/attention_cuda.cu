@@ -374,25 +374,6 @@ attention_dkdv_kernel(void *dqkv, const float *Dsum, const void *dout, const voi
 
 /* ---- launches ------------------------------------------------------------ */
 
-/* The 1-D grid of B*NH tiles of `rows` rows each; fatal past CUDA's limit
- * or for a head size the kernels have no bucket for. */
-unsigned attention_grid_cuda(const char *fn, int B, int NH, int T, int hs, int rows)
-{
-    if (hs > ATTENTION_MAX_HS_CUDA)
-        ops_fatalf(__FILE__, __LINE__, "%s: head size %d: the CUDA attention supports "
-                   "head sizes up to %d", fn, hs, ATTENTION_MAX_HS_CUDA);
-    int64_t blocks = (int64_t)B * NH * ((T + rows - 1) / rows);
-    if (blocks > INT32_MAX)
-        ops_fatalf(__FILE__, __LINE__, "%s: B*NH = %lld heads of T = %d need %lld blocks, "
-                   "over CUDA's 2^31 - 1", fn, (long long)B * NH, T, (long long)blocks);
-    return (unsigned)blocks;
-}
-
-int attention_head_bucket_cuda(int hs)
-{
-    return hs <= 32 ? 32 : hs <= 64 ? 64 : 128;
-}
-
 template <int HD>
 static void fwd_launch(void *out, float *lse, const void *qkv, ops_dtype dt,
                        int B, int T, int first, int Tq, int NH, int hs)

@@ -301,8 +301,9 @@ void attention_mma_fwd_cuda(void *out, float *lse, const void *qkv, ops_dtype dt
 void attention_mma_bwd_cuda(void *dqkv, const void *dout, const void *qkv, const void *out,
                             const float *lse, ops_dtype dt, int B, int T, int q0, int Tq,
                             int NH, int hs, int accumulate);
-/* The 1-D grid of B*NH tiles of `rows` rows each, for fn's kernels; fatal
- * past CUDA's grid limit or past ATTENTION_MAX_HS_CUDA. */
+/* The 1-D grid of B*NH tiles of `rows` rows each, for fn's kernels
+ * (attention_grid_cuda.cu); fatal past CUDA's grid limit or past
+ * ATTENTION_MAX_HS_CUDA. */
 unsigned attention_grid_cuda(const char *fn, int B, int NH, int T, int hs, int rows);
 /* The kernels' template bucket of a head size: 32, 64 or 128. */
 int attention_head_bucket_cuda(int hs);

@@ -48,6 +48,19 @@ void check_launch_(const char *kernel, const char *file, int line);
 
 /* ---- context (device_cuda.cu) --------------------------------------------- */
 
+/* The steps of cuda_device_init and cuda_device_finalize (setup_cuda.cu
+ * calls them in order, around the other parts' own set-up):
+ * device_select_cuda chooses and checks this rank's GPU (0, or non-zero
+ * with err: cuda.h's cuda_device_init says when); device_open_cuda creates
+ * its compute stream and cuBLAS handle and makes the context ready;
+ * device_release_scratch_cuda frees the scratch and waits for the compute
+ * stream; device_close_cuda destroys the handle and the stream and forgets
+ * the device. */
+int device_select_cuda(int local_rank, int local_size, char *err, size_t err_size);
+void device_open_cuda(void);
+void device_release_scratch_cuda(void);
+void device_close_cuda(void);
+
 /* The compute stream and the cuBLAS handle bound to it; fatal before
  * cuda_device_init. */
 cudaStream_t stream_cuda(void);

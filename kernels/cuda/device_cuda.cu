@@ -1,7 +1,9 @@
 /*
  * device_cuda.cu - one GPU per rank: choosing it, its compute stream, the
  * cuBLAS handle, the scratch buffers, and the checks every call goes
- * through.
+ * through. The backend's other parts use these and this file uses none of
+ * them: setup_cuda.cu, above both, starts and stops them in order
+ * (tests/t_deps.sh proves kernels/ has no call circle).
  *
  * Every op runs on the compute stream, in program order, so ops never
  * need to wait for each other on the host. NCCL runs on streams of its
@@ -209,8 +211,8 @@ static int fail_msg(char *err, size_t err_size, const char *fmt, ...)
     return 1;
 }
 
-int cuda_device_init(int local_rank, int local_size, char *err,
-                     size_t err_size)
+int device_select_cuda(int local_rank, int local_size, char *err,
+                       size_t err_size)
 {
     if (ctx.ready)
         return fail_msg(err, err_size, "cuda_device_init called twice");
@@ -253,9 +255,12 @@ int cuda_device_init(int local_rank, int local_size, char *err,
                         ctx.prop.name, ctx.prop.major, ctx.prop.minor,
                         cudaGetErrorString(e), ctx.prop.major, ctx.prop.minor);
     }
-    /* the measurement switch (gemm_lt_cuda.cu, switches.h) */
-    lt_epilogue_set_cuda(lt_epilogue_switch());
     ctx.device = device;
+    return 0;
+}
+
+void device_open_cuda(void)
+{
     TRI_CHECK_CUDA(cudaStreamCreateWithFlags(&ctx.compute, cudaStreamNonBlocking));
     TRI_CHECK_CUBLAS(cublasCreate(&ctx.blas));
     TRI_CHECK_CUBLAS(cublasSetStream(ctx.blas, ctx.compute));
@@ -270,27 +275,22 @@ int cuda_device_init(int local_rank, int local_size, char *err,
      * it would hand memory back to the driver at every synchronisation and
      * map it again on the next growth */
     cudaMemPool_t pool;
-    TRI_CHECK_CUDA(cudaDeviceGetDefaultMemPool(&pool, device));
+    TRI_CHECK_CUDA(cudaDeviceGetDefaultMemPool(&pool, ctx.device));
     uint64_t keep_all = UINT64_MAX;
     TRI_CHECK_CUDA(cudaMemPoolSetAttribute(pool, cudaMemPoolAttrReleaseThreshold, &keep_all));
-    lt_init_cuda();
     ctx.ready = 1;
-    return 0;
 }
 
-void cuda_device_finalize(void)
+void device_release_scratch_cuda(void)
 {
-    if (!ctx.ready)
-        return;
-    multi_tables_forget_cuda(); /* their device copies go with the scratch */
-#if TRI_HAVE_CUDNN
-    attention_cudnn_finalize_cuda();
-#endif
     for (int i = 0; i < SCRATCH_CUDA_SLOTS; i++)
         if (ctx.scratch[i])
             TRI_CHECK_CUDA(cudaFreeAsync(ctx.scratch[i], ctx.compute));
     cuda_synchronize();
-    lt_finalize_cuda();
+}
+
+void device_close_cuda(void)
+{
     TRI_CHECK_CUBLAS(cublasDestroy(ctx.blas));
     TRI_CHECK_CUDA(cudaStreamDestroy(ctx.compute));
     memset(&ctx, 0, sizeof ctx);

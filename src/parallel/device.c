@@ -121,13 +121,17 @@ static int check_head_size(const Grid *g, const ModelConfig *m, char *err, size_
 /* The measurement switches (switches.h: TRIDENT_ATTENTION, TRIDENT_FUSED,
  * ...), read and checked on every rank whatever the device, so a misspelt
  * value stops a CPU run too; a bad value on any rank stops every rank.
- * Rank 0 notes a switch set for the other device's kernels. Collective on
- * world. */
+ * Rank 0 notes a switch set for the other device's kernels. On the CPU,
+ * the path of bf16 GEMMs is chosen here too, so that a
+ * TRIDENT_CPU_BF16_GEMM this CPU or build cannot run stops the run now,
+ * not at the first bf16 GEMM. Collective on world. */
 static int check_switches(const Grid *g)
 {
     char err[400] = "", msg[480] = "";
     FILE *notes = g->layout.rank == 0 ? stderr : NULL;
     int rc = ops_switches_check(g->device == OPS_CUDA, notes, err, sizeof err);
+    if (!rc && g->device != OPS_CUDA)
+        rc = ops_cpu_gemm_check(err, sizeof err);
     if (rc)
         snprintf(msg, sizeof msg, "trident: %s\n", err);
     return fail_report(g->world, rc, msg);
