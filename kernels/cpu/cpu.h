@@ -193,14 +193,17 @@ int cpu_has_native_bf16(void);
 /* vdpbf16ps's FLOP/s over the AVX-512 FMA's on one core, measured once
  * per process (about 25 ms on the calling thread; the result is cached):
  * about 2 on AMD Zen 4, 0.5 on Intel Sapphire Rapids, 0 without
- * AVX512_BF16. Call outside parallel regions. */
+ * AVX512_BF16. A measurement to print (t_gemm_bf16, make bench); no
+ * choice depends on it. Call outside parallel regions. */
 double cpu_bf16_dot_speedup(void);
 /* The two rates behind it, FLOP/s on one core (0 without AVX512_BF16). */
 void cpu_bf16_dot_rates(double *dot, double *fma);
-/* The speedup above which vdpbf16ps counts as the faster unit: far from
- * both measured cases, so noise cannot flip the choice between a run and
- * its resume on one machine. */
-#define BF16_DOT_OUTPACES 1.25
+/* Whether vdpbf16ps counts as the faster unit, for bf16's peak and the
+ * bf16 GEMM's path: on AMD's cores with AVX512_BF16 (Zen 4 and later),
+ * from CPUID, never from cpu_bf16_dot_speedup's timing. The measured
+ * cases are 4x apart (2 on Zen 4, 0.5 on Sapphire Rapids), but a timing
+ * taken beside another job once read 4.6 on that Intel core, and a path
+ * that flips between a run and its resume would break bitwise resume. */
 int cpu_bf16_dot_outpaces_fma(void);
 /* What this CPU's vector units can do: 0 = SSE only, 1 = AVX, 2 =
  * AVX2/FMA, 3 = AVX-512 (other architectures: 0, so nothing is warned

@@ -211,12 +211,12 @@ static void gemm_own_bf16(gemm_bf16_fn fn, int ta, int tb, int M, int N,
  *                 sgemm);
  *   AVX512_BF16   trident's vdpbf16ps kernel, where vdpbf16ps outruns the
  *   faster than   fp32 FMA (AMD Zen 4: twice its multiply-adds), which
- *   the FMA       cpu_bf16_dot_outpaces_fma times once; the kernel runs
- *                 at 80% of the instruction's rate (Sapphire Rapids), and
- *                 the alternatives measured there run under the fp32 rate
- *                 (oneDNN 2.6's bf16 kernel 0.6x sgemm, the widened path
- *                 0.9x). The two measured cases are 4x apart, so the
- *                 timing cannot flip between a run and its resume;
+ *   the FMA       cpu_bf16_dot_outpaces_fma answers from CPUID (AMD), not
+ *                 from a timing that another job's load can move; the
+ *                 kernel runs at 80% of the instruction's rate (Sapphire
+ *                 Rapids), and the alternatives measured there run under
+ *                 the fp32 rate (oneDNN 2.6's bf16 kernel 0.6x sgemm, the
+ *                 widened path 0.9x);
  *   otherwise     sgemm on widened panels: the AVX2 kernel does not beat
  *                 it on the machines measured (0.72 to 0.77x sgemm), nor
  *                 the vdpbf16ps kernel where that instruction runs at half

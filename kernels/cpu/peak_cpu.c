@@ -278,7 +278,13 @@ double cpu_bf16_dot_speedup(void)
 
 int cpu_bf16_dot_outpaces_fma(void)
 {
-    return cpu_bf16_dot_speedup() > BF16_DOT_OUTPACES;
+#if TRI_X86
+    __builtin_cpu_init();
+    return __builtin_cpu_supports("avx512bf16") && __builtin_cpu_supports("avx512f") &&
+           __builtin_cpu_is("amd");
+#else
+    return 0;
+#endif
 }
 
 int cpu_has_native_bf16(void)
