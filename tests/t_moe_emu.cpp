@@ -167,6 +167,8 @@ struct Verdict {
 bool Verdict::report(const char *fmt, ...)
 {
     bool ok = bad.empty();
+    if (quiet && !ok)
+        exit(1); /* a mutant's first failing case is its verdict */
     if (quiet)
         return ok;
     char line[512];
@@ -493,8 +495,8 @@ static bool check_all()
     return ok;
 }
 
-/* argv[1]: "mutant" runs the cases quietly and exits 1 if any failed (a
- * mutant's build); otherwise argv[1] and argv[2] are the exit statuses of
+/* argv[1]: "mutant" runs the cases quietly and exits 1 at the first that
+ * fails (a mutant's build); otherwise argv[1] and argv[2] are the exit statuses of
  * the two mutants, which must have failed. */
 int main(int argc, char **argv)
 {
