@@ -8,6 +8,14 @@
  * channels, the deterministic two-pass column sums for dw. The rest are
  * grid-stride loops, one element (or pair, or key/value channel) per
  * thread.
+ *
+ * dw's first pass is LayerNorm's packed column sums (rmsnorm_dw_cuda): a
+ * thread owns a 16-byte pack of channels, so a warp reads 512 contiguous
+ * bytes of a row where a thread per channel reads 64 in bf16 (the 1B
+ * Llama's 2048 channels x 16384 rows, twice a layer); TRIDENT_FUSED=0
+ * keeps the kernel a channel a thread, the same bits.
+ *
+ * tests/t_llama_emu runs these kernels on the host against the CPU twins.
  */
 #include "cuda_common.h"
 
@@ -69,7 +77,8 @@ static __global__ void rmsnorm_dinp_kernel(void *dinp, const void *dout, const v
     }
 }
 
-/* pw[r*C + c] = sum over the rows of chunk r of x * rstd * dout. */
+/* pw[r*C + c] = sum over the rows of chunk r (in order) of x * rstd * dout,
+ * for channel c. Grid (channel blocks, chunks). */
 static __global__ void rmsnorm_dw_partial_kernel(float *pw, const void *dout,
                                                  const void *inp, const float *rstd,
                                                  ops_dtype dt, int N, int C, int rpc)
@@ -87,22 +96,65 @@ static __global__ void rmsnorm_dw_partial_kernel(float *pw, const void *dout,
     pw[(int64_t)blockIdx.y * C + c] = sw;
 }
 
+/* The packed twin of rmsnorm_dw_partial_kernel, as layernorm_dwdb_pack_kernel
+ * is LayerNorm's: a thread owns VEC channels (pack k of each row) and the
+ * dtype is a constant. Each channel's sum is the same expression over the
+ * same rows in the same order: the same bits. Grid (pack blocks, chunks). */
+template <ops_dtype DT, int VEC>
+static __global__ void rmsnorm_dw_pack_kernel(float *pw, const void *dout,
+                                              const void *inp, const float *rstd,
+                                              int N, int C, int rpc)
+{
+    float *const partial[1] = { pw };
+    colsum_pack_pass<VEC, 1>(partial, C, N, rpc, [&](int i, int k, float (&sw)[1][VEC]) {
+        float x[VEC], g[VEC];
+        load_pack<DT, VEC>(x, inp, (int64_t)i * (C / VEC) + k);
+        load_pack<DT, VEC>(g, dout, (int64_t)i * (C / VEC) + k);
+#pragma unroll
+        for (int e = 0; e < VEC; e++)
+            sw[0][e] += x[e] * rstd[i] * g[e];
+    });
+}
+
+void rmsnorm_dw_cuda(float *dw, const void *dout, const void *inp, const float *rstd,
+                     ops_dtype dt, int N, int C, int packed)
+{
+    if (N <= 0 || C <= 0)
+        return;
+    cudaStream_t s = stream_cuda();
+    int rpc;
+    int chunks = colsum_chunks(N, &rpc);
+    float *pw = (float *)scratch_cuda(SCRATCH_CUDA_REDUCE, (size_t)chunks * C * sizeof(float));
+    if (packed) {
+        int vec = packs_fit(dt, C, dout, inp) ? pack_elems(dt) : 1;
+        unsigned threads = colsum_threads(C / vec);
+        dim3 grid((unsigned)((C / vec + threads - 1) / threads), chunks);
+#define RMS_DW(DT, VEC)                                                       \
+        rmsnorm_dw_pack_kernel<DT, VEC><<<grid, threads, 0, s>>>(pw, dout, inp, rstd, N, C, rpc)
+        DISPATCH_PACKED(dt, vec > 1, RMS_DW);
+#undef RMS_DW
+        TRI_CHECK_LAUNCH(rmsnorm_dw_pack_kernel);
+    } else {
+        dim3 grid((C + TRI_THREADS - 1) / TRI_THREADS, chunks);
+        rmsnorm_dw_partial_kernel<<<grid, TRI_THREADS, 0, s>>>(pw, dout, inp, rstd, dt, N, C,
+                                                               rpc);
+        TRI_CHECK_LAUNCH(rmsnorm_dw_partial_kernel);
+    }
+    colsum_finish_cuda(dw, pw, chunks, C);
+}
+
 void rmsnorm_bwd_cuda(void *dinp, float *dw, const void *dout, const void *inp,
                       const void *w, const float *rstd, ops_dtype dt, int N, int C)
 {
     if (N <= 0 || C <= 0)
         return;
-    cudaStream_t s = stream_cuda();
     unsigned blocks = (unsigned)((N + RMS_ROWS_PER_BLOCK - 1) / RMS_ROWS_PER_BLOCK);
-    rmsnorm_dinp_kernel<<<blocks, TRI_THREADS, 0, s>>>(dinp, dout, inp, w, rstd, dt, N, C);
+    rmsnorm_dinp_kernel<<<blocks, TRI_THREADS, 0, stream_cuda()>>>(dinp, dout, inp, w, rstd,
+                                                                   dt, N, C);
     TRI_CHECK_LAUNCH(rmsnorm_dinp_kernel);
-    int rpc;
-    int chunks = colsum_chunks(N, &rpc);
-    float *pw = (float *)scratch_cuda(SCRATCH_CUDA_REDUCE, (size_t)chunks * C * sizeof(float));
-    dim3 grid((C + TRI_THREADS - 1) / TRI_THREADS, chunks);
-    rmsnorm_dw_partial_kernel<<<grid, TRI_THREADS, 0, s>>>(pw, dout, inp, rstd, dt, N, C, rpc);
-    TRI_CHECK_LAUNCH(rmsnorm_dw_partial_kernel);
-    colsum_finish_cuda(dw, pw, chunks, C);
+    /* dw: the packed column sums, or under TRIDENT_FUSED=0 the kernel a
+     * channel a thread that they replaced (the same bits) */
+    rmsnorm_dw_cuda(dw, dout, inp, rstd, dt, N, C, fused_enabled_cuda());
 }
 
 /* ---- rotary embeddings ------------------------------------------------------ */
