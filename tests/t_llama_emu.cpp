@@ -12,8 +12,11 @@
  *   Packs in fp32 and bf16, several blocks of packs, C not a multiple of
  *   the pack and a buffer one element off alignment (the element path of
  *   both kernels), up to 10 chunks.
- * - RMSNorm's forward (out, rstd) and dinp (+=, both sides reading the
- *   CPU's rstd) against rmsnorm_fwd_cpu and rmsnorm_bwd_cpu. Normwise
+ * - RMSNorm's forward (out, rstd), also with the residual add before it
+ *   (add_rmsnorm_fwd_cuda: against add_cpu then rmsnorm_fwd_cpu, the sum
+ *   bit for bit, also written over its first operand), and dinp (+=,
+ *   both sides reading the CPU's rstd) against rmsnorm_fwd_cpu and
+ *   rmsnorm_bwd_cpu. Normwise
  *   tolerances (max |emu - cpu| over max |cpu|): the GPU sums a row's
  *   squares and dots over 32 lanes and a butterfly, the CPU over 16 lanes,
  *   so fp32 differs by reassociation (1e-5), a bf16 output by at most one
@@ -236,7 +239,8 @@ static bool check_rmsnorm(ops_dtype dt, int N, int C, EmuOrder order)
     emu_order = order;
     rmsnorm_fwd_cpu(out_cpu.p, (float *)rstd_cpu.p, inp.p, w.p, dt, N, C, eps);
     launch(blocks, [&] {
-        rmsnorm_fwd_kernel(out_emu.p, (float *)rstd_emu.p, inp.p, w.p, dt, N, C, eps);
+        rmsnorm_fwd_kernel(out_emu.p, (float *)rstd_emu.p, inp.p, w.p, dt, N, C, eps, NULL,
+                           NULL);
     });
 
     Buf dout(dt, n, -1.0f, 1.0f), dinp_cpu(dt, n, -1.0f, 1.0f), dinp_emu(dinp_cpu);
@@ -257,6 +261,43 @@ static bool check_rmsnorm(ops_dtype dt, int N, int C, EmuOrder order)
     return ok;
 }
 
+/* The forward with the residual add (add_rmsnorm_fwd_cuda's launch):
+ * resid = a + b and out, rstd of resid, against add_cpu then
+ * rmsnorm_fwd_cpu: resid bit for bit (one rounding of the same sum),
+ * out and rstd normwise as above; then again with resid over a (in
+ * place), which must give the same bits as the separate resid. */
+static bool check_add_rmsnorm(ops_dtype dt, int N, int C, EmuOrder order)
+{
+    const float eps = 1e-5f;
+    int64_t n = (int64_t)N * C;
+    Buf a(dt, n, -2.0f, 3.0f), b(dt, n, -1.0f, 1.0f), w(dt, C, 0.5f, 1.5f);
+    Buf resid_cpu(dt, n, 0.0f, 0.0f), out_cpu(resid_cpu), rstd_cpu(OPS_F32, N, 0.0f, 0.0f);
+    Buf resid_emu(resid_cpu), out_emu(resid_cpu), rstd_emu(rstd_cpu);
+    Buf a_inplace(a), out_inplace(resid_cpu), rstd_inplace(rstd_cpu);
+    unsigned blocks = (unsigned)((N + RMS_ROWS_PER_BLOCK - 1) / RMS_ROWS_PER_BLOCK);
+    emu_order = order;
+    add_cpu(resid_cpu.p, a.p, b.p, dt, n);
+    rmsnorm_fwd_cpu(out_cpu.p, (float *)rstd_cpu.p, resid_cpu.p, w.p, dt, N, C, eps);
+    launch(blocks, [&] {
+        rmsnorm_fwd_kernel(out_emu.p, (float *)rstd_emu.p, a.p, w.p, dt, N, C, eps,
+                           resid_emu.p, b.p);
+    });
+    launch(blocks, [&] {
+        rmsnorm_fwd_kernel(out_inplace.p, (float *)rstd_inplace.p, a_inplace.p, w.p, dt, N, C,
+                           eps, a_inplace.p, b.p);
+    });
+    double e_out = normwise(out_emu, out_cpu), e_rstd = normwise(rstd_emu, rstd_cpu);
+    bool inplace = a_inplace.same(resid_emu) && out_inplace.same(out_emu) &&
+                   rstd_inplace.same(rstd_emu);
+    bool ok = resid_emu.same(resid_cpu) && e_out <= tolerance(dt) && e_rstd <= 1e-5 && inplace;
+    printf("%s %d - add + rmsnorm fwd, %s, %s order: N %d, C %d: resid %s add_cpu's bits, "
+           "out %.1e, rstd %.1e from the CPU's rmsnorm of it (tolerances %.0e, 1e-05); "
+           "resid over a: %s\n", ok ? "ok" : "not ok", ++n_tests, dtype_name(dt),
+           order_name(order), N, C, resid_emu.same(resid_cpu) ? "has" : "has NOT", e_out,
+           e_rstd, tolerance(dt), inplace ? "the same bits" : "OTHER bits");
+    return ok;
+}
+
 static bool check_all_rmsnorm()
 {
     bool ok = true;
@@ -265,6 +306,8 @@ static bool check_all_rmsnorm()
         ok &= check_rmsnorm(OPS_BF16, 13, 100, order);
         ok &= check_rmsnorm(OPS_BF16, 6, 45, order);   /* fewer channels than 2 per lane */
         ok &= check_rmsnorm(OPS_BF16, 5, 2048, order); /* the 1B Llama's width */
+        ok &= check_add_rmsnorm(OPS_F32, 13, 100, order);
+        ok &= check_add_rmsnorm(OPS_BF16, 6, 45, order);
     }
     return ok;
 }

@@ -55,6 +55,8 @@
  * rows of 2048, bf16 and fp32) and at an odd width, against the CPU and
  * bit for bit against the kernel a channel a thread that TRIDENT_FUSED=0
  * runs (tests/t_llama_emu runs both on the host).
+ * The residual add inside Llama's RMSNorm (add_rmsnorm_fwd_cuda) against
+ * the CPU's add then rmsnorm and bit for bit against the GPU's own two.
  * The linear layers' cuBLASLt epilogues (gemm_lt_cuda.cu: bias, GELU with
  * its input kept, dGELU, the bias gradient) run in each
  * TRIDENT_LT_EPILOGUE mode against the CPU's unfused ops and the GPU's
@@ -1406,6 +1408,38 @@ static void test_add_layernorm(ops_dtype dt, int N, int C, int shift)
         buf_free(all[i]);
 }
 
+/* add_rmsnorm_fwd_cuda against the CPU's add then rmsnorm (normwise), and
+ * bit for bit against the GPU's own add_cuda then rmsnorm_fwd_cuda (the
+ * same arithmetic), also with the sum written over a. */
+static void test_add_rmsnorm(ops_dtype dt, int N, int C)
+{
+    tap_diag("add_rmsnorm %s: N %d, C %d", ops_dtype_name(dt), N, C);
+    int64_t n = (int64_t)N * C;
+    Buf a = buf_rand(dt, n, -2.0f, 3.0f), b = buf_rand(dt, n, -1.0f, 1.0f);
+    Buf w = buf_rand(dt, C, 0.5f, 1.5f);
+    Buf resid = buf_zero(dt, n), out = buf_zero(dt, n), rstd = buf_zero(OPS_F32, N);
+    add_cpu(resid.h, a.h, b.h, dt, n);
+    rmsnorm_fwd_cpu(out.h, rstd.h, resid.h, w.h, dt, N, C, 1e-5f);
+    add_rmsnorm_fwd_cuda(resid.d, out.d, rstd.d, a.d, b.d, w.d, dt, N, C, 1e-5f);
+    expect("add_rmsnorm_fwd", dt, "resid", &resid);
+    expect("add_rmsnorm_fwd", dt, "out", &out);
+    expect("add_rmsnorm_fwd", dt, "rstd", &rstd);
+
+    Buf r2 = buf_zero(dt, n), o2 = buf_zero(dt, n), rstd2 = buf_zero(OPS_F32, N);
+    add_cuda(r2.d, a.d, b.d, dt, n);
+    rmsnorm_fwd_cuda(o2.d, rstd2.d, r2.d, w.d, dt, N, C, 1e-5f);
+    int same = same_on_device(&resid, &r2) && same_on_device(&out, &o2)
+               && same_on_device(&rstd, &rstd2);
+    /* in place: the sum over a */
+    add_rmsnorm_fwd_cuda(a.d, out.d, rstd.d, a.d, b.d, w.d, dt, N, C, 1e-5f);
+    same = same && same_on_device(&a, &r2) && same_on_device(&out, &o2);
+    CHECK(same, "add_rmsnorm_fwd %s (N %d, C %d): the bits of add_cuda then rmsnorm_fwd_cuda, "
+          "also with resid = a", ops_dtype_name(dt), N, C);
+    Buf *all[] = { &a, &b, &w, &resid, &out, &rstd, &r2, &o2, &rstd2 };
+    for (size_t i = 0; i < sizeof all / sizeof all[0]; i++)
+        buf_free(all[i]);
+}
+
 enum { MULTI_SEGS = 4 };
 
 /* The host-wait hook below (cuda_set_wait): counts the waits. */
@@ -1752,6 +1786,8 @@ int main(int argc, char **argv)
         test_rmsnorm_dw_packed(dt, 37, 100, 0); /* packs in fp32 only */
         test_rmsnorm_dw_packed(dt, 37, 96, 1);  /* unaligned: elements */
         test_rmsnorm_dw_packed(dt, 9, 24, 0);   /* fewer packs than a warp */
+        test_add_rmsnorm(dt, 37, 100);
+        test_add_rmsnorm(dt, 9, 24);
         /* TRIDENT_FUSED's kernels: tokens that repeat, all equal, all
          * distinct; the head's 16-bit gradient, packed and not, fp16
          * with a loss scale */
@@ -1782,6 +1818,7 @@ int main(int argc, char **argv)
          * of 64), and an odd width over 8209 rows (the element path) */
         test_rmsnorm_dw_packed(dt, 16384, 2048, 0);
         test_rmsnorm_dw_packed(dt, 8209, 2051, 0);
+        test_add_rmsnorm(dt, 4099, 2048); /* the 1B Llama's width */
         test_elementwise(dt, ((int64_t)1 << 21) + 5, 0);
         /* GPT-2 small's MLP on 512 tokens: fc 768 -> 3072 */
         test_lt_mlp(dt, 512, 3072, 768);

@@ -15,6 +15,11 @@
  * Llama's 2048 channels x 16384 rows, twice a layer); TRIDENT_FUSED=0
  * keeps the kernel a channel a thread, the same bits.
  *
+ * add_rmsnorm_fwd_cuda is the forward with the residual add before it
+ * (Llama's x + attn_out, then the MLP's norm) in the same pass, as
+ * layernorm_cuda.cu's add_layernorm_fwd_cuda is GPT-2's: the sum is
+ * written once and read back from the L1 (8 bytes a bf16 element less).
+ *
  * tests/t_llama_emu runs these kernels on the host against the CPU twins.
  */
 #include "cuda_common.h"
@@ -23,9 +28,14 @@
 
 /* ---- RMSNorm --------------------------------------------------------------- */
 
+/* With an addend (add_rmsnorm_fwd_cuda) the first pass also forms the
+ * residual: resid = inp + addend, stored in dt and read back, so the sum
+ * of squares sees the rounded sum as rmsnorm_fwd_cuda of resid would; the
+ * second pass reads resid (the lane's own elements, just written, so
+ * resid may be inp or addend). Without one (NULL) resid is unused. */
 static __global__ void rmsnorm_fwd_kernel(void *out, float *rstd, const void *inp,
                                           const void *w, ops_dtype dt, int N, int C,
-                                          float eps)
+                                          float eps, void *resid, const void *addend)
 {
     int row = blockIdx.x * RMS_ROWS_PER_BLOCK + threadIdx.x / 32;
     int lane = threadIdx.x % 32;
@@ -34,9 +44,14 @@ static __global__ void rmsnorm_fwd_kernel(void *out, float *rstd, const void *in
     int64_t off = (int64_t)row * C;
     float ss = 0.0f;
     for (int c = lane; c < C; c += 32) {
-        float x = load_f32_cuda(inp, dt, off + c);
+        if (addend)
+            store_f32_cuda(resid, dt, off + c,
+                           load_f32_cuda(inp, dt, off + c) + load_f32_cuda(addend, dt, off + c));
+        float x = load_f32_cuda(addend ? resid : inp, dt, off + c);
         ss += x * x;
     }
+    if (addend)
+        inp = resid;
     float r = elem_rms_rstd(warp_allreduce(ss, SumOp()), C, eps);
     for (int c = lane; c < C; c += 32)
         store_f32_cuda(out, dt, off + c,
@@ -52,7 +67,18 @@ void rmsnorm_fwd_cuda(void *out, float *rstd, const void *inp, const void *w,
         return;
     unsigned blocks = (unsigned)((N + RMS_ROWS_PER_BLOCK - 1) / RMS_ROWS_PER_BLOCK);
     rmsnorm_fwd_kernel<<<blocks, TRI_THREADS, 0, stream_cuda()>>>(out, rstd, inp, w, dt,
-                                                                  N, C, eps);
+                                                                  N, C, eps, NULL, NULL);
+    TRI_CHECK_LAUNCH(rmsnorm_fwd_kernel);
+}
+
+void add_rmsnorm_fwd_cuda(void *resid, void *out, float *rstd, const void *a, const void *b,
+                          const void *w, ops_dtype dt, int N, int C, float eps)
+{
+    if (N <= 0)
+        return;
+    unsigned blocks = (unsigned)((N + RMS_ROWS_PER_BLOCK - 1) / RMS_ROWS_PER_BLOCK);
+    rmsnorm_fwd_kernel<<<blocks, TRI_THREADS, 0, stream_cuda()>>>(out, rstd, a, w, dt, N, C,
+                                                                  eps, resid, b);
     TRI_CHECK_LAUNCH(rmsnorm_fwd_kernel);
 }
 
