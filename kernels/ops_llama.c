@@ -1,5 +1,6 @@
 /*
- * ops_llama.c - the ops Llama adds to GPT-2's: RMSNorm, rotary position
+ * ops_llama.c - the ops Llama adds to GPT-2's: RMSNorm (also with the
+ * residual add before it, one pass on a GPU), rotary position
  * embeddings (from position 0 or from t0), SwiGLU, and grouped-query
  * attention's expansion of the key/value heads and its reduction of their
  * gradients. cpu/rmsnorm_cpu.c, rope_cpu.c, gqa_cpu.c and SwiGLU in
