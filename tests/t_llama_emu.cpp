@@ -12,7 +12,8 @@
  *   Packs in fp32 and bf16, several blocks of packs, C not a multiple of
  *   the pack and a buffer one element off alignment (the element path of
  *   both kernels), up to 10 chunks.
- * - RMSNorm's forward (out, rstd), also with the residual add before it
+ * - RMSNorm's forward (out, rstd), a channel a lane (TRIDENT_FUSED=0's)
+ *   and a 16-byte pack a lane, also with the residual add before it
  *   (add_rmsnorm_fwd_cuda: against add_cpu then rmsnorm_fwd_cpu, the sum
  *   bit for bit, also written over its first operand), and dinp (+=,
  *   both sides reading the CPU's rstd) against rmsnorm_fwd_cpu and
@@ -227,74 +228,92 @@ static bool check_all_dw()
 /* ---- RMSNorm's forward and dinp: warp-per-row sums ---- */
 
 /* out, rstd against rmsnorm_fwd_cpu; then dinp (+=) against
- * rmsnorm_bwd_cpu, both reading the CPU's rstd */
-static bool check_rmsnorm(ops_dtype dt, int N, int C, EmuOrder order)
+ * rmsnorm_bwd_cpu, both reading the CPU's rstd: the kernels a channel a
+ * lane (VEC 1, TRIDENT_FUSED=0's) and, where C is a whole number of
+ * packs, a 16-byte pack a lane */
+template <ops_dtype DT>
+static bool check_rmsnorm(int N, int C, EmuOrder order)
 {
+    const int VEC = DT == OPS_F32 ? 4 : 8;
     const float eps = 1e-5f;
     int64_t n = (int64_t)N * C;
-    Buf inp(dt, n, -2.0f, 3.0f), w(dt, C, 0.5f, 1.5f);
-    Buf out_cpu(dt, n, 0.0f, 0.0f), out_emu(dt, n, 0.0f, 0.0f);
-    Buf rstd_cpu(OPS_F32, N, 0.0f, 0.0f), rstd_emu(OPS_F32, N, 0.0f, 0.0f);
+    Buf inp(DT, n, -2.0f, 3.0f), w(DT, C, 0.5f, 1.5f), dout(DT, n, -1.0f, 1.0f);
+    Buf out_cpu(DT, n, 0.0f, 0.0f), rstd_cpu(OPS_F32, N, 0.0f, 0.0f);
+    Buf dinp_start(DT, n, -1.0f, 1.0f), dinp_cpu(dinp_start);
     unsigned blocks = (unsigned)((N + RMS_ROWS_PER_BLOCK - 1) / RMS_ROWS_PER_BLOCK);
     emu_order = order;
-    rmsnorm_fwd_cpu(out_cpu.p, (float *)rstd_cpu.p, inp.p, w.p, dt, N, C, eps);
-    launch(blocks, [&] {
-        rmsnorm_fwd_kernel(out_emu.p, (float *)rstd_emu.p, inp.p, w.p, dt, N, C, eps, NULL,
-                           NULL);
-    });
-
-    Buf dout(dt, n, -1.0f, 1.0f), dinp_cpu(dt, n, -1.0f, 1.0f), dinp_emu(dinp_cpu);
+    rmsnorm_fwd_cpu(out_cpu.p, (float *)rstd_cpu.p, inp.p, w.p, DT, N, C, eps);
     std::vector<float> dw((size_t)C);
-    rmsnorm_bwd_cpu(dinp_cpu.p, dw.data(), dout.p, inp.p, w.p, (const float *)rstd_cpu.p, dt,
+    rmsnorm_bwd_cpu(dinp_cpu.p, dw.data(), dout.p, inp.p, w.p, (const float *)rstd_cpu.p, DT,
                     N, C);
-    launch(blocks, [&] {
-        rmsnorm_dinp_kernel(dinp_emu.p, dout.p, inp.p, w.p, (const float *)rstd_cpu.p, dt, N,
-                            C);
-    });
-    double e_out = normwise(out_emu, out_cpu), e_rstd = normwise(rstd_emu, rstd_cpu);
-    double e_dinp = normwise(dinp_emu, dinp_cpu), t = tolerance(dt);
-    bool ok = e_out <= t && e_rstd <= 1e-5 && e_dinp <= t;
-    printf("%s %d - rmsnorm fwd and dinp, %s, %s order: N %d (%u blocks of %d rows), C %d: "
-           "out %.1e, rstd %.1e, dinp (+=) %.1e from the CPU's (normwise; tolerances %.0e, "
-           "1e-05, %.0e)\n", ok ? "ok" : "not ok", ++n_tests, dtype_name(dt),
-           order_name(order), N, blocks, RMS_ROWS_PER_BLOCK, C, e_out, e_rstd, e_dinp, t, t);
+    bool ok = true;
+    for (int packed = 0; packed < 1 + (C % VEC == 0); packed++) {
+        Buf out(DT, n, 0.0f, 0.0f), rstd(OPS_F32, N, 0.0f, 0.0f), dinp(dinp_start);
+        float *r = (float *)rstd.p;
+        const float *rc = (const float *)rstd_cpu.p;
+        if (packed) {
+            launch(blocks, [&] {
+                rmsnorm_fwd_kernel<DT, VEC, false>(out.p, r, inp.p, w.p, N, C, eps, NULL, NULL);
+            });
+            launch(blocks, [&] {
+                rmsnorm_dinp_kernel<DT, VEC>(dinp.p, dout.p, inp.p, w.p, rc, N, C);
+            });
+        } else {
+            launch(blocks, [&] {
+                rmsnorm_fwd_kernel<DT, 1, false>(out.p, r, inp.p, w.p, N, C, eps, NULL, NULL);
+            });
+            launch(blocks, [&] { rmsnorm_dinp_kernel<DT, 1>(dinp.p, dout.p, inp.p, w.p, rc, N, C); });
+        }
+        double e_out = normwise(out, out_cpu), e_rstd = normwise(rstd, rstd_cpu);
+        double e_dinp = normwise(dinp, dinp_cpu), t = tolerance(DT);
+        bool good = e_out <= t && e_rstd <= 1e-5 && e_dinp <= t;
+        printf("%s %d - rmsnorm fwd and dinp, %s, %s, %s order: N %d (%u blocks of %d rows), "
+               "C %d: out %.1e, rstd %.1e, dinp (+=) %.1e from the CPU's (normwise; "
+               "tolerances %.0e, 1e-05, %.0e)\n", good ? "ok" : "not ok", ++n_tests,
+               dtype_name(DT), packed ? "16-byte packs" : "a channel a lane", order_name(order),
+               N, blocks, RMS_ROWS_PER_BLOCK, C, e_out, e_rstd, e_dinp, t, t);
+        ok &= good;
+    }
     return ok;
 }
 
-/* The forward with the residual add (add_rmsnorm_fwd_cuda's launch):
- * resid = a + b and out, rstd of resid, against add_cpu then
- * rmsnorm_fwd_cpu: resid bit for bit (one rounding of the same sum),
- * out and rstd normwise as above; then again with resid over a (in
- * place), which must give the same bits as the separate resid. */
-static bool check_add_rmsnorm(ops_dtype dt, int N, int C, EmuOrder order)
+/* The forward with the residual add (add_rmsnorm_fwd_cuda's launch), a
+ * channel a lane and in packs where C allows: resid = a + b and out, rstd
+ * of resid, against add_cpu then rmsnorm_fwd_cpu: resid bit for bit (one
+ * rounding of the same sum), out and rstd normwise as above; then again
+ * with resid over a (in place), which must give the same bits as the
+ * separate resid. */
+template <ops_dtype DT, int VEC>
+static bool check_add_rmsnorm(int N, int C, EmuOrder order)
 {
     const float eps = 1e-5f;
     int64_t n = (int64_t)N * C;
-    Buf a(dt, n, -2.0f, 3.0f), b(dt, n, -1.0f, 1.0f), w(dt, C, 0.5f, 1.5f);
-    Buf resid_cpu(dt, n, 0.0f, 0.0f), out_cpu(resid_cpu), rstd_cpu(OPS_F32, N, 0.0f, 0.0f);
+    Buf a(DT, n, -2.0f, 3.0f), b(DT, n, -1.0f, 1.0f), w(DT, C, 0.5f, 1.5f);
+    Buf resid_cpu(DT, n, 0.0f, 0.0f), out_cpu(resid_cpu), rstd_cpu(OPS_F32, N, 0.0f, 0.0f);
     Buf resid_emu(resid_cpu), out_emu(resid_cpu), rstd_emu(rstd_cpu);
     Buf a_inplace(a), out_inplace(resid_cpu), rstd_inplace(rstd_cpu);
     unsigned blocks = (unsigned)((N + RMS_ROWS_PER_BLOCK - 1) / RMS_ROWS_PER_BLOCK);
     emu_order = order;
-    add_cpu(resid_cpu.p, a.p, b.p, dt, n);
-    rmsnorm_fwd_cpu(out_cpu.p, (float *)rstd_cpu.p, resid_cpu.p, w.p, dt, N, C, eps);
+    add_cpu(resid_cpu.p, a.p, b.p, DT, n);
+    rmsnorm_fwd_cpu(out_cpu.p, (float *)rstd_cpu.p, resid_cpu.p, w.p, DT, N, C, eps);
     launch(blocks, [&] {
-        rmsnorm_fwd_kernel(out_emu.p, (float *)rstd_emu.p, a.p, w.p, dt, N, C, eps,
-                           resid_emu.p, b.p);
+        rmsnorm_fwd_kernel<DT, VEC, true>(out_emu.p, (float *)rstd_emu.p, a.p, w.p, N, C, eps,
+                                          resid_emu.p, b.p);
     });
     launch(blocks, [&] {
-        rmsnorm_fwd_kernel(out_inplace.p, (float *)rstd_inplace.p, a_inplace.p, w.p, dt, N, C,
-                           eps, a_inplace.p, b.p);
+        rmsnorm_fwd_kernel<DT, VEC, true>(out_inplace.p, (float *)rstd_inplace.p, a_inplace.p,
+                                          w.p, N, C, eps, a_inplace.p, b.p);
     });
     double e_out = normwise(out_emu, out_cpu), e_rstd = normwise(rstd_emu, rstd_cpu);
     bool inplace = a_inplace.same(resid_emu) && out_inplace.same(out_emu) &&
                    rstd_inplace.same(rstd_emu);
-    bool ok = resid_emu.same(resid_cpu) && e_out <= tolerance(dt) && e_rstd <= 1e-5 && inplace;
-    printf("%s %d - add + rmsnorm fwd, %s, %s order: N %d, C %d: resid %s add_cpu's bits, "
+    bool ok = resid_emu.same(resid_cpu) && e_out <= tolerance(DT) && e_rstd <= 1e-5 && inplace;
+    printf("%s %d - add + rmsnorm fwd, %s, %s, %s order: N %d, C %d: resid %s add_cpu's bits, "
            "out %.1e, rstd %.1e from the CPU's rmsnorm of it (tolerances %.0e, 1e-05); "
-           "resid over a: %s\n", ok ? "ok" : "not ok", ++n_tests, dtype_name(dt),
-           order_name(order), N, C, resid_emu.same(resid_cpu) ? "has" : "has NOT", e_out,
-           e_rstd, tolerance(dt), inplace ? "the same bits" : "OTHER bits");
+           "resid over a: %s\n", ok ? "ok" : "not ok", ++n_tests, dtype_name(DT),
+           VEC > 1 ? "16-byte packs" : "a channel a lane", order_name(order), N, C,
+           resid_emu.same(resid_cpu) ? "has" : "has NOT", e_out, e_rstd, tolerance(DT),
+           inplace ? "the same bits" : "OTHER bits");
     return ok;
 }
 
@@ -302,12 +321,15 @@ static bool check_all_rmsnorm()
 {
     bool ok = true;
     for (EmuOrder order : { EMU_FORWARD, EMU_BACKWARD }) {
-        ok &= check_rmsnorm(OPS_F32, 13, 100, order); /* 4 blocks, the last one row */
-        ok &= check_rmsnorm(OPS_BF16, 13, 100, order);
-        ok &= check_rmsnorm(OPS_BF16, 6, 45, order);   /* fewer channels than 2 per lane */
-        ok &= check_rmsnorm(OPS_BF16, 5, 2048, order); /* the 1B Llama's width */
-        ok &= check_add_rmsnorm(OPS_F32, 13, 100, order);
-        ok &= check_add_rmsnorm(OPS_BF16, 6, 45, order);
+        ok &= check_rmsnorm<OPS_F32>(13, 100, order); /* 4 blocks, the last one row */
+        ok &= check_rmsnorm<OPS_BF16>(13, 100, order); /* C % 8 != 0: a channel a lane */
+        ok &= check_rmsnorm<OPS_BF16>(6, 45, order);   /* fewer channels than 2 per lane */
+        ok &= check_rmsnorm<OPS_BF16>(5, 2048, order); /* the 1B Llama's width: 8 packs a lane */
+        ok &= check_rmsnorm<OPS_BF16>(9, 24, order);   /* 3 packs: fewer than the lanes */
+        ok &= check_add_rmsnorm<OPS_F32, 1>(13, 100, order);
+        ok &= check_add_rmsnorm<OPS_F32, 4>(13, 100, order);
+        ok &= check_add_rmsnorm<OPS_BF16, 1>(6, 45, order);
+        ok &= check_add_rmsnorm<OPS_BF16, 8>(7, 2048, order);
     }
     return ok;
 }

@@ -16,9 +16,10 @@ command -v "$CXX" >/dev/null 2>&1 || { echo "1..0 # SKIP no C++ compiler ($CXX)"
     sed -n '/^template <ops_dtype DT> struct Storage {/,/^\/\* Elements of dtype dt in 16 bytes/p' "$common"
     sed -n '/^#define GRID_STRIDE(/,/i += /p' "$common"
 } > "$WORK/packs.inc"
-# the kernels without their host functions (void x_cuda(...) { ... })
+# the kernels without their host functions (void x_cuda(...) { ... }, and
+# int x_cuda(...): the choice of a pack, which reads the switches)
 device_code() {
-    awk '/^(static )?void [a-z0-9_]+_cuda\(/ { skip = 1 } !skip { print }
+    awk '/^(static )?(void|int) [a-z0-9_]+_cuda\(/ { skip = 1 } !skip { print }
          skip && /^}/ { skip = 0 }' "$1"
 }
 device_code "$src/kernels/cuda/llama_cuda.cu" > "$WORK/llama_kernels.inc"

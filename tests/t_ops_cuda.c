@@ -1758,6 +1758,7 @@ int main(int argc, char **argv)
         test_layernorm(dt, 37, 96, 1);
         test_layernorm(dt, 9, 24, 0); /* fewer packs than lanes */
         test_llama(dt, 37, 128, 16);
+        test_llama(dt, 37, 100, 10); /* C % 8 != 0: RMSNorm a channel a lane */
         test_attention(dt, 2, 37, 3, 16);
         test_attention(dt, 1, 64, 2, 32);
         test_attention(dt, 3, 100, 2, 80);

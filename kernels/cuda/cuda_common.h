@@ -428,6 +428,28 @@ static __device__ __forceinline__ void store_pack(void *p, int64_t k, const floa
     ((Pack<DT, VEC> *)p)[k] = v;
 }
 
+/* Pack k of a norm's row (layernorm_cuda.cu, llama_cuda.cu) into x: inp's,
+ * or with ADD (the residual add inside the norm) the sum inp + addend
+ * rounded to DT, stored at pack k of resid and read back, so x is what a
+ * norm of resid would read. resid may be inp or addend: the thread reads
+ * their pack k before it writes it. */
+template <ops_dtype DT, int VEC, bool ADD>
+static __device__ __forceinline__ void load_pack_added(float (&x)[VEC], const void *inp,
+                                                       const void *addend, void *resid,
+                                                       int64_t k)
+{
+    load_pack<DT, VEC>(x, inp, k);
+    if (ADD) {
+        float y[VEC];
+        load_pack<DT, VEC>(y, addend, k);
+#pragma unroll
+        for (int e = 0; e < VEC; e++)
+            x[e] += y[e];
+        store_pack<DT, VEC>(resid, k, x);
+        load_pack<DT, VEC>(x, resid, k);
+    }
+}
+
 /* Pass 1 of the packed column sums (LayerNorm's dw, db, the bias
  * gradient, RMSNorm's dw): the share of thread k of the grid's x, which
  * owns pack k of VEC columns, over the rows of chunk blockIdx.y (rpc

@@ -58,16 +58,7 @@ static __global__ void layernorm_fwd_warp_kernel(void *out, float *mean,
     float m = 0.0f;
     for (int k = lane; k < packs; k += 32) {
         float x[VEC];
-        load_pack<DT, VEC>(x, inp, k0 + k);
-        if (ADD) {
-            float y[VEC];
-            load_pack<DT, VEC>(y, addend, k0 + k);
-#pragma unroll
-            for (int e = 0; e < VEC; e++)
-                x[e] += y[e];
-            store_pack<DT, VEC>(resid, k0 + k, x);
-            load_pack<DT, VEC>(x, resid, k0 + k);
-        }
+        load_pack_added<DT, VEC, ADD>(x, inp, addend, resid, k0 + k);
 #pragma unroll
         for (int e = 0; e < VEC; e++)
             m += x[e];

@@ -5,7 +5,8 @@
  * The twins of rmsnorm_cpu.c, rope_cpu.c, gqa_cpu.c and the SwiGLU loops
  * of elementwise_cpu.c, with their per-element math from elem.h. RMSNorm
  * is shaped as layernorm_cuda.cu: a warp per row for the sums over
- * channels, the deterministic two-pass column sums for dw. The rest are
+ * channels (a lane moving 16-byte packs where the rows allow, unless
+ * TRIDENT_FUSED is 0), the deterministic two-pass column sums for dw. The rest are
  * grid-stride loops, one element (or pair, or key/value channel) per
  * thread.
  *
@@ -28,34 +29,55 @@
 
 /* ---- RMSNorm --------------------------------------------------------------- */
 
-/* With an addend (add_rmsnorm_fwd_cuda) the first pass also forms the
- * residual: resid = inp + addend, stored in dt and read back, so the sum
- * of squares sees the rounded sum as rmsnorm_fwd_cuda of resid would; the
- * second pass reads resid (the lane's own elements, just written, so
- * resid may be inp or addend). Without one (NULL) resid is unused. */
+/* The warp-per-row kernels take a row as C / VEC packs, as
+ * layernorm_cuda.cu's do: pack k of row `row` at k0 + k with k0 = row *
+ * (C / VEC), pack k of w at k. VEC is 16 bytes of elements where the rows
+ * and pointers allow and TRIDENT_FUSED is on (rms_packs_cuda), else 1: a
+ * channel a lane, lane l summing channels l, l + 32, ..., the kernels of
+ * before to the bit. A pack changes which channels a lane sums, so the
+ * order of a row's sum: within round-off of VEC 1, not its bits. */
+static int rms_packs_cuda(ops_dtype dt, int C, const void *a, const void *b, const void *c,
+                          const void *d)
+{
+    return fused_enabled_cuda() && packs_fit(dt, C, a, b, c, d);
+}
+
+/* With ADD (add_rmsnorm_fwd_cuda) the first pass also forms the residual:
+ * resid = inp + addend, stored in DT and read back, so the sum of squares
+ * sees the rounded sum as rmsnorm_fwd_cuda of resid would; the second
+ * pass reads resid (the lane's own packs, just written, so resid may be
+ * inp or addend). */
+template <ops_dtype DT, int VEC, bool ADD>
 static __global__ void rmsnorm_fwd_kernel(void *out, float *rstd, const void *inp,
-                                          const void *w, ops_dtype dt, int N, int C,
-                                          float eps, void *resid, const void *addend)
+                                          const void *w, int N, int C, float eps,
+                                          void *resid, const void *addend)
 {
     int row = blockIdx.x * RMS_ROWS_PER_BLOCK + threadIdx.x / 32;
     int lane = threadIdx.x % 32;
     if (row >= N)
-        return;
-    int64_t off = (int64_t)row * C;
+        return; /* the whole warp leaves: the shuffles below stay full */
+    int packs = C / VEC;
+    int64_t k0 = (int64_t)row * packs;
     float ss = 0.0f;
-    for (int c = lane; c < C; c += 32) {
-        if (addend)
-            store_f32_cuda(resid, dt, off + c,
-                           load_f32_cuda(inp, dt, off + c) + load_f32_cuda(addend, dt, off + c));
-        float x = load_f32_cuda(addend ? resid : inp, dt, off + c);
-        ss += x * x;
+    for (int k = lane; k < packs; k += 32) {
+        float x[VEC];
+        load_pack_added<DT, VEC, ADD>(x, inp, addend, resid, k0 + k);
+#pragma unroll
+        for (int e = 0; e < VEC; e++)
+            ss += x[e] * x[e];
     }
-    if (addend)
+    if (ADD)
         inp = resid;
     float r = elem_rms_rstd(warp_allreduce(ss, SumOp()), C, eps);
-    for (int c = lane; c < C; c += 32)
-        store_f32_cuda(out, dt, off + c,
-                       load_f32_cuda(inp, dt, off + c) * r * load_f32_cuda(w, dt, c));
+    for (int k = lane; k < packs; k += 32) {
+        float x[VEC], wk[VEC];
+        load_pack<DT, VEC>(x, inp, k0 + k);
+        load_pack<DT, VEC>(wk, w, k);
+#pragma unroll
+        for (int e = 0; e < VEC; e++)
+            x[e] = x[e] * r * wk[e];
+        store_pack<DT, VEC>(out, k0 + k, x);
+    }
     if (lane == 0)
         rstd[row] = r;
 }
@@ -66,8 +88,11 @@ void rmsnorm_fwd_cuda(void *out, float *rstd, const void *inp, const void *w,
     if (N <= 0)
         return;
     unsigned blocks = (unsigned)((N + RMS_ROWS_PER_BLOCK - 1) / RMS_ROWS_PER_BLOCK);
-    rmsnorm_fwd_kernel<<<blocks, TRI_THREADS, 0, stream_cuda()>>>(out, rstd, inp, w, dt,
-                                                                  N, C, eps, NULL, NULL);
+#define RMS_FWD(DT, VEC)                                                      \
+    rmsnorm_fwd_kernel<DT, VEC, false><<<blocks, TRI_THREADS, 0, stream_cuda()>>>( \
+        out, rstd, inp, w, N, C, eps, NULL, NULL)
+    DISPATCH_PACKED(dt, rms_packs_cuda(dt, C, out, inp, w, NULL), RMS_FWD);
+#undef RMS_FWD
     TRI_CHECK_LAUNCH(rmsnorm_fwd_kernel);
 }
 
@@ -77,29 +102,47 @@ void add_rmsnorm_fwd_cuda(void *resid, void *out, float *rstd, const void *a, co
     if (N <= 0)
         return;
     unsigned blocks = (unsigned)((N + RMS_ROWS_PER_BLOCK - 1) / RMS_ROWS_PER_BLOCK);
-    rmsnorm_fwd_kernel<<<blocks, TRI_THREADS, 0, stream_cuda()>>>(out, rstd, a, w, dt, N, C,
-                                                                  eps, resid, b);
+#define RMS_ADD_FWD(DT, VEC)                                                  \
+    rmsnorm_fwd_kernel<DT, VEC, true><<<blocks, TRI_THREADS, 0, stream_cuda()>>>( \
+        out, rstd, a, w, N, C, eps, resid, b)
+    DISPATCH_PACKED(dt, rms_packs_cuda(dt, C, out, a, w, b) && aligned16(resid), RMS_ADD_FWD);
+#undef RMS_ADD_FWD
     TRI_CHECK_LAUNCH(rmsnorm_fwd_kernel);
 }
 
+/* dinp (N,C) += elem_rms_dinp of each element, after the row's dot of
+ * w dout x; one warp per row. */
+template <ops_dtype DT, int VEC>
 static __global__ void rmsnorm_dinp_kernel(void *dinp, const void *dout, const void *inp,
-                                           const void *w, const float *rstd,
-                                           ops_dtype dt, int N, int C)
+                                           const void *w, const float *rstd, int N, int C)
 {
     int row = blockIdx.x * RMS_ROWS_PER_BLOCK + threadIdx.x / 32;
     int lane = threadIdx.x % 32;
     if (row >= N)
         return;
-    int64_t off = (int64_t)row * C;
+    int packs = C / VEC;
+    int64_t k0 = (int64_t)row * packs;
     float dot = 0.0f;
-    for (int c = lane; c < C; c += 32)
-        dot += load_f32_cuda(w, dt, c) * load_f32_cuda(dout, dt, off + c)
-               * load_f32_cuda(inp, dt, off + c);
+    for (int k = lane; k < packs; k += 32) {
+        float wk[VEC], g[VEC], x[VEC];
+        load_pack<DT, VEC>(wk, w, k);
+        load_pack<DT, VEC>(g, dout, k0 + k);
+        load_pack<DT, VEC>(x, inp, k0 + k);
+#pragma unroll
+        for (int e = 0; e < VEC; e++)
+            dot += wk[e] * g[e] * x[e];
+    }
     dot = warp_allreduce(dot, SumOp()) / (float)C;
-    for (int c = lane; c < C; c += 32) {
-        float d = elem_rms_dinp(load_f32_cuda(w, dt, c) * load_f32_cuda(dout, dt, off + c),
-                                load_f32_cuda(inp, dt, off + c), rstd[row], dot);
-        store_f32_cuda(dinp, dt, off + c, load_f32_cuda(dinp, dt, off + c) + d);
+    for (int k = lane; k < packs; k += 32) {
+        float wk[VEC], g[VEC], x[VEC], d[VEC];
+        load_pack<DT, VEC>(wk, w, k);
+        load_pack<DT, VEC>(g, dout, k0 + k);
+        load_pack<DT, VEC>(x, inp, k0 + k);
+        load_pack<DT, VEC>(d, dinp, k0 + k);
+#pragma unroll
+        for (int e = 0; e < VEC; e++)
+            d[e] += elem_rms_dinp(wk[e] * g[e], x[e], rstd[row], dot);
+        store_pack<DT, VEC>(dinp, k0 + k, d);
     }
 }
 
@@ -175,8 +218,11 @@ void rmsnorm_bwd_cuda(void *dinp, float *dw, const void *dout, const void *inp,
     if (N <= 0 || C <= 0)
         return;
     unsigned blocks = (unsigned)((N + RMS_ROWS_PER_BLOCK - 1) / RMS_ROWS_PER_BLOCK);
-    rmsnorm_dinp_kernel<<<blocks, TRI_THREADS, 0, stream_cuda()>>>(dinp, dout, inp, w, rstd,
-                                                                   dt, N, C);
+#define RMS_DINP(DT, VEC)                                                     \
+    rmsnorm_dinp_kernel<DT, VEC><<<blocks, TRI_THREADS, 0, stream_cuda()>>>(  \
+        dinp, dout, inp, w, rstd, N, C)
+    DISPATCH_PACKED(dt, rms_packs_cuda(dt, C, dinp, dout, inp, w), RMS_DINP);
+#undef RMS_DINP
     TRI_CHECK_LAUNCH(rmsnorm_dinp_kernel);
     /* dw: the packed column sums, or under TRIDENT_FUSED=0 the kernel a
      * channel a thread that they replaced (the same bits) */
