@@ -317,6 +317,13 @@ void ops_add_layernorm_fwd(ops_tensor resid, ops_tensor out, ops_tensor mean,
 /* out(N,C) = inp * rstd * w, rstd = 1 / sqrt(mean(inp^2) + eps); rstd (N). */
 void ops_rmsnorm_fwd(ops_tensor out, ops_tensor rstd, ops_tensor inp, ops_tensor w,
                      int N, int C, float eps);
+/* resid = a + b (rounded to D, as ops_add), then ops_rmsnorm_fwd of
+ * resid: the residual add and the RMSNorm after it (Llama's
+ * x + attn_out; the MLP's norm), in one pass over the rows on a GPU under
+ * TRIDENT_FUSED. Exactly ops_add then ops_rmsnorm_fwd otherwise and on
+ * the CPU. resid may alias a or b; out aliases none of them. */
+void ops_add_rmsnorm_fwd(ops_tensor resid, ops_tensor out, ops_tensor rstd, ops_tensor a,
+                         ops_tensor b, ops_tensor w, int N, int C, float eps);
 /* dinp += ..., dw += ...   (both accumulate, as LayerNorm's) */
 void ops_rmsnorm_bwd(ops_tensor dinp, ops_tensor dw, ops_tensor dout, ops_tensor inp,
                      ops_tensor w, ops_tensor rstd, int N, int C);

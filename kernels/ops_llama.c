@@ -1,5 +1,6 @@
 /*
- * ops_llama.c - the ops Llama adds to GPT-2's: RMSNorm, rotary position
+ * ops_llama.c - the ops Llama adds to GPT-2's: RMSNorm (also with the
+ * residual add before it, one pass on a GPU), rotary position
  * embeddings (from position 0 or from t0), SwiGLU, and grouped-query
  * attention's expansion of the key/value heads and its reduction of their
  * gradients. cpu/rmsnorm_cpu.c, rope_cpu.c, gqa_cpu.c and SwiGLU in
@@ -26,6 +27,29 @@ void ops_rmsnorm_fwd(ops_tensor out, ops_tensor rstd, ops_tensor inp, ops_tensor
         rmsnorm_fwd_cpu(out.data, rstd.data, inp.data, w.data, dt, N, C, eps);
     else
         ON_CUDA(rmsnorm_fwd_cuda(out.data, rstd.data, inp.data, w.data, dt, N, C, eps));
+}
+
+void ops_add_rmsnorm_fwd(ops_tensor resid, ops_tensor out, ops_tensor rstd, ops_tensor a,
+                         ops_tensor b, ops_tensor w, int N, int C, float eps)
+{
+    static const char fn[] = "ops_add_rmsnorm_fwd";
+    check_dims(fn, "N, C, C", N, C, C);
+    int64_t n = (int64_t)N * C;
+    ops_dtype dt;
+    ops_device dev = CHECK_ARGS(fn, &dt,
+        { "resid", resid, n, ARG_D, 0 },
+        { "out", out, n, ARG_D, 0 },
+        { "rstd", rstd, N, ARG_F32, 0 },
+        { "a", a, n, ARG_D, 0 },
+        { "b", b, n, ARG_D, 0 },
+        { "w", w, C, ARG_D, 0 });
+    if (ops_fused(dev)) {
+        ON_CUDA(add_rmsnorm_fwd_cuda(resid.data, out.data, rstd.data, a.data, b.data, w.data,
+                                     dt, N, C, eps));
+    } else { /* the two ops it fuses, so the CPU's bits are theirs */
+        ops_add(resid, a, b, n);
+        ops_rmsnorm_fwd(out, rstd, resid, w, N, C, eps);
+    }
 }
 
 void ops_rmsnorm_bwd(ops_tensor dinp, ops_tensor dw, ops_tensor dout, ops_tensor inp,

@@ -39,6 +39,7 @@
  * batch; C at most 128 (one block of channels).
  */
 #include "fibers.h"
+#include "uniform.h"
 
 #include <algorithm>
 #include <cstdio>
@@ -53,16 +54,6 @@ EmuDim gridDim = { 1, 1 }; /* the grid-stride kernels' (one block) */
 #include "xent_kernels.inc"
 #include "embedding_kernels.inc"
 #include "colsum_kernels.inc"
-
-static uint64_t rng = 0x2545f4914f6cdd1dull;
-
-static float uniform(float lo, float hi)
-{
-    rng ^= rng << 13;
-    rng ^= rng >> 7;
-    rng ^= rng << 17;
-    return lo + (hi - lo) * (float)((rng >> 11) * (1.0 / 9007199254740992.0));
-}
 
 static int n_tests;
 

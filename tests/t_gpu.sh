@@ -17,7 +17,8 @@
 # a small Llama (grouped-query attention, 4 query heads over 2 key/value
 # heads; RMSNorm, RoPE, SwiGLU, untied head), in fp32 with and without
 # full recomputation and in bf16: the ops only Llama uses, end to end
-# (on an H100: 2.4e-6 in fp32, 1.1e-2 in bf16). No GPU run allocates
+# (on an H100: 2.4e-6 in fp32, 1.1e-2 in bf16), and in fp32 and bf16
+# with TRIDENT_FUSED=0 against the default (1e-4, 3e-2). No GPU run allocates
 # device memory after its first step (the metrics' `allocations`: on a GPU
 # a cudaFree inside a step waits for the whole device, NCCL included).
 # The LM head on the GPU holds its whole microbatch of logits where the
@@ -56,7 +57,7 @@ train() {
 
 train probe cuda fp32
 skip_without_gpu
-plan 22
+plan 24
 
 losses() { sed -n 's/.*"loss":\([^,}]*\).*/\1/p' "$1"; }
 
@@ -175,6 +176,16 @@ agree llama_cpu32 llama_recompute 1e-4 "Llama fp32, full recomputation: GPU agai
 train llama16 cuda bf16
 train llama_cpu16 cpu bf16
 agree llama_cpu16 llama16 3e-2 "Llama bf16: GPU against CPU"
+# TRIDENT_FUSED's kernels of Llama (RMSNorm's dw in 16-byte packs, the
+# residual add inside the MLP's RMSNorm, and the rest the GPT-2 runs
+# above switch) against those they replace, fp32 (4-element packs) and
+# bf16 (8)
+export TRIDENT_FUSED=0
+train llama32unfused cuda fp32
+train llama16unfused cuda bf16
+unset TRIDENT_FUSED
+agree llama32unfused llama32 1e-4 "Llama fp32: TRIDENT_FUSED's kernels against the unfused ones"
+agree llama16unfused llama16 3e-2 "Llama bf16: TRIDENT_FUSED's kernels against the unfused ones"
 moe="model.n_expert=4"
 for key in top_k=2 n_shared_expert=1 moe_ffn_dim=32 moe_capacity=1.25 moe_aux_loss=0.05; do
     printf 'model.%s\n' "$key"

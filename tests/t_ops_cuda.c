@@ -51,6 +51,12 @@
  * packed (tests/t_fused_emu runs the same kernel on the host, in both
  * thread orders); the multi-tensor tables are kept: a second call with
  * the same tensors takes no host wait.
+ * RMSNorm's dw a 16-byte pack a thread at the 1B Llama's shape (16384
+ * rows of 2048, bf16 and fp32) and at an odd width, against the CPU and
+ * bit for bit against the kernel a channel a thread that TRIDENT_FUSED=0
+ * runs (tests/t_llama_emu runs both on the host).
+ * The residual add inside Llama's RMSNorm (add_rmsnorm_fwd_cuda) against
+ * the CPU's add then rmsnorm and bit for bit against the GPU's own two.
  * The linear layers' cuBLASLt epilogues (gemm_lt_cuda.cu: bias, GELU with
  * its input kept, dGELU, the bias gradient) run in each
  * TRIDENT_LT_EPILOGUE mode against the CPU's unfused ops and the GPU's
@@ -1535,7 +1541,7 @@ static void test_moe(void)
     test_moe_sigmoid(8193);
 }
 
-/* ---- packed column sums (LayerNorm's dw, db; the bias gradient) ---------- */
+/* ---- packed column sums (LayerNorm's dw, db; the bias gradient; RMSNorm's dw) */
 
 /* The column sums a 16-byte pack a thread (what runs unless TRIDENT_FUSED
  * is 0) against the CPU and bit for bit against the kernels a column a
@@ -1595,6 +1601,38 @@ static void test_colsums_packed(ops_dtype dt, int N, int C, int shift, int pad)
         buf_free(all[i]);
 }
 
+/* RMSNorm's dw a 16-byte pack a thread (rmsnorm_dw_cuda packed, what
+ * rmsnorm_bwd_cuda runs unless TRIDENT_FUSED is 0) against the CPU and
+ * bit for bit against the kernel a channel a thread (TRIDENT_FUSED=0's):
+ * N rows of C channels from element `shift` of their buffers. C not a
+ * multiple of 8 (4 in fp32) or shift 1 take the element path of the
+ * packed kernel. */
+static void test_rmsnorm_dw_packed(ops_dtype dt, int N, int C, int shift)
+{
+    tap_diag("rmsnorm dw packed %s: N %d, C %d, from element %d", ops_dtype_name(dt), N, C,
+             shift);
+    int64_t n = (int64_t)N * C;
+    Buf inp0 = buf_rand(dt, n + shift, -2.0f, 3.0f), dout0 = buf_rand(dt, n + shift, -1.0f, 1.0f);
+    Buf inp = buf_from(&inp0, shift), dout = buf_from(&dout0, shift);
+    Buf rstd = buf_rand(OPS_F32, N, 0.5f, 2.0f), w = buf_rand(dt, C, 0.5f, 1.5f);
+    Buf dinp = buf_zero(dt, n);
+    Buf dw[2];
+    dw[0] = buf_rand(OPS_F32, C, -1.0f, 1.0f); /* += */
+    dw[1] = buf_clone(&dw[0]);                 /* the same start as the unpacked run */
+    for (int packed = 0; packed < 2; packed++)
+        rmsnorm_dw_cuda((float *)dw[packed].d, dout.d, inp.d, (const float *)rstd.d, dt, N, C,
+                        packed);
+    rmsnorm_bwd_cpu(dinp.h, dw[1].h, dout.h, inp.h, w.h, (const float *)rstd.h, dt, N, C);
+    char op[96];
+    snprintf(op, sizeof op, "rmsnorm dw packed: N %d, C %d, from element %d", N, C, shift);
+    expect(op, dt, "dw (+=)", &dw[1]);
+    CHECK(same_on_device(&dw[1], &dw[0]), "%s %s: dw bit-identical to the kernel a channel a "
+          "thread", op, ops_dtype_name(dt));
+    Buf *all[] = { &inp0, &dout0, &rstd, &w, &dinp, &dw[0], &dw[1] };
+    for (size_t i = 0; i < sizeof all / sizeof all[0]; i++)
+        buf_free(all[i]);
+}
+
 /* add_layernorm_fwd_cuda against the CPU's add then layernorm (normwise),
  * and bit for bit against the GPU's own add_cuda then layernorm_fwd_cuda
  * (the same arithmetic), also with the sum written over a. */
@@ -1630,6 +1668,38 @@ static void test_add_layernorm(ops_dtype dt, int N, int C, int shift)
     CHECK(same, "add_layernorm_fwd %s (N %d, C %d, shift %d): the bits of add_cuda then "
           "layernorm_fwd_cuda, also with resid = a", ops_dtype_name(dt), N, C, shift);
     Buf *all[] = { &a0, &b0, &w, &bias, &r0, &o0, &mean, &rstd, &r20, &o20, &mean2, &rstd2 };
+    for (size_t i = 0; i < sizeof all / sizeof all[0]; i++)
+        buf_free(all[i]);
+}
+
+/* add_rmsnorm_fwd_cuda against the CPU's add then rmsnorm (normwise), and
+ * bit for bit against the GPU's own add_cuda then rmsnorm_fwd_cuda (the
+ * same arithmetic), also with the sum written over a. */
+static void test_add_rmsnorm(ops_dtype dt, int N, int C)
+{
+    tap_diag("add_rmsnorm %s: N %d, C %d", ops_dtype_name(dt), N, C);
+    int64_t n = (int64_t)N * C;
+    Buf a = buf_rand(dt, n, -2.0f, 3.0f), b = buf_rand(dt, n, -1.0f, 1.0f);
+    Buf w = buf_rand(dt, C, 0.5f, 1.5f);
+    Buf resid = buf_zero(dt, n), out = buf_zero(dt, n), rstd = buf_zero(OPS_F32, N);
+    add_cpu(resid.h, a.h, b.h, dt, n);
+    rmsnorm_fwd_cpu(out.h, rstd.h, resid.h, w.h, dt, N, C, 1e-5f);
+    add_rmsnorm_fwd_cuda(resid.d, out.d, rstd.d, a.d, b.d, w.d, dt, N, C, 1e-5f);
+    expect("add_rmsnorm_fwd", dt, "resid", &resid);
+    expect("add_rmsnorm_fwd", dt, "out", &out);
+    expect("add_rmsnorm_fwd", dt, "rstd", &rstd);
+
+    Buf r2 = buf_zero(dt, n), o2 = buf_zero(dt, n), rstd2 = buf_zero(OPS_F32, N);
+    add_cuda(r2.d, a.d, b.d, dt, n);
+    rmsnorm_fwd_cuda(o2.d, rstd2.d, r2.d, w.d, dt, N, C, 1e-5f);
+    int same = same_on_device(&resid, &r2) && same_on_device(&out, &o2)
+               && same_on_device(&rstd, &rstd2);
+    /* in place: the sum over a */
+    add_rmsnorm_fwd_cuda(a.d, out.d, rstd.d, a.d, b.d, w.d, dt, N, C, 1e-5f);
+    same = same && same_on_device(&a, &r2) && same_on_device(&out, &o2);
+    CHECK(same, "add_rmsnorm_fwd %s (N %d, C %d): the bits of add_cuda then rmsnorm_fwd_cuda, "
+          "also with resid = a", ops_dtype_name(dt), N, C);
+    Buf *all[] = { &a, &b, &w, &resid, &out, &rstd, &r2, &o2, &rstd2 };
     for (size_t i = 0; i < sizeof all / sizeof all[0]; i++)
         buf_free(all[i]);
 }
@@ -1985,6 +2055,7 @@ int main(int argc, char **argv)
         test_layernorm(dt, 37, 96, 1);
         test_layernorm(dt, 9, 24, 0); /* fewer packs than lanes */
         test_llama(dt, 37, 128, 16);
+        test_llama(dt, 37, 100, 10); /* C % 8 != 0: RMSNorm a channel a lane */
         test_attention(dt, 2, 37, 3, 16);
         test_attention(dt, 1, 64, 2, 32);
         test_attention(dt, 3, 100, 2, 80);
@@ -2010,6 +2081,11 @@ int main(int argc, char **argv)
         test_colsums_packed(dt, 37, 96, 1, 0);  /* unaligned: elements */
         test_colsums_packed(dt, 70, 96, 0, 1);  /* rows 97 apart: elements */
         test_colsums_packed(dt, 9, 24, 0, 0);   /* fewer packs than a warp */
+        test_rmsnorm_dw_packed(dt, 37, 100, 0); /* packs in fp32 only */
+        test_rmsnorm_dw_packed(dt, 37, 96, 1);  /* unaligned: elements */
+        test_rmsnorm_dw_packed(dt, 9, 24, 0);   /* fewer packs than a warp */
+        test_add_rmsnorm(dt, 37, 100);
+        test_add_rmsnorm(dt, 9, 24);
         /* TRIDENT_FUSED's kernels: tokens that repeat, all equal, all
          * distinct; the head's 16-bit gradient, packed and not, fp16
          * with a loss scale */
@@ -2036,6 +2112,11 @@ int main(int argc, char **argv)
         /* GPT-2 small's width over 8209 rows: 249 chunks, the last short */
         test_colsums_packed(dt, 8209, 768, 0, 0);
         test_colsums_packed(dt, 8209, 2304, 0, 8); /* rows 2312 apart: packs */
+        /* the 1B Llama's RMSNorm (2048 channels, 16384 rows: 256 chunks
+         * of 64), and an odd width over 8209 rows (the element path) */
+        test_rmsnorm_dw_packed(dt, 16384, 2048, 0);
+        test_rmsnorm_dw_packed(dt, 8209, 2051, 0);
+        test_add_rmsnorm(dt, 4099, 2048); /* the 1B Llama's width */
         test_elementwise(dt, ((int64_t)1 << 21) + 5, 0);
         /* GPT-2 small's MLP on 512 tokens: fc 768 -> 3072 */
         test_lt_mlp(dt, 512, 3072, 768);

@@ -778,9 +778,10 @@ static int sumsq_multi_is_the_loop(void)
     return ok;
 }
 
-/* ops_add_layernorm_fwd against ops_add then ops_layernorm_fwd in dtype dt,
- * the sum written over a (the alias ops.h allows): the same bits. */
-static int add_layernorm_is_the_pair(ops_dtype dt)
+/* ops_add_layernorm_fwd (rms: ops_add_rmsnorm_fwd) against ops_add then
+ * ops_layernorm_fwd (ops_rmsnorm_fwd) in dtype dt, the sum written over a
+ * (the alias ops.h allows): the same bits. */
+static int add_norm_is_the_pair(ops_dtype dt, int rms)
 {
     enum { N = 37, C = 100 };
     ops_tensor a = rand_of(dt, N * C, -2, 3), b = rand_of(dt, N * C, -1, 1);
@@ -788,9 +789,15 @@ static int add_layernorm_is_the_pair(ops_dtype dt)
     ops_tensor a2 = twin_of(a), resid = ops_alloc(dt, OPS_CPU, N * C);
     ops_tensor out = ops_alloc(dt, OPS_CPU, N * C), out2 = ops_alloc(dt, OPS_CPU, N * C);
     ops_tensor st[4] = { f32(N), f32(N), f32(N), f32(N) };
-    ops_add_layernorm_fwd(a, out, st[0], st[1], a, b, w, bias, N, C);
+    if (rms)
+        ops_add_rmsnorm_fwd(a, out, st[1], a, b, w, N, C, 1e-5f);
+    else
+        ops_add_layernorm_fwd(a, out, st[0], st[1], a, b, w, bias, N, C);
     ops_add(resid, a2, b, N * C);
-    ops_layernorm_fwd(out2, st[2], st[3], resid, w, bias, N, C);
+    if (rms)
+        ops_rmsnorm_fwd(out2, st[3], resid, w, N, C, 1e-5f);
+    else
+        ops_layernorm_fwd(out2, st[2], st[3], resid, w, bias, N, C);
     int ok = same_bits(a, resid) && same_bits(out, out2) && same_bits(st[0], st[2])
              && same_bits(st[1], st[3]);
     ops_tensor *all[] = { &a, &b, &w, &bias, &a2, &resid, &out, &out2,
@@ -827,9 +834,13 @@ static void test_multi_and_fused(void)
     tap_ok(sumsq_multi_is_the_loop(),
            "ops_sumsq_multi on the CPU is ops_sumsq_accumulate tensor by tensor, bit for "
            "bit; an inf in the last tensor makes it non-finite");
-    tap_ok(add_layernorm_is_the_pair(OPS_F32) && add_layernorm_is_the_pair(OPS_BF16)
-           && add_layernorm_is_the_pair(OPS_F16),
+    tap_ok(add_norm_is_the_pair(OPS_F32, 0) && add_norm_is_the_pair(OPS_BF16, 0)
+           && add_norm_is_the_pair(OPS_F16, 0),
            "ops_add_layernorm_fwd on the CPU is ops_add then ops_layernorm_fwd, bit for "
+           "bit (fp32, bf16, fp16; the sum written over its first input)");
+    tap_ok(add_norm_is_the_pair(OPS_F32, 1) && add_norm_is_the_pair(OPS_BF16, 1)
+           && add_norm_is_the_pair(OPS_F16, 1),
+           "ops_add_rmsnorm_fwd on the CPU is ops_add then ops_rmsnorm_fwd, bit for "
            "bit (fp32, bf16, fp16; the sum written over its first input)");
     tap_ok(multi_without_table_fails(),
            "ops_adamw_multi and ops_sumsq_multi without a table fail, naming the op");

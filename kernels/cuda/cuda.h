@@ -260,8 +260,20 @@ void bias_bwd_cuda(float *dbias, const void *dout, ops_dtype dt, int64_t ld,
 
 void rmsnorm_fwd_cuda(void *out, float *rstd, const void *inp, const void *w,
                      ops_dtype dt, int N, int C, float eps);
+/* resid = a + b (rounded to dt), then rmsnorm_fwd_cuda of resid, in one
+ * pass over the rows: the bits of add_cuda then rmsnorm_fwd_cuda. resid
+ * may alias a or b. */
+void add_rmsnorm_fwd_cuda(void *resid, void *out, float *rstd, const void *a, const void *b,
+                          const void *w, ops_dtype dt, int N, int C, float eps);
 void rmsnorm_bwd_cuda(void *dinp, float *dw, const void *dout, const void *inp,
                      const void *w, const float *rstd, ops_dtype dt, int N, int C);
+/* dw (C) += the column sums of x * rstd * dout over the N rows, as
+ * rmsnorm_bwd_cuda's dw: packed (16-byte packs where C and the pointers
+ * allow, a thread per pack) or not (a thread per channel, what
+ * TRIDENT_FUSED=0 runs); the same bits either way. On the current
+ * device's stream. */
+void rmsnorm_dw_cuda(float *dw, const void *dout, const void *inp, const float *rstd,
+                     ops_dtype dt, int N, int C, int packed);
 /* Positions t0 .. t0 + T - 1; inverse: rotate back (the backward) */
 void rope_cuda(void *x, ops_dtype dt, int B, int T, int t0, int H, int hs, double theta,
               int inverse);

@@ -442,6 +442,64 @@ static __device__ __forceinline__ void store_pack(void *p, int64_t k, const floa
     ((Pack<DT, VEC> *)p)[k] = v;
 }
 
+/* Pack k of a norm's row (layernorm_cuda.cu, llama_cuda.cu) into x: inp's,
+ * or with ADD (the residual add inside the norm) the sum inp + addend
+ * rounded to DT, stored at pack k of resid and read back, so x is what a
+ * norm of resid would read. resid may be inp or addend: the thread reads
+ * their pack k before it writes it. */
+template <ops_dtype DT, int VEC, bool ADD>
+static __device__ __forceinline__ void load_pack_added(float (&x)[VEC], const void *inp,
+                                                       const void *addend, void *resid,
+                                                       int64_t k)
+{
+    load_pack<DT, VEC>(x, inp, k);
+    if (ADD) {
+        float y[VEC];
+        load_pack<DT, VEC>(y, addend, k);
+#pragma unroll
+        for (int e = 0; e < VEC; e++)
+            x[e] += y[e];
+        store_pack<DT, VEC>(resid, k, x);
+        load_pack<DT, VEC>(x, resid, k);
+    }
+}
+
+/* Pass 1 of the packed column sums (LayerNorm's dw, db, the bias
+ * gradient, RMSNorm's dw): the share of thread k of the grid's x, which
+ * owns pack k of VEC columns, over the rows of chunk blockIdx.y (rpc
+ * rows, the last chunk ending at row N). For each of those rows i, in
+ * order, add_row(i, k, sums) adds row i's terms into the thread's S sums
+ * of VEC columns (float (&)[S][VEC], from zero); then sum s of column
+ * k * VEC + e lands at partial[s][blockIdx.y * ncols + k * VEC + e]. A
+ * thread past the last pack does nothing. So every column's sums run
+ * over the same rows in the same order as a kernel a column a thread:
+ * the same bits, whatever VEC. */
+template <int VEC, int S, typename AddRow>
+static __device__ __forceinline__ void colsum_pack_pass(float *const (&partial)[S], int ncols,
+                                                        int N, int rpc, AddRow add_row)
+{
+    int k = blockIdx.x * blockDim.x + threadIdx.x;
+    if (k >= ncols / VEC)
+        return;
+    int i0 = blockIdx.y * rpc;
+    int i1 = i0 + rpc < N ? i0 + rpc : N;
+    float sums[S][VEC];
+#pragma unroll
+    for (int s = 0; s < S; s++)
+#pragma unroll
+        for (int e = 0; e < VEC; e++)
+            sums[s][e] = 0.0f;
+#pragma unroll 4
+    for (int i = i0; i < i1; i++)
+        add_row(i, k, sums);
+    int64_t at = (int64_t)blockIdx.y * ncols + (int64_t)k * VEC;
+#pragma unroll
+    for (int s = 0; s < S; s++)
+#pragma unroll
+        for (int e = 0; e < VEC; e++)
+            partial[s][at + e] = sums[s][e];
+}
+
 /* Elements of dtype dt in 16 bytes, on the host. */
 static inline int pack_elems(ops_dtype dt)
 {

@@ -58,16 +58,7 @@ static __global__ void layernorm_fwd_warp_kernel(void *out, float *mean,
     float m = 0.0f;
     for (int k = lane; k < packs; k += 32) {
         float x[VEC];
-        load_pack<DT, VEC>(x, inp, k0 + k);
-        if (ADD) {
-            float y[VEC];
-            load_pack<DT, VEC>(y, addend, k0 + k);
-#pragma unroll
-            for (int e = 0; e < VEC; e++)
-                x[e] += y[e];
-            store_pack<DT, VEC>(resid, k0 + k, x);
-            load_pack<DT, VEC>(x, resid, k0 + k);
-        }
+        load_pack_added<DT, VEC, ADD>(x, inp, addend, resid, k0 + k);
 #pragma unroll
         for (int e = 0; e < VEC; e++)
             m += x[e];
@@ -218,33 +209,17 @@ static __global__ void layernorm_dwdb_pack_kernel(float *pw, float *pb,
                                                   const float *rstd, int N,
                                                   int C, int rpc)
 {
-    int packs = C / VEC;
-    int k = blockIdx.x * blockDim.x + threadIdx.x;
-    if (k >= packs)
-        return;
-    int i0 = blockIdx.y * rpc;
-    int i1 = i0 + rpc < N ? i0 + rpc : N;
-    float sw[VEC], sb[VEC];
-#pragma unroll
-    for (int e = 0; e < VEC; e++)
-        sw[e] = sb[e] = 0.0f;
-#pragma unroll 4
-    for (int i = i0; i < i1; i++) {
+    float *const partial[2] = { pw, pb };
+    colsum_pack_pass<VEC, 2>(partial, C, N, rpc, [&](int i, int k, float (&s)[2][VEC]) {
         float g[VEC], x[VEC];
-        load_pack<DT, VEC>(g, dout, (int64_t)i * packs + k);
-        load_pack<DT, VEC>(x, inp, (int64_t)i * packs + k);
+        load_pack<DT, VEC>(g, dout, (int64_t)i * (C / VEC) + k);
+        load_pack<DT, VEC>(x, inp, (int64_t)i * (C / VEC) + k);
 #pragma unroll
         for (int e = 0; e < VEC; e++) {
-            sw[e] += (x[e] - mean[i]) * rstd[i] * g[e];
-            sb[e] += g[e];
+            s[0][e] += (x[e] - mean[i]) * rstd[i] * g[e];
+            s[1][e] += g[e];
         }
-    }
-    int64_t at = (int64_t)blockIdx.y * C + (int64_t)k * VEC;
-#pragma unroll
-    for (int e = 0; e < VEC; e++) {
-        pw[at + e] = sw[e];
-        pb[at + e] = sb[e];
-    }
+    });
 }
 
 void layernorm_dwdb_cuda(float *dw, float *db, const void *dout,

@@ -5,9 +5,23 @@
  * The twins of rmsnorm_cpu.c, rope_cpu.c, gqa_cpu.c and the SwiGLU loops
  * of elementwise_cpu.c, with their per-element math from elem.h. RMSNorm
  * is shaped as layernorm_cuda.cu: a warp per row for the sums over
- * channels, the deterministic two-pass column sums for dw. The rest are
+ * channels (a lane moving 16-byte packs where the rows allow, unless
+ * TRIDENT_FUSED is 0), the deterministic two-pass column sums for dw. The rest are
  * grid-stride loops, one element (or pair, or key/value channel) per
  * thread.
+ *
+ * dw's first pass is LayerNorm's packed column sums (rmsnorm_dw_cuda): a
+ * thread owns a 16-byte pack of channels, so a warp reads 512 contiguous
+ * bytes of a row where a thread per channel reads 64 in bf16 (the 1B
+ * Llama's 2048 channels x 16384 rows, twice a layer); TRIDENT_FUSED=0
+ * keeps the kernel a channel a thread, the same bits.
+ *
+ * add_rmsnorm_fwd_cuda is the forward with the residual add before it
+ * (Llama's x + attn_out, then the MLP's norm) in the same pass, as
+ * layernorm_cuda.cu's add_layernorm_fwd_cuda is GPT-2's: the sum is
+ * written once and read back from the L1 (8 bytes a bf16 element less).
+ *
+ * tests/t_llama_emu runs these kernels on the host against the CPU twins.
  */
 #include "cuda_common.h"
 
@@ -15,24 +29,55 @@
 
 /* ---- RMSNorm --------------------------------------------------------------- */
 
+/* The warp-per-row kernels take a row as C / VEC packs, as
+ * layernorm_cuda.cu's do: pack k of row `row` at k0 + k with k0 = row *
+ * (C / VEC), pack k of w at k. VEC is 16 bytes of elements where the rows
+ * and pointers allow and TRIDENT_FUSED is on (rms_packs_cuda), else 1: a
+ * channel a lane, lane l summing channels l, l + 32, ..., the kernels of
+ * before to the bit. A pack changes which channels a lane sums, so the
+ * order of a row's sum: within round-off of VEC 1, not its bits. */
+static int rms_packs_cuda(ops_dtype dt, int C, const void *a, const void *b, const void *c,
+                          const void *d)
+{
+    return fused_enabled_cuda() && packs_fit(dt, C, a, b, c, d);
+}
+
+/* With ADD (add_rmsnorm_fwd_cuda) the first pass also forms the residual:
+ * resid = inp + addend, stored in DT and read back, so the sum of squares
+ * sees the rounded sum as rmsnorm_fwd_cuda of resid would; the second
+ * pass reads resid (the lane's own packs, just written, so resid may be
+ * inp or addend). */
+template <ops_dtype DT, int VEC, bool ADD>
 static __global__ void rmsnorm_fwd_kernel(void *out, float *rstd, const void *inp,
-                                          const void *w, ops_dtype dt, int N, int C,
-                                          float eps)
+                                          const void *w, int N, int C, float eps,
+                                          void *resid, const void *addend)
 {
     int row = blockIdx.x * RMS_ROWS_PER_BLOCK + threadIdx.x / 32;
     int lane = threadIdx.x % 32;
     if (row >= N)
-        return;
-    int64_t off = (int64_t)row * C;
+        return; /* the whole warp leaves: the shuffles below stay full */
+    int packs = C / VEC;
+    int64_t k0 = (int64_t)row * packs;
     float ss = 0.0f;
-    for (int c = lane; c < C; c += 32) {
-        float x = load_f32_cuda(inp, dt, off + c);
-        ss += x * x;
+    for (int k = lane; k < packs; k += 32) {
+        float x[VEC];
+        load_pack_added<DT, VEC, ADD>(x, inp, addend, resid, k0 + k);
+#pragma unroll
+        for (int e = 0; e < VEC; e++)
+            ss += x[e] * x[e];
     }
+    if (ADD)
+        inp = resid;
     float r = elem_rms_rstd(warp_allreduce(ss, SumOp()), C, eps);
-    for (int c = lane; c < C; c += 32)
-        store_f32_cuda(out, dt, off + c,
-                       load_f32_cuda(inp, dt, off + c) * r * load_f32_cuda(w, dt, c));
+    for (int k = lane; k < packs; k += 32) {
+        float x[VEC], wk[VEC];
+        load_pack<DT, VEC>(x, inp, k0 + k);
+        load_pack<DT, VEC>(wk, w, k);
+#pragma unroll
+        for (int e = 0; e < VEC; e++)
+            x[e] = x[e] * r * wk[e];
+        store_pack<DT, VEC>(out, k0 + k, x);
+    }
     if (lane == 0)
         rstd[row] = r;
 }
@@ -43,33 +88,66 @@ void rmsnorm_fwd_cuda(void *out, float *rstd, const void *inp, const void *w,
     if (N <= 0)
         return;
     unsigned blocks = (unsigned)((N + RMS_ROWS_PER_BLOCK - 1) / RMS_ROWS_PER_BLOCK);
-    rmsnorm_fwd_kernel<<<blocks, TRI_THREADS, 0, stream_cuda()>>>(out, rstd, inp, w, dt,
-                                                                  N, C, eps);
+#define RMS_FWD(DT, VEC)                                                      \
+    rmsnorm_fwd_kernel<DT, VEC, false><<<blocks, TRI_THREADS, 0, stream_cuda()>>>( \
+        out, rstd, inp, w, N, C, eps, NULL, NULL)
+    DISPATCH_PACKED(dt, rms_packs_cuda(dt, C, out, inp, w, NULL), RMS_FWD);
+#undef RMS_FWD
     TRI_CHECK_LAUNCH(rmsnorm_fwd_kernel);
 }
 
+void add_rmsnorm_fwd_cuda(void *resid, void *out, float *rstd, const void *a, const void *b,
+                          const void *w, ops_dtype dt, int N, int C, float eps)
+{
+    if (N <= 0)
+        return;
+    unsigned blocks = (unsigned)((N + RMS_ROWS_PER_BLOCK - 1) / RMS_ROWS_PER_BLOCK);
+#define RMS_ADD_FWD(DT, VEC)                                                  \
+    rmsnorm_fwd_kernel<DT, VEC, true><<<blocks, TRI_THREADS, 0, stream_cuda()>>>( \
+        out, rstd, a, w, N, C, eps, resid, b)
+    DISPATCH_PACKED(dt, rms_packs_cuda(dt, C, out, a, w, b) && aligned16(resid), RMS_ADD_FWD);
+#undef RMS_ADD_FWD
+    TRI_CHECK_LAUNCH(rmsnorm_fwd_kernel);
+}
+
+/* dinp (N,C) += elem_rms_dinp of each element, after the row's dot of
+ * w dout x; one warp per row. */
+template <ops_dtype DT, int VEC>
 static __global__ void rmsnorm_dinp_kernel(void *dinp, const void *dout, const void *inp,
-                                           const void *w, const float *rstd,
-                                           ops_dtype dt, int N, int C)
+                                           const void *w, const float *rstd, int N, int C)
 {
     int row = blockIdx.x * RMS_ROWS_PER_BLOCK + threadIdx.x / 32;
     int lane = threadIdx.x % 32;
     if (row >= N)
         return;
-    int64_t off = (int64_t)row * C;
+    int packs = C / VEC;
+    int64_t k0 = (int64_t)row * packs;
     float dot = 0.0f;
-    for (int c = lane; c < C; c += 32)
-        dot += load_f32_cuda(w, dt, c) * load_f32_cuda(dout, dt, off + c)
-               * load_f32_cuda(inp, dt, off + c);
+    for (int k = lane; k < packs; k += 32) {
+        float wk[VEC], g[VEC], x[VEC];
+        load_pack<DT, VEC>(wk, w, k);
+        load_pack<DT, VEC>(g, dout, k0 + k);
+        load_pack<DT, VEC>(x, inp, k0 + k);
+#pragma unroll
+        for (int e = 0; e < VEC; e++)
+            dot += wk[e] * g[e] * x[e];
+    }
     dot = warp_allreduce(dot, SumOp()) / (float)C;
-    for (int c = lane; c < C; c += 32) {
-        float d = elem_rms_dinp(load_f32_cuda(w, dt, c) * load_f32_cuda(dout, dt, off + c),
-                                load_f32_cuda(inp, dt, off + c), rstd[row], dot);
-        store_f32_cuda(dinp, dt, off + c, load_f32_cuda(dinp, dt, off + c) + d);
+    for (int k = lane; k < packs; k += 32) {
+        float wk[VEC], g[VEC], x[VEC], d[VEC];
+        load_pack<DT, VEC>(wk, w, k);
+        load_pack<DT, VEC>(g, dout, k0 + k);
+        load_pack<DT, VEC>(x, inp, k0 + k);
+        load_pack<DT, VEC>(d, dinp, k0 + k);
+#pragma unroll
+        for (int e = 0; e < VEC; e++)
+            d[e] += elem_rms_dinp(wk[e] * g[e], x[e], rstd[row], dot);
+        store_pack<DT, VEC>(dinp, k0 + k, d);
     }
 }
 
-/* pw[r*C + c] = sum over the rows of chunk r of x * rstd * dout. */
+/* pw[r*C + c] = sum over the rows of chunk r (in order) of x * rstd * dout,
+ * for channel c. Grid (channel blocks, chunks). */
 static __global__ void rmsnorm_dw_partial_kernel(float *pw, const void *dout,
                                                  const void *inp, const float *rstd,
                                                  ops_dtype dt, int N, int C, int rpc)
@@ -87,22 +165,68 @@ static __global__ void rmsnorm_dw_partial_kernel(float *pw, const void *dout,
     pw[(int64_t)blockIdx.y * C + c] = sw;
 }
 
+/* The packed twin of rmsnorm_dw_partial_kernel, as layernorm_dwdb_pack_kernel
+ * is LayerNorm's: a thread owns VEC channels (pack k of each row) and the
+ * dtype is a constant. Each channel's sum is the same expression over the
+ * same rows in the same order: the same bits. Grid (pack blocks, chunks). */
+template <ops_dtype DT, int VEC>
+static __global__ void rmsnorm_dw_pack_kernel(float *pw, const void *dout,
+                                              const void *inp, const float *rstd,
+                                              int N, int C, int rpc)
+{
+    float *const partial[1] = { pw };
+    colsum_pack_pass<VEC, 1>(partial, C, N, rpc, [&](int i, int k, float (&sw)[1][VEC]) {
+        float x[VEC], g[VEC];
+        load_pack<DT, VEC>(x, inp, (int64_t)i * (C / VEC) + k);
+        load_pack<DT, VEC>(g, dout, (int64_t)i * (C / VEC) + k);
+#pragma unroll
+        for (int e = 0; e < VEC; e++)
+            sw[0][e] += x[e] * rstd[i] * g[e];
+    });
+}
+
+void rmsnorm_dw_cuda(float *dw, const void *dout, const void *inp, const float *rstd,
+                     ops_dtype dt, int N, int C, int packed)
+{
+    if (N <= 0 || C <= 0)
+        return;
+    cudaStream_t s = stream_cuda();
+    int rpc;
+    int chunks = colsum_chunks(N, &rpc);
+    float *pw = (float *)scratch_cuda(SCRATCH_CUDA_REDUCE, (size_t)chunks * C * sizeof(float));
+    if (packed) {
+        int vec = packs_fit(dt, C, dout, inp) ? pack_elems(dt) : 1;
+        unsigned threads = colsum_threads(C / vec);
+        dim3 grid((unsigned)((C / vec + threads - 1) / threads), chunks);
+#define RMS_DW(DT, VEC)                                                       \
+        rmsnorm_dw_pack_kernel<DT, VEC><<<grid, threads, 0, s>>>(pw, dout, inp, rstd, N, C, rpc)
+        DISPATCH_PACKED(dt, vec > 1, RMS_DW);
+#undef RMS_DW
+        TRI_CHECK_LAUNCH(rmsnorm_dw_pack_kernel);
+    } else {
+        dim3 grid((C + TRI_THREADS - 1) / TRI_THREADS, chunks);
+        rmsnorm_dw_partial_kernel<<<grid, TRI_THREADS, 0, s>>>(pw, dout, inp, rstd, dt, N, C,
+                                                               rpc);
+        TRI_CHECK_LAUNCH(rmsnorm_dw_partial_kernel);
+    }
+    colsum_finish_cuda(dw, pw, chunks, C);
+}
+
 void rmsnorm_bwd_cuda(void *dinp, float *dw, const void *dout, const void *inp,
                       const void *w, const float *rstd, ops_dtype dt, int N, int C)
 {
     if (N <= 0 || C <= 0)
         return;
-    cudaStream_t s = stream_cuda();
     unsigned blocks = (unsigned)((N + RMS_ROWS_PER_BLOCK - 1) / RMS_ROWS_PER_BLOCK);
-    rmsnorm_dinp_kernel<<<blocks, TRI_THREADS, 0, s>>>(dinp, dout, inp, w, rstd, dt, N, C);
+#define RMS_DINP(DT, VEC)                                                     \
+    rmsnorm_dinp_kernel<DT, VEC><<<blocks, TRI_THREADS, 0, stream_cuda()>>>(  \
+        dinp, dout, inp, w, rstd, N, C)
+    DISPATCH_PACKED(dt, rms_packs_cuda(dt, C, dinp, dout, inp, w), RMS_DINP);
+#undef RMS_DINP
     TRI_CHECK_LAUNCH(rmsnorm_dinp_kernel);
-    int rpc;
-    int chunks = colsum_chunks(N, &rpc);
-    float *pw = (float *)scratch_cuda(SCRATCH_CUDA_REDUCE, (size_t)chunks * C * sizeof(float));
-    dim3 grid((C + TRI_THREADS - 1) / TRI_THREADS, chunks);
-    rmsnorm_dw_partial_kernel<<<grid, TRI_THREADS, 0, s>>>(pw, dout, inp, rstd, dt, N, C, rpc);
-    TRI_CHECK_LAUNCH(rmsnorm_dw_partial_kernel);
-    colsum_finish_cuda(dw, pw, chunks, C);
+    /* dw: the packed column sums, or under TRIDENT_FUSED=0 the kernel a
+     * channel a thread that they replaced (the same bits) */
+    rmsnorm_dw_cuda(dw, dout, inp, rstd, dt, N, C, fused_enabled_cuda());
 }
 
 /* ---- rotary embeddings ------------------------------------------------------ */

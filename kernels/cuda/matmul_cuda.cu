@@ -99,27 +99,14 @@ template <ops_dtype DT, int VEC>
 static __global__ void bias_pack_kernel(float *partial, const void *dout,
                                         int64_t ld, int M, int N, int rpc)
 {
-    int k = blockIdx.x * blockDim.x + threadIdx.x;
-    if (k >= N / VEC)
-        return;
-    int i0 = blockIdx.y * rpc;
-    int i1 = i0 + rpc < M ? i0 + rpc : M;
-    float s[VEC];
-#pragma unroll
-    for (int e = 0; e < VEC; e++)
-        s[e] = 0.0f;
-#pragma unroll 4
-    for (int i = i0; i < i1; i++) {
+    float *const out[1] = { partial };
+    colsum_pack_pass<VEC, 1>(out, N, M, rpc, [&](int i, int k, float (&s)[1][VEC]) {
         float g[VEC];
         load_pack<DT, VEC>(g, dout, i * (ld / VEC) + k);
 #pragma unroll
         for (int e = 0; e < VEC; e++)
-            s[e] += g[e];
-    }
-    int64_t at = (int64_t)blockIdx.y * N + (int64_t)k * VEC;
-#pragma unroll
-    for (int e = 0; e < VEC; e++)
-        partial[at + e] = s[e];
+            s[0][e] += g[e];
+    });
 }
 
 void bias_bwd_cuda(float *dbias, const void *dout, ops_dtype dt, int64_t ld,

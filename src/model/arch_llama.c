@@ -247,9 +247,10 @@ static void block_forward(Model *m, const BlockParams *p, BlockActs *a, ops_tens
     PROF(PROF_ATTENTION, model_cp_attention_fwd(m, head_of(a->atty, N * Cl), a->lse,
                                                 head_of(a->qkv, N * 3 * Cl), rows));
     ops_tensor y = model_row_parallel(m, a->atty, p->projw, -1, N, Cl);
-    PROF(PROF_RESIDUAL, ops_add(head_of(a->xmid, n * C), head_of(a->x, n * C), y, n * C));
-
-    rmsnorm(m, a->ln2, a->ln2_rstd, a->xmid, p->ln2w, n);
+    /* xmid = x + y and the MLP's norm of xmid: one pass on a GPU (ops.h) */
+    PROF(PROF_LAYERNORM, ops_add_rmsnorm_fwd(head_of(a->xmid, n * C), head_of(a->ln2, n * C),
+                                             head_of(a->ln2_rstd, n), head_of(a->x, n * C), y,
+                                             W(m, p->ln2w), (int)n, (int)C, norm_eps(m)));
     ops_tensor ln2 = model_column_input(m, a->ln2, N);
     if (p->moe) {
         y = moe_forward(m, p, a, ln2, N);
