@@ -882,7 +882,7 @@ static void test_head_narrow_cpu(void)
 int main(int argc, char **argv)
 {
     tap_init(&argc, &argv);
-    tap_plan(42);
+    tap_plan(43);
     test_dtypes();
     test_wide_scratch();
     test_bf16();
