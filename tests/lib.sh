@@ -176,3 +176,19 @@ plan_memory_cases() {
         }
     done
 }
+
+# emu_not_built WHAT LOG...: a host-emulation test's C++ build failed
+# (tests/cuda_emu): a skip when $CXX has no C++20, else "not ok 1 - WHAT"
+# with the logs; exits either way.
+emu_not_built() {
+    what=$1
+    shift
+    if grep -q "std=c++20" "$1" 2>/dev/null; then
+        echo "1..0 # SKIP ${CXX:-c++} has no -std=c++20"
+        exit 0
+    fi
+    echo "1..1"
+    echo "not ok 1 - $what"
+    cat "$@" 2>/dev/null | sed 's/^/#   /' | head -n 30
+    exit 1
+}
