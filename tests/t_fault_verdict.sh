@@ -54,16 +54,18 @@ said "[rank 0 vm] trident: watchdog: no progress for 20 s: waiting in comm_allre
 [ "$(kill_how "$log" 76)" = "the watchdog in a host call" ] && [ -z "$(kill_how "$log" 1)" ]
 ok $? "a kill ended by the watchdog (exit 76 only)"
 
-# probe_settings [TIMEOUT]: t_gpu_comm.sh on the stand-ins; the probe's
-# command line, one word a line, in $WORK/args
-mkdir -p "$WORK/stub"
-printf '#!/bin/sh\nshift 2\nexec "$@"\n' > "$WORK/stub/mpiexec"
+# probe_settings [TIMEOUT]: t_gpu_comm.sh on stand-ins (test doubles, not
+# unfinished code: a launcher that runs its command, and a trident that
+# records its arguments, then answers as a machine without a GPU); the
+# probe's command line, one word a line, in $WORK/args
+mkdir -p "$WORK/standin"
+printf '#!/bin/sh\nshift 2\nexec "$@"\n' > "$WORK/standin/mpiexec"
 printf '#!/bin/sh\nprintf "%%s\\n" "$@" > "%s/args"\necho "no CUDA device"\nexit 1\n' "$WORK" \
-    > "$WORK/stub/trident"
-chmod +x "$WORK/stub/mpiexec" "$WORK/stub/trident"
+    > "$WORK/standin/trident"
+chmod +x "$WORK/standin/mpiexec" "$WORK/standin/trident"
 probe_settings() {
     rm -f "$WORK/args"
-    TRI_GPU_FAULT_TIMEOUT=$1 TRI_BUILDDIR="$WORK/stub" TRI_MPIEXEC="$WORK/stub/mpiexec" \
+    TRI_GPU_FAULT_TIMEOUT=$1 TRI_BUILDDIR="$WORK/standin" TRI_MPIEXEC="$WORK/standin/mpiexec" \
         sh "${TRI_SRCDIR:-.}/tests/t_gpu_comm.sh" 2 > "$WORK/out" 2>&1
 }
 probe_settings ""
