@@ -1,9 +1,11 @@
 # shellcheck shell=sh
 # fault_verdict.sh - how a GPU job ended when one of its ranks was stopped
-# (kill -STOP) or killed (kill -9), read from its output: sourced by
-# tests/t_gpu_comm.sh, checked on the CPU by tests/t_fault_verdict.sh
-# against the messages as src/parallel/comm_nccl.c, src/base/watchdog.c and
-# Open MPI's mpiexec print them.
+# (kill -STOP) or killed (kill -9), read from its output (and, for a kill,
+# from each rank's exit status as tests/rank_status.sh recorded it):
+# sourced by tests/t_gpu_comm.sh and tests/t_fault_kill.sh, checked on the
+# CPU by tests/t_fault_verdict.sh against the messages as
+# src/parallel/comm_nccl.c, src/base/watchdog.c and Open MPI's mpiexec
+# print them.
 #
 # A rank whose peer stopped ends in one of two places. In the GPU's wait
 # (comm_nccl.c's polling hook: "waited N s for the GPU (...; the latest
@@ -23,6 +25,13 @@
 fault_said() {
     grep -m 1 "trident: waited [0-9]* s for the GPU (.*the latest operation queued: NCCL " "$1" ||
         grep -m 1 "trident: watchdog: no progress for [0-9.]* s: waiting in [^ ]" "$1"
+}
+
+# fault_said_by FILE RANK: fault_said's line, as rank RANK printed it
+# (FILE's lines of that rank go to FILE.rankRANK)
+fault_said_by() {
+    grep "^\[rank $2 " "$1" > "$1.rank$2"
+    fault_said "$1.rank$2"
 }
 
 # fault_path LINE: where fault_said's LINE says the job ended
@@ -48,4 +57,39 @@ kill_how() {
     elif [ "$2" -ne 124 ] && [ "$2" -ne 125 ] && grep -q "rank [0-9]* .*signal 9" "$1"; then
         echo "mpiexec, naming the killed rank"
     fi
+}
+
+# rank_statuses DIR NP: each rank's exit status as tests/rank_status.sh
+# recorded it in DIR, "rank:status" on one line ("none": not recorded)
+rank_statuses() {
+    r=0
+    while [ "$r" -lt "$2" ]; do
+        printf '%s:%s' "$r" "$(cat "$1/rank$r.status" 2>/dev/null || echo none)"
+        r=$((r + 1))
+        [ "$r" -lt "$2" ] && printf ' '
+    done
+    echo
+}
+
+# survivors_how FILE DIR NP VICTIM: how the survivors of a job ended whose
+# rank VICTIM was killed (kill -9) while the launcher let the others run
+# on (tests/kill_rank.sh): fault_path's answer for the first survivor's
+# line when the victim died of the signal (status 137) and every other
+# rank exited 76 with its own line naming the operation; else nothing.
+# mpiexec's end of the job (the survivors killed: 137, or no status) is
+# no answer: the survivors' own fault detection is what this checks.
+survivors_how() {
+    [ "$(cat "$2/rank$4.status" 2>/dev/null)" = 137 ] || return 0
+    s_first=""
+    r=0
+    while [ "$r" -lt "$3" ]; do
+        if [ "$r" -ne "$4" ]; then
+            [ "$(cat "$2/rank$r.status" 2>/dev/null)" = 76 ] || return 0
+            s_line=$(fault_said_by "$1" "$r")
+            [ -n "$s_line" ] || return 0
+            [ -n "$s_first" ] || s_first=$s_line
+        fi
+        r=$((r + 1))
+    done
+    fault_path "$s_first"
 }

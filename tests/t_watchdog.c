@@ -8,9 +8,12 @@
  * standard output is named; the whole process stopped and continued is
  * no stall; a timeout of 0 watches nothing; stopping joins the
  * thread at once; the watchdog armed before MPI_Init reads the command
- * line's timeout as the run does. On 2 ranks, rank 0 waits in
+ * line's timeout as the run does; a phase that waits for one known peer
+ * names it, and leaving it forgets the peer. On 2 ranks, rank 0 waits in
  * comm_barrier for a rank that is late, and its watchdog names that
- * collective and its group.
+ * collective and its group; then for a pipeline message from a rank that
+ * is late, and its watchdog names the message, the link's group and the
+ * peer.
  */
 #include <fcntl.h>
 #include <pthread.h>
@@ -168,6 +171,36 @@ static void process_stopped(void)
            " not fire (fired %d%s%s)", n, n ? ": " : "", n ? last_message : "");
 }
 
+/* A stall of 1.5 s under the running 0.3 s watchdog, which it then
+ * stops: whether it fired once, naming expected. */
+static int stall_names(const char *expected)
+{
+    sleep_s(1.5);
+    int n = atomic_load(&fired);
+    watchdog_stop();
+    return n == 1 && strstr(last_message, expected) != NULL;
+}
+
+/* A phase that waits for one known peer names it; leaving it forgets it. */
+static void peer_phases(void)
+{
+    start(0.3);
+    watchdog_warmed_up();
+    watchdog_step(5);
+    WatchdogPhase outer = watchdog_enter_peer("link_wait", "pp", 3);
+    tap_ok(stall_names("waiting in link_wait on pp, peer pp rank 3 (step 5)"),
+           "a phase waiting for one peer names it, in its group: %s", last_message);
+    watchdog_leave(outer);
+
+    start(0.3);
+    watchdog_warmed_up();
+    outer = watchdog_enter("outer_phase", "dp");
+    watchdog_leave(watchdog_enter_peer("inner_phase", "pp", 1));
+    tap_ok(stall_names("waiting in outer_phase on dp (step 5)"),
+           "leaving a phase with a peer restores the one without: %s", last_message);
+    watchdog_leave(outer);
+}
+
 static void local_checks(void)
 {
     start(0.3);
@@ -220,6 +253,7 @@ static void local_checks(void)
     watchdog_leave(outer);
     watchdog_stop();
 
+    peer_phases();
     rearmed();
     full_stdout();
     process_stopped();
@@ -290,14 +324,46 @@ static void collective_named(void)
            tap_rank() == 0 ? last_message : "");
 }
 
+/* Rank 1 sends a pipeline message late; rank 0's watchdog, waiting for
+ * it, names the message, the link's group and rank 1 as the peer (a
+ * two-rank world standing for pp 2). */
+static void peer_named(void)
+{
+    Grid g;
+    grid_world_only(&g, MPI_COMM_WORLD);
+    g.pp_comm = MPI_COMM_WORLD;
+    float value = 1.0f;
+    ops_tensor buf = {&value, 1, OPS_F32, OPS_CPU};
+    CommRequest req;
+    if (tap_rank() == 0) {
+        start(0.3);
+        watchdog_warmed_up();
+        comm_link_recv(&g, LINK_ACTIVATION, buf, 1, 1, &req);
+    } else {
+        sleep_s(2.0);
+        comm_link_send(&g, LINK_ACTIVATION, buf, 1, 0, &req);
+    }
+    comm_wait(&req);
+    if (tap_rank() == 0)
+        watchdog_stop();
+    int ok = tap_rank() != 0
+             || (atomic_load(&fired) == 1
+                 && strstr(last_message, "waiting in comm_wait for a receive of activations on "
+                                         "pp, peer pp rank 1") != NULL);
+    tap_ok(ok, "rank 0 waiting for a message from a late rank 1: the watchdog names the message "
+           "and its peer (%s)", tap_rank() == 0 ? last_message : "");
+}
+
 int main(int argc, char **argv)
 {
     tap_init(&argc, &argv);
-    tap_plan(tap_size() > 1 ? 14 : 13);
+    tap_plan(tap_size() > 1 ? 17 : 15);
     local_checks();
     start_up_reads_the_set_as_the_run_does();
     ignored_thread();
-    if (tap_size() > 1)
+    if (tap_size() > 1) {
         collective_named();
+        peer_named();
+    }
     return tap_done();
 }

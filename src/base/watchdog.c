@@ -33,6 +33,7 @@ static const char start_up[] = "start-up";
 static _Atomic(const char *) phase_operation = start_up;
 static _Atomic(const char *) phase_detail;
 static _Atomic(const char *) phase_within;
+static atomic_int phase_peer = -1;
 static atomic_long phase_step;
 static atomic_ulong progress;
 static atomic_int warmed_up;
@@ -66,21 +67,28 @@ static _Thread_local int not_watched;
 
 void watchdog_ignore_this_thread(void) { not_watched = 1; }
 
-WatchdogPhase watchdog_enter(const char *operation, const char *detail)
+WatchdogPhase watchdog_enter_peer(const char *operation, const char *detail, int peer)
 {
     if (not_watched)
-        return (WatchdogPhase){NULL, NULL, NULL};
+        return (WatchdogPhase){NULL, NULL, NULL, -1};
     WatchdogPhase outer = {
         atomic_load_explicit(&phase_operation, memory_order_relaxed),
         atomic_load_explicit(&phase_detail, memory_order_relaxed),
         atomic_load_explicit(&phase_within, memory_order_relaxed),
+        atomic_load_explicit(&phase_peer, memory_order_relaxed),
     };
     atomic_store_explicit(&phase_operation, operation, memory_order_relaxed);
     atomic_store_explicit(&phase_detail, detail, memory_order_relaxed);
     atomic_store_explicit(&phase_within, outer.operation == start_up ? NULL : outer.operation,
                           memory_order_relaxed);
+    atomic_store_explicit(&phase_peer, peer, memory_order_relaxed);
     made_progress();
     return outer;
+}
+
+WatchdogPhase watchdog_enter(const char *operation, const char *detail)
+{
+    return watchdog_enter_peer(operation, detail, -1);
 }
 
 void watchdog_leave(WatchdogPhase outer)
@@ -90,6 +98,7 @@ void watchdog_leave(WatchdogPhase outer)
     atomic_store_explicit(&phase_operation, outer.operation, memory_order_relaxed);
     atomic_store_explicit(&phase_detail, outer.detail, memory_order_relaxed);
     atomic_store_explicit(&phase_within, outer.within, memory_order_relaxed);
+    atomic_store_explicit(&phase_peer, outer.peer, memory_order_relaxed);
     made_progress();
 }
 
@@ -182,11 +191,15 @@ static void describe(char *buf, size_t size, double stalled_s, time_t since)
     const char *op = atomic_load_explicit(&phase_operation, memory_order_relaxed);
     const char *detail = atomic_load_explicit(&phase_detail, memory_order_relaxed);
     const char *within = atomic_load_explicit(&phase_within, memory_order_relaxed);
+    int peer = atomic_load_explicit(&phase_peer, memory_order_relaxed);
     long step = atomic_load_explicit(&phase_step, memory_order_relaxed);
     double timeout = atomic_load(&dog.timeout_s);
     struct tm tm;
     localtime_r(&since, &tm);
-    char at_step[160], limit[96];
+    char at_step[160], limit[96], peer_of[64] = "";
+    if (peer >= 0)
+        snprintf(peer_of, sizeof peer_of, ", peer %s%srank %d", detail ? detail : "",
+                 detail ? " " : "", peer);
     int n = within ? snprintf(at_step, sizeof at_step, "in %s, ", within) : 0;
     if (step > 0)
         snprintf(at_step + n, sizeof at_step - (size_t)n, "step %ld", step);
@@ -198,10 +211,10 @@ static void describe(char *buf, size_t size, double stalled_s, time_t since)
         snprintf(limit, sizeof limit, "start-up: %d x [fault] timeout = %g s",
                  WATCHDOG_STARTUP_FACTOR, WATCHDOG_STARTUP_FACTOR * timeout);
     snprintf(buf, size,
-             "trident: watchdog: no progress for %.*f s: waiting in %s%s%s (%s) since %02d:%02d:%02d;"
+             "trident: watchdog: no progress for %.*f s: waiting in %s%s%s%s (%s) since %02d:%02d:%02d;"
              " %s: ending the job with exit %d (%s)\n",
              stalled_s < 10 ? 1 : 0, stalled_s, op ? op : "?", detail ? " on " : "",
-             detail ? detail : "", at_step, tm.tm_hour, tm.tm_min, tm.tm_sec, likely_cause(),
+             detail ? detail : "", peer_of, at_step, tm.tm_hour, tm.tm_min, tm.tm_sec, likely_cause(),
              TRI_EXIT_WATCHDOG, limit);
 }
 

@@ -41,9 +41,13 @@ void watchdog_set_rank(int rank, const char *host);
 /* The phase a rank is in: an operation, an optional detail (the group of
  * a collective) and the operation it was entered from (the message says
  * "comm_allreduce on dp (in train_step, ...)"): string literals, never
- * freed. */
+ * freed. peer: the one rank of the detail's group that the operation
+ * waits for, where it is known (a pipeline message's other end: "on pp,
+ * peer pp rank 1"), else -1 (a collective waits for every member, and
+ * cannot tell which one is missing). */
 typedef struct {
     const char *operation, *detail, *within;
+    int peer;
 } WatchdogPhase;
 
 /* Starts the watchdog thread: after timeout_s seconds without progress it
@@ -77,6 +81,9 @@ void watchdog_stop(void);
  * watchdog_leave. The hot path: atomic stores only, no lock, no clock.
  * Not collective. */
 WatchdogPhase watchdog_enter(const char *operation, const char *detail);
+/* watchdog_enter for a wait on one known peer, peer's rank in the group
+ * detail names (-1: none, as watchdog_enter). Not collective. */
+WatchdogPhase watchdog_enter_peer(const char *operation, const char *detail, int peer);
 /* Returns to the phase watchdog_enter replaced (progress). Not collective. */
 void watchdog_leave(WatchdogPhase outer);
 /* The step now running (1-based; progress). Not collective. */

@@ -50,9 +50,14 @@ typedef struct {
     double t0;
 } Blocking;
 
+static Blocking blocking_begin_peer(const char *operation, const char *detail, int peer)
+{
+    return (Blocking){watchdog_enter_peer(operation, detail, peer), timer_now()};
+}
+
 static Blocking blocking_begin(const char *operation, const char *detail)
 {
-    return (Blocking){watchdog_enter(operation, detail), timer_now()};
+    return blocking_begin_peer(operation, detail, -1);
 }
 
 static void blocking_end(Blocking b)
@@ -367,7 +372,8 @@ int comm_request_done(const CommRequest *req)
 void comm_iallreduce(const Grid *g, CommGroup group, ops_tensor buf, int64_t n,
                      CommRequest *req)
 {
-    *req = COMM_REQUEST_NULL;
+    *req = (CommRequest){MPI_REQUEST_NULL, -1, "comm_wait for an overlapped all-reduce", group,
+                         -1};
     trace(g, group, "iallreduce", n, ops_dtype_name(buf.dtype), -1, op_name(COMM_SUM));
     if (buf.dtype != OPS_F32)
         fail_abort("comm_iallreduce: fp32 buffers only", __FILE__, __LINE__);
@@ -379,7 +385,8 @@ void comm_iallreduce(const Grid *g, CommGroup group, ops_tensor buf, int64_t n,
 void comm_ireduce_scatter(const Grid *g, CommGroup group, ops_tensor send,
                           ops_tensor recv, const int *counts, CommRequest *req)
 {
-    *req = COMM_REQUEST_NULL;
+    *req = (CommRequest){MPI_REQUEST_NULL, -1, "comm_wait for an overlapped reduce-scatter",
+                         group, -1};
     trace_split(g, group, "ireduce_scatter", send.dtype, counts);
     if (send.dtype != OPS_F32 || recv.dtype != OPS_F32)
         fail_abort("comm_ireduce_scatter: fp32 buffers only", __FILE__, __LINE__);
@@ -491,10 +498,23 @@ void comm_gather_bytes(const Grid *g, CommGroup group, const void *send,
 
 /* ---- pipeline links ----------------------------------------------------- */
 
+/* A request for a message of kind to (sends) or from pp rank peer, named
+ * for the watchdog. */
+static CommRequest link_request(CommLink kind, int sends, int peer)
+{
+    static const char *const waits_for[2][2] = {
+        [LINK_ACTIVATION] = {"comm_wait for a receive of activations",
+                             "comm_wait for a send of activations"},
+        [LINK_GRADIENT] = {"comm_wait for a receive of gradients",
+                           "comm_wait for a send of gradients"},
+    };
+    return (CommRequest){MPI_REQUEST_NULL, -1, waits_for[kind][sends != 0], COMM_PP, peer};
+}
+
 void comm_link_send(const Grid *g, CommLink kind, ops_tensor buf, int64_t n, int peer,
                     CommRequest *req)
 {
-    *req = COMM_REQUEST_NULL;
+    *req = link_request(kind, 1, peer);
     trace_message(g, 1, kind, buf, n, peer);
     DEVICE_TO_NCCL(buf, comm_nccl_link_send(g, kind, buf, n, peer, &req->event));
     TRI_CHECK_MPI(MPI_Isend(buf.data, (int)n, mpi_type(buf.dtype), peer, (int)kind,
@@ -504,7 +524,7 @@ void comm_link_send(const Grid *g, CommLink kind, ops_tensor buf, int64_t n, int
 void comm_link_recv(const Grid *g, CommLink kind, ops_tensor buf, int64_t n, int peer,
                     CommRequest *req)
 {
-    *req = COMM_REQUEST_NULL;
+    *req = link_request(kind, 0, peer);
     trace_message(g, 0, kind, buf, n, peer);
     DEVICE_TO_NCCL(buf, comm_nccl_link_recv(g, kind, buf, n, peer, &req->event));
     TRI_CHECK_MPI(MPI_Irecv(buf.data, (int)n, mpi_type(buf.dtype), peer, (int)kind,
@@ -521,8 +541,9 @@ double comm_wait(CommRequest *req)
 #endif
     if (req->mpi == MPI_REQUEST_NULL)
         return 0.0;
-    Blocking b = blocking_begin("comm_wait (a pipeline message or an overlapped DP reduction)",
-                                NULL);
+    Blocking b = req->waits_for ? blocking_begin_peer(req->waits_for,
+                                                      comm_group_name(req->group), req->peer)
+                                : blocking_begin("comm_wait", NULL);
     TRI_CHECK_MPI(MPI_Wait(&req->mpi, MPI_STATUS_IGNORE));
     double dt = timer_now() - b.t0;
     blocking_end(b);

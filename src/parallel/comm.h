@@ -90,9 +90,16 @@ void comm_alltoall_int64(const Grid *g, CommGroup group, const int64_t *send, in
 typedef struct {
     MPI_Request mpi;
     int event;          /* comm_nccl's event slot, or -1 */
+    /* what comm_wait waits for, so that the watchdog's line names it when
+     * a peer never comes ("comm_wait for a receive of activations on pp,
+     * peer pp rank 0"): the operation (a string literal), its group, and
+     * a pipeline message's other end (pp rank; -1 for a collective) */
+    const char *waits_for;
+    CommGroup group;
+    int peer;
 } CommRequest;
 
-#define COMM_REQUEST_NULL ((CommRequest){MPI_REQUEST_NULL, -1})
+#define COMM_REQUEST_NULL ((CommRequest){MPI_REQUEST_NULL, -1, NULL, COMM_WORLD, -1})
 
 /* 1 when req has nothing in flight. Not collective. */
 int comm_request_done(const CommRequest *req);
