@@ -27,6 +27,11 @@ fault_said() {
         grep -m 1 "trident: watchdog: no progress for [0-9.]* s: waiting in [^ ]" "$1"
 }
 
+# fault_output FILE: FILE's last lines as TAP comments, the config's
+# echo left out, for a case that failed (lib.sh's ok returns 0 either way,
+# so call this on the case's own status)
+fault_output() { sed 's/^/#   /' "$1" | grep -v '^#   [a-z_0-9]* = ' | tail -n 12; }
+
 # fault_said_by FILE RANK: fault_said's line, as rank RANK printed it
 # (FILE's lines of that rank go to FILE.rankRANK)
 fault_said_by() {
