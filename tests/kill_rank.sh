@@ -13,7 +13,9 @@
 # one of its ranks dies (Open MPI's --enable-recovery; mpiexec then
 # returns 0 whatever its ranks did, so each rank's status is read from
 # tests/rank_status.sh's files), or nothing when this $TRI_MPIEXEC has
-# none.
+# none. (Open MPI 4.1.4's mpiexec prints "PMIX ERROR: BAD-PARAM ... at
+# line 1033" in this mode when a rank dies: its own noise, nothing of
+# trident's.)
 recovery_option() {
     # shellcheck disable=SC2086  # TRI_MPIEXEC is a command line
     if $TRI_MPIEXEC --enable-recovery -n 1 true > /dev/null 2>&1; then

@@ -2,7 +2,7 @@
 # rank_status.sh DIR COMMAND... - runs COMMAND (one rank of an MPI job) as
 # its child and records, in DIR, the child's pid (rank<R>.pid, at once)
 # and exit status (rank<R>.status: 128 + N when signal N ended it), R
-# being the launcher's rank; then exits with that status.
+# being the launcher's rank; then ends as the child did.
 #
 # Why it exists: a test of what the survivors of a killed rank do
 # (tests/t_fault_kill.sh, tests/t_gpu_comm.sh's kill case). Open MPI's
@@ -32,4 +32,11 @@ while :; do
     kill -0 "$child" 2>/dev/null || break
 done
 echo "$status" > "$dir/rank$rank.status"
+# The launcher sees the end the child had: a death by signal N as that
+# signal (mpiexec's notice then names it, as without the wrapper), any
+# other status as it is.
+if [ "$status" -gt 128 ]; then
+    trap - TERM USR1
+    kill -$((status - 128)) $$
+fi
 exit "$status"

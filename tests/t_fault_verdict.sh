@@ -129,10 +129,12 @@ wrapper="${TRI_SRCDIR:-.}/tests/rank_status.sh"
 rm -rf "$WORK/ranks"
 mkdir -p "$WORK/ranks"
 # shellcheck disable=SC2016  # the child's own $$
-(OMPI_COMM_WORLD_RANK=3 sh "$wrapper" "$WORK/ranks" sh -c 'kill -9 $$') 2> /dev/null
+# (in a shell of its own, whose notice of the death goes to /dev/null)
+OMPI_COMM_WORLD_RANK=3 sh -c 'sh "$1" "$2" sh -c "kill -9 \$\$"; exit $?' - "$wrapper" \
+    "$WORK/ranks" 2> /dev/null
 wrapped=$?
 [ "$wrapped" -eq 137 ] && [ "$(cat "$WORK/ranks/rank3.status")" = 137 ] && [ -s "$WORK/ranks/rank3.pid" ]
-ok $? "rank_status.sh records a killed child's pid and status 137 under its rank, and exits with it ($wrapped)"
+ok $? "rank_status.sh records a killed child's pid and status 137 under its rank, and ends by the same signal ($wrapped)"
 OMPI_COMM_WORLD_RANK=4 sh "$wrapper" "$WORK/ranks" sleep 60 2> /dev/null &
 wrapper_pid=$!
 i=0
