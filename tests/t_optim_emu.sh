@@ -1,0 +1,101 @@
+#!/bin/sh
+# t_optim_emu.sh - builds tests/t_optim_emu.cpp with kernels/cuda/
+# adamw_cuda.cu, multi_cuda.cu and elementwise_cuda.cu whole (kernels and
+# host functions) and tensor_cuda.cu's copy_cuda and casts, their
+# launches rewritten for the host (tests/cuda_emu/runtime.h), with the
+# pieces of kernels/cuda/cuda_common.h they use (scratch slots, the
+# tables' types, grid sizes, 16-byte packs, the block reduction), links
+# the CPU twins of the build's kernels/libkernels.a, and runs it: AdamW on
+# one tensor and on a table of segments, the table's upload, reuse and
+# rebuild, the maps, the fp64 sums and casts, against the CPU's. Three
+# builds side by side: the test (-ffp-contract=off, the CPU's arithmetic:
+# bit for bit), the same with fused multiply-adds as nvcc makes them
+# (AdamW and GELU within a tolerance), and one with the multi-tensor
+# kernels' chunk bound off by one, which must fail.
+# Needs no GPU and no CUDA; skips without a C++20 compiler.
+. "${TRI_SRCDIR:-.}/tests/lib.sh"
+src="${TRI_SRCDIR:-.}" CXX=${CXX:-c++} cu="${TRI_SRCDIR:-.}/kernels/cuda"
+lib="${TRI_BUILDDIR:-.}/kernels/libkernels.a"
+command -v "$CXX" >/dev/null 2>&1 || { echo "1..0 # SKIP no C++ compiler ($CXX)"; exit 0; }
+if [ ! -f "$lib" ]; then
+    echo "1..1"
+    echo "not ok 1 - the CPU twins' library $lib exists (run make first)"
+    exit 1
+fi
+# cuda_common.h's scratch slots, tables, grid sizes, packs and reduction
+{
+    sed -n '/^typedef enum {$/,/^} scratch_slot_cuda;/p' "$cu/cuda_common.h"
+    sed -n '/^static inline size_t align256/,/^}/p' "$cu/cuda_common.h"
+    sed -n '/^#define MULTI_CHUNK/,/^void multi_tables_forget_cuda/p' "$cu/cuda_common.h"
+    sed -n -e '/^#define TRI_MAX_BLOCKS/,/^}/p' -e '/^#define GRID_STRIDE(/,/i += /p' \
+        "$cu/cuda_common.h"
+    sed -n '/^static inline size_t esize_cuda/,/^}/p' "$cu/cuda_common.h"
+    sed -n '/^template <ops_dtype DT> struct Storage {/,/^    } while (0)$/p' "$cu/cuda_common.h"
+    sed -n '/^\/\* Every thread gets op over the block/,/^}/p' "$cu/cuda_common.h"
+} > "$WORK/common.inc"
+# kernel<<<grid, threads, shmem, stream>>>(args), which no host compiler
+# takes, as emu_launch(kernel, grid, threads, shmem, stream)(args)
+launches='s/\([A-Za-z0-9_]*\(<[^<>]*>\)\{0,1\}\)<<</emu_launch([](auto... args) { \1(args...); }, /
+s/>>>(/)(/'
+sed "$launches" "$cu/adamw_cuda.cu" > "$WORK/adamw_kernels.inc"
+sed "$launches" "$cu/multi_cuda.cu" > "$WORK/multi_kernels.inc"
+sed "$launches" "$cu/elementwise_cuda.cu" > "$WORK/elementwise_kernels.inc"
+sed -n -e '/^void copy_cuda(/,/^}/p' -e '/^static __global__ void cast_kernel(/,$p' \
+    "$cu/tensor_cuda.cu" | sed "$launches" > "$WORK/tensor_kernels.inc"
+# every function the test calls must be there: a renamed one would
+# otherwise fail the build with a less helpful message
+for f in adamw_kernels:adamw_cuda adamw_kernels:adamw_multi_cuda \
+        multi_kernels:multi_table_cuda multi_kernels:multi_tables_forget_cuda \
+        elementwise_kernels:sumsq_multi_cuda elementwise_kernels:gelu_bwd_cuda \
+        tensor_kernels:copy_cuda tensor_kernels:cast_cuda tensor_kernels:cast_2d_cuda; do
+    grep -q "^[a-z_ ]* \**${f#*:}(" "$WORK/${f%%:*}.inc" || {
+        echo "1..1"
+        echo "not ok 1 - the extracted CUDA code defines ${f#*:} ($WORK/${f%%:*}.inc)"
+        exit 1
+    }
+done
+# the mutant, at run time (emu mutant): each chunk's loop in the
+# multi-tensor kernels one element too long
+for f in adamw_kernels elementwise_kernels; do
+    sed 's/i < ch\.start + ch\.n;/i < ch.start + ch.n + emu_mutant;/' "$WORK/$f.inc" > "$WORK/$f.m"
+    grep -q emu_mutant "$WORK/$f.m" ||
+        echo "# $f.inc has no chunk loop 'i < ch.start + ch.n': the mutant is the kernel itself"
+    mv "$WORK/$f.m" "$WORK/$f.inc"
+done
+mkdir "$WORK/fma"
+cp "$WORK"/*.inc "$WORK/fma/"
+# nvcc's contraction: fused multiply-adds, which x86 has only with FMA
+fma_flags="-ffp-contract=fast"
+case $(uname -m) in
+x86_64 | i?86)
+    if grep -q -w fma /proc/cpuinfo 2>/dev/null; then
+        fma_flags="$fma_flags -mfma"
+    else
+        fma_flags=""
+    fi
+    ;;
+esac
+build() { # DIR FLAGS: the test with DIR's .inc files
+    # shellcheck disable=SC2086
+    "$CXX" -std=c++20 -O1 $2 -fopenmp -I"$1" -I"$src/tests/cuda_emu" -I"$src" \
+        -o "$1/emu" "$src/tests/t_optim_emu.cpp" "$lib" -lm > "$1/cxx.log" 2>&1
+}
+build "$WORK" "-ffp-contract=off" &
+main_pid=$!
+fma_failed=0
+[ -z "$fma_flags" ] || build "$WORK/fma" "$fma_flags -DEMU_CONTRACTED" || fma_failed=1
+wait "$main_pid" && [ "$fma_failed" = 0 ] ||
+    emu_not_built "t_optim_emu.cpp with adamw_cuda.cu, multi_cuda.cu, elementwise_cuda.cu and tensor_cuda.cu compiles and links" \
+        "$WORK/cxx.log" "$WORK/fma/cxx.log"
+export OMP_NUM_THREADS=1
+"$WORK/emu" mutant 2>/dev/null
+mutant_rc=$?
+if [ -n "$fma_flags" ]; then
+    "$WORK/fma/emu" fma 1 > "$WORK/fma.tap"
+    cat "$WORK/fma.tap"
+    n=$(grep -c '^\(not \)\{0,1\}ok ' "$WORK/fma.tap")
+else
+    n=1
+    echo "ok 1 # SKIP no build with fused multiply-adds: this CPU has no FMA"
+fi
+"$WORK/emu" main $((n + 1)) "$mutant_rc"
