@@ -11,7 +11,8 @@
  *   weight decay on and off per segment, steps 1 and 1000 (the bias
  *   corrections), sizes 1, 7, a chunk less one, a chunk, a chunk and one,
  *   two chunks and 77, and GPT-2 small's 148 tensors at width 64 (its
- *   vocabulary of 50257: one tensor of 98 chunks, the others of one).
+ *   vocabulary of 50257 and context of 1024: tensors of 99 and 2 chunks,
+ *   the others of one).
  *   The table of a second step with the same segments is kept (no upload,
  *   no host wait); one pointer changed, one size changed, or the tables
  *   forgotten (multi_tables_forget_cuda) upload it again; the adamw table
@@ -32,13 +33,13 @@
  * C11 build is; nvcc contracts a*b + c into a fused multiply-add (AdamW's
  * moments and update, GELU's polynomial), so t_optim_emu.sh builds the
  * test again with contraction (-ffp-contract=fast, -mfma on x86) and runs
- * the AdamW and GELU cases there within a tolerance (see `contracted`):
+ * the AdamW and GELU cases there within a tolerance (contracted_tol):
  * the GPU's bits are not the CPU's, and by how much they may differ is
  * measured here, not guessed. The sums add the same fp64 terms (a square
  * of a value widened from fp32 is exact in fp64, so a fused v*v + s is
  * the same) in another order: the GPU's and the CPU's each lie within
- * (n - 1) 2^-53 of the sum of |terms| of the exact sum, so they differ
- * by at most 2 n 2^-53 of it; that is the tolerance. The sums' bits are
+ * (n - 1) 2^-53 times the sum of |terms| of the exact sum, in any order,
+ * so they differ by at most 2 n 2^-53 times it; that is the tolerance. The sums' bits are
  * the same in both turn orders and on a second call (deterministic).
  *
  * Every buffer has 64 guard bytes on each side, checked after each call:
@@ -47,11 +48,13 @@
  * grid capped at 2 or 3 blocks, so that a thread takes several elements
  * (or chunks), as grid_for's cap at TRI_MAX_BLOCKS does at a 1B model's
  * sizes. Blocks are 128 threads (the GPU's 256; the kernels read
- * blockDim.x). t_optim_emu.sh builds the kernels once more with the
- * chunk bound of adamw_multi_kernel and sumsq_multi_partial_kernel off by
- * one and passes that build's exit status here: the last check is that
- * it failed. What does not run here: the GPU's own arithmetic (CUDA's
- * tanhf, nvcc's choices of contraction) and its memory system;
+ * blockDim.x). t_optim_emu.sh writes the chunk bound of
+ * adamw_multi_kernel and sumsq_multi_partial_kernel as
+ * i < ch.start + ch.n + emu_mutant, and runs the multi-tensor cases
+ * once with emu_mutant 1 (a chunk one element too long) and passes that
+ * run's exit status here: the last check is that it failed. What does
+ * not run here: the GPU's own arithmetic (the multiply-adds nvcc and
+ * ptxas choose to fuse) and its memory system;
  * tests/t_ops_cuda runs these ops on a GPU.
  *
  * Usage: emu MODE FIRST [MUTANT_RC]. MODE main: every case, TAP lines
