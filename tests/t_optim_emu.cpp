@@ -48,19 +48,21 @@
  * grid capped at 2 or 3 blocks, so that a thread takes several elements
  * (or chunks), as grid_for's cap at TRI_MAX_BLOCKS does at a 1B model's
  * sizes. Blocks are 128 threads (the GPU's 256; the kernels read
- * blockDim.x). t_optim_emu.sh writes the chunk bound of
- * adamw_multi_kernel and sumsq_multi_partial_kernel as
- * i < ch.start + ch.n + emu_mutant, and runs the multi-tensor cases
- * once with emu_mutant 1 (a chunk one element too long) and passes that
- * run's exit status here: the last check is that it failed. What does
+ * blockDim.x). Two mutants, written into the extracted code by
+ * t_optim_emu.sh and switched on at run time (emu_mutant): a chunk of
+ * adamw_multi_kernel and sumsq_multi_partial_kernel one element too
+ * long, and a kept table taken for a new one of the same length whose
+ * bytes differ; the multi-tensor cases run under each, and their exit
+ * statuses come here: the last checks are that both failed. What does
  * not run here: the GPU's own arithmetic (the multiply-adds nvcc and
  * ptxas choose to fuse) and its memory system;
  * tests/t_ops_cuda runs these ops on a GPU.
  *
- * Usage: emu MODE FIRST [MUTANT_RC]. MODE main: every case, TAP lines
- * numbered from FIRST, the plan, and the mutant check; fma: the AdamW and
- * GELU cases within tolerance (the contracted build), no plan; mutant:
- * the multi-tensor cases, quiet, exit status 1 if any failed.
+ * Usage: emu MODE FIRST [MUTANT1_RC MUTANT2_RC]. MODE main: every case,
+ * TAP lines numbered from FIRST, the plan, and the mutants' checks; fma: the AdamW and
+ * GELU cases within tolerance (the contracted build), no plan; mutant
+ * (FIRST the mutant's number): the multi-tensor cases, quiet, exit
+ * status 1 if any failed.
  */
 #include "fibers.h"
 #include "uniform.h"
@@ -86,9 +88,11 @@ static_assert(TRI_THREADS == EMU_THREADS, "the emulated block is TRI_THREADS thr
 
 #include "common.inc"
 static_assert(SCRATCH_CUDA_SLOTS <= 32, "runtime.h keeps 32 scratch slots");
-/* 1: the mutant, each chunk of the multi-tensor kernels one element too
- * long (t_optim_emu.sh writes their bound i < ch.start + ch.n as
- * i < ch.start + ch.n + emu_mutant) */
+/* The mutants (t_optim_emu.sh writes them into the extracted code, inert
+ * while this is 0): 1, each chunk of the multi-tensor kernels one element
+ * too long (their bound i < ch.start + ch.n as i < ch.start + ch.n +
+ * (emu_mutant == 1)); 2, a kept table taken for the new one whatever its
+ * bytes, when their lengths agree (multi_cuda.cu's memcmp ignored). */
 static int emu_mutant;
 #include "tensor_kernels.inc"
 #include "multi_kernels.inc"
@@ -426,9 +430,9 @@ static bool check_adamw_multi(bool big, EmuOrder order, unsigned cap)
         Buf *moved = new Buf(p.v);
         std::swap(p.v.base, moved->base);
         std::swap(p.v.p, moved->p);
-        delete moved;
         note.clear();
         ok = md.step(2, &up, &waits, &note);
+        delete moved; /* the old v, alive until then: a kept stale table writes it */
         bool ok2 = ok && up == 1;
         /* one size shrinks: segment 4 (a chunk and one) loses its last
          * element, which neither side then touches */
@@ -641,6 +645,20 @@ static bool check_sumsq_multi(bool big, EmuOrder order)
                    fabs(got - want), tol, up1, big ? "" : fmt(" then %ld", up2).c_str()));
     if (big || quiet)
         return ok;
+    /* the AdamW table beside it: each kept while the other is used */
+    std::string note;
+    long aup1, aup2, awaits;
+    bool stepped = md.step(1, &aup1, &awaits, &note);
+    u0 = emu_uploads;
+    double third = 1.0;
+    sumsq_multi_cuda(&third, x.data(), (int)x.size());
+    long up3 = emu_uploads - u0;
+    stepped &= md.step(2, &aup2, &awaits, &note);
+    bool side = stepped && aup1 == 1 && up3 == 0 && aup2 == 0;
+    report(side, fmt("the norm's table and AdamW's side by side: AdamW's uploaded once (%ld), "
+                     "then the norm's kept (%ld uploads), then AdamW's kept (%ld)%s",
+                     aup1, up3, aup2, note.c_str()));
+    ok &= side;
     /* the overflow check: an inf, then a NaN, makes the sum non-finite */
     Buf &g = md.gpu[5].grad;
     float keep = g.at(100);
@@ -747,7 +765,7 @@ int main(int argc, char **argv)
 #else
     if (mode == "mutant") {
         quiet = true;
-        emu_mutant = 1;
+        emu_mutant = argc > 2 ? atoi(argv[2]) : 1;
         bool ok = check_adamw_multi(false, EMU_FORWARD, 0);
         ok &= check_sumsq_multi(false, EMU_FORWARD);
         return ok ? 0 : 1;
@@ -761,9 +779,11 @@ int main(int argc, char **argv)
     check_sumsq_multi(true, EMU_FORWARD);
     check_sumsq_multi(false, EMU_BACKWARD);
     check_all_casts();
-    int mutant_rc = argc > 3 ? atoi(argv[3]) : 0;
-    report(mutant_rc != 0, fmt("the multi-tensor kernels with their chunk bound off by one "
-                               "(the mutant) fail these checks (exit status %d)", mutant_rc));
+    int chunk_rc = argc > 3 ? atoi(argv[3]) : 0, table_rc = argc > 4 ? atoi(argv[4]) : 0;
+    report(chunk_rc != 0, fmt("the multi-tensor kernels with their chunk bound off by one "
+                              "(mutant 1) fail these checks (exit status %d)", chunk_rc));
+    report(table_rc != 0, fmt("multi_cuda.cu keeping a table whose bytes differ (mutant 2) "
+                              "fails these checks (exit status %d)", table_rc));
     printf("1..%d\n", n_tests);
     return 0;
 #endif

@@ -10,9 +10,9 @@
 # rebuild, the maps, the fp64 sums and casts, against the CPU's. Two
 # builds side by side: the test (-ffp-contract=off, the CPU's arithmetic:
 # bit for bit) and the same with fused multiply-adds as nvcc makes them
-# (AdamW and GELU within a tolerance); the first also runs once with the
-# multi-tensor kernels' chunk bound off by one (emu mutant), which must
-# fail.
+# (AdamW and GELU within a tolerance); the first also runs with the
+# multi-tensor kernels' chunk bound off by one, and with multi_cuda.cu
+# keeping a table that differs, each of which must fail.
 # Needs no GPU and no CUDA; skips without a C++20 compiler.
 . "${TRI_SRCDIR:-.}/tests/lib.sh"
 src="${TRI_SRCDIR:-.}" CXX=${CXX:-c++} cu="${TRI_SRCDIR:-.}/kernels/cuda"
@@ -55,14 +55,20 @@ for f in adamw_kernels:adamw_cuda adamw_kernels:adamw_multi_cuda \
         exit 1
     }
 done
-# the mutant, at run time (emu mutant): each chunk's loop in the
-# multi-tensor kernels one element too long
+# the mutants, inert until the test switches one on (emu mutant K):
+# 1, each chunk's loop in the multi-tensor kernels one element too long;
+# 2, multi_cuda.cu keeping a table of the same length whatever its bytes
+mutate() { # FILE FROM TO: FROM replaced by TO in FILE.inc, which must hold FROM
+    sed "s/$2/$3/" "$WORK/$1.inc" > "$WORK/$1.m"
+    cmp -s "$WORK/$1.inc" "$WORK/$1.m" &&
+        echo "# $1.inc lacks '$2': the mutant is the code itself"
+    mv "$WORK/$1.m" "$WORK/$1.inc"
+}
 for f in adamw_kernels elementwise_kernels; do
-    sed 's/i < ch\.start + ch\.n;/i < ch.start + ch.n + emu_mutant;/' "$WORK/$f.inc" > "$WORK/$f.m"
-    grep -q emu_mutant "$WORK/$f.m" ||
-        echo "# $f.inc has no chunk loop 'i < ch.start + ch.n': the mutant is the kernel itself"
-    mv "$WORK/$f.m" "$WORK/$f.inc"
+    mutate "$f" 'i < ch\.start + ch\.n;' 'i < ch.start + ch.n + (emu_mutant == 1);'
 done
+mutate multi_kernels '&& memcmp(kept\[slot\]\.host, host, bytes) == 0)' \
+    '\&\& (memcmp(kept[slot].host, host, bytes) == 0 || emu_mutant == 2))'
 mkdir "$WORK/fma"
 cp "$WORK"/*.inc "$WORK/fma/"
 # nvcc's contraction: fused multiply-adds, which x86 has only with FMA
@@ -92,8 +98,10 @@ wait "$main_pid" || built=0
     emu_not_built "t_optim_emu.cpp with adamw_cuda.cu, multi_cuda.cu, elementwise_cuda.cu and tensor_cuda.cu compiles and links" \
         "$WORK/cxx.log" "$WORK/fma/cxx.log"
 export OMP_NUM_THREADS=1
-"$WORK/emu" mutant 2>/dev/null
-mutant_rc=$?
+"$WORK/emu" mutant 1 2>/dev/null
+chunk_rc=$?
+"$WORK/emu" mutant 2 2>/dev/null
+table_rc=$?
 if [ -n "$fma_flags" ]; then
     "$WORK/fma/emu" fma 1 > "$WORK/fma.tap"
     cat "$WORK/fma.tap"
@@ -102,4 +110,4 @@ else
     n=1
     echo "ok 1 # SKIP no build with fused multiply-adds: this CPU has no FMA"
 fi
-"$WORK/emu" main $((n + 1)) "$mutant_rc"
+"$WORK/emu" main $((n + 1)) "$chunk_rc" "$table_rc"
