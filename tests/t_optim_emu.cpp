@@ -488,7 +488,9 @@ static void run_map(MapOp op, bool gpu, Buf &out, Buf &a, Buf &b)
     case ADD: gpu ? add_cuda(out.p, a.p, b.p, dt, n) : add_cpu(out.p, a.p, b.p, dt, n); break;
     case ADD_OVER_A: gpu ? add_cuda(a.p, a.p, b.p, dt, n) : add_cpu(a.p, a.p, b.p, dt, n); break;
     case ADD_OVER_B: gpu ? add_cuda(b.p, a.p, b.p, dt, n) : add_cpu(b.p, a.p, b.p, dt, n); break;
-    case ACCUMULATE: gpu ? accumulate_cuda(a.p, b.p, dt, n) : accumulate_cpu(a.p, b.p, dt, n); break;
+    case ACCUMULATE:
+        gpu ? accumulate_cuda(a.p, b.p, dt, n) : accumulate_cpu(a.p, b.p, dt, n);
+        break;
     case SCALE: gpu ? scale_cuda(a.p, 0.37f, dt, n) : scale_cpu(a.p, 0.37f, dt, n); break;
     case CLIP: gpu ? clip_value_cuda(a.p, 1.5f, dt, n) : clip_value_cpu(a.p, 1.5f, dt, n); break;
     default: break;
@@ -590,7 +592,8 @@ static bool check_sums(ops_dtype dt, int64_t n, EmuOrder order)
         double tol = sum_tol(abs_terms(x, square) + start, n + 1);
         bool this_ok = fabs(got - want) <= tol && memcmp(&got, &again, sizeof got) == 0;
         note += fmt(" %s: |gpu - cpu| %.1e (tol %.1e)%s;", square ? "sumsq" : "sum",
-                    fabs(got - want), tol, memcmp(&got, &again, sizeof got) ? ", orders differ" : "");
+                    fabs(got - want), tol,
+                    memcmp(&got, &again, sizeof got) ? ", orders differ" : "");
         ok &= this_ok;
     }
     report(ok && x.guards_intact(), fmt("fp64 sums of %lld %s elements (%lld blocks), %s order "
@@ -718,7 +721,8 @@ static bool check_cast(ops_dtype ddt, ops_dtype sdt, int64_t n, EmuOrder order, 
 static bool check_cast_2d(ops_dtype ddt, ops_dtype sdt)
 {
     const int rows = 5, cols = 37, ldd = 40, lds = 53;
-    Buf src(sdt, (int64_t)rows * lds), dst(ddt, (int64_t)rows * ldd), want(ddt, (int64_t)rows * ldd);
+    Buf src(sdt, (int64_t)rows * lds), dst(ddt, (int64_t)rows * ldd),
+        want(ddt, (int64_t)rows * ldd);
     fill_cast_source(src);
     memset(dst.p, 0x5a, dst.bytes()); /* the gaps between rows must keep this */
     memset(want.p, 0x5a, want.bytes());
