@@ -104,8 +104,13 @@ chunk_rc=$?
 table_rc=$?
 if [ -n "$fma_flags" ]; then
     "$WORK/fma/emu" fma 1 > "$WORK/fma.tap"
+    fma_rc=$?
     cat "$WORK/fma.tap"
     n=$(grep -c '^\(not \)\{0,1\}ok ' "$WORK/fma.tap")
+    if [ "$fma_rc" -ne 0 ]; then # a crash would otherwise leave its checks out unseen
+        n=$((n + 1))
+        echo "not ok $n - the build with fused multiply-adds ran to its end (exit status $fma_rc)"
+    fi
 else
     n=1
     echo "ok 1 # SKIP no build with fused multiply-adds: this CPU has no FMA"
