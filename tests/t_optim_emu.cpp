@@ -16,7 +16,10 @@
  *   The table of a second step with the same segments is kept (no upload,
  *   no host wait); one pointer changed, one size changed, or the tables
  *   forgotten (multi_tables_forget_cuda) upload it again; the adamw table
- *   and the sum of squares' table are kept side by side.
+ *   and the sum of squares' table are kept side by side. The table alone
+ *   (no kernel) at GPT-2 small's real sizes (3892 chunks) and Llama 3.2
+ *   1B's (37745: more than the 8192 blocks AdamW launches, so its blocks
+ *   stride over chunks, as the grid capped at 3 does here).
  * - elementwise_cuda.cu: GELU forward and backward (dinp over dout), add
  *   (out over a, over b), accumulate, scale, clip (a NaN kept) in fp32,
  *   bf16 and fp16, 16-byte packs and the element path (a buffer one
@@ -73,6 +76,7 @@
 #include <cstdlib>
 #include <cstring>
 #include <string>
+#include <utility>
 #include <vector>
 
 extern "C" {
@@ -367,23 +371,91 @@ static void add_edges(Model &md)
     md.add(5, OPS_F32, OPS_F32, true, 0.1f); /* an fp32 copy */
 }
 
-/* GPT-2 small's tensors at width 64 (its vocabulary, context and 12
+/* GPT-2 small's tensor sizes at width C (its vocabulary, context and 12
  * layers): token and position embeddings, per layer LayerNorms, qkv,
  * attention projection, fc, fc projection (weights and biases), the
- * final LayerNorm; bf16 gradients and copies, decay on the matrices. */
-static void add_gpt2_w64(Model &md)
+ * final LayerNorm; with whether each decays (the matrices). */
+static std::vector<std::pair<int64_t, bool>> gpt2_sizes(int64_t C)
 {
-    const int64_t C = 64, V = 50257, T = 1024;
-    md.add(V * C, OPS_BF16, OPS_BF16, true, 0.1f);
-    md.add(T * C, OPS_BF16, OPS_BF16, true, 0.1f);
+    const int64_t V = 50257, T = 1024;
+    std::vector<std::pair<int64_t, bool>> t = { { V * C, true }, { T * C, true } };
     const int64_t layer[12][2] = { { C, 0 },     { C, 0 },         { 3 * C * C, 1 }, { 3 * C, 0 },
                                    { C * C, 1 }, { C, 0 },         { C, 0 },         { C, 0 },
                                    { 4 * C * C, 1 }, { 4 * C, 0 }, { 4 * C * C, 1 }, { C, 0 } };
     for (int l = 0; l < 12; l++)
-        for (const auto &t : layer)
-            md.add(t[0], OPS_BF16, OPS_BF16, true, t[1] ? 0.1f : 0.0f);
-    md.add(C, OPS_BF16, OPS_BF16, true, 0.0f);
-    md.add(C, OPS_BF16, OPS_BF16, true, 0.0f);
+        for (const auto &x : layer)
+            t.push_back({ x[0], x[1] != 0 });
+    t.push_back({ C, false });
+    t.push_back({ C, false });
+    return t;
+}
+
+/* Llama 3.2 1B's: a tied embedding of 128256, 16 layers of 2048 wide
+ * with 32 query and 8 key/value heads of 64 and an FFN of 8192. */
+static std::vector<int64_t> llama1b_sizes()
+{
+    const int64_t C = 2048, KV = 512, F = 8192;
+    std::vector<int64_t> t = { 128256 * C };
+    for (int l = 0; l < 16; l++)
+        for (int64_t n : { C, C * C, KV * C, KV * C, C * C, C, F * C, F * C, C * F })
+            t.push_back(n);
+    t.push_back(C);
+    return t;
+}
+
+/* GPT-2 small's tensors at width 64: bf16 gradients and copies. */
+static void add_gpt2_w64(Model &md)
+{
+    for (const auto &t : gpt2_sizes(64))
+        md.add(t.first, OPS_BF16, OPS_BF16, true, t.second ? 0.1f : 0.0f);
+}
+
+/* multi_table_cuda at real models' sizes (the table only: no kernel
+ * runs): every tensor's chunks in order, from element 0 to its end, each
+ * of MULTI_CHUNK elements but its last; the chunks after the records at a
+ * 256-byte boundary; and how many, against the adamw kernel's grid. */
+static bool check_table(const char *model, const std::vector<int64_t> &n)
+{
+    struct Rec {
+        int64_t a, b;
+    };
+    std::vector<Rec> rec(n.size());
+    for (size_t i = 0; i < n.size(); i++)
+        rec[i] = Rec{ (int64_t)i, n[i] };
+    multi_tables_forget_cuda();
+    multi_table t = multi_table_cuda(SCRATCH_CUDA_SUMSQ_TABLE, rec.data(), sizeof(Rec), n.data(),
+                                     (int)n.size());
+    emu_stream_drain();
+    bool ok = (size_t)((const char *)t.chunks - (const char *)t.records)
+                  == align256(sizeof(Rec) * n.size())
+              && memcmp(t.records, rec.data(), sizeof(Rec) * n.size()) == 0;
+    int64_t c = 0, total = 0;
+    for (size_t i = 0; i < n.size(); i++) {
+        total += n[i];
+        for (int64_t start = 0; start < n[i]; start += MULTI_CHUNK, c++) {
+            int64_t want = n[i] - start < MULTI_CHUNK ? n[i] - start : MULTI_CHUNK;
+            ok &= c < t.nchunks && t.chunks[c].start == start && t.chunks[c].t == (int32_t)i
+                  && t.chunks[c].n == want;
+            if (!ok)
+                break;
+        }
+    }
+    ok &= c == t.nchunks;
+    multi_tables_forget_cuda();
+    report(ok, fmt("multi_table_cuda at %s's sizes: %zu tensors, %lld elements, %lld chunks "
+                   "in order, each tensor's from 0 to its end (so the GPU's AdamW, at most %d "
+                   "blocks, strides over chunks: %s)",
+                   model, n.size(), (long long)total, (long long)t.nchunks, TRI_MAX_BLOCKS,
+                   t.nchunks > TRI_MAX_BLOCKS ? "yes" : "no"));
+    return ok;
+}
+
+static bool check_tables()
+{
+    std::vector<int64_t> gpt2;
+    for (const auto &t : gpt2_sizes(768))
+        gpt2.push_back(t.first);
+    return check_table("GPT-2 small", gpt2) & check_table("Llama 3.2 1B", llama1b_sizes());
 }
 
 /* adamw_multi_cuda through a sequence of steps that keep, rebuild and
@@ -774,6 +846,7 @@ int main(int argc, char **argv)
         ok &= check_sumsq_multi(false, EMU_FORWARD);
         return ok ? 0 : 1;
     }
+    check_tables();
     check_all_adamw_one();
     check_all_adamw_multi();
     check_all_maps();
