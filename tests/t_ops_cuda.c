@@ -1865,6 +1865,33 @@ static void test_sumsq_multi(ops_dtype dt)
     buf_free(&x2a);
 }
 
+/* sumsq_multi_cuda over more chunks than the finish kernel has threads
+ * (1100 tensors of 100 elements, a chunk each, views of one buffer):
+ * its threads then add several partials each, which GPT-2 small's norm
+ * (about 3900 chunks) needs and the cases above (9 chunks) never reach.
+ * Against the CPU's loop (rel 1e-10; t_optim_emu has the bound), the
+ * same bits twice. */
+static void test_sumsq_multi_many(ops_dtype dt)
+{
+    enum { MANY = 1100, EACH = 100 };
+    Buf b = buf_rand(dt, (int64_t)MANY * EACH, -2.0f, 2.0f);
+    ops_tensor *x = xmalloc(sizeof *x * MANY);
+    size_t es = ops_dtype_size(dt);
+    double cpu = 0.25;
+    for (int i = 0; i < MANY; i++) {
+        x[i] = (ops_tensor){ (char *)b.d + (size_t)i * EACH * es, EACH, dt, OPS_CUDA };
+        sumsq_accumulate_cpu(&cpu, (char *)b.h + (size_t)i * EACH * es, dt, EACH);
+    }
+    double g1 = sumsq_multi_from(0.25, x, MANY, NULL), g2 = sumsq_multi_from(0.25, x, MANY, NULL);
+    double rel = fabs(g1 - cpu) / (fabs(cpu) > 1.0 ? fabs(cpu) : 1.0);
+    CHECK(rel <= 1e-10 && memcmp(&g1, &g2, sizeof g1) == 0,
+          "sumsq_multi %s over %d tensors (more partials than the finish kernel's threads): "
+          "%.17g vs the CPU's loop %.17g (rel %.1e), same bits twice",
+          ops_dtype_name(dt), MANY, g1, cpu, rel);
+    free(x);
+    buf_free(&b);
+}
+
 /* ---- host waits and device timers ------------------------------------------ */
 
 static void counting_wait(void *event, const char *what)
@@ -2074,6 +2101,7 @@ int main(int argc, char **argv)
         test_adamw(dt);
         test_adamw_multi(dt);
         test_sumsq_multi(dt);
+        test_sumsq_multi_many(dt);
         test_add_layernorm(dt, 37, 100, 0);
         test_add_layernorm(dt, 37, 96, 1);
         test_add_layernorm(dt, 9, 24, 0);

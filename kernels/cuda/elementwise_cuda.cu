@@ -3,7 +3,9 @@
  * (of squares) into an fp64 accumulator on the device.
  *
  * Run on an NVIDIA H100 on 2026-11-27 (bench/gpu_check.sh, the code of
- * commit ac94e32): t_ops_cuda 644 ok, t_gpu 5 ok.
+ * commit ac94e32): t_ops_cuda 644 ok, t_gpu 5 ok. Not run on a GPU since:
+ * sumsq_multi_cuda and sum_finish_kernel's loop over more than
+ * SUM_MAX_BLOCKS partials (tests/t_optim_emu runs them on the host).
  *
  * The twin of elementwise_cpu.c: math from elem.h, loads and stores in
  * the tensor's dtype with fp32 in between. Every op but the sums is one

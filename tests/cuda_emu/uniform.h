@@ -1,7 +1,7 @@
 /*
  * cuda_emu/uniform.h - the emulation tests' random inputs: a fixed
  * xorshift sequence, so that every run draws the same numbers
- * (t_fused_emu.cpp, t_llama_emu.cpp). Included once per test program.
+ * (t_fused_emu.cpp, t_llama_emu.cpp, t_optim_emu.cpp). Included once per test program.
  */
 #ifndef TRI_TESTS_CUDA_EMU_UNIFORM_H
 #define TRI_TESTS_CUDA_EMU_UNIFORM_H
