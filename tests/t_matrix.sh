@@ -209,7 +209,7 @@ cp "$good" "$WORK/shape.h5" && "$TAMPER" "$WORK/shape.h5" delete /model/wpe \
 
 # ---- three parts ------------------------------------------------------------
 # The cases up to "whose checkpoint directory" are part 1; from there up
-# to "asynchronous checkpoints", part 3; from there on, part 2, but for
+# to "data changed under the run", part 3; from there on, part 2, but for
 # "the watchdog's edges", which are part 3's (see the guards). They share
 # nothing but what is made above (the good checkpoint, its tampered
 # copies, the mount helper, the plain file), which each makes for itself.
@@ -615,7 +615,7 @@ train M76 1 "the plan estimates [0-9.]* GiB for rank [0-9]* (weights" \
 
 fi   # part 1's end
 
-# ---- part 3: the cases from here to "asynchronous checkpoints" (and the watchdog's edges) ----
+# ---- part 3: the cases from here to "data changed under the run" (and the watchdog's edges) ----
 if [ "$which_part" = 3 ]; then
 # ---- whose checkpoint directory (issue 17) ----
 # A directory holding completed checkpoints belongs to its run: a run
@@ -893,6 +893,10 @@ fsize 6000 M114 0 "checkpoint: $WORK/fsize64/step_00000004.h5" \
 set -- $(stat -c '%s %b %B' "$WORK/fsize64/step_00000004.h5" 2>/dev/null) 0 0 0
 [ "$1" -gt 0 ] && [ "$1" -le $(($2 * $3 * 11 / 10)) ]
 ok $? "M115 the small checkpoint's length ($1 bytes) is within 10% of the disk space it takes ($(($2 * $3)) bytes)"
+fi   # part 3's first block's end
+
+# ---- part 2: the cases from here on (see "three parts" above) ----------------
+if [ "$which_part" = 2 ]; then
 # ---- data changed under the run, metrics write errors, FIFOs, plan sizes (issue 17) ----
 # live_shard FILE: a token shard of 20000 tokens, all 1799 (0x0707), for a
 # vocab_size of 2048; 40 KB, so a truncation leaves whole pages unmapped
@@ -977,10 +981,6 @@ tcase M90 0 "layouts of 2147483640 ranks" "... and node_size = 8 (no list of 2^3
     plan --config "$cfg" --world 2147483640 --mem 80 --set parallel.node_size=8
 tcase M91 2 "--world 2147483648: expected a number of ranks from 1 to 2147483647" \
     "plan: --world above INT_MAX is refused" plan --config "$cfg" --world 2147483648
-fi   # part 3's first block's end
-
-# ---- part 2: the cases from here on (see "three parts" above) ----------------
-if [ "$which_part" = 2 ]; then
 # ---- asynchronous checkpoints (issue 17) ----
 # on every rank: an asynchronous save is collective
 # no_step6 DIR: latest still names step 4, no step 6 and no temporary file
