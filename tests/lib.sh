@@ -157,14 +157,19 @@ memory_table() {
 # the options with + for blanks), the trainer's memory table at start-up
 # on NP ranks (0 steps) against plan's for the same world: one ok each,
 # the difference (and the trainer's complaint) as comments when they
-# differ.
+# differ. The next case's trainer starts while one is judged: a launch
+# mostly waits (MPI's start-up and tear-down), and two at once share the
+# cores better than one after the other.
 plan_memory_cases() {
+    n_cases=$(echo "$3" | wc -l)
+    memory_trainer 1 "$@"
+    k=1
     for c in $3; do
+        [ "$k" -ge "$n_cases" ] || memory_trainer $((k + 1)) "$@"
+        wait "$(cat "$WORK/mem$k.pid")"
         name=${c%%:*}
         sets=$(echo "${c#*:}" | tr '+' ' ')
-        # shellcheck disable=SC2086  # the options, split on purpose
-        run "$1" train --config "$2" --set train.steps=0 $sets
-        memory_table "$WORK/out" > "$WORK/train.mem"
+        memory_table "$WORK/mem$k.out" > "$WORK/train.mem"
         # shellcheck disable=SC2086
         "$TRIDENT" plan --config "$2" --world "$1" $sets > "$WORK/plan.out" 2>&1
         memory_table "$WORK/plan.out" > "$WORK/plan.mem"
@@ -172,9 +177,21 @@ plan_memory_cases() {
         ok $? "$name: plan's per-rank memory equals the trainer's ($(wc -l < "$WORK/plan.mem") ranks)"
         cmp -s "$WORK/train.mem" "$WORK/plan.mem" || {
             diff "$WORK/train.mem" "$WORK/plan.mem" | sed 's/^/# /'
-            grep "trident:" "$WORK/out" | head -n 3 | sed 's/^/# /'
+            grep "trident:" "$WORK/mem$k.out" | head -n 3 | sed 's/^/# /'
         }
+        k=$((k + 1))
     done
+}
+# memory_trainer K NP CONFIG CASES: starts the trainer (0 steps) of the
+# Kth case in the background: its output in $WORK/memK.out, its pid in
+# $WORK/memK.pid
+memory_trainer() {
+    mt_case=$(echo "$4" | sed -n "${1}p")
+    mt_sets=$(echo "${mt_case#*:}" | tr '+' ' ')
+    # shellcheck disable=SC2086  # the options, split on purpose
+    $TRI_MPIEXEC -n "$2" "$TRIDENT" train --config "$3" --set train.steps=0 $mt_sets \
+        > "$WORK/mem$1.out" 2>&1 &
+    echo $! > "$WORK/mem$1.pid"
 }
 
 # emu_not_built WHAT LOG...: a host-emulation test's C++ build failed

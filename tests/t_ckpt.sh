@@ -203,33 +203,42 @@ ok $? "SIGTERM while an asynchronous save is in flight: it completes, the stop's
 
 # kill -9 of every rank (and mpiexec) at several instants of slowed saves,
 # a save every step, once a first one completed: latest must name a
-# checkpoint that verifies, and a run must resume from it
-killed=0
-for delay in 0 0.9 1.8 2.7; do
-    rm -rf "$WORK/akill"
-    # the output of the case before holds the line waited for below, and
-    # the grep can run before the new run's redirection empties the file
-    rm -f "$WORK/akill.out"
+# checkpoint that verifies, and a run must resume from it. The four runs
+# go side by side, each in its own directory, killed at its own instant
+# after its own first save (a save sleeps 20 ms a read, and a step waits
+# for the save before it: the runs mostly sleep), then resume in turn.
+kill_at() {  # kill_at DELAY DIR: the run, killed DELAY s after its first save
     # shellcheck disable=SC2086
     TRIDENT_FAULT=$(every_rank save_slow 0) $TRI_MPIEXEC -n "$np" "$TRIDENT" train --config "$cfg" \
         --set train.steps=100000 --set checkpoint.every=1 --set checkpoint.async=true \
-        --set checkpoint.dir="$WORK/akill" > "$WORK/akill.out" 2>&1 &
+        --set checkpoint.dir="$2" > "$2.out" 2>&1 &
     pid=$!
     i=0
     # up to 120 s for the first completed save: a loaded machine (make -j2
     # beside 8-rank tests) has taken more than 30 s
-    until grep -q "checkpoint: .*in the background" "$WORK/akill.out" 2>/dev/null || [ $i -gt 1200 ]; do
+    until grep -q "checkpoint: .*in the background" "$2.out" 2>/dev/null || [ $i -gt 1200 ]; do
         sleep 0.1; i=$((i + 1))
     done
-    sleep $delay
+    sleep "$1"
     # shellcheck disable=SC2046
     kill -KILL $(pgrep -P $pid) $pid 2>/dev/null
     wait $pid 2>/dev/null
-    latest=$(cat "$WORK/akill/latest" 2>/dev/null)
+}
+killers=""
+for delay in 0 0.9 1.8 2.7; do
+    kill_at "$delay" "$WORK/akill$delay" &
+    killers="$killers $!"
+done
+# shellcheck disable=SC2086  # a list of pids
+wait $killers
+killed=0
+for delay in 0 0.9 1.8 2.7; do
+    dir="$WORK/akill$delay"
+    latest=$(cat "$dir/latest" 2>/dev/null)
     step=$(echo "$latest" | sed -n 's/^step_0*\([0-9][0-9]*\)\.h5$/\1/p')
     run "$np" train --config "$cfg" --set train.steps=$((${step:-0} + 1)) \
-        --set checkpoint.dir="$WORK/akill" --set checkpoint.async=true
-    if [ -n "$step" ] && "$TRIDENT" inspect "$WORK/akill/$latest" > /dev/null 2>&1 && [ "$rc" = 0 ] \
+        --set checkpoint.dir="$dir" --set checkpoint.async=true
+    if [ -n "$step" ] && "$TRIDENT" inspect "$dir/$latest" > /dev/null 2>&1 && [ "$rc" = 0 ] \
         && grep -q "resumed from .*$latest: step $step" "$WORK/out"; then
         killed=$((killed + 1))
     else

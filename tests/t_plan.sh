@@ -192,8 +192,27 @@ mfu=$(sed -n 's/.*MFU \([0-9.]*\)%.*/\1/p' "$WORK/out" | tail -n 1)
 grep -q "^fastest layout on 1024 x h100" "$WORK/out" \
     && awk -v m="$mfu" 'BEGIN { exit !(m > 20 && m < 70) }'
 ok $? "plan --hw h100: a term-by-term prediction and the fastest layout (MFU $mfu%)"
-"$TRIDENT" plan --config "$cfg" --world 1 --hw cpu > "$WORK/out" 2>&1
-grep -q "^predicted step on 1 x cpu" "$WORK/out" && grep -q "^  GEMMs" "$WORK/out"
+# plan --hw cpu times the machine, 3.5 s a plan whatever the model, so the
+# checks below share their plans: three each of a small Llama (C = 256,
+# 1.6M parameters) in fp32 with ffn_dim 256 (both checks'), in bf16 (the
+# optimizer's) and with ffn_dim 2048 (the GEMMs'), each check taking the
+# least of its three.
+llama="--set model.arch=llama --set model.n_embd=256 --set model.n_head=4 --set model.n_kv_head=2
+       --set model.seq_len=64 --set train.micro_batch=2"
+hw_plans() {  # hw_plans PRECISION FFN_DIM: three plans, in $WORK/hw_PRECISION_FFN_DIM.1 to .3
+    for i in 1 2 3; do
+        # shellcheck disable=SC2086  # $llama: the options, split on purpose
+        "$TRIDENT" plan --config "$cfg" --world 1 --hw cpu $llama --set model.ffn_dim="$2" \
+            --set train.precision="$1" > "$WORK/hw_$1_$2.$i" 2>&1
+    done
+}
+least_ms() {  # least_ms PLANS TERM: the least of TERM's ms in the three plans PLANS.1 to .3
+    for i in 1 2 3; do
+        sed -n "s/^  $2  *\([0-9.]*\) ms.*/\1/p" "$1.$i" | head -n 1
+    done | sort -g | head -n 1
+}
+hw_plans fp32 256
+grep -q "^predicted step on 1 x cpu" "$WORK/hw_fp32_256.1" && grep -q "^  GEMMs" "$WORK/hw_fp32_256.1"
 ok $? "plan --hw cpu measures this machine and predicts the step"
 # The optimizer term in bf16 against fp32: both read the fp32 gradients the
 # trainer keeps, and bf16 writes a 2-byte compute copy beside the 28 bytes
@@ -201,21 +220,14 @@ ok $? "plan --hw cpu measures this machine and predicts the step"
 # (allowed: 3.5x). plan once timed bf16's AdamW on bf16 gradients, a path
 # the trainer never runs, and predicted 629 ms against fp32's 124 for
 # GPT-2 small (7x here), where a training step's optimizer takes 145 to
-# 155 ms in bf16. Timed on a model of 3.2M parameters (about 10 ms), the
-# least of three plans each: the test model's 0.2 ms swung 6x under make
+# 155 ms in bf16. AdamW is timed per element on 4M of them whatever the
+# model (kernel_times_adamw), then priced by the parameters: the least of
+# three plans each, as a test model's 0.2 ms once swung 6x under make
 # check's load, and two plans each still read 33 ms against 7 beside two
 # other builds.
-cfgo="$WORK/o.ini"
-sed 's/^n_embd = 32/n_embd = 256/; s/^n_head = 2/n_head = 4/' "$cfg" > "$cfgo"
-optimizer_ms() {  # optimizer_ms PRECISION
-    for _ in 1 2 3; do
-        "$TRIDENT" plan --config "$cfgo" --world 1 --hw cpu --set train.precision="$1" \
-            > "$WORK/out" 2>&1
-        sed -n 's/^  optimizer  *\([0-9.]*\) ms.*/\1/p' "$WORK/out" | head -n 1
-    done | sort -g | head -n 1
-}
-f32=$(optimizer_ms fp32)
-b16=$(optimizer_ms bf16)
+hw_plans bf16 256
+f32=$(least_ms "$WORK/hw_fp32_256" optimizer)
+b16=$(least_ms "$WORK/hw_bf16_256" optimizer)
 awk -v a="$f32" -v b="$b16" 'BEGIN { exit !(a > 0 && b > 0 && b / a > 0.3 && b / a < 3.5) }'
 ok $? "plan --hw cpu: the optimizer step in bf16 ($b16 ms) is about fp32's ($f32 ms)"
 # A Llama layer is timed as its block runs it (arch_llama.c): its SwiGLU
@@ -224,18 +236,9 @@ ok $? "plan --hw cpu: the optimizer step in bf16 ($b16 ms) is about fp32's ($f32
 # GEMM FLOPs; the GEMM term must at least double. Each is the least of
 # three plans, as the optimizer's above: other jobs' load on the cores
 # (make -j2 check beside a build) once read 424 ms against 300.
-llama="--set model.arch=llama --set model.n_embd=256 --set model.n_head=4 --set model.n_kv_head=2
-       --set model.seq_len=64 --set train.micro_batch=2"
-gemm_ms() {  # gemm_ms FFN_DIM
-    for _ in 1 2 3; do
-        # shellcheck disable=SC2086  # $llama: the options, split on purpose
-        "$TRIDENT" plan --config "$cfg" --world 1 --hw cpu $llama --set model.ffn_dim="$1" \
-            > "$WORK/out" 2>&1
-        sed -n 's/^  GEMMs (timed)  *\([0-9.]*\) ms.*/\1/p' "$WORK/out" | head -n 1
-    done | sort -g | head -n 1
-}
-narrow=$(gemm_ms 256)
-wide=$(gemm_ms 2048)
+hw_plans fp32 2048
+narrow=$(least_ms "$WORK/hw_fp32_256" "GEMMs (timed)")
+wide=$(least_ms "$WORK/hw_fp32_2048" "GEMMs (timed)")
 awk -v a="$narrow" -v b="$wide" 'BEGIN { exit !(a > 0 && b / a > 2) }'
 ok $? "plan --hw cpu times Llama's layer: GEMMs $narrow ms with ffn_dim 256, $wide ms with 2048"
 "$TRIDENT" plan --config "$cfg" --world 1 --hw tpu > "$WORK/out" 2>&1

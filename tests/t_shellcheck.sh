@@ -14,12 +14,24 @@ for f in jobs/*.sh jobs/*.sbatch tests/*.sh tests/fuzz/*.sh bench/*.sh .ci/run .
     [ -f "$f" ] && files="$files $f"
 done
 plan $(($(echo "$files" | wc -w) + 1))
+# two at a time (shellcheck uses one core; half the test's time), each
+# script's output and status in $WORK/sc.N, judged in order below
+n=0
 for f in $files; do
+    n=$((n + 1))
+    echo "$n $f"
+done > "$WORK/scripts"
+# shellcheck disable=SC2016  # the script xargs runs: its own $0, $1, $2
+xargs -n 2 -P 2 sh -c '
     # -x: follow `. tests/lib.sh`, which the tests source from the source root
-    shellcheck -x "$f" > "$WORK/out" 2>&1
-    rc=$?
-    ok $rc "shellcheck $f"
-    [ $rc -eq 0 ] || sed 's/^/#   /' "$WORK/out" | head -n 40
+    shellcheck -x "$2" > "$0/sc.$1" 2>&1
+    echo $? > "$0/sc.$1.rc"' "$WORK" < "$WORK/scripts"
+n=0
+for f in $files; do
+    n=$((n + 1))
+    rc=$(cat "$WORK/sc.$n.rc" 2>/dev/null || echo 1)
+    ok "$rc" "shellcheck $f"
+    [ "$rc" -eq 0 ] || sed 's/^/#   /' "$WORK/sc.$n" | head -n 40
 done
 block() { sed -n '/^# ---- launch, forward signals, requeue/,/^# ---- end of the shared block/p' "$1"; }
 block jobs/train.sbatch > "$WORK/train"

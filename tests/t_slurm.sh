@@ -257,6 +257,19 @@ while [ $r -lt "$np" ]; do
     r=$((r + 1))
 done
 sized() { echo $(($1 * 20)); }    # sized SECONDS: steps of at least that long a run
+# Only the run that must outlast a signal sleeps: the requeued run that
+# resumes (cases 3 and 4) trains at full speed, since what is checked of
+# it is that it resumed and finished, not how long it took (slowed, it
+# took 25 of t_slurm's 96 s). The sbatch script starts this in place of
+# trident; RUN_DIR/ckpt/latest exists once the stopped run saved (these
+# runs save no periodic checkpoints).
+SLOW_ONCE="$WORK/trident-slow-until-saved"
+cat > "$SLOW_ONCE" <<EOF3
+#!/bin/sh
+[ ! -s "\$RUN_DIR/ckpt/latest" ] || unset TRIDENT_FAULT
+exec "$TRIDENT" "\$@"
+EOF3
+chmod +x "$SLOW_ONCE"
 # save_vars FILE NAME...: what a case run in the background found, for
 # the judging shell to read back with `. FILE`
 save_vars() {
@@ -305,13 +318,17 @@ id2b=$(TRIDENT_FAULT=stall:1:20 TRIDENT=$TRIDENT CONFIG=$cfg RUN_DIR=$WORK/stall
 # or mpirun dies by the USR1 it forwards before the ranks save (FAILED
 # 138). Such a try is tried again too. A try that got the signal and
 # completed is judged, and so is the last try, whatever it did.
+# MPIRUN_GRACE=1: once a rank exits 75, mpirun ends the job and waits its
+# odls_base_sigkill_timeout out, twice, though the ranks are gone: 15 s
+# each by default, which left 28 s between the save and the requeue (the
+# grace itself, for a SIGTERM, is case 5's).
 long_job() {    # long_job TRY: submits the run, waits for it
     every=$((steps / 100))
     t0=$(date +%s)
     rm -rf "$WORK/run2"
-    id=$(TRIDENT_FAULT=$slow_all LAUNCHER=mpirun TRIDENT=$TRIDENT CONFIG=$cfg RUN_DIR=$WORK/run2 \
-         sbatch --parsable -J "long$1" -o "$WORK/long-%j.out" --ntasks-per-node="$np" -t "$limit" \
-         --signal=B:USR1@"$warn" \
+    id=$(TRIDENT_FAULT=$slow_all LAUNCHER=mpirun MPIRUN_GRACE=1 TRIDENT=$SLOW_ONCE CONFIG=$cfg \
+         RUN_DIR=$WORK/run2 sbatch --parsable -J "long$1" -o "$WORK/long-%j.out" \
+         --ntasks-per-node="$np" -t "$limit" --signal=B:USR1@"$warn" \
          "$SRC/jobs/cpu.sbatch" --set train.steps="$steps" --set log.every="$every" \
          --set eval.every=0 --set checkpoint.every=0 --set log.sample_tokens=20)
     rc=$?
@@ -355,7 +372,7 @@ case4() {
     for try in 1 2; do
         t0=$(date +%s)
         rm -rf "$WORK/run3"
-        id=$(TRIDENT_FAULT=$slow_all TRIDENT=$TRIDENT CONFIG=$cfg RUN_DIR=$WORK/run3 sbatch --parsable \
+        id=$(TRIDENT_FAULT=$slow_all TRIDENT=$SLOW_ONCE CONFIG=$cfg RUN_DIR=$WORK/run3 sbatch --parsable \
              -J srun -o "$WORK/srun-%j.out" --ntasks-per-node="$np" -t 10 "$SRC/jobs/cpu.sbatch" \
              --set train.steps="$steps" --set log.every=100 --set eval.every=0 \
              --set checkpoint.every=0 --set log.sample_tokens=20)
