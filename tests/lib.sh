@@ -12,13 +12,16 @@ plan() { echo "1..$1"; }
 # Whether this CPU runs trident's own bf16 GEMM (TRIDENT_CPU_BF16_GEMM=
 # trident): it needs AVX2 (with FMA) or AVX512_BF16.
 cpu_has_trident_bf16_gemm() { grep -q -w -E 'avx2|avx512_bf16' /proc/cpuinfo 2>/dev/null; }
-ok() {   # ok CONDITION-EXIT-STATUS DESCRIPTION
+# ok CONDITION-EXIT-STATUS DESCRIPTION: one TAP line; returns the
+# condition's status, so `ok $? "..." || diag_output` shows what failed.
+ok() {
     tap_n=$((tap_n + 1))
     if [ "$1" -eq 0 ]; then
         echo "ok $tap_n - $2"
     else
         echo "not ok $tap_n - $2"
         tap_failed=$((tap_failed + 1))
+        return 1
     fi
 }
 diag() { echo "# $*"; }
