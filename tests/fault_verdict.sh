@@ -28,8 +28,7 @@ fault_said() {
 }
 
 # fault_output FILE: FILE's last lines as TAP comments, the config's
-# echo left out, for a case that failed (lib.sh's ok returns 0 either way,
-# so call this on the case's own status)
+# echo left out, for a case that failed (`ok $? "..." || fault_output F`)
 fault_output() { sed 's/^/#   /' "$1" | grep -v '^#   [a-z_0-9]* = ' | tail -n 12; }
 
 # fault_said_by FILE RANK: fault_said's line, as rank RANK printed it

@@ -36,9 +36,8 @@ $TRI_MPIEXEC $recovery -n 2 sh "${TRI_SRCDIR:-.}/tests/rank_status.sh" "$WORK/cl
     "$TRIDENT" train --config "$cfg" --set parallel.dp=2 > "$WORK/clean.out" 2>&1
 statuses=$(rank_statuses "$WORK/clean.ranks" 2)
 [ "$statuses" = "0:0 1:0" ]
-verdict=$?
-ok $verdict "dp 2, nothing killed: every rank exits 0 through the wrapper (rank:status $statuses)"
-[ $verdict -eq 0 ] || fault_output "$WORK/clean.out"
+ok $? "dp 2, nothing killed: every rank exits 0 through the wrapper (rank:status $statuses)" ||
+    fault_output "$WORK/clean.out"
 
 # killed NAME VICTIM WHAT SETTINGS...: rank VICTIM killed in a long run;
 # the survivor's verdict and the processes left, two TAP lines
@@ -57,9 +56,8 @@ killed() {
     echo "$said" | grep -q "waiting in comm_[a-z_]*[^(]* on [a-z_]*"
     named=$?
     [ -n "$how" ] && [ "$named" -eq 0 ] && [ "$rc" -ne 124 ]
-    verdict=$?
-    ok $verdict "$what, rank $victim killed: the survivor ends itself in ${took}s (limit $limit) through ${how:-nothing recognised}, naming the operation and communicator (rank:status $statuses, mpiexec $rc)"
-    [ $verdict -eq 0 ] || fault_output "$WORK/$name.out"
+    ok $? "$what, rank $victim killed: the survivor ends itself in ${took}s (limit $limit) through ${how:-nothing recognised}, naming the operation and communicator (rank:status $statuses, mpiexec $rc)" ||
+        fault_output "$WORK/$name.out"
     diag "${said:-no message}"
     [ -z "$left" ]
     ok $? "$what: no process left running after the job (left:${left:- none})"

@@ -213,9 +213,8 @@ fault stop STOP --set parallel.pp=2 --set train.grad_accum=4
 said=$(fault_said "$WORK/stop.out")
 path=$(fault_path "$said")
 [ "$rc" -eq 76 ] && [ -n "$said" ]
-verdict=$?
-ok $verdict "pp 2, one rank stopped (kill -STOP): exit 76 in ${took}s (limit $((fault_timeout + 60))) through ${path:-no message recognised}, naming the operation (exit $rc)"
-[ $verdict -eq 0 ] || fault_output "$WORK/stop.out"
+ok $? "pp 2, one rank stopped (kill -STOP): exit 76 in ${took}s (limit $((fault_timeout + 60))) through ${path:-no message recognised}, naming the operation (exit $rc)" ||
+    fault_output "$WORK/stop.out"
 diag "${said:-no message}"
 
 # the last rank killed once a step is logged (3 x [fault] timeout at most:
