@@ -52,8 +52,12 @@ killed() {
     statuses=$(rank_statuses "$WORK/$name.ranks" 2)
     survivor=$((1 - victim))
     said=$(fault_said_by "$WORK/$name.out" "$survivor")
-    # the operation and its communicator: "waiting in comm_x ... on GROUP"
-    echo "$said" | grep -q "waiting in comm_[a-z_]*[^(]* on [a-z_]*"
+    # the operation and its communicator: "waiting in comm_x ... on GROUP",
+    # or the agreement of every rank on a step's status (fail.c's
+    # fail_agree, over the whole job: it takes no named group), where a
+    # kill just after a step's collectives leaves the survivor
+    echo "$said" | grep -q -e "waiting in comm_[a-z_]*[^(]* on [a-z_]*" \
+        -e "waiting in fail_agree (the ranks agree on a status)"
     named=$?
     [ -n "$how" ] && [ "$named" -eq 0 ] && [ "$rc" -ne 124 ]
     ok $? "$what, rank $victim killed: the survivor ends itself in ${took}s (limit $limit) through ${how:-nothing recognised}, naming the operation and communicator (rank:status $statuses, mpiexec $rc)" ||
